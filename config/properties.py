@@ -1,0 +1,127 @@
+"""Typed table properties, with their defaults and documentation in ``defaults.toml``.
+
+The TOML file is the single source of truth: each key's default fixes its type, and
+``choices``/``min`` constrain it. :func:`resolve` merges user properties over the
+defaults and reports every problem by name, so a typo fails loudly at create/open time
+instead of being silently ignored like Hudi's configs are.
+
+This module is the bottom of the import graph and raises :class:`PropertyProblem`
+(a ``ValueError``); the timeline layer turns it into ``InvalidPropertyError``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Mapping
+
+USER_PREFIX = "user."
+
+
+class PropertyProblem(ValueError):
+    """An unknown or malformed property (re-raised as InvalidPropertyError upstream)."""
+
+
+@dataclass(frozen=True)
+class PropertySpec:
+    """One documented property."""
+
+    key: str
+    default: Any
+    doc: str
+    choices: tuple[Any, ...] | None = None
+    min: float | None = None
+
+    @property
+    def type(self) -> type:
+        return type(self.default)
+
+    def coerce(self, raw: Any) -> Any:
+        """Convert a user value (possibly a string) to this property's type.
+
+        Raises:
+            PropertyProblem: the value cannot be converted or is out of range.
+        """
+        t = self.type
+        try:
+            if t is bool:
+                if isinstance(raw, str):
+                    if raw.lower() not in ("true", "false"):
+                        raise ValueError(raw)
+                    value: Any = raw.lower() == "true"
+                elif isinstance(raw, bool):
+                    value = raw
+                else:
+                    raise ValueError(raw)
+            elif t is int:
+                if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
+                    raise ValueError(raw)
+                value = int(raw)
+            elif t is float:
+                value = float(raw)
+            else:
+                value = str(raw)
+        except (TypeError, ValueError):
+            raise PropertyProblem(
+                f"property {self.key!r}: {raw!r} is not a valid {t.__name__}"
+            ) from None
+        if self.choices is not None and value not in self.choices:
+            raise PropertyProblem(
+                f"property {self.key!r}: {value!r} is not one of {', '.join(map(str, self.choices))}"
+            )
+        if self.min is not None and value < self.min:
+            raise PropertyProblem(f"property {self.key!r}: {value!r} is below the minimum {self.min}")
+        return value
+
+
+@lru_cache(maxsize=1)
+def specs() -> Mapping[str, PropertySpec]:
+    """Every documented property, by key."""
+    text = resources.files(__package__).joinpath("defaults.toml").read_text()
+    raw = tomllib.loads(text)
+    out: dict[str, PropertySpec] = {}
+    for key, entry in raw.items():
+        choices = entry.get("choices")
+        out[key] = PropertySpec(
+            key=key,
+            default=entry["default"],
+            doc=entry["doc"],
+            choices=tuple(choices) if choices is not None else None,
+            min=entry.get("min"),
+        )
+    return out
+
+
+def resolve(user: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Validate ``user`` properties and merge them over the defaults.
+
+    Returns:
+        Every documented key with its typed value, plus the ``user.*`` keys as given.
+
+    Raises:
+        PropertyProblem: a key is unknown (the message lists the valid keys) or a value
+            is malformed.
+    """
+    known = specs()
+    merged = {k: s.default for k, s in known.items()}
+    for key, raw in (user or {}).items():
+        if key.startswith(USER_PREFIX):
+            merged[key] = raw
+            continue
+        spec = known.get(key)
+        if spec is None:
+            raise PropertyProblem(
+                f"unknown table property {key!r}; valid keys are: {', '.join(sorted(known))} "
+                f"(and any key under {USER_PREFIX!r})"
+            )
+        merged[key] = spec.coerce(raw)
+    return merged
+
+
+def explicit(user: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Validate ``user`` and return only the keys it sets, typed (what a table stores)."""
+    resolve(user)
+    known = specs()
+    return {k: (v if k.startswith(USER_PREFIX) else known[k].coerce(v)) for k, v in (user or {}).items()}

@@ -1,0 +1,33 @@
+"""Tables: the ``Table`` handle, the write path, the read path and the engines."""
+
+from ..timeline.errors import (
+    CommitConflictError,
+    DuplicateKeyError,
+    InvalidFilterError,
+    InvalidPropertyError,
+    LakelineError,
+    NullKeyError,
+    SchemaMismatchError,
+    SnapshotExpiredError,
+    TableExistsError,
+    TableNotFoundError,
+    UnknownColumnError,
+    UnsupportedOperationError,
+)
+from .table import Table
+
+__all__ = [
+    "CommitConflictError",
+    "DuplicateKeyError",
+    "InvalidFilterError",
+    "InvalidPropertyError",
+    "LakelineError",
+    "NullKeyError",
+    "SchemaMismatchError",
+    "SnapshotExpiredError",
+    "Table",
+    "TableExistsError",
+    "TableNotFoundError",
+    "UnknownColumnError",
+    "UnsupportedOperationError",
+]

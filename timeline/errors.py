@@ -1,0 +1,116 @@
+"""The one error hierarchy of lakeline.
+
+Every error lakeline raises on purpose is a :class:`LakelineError`. Where a builtin
+exception says the same thing (a missing table is a ``LookupError``, a bad schema a
+``ValueError``) the lakeline error subclasses it too, so callers can catch either.
+The module sits at the bottom of the import graph so every subsystem can raise
+these without importing anything else.
+"""
+
+from __future__ import annotations
+
+
+class LakelineError(Exception):
+    """Root of every error lakeline raises on purpose."""
+
+
+# --- tables and configuration -------------------------------------------------
+
+
+class TableNotFoundError(LakelineError, LookupError):
+    """No lakeline table exists at the given location."""
+
+
+class TableExistsError(LakelineError, FileExistsError):
+    """A table already exists where one was to be created."""
+
+
+class InvalidPropertyError(LakelineError, ValueError):
+    """A table property is unknown or its value is malformed."""
+
+
+class SchemaMismatchError(LakelineError, ValueError):
+    """Data does not match the table's schema."""
+
+
+class NullKeyError(LakelineError, ValueError):
+    """A record-key column holds a null."""
+
+
+class DuplicateKeyError(LakelineError, ValueError):
+    """An insert carries a record key the table already holds."""
+
+
+class UnknownColumnError(LakelineError, ValueError):
+    """A filter or column list names a column the table does not have."""
+
+
+class InvalidFilterError(LakelineError, ValueError):
+    """A filter expression cannot be evaluated against the table's schema."""
+
+
+class UnsupportedOperationError(LakelineError, ValueError):
+    """The operation does not apply to this table (e.g. upsert on an append-only table)."""
+
+
+# --- the timeline ---------------------------------------------------------------
+
+
+class TimelineError(LakelineError):
+    """Base for errors about the event log."""
+
+
+class CorruptEventError(TimelineError, ValueError):
+    """An event in the log is empty, truncated, unparsable or of an unknown version."""
+
+
+class TimelineGapError(TimelineError):
+    """The event log has a hole: an event is missing between two present ones."""
+
+
+class SlotTakenError(TimelineError):
+    """Another appender won the sequence number (internal; the log retries)."""
+
+
+class InvalidTransitionError(TimelineError, ValueError):
+    """An instant cannot move from its current state to the requested one."""
+
+
+class InstantNotFoundError(TimelineError, LookupError):
+    """No instant with that id is on the timeline (or it is not completed)."""
+
+
+class StorageNotSupportedError(TimelineError):
+    """The storage cannot put-if-absent, so it cannot hold an event log."""
+
+
+class CommitOutcomeUnknownError(TimelineError):
+    """The store failed while an event was being appended and re-reading could not tell
+    whether it landed. Nothing is deleted while the outcome is unknown."""
+
+
+# --- locks and heartbeats --------------------------------------------------------
+
+
+class LockTimeoutError(LakelineError, TimeoutError):
+    """The table lock could not be acquired in time."""
+
+
+class LockLostError(LakelineError):
+    """A lease expired and another owner took the lock."""
+
+
+# --- commits and reads ------------------------------------------------------------
+
+
+class CommitConflictError(LakelineError):
+    """A concurrent commit conflicts with this one and retries ran out (or the
+    operation cannot be replayed)."""
+
+
+class SnapshotExpiredError(LakelineError, LookupError):
+    """The requested snapshot is outside retention: its files are no longer kept."""
+
+
+class FaultInjectedError(LakelineError):
+    """A fault point armed with ``raise`` was reached (tests only)."""

@@ -1,0 +1,102 @@
+"""Named fault points: places in every protocol where a test can make things go wrong.
+
+Code calls :func:`point` with a dotted name (``commit.after_requested``,
+``log.store.before_link``, ...) at each step. Unarmed, a point costs one dict lookup.
+A test arms a point in-process with :func:`arm`, or for a child process through the
+environment variable ``LAKELINE_FAULTS``, a comma-separated list of ``name=action``:
+
+* ``crash`` — the process dies at once (``os._exit``), as if killed; nothing is flushed.
+* ``raise`` — :class:`~lakeline.timeline.errors.FaultInjectedError` is raised.
+* ``pause:SECONDS`` — sleep, then go on.
+* ``wait`` — write ``<name>.reached`` into ``$LAKELINE_FAULT_DIR`` and block until a file
+  ``<name>.release`` appears there; drives deterministic multi-process interleavings.
+
+An optional ``@N`` after the action fires it on the N-th time the point is reached
+(``commit.before_complete=crash@2``); by default the first.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import FaultInjectedError
+
+ENV_VAR = "LAKELINE_FAULTS"
+DIR_VAR = "LAKELINE_FAULT_DIR"
+CRASH_EXIT_CODE = 86
+
+
+@dataclass
+class _Fault:
+    action: str
+    on_hit: int = 1
+    hits: int = 0
+
+
+_armed: dict[str, _Fault] = {}
+_env_seen: str | None = None
+
+
+def _parse(spec: str) -> dict[str, _Fault]:
+    out: dict[str, _Fault] = {}
+    for item in filter(None, (s.strip() for s in spec.split(","))):
+        name, _, action = item.partition("=")
+        action, _, nth = action.partition("@")
+        out[name.strip()] = _Fault(action.strip() or "raise", int(nth) if nth else 1)
+    return out
+
+
+def _sync_env() -> None:
+    global _env_seen
+    spec = os.environ.get(ENV_VAR, "")
+    if spec != _env_seen:
+        _env_seen = spec
+        for name, fault in _parse(spec).items():
+            _armed.setdefault(name, fault)
+
+
+def arm(name: str, action: str = "raise", on_hit: int = 1) -> None:
+    """Arm ``name`` in this process (see the module docstring for actions)."""
+    _armed[name] = _Fault(action, on_hit)
+
+
+def disarm_all() -> None:
+    """Disarm every point in this process, including those from the environment."""
+    global _env_seen
+    _armed.clear()
+    _env_seen = os.environ.get(ENV_VAR, "")
+
+
+def point(name: str) -> None:
+    """Mark a step of a protocol; does nothing unless ``name`` is armed.
+
+    Raises:
+        FaultInjectedError: the point is armed with ``raise``.
+    """
+    if os.environ.get(ENV_VAR, "") != (_env_seen or ""):
+        _sync_env()
+    fault = _armed.get(name)
+    if fault is None:
+        return
+    fault.hits += 1
+    if fault.hits != fault.on_hit:
+        return
+    action = fault.action
+    if action == "crash":
+        os._exit(CRASH_EXIT_CODE)
+    if action == "raise":
+        raise FaultInjectedError(f"fault injected at {name}")
+    if action.startswith("pause:"):
+        time.sleep(float(action.split(":", 1)[1]))
+        return
+    if action == "wait":
+        folder = Path(os.environ.get(DIR_VAR, "."))
+        (folder / f"{name}.reached").write_text(str(os.getpid()))
+        release = folder / f"{name}.release"
+        while not release.exists():
+            time.sleep(0.01)
+        return
+    raise FaultInjectedError(f"fault point {name} armed with unknown action {action!r}")

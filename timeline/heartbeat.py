@@ -1,0 +1,70 @@
+"""Heartbeats: how a writer or service shows it is still working on an instant.
+
+A :class:`Heartbeat` records a beat through the store every ``heartbeat.interval-ms``
+from a daemon thread while the instant is inflight. An instant is *failed* when its last
+beat (or, with none, its requested time) is older than interval × (misses + 1); only
+then may the rollback service end it. A process that dies stops beating, which is the
+whole point: no coordination with it is needed.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from .instant import Instant, datetime_to_micros
+from .log import now_us
+from .store import TimelineStore
+
+
+def expiry_us(interval_ms: int, tolerable_misses: int) -> int:
+    """How old a beat may be before its instant counts as failed."""
+    return interval_ms * 1000 * (tolerable_misses + 1)
+
+
+def is_expired(
+    instant: Instant, beats: dict[int, int], interval_ms: int, tolerable_misses: int, now: int | None = None
+) -> bool:
+    """Whether a pending instant's writer has stopped beating."""
+    last = beats.get(instant.id, datetime_to_micros(instant.requested_at))
+    return (now if now is not None else now_us()) - last > expiry_us(interval_ms, tolerable_misses)
+
+
+class Heartbeat:
+    """Beats for one instant from a daemon thread until stopped.
+
+    Use as a context manager around the inflight work.
+    """
+
+    def __init__(self, store: TimelineStore, instant: int, interval_ms: int) -> None:
+        self.store = store
+        self.instant = instant
+        self.interval_s = interval_ms / 1000.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> "Heartbeat":
+        self.store.beat(self.instant, now_us())
+        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{self.instant}", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.store.beat(self.instant, now_us())
+            except Exception:  # noqa: BLE001 - a missed beat is tolerated; the next may land
+                continue
+
+    def stop(self, clear: bool = True) -> None:
+        """Stop beating; ``clear`` removes the beat (the instant is finished)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if clear:
+            self.store.clear_beat(self.instant)
+
+    def __enter__(self) -> "Heartbeat":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

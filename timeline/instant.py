@@ -1,0 +1,237 @@
+"""Instants and the events that move them.
+
+An *event* is the unit of the log: it moves one instant to one state and is appended
+at the next sequence number with put-if-absent. An *instant* is what the events of one
+action add up to. Its id is the sequence number of its ``requested`` event, so ids are
+unique and monotonic without any clock (Hudi's timestamp collisions cannot happen).
+
+Both are frozen dataclasses: they are values read from disk, never mutated.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Mapping
+
+from .errors import CorruptEventError, InvalidTransitionError
+
+#: Version of the event encoding; readers refuse versions they do not know.
+EVENT_FORMAT_VERSION = 1
+
+
+class Action(str, enum.Enum):
+    """What an instant does. Values are Hudi's wire names."""
+
+    COMMIT = "commit"
+    DELTA_COMMIT = "deltacommit"
+    REPLACE_COMMIT = "replacecommit"
+    COMPACTION = "compaction"
+    CLUSTERING = "clustering"
+    CLEAN = "clean"
+    ROLLBACK = "rollback"
+    INDEXING = "indexing"
+    ARCHIVE = "archive"
+    SAVEPOINT = "savepoint"
+    SCHEMA = "schema"
+
+    @property
+    def writes_data(self) -> bool:
+        """Whether instants of this action add or replace data files."""
+        return self in _DATA_ACTIONS
+
+
+_DATA_ACTIONS = frozenset(
+    {Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT, Action.COMPACTION, Action.CLUSTERING}
+)
+
+
+class State(str, enum.Enum):
+    """Where an instant is in its life. Values are Hudi's wire names."""
+
+    REQUESTED = "requested"
+    INFLIGHT = "inflight"
+    COMPLETED = "completed"
+    ROLLED_BACK = "rolled_back"
+
+    @property
+    def is_pending(self) -> bool:
+        return self in (State.REQUESTED, State.INFLIGHT)
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in (State.COMPLETED, State.ROLLED_BACK)
+
+
+#: Legal moves. ``None`` is "not on the timeline yet".
+TRANSITIONS: Mapping[State | None, frozenset[State]] = {
+    None: frozenset({State.REQUESTED}),
+    State.REQUESTED: frozenset({State.INFLIGHT, State.ROLLED_BACK}),
+    State.INFLIGHT: frozenset({State.COMPLETED, State.ROLLED_BACK}),
+    State.COMPLETED: frozenset(),
+    State.ROLLED_BACK: frozenset(),
+}
+
+
+def check_transition(instant_id: int | None, current: State | None, target: State) -> None:
+    """Refuse an illegal move.
+
+    Raises:
+        InvalidTransitionError: ``target`` is not reachable from ``current``.
+    """
+    if target not in TRANSITIONS[current]:
+        where = "absent" if current is None else current.value
+        raise InvalidTransitionError(
+            f"instant {instant_id} cannot move from {where} to {target.value}"
+        )
+
+
+def micros_to_datetime(us: int) -> datetime:
+    return datetime.fromtimestamp(us / 1_000_000, tz=timezone.utc)
+
+
+def datetime_to_micros(dt: datetime) -> int:
+    if dt.tzinfo is None:
+        # A naive datetime is taken as local time, the way datetime.timestamp() does.
+        return int(dt.timestamp() * 1_000_000)
+    return int(dt.timestamp() * 1_000_000)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One entry of the event log.
+
+    Attributes:
+        seq: position in the log; gapless from the first event.
+        ts_us: wall-clock time in microseconds since the epoch, never smaller than the
+            previous event's even when the clock steps back.
+        instant: id of the instant the event moves (its requested event's ``seq``).
+        action: the instant's action.
+        state: the state the instant moves to.
+        payload: the plan (requested), progress (inflight) or metadata (completed).
+        token: random id of the append attempt, used to learn whether an append whose
+            outcome was lost actually landed.
+    """
+
+    seq: int
+    ts_us: int
+    instant: int
+    action: Action
+    state: State
+    payload: Mapping[str, Any] = field(default_factory=dict)
+    token: str = ""
+
+    @property
+    def timestamp(self) -> datetime:
+        return micros_to_datetime(self.ts_us)
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "format": EVENT_FORMAT_VERSION,
+                "seq": self.seq,
+                "ts_us": self.ts_us,
+                "instant": self.instant,
+                "action": self.action.value,
+                "state": self.state.value,
+                "token": self.token,
+                "payload": self.payload,
+            },
+            separators=(",", ":"),
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes, where: str) -> "Event":
+        """Decode one event.
+
+        Args:
+            text: the encoded event.
+            where: a name for the event (file path or row) used in error messages.
+
+        Raises:
+            CorruptEventError: empty, truncated, unparsable, or of an unknown format.
+        """
+        if not text:
+            raise CorruptEventError(f"event {where} is empty (0 bytes)")
+        try:
+            raw = json.loads(text)
+        except ValueError as e:
+            raise CorruptEventError(f"event {where} is truncated or not JSON: {e}") from None
+        if not isinstance(raw, dict):
+            raise CorruptEventError(f"event {where} is not a JSON object")
+        version = raw.get("format")
+        if version != EVENT_FORMAT_VERSION:
+            raise CorruptEventError(
+                f"event {where} has unknown format {version!r} (this reader knows {EVENT_FORMAT_VERSION})"
+            )
+        try:
+            event = cls(
+                seq=int(raw["seq"]),
+                ts_us=int(raw["ts_us"]),
+                instant=int(raw["instant"]),
+                action=Action(raw["action"]),
+                state=State(raw["state"]),
+                payload=raw.get("payload") or {},
+                token=str(raw.get("token", "")),
+            )
+        except (KeyError, ValueError, TypeError) as e:
+            raise CorruptEventError(f"event {where} has a missing or unknown field: {e!r}") from None
+        if event.state is State.REQUESTED and event.instant != event.seq:
+            raise CorruptEventError(
+                f"event {where}: a requested event must have instant == seq ({event.instant} != {event.seq})"
+            )
+        return event
+
+
+@dataclass(frozen=True)
+class Instant:
+    """One action on the table, as its events add up so far.
+
+    ``requested_at``/``completed_at`` are datetimes (UTC); ``plan`` is the payload of the
+    requested event, ``metadata`` that of the completed one. ``completed_seq`` is the
+    sequence number of the completing event (snapshots are named by it).
+    """
+
+    id: int
+    action_kind: Action
+    state_kind: State
+    requested_at: datetime
+    completed_at: datetime | None = None
+    plan: Mapping[str, Any] = field(default_factory=dict)
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    completed_seq: int | None = None
+    last_seq: int = 0
+
+    @property
+    def action(self) -> str:
+        """The action's wire name (``"commit"``, ``"deltacommit"``, ...)."""
+        return self.action_kind.value
+
+    @property
+    def state(self) -> str:
+        """The state's wire name (``"requested"``, ``"inflight"``, ...)."""
+        return self.state_kind.value
+
+    @property
+    def is_completed(self) -> bool:
+        return self.state_kind is State.COMPLETED
+
+    @property
+    def is_pending(self) -> bool:
+        return self.state_kind.is_pending
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready view, as the CLI prints it."""
+        return {
+            "id": self.id,
+            "action": self.action,
+            "state": self.state,
+            "requested_at": self.requested_at.isoformat(),
+            "completed_at": self.completed_at.isoformat() if self.completed_at else None,
+            "completed_seq": self.completed_seq,
+            "plan": dict(self.plan),
+            "metadata": dict(self.metadata),
+        }

@@ -1,0 +1,135 @@
+"""Lease-based locks: a liveness aid, never a safety mechanism.
+
+The table lock keeps planners from stepping on each other and cuts retries, but every
+completion is still a put-if-absent after validation, so a lock that is lost (its lease
+ran out while the holder was paused) can cost a retry, never correctness. A lease that
+is not renewed expires, so a crashed holder cannot block a table for longer than
+``lock.lease-ms``.
+
+:class:`FileLock` keeps the lease in a file created exclusively; an expired lease is
+broken by renaming it away (only one breaker's rename can succeed) before taking it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from abc import ABC, abstractmethod
+from pathlib import Path
+from types import TracebackType
+
+from .errors import LockLostError, LockTimeoutError
+
+
+class Lock(ABC):
+    """A named, lease-based, non-reentrant lock."""
+
+    def __init__(self, lease_ms: int) -> None:
+        self.lease_ms = lease_ms
+        self.owner = uuid.uuid4().hex
+
+    @abstractmethod
+    def try_acquire(self) -> bool:
+        """Take the lock if it is free or its lease expired; return whether we hold it."""
+
+    @abstractmethod
+    def renew(self) -> None:
+        """Extend our lease.
+
+        Raises:
+            LockLostError: the lease expired and someone else holds the lock.
+        """
+
+    @abstractmethod
+    def release(self) -> None:
+        """Give the lock up if we hold it."""
+
+    def acquire(self, timeout_s: float = 60.0, poll_s: float = 0.005) -> "Lock":
+        """Block until the lock is ours.
+
+        Raises:
+            LockTimeoutError: not acquired within ``timeout_s``.
+        """
+        deadline = time.monotonic() + timeout_s
+        delay = poll_s
+        while not self.try_acquire():
+            if time.monotonic() >= deadline:
+                raise LockTimeoutError(f"lock {self!r} not acquired within {timeout_s:.1f}s")
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+        return self
+
+    def __enter__(self) -> "Lock":
+        return self.acquire()
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.release()
+
+
+class FileLock(Lock):
+    """A lease kept in a file: ``{"owner": ..., "expires_us": ...}``."""
+
+    def __init__(self, path: str | os.PathLike[str], lease_ms: int) -> None:
+        super().__init__(lease_ms)
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"FileLock({str(self.path)!r})"
+
+    def _lease(self) -> bytes:
+        expires = time.time_ns() // 1000 + self.lease_ms * 1000
+        return json.dumps({"owner": self.owner, "expires_us": expires}).encode()
+
+    def _read(self) -> dict[str, object] | None:
+        try:
+            return json.loads(self.path.read_bytes() or b"null")
+        except FileNotFoundError:
+            return None
+        except ValueError:
+            return {}  # half-written by a holder that died while creating it: expired
+
+    def try_acquire(self) -> bool:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            held = self._read()
+            if held is None:
+                return False  # released between our attempts; try again on the next poll
+            expires = held.get("expires_us", 0) if held else 0
+            if held and held.get("owner") == self.owner:
+                return True
+            if isinstance(expires, int) and expires > time.time_ns() // 1000:
+                return False
+            broken = self.path.with_name(f"{self.path.name}.broken-{uuid.uuid4().hex}")
+            try:
+                os.rename(self.path, broken)
+            except FileNotFoundError:
+                return False
+            os.unlink(broken)
+            return False  # the next poll creates it afresh
+        try:
+            os.write(fd, self._lease())
+        finally:
+            os.close(fd)
+        return True
+
+    def renew(self) -> None:
+        held = self._read()
+        if not held or held.get("owner") != self.owner:
+            raise LockLostError(f"{self!r} is no longer held by this owner")
+        tmp = self.path.with_name(f"{self.path.name}.renew-{self.owner}")
+        tmp.write_bytes(self._lease())
+        os.replace(tmp, self.path)
+
+    def release(self) -> None:
+        held = self._read()
+        if held and held.get("owner") == self.owner:
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass

@@ -1,0 +1,147 @@
+"""Appending to the event log: put-if-absent at the next slot, validated, retried.
+
+:class:`EventLog` is the only writer of events. An append reads the tail, checks the
+move against the instant's current state (and an optional caller check, e.g. the
+commit's conflict rules), then puts the event at the next sequence number. Because a
+slot can only be won by an appender that has seen every event before it, the checks are
+exact; if the slot is taken the log reads the new events and tries the next one.
+
+Event timestamps never go backwards: each is at least one microsecond after the one
+before, whatever the wall clock does. If the store fails mid-append the log re-reads
+to learn whether the event landed (each attempt carries a random token) and only
+reports :class:`CommitOutcomeUnknownError` when it cannot tell.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Callable, Mapping
+
+from . import faults
+from .errors import (
+    CommitOutcomeUnknownError,
+    InvalidTransitionError,
+    LakelineError,
+    SlotTakenError,
+)
+from .instant import Action, Event, State, check_transition
+from .store import TimelineStore
+from .timeline import Timeline
+
+#: A check run against the fresh timeline right before each put attempt; it raises to
+#: refuse the append (the error propagates to the caller unchanged).
+AppendCheck = Callable[[Timeline], None]
+
+_MAX_SLOT_RETRIES = 10_000
+
+
+def now_us() -> int:
+    return time.time_ns() // 1000
+
+
+class EventLog:
+    """The append side of one table's timeline, over any :class:`TimelineStore`."""
+
+    def __init__(self, store: TimelineStore, clock: Callable[[], int] = now_us) -> None:
+        self.store = store
+        self._clock = clock
+        self._timeline: Timeline | None = None
+
+    def refresh(self) -> Timeline:
+        """Read events appended since the last read and return the current timeline."""
+        if self._timeline is None:
+            self._timeline = Timeline(self.store.read_from(0))
+        else:
+            self._timeline = self._timeline.extended(self.store.read_from(self._timeline.last_seq + 1))
+        return self._timeline
+
+    @property
+    def timeline(self) -> Timeline:
+        """The timeline as last read (call :meth:`refresh` for the newest)."""
+        return self._timeline if self._timeline is not None else self.refresh()
+
+    def append(
+        self,
+        action: Action,
+        state: State,
+        payload: Mapping[str, Any] | None = None,
+        instant: int | None = None,
+        check: AppendCheck | None = None,
+    ) -> Event:
+        """Append the event that moves ``instant`` to ``state``.
+
+        Args:
+            action: the instant's action.
+            state: the state to move to.
+            payload: plan (requested), progress (inflight) or metadata (completed).
+            instant: the instant to move; ``None`` starts a new one (state must be
+                ``REQUESTED``), whose id becomes the slot it wins.
+            check: run against the fresh timeline before every attempt; raise to refuse.
+
+        Returns:
+            The event as written.
+
+        Raises:
+            InvalidTransitionError: the move is illegal from the instant's current state
+                (e.g. completing an instant that was rolled back meanwhile).
+            CommitOutcomeUnknownError: the store failed and re-reading cannot tell whether
+                the event landed.
+            Whatever ``check`` raises.
+        """
+        if (instant is None) != (state is State.REQUESTED):
+            raise InvalidTransitionError("only a new instant is requested, and a new instant is requested")
+        token = uuid.uuid4().hex
+        for _ in range(_MAX_SLOT_RETRIES):
+            tl = self.refresh()
+            if instant is not None:
+                cur = tl.find(instant)
+                if cur is None:
+                    check_transition(instant, None, state)
+                else:
+                    if cur.action_kind is not action:
+                        raise InvalidTransitionError(
+                            f"instant {instant} is a {cur.action}, not a {action.value}"
+                        )
+                    check_transition(instant, cur.state_kind, state)
+            if check is not None:
+                check(tl)
+            seq = tl.last_seq + 1
+            event = Event(
+                seq=seq,
+                ts_us=max(self._clock(), tl.last_ts_us + 1),
+                instant=seq if instant is None else instant,
+                action=action,
+                state=state,
+                payload=dict(payload or {}),
+                token=token,
+            )
+            faults.point(f"log.before_append.{state.value}")
+            try:
+                self.store.put_if_absent(event)
+            except SlotTakenError:
+                continue
+            except LakelineError:
+                raise
+            except Exception as e:  # noqa: BLE001 - any store failure makes the outcome unknown
+                landed = self._find_token(token, seq)
+                if landed is not None:
+                    return landed
+                raise CommitOutcomeUnknownError(
+                    f"store failed while appending {action.value}.{state.value}: {e!r}"
+                ) from e
+            faults.point(f"log.after_append.{state.value}")
+            self._timeline = self.timeline.extended([event])
+            return event
+        raise CommitOutcomeUnknownError("gave up after too many taken slots")
+
+    def _find_token(self, token: str, seq: int) -> Event | None:
+        """Re-read the log after a failed put; return our event if it landed."""
+        for _ in range(3):
+            try:
+                tl = self.refresh()
+            except Exception:  # noqa: BLE001 - the store may still be down; try again
+                time.sleep(0.2)
+                continue
+            return next((ev for ev in tl.events_after(seq - 1) if ev.token == token), None)
+        return None

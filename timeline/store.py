@@ -1,0 +1,66 @@
+"""The plug-in point for where a table's event log lives.
+
+A store does three things: append an event at a sequence number only if that slot is
+free (put-if-absent, the single atomic step the whole protocol relies on), read events
+from a sequence number on, and keep heartbeats of inflight instants. Everything else
+(retries, transitions, conflict checks) is built on top in :mod:`.log`, once, for every
+store. Two stores ship: :class:`~lakeline.timeline.fs_store.FileSystemStore` and
+:class:`~lakeline.timeline.pg_store.PostgresStore`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING
+
+from .instant import Event
+
+if TYPE_CHECKING:
+    from .lock import Lock
+
+
+class TimelineStore(ABC):
+    """Where the events and heartbeats of one table are kept."""
+
+    #: ``"filesystem"`` or ``"postgresql"``; recorded in the table's pointer file.
+    kind: str
+
+    @abstractmethod
+    def put_if_absent(self, event: Event) -> None:
+        """Write ``event`` at ``event.seq`` unless that slot is already taken.
+
+        Raises:
+            SlotTakenError: another event holds the slot.
+        """
+
+    @abstractmethod
+    def read_from(self, seq: int) -> list[Event]:
+        """Every event with a sequence number ``>= seq``, in order.
+
+        Raises:
+            CorruptEventError: an event cannot be decoded.
+            TimelineGapError: an event is missing between two present ones.
+        """
+
+    @abstractmethod
+    def has_events(self) -> bool:
+        """Whether any event was ever written (the table exists)."""
+
+    @abstractmethod
+    def beat(self, instant: int, ts_us: int) -> None:
+        """Record that the writer of ``instant`` was alive at ``ts_us``."""
+
+    @abstractmethod
+    def last_beats(self) -> dict[int, int]:
+        """The last heartbeat (micros) of every instant that has one."""
+
+    @abstractmethod
+    def clear_beat(self, instant: int) -> None:
+        """Forget the heartbeat of a finished instant."""
+
+    @abstractmethod
+    def lock(self, name: str, lease_ms: int) -> "Lock":
+        """A lease-based lock named ``name`` for this table, of this store's kind."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections; the default holds none."""

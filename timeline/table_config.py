@@ -1,0 +1,157 @@
+"""The table's configuration as it lives in the table state.
+
+The configuration (Arrow schema, record key, ordering field, partition columns, type,
+properties) is written as the metadata of a completed ``schema`` instant; the latest such
+instant wins. It is therefore changed only through the timeline, and every writer reads
+it from there at commit time rather than trusting its own local settings.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import pyarrow as pa
+
+from ..config import PropertyProblem, explicit, resolve
+from .errors import InvalidPropertyError, SchemaMismatchError, UnknownColumnError
+from .instant import Action
+from .timeline import Timeline
+
+TABLE_TYPES = ("cow", "mor")
+FORMAT_VERSION = 1
+
+
+def schema_to_text(schema: pa.Schema) -> str:
+    return base64.b64encode(schema.serialize().to_pybytes()).decode()
+
+
+def schema_from_text(text: str) -> pa.Schema:
+    return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text)))
+
+
+def _check_properties(props: Mapping[str, Any] | None) -> dict[str, Any]:
+    try:
+        return explicit(props)
+    except PropertyProblem as e:
+        raise InvalidPropertyError(str(e)) from None
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    """Everything about a table that is fixed by its schema instants."""
+
+    schema: pa.Schema
+    record_key: tuple[str, ...] = ()
+    ordering_field: str | None = None
+    partition_by: tuple[str, ...] = ()
+    table_type: str = "cow"
+    properties: Mapping[str, Any] = field(default_factory=dict)
+    table_uuid: str = ""
+
+    @classmethod
+    def build(
+        cls,
+        schema: pa.Schema,
+        record_key: str | list[str] | tuple[str, ...] | None,
+        ordering_field: str | None,
+        partition_by: list[str] | tuple[str, ...] | None,
+        table_type: str,
+        properties: Mapping[str, Any] | None,
+        table_uuid: str,
+    ) -> "TableConfig":
+        """Validate user arguments into a configuration.
+
+        Raises:
+            SchemaMismatchError: the schema is unusable (duplicate names, nested key...).
+            UnknownColumnError: key, ordering or partition columns are not in the schema.
+            InvalidPropertyError: a property is unknown or malformed; or a bad table type.
+        """
+        if not isinstance(schema, pa.Schema):
+            raise SchemaMismatchError(f"schema must be a pyarrow.Schema, not {type(schema).__name__}")
+        names = schema.names
+        if len(set(names)) != len(names):
+            raise SchemaMismatchError(f"schema has duplicate column names: {names}")
+        if any(n.startswith("_") and n in ("_op", "_seq", "_pos") for n in names):
+            raise SchemaMismatchError("columns _op, _seq and _pos are reserved by lakeline")
+        keys = (record_key,) if isinstance(record_key, str) else tuple(record_key or ())
+        parts = tuple(partition_by or ())
+        for what, cols in (("record key", keys), ("partition", parts)):
+            for c in cols:
+                if c not in names:
+                    raise UnknownColumnError(f"{what} column {c!r} is not in the schema {names}")
+        if ordering_field is not None and ordering_field not in names:
+            raise UnknownColumnError(f"ordering field {ordering_field!r} is not in the schema {names}")
+        if ordering_field is not None and not keys:
+            raise SchemaMismatchError("an ordering field needs a record key")
+        for c in keys + parts:
+            t = schema.field(c).type
+            if pa.types.is_nested(t) or pa.types.is_floating(t):
+                raise SchemaMismatchError(f"column {c!r} of type {t} cannot be a key or partition column")
+        if table_type not in TABLE_TYPES:
+            raise InvalidPropertyError(f"table_type must be one of {TABLE_TYPES}, not {table_type!r}")
+        if table_type == "mor" and not keys:
+            raise InvalidPropertyError("a merge-on-read table needs a record key")
+        return cls(
+            schema=schema,
+            record_key=keys,
+            ordering_field=ordering_field,
+            partition_by=parts,
+            table_type=table_type,
+            properties=_check_properties(properties),
+            table_uuid=table_uuid,
+        )
+
+    @property
+    def has_key(self) -> bool:
+        return bool(self.record_key)
+
+    @property
+    def write_action(self) -> Action:
+        return Action.DELTA_COMMIT if self.table_type == "mor" else Action.COMMIT
+
+    def resolved_properties(self) -> dict[str, Any]:
+        """Stored properties merged over the documented defaults, typed."""
+        try:
+            return resolve(self.properties)
+        except PropertyProblem as e:
+            raise InvalidPropertyError(str(e)) from None
+
+    def prop(self, key: str) -> Any:
+        return self.resolved_properties()[key]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT_VERSION,
+            "schema": schema_to_text(self.schema),
+            "fields": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in self.schema],
+            "record_key": list(self.record_key),
+            "ordering_field": self.ordering_field,
+            "partition_by": list(self.partition_by),
+            "table_type": self.table_type,
+            "properties": dict(self.properties),
+            "table_uuid": self.table_uuid,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> "TableConfig":
+        cfg = cls(
+            schema=schema_from_text(raw["schema"]),
+            record_key=tuple(raw.get("record_key") or ()),
+            ordering_field=raw.get("ordering_field"),
+            partition_by=tuple(raw.get("partition_by") or ()),
+            table_type=raw.get("table_type", "cow"),
+            properties=dict(raw.get("properties") or {}),
+            table_uuid=raw.get("table_uuid", ""),
+        )
+        cfg.resolved_properties()  # a property this version does not know fails on open
+        return cfg
+
+    @classmethod
+    def from_timeline(cls, timeline: Timeline) -> "TableConfig | None":
+        """The configuration of the latest completed schema instant, if any."""
+        for inst in reversed(timeline.completed()):
+            if inst.action_kind is Action.SCHEMA:
+                return cls.from_dict(inst.metadata["config"])
+        return None
