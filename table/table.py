@@ -10,19 +10,44 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from dataclasses import replace
 from datetime import datetime
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..timeline import faults
-from ..timeline.errors import TableExistsError, TableNotFoundError
+from ..timeline.errors import (
+    InvalidFilterError,
+    SchemaMismatchError,
+    TableExistsError,
+    TableNotFoundError,
+    UnsupportedOperationError,
+)
+from ..timeline.fs_view import FileSystemView
 from ..timeline.instant import Action, State
 from ..timeline.log import EventLog
 from ..timeline.storage import Storage
 from ..timeline.stores import META_DIR, check_timeline_arg, open_store, pointer_path, read_pointer
 from ..timeline.table_config import TableConfig
 from ..timeline.timeline import Timeline
+from .changes import changes
+from .engine import Engine, LocalEngine
+from .operations import (
+    partition_targets,
+    plan_delete,
+    plan_delete_where,
+    plan_insert,
+    plan_overwrite,
+    plan_upsert,
+)
+from .records import check_filter, check_keys, conform, deduplicate, to_arrow_table
+from .scan import Scan
+from .writer import WriteResult, run_write
+
+if TYPE_CHECKING:
+    from ..services import TableServices
 
 
 class Table:
@@ -34,6 +59,8 @@ class Table:
         self.timeline_url = timeline_url
         self._config: TableConfig | None = None
         self._config_seq = -2
+        self._engine: Engine | None = None
+        self._view: FileSystemView | None = None
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -138,8 +165,162 @@ class Table:
     def schema(self) -> pa.Schema:
         return self.config.schema
 
+    @property
+    def engine(self) -> Engine:
+        """The engine data work runs on (a ``LocalEngine`` unless one was set)."""
+        if self._engine is None:
+            self._engine = LocalEngine(int(self.config.resolved_properties()["engine.parallelism"]) or None)
+        return self._engine
+
+    @engine.setter
+    def engine(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def view(self, snapshot: Timeline) -> FileSystemView:
+        """The file-system view of a snapshot (cached for the newest one read)."""
+        if self._view is None or self._view.seq != snapshot.last_seq or self._view.timeline is not snapshot:
+            if self._view is not None and self._view.seq == snapshot.last_seq:
+                return self._view
+            self._view = FileSystemView(snapshot)
+        return self._view
+
     def __repr__(self) -> str:
         return f"Table({self.storage.uri!r})"
+
+    # -- writes ------------------------------------------------------------------------
+
+    def _prepared(self, data: Any, dedupe: bool = True) -> pa.Table:
+        cfg = self.config
+        evolve = cfg.resolved_properties()["write.schema-evolution"] == "add-columns"
+        rows, new_fields = conform(data, cfg, allow_new_columns=evolve)
+        if new_fields:
+            self._evolve_schema(new_fields)
+            rows, _ = conform(rows, self.config)
+        check_keys(rows, cfg.record_key)
+        return deduplicate(rows, cfg.record_key, cfg.ordering_field) if dedupe else rows
+
+    def _evolve_schema(self, new_fields: list[pa.Field]) -> None:
+        cfg = self.config
+        evolved = replace(cfg, schema=pa.schema(list(cfg.schema) + new_fields))
+        req = self.log.append(Action.SCHEMA, State.REQUESTED, {"change": "add-columns",
+                                                               "columns": [f.name for f in new_fields]})
+        self.log.append(Action.SCHEMA, State.INFLIGHT, instant=req.instant)
+        self.log.append(Action.SCHEMA, State.COMPLETED, {"config": evolved.to_dict()}, instant=req.instant)
+
+    def insert(self, data: Any) -> WriteResult:
+        """Insert rows (a keyed table refuses keys it already holds).
+
+        Args:
+            data: a pa.Table, pa.RecordBatchReader or pandas.DataFrame.
+
+        Returns:
+            ``WriteResult`` with the completed instant and counts.
+
+        Raises:
+            SchemaMismatchError, NullKeyError: bad input; nothing is written.
+            DuplicateKeyError: a key already exists (``write.insert-key-check``).
+            CommitConflictError: concurrent commits kept conflicting.
+        """
+        rows = self._prepared(data)
+        return run_write(self, "insert", self.config.write_action,
+                         lambda snap, view: plan_insert(self, rows, snap, view))
+
+    def upsert(self, data: Any) -> WriteResult:
+        """Insert new keys and update existing ones (the larger ordering value wins).
+
+        Raises:
+            UnsupportedOperationError: the table has no record key.
+            SchemaMismatchError, NullKeyError: bad input; nothing is written.
+            CommitConflictError: concurrent commits kept conflicting.
+        """
+        self._need_key("upsert")
+        rows = self._prepared(data)
+        return run_write(self, "upsert", self.config.write_action,
+                         lambda snap, view: plan_upsert(self, rows, snap, view))
+
+    def delete(self, keys: Any) -> WriteResult:
+        """Delete rows by record key; keys the table does not hold are ignored.
+
+        Args:
+            keys: a table of the record-key columns (plus, optionally, the partition
+                columns to narrow the search).
+
+        Raises:
+            UnsupportedOperationError: the table has no record key.
+            SchemaMismatchError, NullKeyError: the key columns are missing or null.
+        """
+        self._need_key("delete")
+        cfg = self.config
+        table = to_arrow_table(keys)
+        missing = [k for k in cfg.record_key if k not in table.column_names]
+        if missing:
+            raise SchemaMismatchError(f"delete needs the record-key columns {missing}")
+        cols = [c for c in table.column_names if c in cfg.record_key or c in cfg.partition_by]
+        table = table.select(cols)
+        table = pa.Table.from_arrays([table.column(c).cast(cfg.schema.field(c).type) for c in cols], names=cols)
+        check_keys(table, cfg.record_key)
+        return run_write(self, "delete", cfg.write_action,
+                         lambda snap, view: plan_delete(self, table, snap, view))
+
+    def delete_where(self, predicate: pc.Expression) -> WriteResult:
+        """Delete every row matching ``predicate``.
+
+        Raises:
+            UnknownColumnError, InvalidFilterError: a bad predicate; nothing is written.
+        """
+        if predicate is None:
+            raise InvalidFilterError("delete_where needs a predicate (use overwrite to empty the table)")
+        check_filter(self.config.schema, predicate)
+        action = self.config.write_action if self.config.has_key else Action.COMMIT
+        return run_write(self, "delete_where", action,
+                         lambda snap, view: plan_delete_where(self, predicate, snap, view))
+
+    def overwrite(self, data: Any, partitions: list[Any] | None = None) -> WriteResult:
+        """Replace the partitions present in ``data`` (all of an unpartitioned table).
+
+        Args:
+            data: the new rows.
+            partitions: replace these partitions instead (Hive paths such as
+                ``"day=2026-01-01"`` or dicts of partition values), even if ``data``
+                has no rows for them.
+        """
+        rows = self._prepared(data)
+        targets = partition_targets(self, partitions) if partitions is not None else None
+        return run_write(self, "overwrite", Action.REPLACE_COMMIT,
+                         lambda snap, view: plan_overwrite(self, rows, targets, snap, view))
+
+    def _need_key(self, op: str) -> None:
+        if not self.config.has_key:
+            raise UnsupportedOperationError(f"{op} needs a record key; this table is append-only")
+
+    # -- reads -------------------------------------------------------------------------
+
+    def scan(self, filter: pc.Expression | None = None, columns: list[str] | None = None,
+             as_of: int | datetime | None = None) -> Scan:
+        """Plan a read of the table now, or as of an instant id or a datetime.
+
+        Raises:
+            UnknownColumnError, InvalidFilterError: bad filter or columns.
+            InstantNotFoundError: ``as_of`` names no completed instant.
+            SnapshotExpiredError: the snapshot's files were cleaned.
+        """
+        return Scan(self, filter=filter, columns=columns, as_of=as_of)
+
+    def to_arrow(self, filter: pc.Expression | None = None, columns: list[str] | None = None,
+                 as_of: int | datetime | None = None) -> pa.Table:
+        """Read the table into one Arrow table (see :meth:`scan`)."""
+        return self.scan(filter=filter, columns=columns, as_of=as_of).to_arrow()
+
+    def changes(self, start: int, end: int | None = None) -> pa.Table:
+        """Rows changed by instants completed after ``start`` up to ``end`` (column ``_op``)."""
+        return changes(self, start, end)
+
+    @property
+    def services(self) -> "TableServices":
+        """Table services (rollback, and later compaction, clustering, cleaning...)."""
+        from ..services import TableServices  # services sit above tables in the layering
+
+        return TableServices(self)
 
 
 def _write_pointer(storage: Storage, pointer: dict[str, Any]) -> None:
@@ -162,4 +343,4 @@ def _write_pointer(storage: Storage, pointer: dict[str, Any]) -> None:
     storage.write_bytes(path, data)
 
 
-__all__ = ["Table", "META_DIR", "datetime"]
+__all__ = ["META_DIR", "Table", "WriteResult"]

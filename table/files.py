@@ -1,0 +1,92 @@
+"""Reading and writing data files: the picklable task functions engines run.
+
+Every function here is module-level and takes one frozen task description, so a
+``LocalEngine`` thread, a worker process or a Spark executor can run it unchanged.
+Writers record a marker before creating a file, so rollback can always find it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ..timeline.commit_metadata import WriteStat
+from ..timeline.storage import Storage
+from .markers import write_marker
+from .records import OP, OP_DELETE
+
+_JSON_KEY_TYPES = (int, str, float, bool)
+
+
+@dataclass(frozen=True)
+class FileWrite:
+    """One data file to write."""
+
+    storage: Storage
+    instant: int
+    rel_path: str
+    partition: str
+    file_group: str
+    kind: str  # "base" or "log"
+    rows: pa.Table
+    key: tuple[str, ...]
+    compression: str
+    row_group_rows: int
+    inserts: bool = False
+
+
+def key_range(table: pa.Table, key: tuple[str, ...]) -> tuple[object, object]:
+    """(min, max) of a single-column key as JSON values; (None, None) when unknown."""
+    if len(key) != 1 or table.num_rows == 0:
+        return None, None
+    mm = pc.min_max(table.column(key[0]))
+    lo, hi = mm["min"].as_py(), mm["max"].as_py()
+    if not isinstance(lo, _JSON_KEY_TYPES) or not isinstance(hi, _JSON_KEY_TYPES):
+        return None, None
+    return lo, hi
+
+
+def write_file(task: FileWrite) -> WriteStat:
+    """Write one Parquet file (marker first) and describe it."""
+    write_marker(task.storage, task.instant, task.rel_path)
+    path = task.storage.path(task.rel_path)
+    task.storage.mkdirs(path.rsplit("/", 1)[0])
+    compression = None if task.compression == "none" else task.compression
+    with task.storage.fs.open_output_stream(path) as sink:
+        pq.write_table(task.rows, sink, compression=compression, row_group_size=task.row_group_rows)
+        size = sink.tell()
+    deletes = 0
+    if task.kind == "log":
+        deletes = pc.sum(pc.equal(task.rows.column(OP), OP_DELETE).cast(pa.int64())).as_py() or 0
+    lo, hi = key_range(task.rows, task.key)
+    return WriteStat(
+        path=task.rel_path,
+        partition=task.partition,
+        file_group=task.file_group,
+        kind=task.kind,
+        rows=task.rows.num_rows,
+        bytes=size,
+        deletes=deletes,
+        key_min=lo,
+        key_max=hi,
+        inserts=task.inserts,
+    )
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """Columns of one data file."""
+
+    storage: Storage
+    rel_path: str
+    columns: tuple[str, ...] | None = None
+
+
+def read_file(task: FileRead) -> pa.Table:
+    """Read one Parquet file (all row groups, the given columns)."""
+    path = task.storage.path(task.rel_path)
+    with task.storage.fs.open_input_file(path) as f:
+        return pq.read_table(f, columns=list(task.columns) if task.columns else None)

@@ -1,0 +1,124 @@
+"""Per-file-group write tasks: copy-on-write rewrites and merge-on-read log files.
+
+Module-level functions over frozen task descriptions, run through an engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..timeline.commit_metadata import WriteStat
+from ..timeline.file_group import FileSlice, data_file_name
+from ..timeline.storage import Storage
+from .files import FileRead, FileWrite, read_file, write_file
+from .merge import fold, with_order
+from .records import OP, OP_UPSERT, SEQ
+
+
+@dataclass(frozen=True)
+class WriteSettings:
+    storage: Storage
+    instant: int
+    schema: pa.Schema
+    key: tuple[str, ...]
+    ordering: str | None
+    compression: str
+    row_group_rows: int
+
+
+def rel_path(partition: str, name: str) -> str:
+    return f"{partition}/{name}" if partition else name
+
+
+def log_schema(schema: pa.Schema) -> pa.Schema:
+    """Schema of log files: every column nullable (delete records carry only keys),
+    plus the operation and the sequence within the file."""
+    fields = [f.with_nullable(True) for f in schema]
+    return pa.schema(fields + [pa.field(OP, pa.string(), False), pa.field(SEQ, pa.int64(), False)])
+
+
+@dataclass(frozen=True)
+class RewriteTask:
+    settings: WriteSettings
+    slice: FileSlice
+    incoming: pa.Table | None
+    predicate: pc.Expression | None
+    inserts: bool
+
+
+def rewrite_group(task: RewriteTask) -> WriteStat | None:
+    """New base for the group; None when no row survives (the group is retired)."""
+    st = task.settings
+    s = task.slice
+    assert s.base is not None
+    base = read_file(FileRead(st.storage, s.base.path))
+    if task.predicate is not None:
+        # Keep rows where the predicate is false or null: delete only what matches.
+        matches = base.filter(task.predicate)
+        if matches.num_rows == 0:
+            return _unchanged(s)
+        keep = pc.invert(pc.fill_null(_evaluate(base, task.predicate), False))
+        result = base.filter(keep)
+    else:
+        base_v = base.append_column(OP, pa.array(np.full(base.num_rows, OP_UPSERT, dtype=object), pa.string()))
+        incoming = task.incoming.select(base.column_names + [OP]).cast(base_v.schema)  # type: ignore[union-attr]
+        versions = pa.concat_tables([with_order(base_v, 0), with_order(incoming, base.num_rows)])
+        result = fold(versions, st.key, st.ordering)
+    if result.num_rows == 0:
+        return None
+    name = data_file_name(s.file_group, st.instant, "base")
+    return write_file(
+        FileWrite(
+            st.storage, st.instant, rel_path(s.partition, name), s.partition, s.file_group, "base",
+            result.cast(st.schema), st.key, st.compression, st.row_group_rows, task.inserts,
+        )
+    )
+
+
+_UNCHANGED = "__unchanged__"
+
+
+def _unchanged(s: FileSlice) -> WriteStat:
+    """Marker result: the predicate matched nothing, the group is untouched."""
+    return WriteStat(path=_UNCHANGED, partition=s.partition, file_group=s.file_group, kind="base", rows=0, bytes=0)
+
+
+def is_unchanged(stat: WriteStat | None) -> bool:
+    return stat is not None and stat.path == _UNCHANGED
+
+
+def _evaluate(table: pa.Table, expr: pc.Expression) -> pa.ChunkedArray:
+    import pyarrow.dataset as ds
+
+    marked = table.append_column("__row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    hit = ds.dataset(marked).to_table(filter=expr, columns=["__row"]).column("__row")
+    mask = np.zeros(table.num_rows, dtype=bool)
+    mask[hit.to_numpy()] = True
+    return pa.chunked_array([pa.array(mask)])
+
+
+@dataclass(frozen=True)
+class LogTask:
+    settings: WriteSettings
+    partition: str
+    file_group: str
+    incoming: pa.Table
+
+
+def write_log(task: LogTask) -> WriteStat:
+    st = task.settings
+    rows = task.incoming
+    schema = log_schema(st.schema)
+    rows = rows.append_column(SEQ, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
+    rows = rows.select(schema.names).cast(schema)
+    name = data_file_name(task.file_group, st.instant, "log")
+    return write_file(
+        FileWrite(
+            st.storage, st.instant, rel_path(task.partition, name), task.partition, task.file_group, "log",
+            rows, st.key, st.compression, st.row_group_rows, False,
+        )
+    )

@@ -1,0 +1,58 @@
+"""Merging versions of the same keys: the one rule both copy-on-write rewrites and
+merge-on-read reads follow.
+
+Versions of a key are folded in commit order (base file first, then logs in completion
+order, then rows in file order): an upsert replaces the current version unless the
+current one has a strictly larger ordering value; a delete removes the key whatever its
+ordering value. That left fold has a closed form that vectorises: drop every version at
+or before the key's last delete, then keep the version with the largest ordering value,
+the latest on a tie. A key re-inserted after a delete therefore comes back, as it would
+in a sequential replay.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .records import OP, OP_DELETE
+
+ORD = "_ord"
+
+
+def with_order(table: pa.Table, start: int) -> pa.Table:
+    """Append the fold-order column, numbering rows from ``start``."""
+    return table.append_column(ORD, pa.array(np.arange(start, start + table.num_rows, dtype=np.int64)))
+
+
+def fold(versions: pa.Table, key: tuple[str, ...], ordering: str | None) -> pa.Table:
+    """Reduce ``versions`` (with ``_op`` and ``_ord`` columns) to the surviving row per key.
+
+    Returns:
+        One row per live key, without ``_op``/``_ord``, in no particular order.
+    """
+    if versions.num_rows == 0:
+        return versions.drop_columns([OP, ORD])
+    is_delete = pc.equal(versions.column(OP), OP_DELETE)
+    if pc.any(is_delete).as_py():
+        # Only key, op and order go through the join, so any payload type is fine.
+        slim = versions.select(list(key) + [OP, ORD])
+        last_delete = slim.filter(is_delete).group_by(list(key), use_threads=False).aggregate([(ORD, "max")])
+        joined = slim.join(last_delete, list(key), join_type="left outer", use_threads=True)
+        cut = joined.column(f"{ORD}_max")
+        alive = pc.and_kleene(
+            pc.not_equal(joined.column(OP), OP_DELETE),
+            pc.or_kleene(pc.is_null(cut), pc.greater(joined.column(ORD), cut)),
+        )
+        keep = joined.column(ORD).filter(alive)
+        versions = versions.filter(pc.is_in(versions.column(ORD), value_set=keep.combine_chunks()))
+    if versions.num_rows == 0:
+        return versions.drop_columns([OP, ORD])
+    sort_keys = [(ordering, "ascending", "at_start")] if ordering else []
+    order = pc.sort_indices(versions, sort_keys=sort_keys + [(ORD, "ascending", "at_end")])
+    ordered = versions.take(order)
+    winners = ordered.group_by(list(key), use_threads=False).aggregate([(ORD, "last")])
+    # Map winning _ord values back to rows of `versions`.
+    mask = pc.is_in(versions.column(ORD), value_set=winners.column(f"{ORD}_last").combine_chunks())
+    return versions.filter(mask).drop_columns([OP, ORD])

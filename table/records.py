@@ -1,0 +1,179 @@
+"""Incoming rows: conforming them to the table, checking them, deduplicating them.
+
+Everything here runs before anything is written, so bad input (a schema that does not
+match, a null record key, an unknown column) is refused with a typed error and leaves
+no trace on the table.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from ..timeline.errors import (
+    InvalidFilterError,
+    NullKeyError,
+    SchemaMismatchError,
+    UnknownColumnError,
+)
+from ..timeline.file_group import partition_path
+from ..timeline.table_config import TableConfig
+
+POS = "_pos"
+OP = "_op"
+SEQ = "_seq"
+OP_UPSERT = "U"
+OP_DELETE = "D"
+
+
+def to_arrow_table(data: Any) -> pa.Table:
+    """Accept a pa.Table, RecordBatch(Reader) or pandas.DataFrame.
+
+    Raises:
+        SchemaMismatchError: something else.
+    """
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if isinstance(data, pa.RecordBatchReader):
+        return data.read_all()
+    if type(data).__module__.startswith("pandas"):
+        return pa.Table.from_pandas(data, preserve_index=False)
+    raise SchemaMismatchError(
+        f"data must be a pyarrow Table, RecordBatchReader or pandas DataFrame, not {type(data).__name__}"
+    )
+
+
+def _castable(src: pa.DataType, dst: pa.DataType) -> bool:
+    if src == dst:
+        return True
+    same_family = (
+        (pa.types.is_integer(src) and pa.types.is_integer(dst) and src.bit_width <= dst.bit_width
+         and (pa.types.is_signed_integer(dst) or not pa.types.is_signed_integer(src)))
+        or (pa.types.is_floating(src) and pa.types.is_floating(dst) and src.bit_width <= dst.bit_width)
+        or (pa.types.is_integer(src) and pa.types.is_floating(dst))
+        or ({str(src), str(dst)} <= {"string", "large_string", "string_view"})
+        or ({str(src), str(dst)} <= {"binary", "large_binary"})
+        or (pa.types.is_dictionary(src) and _castable(src.value_type, dst))
+        or (pa.types.is_null(src))
+    )
+    return same_family
+
+
+def conform(data: Any, config: TableConfig, allow_new_columns: bool = False) -> tuple[pa.Table, list[pa.Field]]:
+    """Cast ``data`` to the table's schema.
+
+    Columns may come in any order; each must be losslessly castable to the table's type.
+
+    Returns:
+        The conformed table and the new (nullable, trailing) fields it carried, which are
+        only accepted when ``allow_new_columns`` is true.
+
+    Raises:
+        SchemaMismatchError: a column is missing, has an incompatible type, or is new
+            while schema evolution is off.
+    """
+    table = to_arrow_table(data)
+    schema = config.schema
+    names = set(table.column_names)
+    missing = [f.name for f in schema if f.name not in names]
+    if missing:
+        raise SchemaMismatchError(f"data lacks columns {missing} of the table schema {schema.names}")
+    extra = [table.schema.field(n) for n in table.column_names if n not in set(schema.names)]
+    if extra and not allow_new_columns:
+        raise SchemaMismatchError(
+            f"data has columns {[f.name for f in extra]} that the table does not "
+            "(set write.schema-evolution=add-columns to accept new nullable columns)"
+        )
+    cols = []
+    for f in schema:
+        col = table.column(f.name)
+        if not _castable(col.type, f.type):
+            raise SchemaMismatchError(f"column {f.name!r} has type {col.type}, the table needs {f.type}")
+        try:
+            col = col.cast(f.type) if col.type != f.type else col
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise SchemaMismatchError(f"column {f.name!r} cannot be cast to {f.type}: {e}") from None
+        if not f.nullable and col.null_count:
+            raise SchemaMismatchError(f"column {f.name!r} is not nullable but holds nulls")
+        cols.append(col)
+    for f in extra:
+        cols.append(table.column(f.name))
+    out = pa.Table.from_arrays(cols, schema=pa.schema(list(schema) + [f.with_nullable(True) for f in extra]))
+    return out, [f.with_nullable(True) for f in extra]
+
+
+def check_keys(table: pa.Table, key: tuple[str, ...]) -> None:
+    """Raises NullKeyError when a record-key column holds a null."""
+    for k in key:
+        n = table.column(k).null_count
+        if n:
+            raise NullKeyError(f"record key column {k!r} holds {n} null value(s)")
+
+
+def deduplicate(table: pa.Table, key: tuple[str, ...], ordering: str | None) -> pa.Table:
+    """Keep one row per key: the largest ordering value, and on a tie the last row."""
+    if table.num_rows <= 1 or not key:
+        return table
+    t = table.append_column(POS, pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    sort_keys = [(ordering, "ascending", "at_start")] if ordering else []
+    order = pc.sort_indices(t, sort_keys=sort_keys + [(POS, "ascending", "at_end")])
+    t = t.take(order)
+    winners = t.group_by(list(key), use_threads=False).aggregate([(POS, "last")])
+    keep = pc.sort_indices(winners, sort_keys=[(f"{POS}_last", "ascending")])
+    positions = winners.column(f"{POS}_last").take(keep)
+    return table.take(positions)
+
+
+def split_by_partition(table: pa.Table, columns: tuple[str, ...]) -> dict[str, pa.Table]:
+    """Rows grouped by their Hive partition folder ("" for an unpartitioned table)."""
+    if not columns:
+        return {"": table}
+    if table.num_rows == 0:
+        return {}
+    t = table.select(list(columns)).append_column(POS, pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    groups = t.group_by(list(columns), use_threads=False).aggregate([(POS, "list")])
+    out: dict[str, pa.Table] = {}
+    values = [groups.column(c).to_pylist() for c in columns]
+    rows = groups.column(f"{POS}_list")
+    for i in range(groups.num_rows):
+        path = partition_path(columns, tuple(v[i] for v in values))
+        out[path] = table.take(rows[i].values)
+    return out
+
+
+def check_columns(config: TableConfig, columns: Iterable[str] | None) -> list[str] | None:
+    """Raises UnknownColumnError for a column the table does not have."""
+    if columns is None:
+        return None
+    cols = list(columns)
+    unknown = [c for c in cols if c not in config.schema.names]
+    if unknown:
+        raise UnknownColumnError(f"unknown column(s) {unknown}; the table has {config.schema.names}")
+    return cols
+
+
+def check_filter(schema: pa.Schema, expr: pc.Expression | None) -> None:
+    """Refuse a filter that names unknown columns or cannot be evaluated.
+
+    Raises:
+        UnknownColumnError: a field reference is not in the schema.
+        InvalidFilterError: not an Expression, or a type error (e.g. string vs int).
+    """
+    if expr is None:
+        return
+    if not isinstance(expr, pc.Expression):
+        raise InvalidFilterError(f"filter must be a pyarrow.compute.Expression, not {type(expr).__name__}")
+    try:
+        ds.dataset(schema.empty_table()).to_table(filter=expr)
+    except pa.ArrowInvalid as e:
+        if "No match for FieldRef" in str(e):
+            raise UnknownColumnError(f"filter {expr} names a column the table does not have: {e}") from None
+        raise InvalidFilterError(f"filter {expr} cannot be evaluated: {e}") from None
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        raise InvalidFilterError(f"filter {expr} cannot be evaluated: {e}") from None

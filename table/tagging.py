@@ -1,0 +1,102 @@
+"""Tagging: which file group holds each incoming key.
+
+Upserts and deletes must land in the file group that already holds a key, so two
+versions of a key never live in two groups. Candidates are the latest slices of the
+key's partition, pruned by the key range each base file recorded at write time; the
+survivors' key columns are read (base plus logs, folded, so deleted keys do not count)
+and joined with the incoming keys. Record identity is (partition, key), as in Hudi's
+default non-global index.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..timeline.file_group import FileSlice
+from ..timeline.storage import Storage
+from .engine import Engine
+from .files import FileRead, read_file
+from .merge import fold, with_order
+from .records import OP, OP_UPSERT
+
+FG = "_fg"
+
+
+@dataclass(frozen=True)
+class SliceKeys:
+    """Read the live keys of one slice."""
+
+    storage: Storage
+    slice: FileSlice
+    key: tuple[str, ...]
+
+
+def slice_live_keys(task: SliceKeys) -> pa.Table:
+    """The keys alive in a slice, with the slice's file group id in column ``_fg``."""
+    s = task.slice
+    parts = []
+    start = 0
+    if s.base is not None:
+        base = read_file(FileRead(task.storage, s.base.path, task.key))
+        if not s.logs:
+            return base.append_column(FG, pa.array(np.full(base.num_rows, s.file_group, dtype=object), pa.string()))
+        base = base.append_column(OP, pa.array(np.full(base.num_rows, OP_UPSERT, dtype=object), pa.string()))
+        parts.append(with_order(base, start))
+        start += base.num_rows
+    for log in s.logs:
+        t = read_file(FileRead(task.storage, log.path, task.key + (OP,)))
+        parts.append(with_order(t, start))
+        start += t.num_rows
+    live = fold(pa.concat_tables(parts), task.key, None)
+    return live.append_column(FG, pa.array(np.full(live.num_rows, s.file_group, dtype=object), pa.string()))
+
+
+def candidate_slices(slices: list[FileSlice], keys: pa.Table, key: tuple[str, ...]) -> list[FileSlice]:
+    """Slices whose recorded key range may hold one of ``keys``."""
+    if len(key) != 1 or keys.num_rows == 0:
+        return list(slices)
+    col = keys.column(key[0])
+    sorted_keys = pc.sort_indices(col)
+    ordered = col.take(sorted_keys)
+    out = []
+    for s in slices:
+        b = s.base
+        if b is None or b.key_min is None or b.key_max is None:
+            out.append(s)
+            continue
+        try:
+            lo = pc.greater_equal(ordered, pa.scalar(b.key_min, col.type))
+            hi = pc.less_equal(ordered, pa.scalar(b.key_max, col.type))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            out.append(s)
+            continue
+        if pc.any(pc.and_(lo, hi)).as_py():
+            out.append(s)
+    return out
+
+
+def tag(
+    storage: Storage,
+    engine: Engine,
+    slices: list[FileSlice],
+    keys: pa.Table,
+    key: tuple[str, ...],
+) -> pa.Array:
+    """For each row of ``keys`` (record-key columns), the file group holding it or null."""
+    if keys.num_rows == 0:
+        return pa.array([], pa.string())
+    cands = candidate_slices(slices, keys, key)
+    if not cands:
+        return pa.nulls(keys.num_rows, pa.string())
+    live = engine.map(slice_live_keys, [SliceKeys(storage, s, key) for s in cands])
+    located = pa.concat_tables(live) if live else None
+    if located is None or located.num_rows == 0:
+        return pa.nulls(keys.num_rows, pa.string())
+    probe = keys.select(list(key)).append_column("_row", pa.array(np.arange(keys.num_rows, dtype=np.int64)))
+    joined = probe.join(located, list(key), join_type="left outer", use_threads=True)
+    order = pc.sort_indices(joined, sort_keys=[("_row", "ascending")])
+    return joined.column(FG).take(order).combine_chunks()

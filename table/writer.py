@@ -1,0 +1,199 @@
+"""The write path: plan, write, commit, and replay on conflict.
+
+Each public write is a loop of attempts. An attempt reads the snapshot, plans against
+it (tagging, small files, key checks: typed errors surface here, before anything is
+written), begins an instant, runs the plan's per-group tasks through the engine, and
+completes with the conflict rules. On a conflict the attempt is rolled back and the
+whole operation replayed from a fresh snapshot, up to ``commit.max-retries`` times.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..timeline.commit_metadata import CommitMetadata, WriteStat
+from ..timeline.errors import CommitConflictError, CommitOutcomeUnknownError
+from ..timeline.file_group import data_file_name, new_file_group_id
+from ..timeline.fs_view import FileSystemView
+from ..timeline.heartbeat import is_expired
+from ..timeline.instant import Action, Instant
+from ..timeline.timeline import Timeline
+from .commit import Commit, ConflictDetected
+from .files import FileRead, FileWrite, read_file, write_file
+from .group_tasks import LogTask, RewriteTask, WriteSettings, is_unchanged, rel_path, rewrite_group, write_log
+from .plan import PARTITION, WritePlan
+from .rollback import rollback_instant
+
+if TYPE_CHECKING:
+    from .table import Table
+
+Planner = Callable[[Timeline, FileSystemView], WritePlan]
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What a write did: the completed instant (None when there was nothing to write)
+    and counts (inserted, updated, deleted, files_added, bytes_written, ...)."""
+
+    instant: Instant | None
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+def run_write(table: "Table", operation: str, action: Action, planner: Planner) -> WriteResult:
+    """Plan and commit one write, replaying it on conflicts.
+
+    Raises:
+        CommitConflictError: conflicts persisted through ``commit.max-retries`` replays.
+        Whatever planning raises (typed input errors), before anything is written.
+    """
+    props = table.config.resolved_properties()
+    retries = int(props["commit.max-retries"])
+    last: ConflictDetected | None = None
+    for _ in range(retries + 1):
+        snapshot = table.log.refresh()
+        if props["write.concurrency-mode"] == "single-writer":
+            _eager_rollback(table, snapshot)
+            snapshot = table.log.refresh()
+        view = table.view(snapshot)
+        plan = planner(snapshot, view)
+        if plan.empty:
+            return WriteResult(None, dict(plan.stats))
+        commit = Commit(table, action, operation, snapshot)
+        commit.begin()
+        try:
+            metadata = _execute(table, commit.instant_id, plan, snapshot.last_seq)
+            key_check = _key_check(table, plan.new_keys) if plan.new_keys is not None else None
+            inst = commit.complete(metadata, key_check)
+            return WriteResult(inst, dict(metadata.stats))
+        except ConflictDetected as e:
+            commit.abort(str(e))
+            last = e
+        except CommitOutcomeUnknownError:
+            raise  # never delete files while the outcome is unknown
+        except BaseException as e:
+            commit.abort(f"write failed: {e!r}")
+            raise
+    raise CommitConflictError(f"{operation} gave up after {retries} retries: {last}")
+
+
+def _eager_rollback(table: "Table", snapshot: Timeline) -> None:
+    """Single-writer tables: any pending write belongs to a writer that died."""
+    for inst in snapshot.pending():
+        if inst.plan.get("writer"):
+            rollback_instant(table.log, table.storage, inst.id, "eager rollback (single-writer table)")
+
+
+def expired_writers(table: "Table", snapshot: Timeline) -> list[Instant]:
+    """Pending write instants whose heartbeat expired."""
+    props = table.config.resolved_properties()
+    beats = table.log.store.last_beats()
+    return [
+        i for i in snapshot.pending()
+        if i.plan.get("writer")
+        and is_expired(i, beats, props["heartbeat.interval-ms"], props["heartbeat.tolerable-misses"])
+    ]
+
+
+def settings(table: "Table", instant: int) -> WriteSettings:
+    cfg = table.config
+    props = cfg.resolved_properties()
+    return WriteSettings(
+        storage=table.storage,
+        instant=instant,
+        schema=cfg.schema,
+        key=cfg.record_key,
+        ordering=cfg.ordering_field,
+        compression=props["write.parquet-compression"],
+        row_group_rows=props["write.row-group-rows"],
+    )
+
+
+def _execute(table: "Table", instant: int, plan: WritePlan, snapshot_seq: int) -> CommitMetadata:
+    st = settings(table, instant)
+    props = table.config.resolved_properties()
+    target = int(props["write.target-file-size-bytes"])
+    file_tasks: list[FileWrite] = []
+    for nf in plan.new_files:
+        per_row = _bytes_per_row(table, nf.partition, nf.rows)
+        rows_per_file = max(1, int(target // max(per_row, 1e-9)))
+        for start in range(0, nf.rows.num_rows, rows_per_file):
+            chunk = nf.rows.slice(start, rows_per_file).cast(st.schema)
+            fg = new_file_group_id()
+            file_tasks.append(
+                FileWrite(st.storage, instant, rel_path(nf.partition, data_file_name(fg, instant, "base")),
+                          nf.partition, fg, "base", chunk, st.key, st.compression, st.row_group_rows, nf.inserts)
+            )
+    engine = table.engine
+    stats: list[WriteStat] = list(engine.map(write_file, file_tasks))
+    replaced = {p: list(g) for p, g in plan.replaced.items()}
+    rewritten: list[tuple[str, str]] = []
+    rw_results = engine.map(
+        rewrite_group, [RewriteTask(st, r.slice, r.incoming, r.predicate, r.inserts) for r in plan.rewrites]
+    )
+    for r, res in zip(plan.rewrites, rw_results):
+        if is_unchanged(res):
+            continue
+        rewritten.append((r.partition, r.slice.file_group))
+        if res is None:
+            replaced.setdefault(r.partition, []).append(r.slice.file_group)
+        else:
+            stats.append(res)
+    stats.extend(engine.map(write_log, [LogTask(st, lg.partition, lg.slice.file_group, lg.incoming) for lg in plan.logs]))
+    counts = dict(plan.stats)
+    counts["files_added"] = len(stats)
+    counts["bytes_written"] = sum(s.bytes for s in stats)
+    counts["file_groups_replaced"] = sum(len(v) for v in replaced.values())
+    return CommitMetadata(
+        operation=plan.operation,
+        snapshot_seq=snapshot_seq,
+        files=tuple(stats),
+        replaced={p: tuple(g) for p, g in replaced.items()},
+        rewritten=tuple(rewritten),
+        replaced_partitions=tuple(plan.replaced_partitions),
+        stats=counts,
+    )
+
+
+def _bytes_per_row(table: "Table", partition: str, rows: pa.Table) -> float:
+    """On-disk bytes per row: from the partition's base files, else a guess from Arrow."""
+    view = table.view(table.log.timeline)
+    files = [s.base for s in view.latest_slices(partition) if s.base is not None and s.base.rows]
+    if files:
+        return sum(f.bytes for f in files) / sum(f.rows for f in files)
+    return max(rows.nbytes / max(rows.num_rows, 1) * 0.4, 1.0)
+
+
+def _key_check(table: "Table", new_keys: pa.Table) -> Callable[[CommitMetadata, CommitMetadata], bool]:
+    """Did a concurrent commit insert one of our new keys? Key ranges first, then exact."""
+    key = table.config.record_key
+    by_partition = {
+        p: new_keys.filter(pc.equal(new_keys.column(PARTITION), p)).select(list(key))
+        for p in pc.unique(new_keys.column(PARTITION)).to_pylist()
+    }
+
+    def check(ours: CommitMetadata, theirs: CommitMetadata) -> bool:
+        for f in theirs.files:
+            mine = by_partition.get(f.partition)
+            if not f.inserts or mine is None:
+                continue
+            if len(key) == 1 and f.key_min is not None and f.key_max is not None:
+                col = mine.column(key[0])
+                try:
+                    inside = pc.and_(pc.greater_equal(col, pa.scalar(f.key_min, col.type)),
+                                     pc.less_equal(col, pa.scalar(f.key_max, col.type)))
+                    if not pc.any(inside).as_py():
+                        continue
+                except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+                    pass
+            theirs_keys = read_file(FileRead(table.storage, f.path, key))
+            joined = theirs_keys.join(mine, list(key), join_type="inner")
+            if joined.num_rows:
+                return True
+        return False
+
+    return check
+

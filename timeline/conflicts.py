@@ -1,0 +1,57 @@
+"""The conflict rules of DESIGN.md §3, unit: file group.
+
+A commit is checked, right before its completion event is put, against every
+data-writing instant that completed after the writer's snapshot. This module decides
+only from commit metadata; the same-new-key check, which needs to read keys, is a
+callback supplied by the write path. Writes beat services: conflicts here make the
+*writer* retry only when the rules say so (its log append survives a compaction).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+from .commit_metadata import CommitMetadata
+from .instant import Action, Instant
+
+#: (our new-key files, their files) -> True when a key was inserted by both.
+KeyCheck = Callable[[CommitMetadata, CommitMetadata], bool]
+
+
+def find_conflict(
+    ours: CommitMetadata,
+    concurrent: Iterable[Instant],
+    key_check: KeyCheck | None = None,
+) -> str | None:
+    """Why ``ours`` cannot complete after ``concurrent``, or None when it can.
+
+    Args:
+        ours: what this commit wrote (files with kinds, rewritten and replaced groups,
+            replaced partitions).
+        concurrent: instants completed after our snapshot.
+        key_check: tells whether two commits inserted the same new key.
+    """
+    log_groups = {(f.partition, f.file_group) for f in ours.files if f.kind == "log"}
+    rewritten = set(ours.rewritten)
+    replaced = ours.groups_replaced()
+    new_keys = any(f.inserts for f in ours.files)
+    for inst in concurrent:
+        if not inst.action_kind.writes_data:
+            continue
+        theirs = CommitMetadata.from_dict(inst.metadata)
+        touched = theirs.groups_written() | theirs.groups_replaced()
+        where = f"{inst.action} {inst.id}"
+        if log_groups & theirs.groups_replaced():
+            return f"{where} replaced file groups this commit appends to"
+        if rewritten & touched:
+            return f"{where} wrote file groups this commit rewrites"
+        if replaced & touched:
+            return f"{where} wrote file groups this commit replaces"
+        if ours.replaced_partitions and inst.action_kind is not Action.COMPACTION:
+            hit = set(ours.replaced_partitions) & theirs.partitions_written()
+            if hit:
+                return f"{where} wrote partitions this commit overwrites: {sorted(hit)}"
+        if new_keys and key_check is not None and any(f.inserts for f in theirs.files):
+            if key_check(ours, theirs):
+                return f"{where} inserted a key this commit inserts"
+    return None

@@ -1,0 +1,116 @@
+"""File groups, file slices and the names of data files.
+
+A *file group* (id unique in its partition) is a line of versions of the same set of
+keys. A *file slice* is one base file plus the log files written on top of it; a
+copy-on-write rewrite or a compaction starts a new slice in the same group. Names can
+never repeat: they carry the group id, the instant id and a random write token, so a
+retried or concurrent write can never overwrite a file another instant owns.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass, field
+from urllib.parse import quote, unquote
+
+BASE_SUFFIX = ".parquet"
+LOG_SUFFIX = ".log.parquet"
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+
+_NAME = re.compile(r"^(?P<fg>[0-9a-f]{32})_(?P<instant>\d+)_(?P<token>[0-9a-f]{8})(?P<suffix>\.log\.parquet|\.parquet)$")
+
+
+def new_file_group_id() -> str:
+    return uuid.uuid4().hex
+
+
+def data_file_name(file_group: str, instant: int, kind: str) -> str:
+    """A fresh, never-repeating name for a base (``kind="base"``) or log file."""
+    token = uuid.uuid4().hex[:8]
+    return f"{file_group}_{instant}_{token}{LOG_SUFFIX if kind == 'log' else BASE_SUFFIX}"
+
+
+@dataclass(frozen=True)
+class ParsedName:
+    file_group: str
+    instant: int
+    token: str
+    kind: str
+
+
+def parse_data_file_name(name: str) -> ParsedName | None:
+    """The parts of a data file name, or None for a name lakeline did not write."""
+    m = _NAME.match(name.rsplit("/", 1)[-1])
+    if m is None:
+        return None
+    kind = "log" if m.group("suffix") == LOG_SUFFIX else "base"
+    return ParsedName(m.group("fg"), int(m.group("instant")), m.group("token"), kind)
+
+
+def partition_path(columns: tuple[str, ...], values: tuple[object, ...]) -> str:
+    """Hive-style relative folder (``day=2026-01-01/region=eu``); "" when unpartitioned."""
+    parts = []
+    for col, val in zip(columns, values):
+        text = NULL_PARTITION if val is None else quote(str(val), safe="")
+        parts.append(f"{quote(col, safe='')}={text}")
+    return "/".join(parts)
+
+
+def partition_values(path: str) -> dict[str, str | None]:
+    """The raw (string) values of a Hive-style partition folder."""
+    out: dict[str, str | None] = {}
+    if not path:
+        return out
+    for part in path.split("/"):
+        col, _, val = part.partition("=")
+        out[unquote(col)] = None if val == NULL_PARTITION else unquote(val)
+    return out
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One file of a slice, as the commit that wrote it described it."""
+
+    path: str  # relative to the table's base path
+    kind: str  # "base" or "log"
+    instant: int  # the instant that wrote it
+    rows: int
+    bytes: int
+    completed_seq: int  # sequence number of the writing instant's completion
+    key_min: object = None
+    key_max: object = None
+    inserts: bool = False  # holds keys that were new to the table when written
+
+
+@dataclass(frozen=True)
+class FileSlice:
+    """A base file and the logs on top of it (``base`` is None while a compaction that
+    starts the slice is pending)."""
+
+    file_group: str
+    partition: str
+    base_instant: int
+    base: DataFile | None = None
+    logs: tuple[DataFile, ...] = ()
+
+    @property
+    def files(self) -> tuple[DataFile, ...]:
+        return ((self.base,) if self.base else ()) + self.logs
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.bytes for f in self.files)
+
+
+@dataclass(frozen=True)
+class FileGroup:
+    """A file group and its slices, oldest first."""
+
+    id: str
+    partition: str
+    slices: tuple[FileSlice, ...] = field(default_factory=tuple)
+
+    @property
+    def latest(self) -> FileSlice:
+        return self.slices[-1]
