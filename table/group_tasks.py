@@ -66,7 +66,7 @@ def rewrite_group(task: RewriteTask) -> WriteStat | None:
     else:
         base_v = base.append_column(OP, pa.array(np.full(base.num_rows, OP_UPSERT, dtype=object), pa.string()))
         incoming = task.incoming.select(base.column_names + [OP]).cast(base_v.schema)  # type: ignore[union-attr]
-        versions = pa.concat_tables([with_order(base_v, 0), with_order(incoming, base.num_rows)])
+        versions = pa.concat_tables([with_order(base_v, 0), with_order(incoming, base.num_rows)], promote_options="permissive")
         result = fold(versions, st.key, st.ordering)
     if result.num_rows == 0:
         return None

@@ -142,7 +142,7 @@ def _merge_rewrites(plan: WritePlan) -> None:
         k = (r.partition, r.slice.file_group)
         if k in merged:
             prev = merged[k]
-            both = pa.concat_tables([prev.incoming, r.incoming])  # type: ignore[list-item]
+            both = pa.concat_tables([prev.incoming, r.incoming], promote_options="permissive")  # type: ignore[list-item]
             merged[k] = Rewrite(r.partition, r.slice, both, None, prev.inserts or r.inserts)
         else:
             merged[k] = r

@@ -102,7 +102,7 @@ def read_slice(task: SliceRead) -> pa.Table:
         return base
     logs = [read_file(FileRead(task.storage, f.path)) for f in s.logs]
     logs = [lg.sort_by(SEQ).drop_columns([SEQ]).select(task.schema.names + [OP]) for lg in logs]
-    log_rows = pa.concat_tables(logs)
+    log_rows = pa.concat_tables(logs, promote_options="permissive")
     # Base rows whose key no log touches pass through without merging.
     if len(task.key) == 1:
         touched = pc.is_in(base.column(task.key[0]), value_set=log_rows.column(task.key[0]).combine_chunks())
@@ -112,9 +112,9 @@ def read_slice(task: SliceRead) -> pa.Table:
         untouched = base.slice(0, 0)
     base_v = base.append_column(OP, pa.array(np.full(base.num_rows, OP_UPSERT, dtype=object), pa.string()))
     log_rows = log_rows.cast(base_v.schema)
-    merged = fold(pa.concat_tables([with_order(base_v, 0), with_order(log_rows, base.num_rows)]),
+    merged = fold(pa.concat_tables([with_order(base_v, 0), with_order(log_rows, base.num_rows)], promote_options="permissive"),
                   task.key, task.ordering)
-    return pa.concat_tables([untouched, merged.cast(task.schema)])
+    return pa.concat_tables([untouched, merged.cast(task.schema)], promote_options="permissive")
 
 
 class Scan:

@@ -51,7 +51,7 @@ def slice_live_keys(task: SliceKeys) -> pa.Table:
         t = read_file(FileRead(task.storage, log.path, task.key + (OP,)))
         parts.append(with_order(t, start))
         start += t.num_rows
-    live = fold(pa.concat_tables(parts), task.key, None)
+    live = fold(pa.concat_tables(parts, promote_options="permissive"), task.key, None)
     return live.append_column(FG, pa.array(np.full(live.num_rows, s.file_group, dtype=object), pa.string()))
 
 
@@ -93,7 +93,7 @@ def tag(
     if not cands:
         return pa.nulls(keys.num_rows, pa.string())
     live = engine.map(slice_live_keys, [SliceKeys(storage, s, key) for s in cands])
-    located = pa.concat_tables(live) if live else None
+    located = pa.concat_tables(live, promote_options="permissive") if live else None
     if located is None or located.num_rows == 0:
         return pa.nulls(keys.num_rows, pa.string())
     probe = keys.select(list(key)).append_column("_row", pa.array(np.arange(keys.num_rows, dtype=np.int64)))
