@@ -177,10 +177,9 @@ class Table:
         self._engine = engine
 
     def view(self, snapshot: Timeline) -> FileSystemView:
-        """The file-system view of a snapshot (cached for the newest one read)."""
-        if self._view is None or self._view.seq != snapshot.last_seq or self._view.timeline is not snapshot:
-            if self._view is not None and self._view.seq == snapshot.last_seq:
-                return self._view
+        """The file-system view of a snapshot (the last one built is cached: the log is
+        append-only, so two snapshots ending at the same event are the same)."""
+        if self._view is None or self._view.seq != snapshot.last_seq:
             self._view = FileSystemView(snapshot)
         return self._view
 
