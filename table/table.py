@@ -152,8 +152,9 @@ class Table:
 
     @property
     def config(self) -> TableConfig:
-        """The table configuration from the latest completed schema instant."""
-        tl = self.timeline
+        """The table configuration from the latest completed schema instant, as of the
+        last read of the log (every write reads the log again before it plans)."""
+        tl = self.log.timeline
         if self._config is None or tl.last_seq != self._config_seq:
             cfg = TableConfig.from_timeline(tl)
             if cfg is None:

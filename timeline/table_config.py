@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Mapping
 
 import pyarrow as pa
@@ -113,6 +114,10 @@ class TableConfig:
 
     def resolved_properties(self) -> dict[str, Any]:
         """Stored properties merged over the documented defaults, typed."""
+        return dict(self._resolved)
+
+    @cached_property
+    def _resolved(self) -> dict[str, Any]:
         try:
             return resolve(self.properties)
         except PropertyProblem as e:
