@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from ..timeline.commit_metadata import CommitMetadata
 from ..timeline.file_group import FileSlice
 from .files import FileRead, read_file
+from .records import constant
 from .scan import SliceRead, read_slice
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ def _rows(table: "Table", slices: list[FileSlice]) -> pa.Table:
 
 
 def _label(t: pa.Table, op: str) -> pa.Table:
-    return t.append_column(CHANGE_OP, pa.array(np.full(t.num_rows, op, dtype=object), pa.string()))
+    return t.append_column(CHANGE_OP, constant(op, t.num_rows))
 
 
 def changes(table: "Table", start: int, end: int | None = None) -> pa.Table:

@@ -16,7 +16,7 @@ from ..timeline.file_group import FileSlice, data_file_name
 from ..timeline.storage import Storage
 from .files import FileRead, FileWrite, read_file, write_file
 from .merge import fold, with_order
-from .records import OP, OP_UPSERT, SEQ
+from .records import OP, OP_UPSERT, SEQ, constant
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,7 @@ class RewriteTask:
     incoming: pa.Table | None
     predicate: pc.Expression | None
     inserts: bool
+    new_keys_only: bool = False
 
 
 def rewrite_group(task: RewriteTask) -> WriteStat | None:
@@ -63,8 +64,11 @@ def rewrite_group(task: RewriteTask) -> WriteStat | None:
             return _unchanged(s)
         keep = pc.invert(pc.fill_null(_evaluate(base, task.predicate), False))
         result = base.filter(keep)
+    elif task.new_keys_only:
+        # Small-file filling with keys the planner proved new: nothing to merge.
+        result = pa.concat_tables([base, task.incoming.drop_columns([OP]).cast(base.schema)])  # type: ignore[union-attr]
     else:
-        base_v = base.append_column(OP, pa.array(np.full(base.num_rows, OP_UPSERT, dtype=object), pa.string()))
+        base_v = base.append_column(OP, constant(OP_UPSERT, base.num_rows))
         incoming = task.incoming.select(base.column_names + [OP]).cast(base_v.schema)  # type: ignore[union-attr]
         versions = pa.concat_tables([with_order(base_v, 0), with_order(incoming, base.num_rows)], promote_options="permissive")
         result = fold(versions, st.key, st.ordering)

@@ -17,7 +17,7 @@ from ..timeline.file_group import FileSlice
 from ..timeline.fs_view import FileSystemView
 from ..timeline.timeline import Timeline
 from .plan import PARTITION, LogAppend, NewFiles, Rewrite, WritePlan
-from .records import OP, OP_DELETE, OP_UPSERT, split_by_partition
+from .records import OP, OP_DELETE, OP_UPSERT, constant, split_by_partition
 from .tagging import tag
 
 if TYPE_CHECKING:
@@ -25,12 +25,12 @@ if TYPE_CHECKING:
 
 
 def _with_op(rows: pa.Table, op: str) -> pa.Table:
-    return rows.append_column(OP, pa.array(np.full(rows.num_rows, op, dtype=object), pa.string()))
+    return rows.append_column(OP, constant(op, rows.num_rows))
 
 
 def _keys_with_partition(rows: pa.Table, key: tuple[str, ...], partition: str) -> pa.Table:
     keys = rows.select(list(key))
-    return keys.append_column(PARTITION, pa.array(np.full(keys.num_rows, partition, dtype=object), pa.string()))
+    return keys.append_column(PARTITION, constant(partition, keys.num_rows))
 
 
 def _group_rows(rows: pa.Table, fgs: pa.Array) -> dict[str, pa.Table]:
@@ -87,7 +87,7 @@ def _route_inserts(table: "Table", plan: WritePlan, partition: str, slices: list
                 continue
             chunk = rows.slice(start, room)
             start += chunk.num_rows
-            plan.rewrites.append(Rewrite(partition, s, _with_op(chunk, OP_UPSERT), inserts=True))
+            plan.rewrites.append(Rewrite(partition, s, _with_op(chunk, OP_UPSERT), inserts=True, new_keys_only=True))
     if start < rows.num_rows:
         plan.new_files.append(NewFiles(partition, rows.slice(start)))
 
@@ -143,7 +143,8 @@ def _merge_rewrites(plan: WritePlan) -> None:
         if k in merged:
             prev = merged[k]
             both = pa.concat_tables([prev.incoming, r.incoming], promote_options="permissive")  # type: ignore[list-item]
-            merged[k] = Rewrite(r.partition, r.slice, both, None, prev.inserts or r.inserts)
+            merged[k] = Rewrite(r.partition, r.slice, both, None, prev.inserts or r.inserts,
+                                prev.new_keys_only and r.new_keys_only)
         else:
             merged[k] = r
     plan.rewrites = list(merged.values())

@@ -38,6 +38,7 @@ class Rewrite:
     incoming: pa.Table | None = None
     predicate: pc.Expression | None = None
     inserts: bool = False
+    new_keys_only: bool = False  # every incoming key is new to the group: append, no merge
 
 
 @dataclass(frozen=True)

@@ -108,6 +108,14 @@ def conform(data: Any, config: TableConfig, allow_new_columns: bool = False) -> 
     return out, [f.with_nullable(True) for f in extra]
 
 
+def constant(value: str, n: int) -> pa.Array:
+    """A string column of ``n`` copies of ``value``, built from raw buffers: no per-row
+    Python objects (this runs for every row written or merged)."""
+    data = value.encode()
+    offsets = np.arange(0, (n + 1) * len(data), len(data) or 1, dtype=np.int32)[: n + 1] if data else np.zeros(n + 1, dtype=np.int32)
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data * n)])
+
+
 def check_keys(table: pa.Table, key: tuple[str, ...]) -> None:
     """Raises NullKeyError when a record-key column holds a null."""
     for k in key:
@@ -120,6 +128,8 @@ def deduplicate(table: pa.Table, key: tuple[str, ...], ordering: str | None) -> 
     """Keep one row per key: the largest ordering value, and on a tie the last row."""
     if table.num_rows <= 1 or not key:
         return table
+    if len(key) == 1 and pc.count_distinct(table.column(key[0])).as_py() == table.num_rows:
+        return table  # already one row per key: skip the sort
     t = table.append_column(POS, pa.array(np.arange(table.num_rows, dtype=np.int64)))
     sort_keys = [(ordering, "ascending", "at_start")] if ordering else []
     order = pc.sort_indices(t, sort_keys=sort_keys + [(POS, "ascending", "at_end")])

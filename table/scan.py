@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Iterator
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -29,7 +28,7 @@ from ..timeline.storage import Storage
 from ..timeline.timeline import Timeline
 from .files import FileRead, read_file
 from .merge import fold, with_order
-from .records import OP, OP_UPSERT, SEQ, check_columns, check_filter
+from .records import OP, OP_UPSERT, SEQ, check_columns, check_filter, constant
 
 if TYPE_CHECKING:
     from .table import Table
@@ -110,7 +109,7 @@ def read_slice(task: SliceRead) -> pa.Table:
         base = base.filter(touched)
     else:
         untouched = base.slice(0, 0)
-    base_v = base.append_column(OP, pa.array(np.full(base.num_rows, OP_UPSERT, dtype=object), pa.string()))
+    base_v = base.append_column(OP, constant(OP_UPSERT, base.num_rows))
     log_rows = log_rows.cast(base_v.schema)
     merged = fold(pa.concat_tables([with_order(base_v, 0), with_order(log_rows, base.num_rows)], promote_options="permissive"),
                   task.key, task.ordering)

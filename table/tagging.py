@@ -21,7 +21,7 @@ from ..timeline.storage import Storage
 from .engine import Engine
 from .files import FileRead, read_file
 from .merge import fold, with_order
-from .records import OP, OP_UPSERT
+from .records import OP, OP_UPSERT, constant
 
 FG = "_fg"
 
@@ -43,8 +43,8 @@ def slice_live_keys(task: SliceKeys) -> pa.Table:
     if s.base is not None:
         base = read_file(FileRead(task.storage, s.base.path, task.key))
         if not s.logs:
-            return base.append_column(FG, pa.array(np.full(base.num_rows, s.file_group, dtype=object), pa.string()))
-        base = base.append_column(OP, pa.array(np.full(base.num_rows, OP_UPSERT, dtype=object), pa.string()))
+            return base.append_column(FG, constant(s.file_group, base.num_rows))
+        base = base.append_column(OP, constant(OP_UPSERT, base.num_rows))
         parts.append(with_order(base, start))
         start += base.num_rows
     for log in s.logs:
@@ -52,7 +52,7 @@ def slice_live_keys(task: SliceKeys) -> pa.Table:
         parts.append(with_order(t, start))
         start += t.num_rows
     live = fold(pa.concat_tables(parts, promote_options="permissive"), task.key, None)
-    return live.append_column(FG, pa.array(np.full(live.num_rows, s.file_group, dtype=object), pa.string()))
+    return live.append_column(FG, constant(s.file_group, live.num_rows))
 
 
 def candidate_slices(slices: list[FileSlice], keys: pa.Table, key: tuple[str, ...]) -> list[FileSlice]:
@@ -60,8 +60,8 @@ def candidate_slices(slices: list[FileSlice], keys: pa.Table, key: tuple[str, ..
     if len(key) != 1 or keys.num_rows == 0:
         return list(slices)
     col = keys.column(key[0])
-    sorted_keys = pc.sort_indices(col)
-    ordered = col.take(sorted_keys)
+    mm = pc.min_max(col)
+    kmin, kmax = mm["min"].as_py(), mm["max"].as_py()
     out = []
     for s in slices:
         b = s.base
@@ -69,9 +69,11 @@ def candidate_slices(slices: list[FileSlice], keys: pa.Table, key: tuple[str, ..
             out.append(s)
             continue
         try:
-            lo = pc.greater_equal(ordered, pa.scalar(b.key_min, col.type))
-            hi = pc.less_equal(ordered, pa.scalar(b.key_max, col.type))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            if b.key_max < kmin or b.key_min > kmax:
+                continue  # the whole batch lies outside this file's range
+            lo = pc.greater_equal(col, pa.scalar(b.key_min, col.type))
+            hi = pc.less_equal(col, pa.scalar(b.key_max, col.type))
+        except (TypeError, pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
             out.append(s)
             continue
         if pc.any(pc.and_(lo, hi)).as_py():

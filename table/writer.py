@@ -132,7 +132,7 @@ def _execute(table: "Table", instant: int, plan: WritePlan, snapshot_seq: int) -
     replaced = {p: list(g) for p, g in plan.replaced.items()}
     rewritten: list[tuple[str, str]] = []
     rw_results = engine.map(
-        rewrite_group, [RewriteTask(st, r.slice, r.incoming, r.predicate, r.inserts) for r in plan.rewrites]
+        rewrite_group, [RewriteTask(st, r.slice, r.incoming, r.predicate, r.inserts, r.new_keys_only) for r in plan.rewrites]
     )
     for r, res in zip(plan.rewrites, rw_results):
         if is_unchanged(res):
