@@ -36,6 +36,7 @@ class FileWrite:
     compression: str
     row_group_rows: int
     inserts: bool = False
+    known_range: tuple[object, object] | None = None  # key range when the caller knows it
 
 
 def key_range(table: pa.Table, key: tuple[str, ...]) -> tuple[object, object]:
@@ -61,7 +62,7 @@ def write_file(task: FileWrite) -> WriteStat:
     deletes = 0
     if task.kind == "log":
         deletes = pc.sum(pc.equal(task.rows.column(OP), OP_DELETE).cast(pa.int64())).as_py() or 0
-    lo, hi = key_range(task.rows, task.key)
+    lo, hi = task.known_range if task.known_range is not None else key_range(task.rows, task.key)
     return WriteStat(
         path=task.rel_path,
         partition=task.partition,

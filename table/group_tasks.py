@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from ..timeline.commit_metadata import WriteStat
 from ..timeline.file_group import FileSlice, data_file_name
 from ..timeline.storage import Storage
-from .files import FileRead, FileWrite, read_file, write_file
+from .files import FileRead, FileWrite, key_range, read_file, write_file
 from .merge import fold, with_order
 from .records import OP, OP_UPSERT, SEQ, constant
 
@@ -74,11 +74,16 @@ def rewrite_group(task: RewriteTask) -> WriteStat | None:
         result = fold(versions, st.key, st.ordering)
     if result.num_rows == 0:
         return None
+    known = None
+    if task.new_keys_only and s.base.key_min is not None:
+        lo, hi = key_range(task.incoming, st.key)  # type: ignore[arg-type]
+        if lo is not None:
+            known = (min(lo, s.base.key_min), max(hi, s.base.key_max))  # type: ignore[type-var]
     name = data_file_name(s.file_group, st.instant, "base")
     return write_file(
         FileWrite(
             st.storage, st.instant, rel_path(s.partition, name), s.partition, s.file_group, "base",
-            result.cast(st.schema), st.key, st.compression, st.row_group_rows, task.inserts,
+            result.cast(st.schema), st.key, st.compression, st.row_group_rows, task.inserts, known,
         )
     )
 

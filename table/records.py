@@ -128,7 +128,7 @@ def deduplicate(table: pa.Table, key: tuple[str, ...], ordering: str | None) -> 
     """Keep one row per key: the largest ordering value, and on a tie the last row."""
     if table.num_rows <= 1 or not key:
         return table
-    if len(key) == 1 and pc.count_distinct(table.column(key[0])).as_py() == table.num_rows:
+    if len(key) == 1 and _unique(table.column(key[0])):
         return table  # already one row per key: skip the sort
     t = table.append_column(POS, pa.array(np.arange(table.num_rows, dtype=np.int64)))
     sort_keys = [(ordering, "ascending", "at_start")] if ordering else []
@@ -138,6 +138,15 @@ def deduplicate(table: pa.Table, key: tuple[str, ...], ordering: str | None) -> 
     keep = pc.sort_indices(winners, sort_keys=[(f"{POS}_last", "ascending")])
     positions = winners.column(f"{POS}_last").take(keep)
     return table.take(positions)
+
+
+def _unique(col: pa.ChunkedArray) -> bool:
+    """Whether a key column has no repeats: strictly increasing (cheap, and common for
+    generated keys) or, failing that, as many distinct values as rows."""
+    flat = col.combine_chunks()
+    if len(flat) > 1 and not pc.any(pc.less_equal(flat[1:], flat[:-1])).as_py():
+        return True
+    return pc.count_distinct(flat).as_py() == len(flat)
 
 
 def split_by_partition(table: pa.Table, columns: tuple[str, ...]) -> dict[str, pa.Table]:
