@@ -15,8 +15,8 @@ from ..timeline.commit_metadata import WriteStat
 from ..timeline.file_group import FileSlice, data_file_name
 from ..timeline.storage import Storage
 from .files import FileRead, FileWrite, key_range, read_file, write_file
-from .merge import fold, with_order
-from .records import OP, OP_UPSERT, SEQ, constant
+from .merge import merge_onto
+from .records import OP, SEQ
 
 
 @dataclass(frozen=True)
@@ -68,10 +68,7 @@ def rewrite_group(task: RewriteTask) -> WriteStat | None:
         # Small-file filling with keys the planner proved new: nothing to merge.
         result = pa.concat_tables([base, task.incoming.drop_columns([OP]).cast(base.schema)])  # type: ignore[union-attr]
     else:
-        base_v = base.append_column(OP, constant(OP_UPSERT, base.num_rows))
-        incoming = task.incoming.select(base.column_names + [OP]).cast(base_v.schema)  # type: ignore[union-attr]
-        versions = pa.concat_tables([with_order(base_v, 0), with_order(incoming, base.num_rows)], promote_options="permissive")
-        result = fold(versions, st.key, st.ordering)
+        result = merge_onto(base, task.incoming, st.key, st.ordering)  # type: ignore[arg-type]
     if result.num_rows == 0:
         return None
     known = None

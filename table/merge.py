@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .records import OP, OP_DELETE
+from .records import OP, OP_DELETE, OP_UPSERT, constant
 
 ORD = "_ord"
 
@@ -56,3 +56,29 @@ def fold(versions: pa.Table, key: tuple[str, ...], ordering: str | None) -> pa.T
     # Map winning _ord values back to rows of `versions`.
     mask = pc.is_in(versions.column(ORD), value_set=winners.column(f"{ORD}_last").combine_chunks())
     return versions.filter(mask).drop_columns([OP, ORD])
+
+
+def merge_onto(base: pa.Table, changes: pa.Table, key: tuple[str, ...], ordering: str | None) -> pa.Table:
+    """Apply ``changes`` (rows with ``_op``, in commit order) to ``base`` (live rows).
+
+    Base rows whose key no change touches pass through untouched; only the touched keys
+    go through :func:`fold`. Changes are usually a small share of a file, so this keeps
+    copy-on-write rewrites and merge-on-read reads close to the cost of a plain copy.
+
+    Returns:
+        The live rows, with ``base``'s columns (order of rows not preserved).
+    """
+    if changes.num_rows == 0:
+        return base
+    if len(key) == 1:
+        touched = pc.is_in(base.column(key[0]), value_set=changes.column(key[0]).combine_chunks())
+        untouched = base.filter(pc.invert(touched))
+        base = base.filter(touched)
+    else:
+        untouched = base.slice(0, 0)
+    base_v = base.append_column(OP, constant(OP_UPSERT, base.num_rows))
+    changes = changes.select(base_v.column_names).cast(base_v.schema)
+    versions = pa.concat_tables([with_order(base_v, 0), with_order(changes, base.num_rows)],
+                                promote_options="permissive")
+    merged = fold(versions, key, ordering).cast(untouched.schema)
+    return pa.concat_tables([untouched, merged]) if untouched.num_rows else merged

@@ -27,8 +27,8 @@ from ..timeline.fs_view import FileSystemView
 from ..timeline.storage import Storage
 from ..timeline.timeline import Timeline
 from .files import FileRead, read_file
-from .merge import fold, with_order
-from .records import OP, OP_UPSERT, SEQ, check_columns, check_filter, constant
+from .merge import merge_onto
+from .records import OP, SEQ, check_columns, check_filter
 
 if TYPE_CHECKING:
     from .table import Table
@@ -102,18 +102,7 @@ def read_slice(task: SliceRead) -> pa.Table:
     logs = [read_file(FileRead(task.storage, f.path)) for f in s.logs]
     logs = [lg.sort_by(SEQ).drop_columns([SEQ]).select(task.schema.names + [OP]) for lg in logs]
     log_rows = pa.concat_tables(logs, promote_options="permissive")
-    # Base rows whose key no log touches pass through without merging.
-    if len(task.key) == 1:
-        touched = pc.is_in(base.column(task.key[0]), value_set=log_rows.column(task.key[0]).combine_chunks())
-        untouched = base.filter(pc.invert(touched))
-        base = base.filter(touched)
-    else:
-        untouched = base.slice(0, 0)
-    base_v = base.append_column(OP, constant(OP_UPSERT, base.num_rows))
-    log_rows = log_rows.cast(base_v.schema)
-    merged = fold(pa.concat_tables([with_order(base_v, 0), with_order(log_rows, base.num_rows)], promote_options="permissive"),
-                  task.key, task.ordering)
-    return pa.concat_tables([untouched, merged.cast(task.schema)], promote_options="permissive")
+    return merge_onto(base, log_rows, task.key, task.ordering).cast(task.schema)
 
 
 class Scan:
