@@ -1,0 +1,58 @@
+"""The ``lakeline`` command group: wiring of the subcommands and the error boundary.
+
+Every subcommand lives in its own module and is only registered here. The group's
+``invoke`` is the one place where a :class:`LakelineError` becomes a one-line red
+message and exit code 2: users of a CLI want the reason, not a traceback, and scripts
+want a stable non-zero code that differs from click's usage errors only by the text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from ..timeline.errors import LakelineError
+from .create_cmd import create
+from .demo import demo
+from .timeline_cmds import timeline
+
+#: Exit code of a refused operation (same as click's usage errors: the caller asked for
+#: something this table cannot do).
+ERROR_EXIT_CODE = 2
+
+
+def error_line(error: LakelineError) -> str:
+    """The one-line message for a lakeline error (newlines would break log greps)."""
+    text = " ".join(str(error).split()) or "(no message)"
+    return f"error: {text} [{type(error).__name__}]"
+
+
+class LakelineGroup(click.Group):
+    """A click group that prints lakeline errors as one red line and exits with 2."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except LakelineError as e:
+            click.secho(error_line(e), fg="red", err=True)
+            ctx.exit(ERROR_EXIT_CODE)
+
+
+@click.group(cls=LakelineGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="lakeline", prog_name="lakeline")
+def cli() -> None:
+    """lakeline: Parquet tables with a timeline of instants.
+
+    Create a table, inspect its timeline, or run `lakeline demo` to see one at work.
+    """
+
+
+cli.add_command(create)
+cli.add_command(timeline)
+cli.add_command(demo)
+
+
+def main() -> None:
+    """Entry point of the ``lakeline`` console script."""
+    cli(prog_name="lakeline")

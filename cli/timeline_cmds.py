@@ -1,0 +1,83 @@
+"""``lakeline timeline show|inspect``: read a table's timeline without writing anything.
+
+Both commands read the log once and render from that one :class:`Timeline`, so the
+listing and the events it shows are consistent even while writers keep appending.
+"""
+
+from __future__ import annotations
+
+import click
+
+from ..timeline.instant import Action, Instant
+from .options import json_option, opened_table, timeline_option
+from .render import (
+    console,
+    events_by_instant,
+    instant_detail,
+    instants_table,
+    print_instant,
+    print_json,
+)
+
+_ACTIONS = [a.value for a in Action]
+
+
+@click.group()
+def timeline() -> None:
+    """Inspect a table's timeline (instants and their events)."""
+
+
+def select(
+    instants: list[Instant], pending: bool, action: str | None, limit: int | None
+) -> list[Instant]:
+    """Filter a by-id listing, then keep the newest ``limit`` (newest = largest id)."""
+    chosen = [i for i in instants if (not pending or i.is_pending) and (action is None or i.action == action)]
+    if limit is not None:
+        chosen = chosen[-limit:] if limit else []
+    return chosen
+
+
+@timeline.command("show")
+@click.argument("path")
+@click.option("--pending", is_flag=True, help="Only requested or inflight instants.")
+@click.option("--action", type=click.Choice(_ACTIONS, case_sensitive=False), default=None,
+              help="Only instants of this action.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Keep the newest N instants (after the other filters).")
+@json_option
+@timeline_option
+def show(path: str, pending: bool, action: str | None, limit: int | None, as_json: bool,
+         timeline_url: str | None) -> None:
+    """List the instants of the table at PATH, oldest first."""
+    with opened_table(path, timeline_url) as table:
+        tl = table.timeline
+    action = action.lower() if action else None
+    chosen = select(tl.instants(), pending, action, limit)
+    if as_json:
+        print_json([i.to_dict() for i in chosen])
+        return
+    con = console()
+    title = (f"timeline of {table.path}: {len(chosen)} of {len(tl)} instants, "
+             f"last event {tl.last_seq} (times in UTC)")
+    if not chosen:
+        con.print(title)
+        con.print("[dim]no instants match[/dim]")
+        return
+    con.print(instants_table(chosen, events_by_instant(tl.events), title))
+
+
+@timeline.command("inspect")
+@click.argument("path")
+@click.argument("instant_id", type=int)
+@json_option
+@timeline_option
+def inspect(path: str, instant_id: int, as_json: bool, timeline_url: str | None) -> None:
+    """Show one instant of the table at PATH in full, with its events."""
+    with opened_table(path, timeline_url) as table:
+        tl = table.timeline
+    instant = tl.get(instant_id)  # InstantNotFoundError -> one-line error, exit 2
+    events = [e for e in tl.events if e.instant == instant_id]
+    if as_json:
+        print_json(instant_detail(instant, events))
+        return
+    print_instant(console(), instant, events)
