@@ -109,11 +109,18 @@ def summarize(instant: Instant, events: Sequence[Event] = ()) -> str:
         if instant.is_pending:
             counts = f"planned at seq {plan['snapshot_seq']}" if "snapshot_seq" in plan else ""
         return _short(f"{op} {counts}".strip())
-    body = meta if meta else plan
-    if not body:
-        return ""
-    counts = _counts(body)
-    return _short(counts if counts else json.dumps(body, separators=(",", ":"), default=str))
+    return _short(_fields(meta if meta else plan))
+
+
+def _fields(body: Mapping[str, Any]) -> str:
+    """``k=v`` for every field of a plan or metadata; long nested values as their size."""
+    parts = []
+    for key, value in body.items():
+        text = json.dumps(value, separators=(",", ":"), default=str) if not isinstance(value, str) else value
+        if isinstance(value, (list, dict)) and len(text) > 24:
+            text = f"<{len(value)} items>"
+        parts.append(f"{key}={text}")
+    return " ".join(parts)
 
 
 def instants_table(instants: Sequence[Instant], events: Mapping[int, Sequence[Event]], title: str) -> RichTable:

@@ -1,0 +1,41 @@
+"""``lakeline demo`` and :func:`run_demo`, which grows with the write path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+from lakeline.cli.demo import DEMO_TABLE, run_demo
+from lakeline.cli.main import cli
+from lakeline.table import Table
+
+
+def test_run_demo_returns_the_table(tmp_path: Path) -> None:
+    t = run_demo(tmp_path)
+    assert isinstance(t, Table)
+    assert Path(t.path) == (tmp_path / DEMO_TABLE).resolve()
+    tl = t.timeline
+    assert tl.instants()[0].action == "schema"
+    if hasattr(t, "upsert"):
+        assert len(tl.completed()) == 5
+        now = t.to_arrow().sort_by("id")
+        assert now.column("id").to_pylist() == [2, 3, 4, 6, 7]
+        # id 4's late upsert had an older ordering value: the stored version stays.
+        assert now.filter(now["id"].to_numpy() == 4).column("ts").to_pylist() == [1]
+
+
+def test_demo_command(runner: CliRunner, tmp_path: Path) -> None:
+    res = runner.invoke(cli, ["demo", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert "created" in res.stdout and "timeline" in res.stdout
+    if hasattr(Table, "upsert"):
+        assert "time travel" in res.stdout
+    again = runner.invoke(cli, ["demo", str(tmp_path)])
+    assert again.exit_code == 2
+    assert "TableExistsError" in again.stderr
+
+
+def test_demo_default_dir_is_fresh(runner: CliRunner) -> None:
+    res = runner.invoke(cli, ["demo"])
+    assert res.exit_code == 0, res.output
+    assert "lakeline-demo-" in res.stdout
