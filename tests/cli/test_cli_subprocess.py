@@ -11,8 +11,8 @@ from lakeline.table import Table
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "lakeline.cli", *args], capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run([sys.executable, "-m", "lakeline.cli", *args], check=False, capture_output=True,
+                          text=True, timeout=120)
 
 
 def test_show_json_in_a_subprocess(busy_table: Table) -> None:
@@ -26,5 +26,5 @@ def test_error_in_a_subprocess_has_no_traceback(tmp_path: Path) -> None:
     proc = _run("timeline", "show", str(tmp_path / "missing"))
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
-    assert proc.stderr.strip().splitlines() == [f"error: no lakeline table at {tmp_path.resolve() / 'missing'} "
-                                                "[TableNotFoundError]"]
+    expected = f"error: no lakeline table at {tmp_path.resolve() / 'missing'} [TableNotFoundError]"
+    assert proc.stderr.strip().splitlines() == [expected]
