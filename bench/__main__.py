@@ -1,0 +1,45 @@
+"""``python -m bench [NAME ...]``: run registered benchmarks (all of them without a name).
+
+Registration is a plain dict of name -> module path so adding a benchmark is one line
+and importing the dispatcher does not import every benchmark's dependencies.
+Arguments after the name go to that benchmark: ``python -m bench timeline --events 2000``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+#: name -> module exposing ``main(argv: list[str]) -> int``.
+BENCHMARKS: dict[str, str] = {
+    "timeline": "bench.timeline_bench",
+}
+
+
+def usage() -> str:
+    names = "|".join(BENCHMARKS)
+    return (f"usage: python -m bench [{names}] [ARGS...]\n"
+            "  no name: run every benchmark with its defaults\n"
+            "  python -m bench NAME --help: the benchmark's own options")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Dispatch to one benchmark, or run all of them in registration order."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in ("-h", "--help"):
+        print(usage())
+        return 0
+    if not args:
+        worst = 0
+        for name, module in BENCHMARKS.items():
+            worst = max(worst, importlib.import_module(module).main([]))
+        return worst
+    name, rest = args[0], args[1:]
+    if name not in BENCHMARKS:
+        print(f"unknown benchmark {name!r}\n{usage()}", file=sys.stderr)
+        return 2
+    return int(importlib.import_module(BENCHMARKS[name]).main(rest))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""Writing benchmark results into ``docs/performance.md``, one owned section each.
+
+A benchmark owns the text between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->``
+and replaces only that, so several benchmarks (and people) can share the page without
+overwriting each other. Also: the facts about the run that make a number meaningful
+(date, machine, versions, the command that produced it).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shlex
+import sys
+from datetime import date
+from importlib import metadata
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PERFORMANCE_MD = ROOT / "docs" / "performance.md"
+
+_HEADER = """# Performance
+
+Numbers measured by `python -m bench` (see `bench/`). Each section is written by one
+benchmark between its markers and records the date, the machine and the exact command
+that produced it; run the command again to reproduce or refresh it.
+"""
+
+
+def update_section(name: str, body: str, path: Path = PERFORMANCE_MD) -> None:
+    """Replace (or append) the section ``name`` of ``path`` with ``body``."""
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    block = f"{start}\n{body.rstrip()}\n{end}"
+    text = path.read_text() if path.exists() else _HEADER
+    if start in text and end in text:
+        head, rest = text.split(start, 1)
+        _, tail = rest.split(end, 1)
+        text = head + block + tail
+    else:
+        text = text.rstrip() + "\n\n" + block + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def machine() -> str:
+    """One line about where the numbers come from."""
+    try:
+        pyarrow = metadata.version("pyarrow")
+    except metadata.PackageNotFoundError:
+        pyarrow = "?"
+    return (f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores, "
+            f"Python {platform.python_version()}, pyarrow {pyarrow}")
+
+
+def today() -> str:
+    return date.today().isoformat()
+
+
+def command_line(benchmark: str, argv: list[str], with_postgres: bool) -> str:
+    """The command that reproduces this run, relative to the repository root."""
+    exe = Path(sys.executable)
+    python = "python"
+    try:
+        python = str(exe.relative_to(ROOT)) if exe.is_relative_to(ROOT) else "python"
+    except ValueError:
+        pass
+    cmd = shlex.join([python, "-m", "bench", benchmark, *argv])
+    if with_postgres and (ROOT / "scripts" / "with-postgres.sh").exists():
+        cmd = f"scripts/with-postgres.sh {cmd}"
+    return cmd
