@@ -1,0 +1,186 @@
+"""Shared test helpers: stores that cross process boundaries, child processes, and a
+throwaway PostgreSQL server.
+
+Why: concurrency and crash tests run real processes (DESIGN.md section 6). A child
+cannot receive a store object (it holds a connection or is tied to our process), so
+tests describe a store with a small JSON-able *spec* and the child opens its own store
+from it. Children are plain scripts started with ``subprocess`` rather than
+``multiprocessing`` so they need nothing from pytest's import machinery and can be
+killed at fault points (``LAKELINE_FAULTS``) like any other process.
+
+Import as ``from tests.helpers import ...`` (pytest's importlib mode resolves it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Mapping, Sequence
+
+from lakeline.timeline.store import TimelineStore
+
+REPO = Path(__file__).resolve().parents[1]
+WITH_POSTGRES = REPO / "scripts" / "with-postgres.sh"
+
+#: A store described in JSON: ``{"kind": "filesystem", "meta_dir": ...}`` or
+#: ``{"kind": "postgresql", "dsn": ..., "table_id": ..., "location": ...}``.
+StoreSpec = dict[str, str]
+
+
+def store_spec(store: TimelineStore) -> StoreSpec:
+    """The spec another process uses to open the same table's store."""
+    if store.kind == "filesystem":
+        return {"kind": "filesystem", "meta_dir": str(store.meta_dir)}  # type: ignore[attr-defined]
+    if store.kind == "postgresql":
+        return {
+            "kind": "postgresql",
+            "dsn": store.dsn,  # type: ignore[attr-defined]
+            "table_id": store.table_id,  # type: ignore[attr-defined]
+            "location": store.location,  # type: ignore[attr-defined]
+        }
+    raise ValueError(f"unknown store kind {store.kind!r}")
+
+
+def open_spec(spec: Mapping[str, str]) -> TimelineStore:
+    """A new store object for the table a spec describes (imports psycopg only for PG)."""
+    if spec["kind"] == "filesystem":
+        from lakeline.timeline.fs_store import FileSystemStore
+
+        return FileSystemStore(spec["meta_dir"])
+    from lakeline.timeline.pg_store import PostgresStore
+
+    return PostgresStore(spec["dsn"], spec["table_id"], spec["location"])
+
+
+def new_pg_store(pg_url: str, location: str | os.PathLike[str]) -> TimelineStore:
+    """A PostgreSQL store for a brand-new table (a fresh uuid)."""
+    from lakeline.timeline.pg_store import PostgresStore
+
+    return PostgresStore(pg_url, uuid.uuid4().hex, str(location))
+
+
+# -- child processes ---------------------------------------------------------------------
+
+
+def child_env(faults: str | None = None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for a child: ours, with fault points armed or cleared."""
+    env = dict(os.environ)
+    env.pop("LAKELINE_FAULTS", None)
+    if faults:
+        env["LAKELINE_FAULTS"] = faults
+    env.update(extra or {})
+    return env
+
+
+def start_script(
+    script: str | os.PathLike[str],
+    args: Sequence[Any],
+    faults: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> "subprocess.Popen[str]":
+    """Start ``python script args...``, each argument JSON-encoded."""
+    argv = [sys.executable, str(script)] + [json.dumps(a) for a in args]
+    return subprocess.Popen(
+        argv,
+        env=child_env(faults, env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finish(proc: "subprocess.Popen[str]", timeout: float = 120.0) -> tuple[int, str, str]:
+    """Wait for a child; returns ``(returncode, stdout, stderr)``. Kills it on timeout."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"child {proc.args} timed out after {timeout}s; stderr:\n{err}") from None
+    return proc.returncode, out, err
+
+
+def run_script(
+    script: str | os.PathLike[str],
+    args: Sequence[Any],
+    faults: str | None = None,
+    timeout: float = 120.0,
+) -> tuple[int, str, str]:
+    """Run a child to its end; returns ``(returncode, stdout, stderr)``."""
+    return finish(start_script(script, args, faults), timeout)
+
+
+def wait_for_files(paths: Sequence[Path], timeout: float = 60.0) -> None:
+    """Block until every path exists (children announce readiness with a file)."""
+    deadline = time.monotonic() + timeout
+    while not all(p.exists() for p in paths):
+        if time.monotonic() > deadline:
+            missing = [str(p) for p in paths if not p.exists()]
+            raise AssertionError(f"children not ready after {timeout}s: {missing}")
+        time.sleep(0.01)
+
+
+# -- a throwaway PostgreSQL server -------------------------------------------------------
+
+
+@dataclass
+class ThrowawayPostgres:
+    """A server started by ``scripts/with-postgres.sh`` that lives while ``proc`` does.
+
+    The script runs a tiny Python command that prints the URL and then blocks reading
+    its stdin; closing stdin (or our death, which closes it too) ends the command, and
+    the script's trap stops the server and removes its folder.
+    """
+
+    url: str
+    proc: "subprocess.Popen[str]"
+
+    def stop(self) -> None:
+        stdin: IO[str] | None = self.proc.stdin
+        if stdin is not None and not stdin.closed:
+            stdin.close()
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class PostgresUnavailable(RuntimeError):
+    """No throwaway server could be started (the reason is the message)."""
+
+
+def start_throwaway_postgres(timeout: float = 120.0) -> ThrowawayPostgres:
+    """Start a private server the way ``make test`` does.
+
+    Raises:
+        PostgresUnavailable: the binaries are missing or the server did not come up.
+    """
+    waiter = "import os, sys; print(os.environ['LAKELINE_TEST_PG_URL'], flush=True); sys.stdin.read()"
+    try:
+        proc = subprocess.Popen(
+            [str(WITH_POSTGRES), sys.executable, "-c", waiter],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    except OSError as e:
+        raise PostgresUnavailable(f"cannot run {WITH_POSTGRES}: {e}") from e
+    assert proc.stdout is not None
+    # The script prints nothing on stdout before the URL; a dead script gives EOF.
+    line = proc.stdout.readline().strip()
+    if not line.startswith("postgresql://"):
+        try:
+            _, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+        raise PostgresUnavailable(f"{WITH_POSTGRES.name} exited with {proc.returncode}: {err.strip()[-800:]}")
+    return ThrowawayPostgres(line, proc)

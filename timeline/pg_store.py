@@ -1,0 +1,381 @@
+"""The event log as rows in PostgreSQL: the timeline of many tables in one database.
+
+Why PostgreSQL: object stores reached through ``pyarrow.fs`` (plain S3) cannot
+put-if-absent, so their tables keep the event log here; and because every table is a
+row in ``lakeline_tables`` keyed by its uuid, one database is a catalog of tables.
+
+Layout (created on first use, see :data:`_DDL`)::
+
+    lakeline_tables(table_id PK, location, created_at)           -- the catalog
+    lakeline_events(table_id, seq, ts_us, instant, action, state,
+                    token, format, payload, PRIMARY KEY (table_id, seq))
+    lakeline_heartbeats(table_id, instant, ts_us, PRIMARY KEY (table_id, instant))
+    lakeline_locks(table_id, name, owner, expires_us, PRIMARY KEY (table_id, name))
+
+The put-if-absent step is ``INSERT ... ON CONFLICT (table_id, seq) DO NOTHING``: the
+primary key lets exactly one appender win a slot, and a row is inserted whole or not at
+all. ``payload`` is ``text`` holding the exact JSON the event encoder wrote, not
+``jsonb``: jsonb refuses ``NaN`` and ``\\u0000`` (both can appear in column statistics)
+and would not give back the bytes that were written. ``format`` is the event encoding
+version, so an old reader refuses a newer row instead of misreading it. Rows are decoded
+by rebuilding the event's JSON and calling :meth:`Event.from_json`, so the filesystem
+and the PostgreSQL store share one validation (the payload is parsed on its own).
+
+Connections: one per store object, in autocommit (each statement is its own
+transaction, which is all put-if-absent needs), opened lazily on first use. A store
+that crossed a fork or a pickle connects afresh in its new process; a broken
+connection is replaced and the statement retried once, which is safe because every
+statement here is idempotent (an event insert that may have landed is recognised by its
+token). psycopg is imported only here and in :mod:`.pg_lock`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import replace
+from typing import Any, Callable, Sequence, TypeVar
+
+import psycopg
+from psycopg import conninfo as pg_conninfo
+
+from . import faults
+from .errors import (
+    CommitOutcomeUnknownError,
+    CorruptEventError,
+    SlotTakenError,
+    TimelineError,
+    TimelineGapError,
+)
+from .instant import EVENT_FORMAT_VERSION, Event
+from .lock import Lock
+from .store import TimelineStore
+
+T = TypeVar("T")
+
+#: Key of the advisory lock that serialises schema creation across processes:
+#: ``CREATE TABLE IF NOT EXISTS`` alone races (two creators collide on the catalog's
+#: unique index of type names). Arbitrary but fixed: "lakeline" in ASCII.
+_SCHEMA_LOCK_KEY = 0x6C616B656C696E65
+
+_TABLES = ("lakeline_tables", "lakeline_events", "lakeline_heartbeats", "lakeline_locks")
+
+_DDL = (
+    """CREATE TABLE IF NOT EXISTS lakeline_tables (
+        table_id   text PRIMARY KEY,
+        location   text NOT NULL,
+        created_at timestamptz NOT NULL DEFAULT now())""",
+    """CREATE TABLE IF NOT EXISTS lakeline_events (
+        table_id text     NOT NULL,
+        seq      bigint   NOT NULL,
+        ts_us    bigint   NOT NULL,
+        instant  bigint   NOT NULL,
+        action   text     NOT NULL,
+        state    text     NOT NULL,
+        token    text     NOT NULL DEFAULT '',
+        format   smallint NOT NULL DEFAULT 1,
+        payload  text     NOT NULL,
+        PRIMARY KEY (table_id, seq))""",
+    """CREATE TABLE IF NOT EXISTS lakeline_heartbeats (
+        table_id text   NOT NULL,
+        instant  bigint NOT NULL,
+        ts_us    bigint NOT NULL,
+        PRIMARY KEY (table_id, instant))""",
+    """CREATE TABLE IF NOT EXISTS lakeline_locks (
+        table_id   text   NOT NULL,
+        name       text   NOT NULL,
+        owner      text   NOT NULL,
+        expires_us bigint NOT NULL,
+        PRIMARY KEY (table_id, name))""",
+)
+
+# The catalog row is written in the same statement as the event, so a table is never
+# registered without its first event having been attempted, and later puts skip it.
+_INSERT_EVENT = """
+    INSERT INTO lakeline_events (table_id, seq, ts_us, instant, action, state, token, format, payload)
+    VALUES (%(t)s, %(seq)s, %(ts)s, %(instant)s, %(action)s, %(state)s, %(token)s, %(format)s, %(payload)s)
+    ON CONFLICT (table_id, seq) DO NOTHING"""
+_REGISTER_AND_INSERT_EVENT = (
+    """
+    WITH registered AS (
+        INSERT INTO lakeline_tables (table_id, location) VALUES (%(t)s, %(location)s)
+        ON CONFLICT (table_id) DO NOTHING)"""
+    + _INSERT_EVENT
+)
+_READ_EVENTS = """
+    SELECT seq, ts_us, instant, action, state, token, format, payload
+    FROM lakeline_events WHERE table_id = %s AND seq >= %s ORDER BY seq"""
+
+
+class StoreUnavailableError(TimelineError, ConnectionError):
+    """The PostgreSQL server cannot be reached, or a statement failed on it."""
+
+
+def safe_dsn(dsn: str) -> str:
+    """The connection string without its password, fit for messages and reprs."""
+    try:
+        params = pg_conninfo.conninfo_to_dict(dsn)
+    except psycopg.Error:
+        return "<unparsable dsn>"
+    params.pop("password", None)
+    host, port, db = params.get("host", ""), params.get("port", ""), params.get("dbname", "")
+    return f"postgresql://{params.get('user', '')}@{host}{':' if port else ''}{port}/{db}"
+
+
+class PostgresStore(TimelineStore):
+    """Events, heartbeats and locks of one table (``table_id``) in a PostgreSQL database.
+
+    Args:
+        dsn: a libpq connection string or ``postgresql://`` URL.
+        table_id: the table's uuid; the key of all its rows.
+        location: the table's base path, recorded in the catalog on the first put.
+    """
+
+    kind = "postgresql"
+
+    def __init__(self, dsn: str, table_id: str, location: str) -> None:
+        self.dsn = dsn
+        self.table_id = table_id
+        self.location = location
+        self._init_runtime()
+
+    def _init_runtime(self) -> None:
+        self._conn: psycopg.Connection[Any] | None = None
+        self._pid = os.getpid()
+        # The heartbeat thread and the writer share this store; psycopg serialises
+        # statements on one connection, the mutex also covers reconnecting.
+        self._mutex = threading.RLock()
+        self._registered = False
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({safe_dsn(self.dsn)!r}, table_id={self.table_id!r})"
+
+    # A store may be pickled into a worker process: ship the settings, not the socket.
+    def __getstate__(self) -> dict[str, Any]:
+        return {"dsn": self.dsn, "table_id": self.table_id, "location": self.location}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._init_runtime()
+
+    # -- connection ------------------------------------------------------------------
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        if self._pid != os.getpid():
+            # Inherited across fork: the socket belongs to the parent. Forget it without
+            # closing (closing would end the parent's session) and connect afresh.
+            self._conn, self._pid = None, os.getpid()
+        conn = self._conn
+        if conn is not None and not conn.closed and not conn.broken:
+            return conn
+        self._conn = None
+        kwargs: dict[str, Any] = {"autocommit": True, "application_name": "lakeline"}
+        if "connect_timeout" not in self.dsn:
+            kwargs["connect_timeout"] = 10
+        conn = psycopg.connect(self.dsn, **kwargs)
+        try:
+            _ensure_schema(conn)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+        return conn
+
+    def run(self, fn: Callable[[psycopg.Connection[Any]], T], what: str) -> T:
+        """Run ``fn`` on this store's connection; reconnect and retry once if it broke.
+
+        Only for idempotent work: after a broken connection the first attempt may or may
+        not have taken effect.
+
+        Raises:
+            StoreUnavailableError: the server cannot be reached, or the statement failed.
+        """
+        with self._mutex:
+            for attempt in (1, 2):
+                try:
+                    return fn(self._connection())
+                except psycopg.Error as e:
+                    conn = self._conn
+                    lost = conn is None or conn.closed or conn.broken
+                    if lost and attempt == 1:
+                        self._conn = None
+                        continue
+                    raise StoreUnavailableError(
+                        f"{what} failed on {safe_dsn(self.dsn)} (table {self.table_id}): {e}"
+                    ) from e
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any], what: str) -> tuple[int, list[tuple[Any, ...]]]:
+        """Run one idempotent statement; returns ``(rowcount, rows)`` (rows empty when
+        the statement returns none). Used by :class:`~.pg_lock.PostgresLock` too."""
+
+        def go(conn: psycopg.Connection[Any]) -> tuple[int, list[tuple[Any, ...]]]:
+            cur = conn.execute(sql, params)  # type: ignore[arg-type]
+            return cur.rowcount, (cur.fetchall() if cur.description is not None else [])
+
+        return self.run(go, what)
+
+    def close(self) -> None:
+        with self._mutex:
+            conn, self._conn = self._conn, None
+            if conn is not None and self._pid == os.getpid():
+                conn.close()
+
+    # -- events ----------------------------------------------------------------------
+
+    def put_if_absent(self, event: Event) -> None:
+        params = {
+            "t": self.table_id,
+            "location": self.location,
+            "seq": event.seq,
+            "ts": event.ts_us,
+            "instant": event.instant,
+            "action": event.action.value,
+            "state": event.state.value,
+            "token": event.token,
+            "format": EVENT_FORMAT_VERSION,
+            "payload": json.dumps(dict(event.payload), separators=(",", ":"), sort_keys=True),
+        }
+        faults.point("log.store.before_write")
+
+        def insert(conn: psycopg.Connection[Any]) -> bool:
+            sql = _INSERT_EVENT if self._registered else _REGISTER_AND_INSERT_EVENT
+            won = conn.execute(sql, params).rowcount == 1
+            self._registered = True
+            if won:
+                return True
+            # The slot is taken. If it holds our own token, an earlier attempt whose
+            # answer was lost with the connection did land: that is a win, not a loss.
+            row = conn.execute(
+                "SELECT token FROM lakeline_events WHERE table_id = %s AND seq = %s",
+                (self.table_id, event.seq),
+            ).fetchone()
+            return bool(event.token) and row is not None and row[0] == event.token
+
+        try:
+            won = self.run(insert, f"appending event {event.seq}")
+        except StoreUnavailableError as e:
+            raise CommitOutcomeUnknownError(
+                f"could not learn whether event {event.seq} of table {self.table_id} landed: {e}"
+            ) from e
+        if not won:
+            raise SlotTakenError(f"slot {event.seq} of table {self.table_id} is taken")
+        faults.point("log.store.after_write")
+
+    def read_from(self, seq: int) -> list[Event]:
+        _, rows = self.execute(_READ_EVENTS, (self.table_id, seq), f"reading events from {seq}")
+        events = [self._decode(row) for row in rows]
+        # A reader asking from seq > 0 has read everything before it, so the first row
+        # must be exactly there; from 0 the log may start later (archived head).
+        expected = seq if seq > 0 else (events[0].seq if events else 0)
+        for ev in events:
+            if ev.seq != expected:
+                raise TimelineGapError(
+                    f"event log of table {self.table_id} in {safe_dsn(self.dsn)} has no event {expected}"
+                )
+            expected += 1
+        return events
+
+    def _decode(self, row: tuple[Any, ...]) -> Event:
+        seq, ts_us, instant, action, state, token, fmt, payload = row
+        where = f"row (table_id={self.table_id!r}, seq={seq}) of lakeline_events"
+        # The columns go through the shared decoder as the event's JSON, so both stores
+        # refuse the same things; the payload is parsed once, on its own, so a damaged
+        # payload cannot pass for other fields of the event.
+        head = json.dumps(
+            {
+                "format": fmt,
+                "seq": seq,
+                "ts_us": ts_us,
+                "instant": instant,
+                "action": action,
+                "state": state,
+                "token": token,
+            },
+            separators=(",", ":"),
+        )
+        event = Event.from_json(head, where)
+        if not payload:
+            raise CorruptEventError(f"event {where} has an empty payload")
+        try:
+            body = json.loads(payload)
+        except ValueError as e:
+            raise CorruptEventError(f"event {where} has a truncated or non-JSON payload: {e}") from None
+        if not isinstance(body, dict):
+            raise CorruptEventError(f"event {where} has a payload that is not a JSON object")
+        return replace(event, payload=body)
+
+    def has_events(self) -> bool:
+        _, rows = self.execute(
+            "SELECT EXISTS (SELECT 1 FROM lakeline_events WHERE table_id = %s)",
+            (self.table_id,),
+            "checking for events",
+        )
+        return bool(rows[0][0])
+
+    # -- heartbeats ------------------------------------------------------------------
+
+    def beat(self, instant: int, ts_us: int) -> None:
+        self.execute(
+            """INSERT INTO lakeline_heartbeats (table_id, instant, ts_us) VALUES (%s, %s, %s)
+               ON CONFLICT (table_id, instant) DO UPDATE SET ts_us = EXCLUDED.ts_us""",
+            (self.table_id, instant, ts_us),
+            f"heartbeat of instant {instant}",
+        )
+
+    def last_beats(self) -> dict[int, int]:
+        _, rows = self.execute(
+            "SELECT instant, ts_us FROM lakeline_heartbeats WHERE table_id = %s",
+            (self.table_id,),
+            "reading heartbeats",
+        )
+        return {int(i): int(ts) for i, ts in rows}
+
+    def clear_beat(self, instant: int) -> None:
+        self.execute(
+            "DELETE FROM lakeline_heartbeats WHERE table_id = %s AND instant = %s",
+            (self.table_id, instant),
+            f"clearing the heartbeat of instant {instant}",
+        )
+
+    # -- locks and catalog -------------------------------------------------------------
+
+    def lock(self, name: str, lease_ms: int) -> Lock:
+        from .pg_lock import PostgresLock
+
+        return PostgresLock(self, name, lease_ms)
+
+    @staticmethod
+    def list_tables(dsn: str) -> list[tuple[str, str]]:
+        """``(table_id, location)`` of every table whose timeline is in this database.
+
+        Raises:
+            StoreUnavailableError: the server cannot be reached.
+        """
+        store = PostgresStore(dsn, "", "")
+        try:
+            _, rows = store.execute(
+                "SELECT table_id, location FROM lakeline_tables ORDER BY created_at, table_id",
+                (),
+                "listing tables",
+            )
+        finally:
+            store.close()
+        return [(str(t), str(loc)) for t, loc in rows]
+
+
+def _ensure_schema(conn: psycopg.Connection[Any]) -> None:
+    """Create the tables unless they all exist; safe when many processes race to it."""
+    cur = conn.execute(
+        "SELECT count(to_regclass(t)) FROM unnest(%s::text[]) AS t", (list(_TABLES),)
+    )
+    row = cur.fetchone()
+    if row is not None and row[0] == len(_TABLES):
+        return
+    with conn.transaction():
+        # Held to the end of this transaction: the first creator makes the tables, the
+        # others wait and then find them (IF NOT EXISTS).
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_KEY,))
+        for ddl in _DDL:
+            conn.execute(ddl)
