@@ -167,6 +167,11 @@ class Event:
             raise CorruptEventError(
                 f"event {where} has unknown format {version!r} (this reader knows {EVENT_FORMAT_VERSION})"
             )
+        payload = raw.get("payload")
+        if payload is not None and not isinstance(payload, dict):
+            # Plans and metadata are mappings everywhere downstream; refuse here, naming
+            # the event, rather than fail later far from the damage.
+            raise CorruptEventError(f"event {where} has a payload that is not a JSON object")
         try:
             event = cls(
                 seq=int(raw["seq"]),
@@ -174,7 +179,7 @@ class Event:
                 instant=int(raw["instant"]),
                 action=Action(raw["action"]),
                 state=State(raw["state"]),
-                payload=raw.get("payload") or {},
+                payload=payload or {},
                 token=str(raw.get("token", "")),
             )
         except (KeyError, ValueError, TypeError) as e:
