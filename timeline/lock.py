@@ -7,7 +7,8 @@ is not renewed expires, so a crashed holder cannot block a table for longer than
 ``lock.lease-ms``.
 
 :class:`FileLock` keeps the lease in a file created exclusively; an expired lease is
-broken by renaming it away (only one breaker's rename can succeed) before taking it.
+broken by renaming it away (only one breaker's rename can succeed) before taking it; a
+breaker that finds it renamed a lease other than the expired one it read puts it back.
 """
 
 from __future__ import annotations
@@ -110,6 +111,18 @@ class FileLock(Lock):
                 os.rename(self.path, broken)
             except FileNotFoundError:
                 return False
+            try:
+                moved = json.loads(broken.read_bytes() or b"null")
+            except ValueError:
+                moved = {}
+            if moved != held:
+                # Between our read and the rename another breaker replaced the expired
+                # lease with a live one (or its owner renewed it): that is not ours to
+                # break, so put it back, unless yet another lease already took its place.
+                try:
+                    os.link(broken, self.path)
+                except FileExistsError:
+                    pass
             os.unlink(broken)
             return False  # the next poll creates it afresh
         try:
