@@ -48,7 +48,9 @@ def machine() -> str:
         pyarrow = metadata.version("pyarrow")
     except metadata.PackageNotFoundError:
         pyarrow = "?"
-    return (f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores, "
+    # The load average says whether other work shared the machine during the run.
+    load = f", load average {os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else ""
+    return (f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores{load}, "
             f"Python {platform.python_version()}, pyarrow {pyarrow}")
 
 
