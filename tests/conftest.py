@@ -15,14 +15,12 @@ Tests that use PostgreSQL are marked ``postgres`` automatically.
 from __future__ import annotations
 
 import os
-import uuid
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
-from lakeline.timeline.store import TimelineStore
-from tests.helpers import PostgresUnavailable, ThrowawayPostgres, start_throwaway_postgres
+from tests.helpers import PostgresUnavailable, StoreFactory, ThrowawayPostgres, start_throwaway_postgres
 
 PG_URL_VAR = "LAKELINE_TEST_PG_URL"
 STORE_KINDS = ["filesystem", "postgresql"]
@@ -74,43 +72,6 @@ def pg_url() -> Iterator[str]:
     finally:
         if server is not None:
             server.stop()
-
-
-class StoreFactory:
-    """Makes fresh stores of one kind; closes every store it made at teardown."""
-
-    def __init__(self, kind: str, base: Path, pg_url: str | None) -> None:
-        self.kind = kind
-        self._base = base
-        self._pg_url = pg_url
-        self._made: list[TimelineStore] = []
-
-    def __call__(self) -> TimelineStore:
-        """A store for a new, empty table."""
-        location = self._base / f"table-{uuid.uuid4().hex[:8]}"
-        if self.kind == "filesystem":
-            from lakeline.timeline.fs_store import FileSystemStore
-
-            store: TimelineStore = FileSystemStore(location / ".lakeline")
-        else:
-            from lakeline.timeline.pg_store import PostgresStore
-
-            assert self._pg_url is not None
-            store = PostgresStore(self._pg_url, uuid.uuid4().hex, str(location))
-        self._made.append(store)
-        return store
-
-    def reopen(self, store: TimelineStore) -> TimelineStore:
-        """Another store object on the same table (as a second process would open it)."""
-        from tests.helpers import open_spec, store_spec
-
-        other = open_spec(store_spec(store))
-        self._made.append(other)
-        return other
-
-    def close_all(self) -> None:
-        for store in self._made:
-            store.close()
 
 
 @pytest.fixture(params=STORE_KINDS)

@@ -65,6 +65,41 @@ def new_pg_store(pg_url: str, location: str | os.PathLike[str]) -> TimelineStore
     return PostgresStore(pg_url, uuid.uuid4().hex, str(location))
 
 
+class StoreFactory:
+    """Makes fresh stores of one kind; closes every store it made at teardown."""
+
+    def __init__(self, kind: str, base: Path, pg_url: str | None) -> None:
+        self.kind = kind
+        self._base = base
+        self._pg_url = pg_url
+        self._made: list[TimelineStore] = []
+
+    def __call__(self) -> TimelineStore:
+        """A store for a new, empty table."""
+        location = self._base / f"table-{uuid.uuid4().hex[:8]}"
+        if self.kind == "filesystem":
+            from lakeline.timeline.fs_store import FileSystemStore
+
+            store: TimelineStore = FileSystemStore(location / ".lakeline")
+        else:
+            from lakeline.timeline.pg_store import PostgresStore
+
+            assert self._pg_url is not None
+            store = PostgresStore(self._pg_url, uuid.uuid4().hex, str(location))
+        self._made.append(store)
+        return store
+
+    def reopen(self, store: TimelineStore) -> TimelineStore:
+        """Another store object on the same table (as a second process would open it)."""
+        other = open_spec(store_spec(store))
+        self._made.append(other)
+        return other
+
+    def close_all(self) -> None:
+        for store in self._made:
+            store.close()
+
+
 # -- child processes ---------------------------------------------------------------------
 
 

@@ -206,7 +206,9 @@ class PostgresStore(TimelineStore):
                     ) from e
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
-    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any], what: str) -> tuple[int, list[tuple[Any, ...]]]:
+    def execute(
+        self, sql: str, params: Sequence[Any] | dict[str, Any], what: str
+    ) -> tuple[int, list[tuple[Any, ...]]]:
         """Run one idempotent statement; returns ``(rowcount, rows)`` (rows empty when
         the statement returns none). Used by :class:`~.pg_lock.PostgresLock` too."""
 
@@ -367,9 +369,7 @@ class PostgresStore(TimelineStore):
 
 def _ensure_schema(conn: psycopg.Connection[Any]) -> None:
     """Create the tables unless they all exist; safe when many processes race to it."""
-    cur = conn.execute(
-        "SELECT count(to_regclass(t)) FROM unnest(%s::text[]) AS t", (list(_TABLES),)
-    )
+    cur = conn.execute("SELECT count(to_regclass(t)) FROM unnest(%s::text[]) AS t", (list(_TABLES),))
     row = cur.fetchone()
     if row is not None and row[0] == len(_TABLES):
         return

@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo, for te
 
 from lakeline.timeline.instant import Action, State  # noqa: E402
 from lakeline.timeline.log import EventLog  # noqa: E402
+
 from tests.helpers import open_spec  # noqa: E402
 
 

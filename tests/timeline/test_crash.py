@@ -14,15 +14,14 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-
 from lakeline.timeline.errors import CorruptEventError
 from lakeline.timeline.faults import CRASH_EXIT_CODE
 from lakeline.timeline.fs_store import FileSystemStore, event_file_name
 from lakeline.timeline.instant import Action, Event, State
 from lakeline.timeline.log import EventLog
 from lakeline.timeline.store import TimelineStore
-from tests.conftest import StoreFactory
-from tests.helpers import run_script, store_spec
+
+from tests.helpers import StoreFactory, run_script, store_spec
 
 CHILD = Path(__file__).with_name("_child.py")
 STATES = ("requested", "inflight", "completed")
@@ -78,7 +77,7 @@ def test_crash_during_append_leaves_a_sound_log(
     events = fresh.read_from(0)  # would raise on a gap or a half-written event
     assert [e.seq for e in events] == list(range(len(events)))
     assert events[: len(before)] == before
-    crashed = events[len(before):]
+    crashed = events[len(before) :]
     expected = list(STATES[: STATES.index(state) + (1 if lands else 0)])
     assert [e.state.value for e in crashed] == expected
     assert all(e.payload == {"step": e.state.value} for e in crashed)

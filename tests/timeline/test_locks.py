@@ -14,11 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
-
 from lakeline.timeline.errors import LockLostError, LockTimeoutError
 from lakeline.timeline.lock import FileLock
-from tests.conftest import StoreFactory
-from tests.helpers import finish, start_script, store_spec, wait_for_files
+
+from tests.helpers import StoreFactory, finish, start_script, store_spec, wait_for_files
 
 CHILD = Path(__file__).with_name("_child.py")
 
@@ -31,9 +30,8 @@ def test_exclusive_between_processes(store_factory: StoreFactory, tmp_path: Path
     go = tmp_path / "go"
     procs, n = 4, 25
     ready = [tmp_path / f"ready-{k}" for k in range(procs)]
-    children = [
-        start_script(CHILD, ["counter", spec, "table", 30_000, n, str(counter), str(r), str(go)]) for r in ready
-    ]
+    args = ["counter", spec, "table", 30_000, n, str(counter)]
+    children = [start_script(CHILD, [*args, str(r), str(go)]) for r in ready]
     try:
         wait_for_files(ready)
         go.write_text("go")

@@ -14,13 +14,12 @@ import pickle
 from pathlib import Path
 
 import pytest
-
 from lakeline.timeline.errors import SlotTakenError, TimelineGapError
 from lakeline.timeline.instant import Action, Event, State
 from lakeline.timeline.log import EventLog
 from lakeline.timeline.store import TimelineStore
-from tests.conftest import StoreFactory
-from tests.helpers import finish, run_script, start_script, store_spec, wait_for_files
+
+from tests.helpers import StoreFactory, finish, run_script, start_script, store_spec, wait_for_files
 
 CHILD = Path(__file__).with_name("_child.py")
 
@@ -61,7 +60,7 @@ def test_append_read_round_trip(store_factory: StoreFactory) -> None:
     events = [
         ev(0, nested=payload),
         ev(1, instant=0, state=State.INFLIGHT),
-        ev(2, instant=0, state=State.COMPLETED, text="ünïcødé \u0000 \"quoted\"", big=2**62),
+        ev(2, instant=0, state=State.COMPLETED, text='ünïcødé \u0000 "quoted"', big=2**62),
     ]
     for e in events:
         store.put_if_absent(e)
@@ -190,7 +189,7 @@ def test_race_of_eight_appenders(store_factory: StoreFactory, tmp_path: Path) ->
     go = tmp_path / "go"
     ready = [tmp_path / f"ready-{k}" for k in range(PROCESSES)]
     children = [
-        start_script(CHILD, ["append", spec, PER_PROCESS, k, str(ready[k]), str(go)]) for k in range(PROCESSES)
+        start_script(CHILD, ["append", spec, PER_PROCESS, k, str(r), str(go)]) for k, r in enumerate(ready)
     ]
     try:
         wait_for_files(ready)
@@ -207,7 +206,7 @@ def test_race_of_eight_appenders(store_factory: StoreFactory, tmp_path: Path) ->
     assert len(events) == len(setup) + PROCESSES * PER_PROCESS
     assert events[: len(setup)] == setup
     assert [e.seq for e in events] == list(range(len(events)))
-    raced = events[len(setup):]
+    raced = events[len(setup) :]
     assert all(e.state is State.REQUESTED and e.instant == e.seq for e in raced)
     seen = collections.Counter((e.payload["p"], e.payload["i"]) for e in raced)
     assert set(seen) == {(k, i) for k in range(PROCESSES) for i in range(PER_PROCESS)}
@@ -215,5 +214,5 @@ def test_race_of_eight_appenders(store_factory: StoreFactory, tmp_path: Path) ->
     # Each appender's own events are in its program order, and time never goes back.
     for k in range(PROCESSES):
         assert [e.payload["i"] for e in raced if e.payload["p"] == k] == list(range(PER_PROCESS))
-    assert all(a.ts_us < b.ts_us for a, b in zip(events, events[1:]))
+    assert all(a.ts_us < b.ts_us for a, b in zip(events, events[1:], strict=False))
     assert len({e.token for e in raced}) == len(raced)

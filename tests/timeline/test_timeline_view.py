@@ -12,12 +12,12 @@ from datetime import datetime, timedelta, timezone
 from typing import Callable, Iterator
 
 import pytest
-
 from lakeline.timeline.errors import InstantNotFoundError
 from lakeline.timeline.instant import Action, State, micros_to_datetime
 from lakeline.timeline.log import EventLog
 from lakeline.timeline.timeline import Timeline
-from tests.conftest import StoreFactory
+
+from tests.helpers import StoreFactory
 
 T0 = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z in microseconds
 

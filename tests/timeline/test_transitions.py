@@ -10,12 +10,12 @@ happen exactly once.
 from __future__ import annotations
 
 import pytest
-
 from lakeline.timeline.errors import InvalidTransitionError
 from lakeline.timeline.instant import TRANSITIONS, Action, State
 from lakeline.timeline.log import EventLog
 from lakeline.timeline.timeline import Timeline
-from tests.conftest import StoreFactory
+
+from tests.helpers import StoreFactory
 
 # The events that bring a new instant into each state.
 PATH_TO: dict[State, list[State]] = {
