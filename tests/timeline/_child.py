@@ -8,6 +8,7 @@ Commands:
   append SPEC COUNT TAG READY GO   append COUNT new instants with payload {"p": TAG, "i": i},
                                    all children starting together (ready/go files)
   lifecycle SPEC                   one instant requested -> inflight -> completed
+  lifecycles SPEC COUNT            COUNT instants, each requested -> inflight -> completed
   read SPEC                        print the log as JSON [[seq, instant, state, token], ...]
   counter SPEC NAME LEASE N FILE READY GO
                                    N times: under the lock, read-increment-write FILE
@@ -55,6 +56,14 @@ def lifecycle(spec: dict[str, str]) -> None:
     print(json.dumps(["completed", ev.seq]), flush=True)
 
 
+def lifecycles(spec: dict[str, str], count: int) -> None:
+    log = EventLog(open_spec(spec))
+    for i in range(count):
+        req = log.append(Action.COMMIT, State.REQUESTED, {"i": i})
+        log.append(Action.COMMIT, State.INFLIGHT, instant=req.instant)
+        log.append(Action.COMMIT, State.COMPLETED, {"i": i}, instant=req.instant)
+
+
 def read(spec: dict[str, str]) -> None:
     events = open_spec(spec).read_from(0)
     print(json.dumps([[e.seq, e.instant, e.state.value, e.token] for e in events]))
@@ -83,7 +92,14 @@ def hold(spec: dict[str, str], name: str, lease_ms: int, ready: str) -> None:
     time.sleep(120)  # the test kills us here, without release
 
 
-COMMANDS = {"append": append, "lifecycle": lifecycle, "read": read, "counter": counter, "hold": hold}
+COMMANDS = {
+    "append": append,
+    "lifecycle": lifecycle,
+    "lifecycles": lifecycles,
+    "read": read,
+    "counter": counter,
+    "hold": hold,
+}
 
 if __name__ == "__main__":
     name, *args = (json.loads(a) for a in sys.argv[1:])

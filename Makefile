@@ -1,0 +1,66 @@
+# lakeline: developer and CI entry points.
+#
+#   make test    install into .venv if needed, start a throwaway PostgreSQL, run the suite
+#                without soak tests (what CI runs, through .ci/run)
+#   make soak    the same with only the long soak/torture tests
+#   make demo    the `lakeline demo` walk-through
+#   make bench   benchmarks against peers (python -m bench)
+#   make venv    create .venv and install lakeline with every extra (.[dev])
+#   make clean   remove caches and build leftovers (keeps .venv); distclean also drops .venv
+#
+# Variables: PYTEST_ARGS (default -q), PYTHON (interpreter for the venv), PG_BIN
+# (PostgreSQL server binaries; default: version 15 from Debian, else the newest found).
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := test
+
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+# Installing is slow (pyspark, deltalake, ...): redo it only when pyproject.toml changed.
+STAMP := $(VENV)/.installed-stamp
+PG_SERVER := /usr/lib/postgresql/15/bin/postgres
+WITH_PG := scripts/with-postgres.sh
+PYTEST_ARGS ?= -q
+
+.PHONY: test soak demo bench venv postgres clean distclean
+
+venv: $(STAMP)
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install -e '.[dev]'
+	touch $@
+
+# The tests need a real server (they never skip PostgreSQL under CI). Install Debian's
+# only when it is missing; the package's own cluster is not used.
+postgres:
+	@if [ ! -x $(PG_SERVER) ]; then \
+	    if [ "$$(id -u)" -ne 0 ]; then \
+	        echo "PostgreSQL 15 is not installed ($(PG_SERVER)); run as root or: sudo apt-get install -y postgresql-15" >&2; \
+	        exit 1; \
+	    fi; \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    apt-get update && (apt-get install -y postgresql-15 || apt-get install -y postgresql); \
+	fi
+
+test: venv postgres
+	$(WITH_PG) $(PY) -m pytest -m "not soak" $(PYTEST_ARGS)
+
+soak: venv postgres
+	$(WITH_PG) $(PY) -m pytest -m soak $(PYTEST_ARGS)
+
+demo: venv
+	$(VENV)/bin/lakeline demo
+
+bench: venv
+	$(PY) -m bench
+
+clean:
+	rm -rf .pytest_cache .hypothesis .ruff_cache build dist bench/out spark-warehouse metastore_db derby.log
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV) lakeline.egg-info
