@@ -197,7 +197,9 @@ class Table:
             self._evolve_schema(new_fields)
             rows, _ = conform(rows, self.config)
         check_keys(rows, cfg.record_key)
-        return deduplicate(rows, cfg.record_key, cfg.ordering_field) if dedupe else rows
+        # Record identity is (partition values, key): one key in two partitions is two records.
+        ident = tuple(dict.fromkeys(cfg.partition_by + cfg.record_key)) if cfg.has_key else ()
+        return deduplicate(rows, ident, cfg.ordering_field) if dedupe else rows
 
     def _evolve_schema(self, new_fields: list[pa.Field]) -> None:
         cfg = self.config
