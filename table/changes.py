@@ -27,13 +27,17 @@ if TYPE_CHECKING:
     from .table import Table
 
 CHANGE_OP = "_op"
+PART = "_partition"
 
 
 def _rows(table: "Table", slices: list[FileSlice]) -> pa.Table:
+    """Live rows of ``slices``, with their partition folder in column ``_partition``
+    (never null, unlike a null partition value, so it can be a join key)."""
     cfg = table.config
     tasks = [SliceRead(table.storage, s, cfg.schema, cfg.record_key, cfg.ordering_field) for s in slices]
-    parts = table.engine.map(read_slice, tasks)
-    return pa.concat_tables(parts) if parts else cfg.schema.empty_table()
+    parts = [t.append_column(PART, constant(s.partition, t.num_rows))
+             for s, t in zip(slices, table.engine.map(read_slice, tasks))]
+    return pa.concat_tables(parts) if parts else cfg.schema.empty_table().append_column(PART, pa.array([], pa.string()))
 
 
 def _label(t: pa.Table, op: str) -> pa.Table:
@@ -68,9 +72,12 @@ def changes(table: "Table", start: int, end: int | None = None) -> pa.Table:
     pick = lambda view: [s for s in view.latest_slices() if (s.partition, s.file_group) in touched]  # noqa: E731
     old = _rows(table, pick(old_view))
     new = _rows(table, pick(new_view))
-    ident = list(dict.fromkeys(list(cfg.partition_by) + list(cfg.record_key)))
+    # Identity is (partition, key); the folder stands for the partition values because
+    # a join never matches null keys.
+    ident = [PART] + list(cfg.record_key)
     old_i = old.select(ident).append_column("_old", pa.array(np.arange(old.num_rows, dtype=np.int64)))
     new_i = new.select(ident).append_column("_new", pa.array(np.arange(new.num_rows, dtype=np.int64)))
+    old, new = old.drop_columns([PART]), new.drop_columns([PART])
     pairs = new_i.join(old_i, ident, join_type="full outer")
     o, n = pairs.column("_old"), pairs.column("_new")
     inserts = new.take(n.filter(pc.is_null(o)))
