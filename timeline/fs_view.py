@@ -94,9 +94,12 @@ def _add_base(g: _Group, fg: str, df: DataFile) -> None:
     moved: list[DataFile] = []
     kept_slices: list[FileSlice] = []
     for s in g.slices:
-        keep = tuple(f for f in s.logs if f.completed_seq <= df.instant)
-        moved.extend(f for f in s.logs if f.completed_seq > df.instant)
-        kept_slices.append(replace(s, logs=keep))
+        # Only slices with such logs change; copying every slice made each rewrite of
+        # a copy-on-write group cost O(versions), and a view build O(versions^2).
+        if any(f.completed_seq > df.instant for f in s.logs):
+            moved.extend(f for f in s.logs if f.completed_seq > df.instant)
+            s = replace(s, logs=tuple(f for f in s.logs if f.completed_seq <= df.instant))
+        kept_slices.append(s)
     new = FileSlice(fg, g.partition, df.instant, df, tuple(sorted(moved, key=lambda f: f.completed_seq)))
     g.slices = sorted(kept_slices + [new], key=lambda s: s.base_instant)
 
