@@ -91,3 +91,14 @@ def read_file(task: FileRead) -> pa.Table:
     path = task.storage.path(task.rel_path)
     with task.storage.fs.open_input_file(path) as f:
         return pq.read_table(f, columns=list(task.columns) if task.columns else None)
+
+
+def with_columns_of(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with exactly ``schema``'s columns in its order: a column the schema
+    gained after the file was written (``write.schema-evolution``) reads as nulls."""
+    if table.schema.names == schema.names:
+        return table
+    fields = [table.schema.field(f.name) if f.name in table.column_names else f for f in schema]
+    cols = [table.column(f.name) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
+            for f in schema]
+    return pa.Table.from_arrays(cols, schema=pa.schema(fields))

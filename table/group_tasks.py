@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from ..timeline.commit_metadata import WriteStat
 from ..timeline.file_group import FileSlice, data_file_name
 from ..timeline.storage import Storage
-from .files import FileRead, FileWrite, key_range, read_file, write_file
+from .files import FileRead, FileWrite, key_range, read_file, with_columns_of, write_file
 from .merge import merge_onto
 from .records import OP, SEQ
 
@@ -56,7 +56,7 @@ def rewrite_group(task: RewriteTask) -> WriteStat | None:
     st = task.settings
     s = task.slice
     assert s.base is not None
-    base = read_file(FileRead(st.storage, s.base.path))
+    base = with_columns_of(read_file(FileRead(st.storage, s.base.path)), st.schema)
     if task.predicate is not None:
         # Keep rows where the predicate is false or null: delete only what matches.
         matches = base.filter(task.predicate)

@@ -26,7 +26,7 @@ from ..timeline.file_group import FileSlice, partition_values
 from ..timeline.fs_view import FileSystemView
 from ..timeline.storage import Storage
 from ..timeline.timeline import Timeline
-from .files import FileRead, read_file
+from .files import FileRead, read_file, with_columns_of
 from .merge import merge_onto
 from .records import OP, SEQ, check_columns, check_filter
 
@@ -96,11 +96,12 @@ def read_slice(task: SliceRead) -> pa.Table:
     """The live rows of a slice (every column of the schema)."""
     s = task.slice
     base = read_file(FileRead(task.storage, s.base.path)) if s.base else task.schema.empty_table()
-    base = base.select(task.schema.names)
+    base = with_columns_of(base, task.schema)
     if not s.logs:
         return base
     logs = [read_file(FileRead(task.storage, f.path)) for f in s.logs]
-    logs = [lg.sort_by(SEQ).drop_columns([SEQ]).select(task.schema.names + [OP]) for lg in logs]
+    log_schema = task.schema.append(pa.field(OP, pa.string()))
+    logs = [with_columns_of(lg.sort_by(SEQ).drop_columns([SEQ]), log_schema) for lg in logs]
     log_rows = pa.concat_tables(logs, promote_options="permissive")
     return merge_onto(base, log_rows, task.key, task.ordering).cast(task.schema)
 
