@@ -12,7 +12,7 @@ import os
 import uuid
 from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -189,17 +189,20 @@ class Table:
 
     # -- writes ------------------------------------------------------------------------
 
-    def _prepared(self, data: Any, dedupe: bool = True) -> pa.Table:
+    def _prepared(self, data: Any, dedupe: bool = True) -> tuple[pa.Table, Callable[[], None] | None]:
+        """Checked, deduplicated rows, and the schema change they need (None if none).
+
+        The schema change is not made here: ``run_write`` makes it once the write has
+        planned without error, so refused input (null or duplicate keys) leaves no trace.
+        """
         cfg = self.config
         evolve = cfg.resolved_properties()["write.schema-evolution"] == "add-columns"
         rows, new_fields = conform(data, cfg, allow_new_columns=evolve)
-        if new_fields:
-            self._evolve_schema(new_fields)
-            rows, _ = conform(rows, self.config)
         check_keys(rows, cfg.record_key)
         # Record identity is (partition values, key): one key in two partitions is two records.
         ident = tuple(dict.fromkeys(cfg.partition_by + cfg.record_key)) if cfg.has_key else ()
-        return deduplicate(rows, ident, cfg.ordering_field) if dedupe else rows
+        rows = deduplicate(rows, ident, cfg.ordering_field) if dedupe else rows
+        return rows, (lambda: self._evolve_schema(new_fields)) if new_fields else None
 
     def _evolve_schema(self, new_fields: list[pa.Field]) -> None:
         cfg = self.config
@@ -223,9 +226,9 @@ class Table:
             DuplicateKeyError: a key already exists (``write.insert-key-check``).
             CommitConflictError: concurrent commits kept conflicting.
         """
-        rows = self._prepared(data)
+        rows, evolve = self._prepared(data)
         return run_write(self, "insert", self.config.write_action,
-                         lambda snap, view: plan_insert(self, rows, snap, view))
+                         lambda snap, view: plan_insert(self, rows, snap, view), before_commit=evolve)
 
     def upsert(self, data: Any) -> WriteResult:
         """Insert new keys and update existing ones (the larger ordering value wins).
@@ -236,9 +239,9 @@ class Table:
             CommitConflictError: concurrent commits kept conflicting.
         """
         self._need_key("upsert")
-        rows = self._prepared(data)
+        rows, evolve = self._prepared(data)
         return run_write(self, "upsert", self.config.write_action,
-                         lambda snap, view: plan_upsert(self, rows, snap, view))
+                         lambda snap, view: plan_upsert(self, rows, snap, view), before_commit=evolve)
 
     def delete(self, keys: Any) -> WriteResult:
         """Delete rows by record key; keys the table does not hold are ignored.
@@ -286,10 +289,11 @@ class Table:
                 ``"day=2026-01-01"`` or dicts of partition values), even if ``data``
                 has no rows for them.
         """
-        rows = self._prepared(data)
+        rows, evolve = self._prepared(data)
         targets = partition_targets(self, partitions) if partitions is not None else None
         return run_write(self, "overwrite", Action.REPLACE_COMMIT,
-                         lambda snap, view: plan_overwrite(self, rows, targets, snap, view))
+                         lambda snap, view: plan_overwrite(self, rows, targets, snap, view),
+                         before_commit=evolve)
 
     def _need_key(self, op: str) -> None:
         if not self.config.has_key:

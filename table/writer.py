@@ -43,8 +43,12 @@ class WriteResult:
     stats: dict[str, int] = field(default_factory=dict)
 
 
-def run_write(table: "Table", operation: str, action: Action, planner: Planner) -> WriteResult:
+def run_write(table: "Table", operation: str, action: Action, planner: Planner,
+              before_commit: Callable[[], None] | None = None) -> WriteResult:
     """Plan and commit one write, replaying it on conflicts.
+
+    ``before_commit`` (a schema change the rows need) runs once, after the first plan
+    succeeded and before anything else is written.
 
     Raises:
         CommitConflictError: conflicts persisted through ``commit.max-retries`` replays.
@@ -62,6 +66,9 @@ def run_write(table: "Table", operation: str, action: Action, planner: Planner) 
         plan = planner(snapshot, view)
         if plan.empty:
             return WriteResult(None, dict(plan.stats))
+        if before_commit is not None:
+            before_commit()
+            before_commit = None
         commit = Commit(table, action, operation, snapshot)
         commit.begin()
         try:
