@@ -137,7 +137,7 @@ def finish(proc: "subprocess.Popen[str]", timeout: float = 120.0) -> tuple[int, 
     except subprocess.TimeoutExpired:
         proc.kill()
         out, err = proc.communicate()
-        raise AssertionError(f"child {proc.args} timed out after {timeout}s; stderr:\n{err}") from None
+        raise AssertionError(f"child {proc.args!r} timed out after {timeout}s; stderr:\n{err}") from None
     return proc.returncode, out, err
 
 

@@ -192,19 +192,20 @@ class PostgresStore(TimelineStore):
             StoreUnavailableError: the server cannot be reached, or the statement failed.
         """
         with self._mutex:
-            for attempt in (1, 2):
-                try:
-                    return fn(self._connection())
-                except psycopg.Error as e:
-                    conn = self._conn
-                    lost = conn is None or conn.closed or conn.broken
-                    if lost and attempt == 1:
-                        self._conn = None
-                        continue
-                    raise StoreUnavailableError(
-                        f"{what} failed on {safe_dsn(self.dsn)} (table {self.table_id}): {e}"
-                    ) from e
-        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+            try:
+                return fn(self._connection())
+            except psycopg.Error as e:
+                conn = self._conn
+                if conn is not None and not conn.closed and not conn.broken:
+                    raise self._failed(what, e) from e  # the statement failed, not the link
+                self._conn = None
+            try:
+                return fn(self._connection())
+            except psycopg.Error as e:
+                raise self._failed(what, e) from e
+
+    def _failed(self, what: str, e: psycopg.Error) -> StoreUnavailableError:
+        return StoreUnavailableError(f"{what} failed on {safe_dsn(self.dsn)} (table {self.table_id}): {e}")
 
     def execute(
         self, sql: str, params: Sequence[Any] | dict[str, Any], what: str
@@ -213,7 +214,7 @@ class PostgresStore(TimelineStore):
         the statement returns none). Used by :class:`~.pg_lock.PostgresLock` too."""
 
         def go(conn: psycopg.Connection[Any]) -> tuple[int, list[tuple[Any, ...]]]:
-            cur = conn.execute(sql, params)  # type: ignore[arg-type]
+            cur = conn.execute(sql, params)
             return cur.rowcount, (cur.fetchall() if cur.description is not None else [])
 
         return self.run(go, what)

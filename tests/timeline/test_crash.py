@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pytest
 from lakeline.timeline.errors import CorruptEventError
@@ -43,8 +43,8 @@ PG_POINTS = [
 ]
 
 
-def crash_cases() -> list[object]:
-    cases = []
+def crash_cases() -> list[Any]:
+    cases: list[Any] = []
     for kind, points in (("filesystem", FS_POINTS), ("postgresql", PG_POINTS)):
         for point, lands in points:
             for n, state in enumerate(STATES, start=1):

@@ -203,3 +203,21 @@ def test_schema_created_once_when_many_race_on_an_empty_database(pg_url: str, tm
             c.close()
         admin.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)", (), "drop db")
         admin.close()
+
+
+def test_table_keeps_its_timeline_in_postgresql(pg_url: str, tmp_path: Path) -> None:
+    # The path Table.create/open take through stores.open_store to this store.
+    import pyarrow as pa
+    from lakeline.table import Table
+    from lakeline.timeline.stores import TimelineConfigError
+
+    path = tmp_path / "events"
+    table = Table.create(path, pa.schema([("id", pa.int64())]), record_key="id", timeline=pg_url)
+    store = table.log.store
+    assert isinstance(store, PostgresStore) and store.kind == "postgresql"
+    assert dict(PostgresStore.list_tables(pg_url))[store.table_id] == table.path
+    assert not (path / ".lakeline" / "timeline").exists()  # no events on the filesystem
+    again = Table.open(path, timeline=pg_url)
+    assert [i.action for i in again.timeline.completed()] == ["schema"]
+    with pytest.raises(TimelineConfigError):
+        Table.open(path)
