@@ -1,0 +1,475 @@
+"""Bad input is refused with a typed error and leaves no trace; good input of every
+accepted kind (pa.Table, RecordBatchReader, pandas.DataFrame) is taken.
+
+"No trace" is checked strictly: the event log has no new event and the table folder
+holds exactly the same files (names and sizes) as before the refused call, and the
+table still reads the same rows.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from lakeline.table import (
+    CommitConflictError,
+    DuplicateKeyError,
+    InvalidFilterError,
+    InvalidPropertyError,
+    LakelineError,
+    NullKeyError,
+    SchemaMismatchError,
+    SnapshotExpiredError,
+    Table,
+    TableExistsError,
+    TableNotFoundError,
+    UnknownColumnError,
+    UnsupportedOperationError,
+)
+from lakeline.timeline import errors as errors_module
+from tests.table.model import COLUMNS, SCHEMA, table_rows, to_arrow
+
+ROWS = [
+    {"id": 1, "ts": 1, "day": "2026-01-01", "v": 10, "s": "a"},
+    {"id": 2, "ts": 1, "day": "2026-01-01", "v": 20, "s": "b"},
+    {"id": 3, "ts": 1, "day": "2026-01-02", "v": 30, "s": None},
+]
+
+
+def disk_files(path: Path) -> dict[str, int]:
+    out = {}
+    for root, _, names in os.walk(path):
+        for n in names:
+            p = os.path.join(root, n)
+            out[os.path.relpath(p, path)] = os.path.getsize(p)
+    return out
+
+
+@contextmanager
+def nothing_written(t: Table, path: Path) -> Iterator[None]:
+    """The block must leave the timeline, the files on disk and the rows unchanged."""
+    seq, n_instants, files = t.timeline.last_seq, len(t.timeline.instants()), disk_files(path)
+    rows = table_rows(t.to_arrow(), t.schema.names)
+    yield
+    assert t.timeline.last_seq == seq, "a refused call appended events"
+    assert len(t.timeline.instants()) == n_instants
+    assert disk_files(path) == files, "a refused call changed files on disk"
+    assert table_rows(t.to_arrow(), t.schema.names) == rows
+
+
+@pytest.fixture(params=["cow", "mor"])
+def table(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Table, Path]:
+    path = tmp_path / "t"
+    t = Table.create(path, SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"],
+                     table_type=request.param, properties={"write.target-file-size-bytes": 2048})
+    t.insert(to_arrow(ROWS))
+    t.upsert(to_arrow([{**ROWS[0], "ts": 2, "v": 11}]))  # mor: a log on top of a base
+    return t, path
+
+
+def _ops(t: Table) -> dict[str, Callable[[Any], Any]]:
+    return {"insert": t.insert, "upsert": t.upsert, "overwrite": t.overwrite}
+
+
+# -- the error hierarchy -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "error,builtin",
+    [
+        (SchemaMismatchError, ValueError),
+        (TableNotFoundError, LookupError),
+        (TableExistsError, FileExistsError),
+        (InvalidPropertyError, ValueError),
+        (NullKeyError, ValueError),
+        (DuplicateKeyError, ValueError),
+        (UnknownColumnError, ValueError),
+        (InvalidFilterError, ValueError),
+        (UnsupportedOperationError, ValueError),
+        (SnapshotExpiredError, LookupError),
+        (CommitConflictError, LakelineError),
+    ],
+)
+def test_errors_are_lakeline_errors_and_the_matching_builtin(error: type, builtin: type) -> None:
+    assert issubclass(error, LakelineError)
+    assert issubclass(error, builtin)
+    assert error.__name__.endswith("Error")
+    # The root is the one defined in lakeline.timeline.errors, re-exported by lakeline.table.
+    assert LakelineError is errors_module.LakelineError
+
+
+# -- schema ----------------------------------------------------------------------------------
+
+
+def _bad_data(kind: str) -> Any:
+    base = to_arrow([{"id": 9, "ts": 1, "day": "2026-01-03", "v": 1, "s": "x"}])
+    if kind == "missing_column":
+        return base.drop_columns(["v"])
+    if kind == "missing_key_column":
+        return base.drop_columns(["id"])
+    if kind == "wrong_type":
+        return base.set_column(base.schema.get_field_index("v"), "v", pa.array(["1"]))
+    if kind == "float_into_int":
+        return base.set_column(base.schema.get_field_index("v"), "v", pa.array([1.5]))
+    if kind == "uint_overflow":
+        return base.set_column(base.schema.get_field_index("v"), "v", pa.array([2**63], pa.uint64()))
+    if kind == "extra_column":
+        return base.append_column("w", pa.array([1]))
+    if kind == "not_a_table":
+        return [{"id": 9}]
+    raise AssertionError(kind)
+
+
+BAD_KINDS = ["missing_column", "missing_key_column", "wrong_type", "float_into_int", "uint_overflow",
+             "extra_column", "not_a_table"]
+
+
+@pytest.mark.parametrize("op", ["insert", "upsert", "overwrite"])
+@pytest.mark.parametrize("kind", BAD_KINDS)
+def test_schema_mismatch_is_refused_before_anything_is_written(table: tuple[Table, Path], op: str, kind: str) -> None:
+    t, path = table
+    with nothing_written(t, path):
+        with pytest.raises(SchemaMismatchError) as exc:
+            _ops(t)[op](_bad_data(kind))
+    assert isinstance(exc.value, ValueError) and isinstance(exc.value, LakelineError)
+
+
+def test_null_in_non_nullable_column_is_a_schema_mismatch(tmp_path: Path) -> None:
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string(), nullable=False)])
+    t = Table.create(tmp_path / "t", schema, record_key="id")
+    t.insert(pa.table({"id": [1], "name": ["a"]}, schema=schema))
+    with nothing_written(t, tmp_path / "t"):
+        with pytest.raises(SchemaMismatchError):
+            t.insert(pa.table({"id": [2], "name": pa.array([None], pa.string())}))
+
+
+def test_columns_may_come_in_any_order_and_widen_losslessly(table: tuple[Table, Path]) -> None:
+    t, _ = table
+    data = pa.table({"s": ["z"], "v": pa.array([5], pa.int8()), "day": ["2026-01-03"],
+                     "ts": pa.array([1], pa.uint32()), "id": pa.array([7], pa.int16())})
+    t.insert(data)
+    got = t.to_arrow(filter=pc.field("id") == 7)
+    assert got.schema == SCHEMA
+    assert got.to_pylist() == [{"id": 7, "ts": 1, "day": "2026-01-03", "v": 5, "s": "z"}]
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_extra_nullable_column_at_the_end_needs_add_columns(tmp_path: Path, table_type: str) -> None:
+    path = tmp_path / "t"
+    t = Table.create(path, SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"],
+                     table_type=table_type, properties={"write.schema-evolution": "add-columns"})
+    first = t.insert(to_arrow(ROWS)).instant
+    wider = to_arrow([{"id": 4, "ts": 1, "day": "2026-01-01", "v": 40, "s": "d"}]).append_column(
+        "w", pa.array(["new"]))
+    t.insert(wider)
+    assert t.schema.names == COLUMNS + ["w"]
+    assert t.schema.field("w").nullable
+    # Old rows read the new column as null; the new row has its value.
+    got = {r["id"]: r["w"] for r in t.to_arrow().to_pylist()}
+    assert got == {1: None, 2: None, 3: None, 4: "new"}
+    # Versions of old keys written after the change carry the new column.
+    t.upsert(to_arrow([{**ROWS[0], "ts": 5}]).append_column("w", pa.array(["upd"])))
+    t.delete(pa.table({"id": [2]}))
+    got = {r["id"]: (r["w"], r["ts"]) for r in t.to_arrow().to_pylist()}
+    assert got == {1: ("upd", 5), 3: (None, 1), 4: ("new", 1)}
+    assert t.to_arrow(columns=["id", "w"], filter=pc.field("w") == "upd").to_pylist() == [{"id": 1, "w": "upd"}]
+    # The column is now part of the schema: data without it lacks a column.
+    with nothing_written(t, path):
+        with pytest.raises(SchemaMismatchError):
+            t.insert(to_arrow([{"id": 5, "ts": 1, "day": "2026-01-02", "v": 50, "s": "e"}]))
+    # The snapshot from before the change still reads its rows, and a new handle agrees.
+    assert table_rows(t.to_arrow(as_of=first.id), COLUMNS) == table_rows(to_arrow(ROWS), COLUMNS)
+    assert Table.open(path).schema.names == COLUMNS + ["w"]
+    assert Table.open(path).to_arrow().num_rows == 3
+    # changes() across the schema change reads old and new files alike.
+    got = {(r["id"], r["_op"]): r["w"] for r in t.changes(first.id).to_pylist()}
+    assert got == {(4, "insert"): "new", (1, "update"): "upd", (2, "delete"): None}
+    t.delete_where(pc.field("w").is_null())  # files from before the change hold no w
+    assert sorted(r["id"] for r in t.to_arrow().to_pylist()) == [1, 4]
+
+
+def test_extra_column_refused_without_add_columns_even_if_nullable(table: tuple[Table, Path]) -> None:
+    t, path = table
+    data = to_arrow([{"id": 9, "ts": 1, "day": "2026-01-03", "v": 1, "s": "x"}]).append_column(
+        pa.field("w", pa.string(), nullable=True), pa.array([None], pa.string()))
+    with nothing_written(t, path):
+        with pytest.raises(SchemaMismatchError):
+            t.upsert(data)
+    assert t.schema.names == COLUMNS
+
+
+# -- record keys ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("op", ["insert", "upsert", "overwrite", "delete"])
+def test_null_record_key_is_refused(table: tuple[Table, Path], op: str) -> None:
+    t, path = table
+    data = to_arrow([{"id": 8, "ts": 1, "day": "2026-01-01", "v": 1, "s": "x"},
+                     {"id": None, "ts": 1, "day": "2026-01-01", "v": 2, "s": "y"}])
+    call = t.delete if op == "delete" else _ops(t)[op]
+    if op == "delete":
+        data = data.select(["id"])
+    with nothing_written(t, path):
+        with pytest.raises(NullKeyError) as exc:
+            call(data)
+    assert isinstance(exc.value, LakelineError) and isinstance(exc.value, ValueError)
+
+
+def test_delete_without_key_columns_is_a_schema_mismatch(table: tuple[Table, Path]) -> None:
+    t, path = table
+    with nothing_written(t, path):
+        with pytest.raises(SchemaMismatchError):
+            t.delete(pa.table({"day": ["2026-01-01"]}))
+
+
+def test_insert_of_held_key_raises_duplicate_key_and_writes_nothing(table: tuple[Table, Path]) -> None:
+    t, path = table
+    batch = to_arrow([{"id": 50, "ts": 1, "day": "2026-01-01", "v": 1, "s": "x"},
+                      {"id": 2, "ts": 9, "day": "2026-01-01", "v": 99, "s": "dup"}])
+    with nothing_written(t, path):
+        with pytest.raises(DuplicateKeyError) as exc:
+            t.insert(batch)
+    assert isinstance(exc.value, LakelineError)
+    # A key held in another partition is another record: accepted.
+    t.insert(to_arrow([{"id": 2, "ts": 1, "day": "2026-01-02", "v": 7, "s": "other"}]))
+    assert sorted((r["day"], r["id"]) for r in t.to_arrow(filter=pc.field("id") == 2).to_pylist()) == [
+        ("2026-01-01", 2), ("2026-01-02", 2)]
+    # Deleted keys may be inserted again.
+    t.delete(pa.table({"id": [1]}))
+    t.insert(to_arrow([{"id": 1, "ts": 0, "day": "2026-01-01", "v": 1, "s": "back"}]))
+    assert t.to_arrow(filter=pc.field("id") == 1).column("s").to_pylist() == ["back"]
+
+
+def test_repeated_key_inside_one_insert_is_deduplicated_not_refused(table: tuple[Table, Path]) -> None:
+    t, _ = table
+    t.insert(to_arrow([{"id": 60, "ts": 2, "day": "2026-01-01", "v": 1, "s": "a"},
+                       {"id": 60, "ts": 3, "day": "2026-01-01", "v": 2, "s": "b"},
+                       {"id": 60, "ts": 3, "day": "2026-01-01", "v": 3, "s": "c"},
+                       {"id": 60, "ts": 1, "day": "2026-01-01", "v": 4, "s": "d"},
+                       {"id": 60, "ts": 0, "day": "2026-01-02", "v": 5, "s": "e"}]))
+    got = sorted(t.to_arrow(filter=pc.field("id") == 60).to_pylist(), key=lambda r: r["day"])
+    assert [(r["day"], r["s"]) for r in got] == [("2026-01-01", "c"), ("2026-01-02", "e")]
+
+
+def test_upsert_and_delete_on_append_only_table_are_unsupported(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    t = Table.create(path, SCHEMA, partition_by=["day"])
+    t.insert(to_arrow(ROWS + ROWS))  # no key: duplicates are kept
+    assert t.to_arrow().num_rows == 6
+    with nothing_written(t, path):
+        with pytest.raises(UnsupportedOperationError) as exc:
+            t.upsert(to_arrow(ROWS))
+        with pytest.raises(UnsupportedOperationError):
+            t.delete(pa.table({"id": [1]}))
+    assert isinstance(exc.value, LakelineError)
+
+
+# -- filters ---------------------------------------------------------------------------------
+
+UNKNOWN_FILTERS = [
+    pc.field("nope") == 1,
+    (pc.field("id") == 1) | (pc.field("nope") == 2),
+    ~pc.field("missing").is_null(),
+]
+MISTYPED_FILTERS = [
+    pc.field("id") == "one",
+    (pc.field("day") > 3) & (pc.field("id") == 1),
+    pc.field("s") + 1 == 2,
+]
+
+
+@pytest.mark.parametrize("expr", UNKNOWN_FILTERS, ids=str)
+def test_unknown_column_in_filter(table: tuple[Table, Path], expr: pc.Expression) -> None:
+    t, path = table
+    with pytest.raises(UnknownColumnError):
+        t.to_arrow(filter=expr)
+    with pytest.raises(UnknownColumnError):
+        t.scan(filter=expr)
+    with nothing_written(t, path):
+        with pytest.raises(UnknownColumnError) as exc:
+            t.delete_where(expr)
+    assert isinstance(exc.value, LakelineError)
+
+
+@pytest.mark.parametrize("expr", MISTYPED_FILTERS, ids=str)
+def test_type_mismatched_filter(table: tuple[Table, Path], expr: pc.Expression) -> None:
+    t, path = table
+    with pytest.raises(InvalidFilterError):
+        t.to_arrow(filter=expr)
+    with pytest.raises(InvalidFilterError):
+        t.scan(filter=expr)
+    with nothing_written(t, path):
+        with pytest.raises(InvalidFilterError) as exc:
+            t.delete_where(expr)
+    assert isinstance(exc.value, LakelineError)
+
+
+def test_filter_must_be_an_expression_and_delete_where_needs_one(table: tuple[Table, Path]) -> None:
+    t, path = table
+    with pytest.raises(InvalidFilterError):
+        t.to_arrow(filter="id = 1")  # type: ignore[arg-type]
+    with nothing_written(t, path):
+        with pytest.raises(InvalidFilterError):
+            t.delete_where(None)  # type: ignore[arg-type]
+        with pytest.raises(InvalidFilterError):
+            t.delete_where("id = 1")  # type: ignore[arg-type]
+
+
+def test_unknown_column_in_projection(table: tuple[Table, Path]) -> None:
+    t, _ = table
+    with pytest.raises(UnknownColumnError):
+        t.to_arrow(columns=["id", "nope"])
+    with pytest.raises(UnknownColumnError):
+        t.scan(columns=["nope"])
+
+
+# -- create and open -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "props,needle",
+    [
+        ({"write.target-file-size": 1024}, "write.target-file-size"),
+        ({"write.target-file-size-bytes": "big"}, "write.target-file-size-bytes"),
+        ({"write.target-file-size-bytes": 10}, "write.target-file-size-bytes"),
+        ({"write.target-file-size-bytes": 1.5}, "write.target-file-size-bytes"),
+        ({"write.parquet-compression": "brotli"}, "write.parquet-compression"),
+        ({"write.insert-key-check": "maybe"}, "write.insert-key-check"),
+        ({"commit.max-retries": -1}, "commit.max-retries"),
+        ({"clean.policy": "keep_everything"}, "clean.policy"),
+    ],
+    ids=["unknown-key", "not-an-int", "below-min", "fractional", "bad-choice", "not-a-bool", "negative",
+         "bad-policy"],
+)
+def test_bad_property_at_create_is_refused_and_creates_nothing(tmp_path: Path, props: dict, needle: str) -> None:
+    path = tmp_path / "t"
+    with pytest.raises(InvalidPropertyError) as exc:
+        Table.create(path, SCHEMA, record_key="id", properties=props)
+    assert isinstance(exc.value, ValueError) and isinstance(exc.value, LakelineError)
+    assert needle in str(exc.value)
+    assert not path.exists() or disk_files(path) == {}
+    with pytest.raises(TableNotFoundError):
+        Table.open(path)
+    Table.create(path, SCHEMA, record_key="id")  # the location is still free
+
+
+def test_unknown_property_message_lists_the_valid_keys(tmp_path: Path) -> None:
+    with pytest.raises(InvalidPropertyError) as exc:
+        Table.create(tmp_path / "t", SCHEMA, properties={"write.target-filesize-bytes": 4096})
+    msg = str(exc.value)
+    for key in ("write.target-file-size-bytes", "commit.max-retries", "heartbeat.interval-ms",
+                "heartbeat.tolerable-misses", "lock.lease-ms", "clean.policy", "clean.retain",
+                "compaction.delta-commits"):
+        assert key in msg
+
+
+def test_valid_properties_are_accepted_in_string_form(tmp_path: Path) -> None:
+    t = Table.create(tmp_path / "t", SCHEMA, record_key="id",
+                     properties={"write.target-file-size-bytes": "4096", "write.insert-key-check": "false",
+                                 "user.owner": "me"})
+    props = t.config.resolved_properties()
+    assert props["write.target-file-size-bytes"] == 4096 and props["write.insert-key-check"] is False
+
+
+@pytest.mark.parametrize(
+    "kwargs,error",
+    [
+        ({"record_key": "nope"}, UnknownColumnError),
+        ({"record_key": "id", "ordering_field": "nope"}, UnknownColumnError),
+        ({"record_key": "id", "partition_by": ["nope"]}, UnknownColumnError),
+        ({"record_key": "id", "table_type": "hybrid"}, InvalidPropertyError),
+        ({"table_type": "mor"}, InvalidPropertyError),
+    ],
+    ids=["key", "ordering", "partition", "table-type", "mor-without-key"],
+)
+def test_bad_create_arguments_create_nothing(tmp_path: Path, kwargs: dict, error: type) -> None:
+    path = tmp_path / "t"
+    with pytest.raises(error):
+        Table.create(path, SCHEMA, **kwargs)
+    assert not path.exists() or disk_files(path) == {}
+
+
+def test_table_exists(table: tuple[Table, Path]) -> None:
+    t, path = table
+    with nothing_written(t, path):
+        with pytest.raises(TableExistsError) as exc:
+            Table.create(path, SCHEMA, record_key="id")
+        with pytest.raises(TableExistsError):
+            Table.create(str(path), pa.schema([("x", pa.int32())]))
+    assert isinstance(exc.value, LakelineError) and isinstance(exc.value, FileExistsError)
+
+
+def test_table_not_found(tmp_path: Path) -> None:
+    for where in (tmp_path / "missing", tmp_path):
+        with pytest.raises(TableNotFoundError) as exc:
+            Table.open(where)
+        assert isinstance(exc.value, LookupError) and isinstance(exc.value, LakelineError)
+    assert not (tmp_path / "missing").exists()
+
+
+# -- accepted input kinds -----------------------------------------------------------------------
+
+
+def _pandas(rows: list[dict]) -> pd.DataFrame:
+    return to_arrow(rows).to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get)
+
+
+def _reader(rows: list[dict]) -> pa.RecordBatchReader:
+    return pa.RecordBatchReader.from_batches(SCHEMA, to_arrow(rows).to_batches(max_chunksize=1))
+
+
+@pytest.mark.parametrize("kind", ["pandas", "reader", "batch"])
+def test_pandas_and_record_batch_reader_inputs(table: tuple[Table, Path], kind: str) -> None:
+    t, _ = table
+    conv: Callable[[list[dict]], Any] = {
+        "pandas": _pandas,
+        "reader": _reader,
+        "batch": lambda rows: to_arrow(rows).to_batches()[0],
+    }[kind]
+    t.insert(conv([{"id": 10, "ts": 1, "day": "2026-01-03", "v": 1, "s": "x"},
+                   {"id": 11, "ts": 1, "day": "2026-01-03", "v": None, "s": None}]))
+    t.upsert(conv([{"id": 10, "ts": 2, "day": "2026-01-03", "v": 2, "s": "y"},
+                   {"id": 12, "ts": 1, "day": "2026-01-02", "v": 3, "s": "z"}]))
+    keys = pa.table({"id": pa.array([11], pa.int64())})
+    t.delete(keys.to_pandas() if kind == "pandas" else keys)
+    got = {r["id"]: (r["v"], r["s"]) for r in t.to_arrow(filter=pc.field("id") >= 10).to_pylist()}
+    assert got == {10: (2, "y"), 12: (3, "z")}
+    t.overwrite(conv([{"id": 13, "ts": 1, "day": "2026-01-03", "v": 4, "s": "w"}]))
+    assert t.to_arrow(filter=pc.field("day") == "2026-01-03").column("id").to_pylist() == [13]
+    assert t.to_arrow(filter=pc.field("id") == 12).num_rows == 1  # another partition: kept
+
+
+def test_plain_pandas_int_with_nulls_becomes_float_and_is_refused(table: tuple[Table, Path]) -> None:
+    """A pandas int column holding NaN is float64: not losslessly castable to int64."""
+    t, path = table
+    df = pd.DataFrame({"id": [20, 21], "ts": [1, None], "day": ["2026-01-01"] * 2, "v": [1, 2], "s": ["a", "b"]})
+    assert df["ts"].dtype == "float64"
+    with nothing_written(t, path):
+        with pytest.raises(SchemaMismatchError):
+            t.insert(df)
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+@pytest.mark.parametrize("problem", ["null_key", "duplicate_key"])
+def test_refused_write_with_a_new_column_does_not_evolve_the_schema(tmp_path: Path, table_type: str,
+                                                                    problem: str) -> None:
+    path = tmp_path / "t"
+    t = Table.create(path, SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"],
+                     table_type=table_type, properties={"write.schema-evolution": "add-columns"})
+    t.insert(to_arrow(ROWS))
+    bad_id = None if problem == "null_key" else 1
+    data = to_arrow([{"id": 7, "ts": 1, "day": "2026-01-01", "v": 1, "s": "x"},
+                     {"id": bad_id, "ts": 1, "day": "2026-01-01", "v": 2, "s": "y"}]).append_column(
+        "w", pa.array(["a", "b"]))
+    with nothing_written(t, path):
+        with pytest.raises(NullKeyError if problem == "null_key" else DuplicateKeyError):
+            t.insert(data)
+    assert t.schema.names == COLUMNS
+    assert Table.open(path).schema.names == COLUMNS
