@@ -65,6 +65,11 @@ class State(str, enum.Enum):
         return self in (State.COMPLETED, State.ROLLED_BACK)
 
 
+# Decoding runs once per event on every load: plain dict lookups beat Enum(value).
+_ACTION_BY_NAME = {a.value: a for a in Action}
+_STATE_BY_NAME = {s.value: s for s in State}
+
+
 #: Legal moves. ``None`` is "not on the timeline yet".
 TRANSITIONS: Mapping[State | None, frozenset[State]] = {
     None: frozenset({State.REQUESTED}),
@@ -174,13 +179,13 @@ class Event:
             raise CorruptEventError(f"event {where} has a payload that is not a JSON object")
         try:
             event = cls(
-                seq=int(raw["seq"]),
-                ts_us=int(raw["ts_us"]),
-                instant=int(raw["instant"]),
-                action=Action(raw["action"]),
-                state=State(raw["state"]),
-                payload=payload or {},
-                token=str(raw.get("token", "")),
+                int(raw["seq"]),
+                int(raw["ts_us"]),
+                int(raw["instant"]),
+                _ACTION_BY_NAME[raw["action"]],
+                _STATE_BY_NAME[raw["state"]],
+                payload or {},
+                str(raw.get("token", "")),
             )
         except (KeyError, ValueError, TypeError) as e:
             raise CorruptEventError(f"event {where} has a missing or unknown field: {e!r}") from None
@@ -197,18 +202,30 @@ class Instant:
 
     ``requested_at``/``completed_at`` are datetimes (UTC); ``plan`` is the payload of the
     requested event, ``metadata`` that of the completed one. ``completed_seq`` is the
-    sequence number of the completing event (snapshots are named by it).
+    sequence number of the completing event (snapshots are named by it). Times are kept
+    as epoch microseconds and turned into datetimes on access: a load builds thousands
+    of instants and reads few of their times.
     """
 
     id: int
     action_kind: Action
     state_kind: State
-    requested_at: datetime
-    completed_at: datetime | None = None
+    requested_us: int
+    completed_us: int | None = None
     plan: Mapping[str, Any] = field(default_factory=dict)
     metadata: Mapping[str, Any] = field(default_factory=dict)
     completed_seq: int | None = None
     last_seq: int = 0
+
+    @property
+    def requested_at(self) -> datetime:
+        """When the requested event was appended (UTC)."""
+        return micros_to_datetime(self.requested_us)
+
+    @property
+    def completed_at(self) -> datetime | None:
+        """When the completed event was appended (UTC), None while not completed."""
+        return None if self.completed_us is None else micros_to_datetime(self.completed_us)
 
     @property
     def action(self) -> str:

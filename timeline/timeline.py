@@ -9,12 +9,11 @@ wall-clock time. It never changes; reading the log again gives a new one.
 from __future__ import annotations
 
 import bisect
-from dataclasses import replace
 from datetime import datetime
 from typing import Iterable, Sequence
 
 from .errors import InstantNotFoundError
-from .instant import Action, Event, Instant, State, datetime_to_micros, micros_to_datetime
+from .instant import Action, Event, Instant, State, datetime_to_micros
 
 
 class Timeline:
@@ -46,34 +45,24 @@ class Timeline:
 
     def _apply(self, events: Sequence[Event]) -> None:
         by_id = self._by_id
+        completed = State.COMPLETED
         for ev in events:
-            if ev.state is State.REQUESTED:
-                by_id[ev.instant] = Instant(
-                    id=ev.instant,
-                    action_kind=ev.action,
-                    state_kind=State.REQUESTED,
-                    requested_at=micros_to_datetime(ev.ts_us),
-                    plan=ev.payload,
-                    last_seq=ev.seq,
-                )
+            state = ev.state
+            if state is State.REQUESTED:
+                by_id[ev.instant] = Instant(ev.instant, ev.action, state, ev.ts_us, None, ev.payload, {}, None, ev.seq)
                 continue
             cur = by_id.get(ev.instant)
             if cur is None:
                 # The instant's requested event was archived away; keep what we know.
-                cur = Instant(ev.instant, ev.action, ev.state, micros_to_datetime(ev.ts_us))
-            if ev.state is State.COMPLETED:
-                done = replace(
-                    cur,
-                    state_kind=State.COMPLETED,
-                    completed_at=micros_to_datetime(ev.ts_us),
-                    metadata=ev.payload,
-                    completed_seq=ev.seq,
-                    last_seq=ev.seq,
-                )
+                cur = Instant(ev.instant, ev.action, state, ev.ts_us)
+            if state is completed:
+                done = Instant(cur.id, cur.action_kind, completed, cur.requested_us, ev.ts_us, cur.plan,
+                               ev.payload, ev.seq, ev.seq)
                 by_id[ev.instant] = done
                 self._completed.append(done)  # events arrive in order: completion order
             else:
-                by_id[ev.instant] = replace(cur, state_kind=ev.state, last_seq=ev.seq)
+                by_id[ev.instant] = Instant(cur.id, cur.action_kind, state, cur.requested_us, cur.completed_us,
+                                            cur.plan, cur.metadata, cur.completed_seq, ev.seq)
         self._events = self._events + tuple(events)
         self._completed_seqs = [i.completed_seq or 0 for i in self._completed]
 
@@ -177,7 +166,7 @@ class Timeline:
             InstantNotFoundError: nothing had completed by then.
         """
         us = datetime_to_micros(when)
-        done = [i for i in self._completed if datetime_to_micros(i.completed_at) <= us]  # type: ignore[arg-type]
+        done = [i for i in self._completed if (i.completed_us or 0) <= us]
         if not done:
             raise InstantNotFoundError(f"no instant had completed at {when.isoformat()}")
         return self.as_of_seq(done[-1].completed_seq or 0)
