@@ -5,8 +5,8 @@ The file groups those instants wrote or retired are read as of ``start`` and as 
 only in the old are deletes (with their last values), keys whose row differs are
 updates. The result holds the latest version per key and an ``_op`` column. An
 upsert that rewrote a key with identical values is not a change and is not listed.
-Tables without a record key report the rows of the base files those instants added,
-as inserts.
+Tables without a record key report the rows, as of ``end``, of the file groups those
+instants created, as inserts.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import pyarrow.compute as pc
 
 from ..timeline.commit_metadata import CommitMetadata
 from ..timeline.file_group import FileSlice
-from .files import FileRead, read_file
 from .records import constant
 from .scan import SliceRead, read_slice
 
@@ -64,11 +63,13 @@ def changes(table: "Table", start: int, end: int | None = None) -> pa.Table:
         return out_schema.empty_table()
     old_view, new_view = table.view(old_tl), table.view(new_tl)
     if not cfg.has_key:
-        added = [table.storage.path(f.path) for inst in between
-                 for f in CommitMetadata.from_dict(inst.metadata).files
-                 if f.kind == "base" and old_view.group(f.partition, f.file_group) is None]
-        rows = [read_file(FileRead(table.storage, table.storage.relative(p))) for p in added]
-        return _label(pa.concat_tables(rows), "insert") if rows else out_schema.empty_table()
+        # The live rows, at ``end``, of the groups created in the range: a group that a
+        # later instant of the range rewrote (delete_where) is read once, as it ended.
+        created = [s for s in new_view.latest_slices()
+                   if (s.partition, s.file_group) in touched and old_view.group(s.partition, s.file_group) is None]
+        if not created:
+            return out_schema.empty_table()
+        return _label(_rows(table, created).drop_columns([PART]), "insert")
     pick = lambda view: [s for s in view.latest_slices() if (s.partition, s.file_group) in touched]  # noqa: E731
     old = _rows(table, pick(old_view))
     new = _rows(table, pick(new_view))
