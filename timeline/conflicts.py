@@ -29,7 +29,9 @@ def find_conflict(
         ours: what this commit wrote (files with kinds, rewritten and replaced groups,
             replaced partitions).
         concurrent: instants completed after our snapshot.
-        key_check: tells whether two commits inserted the same new key.
+        key_check: tells whether the two commits could leave a key alive in two file
+            groups: both inserted it, or one inserted it while the other upserted it
+            through a merge-on-read log into the group it had been deleted from.
     """
     log_groups = {(f.partition, f.file_group) for f in ours.files if f.kind == "log"}
     rewritten = set(ours.rewritten)
@@ -51,7 +53,9 @@ def find_conflict(
             hit = set(ours.replaced_partitions) & theirs.partitions_written()
             if hit:
                 return f"{where} wrote partitions this commit overwrites: {sorted(hit)}"
-        if new_keys and key_check is not None and any(f.inserts for f in theirs.files):
+        if key_check is not None and (new_keys or log_groups) and any(
+            f.inserts or f.kind == "log" for f in theirs.files
+        ):
             if key_check(ours, theirs):
-                return f"{where} inserted a key this commit inserts"
+                return f"{where} inserted or revived a key this commit inserts or revives"
     return None
