@@ -11,6 +11,7 @@ from typing import Any
 import click
 import pyarrow as pa
 import pyarrow.parquet as pq
+from rich.markup import escape
 
 from ..table import Table
 from ..timeline.table_config import TABLE_TYPES
@@ -102,10 +103,10 @@ def create(path: str, schema_from: str, keys: tuple[str, ...], ordering: str | N
         print_json(info)
         return
     con = console()
-    con.print(f"[green]created[/green] {info['table_type']} table at [bold]{info['path']}[/bold]")
-    con.print(f"  uuid      {info['table_uuid']}")
-    con.print(f"  key       {','.join(info['record_key']) or '(none: append-only)'}")
-    con.print(f"  ordering  {info['ordering_field'] or '-'}")
-    con.print(f"  partition {','.join(info['partition_by']) or '-'}")
-    con.print(f"  columns   {', '.join(c['name'] + ':' + c['type'] for c in info['schema'])}")
-    con.print(f"  timeline  {info['timeline']} (schema instant {info['schema_instant']})")
+    con.print(f"[green]created[/green] {info['table_type']} table at [bold]{escape(info['path'])}[/bold]")
+    con.print(f"  uuid      {info['table_uuid']}", markup=False)
+    con.print(f"  key       {','.join(info['record_key']) or '(none: append-only)'}", markup=False)
+    con.print(f"  ordering  {info['ordering_field'] or '-'}", markup=False)
+    con.print(f"  partition {','.join(info['partition_by']) or '-'}", markup=False)
+    con.print(f"  columns   {', '.join(c['name'] + ':' + c['type'] for c in info['schema'])}", markup=False)
+    con.print(f"  timeline  {info['timeline']} (schema instant {info['schema_instant']})", markup=False)

@@ -15,6 +15,7 @@ from typing import Any
 import click
 import pyarrow as pa
 from rich.console import Console
+from rich.markup import escape
 
 from ..table import Table
 from .render import arrow_table, console, events_by_instant, instants_table
@@ -68,7 +69,7 @@ def run_demo(directory: str | os.PathLike[str] | None = None, con: Console | Non
     path = base / DEMO_TABLE
     table = Table.create(path, SCHEMA, record_key="id", ordering_field="ts",
                          partition_by=["day"], table_type="mor")
-    con.print(f"[green]created[/green] merge-on-read table at [bold]{table.path}[/bold]")
+    con.print(f"[green]created[/green] merge-on-read table at [bold]{escape(table.path)}[/bold]")
 
     first_write: int | None = None
     if hasattr(table, "upsert"):
@@ -86,8 +87,8 @@ def run_demo(directory: str | os.PathLike[str] | None = None, con: Console | Non
         if first_write is not None:
             old = table.to_arrow(as_of=first_write).sort_by("id")
             con.print(arrow_table(old, f"as of instant {first_write} (time travel)"))
-    con.print(f"\nlook around: [bold]lakeline timeline show {table.path}[/bold]"
-              f"  |  [bold]lakeline timeline inspect {table.path} <id>[/bold]")
+    con.print(f"\nlook around: [bold]lakeline timeline show {escape(table.path)}[/bold]"
+              f"  |  [bold]lakeline timeline inspect {escape(table.path)} <id>[/bold]")
     return table
 
 

@@ -18,6 +18,7 @@ import click
 import pyarrow as pa
 from rich.console import Console
 from rich.json import JSON
+from rich.markup import escape
 from rich.table import Table as RichTable
 
 from ..timeline.instant import Action, Event, Instant, State
@@ -140,7 +141,7 @@ def instants_table(instants: Sequence[Instant], events: Mapping[int, Sequence[Ev
             f"[{style}]{inst.state}[/{style}]" if style else inst.state,
             fmt_time(inst.requested_at),
             fmt_time(inst.completed_at),
-            summarize(inst, events.get(inst.id, ())),
+            escape(summarize(inst, events.get(inst.id, ()))),  # payload text is not markup
         )
     return table
 
@@ -176,7 +177,7 @@ def print_instant(con: Console, instant: Instant, events: Sequence[Event]) -> No
         ev_table.add_column(col, overflow="fold", no_wrap=col != "payload")
     for ev in events:
         payload = json.dumps(dict(ev.payload), separators=(",", ":"), default=str) if ev.payload else ""
-        ev_table.add_row(str(ev.seq), fmt_time(ev.timestamp), ev.state.value, ev.token[:8], _short(payload, 48))
+        ev_table.add_row(str(ev.seq), fmt_time(ev.timestamp), ev.state.value, ev.token[:8], escape(_short(payload, 48)))
     con.print(ev_table)
     for name, body in (("plan", instant.plan), ("metadata", instant.metadata)):
         con.print(f"[bold]{name}[/bold]")
@@ -189,7 +190,7 @@ def arrow_table(data: pa.Table, title: str, max_rows: int = 20) -> RichTable:
     for name in data.column_names:
         table.add_column(name, overflow="fold")
     for row in data.slice(0, max_rows).to_pylist():
-        table.add_row(*("∅" if v is None else str(v) for v in row.values()))
+        table.add_row(*("∅" if v is None else escape(str(v)) for v in row.values()))
     if data.num_rows > max_rows:
         table.add_row(*(["…"] * data.num_columns))
     return table

@@ -7,6 +7,7 @@ listing and the events it shows are consistent even while writers keep appending
 from __future__ import annotations
 
 import click
+from rich.markup import escape
 
 from ..timeline.instant import Action, Instant
 from .options import json_option, opened_table, timeline_option
@@ -57,8 +58,8 @@ def show(path: str, pending: bool, action: str | None, limit: int | None, as_jso
         print_json([i.to_dict() for i in chosen])
         return
     con = console()
-    title = (f"timeline of {table.path}: {len(chosen)} of {len(tl)} instants, "
-             f"last event {tl.last_seq} (times in UTC)")
+    title = escape(f"timeline of {table.path}: {len(chosen)} of {len(tl)} instants, "
+                   f"last event {tl.last_seq} (times in UTC)")
     if not chosen:
         con.print(title)
         con.print("[dim]no instants match[/dim]")
