@@ -114,3 +114,27 @@ class SnapshotExpiredError(LakelineError, LookupError):
 
 class FaultInjectedError(LakelineError):
     """A fault point armed with ``raise`` was reached (tests only)."""
+
+
+# --- indexes and the metadata table -------------------------------------------------
+
+
+class LakelineIndexError(LakelineError):
+    """Base for errors about indexes (not ``IndexError``: that builtin means a bad
+    sequence position)."""
+
+
+class IndexExistsError(LakelineIndexError, ValueError):
+    """An index of that name is already building, ready or being dropped."""
+
+
+class IndexNotFoundError(LakelineIndexError, LookupError):
+    """No index of that name exists (or it is already being dropped)."""
+
+
+class InvalidIndexError(LakelineIndexError, ValueError):
+    """An index definition is malformed: unknown kind, unknown or empty columns."""
+
+
+class MetadataTableError(LakelineError):
+    """The metadata table cannot be read or written as asked."""
