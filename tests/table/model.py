@@ -28,8 +28,9 @@ from __future__ import annotations
 import copy
 import operator
 import random
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -92,7 +93,7 @@ class Pred:
     op: str = ""
     value: Any = None
     values: tuple[Any, ...] = ()
-    args: tuple["Pred", ...] = ()
+    args: tuple[Pred, ...] = ()
 
     def expr(self) -> pc.Expression:
         """The Arrow expression lakeline evaluates."""
@@ -146,11 +147,11 @@ def random_leaf(rng: random.Random, days: Sequence[str | None], partition_col: s
         return Pred("isnull", col=col)
     if col in ("id", "ts", "v"):
         hi = {"id": 40, "ts": 4, "v": 100}[col]
-        pick = lambda: rng.randint(-1, hi)  # noqa: E731
+        pick = lambda: rng.randint(-1, hi)
     elif col == "s":
-        pick = lambda: rng.choice(["a", "b", "c", "d"])  # noqa: E731
+        pick = lambda: rng.choice(["a", "b", "c", "d"])
     else:
-        pick = lambda: rng.choice([d for d in days if d is not None])  # noqa: E731
+        pick = lambda: rng.choice([d for d in days if d is not None])
     if kind == "isin":
         return Pred("isin", col=col, values=tuple({pick() for _ in range(rng.randint(1, 3))}))
     return Pred("cmp", col=col, op=rng.choice(list(_CMP)), value=pick())
@@ -204,7 +205,7 @@ class TableModel:
     def sorted(self) -> list[tuple[Any, ...]]:
         return sorted_rows(self.rows(), self.columns)
 
-    def snapshot(self) -> "TableModel":
+    def snapshot(self) -> TableModel:
         return copy.deepcopy(self)
 
     def partitions(self) -> set[tuple[Any, ...]]:
@@ -275,7 +276,7 @@ class TableModel:
             targets = {self.part_of(r) for r in batch}
         else:
             targets = set(partitions)
-        keep = (lambda r: False) if targets is None else (lambda r: self.part_of(r) not in targets)  # noqa: E731
+        keep = (lambda r: False) if targets is None else (lambda r: self.part_of(r) not in targets)
         if self.keyed:
             self.keyed_rows = {i: r for i, r in self.keyed_rows.items() if keep(r)}
             for r in self.dedupe(batch):
@@ -286,7 +287,7 @@ class TableModel:
     # -- incremental reads -------------------------------------------------------------------
 
     @staticmethod
-    def diff(old: "TableModel", new: "TableModel") -> list[tuple[Any, ...]]:
+    def diff(old: TableModel, new: TableModel) -> list[tuple[Any, ...]]:
         """What ``changes(old, new)`` must return: rows plus ``_op``, canonical order."""
         out: list[Row] = []
         for i, r in new.keyed_rows.items():

@@ -9,15 +9,15 @@ table still reads the same rows.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-
 from lakeline.table import (
     CommitConflictError,
     DuplicateKeyError,
@@ -34,6 +34,7 @@ from lakeline.table import (
     UnsupportedOperationError,
 )
 from lakeline.timeline import errors as errors_module
+
 from tests.table.model import COLUMNS, SCHEMA, table_rows, to_arrow
 
 ROWS = [
@@ -135,9 +136,8 @@ BAD_KINDS = ["missing_column", "missing_key_column", "wrong_type", "float_into_i
 @pytest.mark.parametrize("kind", BAD_KINDS)
 def test_schema_mismatch_is_refused_before_anything_is_written(table: tuple[Table, Path], op: str, kind: str) -> None:
     t, path = table
-    with nothing_written(t, path):
-        with pytest.raises(SchemaMismatchError) as exc:
-            _ops(t)[op](_bad_data(kind))
+    with nothing_written(t, path), pytest.raises(SchemaMismatchError) as exc:
+        _ops(t)[op](_bad_data(kind))
     assert isinstance(exc.value, ValueError) and isinstance(exc.value, LakelineError)
 
 
@@ -145,9 +145,8 @@ def test_null_in_non_nullable_column_is_a_schema_mismatch(tmp_path: Path) -> Non
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string(), nullable=False)])
     t = Table.create(tmp_path / "t", schema, record_key="id")
     t.insert(pa.table({"id": [1], "name": ["a"]}, schema=schema))
-    with nothing_written(t, tmp_path / "t"):
-        with pytest.raises(SchemaMismatchError):
-            t.insert(pa.table({"id": [2], "name": pa.array([None], pa.string())}))
+    with nothing_written(t, tmp_path / "t"), pytest.raises(SchemaMismatchError):
+        t.insert(pa.table({"id": [2], "name": pa.array([None], pa.string())}))
 
 
 def test_columns_may_come_in_any_order_and_widen_losslessly(table: tuple[Table, Path]) -> None:
@@ -181,9 +180,8 @@ def test_extra_nullable_column_at_the_end_needs_add_columns(tmp_path: Path, tabl
     assert got == {1: ("upd", 5), 3: (None, 1), 4: ("new", 1)}
     assert t.to_arrow(columns=["id", "w"], filter=pc.field("w") == "upd").to_pylist() == [{"id": 1, "w": "upd"}]
     # The column is now part of the schema: data without it lacks a column.
-    with nothing_written(t, path):
-        with pytest.raises(SchemaMismatchError):
-            t.insert(to_arrow([{"id": 5, "ts": 1, "day": "2026-01-02", "v": 50, "s": "e"}]))
+    with nothing_written(t, path), pytest.raises(SchemaMismatchError):
+        t.insert(to_arrow([{"id": 5, "ts": 1, "day": "2026-01-02", "v": 50, "s": "e"}]))
     # The snapshot from before the change still reads its rows, and a new handle agrees.
     assert table_rows(t.to_arrow(as_of=first.id), COLUMNS) == table_rows(to_arrow(ROWS), COLUMNS)
     assert Table.open(path).schema.names == COLUMNS + ["w"]
@@ -199,9 +197,8 @@ def test_extra_column_refused_without_add_columns_even_if_nullable(table: tuple[
     t, path = table
     data = to_arrow([{"id": 9, "ts": 1, "day": "2026-01-03", "v": 1, "s": "x"}]).append_column(
         pa.field("w", pa.string(), nullable=True), pa.array([None], pa.string()))
-    with nothing_written(t, path):
-        with pytest.raises(SchemaMismatchError):
-            t.upsert(data)
+    with nothing_written(t, path), pytest.raises(SchemaMismatchError):
+        t.upsert(data)
     assert t.schema.names == COLUMNS
 
 
@@ -216,26 +213,23 @@ def test_null_record_key_is_refused(table: tuple[Table, Path], op: str) -> None:
     call = t.delete if op == "delete" else _ops(t)[op]
     if op == "delete":
         data = data.select(["id"])
-    with nothing_written(t, path):
-        with pytest.raises(NullKeyError) as exc:
-            call(data)
+    with nothing_written(t, path), pytest.raises(NullKeyError) as exc:
+        call(data)
     assert isinstance(exc.value, LakelineError) and isinstance(exc.value, ValueError)
 
 
 def test_delete_without_key_columns_is_a_schema_mismatch(table: tuple[Table, Path]) -> None:
     t, path = table
-    with nothing_written(t, path):
-        with pytest.raises(SchemaMismatchError):
-            t.delete(pa.table({"day": ["2026-01-01"]}))
+    with nothing_written(t, path), pytest.raises(SchemaMismatchError):
+        t.delete(pa.table({"day": ["2026-01-01"]}))
 
 
 def test_insert_of_held_key_raises_duplicate_key_and_writes_nothing(table: tuple[Table, Path]) -> None:
     t, path = table
     batch = to_arrow([{"id": 50, "ts": 1, "day": "2026-01-01", "v": 1, "s": "x"},
                       {"id": 2, "ts": 9, "day": "2026-01-01", "v": 99, "s": "dup"}])
-    with nothing_written(t, path):
-        with pytest.raises(DuplicateKeyError) as exc:
-            t.insert(batch)
+    with nothing_written(t, path), pytest.raises(DuplicateKeyError) as exc:
+        t.insert(batch)
     assert isinstance(exc.value, LakelineError)
     # A key held in another partition is another record: accepted.
     t.insert(to_arrow([{"id": 2, "ts": 1, "day": "2026-01-02", "v": 7, "s": "other"}]))
@@ -292,9 +286,8 @@ def test_unknown_column_in_filter(table: tuple[Table, Path], expr: pc.Expression
         t.to_arrow(filter=expr)
     with pytest.raises(UnknownColumnError):
         t.scan(filter=expr)
-    with nothing_written(t, path):
-        with pytest.raises(UnknownColumnError) as exc:
-            t.delete_where(expr)
+    with nothing_written(t, path), pytest.raises(UnknownColumnError) as exc:
+        t.delete_where(expr)
     assert isinstance(exc.value, LakelineError)
 
 
@@ -305,9 +298,8 @@ def test_type_mismatched_filter(table: tuple[Table, Path], expr: pc.Expression) 
         t.to_arrow(filter=expr)
     with pytest.raises(InvalidFilterError):
         t.scan(filter=expr)
-    with nothing_written(t, path):
-        with pytest.raises(InvalidFilterError) as exc:
-            t.delete_where(expr)
+    with nothing_written(t, path), pytest.raises(InvalidFilterError) as exc:
+        t.delete_where(expr)
     assert isinstance(exc.value, LakelineError)
 
 
@@ -451,9 +443,8 @@ def test_plain_pandas_int_with_nulls_becomes_float_and_is_refused(table: tuple[T
     t, path = table
     df = pd.DataFrame({"id": [20, 21], "ts": [1, None], "day": ["2026-01-01"] * 2, "v": [1, 2], "s": ["a", "b"]})
     assert df["ts"].dtype == "float64"
-    with nothing_written(t, path):
-        with pytest.raises(SchemaMismatchError):
-            t.insert(df)
+    with nothing_written(t, path), pytest.raises(SchemaMismatchError):
+        t.insert(df)
 
 
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
@@ -468,8 +459,7 @@ def test_refused_write_with_a_new_column_does_not_evolve_the_schema(tmp_path: Pa
     data = to_arrow([{"id": 7, "ts": 1, "day": "2026-01-01", "v": 1, "s": "x"},
                      {"id": bad_id, "ts": 1, "day": "2026-01-01", "v": 2, "s": "y"}]).append_column(
         "w", pa.array(["a", "b"]))
-    with nothing_written(t, path):
-        with pytest.raises(NullKeyError if problem == "null_key" else DuplicateKeyError):
-            t.insert(data)
+    with nothing_written(t, path), pytest.raises(NullKeyError if problem == "null_key" else DuplicateKeyError):
+        t.insert(data)
     assert t.schema.names == COLUMNS
     assert Table.open(path).schema.names == COLUMNS
