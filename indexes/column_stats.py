@@ -1,0 +1,200 @@
+"""Column statistics of data files: min, max, null count, value count and an NDV sketch.
+
+One row per (file, column). Min and max are stored as text (Arrow's cast to string) so
+one Parquet schema holds columns of every type; :func:`decode_bound` casts them back to
+the column's type from the table schema. The number of distinct values is a
+datasketches HLL sketch serialized to bytes: sketches of many files merge (union) into
+the NDV of a partition or of the whole table without reading the data again, which a
+stored exact count could never do.
+
+Pruning relies on these rows, so they err on the side of "unknown": a column whose
+min/max cannot be represented (binary, nested types, floats holding NaN) gets null
+bounds, and a reader never prunes on a null bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import datasketches
+import pyarrow as pa
+import pyarrow.compute as pc
+
+#: lg(k) of the HLL sketches: 2^14 buckets give a relative standard error of ~0.8 %,
+#: so estimates stay within the 3 % the issue asks for with a wide margin, at ~8 KiB
+#: per file and column (HLL_4, compact).
+DEFAULT_LG_K = 14
+
+#: The metadata-table schema of the ``column_stats`` index partition (without the
+#: columns the metadata table adds itself).
+STATS_SCHEMA = pa.schema([
+    pa.field("path", pa.string(), nullable=False),
+    pa.field("partition", pa.string(), nullable=False),
+    pa.field("column", pa.string(), nullable=False),
+    pa.field("min", pa.string()),
+    pa.field("max", pa.string()),
+    pa.field("null_count", pa.int64(), nullable=False),
+    pa.field("value_count", pa.int64(), nullable=False),
+    pa.field("ndv_sketch", pa.binary()),
+])
+
+
+def _has_bounds(typ: pa.DataType) -> bool:
+    """Whether min/max of this type survive a round trip through text."""
+    return (pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_string(typ)
+            or pa.types.is_large_string(typ) or pa.types.is_boolean(typ) or pa.types.is_date(typ)
+            or pa.types.is_timestamp(typ) or pa.types.is_decimal(typ))
+
+
+def _sketchable(typ: pa.DataType) -> bool:
+    return not (pa.types.is_nested(typ) or pa.types.is_dictionary(typ))
+
+
+def _bound_text(value: pa.Scalar) -> str | None:
+    if not value.is_valid:
+        return None
+    return pc.cast(value, pa.string()).as_py()
+
+
+def sketch_values(column: pa.ChunkedArray | pa.Array, lg_k: int = DEFAULT_LG_K) -> bytes:
+    """A serialized HLL sketch of the distinct non-null values of ``column``.
+
+    Values are hashed as int (integers), float (floats) or their text (everything else),
+    the same way in every file, so sketches of one column merge correctly.
+    """
+    sk = datasketches.hll_sketch(lg_k, datasketches.HLL_4)
+    # Only distinct values need hashing: an HLL update is idempotent, and unique() in
+    # Arrow is far cheaper than one Python call per row.
+    uniq = pc.unique(column.drop_null() if isinstance(column, pa.Array) else column.combine_chunks().drop_null())
+    typ = uniq.type
+    if pa.types.is_integer(typ) or pa.types.is_floating(typ):
+        values: Iterable[object] = uniq.to_pylist()
+    else:
+        values = pc.cast(uniq, pa.string()).to_pylist() if not pa.types.is_binary(typ) else (
+            v.hex() for v in uniq.to_pylist())
+    for v in values:
+        sk.update(v)  # type: ignore[arg-type]
+    return bytes(sk.serialize_compact())
+
+
+def file_stats(path: str, partition: str, rows: pa.Table, columns: Sequence[str] | None = None,
+               lg_k: int = DEFAULT_LG_K) -> pa.Table:
+    """The ``column_stats`` rows of one data file (``rows`` is its content)."""
+    names = list(columns) if columns is not None else rows.column_names
+    out: dict[str, list[object]] = {f.name: [] for f in STATS_SCHEMA}
+    for name in names:
+        if name not in rows.column_names:
+            continue  # a column added after the file was written: no entry, never pruned
+        col = rows.column(name)
+        typ = col.type
+        nulls = col.null_count
+        lo = hi = None
+        if _has_bounds(typ) and len(col) > nulls:
+            if pa.types.is_floating(typ) and pc.any(pc.is_nan(col)).as_py():
+                pass  # NaN has no place in an ordering: leave the bounds unknown
+            else:
+                mm = pc.min_max(col)
+                lo, hi = _bound_text(mm["min"]), _bound_text(mm["max"])
+        out["path"].append(path)
+        out["partition"].append(partition)
+        out["column"].append(name)
+        out["min"].append(lo)
+        out["max"].append(hi)
+        out["null_count"].append(nulls)
+        out["value_count"].append(len(col))
+        out["ndv_sketch"].append(sketch_values(col, lg_k) if _sketchable(typ) else None)
+    return pa.Table.from_pydict(out, schema=STATS_SCHEMA)
+
+
+def decode_bound(text: str | None, typ: pa.DataType) -> pa.Scalar | None:
+    """A min/max text cast back to the column's type (None when unknown)."""
+    if text is None:
+        return None
+    return pc.cast(pa.scalar(text, pa.string()), typ)
+
+
+def merge_sketches(sketches: Iterable[bytes | None], lg_k: int = DEFAULT_LG_K) -> bytes:
+    """The union of serialized sketches, serialized (nulls are skipped)."""
+    union = datasketches.hll_union(lg_k)
+    for raw in sketches:
+        if raw:
+            union.update(datasketches.hll_sketch.deserialize(raw))
+    return bytes(union.get_result(datasketches.HLL_4).serialize_compact())
+
+
+def estimate(sketch: bytes) -> float:
+    """The distinct-count estimate of one serialized sketch."""
+    return float(datasketches.hll_sketch.deserialize(sketch).get_estimate())
+
+
+@dataclass(frozen=True)
+class NdvEstimate:
+    """An NDV estimate with its bounds at two standard deviations."""
+
+    estimate: float
+    lower: float
+    upper: float
+
+
+def ndv(stats: pa.Table, column: str, partition: str | None = None,
+        lg_k: int = DEFAULT_LG_K) -> NdvEstimate:
+    """Distinct values of ``column`` over the files in ``stats`` (one partition or all).
+
+    ``stats`` holds ``column_stats`` rows, typically ``MetadataTable.read`` limited to the
+    live files of a snapshot.
+    """
+    mask = pc.equal(stats.column("column"), column)
+    if partition is not None:
+        mask = pc.and_(mask, pc.equal(stats.column("partition"), partition))
+    merged = merge_sketches(stats.filter(mask).column("ndv_sketch").to_pylist(), lg_k)
+    sk = datasketches.hll_sketch.deserialize(merged)
+    return NdvEstimate(float(sk.get_estimate()), float(sk.get_lower_bound(2)), float(sk.get_upper_bound(2)))
+
+
+#: At most this many nullable columns named by a filter get a "null or in bounds" split
+#: (2^n guarantees per file); further ones are left unconstrained, which is sound.
+MAX_NULL_SPLITS = 4
+
+
+def guarantees(stats_rows: Iterable[dict[str, object]], schema: pa.Schema,
+               mentioned: Callable[[str], bool] = lambda name: True) -> list[pc.Expression]:
+    """Guarantees of one file, from its stats rows (one per column): every row of the
+    file satisfies at least one of them.
+
+    Arrow reads ``c >= lo`` in a guarantee as "c is not null" too, and it cannot use an
+    ``or`` in a guarantee. So a column with nulls splits the file in two cases, "c is
+    null" and "lo <= c <= hi", and the file may match if the filter can hold in any
+    case. Only columns the filter names (``mentioned``) are split; an all-null column
+    is ``is_null(c)``; a column with unknown bounds adds nothing.
+    """
+    base = pc.scalar(True)
+    splits: list[tuple[pc.Expression, pc.Expression]] = []
+    for row in stats_rows:
+        name = str(row["column"])
+        if name not in schema.names or not mentioned(name):
+            continue
+        typ = schema.field(name).type
+        nulls, count = int(row["null_count"]), int(row["value_count"])  # type: ignore[arg-type]
+        field = pc.field(name)
+        if count == 0:
+            continue
+        if nulls == count:
+            base = base & field.is_null()
+            continue
+        try:
+            lo = decode_bound(row["min"], typ)  # type: ignore[arg-type]
+            hi = decode_bound(row["max"], typ)  # type: ignore[arg-type]
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            continue  # the column's type changed since: no pruning on it
+        if lo is None or hi is None:
+            continue
+        bounds = (field >= lo) & (field <= hi)
+        if nulls == 0:
+            base = base & bounds
+        elif len(splits) < MAX_NULL_SPLITS:
+            splits.append((field.is_null(), bounds))
+    out = [base]
+    for is_null, bounds in splits:
+        out = [g & is_null for g in out] + [g & bounds for g in out]
+    return out

@@ -1,0 +1,184 @@
+"""Index lifecycle: which indexes exist and in what state, from timeline events only.
+
+An index is created and dropped by ``indexing`` instants whose plan says what to do:
+``{"op": "create", "index": name, "kind": kind, "columns": [...], "options": {...}}`` or
+``{"op": "drop", "index": name}``. Its state follows from those instants alone:
+
+============================  ==========================================
+latest instant naming it      state
+============================  ==========================================
+create requested/inflight     ``building`` (writers write entries for it)
+create completed              ``ready`` (readers may use it)
+create rolled back            absent (an aborted build)
+drop requested/inflight       ``dropping`` (nobody reads or writes it)
+drop completed                absent (its files are gone)
+============================  ==========================================
+
+"Latest" is by instant id, i.e. by the position of the requested event, so a drop
+requested while a create is still building wins even if the create completes after
+it. A rolled-back drop changes nothing. Nothing here reads local configuration: every
+writer and reader that asks the same timeline gets the same answer, which is what
+makes Hudi's "writers trust their own config" failure impossible.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..timeline.errors import IndexExistsError, IndexNotFoundError, InvalidIndexError
+from ..timeline.instant import Action, Instant, State
+from ..timeline.timeline import Timeline
+
+#: The index kinds this version builds.
+KINDS = ("column_stats", "bloom_filters")
+
+OP_CREATE = "create"
+OP_DROP = "drop"
+
+
+class IndexState(str, enum.Enum):
+    BUILDING = "building"
+    READY = "ready"
+    DROPPING = "dropping"
+    ABSENT = "absent"
+
+
+@dataclass(frozen=True)
+class IndexDef:
+    """One index as the timeline defines it.
+
+    Attributes:
+        name: the index's name (its metadata-table partition).
+        kind: ``column_stats`` or ``bloom_filters``.
+        columns: the indexed columns; empty means the default (every column for
+            stats, the record key for bloom filters), resolved by the caller.
+        state: building, ready or dropping.
+        instant: id of the ``indexing`` instant that created it; every data instant
+            completed before that instant's requested event is built in bulk.
+        options: kind-specific settings (e.g. ``fpp`` for bloom filters).
+    """
+
+    name: str
+    kind: str
+    columns: tuple[str, ...]
+    state: str
+    instant: int
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def state_kind(self) -> IndexState:
+        return IndexState(self.state)
+
+    @property
+    def is_written(self) -> bool:
+        """Whether writers must write entries for it (building or ready)."""
+        return self.state in (IndexState.BUILDING.value, IndexState.READY.value)
+
+    @property
+    def is_readable(self) -> bool:
+        """Whether readers may prune with it (ready only)."""
+        return self.state == IndexState.READY.value
+
+
+def create_plan(name: str, kind: str, columns: Sequence[str] | None = None,
+                options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The plan of an ``indexing`` instant that creates an index.
+
+    Raises:
+        InvalidIndexError: unknown kind, empty name, or an empty column list.
+    """
+    if kind not in KINDS:
+        raise InvalidIndexError(f"unknown index kind {kind!r}; known: {', '.join(KINDS)}")
+    if not name or "/" in name or name.startswith("."):
+        raise InvalidIndexError(f"invalid index name {name!r}")
+    if columns is not None and not list(columns):
+        raise InvalidIndexError("an index needs at least one column (None means the default)")
+    return {"op": OP_CREATE, "index": name, "kind": kind,
+            "columns": list(columns or []), "options": dict(options or {})}
+
+
+def drop_plan(name: str) -> dict[str, Any]:
+    """The plan of an ``indexing`` instant that drops an index."""
+    return {"op": OP_DROP, "index": name}
+
+
+def _state_of(inst: Instant) -> IndexState | None:
+    """The state an indexing instant gives its index; None when it changes nothing."""
+    op = inst.plan.get("op")
+    s = inst.state_kind
+    if op == OP_CREATE:
+        if s is State.COMPLETED:
+            return IndexState.READY
+        if s is State.ROLLED_BACK:
+            return IndexState.ABSENT
+        return IndexState.BUILDING
+    if op == OP_DROP:
+        if s is State.ROLLED_BACK:
+            return None
+        return IndexState.ABSENT if s is State.COMPLETED else IndexState.DROPPING
+    return None
+
+
+def index_states(timeline: Timeline) -> dict[str, IndexDef]:
+    """Every index that is building, ready or dropping in ``timeline``, by name."""
+    out: dict[str, IndexDef] = {}
+    for inst in timeline.by_action(Action.INDEXING):  # by id
+        name = inst.plan.get("index")
+        if not isinstance(name, str):
+            continue
+        state = _state_of(inst)
+        if state is None:
+            continue
+        if state is IndexState.ABSENT:
+            out.pop(name, None)
+            continue
+        if inst.plan.get("op") == OP_DROP:
+            prev = out.get(name)
+            if prev is None:
+                continue  # dropping what does not exist: nothing to stop using
+            out[name] = IndexDef(prev.name, prev.kind, prev.columns, state.value, prev.instant, prev.options)
+            continue
+        out[name] = IndexDef(name, str(inst.plan.get("kind")), tuple(inst.plan.get("columns") or ()),
+                             state.value, inst.id, dict(inst.plan.get("options") or {}))
+    return out
+
+
+def list_indexes(timeline: Timeline) -> list[IndexDef]:
+    """Indexes that are building, ready or dropping, by name."""
+    return sorted(index_states(timeline).values(), key=lambda d: d.name)
+
+
+def written_indexes(timeline: Timeline) -> list[IndexDef]:
+    """Indexes a writer completing against ``timeline`` must write entries for."""
+    return [d for d in list_indexes(timeline) if d.is_written]
+
+
+def readable_indexes(timeline: Timeline, kind: str | None = None) -> list[IndexDef]:
+    """Ready indexes (of one kind) a reader of ``timeline`` may prune with."""
+    return [d for d in list_indexes(timeline) if d.is_readable and (kind is None or d.kind == kind)]
+
+
+def check_can_create(timeline: Timeline, name: str) -> None:
+    """Refuse to create an index whose name is taken.
+
+    Raises:
+        IndexExistsError: ``name`` is building, ready or being dropped.
+    """
+    cur = index_states(timeline).get(name)
+    if cur is not None:
+        raise IndexExistsError(f"index {name!r} already exists ({cur.state})")
+
+
+def check_can_drop(timeline: Timeline, name: str) -> IndexDef:
+    """The index to drop.
+
+    Raises:
+        IndexNotFoundError: no such index, or it is already being dropped.
+    """
+    cur = index_states(timeline).get(name)
+    if cur is None or cur.state == IndexState.DROPPING.value:
+        raise IndexNotFoundError(f"no index {name!r} to drop" + (" (already dropping)" if cur else ""))
+    return cur
