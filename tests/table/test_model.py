@@ -55,15 +55,18 @@ TARGET_FILE_SIZE = 2048
 STEPS = 14
 KEY_SPACE = 40
 
-# (table type, partitioned, ordering field, keyed)
+# (table type, partitioned, ordering field, record key: "id", "id+day" or "" for none)
 CONFIGS = [
-    pytest.param(tt, part, order, True, id=f"{tt}-{'part' if part else 'flat'}-{'ord' if order else 'noord'}")
+    pytest.param(tt, part, order, "id", id=f"{tt}-{'part' if part else 'flat'}-{'ord' if order else 'noord'}")
     for tt in ("cow", "mor")
     for part in (True, False)
     for order in (True, False)
 ] + [
-    pytest.param("cow", True, False, False, id="append-part"),
-    pytest.param("cow", False, False, False, id="append-flat"),
+    # A two-column key (on an unpartitioned table: the same identities as partitioned).
+    pytest.param("cow", False, True, "id+day", id="cow-composite"),
+    pytest.param("mor", False, True, "id+day", id="mor-composite"),
+    pytest.param("cow", True, False, "", id="append-part"),
+    pytest.param("cow", False, False, "", id="append-flat"),
 ]
 # One seed per configuration keeps the default run short; set LAKELINE_MODEL_SEEDS
 # (e.g. "1-200" or "5,17") to run many more sequences.
@@ -110,6 +113,7 @@ class Run:
     ordering: bool
     keyed: bool
     table_type: str
+    composite: bool = False  # the key is (id, day)
     snaps: list[Snap] = field(default_factory=list)
     trace: list[str] = field(default_factory=list)
     serials: int = 0
@@ -120,10 +124,10 @@ class Run:
     # -- random inputs -------------------------------------------------------------------
 
     def days(self) -> list[str | None]:
-        return DAYS + [None]
+        return DAYS if self.composite else DAYS + [None]  # a key column is never null
 
     def day(self) -> str | None:
-        return self.rng.choices(self.days(), weights=[4, 4, 2, 1])[0]
+        return self.rng.choices(self.days(), weights=[4, 4, 2, 1][: len(self.days())])[0]
 
     def row(self, id_: int, day: Any = ANY_DAY) -> Row:
         rng = self.rng
@@ -225,12 +229,12 @@ def step_delete(run: Run) -> Step:
         else:
             keys.append({"id": rng.randrange(KEY_SPACE * 3), "day": run.day()})  # mostly absent
     with_part = run.partitioned and rng.random() < 0.5
-    if with_part:
+    if with_part or run.composite:
         data = pa.table({"id": pa.array([k["id"] for k in keys], pa.int64()),
                          "day": pa.array([k["day"] for k in keys], pa.string())})
     else:
         data = pa.table({"id": pa.array([k["id"] for k in keys], pa.int64())})
-    desc = f"delete {'with' if with_part else 'without'} partition {keys}"
+    desc = f"delete {'with' if with_part else 'without'} partition {keys}"  # composite: (id, day) keys
     return Step(desc, lambda: run.table.delete(data), lambda m: m.delete(keys, with_part))
 
 
@@ -364,21 +368,23 @@ def check_history(run: Run) -> None:
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("table_type,partitioned,ordering,keyed", CONFIGS)
+@pytest.mark.parametrize("table_type,partitioned,ordering,key", CONFIGS)
 def test_random_writes_match_model(tmp_path: Path, table_type: str, partitioned: bool, ordering: bool,
-                                   keyed: bool, seed: int) -> None:
+                                   key: str, seed: int) -> None:
+    keyed = bool(key)
+    key_cols = tuple(key.split("+")) if key else ()
     path = tmp_path / "t"
     t = Table.create(
         path, SCHEMA,
-        record_key="id" if keyed else None,
+        record_key=list(key_cols) or None,
         ordering_field="ts" if ordering else None,
         partition_by=["day"] if partitioned else None,
         table_type=table_type,
         properties={"write.target-file-size-bytes": TARGET_FILE_SIZE},
     )
-    model = TableModel(("id",) if keyed else (), "ts" if ordering else None, ("day",) if partitioned else ())
-    rng = random.Random(f"{seed}-{table_type}-{partitioned}-{ordering}-{keyed}")
-    run = Run(path, t, model, rng, partitioned, ordering, keyed, table_type)
+    model = TableModel(key_cols, "ts" if ordering else None, ("day",) if partitioned else ())
+    rng = random.Random(f"{seed}-{table_type}-{partitioned}-{ordering}-{key}")
+    run = Run(path, t, model, rng, partitioned, ordering, keyed, table_type, composite=len(key_cols) > 1)
     steps = KEYED_STEPS if keyed else APPEND_STEPS
     run_step(run, step_insert)  # start with some rows
     for _ in range(STEPS):

@@ -13,7 +13,8 @@ import math
 import os
 import random
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -398,3 +399,36 @@ def test_cow_writes_fill_small_files_first(tmp_path: Path, op: str) -> None:
         assert max(os.path.getsize(f) for f in files) <= 1.5 * target
     # Each file is its own group: the count of file groups is the count of files.
     assert t.scan().explain()["file_groups"] == len(t.scan().files())
+
+
+@pytest.mark.parametrize(
+    "typ,a,b",
+    [
+        (pa.bool_(), True, False),
+        (pa.int8(), -1, 5),
+        (pa.date32(), date(2026, 1, 1), date(2026, 1, 2)),
+        (pa.timestamp("us"), datetime(2026, 1, 1, 12, 30), datetime(2026, 1, 2)),
+        (pa.timestamp("us", tz="UTC"), datetime(2026, 1, 1, 12, 30, tzinfo=UTC),
+         datetime(2026, 1, 2, tzinfo=UTC)),
+        (pa.large_string(), "x y", "z/w"),
+        (pa.decimal128(5, 2), Decimal("1.50"), Decimal("-2.00")),
+    ],
+    ids=str,
+)
+def test_partition_column_types_prune_and_read_back(tmp_path: Path, typ: pa.DataType, a: Any, b: Any) -> None:
+    schema = pa.schema([("id", pa.int64()), ("p", typ)])
+    t = Table.create(tmp_path / "t", schema, record_key="id", partition_by=["p"], table_type="mor")
+    t.insert(pa.table({"id": [1, 2, 3], "p": pa.array([a, b, None], typ)}))
+    t.upsert(pa.table({"id": [1, 2], "p": pa.array([a, b], typ)}))  # logs on top
+    for expr, ids in [
+        (pc.field("p") == pa.scalar(a, typ), [1]),
+        (pc.field("p") != pa.scalar(a, typ), [2]),
+        (pc.field("p").is_null(), [3]),
+        (pc.field("p").is_valid(), [1, 2]),
+    ]:
+        scan = t.scan(filter=expr)
+        assert sorted(scan.to_arrow().column("id").to_pylist()) == ids, expr
+        assert scan.explain()["files_after_partition_pruning"] < scan.explain()["files_total"], expr
+    assert t.to_arrow().schema == schema
+    assert sorted(t.to_arrow().column("p").to_pylist(), key=lambda v: (v is None, str(v))) == sorted(
+        [a, b, None], key=lambda v: (v is None, str(v)))
