@@ -13,6 +13,7 @@ import sys
 #: name -> module exposing ``main(argv: list[str]) -> int``.
 BENCHMARKS: dict[str, str] = {
     "timeline": "bench.timeline_bench",
+    "write": "bench.write_bench",
     "index": "bench.index_bench",
 }
 

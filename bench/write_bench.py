@@ -1,0 +1,864 @@
+"""Write benchmark: appends, an upsert and a 1,000-key read, lakeline against peers.
+
+One run, the same data for every system (:mod:`bench.data`): ``--rows`` rows (5M by
+default) written as 10 appends, then an upsert of a tenth as many rows (half updates of
+keys spread uniformly over the whole key space with a larger ``ts``, half new keys), then
+a read of 1,000 consecutive keys (``key >= a AND key < b``). Systems: lakeline
+copy-on-write and merge-on-read (``Table.insert``/``upsert``/``scan``), deltalake
+(``write_deltalake(mode="append")``, ``DeltaTable.merge(...)``, ``to_pyarrow_dataset``)
+and pyiceberg (SQL catalog on sqlite; ``append``, ``upsert``, ``scan``).
+
+Every system/step runs in a fresh subprocess, so its peak memory is that process's
+``ru_maxrss`` (which includes the interpreter and the imported libraries) and no step
+inherits caches from another. Times cover opening the table and the operation, not
+reading the input batch from its Parquet file. *Bytes written* is the size of every file
+under the system's folder that is new or changed after the step (data, logs, metadata,
+catalog), so files a step writes and deletes again are not counted.
+
+Targets (lakeline against deltalake measured in the same run): the 10 appends within
+1.2x; the merge-on-read upsert within 1.0x and writing at most 2x the upsert batch's own
+Parquet size; the copy-on-write upsert within 1.5x; no step above 2 GiB of memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .report import ROOT, command_line, machine, today, update_section
+
+SECTION = "write-bench"
+SYSTEMS = ("lakeline-cow", "lakeline-mor", "deltalake", "pyiceberg")
+LAKELINE = ("lakeline-cow", "lakeline-mor")
+BASELINE = "deltalake"
+STEPS = ("append", "upsert", "read")
+DEFAULT_ROWS = 5_000_000
+APPENDS = 10
+READ_KEYS = 1_000
+RESULT_MARK = "WRITE_BENCH_RESULT "
+
+# Targets: lakeline / deltalake ratios, bytes against the input, memory.
+APPEND_RATIO = 1.2
+MOR_UPSERT_RATIO = 1.0
+MOR_UPSERT_BYTES_RATIO = 2.0
+COW_UPSERT_RATIO = 1.5
+PEAK_MEMORY = 2 * 1024**3
+
+GiB = 1024**3
+MiB = 1024**2
+
+
+# --------------------------------------------------------------------------------------
+# The systems. Each method runs inside a child process; imports are lazy so a child
+# only loads its own library.
+
+
+class System:
+    """One table format under test, at ``path`` (a folder the benchmark owns)."""
+
+    name = ""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def load(self) -> None:
+        """Import the library (outside the timed part)."""
+
+    def create(self, schema: Any) -> None:
+        """Create the empty table (timed with the first append; a no-op where the
+        first append creates it)."""
+
+    def append(self, batch: Any) -> None:
+        raise NotImplementedError
+
+    def upsert(self, batch: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def read(self, a: str, b: str) -> tuple[Any, Callable[[], int]]:
+        """The rows with ``a <= key < b``, and a function counting the data files the
+        read touched (called after the timer stops)."""
+        raise NotImplementedError
+
+    def scan_all(self, columns: list[str]) -> Any:
+        """The whole table (for the consistency check, never timed)."""
+        raise NotImplementedError
+
+
+class Lakeline(System):
+    def __init__(self, path: Path, table_type: str) -> None:
+        super().__init__(path)
+        self.table_type = table_type
+        self.name = f"lakeline-{table_type}"
+        self.table: Any = None
+
+    def load(self) -> None:
+        import pyarrow.compute as pc
+        from lakeline.table import Table
+
+        self.pc, self.Table = pc, Table
+
+    def create(self, schema: Any) -> None:
+        self.table = self.Table.create(str(self.path), schema, record_key="key", ordering_field="ts",
+                                          table_type=self.table_type)
+
+    def append(self, batch: Any) -> None:
+        self.table.insert(batch)
+
+    def upsert(self, batch: Any) -> dict[str, Any]:
+        return dict(self.Table.open(str(self.path)).upsert(batch).stats)
+
+    def read(self, a: str, b: str) -> tuple[Any, Callable[[], int]]:
+        pc = self.pc
+        scan = self.Table.open(str(self.path)).scan(filter=(pc.field("key") >= a) & (pc.field("key") < b))
+        return scan.to_arrow(), lambda: len(scan.files())
+
+    def scan_all(self, columns: list[str]) -> Any:
+        return self.Table.open(str(self.path)).to_arrow(columns=columns)
+
+
+class Delta(System):
+    name = "deltalake"
+
+    def load(self) -> None:
+        import deltalake
+        import pyarrow.compute as pc
+
+        self.dl, self.pc = deltalake, pc
+
+    def append(self, batch: Any) -> None:
+        self.dl.write_deltalake(str(self.path), batch, mode="append")
+
+    def upsert(self, batch: Any) -> dict[str, Any]:
+        dt = self.dl.DeltaTable(str(self.path))
+        metrics = (dt.merge(source=batch, predicate="t.key = s.key", source_alias="s", target_alias="t")
+                   .when_matched_update_all().when_not_matched_insert_all().execute())
+        return {k: metrics[k] for k in ("num_target_rows_updated", "num_target_rows_inserted",
+                                        "num_target_files_added", "num_target_files_removed") if k in metrics}
+
+    def read(self, a: str, b: str) -> tuple[Any, Callable[[], int]]:
+        import pyarrow as pa
+        import pyarrow.dataset as pds
+
+        pc = self.pc
+        expr = (pc.field("key") >= a) & (pc.field("key") < b)
+        dset = self.dl.DeltaTable(str(self.path)).to_pyarrow_dataset()
+        # Fragments carry each file's min/max as their partition expression, so this
+        # prunes by statistics: the files left are the ones the scan opens.
+        frags = list(dset.get_fragments(filter=expr))
+        # deltalake >= 1.4 rewrites files (merge, delete) with string_view columns, and
+        # pyarrow has no string_view comparison kernel, so `dset.to_table(filter=expr)`
+        # raises ArrowNotImplementedError (delta-io/delta-rs#4579). Filter rows on the
+        # key cast to string, over the fragments pruned above (a cast in the dataset
+        # filter would disable the pruning).
+        key = pc.field("key").cast(pa.string())
+        pruned = pds.FileSystemDataset(frags, dset.schema, dset.format, dset.filesystem)
+        return pruned.to_table(filter=(key >= a) & (key < b)), lambda: len(frags)
+
+    def scan_all(self, columns: list[str]) -> Any:
+        return self.dl.DeltaTable(str(self.path)).to_pyarrow_dataset().to_table(columns=columns)
+
+
+class Iceberg(System):
+    name = "pyiceberg"
+    IDENT = "bench.t"
+
+    def load(self) -> None:
+        import pyiceberg.expressions as ice
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        self.ice, self.SqlCatalog = ice, SqlCatalog
+
+    def _catalog(self) -> Any:
+        self.path.mkdir(parents=True, exist_ok=True)
+        return self.SqlCatalog("bench", uri=f"sqlite:///{self.path / 'catalog.db'}",
+                          warehouse=(self.path / "warehouse").as_uri())
+
+    def create(self, schema: Any) -> None:
+        cat = self._catalog()
+        cat.create_namespace("bench")
+        self.table = cat.create_table(self.IDENT, schema=schema)
+
+    def append(self, batch: Any) -> None:
+        self.table.append(batch)
+
+    def upsert(self, batch: Any) -> dict[str, Any]:
+        res = self._catalog().load_table(self.IDENT).upsert(batch, join_cols=["key"])
+        return {"rows_updated": res.rows_updated, "rows_inserted": res.rows_inserted}
+
+    def read(self, a: str, b: str) -> tuple[Any, Callable[[], int]]:
+        ice = self.ice
+        scan = self._catalog().load_table(self.IDENT).scan(
+            row_filter=ice.And(ice.GreaterThanOrEqual("key", a), ice.LessThan("key", b)))
+        return scan.to_arrow(), lambda: len(list(scan.plan_files()))
+
+    def scan_all(self, columns: list[str]) -> Any:
+        return self._catalog().load_table(self.IDENT).scan(selected_fields=tuple(columns)).to_arrow()
+
+
+def make_system(name: str, workdir: Path) -> System:
+    path = workdir / "tables" / name
+    if name == "lakeline-cow":
+        return Lakeline(path, "cow")
+    if name == "lakeline-mor":
+        return Lakeline(path, "mor")
+    if name == "deltalake":
+        return Delta(path)
+    if name == "pyiceberg":
+        return Iceberg(path)
+    raise ValueError(f"unknown system {name!r}; choose from {', '.join(SYSTEMS)}")
+
+
+# --------------------------------------------------------------------------------------
+# Child side: one system, one step, one process.
+
+
+def _files(path: Path) -> dict[str, tuple[int, int, int]]:
+    """path -> (size, mtime_ns, inode) of every file under ``path``."""
+    out: dict[str, tuple[int, int, int]] = {}
+    for dirpath, _dirs, names in os.walk(path):
+        for n in names:
+            p = os.path.join(dirpath, n)
+            try:
+                st = os.stat(p)
+            except FileNotFoundError:
+                continue
+            out[p] = (st.st_size, st.st_mtime_ns, st.st_ino)
+    return out
+
+
+def _maxrss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+
+
+def _digest(table: Any) -> str:
+    """Order-independent fingerprint of rows (key, ts, value, category)."""
+    import pyarrow as pa
+
+    t = table.select(["key", "ts", "value", "category"]).sort_by("key")
+    h = hashlib.sha256()
+    for col, typ in zip(t.column_names, (pa.string(), pa.int64(), pa.float64(), pa.string())):
+        h.update(col.encode())
+        h.update(repr(t.column(col).cast(typ).to_pylist()).encode())
+    return h.hexdigest()[:16]
+
+
+def run_child(system_name: str, step: str, workdir: Path, profile: Path | None = None) -> dict[str, Any]:
+    """Run one step of one system and describe it (the child's whole job)."""
+    import pyarrow.compute as pcc
+    import pyarrow.parquet as pq
+
+    from . import data
+
+    spec = json.loads((workdir / "spec.json").read_text())
+    system = make_system(system_name, workdir)
+    system.load()
+    out: dict[str, Any] = {"system": system_name, "step": step, "ok": False, "base_rss": _maxrss()}
+    before = _files(system.path)
+    inputs = workdir / "input"
+    profiler = None
+    if profile is not None:
+        import cProfile
+
+        profiler = cProfile.Profile()
+
+    def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+        t0 = time.perf_counter()
+        if profiler is not None:
+            profiler.enable()
+        try:
+            res = fn()
+        finally:
+            if profiler is not None:
+                profiler.disable()
+        return res, time.perf_counter() - t0
+
+    if step == "append":
+        _, create_s = timed(lambda: system.create(data.SCHEMA))
+        each = []
+        for i in range(spec["appends"]):
+            batch = pq.read_table(inputs / f"append_{i:02d}.parquet")
+            _, s = timed(lambda batch=batch: system.append(batch))
+            each.append(s)
+            del batch
+        out["seconds"] = create_s + sum(each)
+        out["detail"] = {"create_s": create_s, "appends_s": each}
+    elif step == "upsert":
+        batch = pq.read_table(inputs / "upsert.parquet")
+        stats, out["seconds"] = timed(lambda: system.upsert(batch))
+        out["detail"] = {"stats": stats}
+    elif step == "read":
+        (rows, count_files), out["seconds"] = timed(lambda: system.read(spec["read_a"], spec["read_b"]))
+    else:
+        raise ValueError(f"unknown step {step!r}")
+    out["peak_rss"] = _maxrss()
+
+    after = _files(system.path)
+    changed = [p for p, st in after.items() if before.get(p) != st]
+    out["bytes_written"] = sum(after[p][0] for p in changed)
+    out["files_written"] = len(changed)
+    out["table_bytes"] = sum(st[0] for st in after.values())
+    if profiler is not None:
+        profiler.dump_stats(str(profile))
+    if step == "read":
+        # Untimed: what the read returned and what the table holds, to check that every
+        # system ends in the same state.
+        out["files_read"] = count_files()
+        out["rows_read"] = rows.num_rows
+        out["read_digest"] = _digest(rows)
+        every = system.scan_all(["key", "ts"])
+        out["rows_total"] = every.num_rows
+        out["distinct_keys"] = pcc.count_distinct(every.column("key")).as_py()
+        out["sum_ts"] = pcc.sum(every.column("ts")).as_py()
+    out["ok"] = True
+    return out
+
+
+def child_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.write_bench --child")
+    p.add_argument("--child", nargs=3, metavar=("SYSTEM", "STEP", "WORKDIR"), required=True)
+    p.add_argument("--profile", type=Path, default=None)
+    args = p.parse_args(argv)
+    system, step, workdir = args.child
+    try:
+        out = run_child(system, step, Path(workdir), args.profile)
+    except Exception as e:  # noqa: BLE001 - any failure is reported to the parent as a failed step
+        out = {"system": system, "step": step, "ok": False,
+               "error": f"{type(e).__name__}: {e}"[:500], "traceback": traceback.format_exc()[-4000:]}
+    sys.stdout.write("\n" + RESULT_MARK + json.dumps(out) + "\n")
+    sys.stdout.flush()
+    return 0 if out["ok"] else 1
+
+
+# --------------------------------------------------------------------------------------
+# Parent side: data, children, report.
+
+
+@dataclass
+class StepResult:
+    system: str
+    step: str
+    ok: bool = False
+    error: str | None = None
+    seconds: float | None = None
+    peak_rss: int | None = None
+    base_rss: int | None = None
+    bytes_written: int | None = None
+    files_written: int | None = None
+    table_bytes: int | None = None
+    files_read: int | None = None
+    rows_read: int | None = None
+    read_digest: str | None = None
+    rows_total: int | None = None
+    distinct_keys: int | None = None
+    sum_ts: int | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+    wall_s: float = 0.0
+
+
+@dataclass
+class Target:
+    name: str
+    measured: str
+    limit: str
+    ok: bool | None  # None: could not be measured
+
+
+@dataclass
+class Run:
+    rows: int
+    appends: int
+    upsert_rows: int
+    input_upsert_bytes: int
+    read_range: tuple[str, str]
+    read_keys: int
+    results: dict[str, dict[str, StepResult]]
+    targets: list[Target] = field(default_factory=list)
+    consistent: bool | None = None
+    consistency_note: str = ""
+    total_s: float = 0.0
+    load: tuple[float, float] | None = None  # 1-minute load average at start and end
+    source: str = ""  # the lakeline code measured (git commit, uncommitted changes)
+
+    def get(self, system: str, step: str) -> StepResult | None:
+        return self.results.get(system, {}).get(step)
+
+
+def prepare_inputs(workdir: Path, rows: int, appends: int, read_keys: int) -> dict[str, Any]:
+    """Write the append batches and the upsert batch as Parquet, and the run's spec."""
+    import pyarrow.parquet as pq
+
+    from . import data
+
+    per = rows // appends
+    total = per * appends
+    inputs = workdir / "input"
+    inputs.mkdir(parents=True, exist_ok=True)
+    for i in range(appends):
+        pq.write_table(data.append_batch(i, per), inputs / f"append_{i:02d}.parquet")
+    upsert_rows = max(2, total // 10)
+    pq.write_table(data.upsert_batch(total, upsert_rows), inputs / "upsert.parquet")
+    a, b = data.read_range(total, read_keys)
+    spec = {"rows": total, "appends": appends, "rows_per_append": per, "upsert_rows": upsert_rows,
+            "read_a": a, "read_b": b, "read_keys": min(read_keys, total),
+            "upsert_bytes": (inputs / "upsert.parquet").stat().st_size}
+    (workdir / "spec.json").write_text(json.dumps(spec, indent=2))
+    return spec
+
+
+def run_step(system: str, step: str, workdir: Path, timeout: float, profile: Path | None = None) -> StepResult:
+    """Run one step in a fresh interpreter and parse its report."""
+    cmd = [sys.executable, "-m", "bench.write_bench", "--child", system, step, str(workdir)]
+    if profile is not None:
+        cmd += ["--profile", str(profile)]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
+                              check=False)
+    except subprocess.TimeoutExpired:
+        return StepResult(system, step, error=f"timed out after {timeout:.0f} s (killed)",
+                          wall_s=time.perf_counter() - t0)
+    wall = time.perf_counter() - t0
+    line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith(RESULT_MARK)), None)
+    if line is None:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        return StepResult(system, step, error=f"child exited {proc.returncode}: {' | '.join(tail)}"[:500],
+                          wall_s=wall)
+    raw = json.loads(line[len(RESULT_MARK):])
+    raw.pop("traceback", None) if raw.get("ok") else None
+    known = {k: raw[k] for k in StepResult.__dataclass_fields__ if k in raw}
+    res = StepResult(**known)
+    res.wall_s = wall
+    if not res.ok and "traceback" in raw:
+        res.detail["traceback"] = raw["traceback"]
+    return res
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None or b == 0 else a / b
+
+
+def evaluate(run: Run) -> None:
+    """Targets (PASS/MISS) and the cross-system consistency check."""
+    targets: list[Target] = []
+    base = run.results.get(BASELINE, {})
+
+    def sec(system: str, step: str) -> float | None:
+        r = run.get(system, step)
+        return r.seconds if r is not None and r.ok else None
+
+    def ratio_target(name: str, system: str, step: str, limit: float) -> None:
+        r = _ratio(sec(system, step), sec(BASELINE, step))
+        measured = "n/a" if r is None else f"{r:.2f}x ({sec(system, step):.1f} s vs {sec(BASELINE, step):.1f} s)"
+        targets.append(Target(name, measured, f"<= {limit:g}x", None if r is None else r <= limit))
+
+    if base:
+        for s in LAKELINE:
+            if s in run.results:
+                ratio_target(f"{s} append (10 appends) vs deltalake", s, "append", APPEND_RATIO)
+        if "lakeline-mor" in run.results:
+            ratio_target("lakeline-mor upsert vs deltalake merge", "lakeline-mor", "upsert", MOR_UPSERT_RATIO)
+        if "lakeline-cow" in run.results:
+            ratio_target("lakeline-cow upsert vs deltalake merge", "lakeline-cow", "upsert", COW_UPSERT_RATIO)
+    mor = run.get("lakeline-mor", "upsert")
+    if mor is not None:
+        r = _ratio(mor.bytes_written if mor.ok else None, run.input_upsert_bytes)
+        measured = "n/a" if r is None else (f"{r:.2f}x ({mor.bytes_written / MiB:.1f} MiB vs "
+                                             f"{run.input_upsert_bytes / MiB:.1f} MiB input)")
+        targets.append(Target("lakeline-mor upsert bytes written vs input Parquet", measured,
+                              f"<= {MOR_UPSERT_BYTES_RATIO:g}x", None if r is None else r <= MOR_UPSERT_BYTES_RATIO))
+    for s in LAKELINE:
+        steps = run.results.get(s)
+        if not steps:
+            continue
+        peaks = [(r.peak_rss, st) for st, r in steps.items() if r.ok and r.peak_rss is not None]
+        complete = len(peaks) == len(steps)
+        if peaks:
+            peak, at = max(peaks)
+            measured = f"{peak / GiB:.2f} GiB ({at})" + ("" if complete else ", some steps failed")
+        else:
+            measured = "n/a"
+        targets.append(Target(f"{s} peak memory of any step", measured, "<= 2 GiB",
+                              None if not peaks else (peak <= PEAK_MEMORY and complete)))
+    run.targets = targets
+
+    reads = {s: run.get(s, "read") for s in run.results}
+    complete = {s: r for s, r in reads.items()
+                if r is not None and r.ok and all(x.ok for x in run.results[s].values())}
+    skipped = sorted(set(run.results) - set(complete))
+    if len(complete) < 1:
+        run.consistent, run.consistency_note = None, "no system completed every step"
+        return
+    expect = {"rows_total": run.rows + run.upsert_rows - run.upsert_rows // 2, "rows_read": run.read_keys}
+    fields = ("rows_total", "distinct_keys", "sum_ts", "rows_read", "read_digest")
+    seen = {f: {s: getattr(r, f) for s, r in complete.items()} for f in fields}
+    bad = [f for f in fields if len(set(seen[f].values())) > 1]
+    bad += [f"{f} != {v}" for f, v in expect.items() if any(x != v for x in seen[f].values())]
+    bad += [f"{s}: distinct keys != rows" for s, r in complete.items() if r.distinct_keys != r.rows_total]
+    run.consistent = not bad
+    note = (f"{len(complete)} systems agree: {next(iter(seen['rows_total'].values())):,} rows, "
+            f"1,000-key read digest {next(iter(seen['read_digest'].values()))}") if not bad else \
+        "MISMATCH: " + "; ".join(f"{b}: {seen.get(b.split(' ')[0], '')}" for b in bad)
+    if skipped:
+        note += f" (not compared: {', '.join(skipped)}, which did not complete every step)"
+    run.consistency_note = note
+
+
+def _fmt_s(r: StepResult | None) -> str:
+    if r is None:
+        return "-"
+    if not r.ok:
+        return "FAILED" if not (r.error or "").startswith("timed out") else "timeout"
+    return f"{r.seconds:.2f} s"
+
+
+def _fmt_b(n: int | None) -> str:
+    if n is None:
+        return "-"
+    if n >= GiB:
+        return f"{n / GiB:.2f} GiB"
+    return f"{n / MiB:.1f} MiB"
+
+
+def metric_rows(run: Run) -> list[tuple[str, list[str]]]:
+    """(label, one cell per system) for the results table, shared by rich and markdown."""
+    systems = list(run.results)
+
+    def cells(fn: Callable[[StepResult], str], step: str) -> list[str]:
+        out = []
+        for s in systems:
+            r = run.get(s, step)
+            out.append("-" if r is None else (fn(r) if r.ok else _fmt_s(r)))
+        return out
+
+    def vs_base(step: str) -> list[str]:
+        base = run.get(BASELINE, step)
+        out = []
+        for s in systems:
+            r = run.get(s, step)
+            ratio = _ratio(r.seconds if r and r.ok else None, base.seconds if base and base.ok else None)
+            out.append("-" if ratio is None else f"{ratio:.2f}x")
+        return out
+
+    def mean_append(r: StepResult) -> str:
+        each = r.detail.get("appends_s") or []
+        return f"{each[0]:.2f} / {each[-1]:.2f} s" if each else "-"
+
+    return [
+        (f"append: {run.appends} appends, total", cells(lambda r: f"{r.seconds:.2f} s", "append")),
+        ("append: vs deltalake", vs_base("append")),
+        ("append: first / last append", cells(mean_append, "append")),
+        ("append: bytes written", cells(lambda r: _fmt_b(r.bytes_written), "append")),
+        ("append: peak memory", cells(lambda r: _fmt_b(r.peak_rss), "append")),
+        (f"upsert {run.upsert_rows:,} rows: time", cells(lambda r: f"{r.seconds:.2f} s", "upsert")),
+        ("upsert: vs deltalake", vs_base("upsert")),
+        ("upsert: bytes written", cells(lambda r: _fmt_b(r.bytes_written), "upsert")),
+        ("upsert: bytes written / input", cells(
+            lambda r: f"{r.bytes_written / run.input_upsert_bytes:.2f}x", "upsert")),
+        ("upsert: files written", cells(lambda r: f"{r.files_written}", "upsert")),
+        ("upsert: peak memory", cells(lambda r: _fmt_b(r.peak_rss), "upsert")),
+        ("on disk after upsert (old versions kept)", cells(lambda r: _fmt_b(r.table_bytes), "upsert")),
+        (f"read {run.read_keys:,} keys: time", cells(lambda r: f"{r.seconds * 1000:.0f} ms", "read")),
+        ("read: vs deltalake", vs_base("read")),
+        ("read: data files read", cells(lambda r: f"{r.files_read}", "read")),
+        ("read: peak memory", cells(lambda r: _fmt_b(r.peak_rss), "read")),
+        ("rows in table after upsert", cells(lambda r: f"{r.rows_total:,}", "read")),
+    ]
+
+
+def _verdict(ok: bool | None) -> str:
+    return "n/a" if ok is None else ("PASS" if ok else "MISS")
+
+
+def rich_tables(run: Run) -> list[Any]:
+    from rich.table import Table as RichTable
+
+    res = RichTable(title=f"write benchmark: {run.rows:,} rows in {run.appends} appends, "
+                          f"upsert {run.upsert_rows:,}, read {run.read_keys:,} keys")
+    res.add_column("metric")
+    for s in run.results:
+        res.add_column(s, justify="right")
+    for label, cells in metric_rows(run):
+        res.add_row(label, *cells)
+    tgt = RichTable(title="targets (lakeline vs deltalake, same run)")
+    for col in ("target", "measured", "limit", "result"):
+        tgt.add_column(col)
+    colour = {"PASS": "green", "MISS": "red", "n/a": "yellow"}
+    for t in run.targets:
+        v = _verdict(t.ok)
+        tgt.add_row(t.name, t.measured, t.limit, f"[{colour[v]}]{v}[/{colour[v]}]")
+    return [res, tgt]
+
+
+def ram_bytes() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def versions() -> str:
+    return ", ".join(f"{pkg} {_version(pkg)}" for pkg in ("deltalake", "pyiceberg"))
+
+
+def machine_line() -> str:
+    """The machine, without the instant load average (the run records its own, at the
+    start and the end)."""
+    ram = ram_bytes()
+    nproc = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    line = re.sub(r", load average [0-9.]+", "", machine())
+    return f"{line}, nproc {nproc}, {ram / GiB:.1f} GiB RAM" if ram else line
+
+
+def markdown(run: Run, command: str, notes: list[str]) -> str:
+    systems = list(run.results)
+    load = (f"; 1-minute load average {run.load[0]:.1f} at the start, {run.load[1]:.1f} at the end, "
+            f"on {os.cpu_count()} cores" if run.load else "")
+    lines = [
+        "## Write path: appends, upsert, 1,000-key read (vs deltalake, pyiceberg)",
+        "",
+        f"Measured {today()} on {machine_line()}; {versions()}; lakeline at {run.source}.",
+        "",
+        f"Command: `{command}` (whole run {run.total_s / 60:.1f} min{load})",
+        "",
+        (f"Data: {run.rows:,} rows (`key` string `k000000000`..., `ts` int64, `value` double, "
+         f"`category` string of 100 values) written as {run.appends} appends of "
+         f"{run.rows // run.appends:,}; then an upsert of {run.upsert_rows:,} rows "
+         f"({run.upsert_rows // 2:,} updates of keys drawn uniformly from the whole key space "
+         f"with a larger `ts`, {run.upsert_rows - run.upsert_rows // 2:,} new keys; "
+         f"{run.input_upsert_bytes / MiB:.1f} MiB as Parquet); then a read of {run.read_keys:,} "
+         f"consecutive keys (`key >= '{run.read_range[0]}' AND key < '{run.read_range[1]}'`)."),
+        "",
+        "| metric | " + " | ".join(systems) + " |",
+        "|---|" + "---:|" * len(systems),
+    ]
+    for label, cells in metric_rows(run):
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines += ["", "| target | measured | limit | result |", "|---|---|---|---|"]
+    for t in run.targets:
+        lines.append(f"| {t.name} | {t.measured} | {t.limit} | **{_verdict(t.ok)}** |")
+    lines += [
+        "",
+        f"Consistency: {run.consistency_note}.",
+        "",
+        ("How it is measured: every system/step runs in a fresh Python process; *time* covers "
+         "opening the table and the operation (the input batch is read from Parquet before the "
+         "timer starts; the first append includes creating the table); *peak memory* is the "
+         "process's `ru_maxrss`, interpreter and libraries included; *bytes written* is the "
+         "size of files under the table's folder that are new or changed after the step "
+         "(data, logs, metadata; pyiceberg's sqlite catalog included); *data files read* is "
+         "lakeline's `Scan.files()`, deltalake's dataset fragments left after its min/max "
+         "pruning, pyiceberg's `plan_files()`. lakeline and deltalake write Snappy Parquet, "
+         "pyiceberg its default (zstd)."),
+    ]
+    if notes:
+        lines += [""] + [f"- {n}" for n in notes]
+    return "\n".join(lines)
+
+
+def method_notes(run: Run) -> list[str]:
+    """What a reader needs to know about how each peer was driven."""
+    notes = []
+    if BASELINE in run.results:
+        notes.append("deltalake read: deltalake >= 1.4 rewrites files with `string_view` columns in merge and "
+                     "delete, and pyarrow has no `string_view` comparison kernel, so "
+                     "`to_pyarrow_dataset().to_table(filter=...)` raises ArrowNotImplementedError after the "
+                     "merge (delta-io/delta-rs#4579). The benchmark prunes the dataset's fragments with the "
+                     "plain filter (their min/max statistics) and filters rows on `key` cast to string.")
+    ice = run.get("pyiceberg", "upsert")
+    if ice is not None:
+        how = (f"took {ice.seconds:.0f} s" if ice.ok else f"did not finish: {ice.error}")
+        notes.append("pyiceberg upsert is `Table.upsert(df, join_cols=['key'])` of pyiceberg "
+                     f"{_version('pyiceberg')}: it scans the table with an `In` filter of every incoming key, "
+                     "compares the matches row by row in Python, then overwrites the matched rows "
+                     f"(copy-on-write) and appends the new keys; it {how}, so it is reported but is not "
+                     "a target.")
+    return notes
+
+
+def _version(pkg: str) -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version(pkg)
+    except metadata.PackageNotFoundError:
+        return "?"
+
+
+def source_state() -> str:
+    """Which lakeline code was measured: the commit, and whether table/ or timeline/
+    had uncommitted changes (other people edit them while benchmarks run)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "table", "timeline", "config"],
+                               cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+    return f"commit {head}" + (" with uncommitted changes in table/, timeline/ or config/" if dirty else "")
+
+
+def run_benchmark(rows: int, systems: list[str], workdir: Path, step_timeout: float,
+                  read_keys: int = READ_KEYS, appends: int = APPENDS,
+                  profile: tuple[str, str] | None = None, log: Callable[[str], None] = print) -> Run:
+    """Generate the data, run every system/step in its own process, evaluate."""
+    t_start = time.perf_counter()
+    load_start = os.getloadavg()[0]
+    spec = prepare_inputs(workdir, rows, appends, read_keys)
+    log(f"data: {spec['rows']:,} rows in {appends} batches, upsert {spec['upsert_rows']:,} rows "
+        f"({spec['upsert_bytes'] / MiB:.1f} MiB Parquet), read {spec['read_a']} <= key < {spec['read_b']} "
+        f"({time.perf_counter() - t_start:.1f} s to generate)")
+    run = Run(rows=spec["rows"], appends=appends, upsert_rows=spec["upsert_rows"],
+              input_upsert_bytes=spec["upsert_bytes"], read_range=(spec["read_a"], spec["read_b"]),
+              read_keys=spec["read_keys"], results={s: {} for s in systems})
+    # Step by step rather than system by system: the systems' runs of one step follow
+    # each other closely, so they share whatever else the machine is doing at the time.
+    for step in STEPS:
+        for system in systems:
+            if step != "append" and not run.results[system].get("append", StepResult(system, step, ok=True)).ok:
+                continue  # nothing to upsert into or read
+            prof = None
+            if profile is not None and profile == (system, step):
+                prof = workdir / f"profile-{system}-{step}.prof"
+            res = run_step(system, step, workdir, step_timeout, prof)
+            run.results[system][step] = res
+            if res.ok:
+                extra = f", {res.files_read} files read" if step == "read" else ""
+                log(f"{system:13} {step:7} {res.seconds:8.2f} s  peak {_fmt_b(res.peak_rss):>9}  "
+                    f"wrote {_fmt_b(res.bytes_written):>10}{extra}  ({res.wall_s:.1f} s with startup)")
+            else:
+                log(f"{system:13} {step:7} FAILED: {res.error}")
+            if prof is not None and prof.exists():
+                log(f"profile written to {prof}")
+    run.total_s = time.perf_counter() - t_start
+    run.load = (load_start, os.getloadavg()[0])
+    run.source = source_state()
+    evaluate(run)
+    return run
+
+
+def default_timeout(rows: int) -> float:
+    """Per step. lakeline and deltalake take well under a minute per step at 5M rows;
+    pyiceberg's upsert took about 260 s on a loaded 2-core machine, and is the only step
+    this is likely to cut off. Keeps a full run under 15 minutes even then."""
+    return max(120.0, 420.0 * rows / DEFAULT_ROWS)
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench write", description=__doc__.split("\n\n")[0])
+    p.add_argument("--rows", type=int, default=DEFAULT_ROWS,
+                   help=f"rows appended in total, in {APPENDS} appends (default {DEFAULT_ROWS:,}); "
+                        "the upsert is a tenth of that")
+    p.add_argument("--systems", default=",".join(SYSTEMS),
+                   help=f"comma-separated subset of {','.join(SYSTEMS)} (default: all)")
+    p.add_argument("--read-keys", type=int, default=READ_KEYS, help="consecutive keys read (default 1000)")
+    p.add_argument("--step-timeout", type=float, default=None,
+                   help="seconds one system/step may take before it is killed (default scales with --rows)")
+    p.add_argument("--workdir", type=Path, default=None, help="where tables go (default: a temp dir, removed)")
+    p.add_argument("--keep", action="store_true", help="keep the temp dir (tables, inputs, profiles)")
+    p.add_argument("--profile", metavar="SYSTEM:STEP", default=None,
+                   help="run that step under cProfile and print where its time goes (implies --keep); "
+                        "cProfile sees the calling thread only, so work the engine runs in its "
+                        "thread pool shows as waiting: for those, py-spy record on the child")
+    p.add_argument("--json", type=Path, default=None, help="also write the raw results as JSON here")
+    p.add_argument("--no-docs", action="store_true", help="do not update docs/performance.md")
+    p.add_argument("--check", action="store_true", help="exit 1 when a target is missed or systems disagree")
+    args = p.parse_args(argv)
+    args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    unknown = [s for s in args.systems if s not in SYSTEMS]
+    if unknown:
+        p.error(f"unknown system(s) {unknown}; choose from {', '.join(SYSTEMS)}")
+    if args.rows < APPENDS * 2:
+        p.error(f"--rows must be at least {APPENDS * 2}")
+    if args.profile is not None:
+        system, _, step = args.profile.partition(":")
+        if system not in SYSTEMS or step not in STEPS:
+            p.error(f"--profile takes SYSTEM:STEP, e.g. lakeline-mor:upsert (steps: {', '.join(STEPS)})")
+        args.profile = (system, step)
+        args.keep = True
+    return args
+
+
+def print_profile(path: Path, out: Any, limit: int = 30) -> None:
+    import io
+    import pstats
+
+    buf = io.StringIO()
+    st = pstats.Stats(str(path), stream=buf)
+    st.sort_stats("cumulative").print_stats(limit)
+    out.print(buf.getvalue(), markup=False, highlight=False)
+
+
+def main(argv: list[str]) -> int:
+    from rich.console import Console
+
+    args = parse(argv)
+    # A plain `kill` of the parent: unwind through subprocess.run, which kills the child.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    con = Console(width=None if os.isatty(1) or "COLUMNS" in os.environ else 160)
+    con.print(f"[bold]write benchmark[/bold] on {machine_line()}; {versions()}")
+    own_dir = args.workdir is None
+    workdir = Path(tempfile.mkdtemp(prefix="lakeline-write-bench-")) if own_dir else args.workdir
+    workdir.mkdir(parents=True, exist_ok=True)
+    timeout = args.step_timeout or default_timeout(args.rows)
+    try:
+        run = run_benchmark(args.rows, args.systems, workdir, timeout, args.read_keys,
+                            profile=args.profile, log=lambda m: con.print(m, markup=False, highlight=False))
+    finally:
+        if own_dir and not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    for t in rich_tables(run):
+        con.print(t)
+    con.print(("[green]" if run.consistent else "[red]") + f"consistency: {run.consistency_note}",
+              markup=True, highlight=False)
+    notes = []
+    for s, steps in run.results.items():
+        for st, r in steps.items():
+            if not r.ok:
+                notes.append(f"{s} {st}: {r.error}")
+        if len(steps) < len(STEPS):
+            notes.append(f"{s}: later steps not run (its append failed)")
+    for n in notes:
+        con.print(f"[yellow]{n}[/yellow]", highlight=False)
+    if args.profile is not None:
+        prof = workdir / f"profile-{args.profile[0]}-{args.profile[1]}.prof"
+        if prof.exists():
+            print_profile(prof, con)
+    if args.keep:
+        con.print(f"kept {workdir}")
+    if args.json is not None:
+        payload = asdict(run)
+        payload["date"], payload["machine"] = today(), machine_line()
+        args.json.write_text(json.dumps(payload, indent=2, default=str))
+    if not args.no_docs:
+        command = command_line("write", argv, with_postgres=False)
+        update_section(SECTION, markdown(run, command, method_notes(run) + notes))
+        con.print(f"wrote the {SECTION} section of docs/performance.md")
+    missed = any(t.ok is False for t in run.targets) or run.consistent is False
+    return 1 if args.check and missed else 0
+
+
+if __name__ == "__main__":
+    if "--child" in sys.argv[1:]:
+        sys.exit(child_main(sys.argv[1:]))
+    sys.exit(main(sys.argv[1:]))
