@@ -91,11 +91,13 @@ class MetadataTable:
 
     # -- writing -----------------------------------------------------------------------
 
-    def write_updates(self, index: str, instant: int, rows: pa.Table) -> str:
+    def write_updates(self, index: str, instant: int, rows: pa.Table, marker: bool = True) -> str:
         """Write the entries ``instant`` adds to ``index``, before the instant completes.
 
         The marker goes first (like data files), so a crash at any point leaves nothing
-        a rollback cannot find. Returns the delta's path relative to the base path.
+        a rollback cannot find. ``marker=False`` is for an indexer catching up on an
+        instant that already completed: it can no longer be rolled back, and a marker
+        folder would outlive it. Returns the delta's path relative to the base path.
         """
         from ..table.markers import (
             write_marker,  # table/ sits above indexes/ (lazy: no cycle at import)
@@ -104,7 +106,8 @@ class MetadataTable:
         if INSTANT in rows.column_names:
             rows = rows.drop_columns([INSTANT])  # a delta's instant is its name
         rel = posixpath.join(self.rel_dir(index), f"delta_{instant}_{uuid.uuid4().hex[:8]}.parquet")
-        write_marker(self.storage, instant, rel)
+        if marker:
+            write_marker(self.storage, instant, rel)
         self._write(rel, rows)
         return rel
 

@@ -1,0 +1,199 @@
+"""Keeping indexes up to date: entries of a file, a commit's updates, a build, validate.
+
+Everything an index holds is a pure function of a base file's content and the
+index's definition (kind, columns, options), computed by :func:`file_entries`. So a
+writer's updates, a bulk build and ``validate`` all call the same function, and
+``validate`` is simply "recompute and compare".
+
+Only base files are indexed: readers never prune a slice with logs by base-file
+stats (the logs may hold any value), so entries for log files would be dead weight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..timeline.commit_metadata import CommitMetadata
+from ..timeline.errors import InvalidIndexError
+from ..timeline.file_group import DataFile
+from ..timeline.fs_view import FileSystemView
+from ..timeline.storage import Storage
+from ..timeline.timeline import Timeline
+from .bloom import BLOOM_SCHEMA, DEFAULT_FPP, FileBloom
+from .column_stats import STATS_SCHEMA, file_stats
+from .lifecycle import IndexDef, written_indexes
+from .metadata_table import INSTANT, MetadataTable
+
+
+@dataclass(frozen=True)
+class IndexTarget:
+    """What an index covers, resolved against the table's schema and key."""
+
+    name: str
+    kind: str
+    columns: tuple[str, ...]
+    fpp: float
+
+
+def resolve(idx: IndexDef, schema: pa.Schema, record_key: Sequence[str]) -> IndexTarget:
+    """The columns an index covers: its own, or the default of its kind.
+
+    Raises:
+        InvalidIndexError: a column is not in the schema, or a bloom filter has no
+            columns on a table without a record key.
+    """
+    cols = tuple(idx.columns)
+    if not cols:
+        cols = tuple(record_key) if idx.kind == "bloom_filters" else tuple(schema.names)
+    if not cols:
+        raise InvalidIndexError(f"index {idx.name!r}: a bloom filter on an append-only table needs columns")
+    missing = [c for c in cols if c not in schema.names]
+    if missing:
+        raise InvalidIndexError(f"index {idx.name!r}: unknown columns {missing}")
+    return IndexTarget(idx.name, idx.kind, cols, float(idx.options.get("fpp", DEFAULT_FPP)))
+
+
+def read_base(storage: Storage, rel_path: str, columns: Sequence[str]) -> pa.Table:
+    """The indexed columns of one base file (columns it predates are left out)."""
+    path = storage.path(rel_path)
+    with storage.fs.open_input_file(path) as f:
+        pf = pq.ParquetFile(f)
+        present = [c for c in columns if c in pf.schema_arrow.names]
+        return pf.read(columns=present)
+
+
+def file_entries(target: IndexTarget, storage: Storage, schema: pa.Schema, rel_path: str,
+                 partition: str) -> pa.Table:
+    """The entries of one base file for one index."""
+    rows = read_base(storage, rel_path, target.columns)
+    if target.kind == "column_stats":
+        return file_stats(rel_path, partition, rows, target.columns)
+    if any(c not in rows.column_names for c in target.columns):
+        return BLOOM_SCHEMA.empty_table()  # the file predates a bloomed column: no entry
+    fb = FileBloom.build(rows, target.columns, target.fpp, schema)
+    return pa.Table.from_pylist([fb.to_row(rel_path, partition)], schema=BLOOM_SCHEMA)
+
+
+def _schema_of(kind: str) -> pa.Schema:
+    return STATS_SCHEMA if kind == "column_stats" else BLOOM_SCHEMA
+
+
+def entries_for(target: IndexTarget, storage: Storage, schema: pa.Schema,
+                files: Iterable[tuple[str, str]]) -> pa.Table:
+    """Entries of many (path, partition) base files, concatenated."""
+    parts = [file_entries(target, storage, schema, p, part) for p, part in files]
+    return pa.concat_tables(parts) if parts else _schema_of(target.kind).empty_table()
+
+
+def write_commit_updates(storage: Storage, timeline: Timeline, instant: int, metadata: CommitMetadata,
+                         schema: pa.Schema, record_key: Sequence[str]) -> list[str]:
+    """Write, behind ``instant``'s markers, the entries of the base files it added for
+    every index that is building or ready in ``timeline`` (read right before the
+    completion). Returns the names of the indexes written.
+
+    An index whose columns no longer resolve (a dropped column) is skipped: its
+    builder, not the writer, owns that problem, and a writer must never fail for it.
+    """
+    done = []
+    bases = [(f.path, f.partition) for f in metadata.files if f.kind == "base"]
+    mt = MetadataTable(storage)
+    for idx in written_indexes(timeline):
+        try:
+            target = resolve(idx, schema, record_key)
+        except InvalidIndexError:
+            continue
+        rows = entries_for(target, storage, schema, bases)
+        mt.write_updates(idx.name, instant, rows)
+        done.append(idx.name)
+    return done
+
+
+def live_bases(view: FileSystemView) -> list[DataFile]:
+    return [s.base for s in view.latest_slices() if s.base is not None]
+
+
+def build(storage: Storage, view: FileSystemView, target: IndexTarget, schema: pa.Schema) -> pa.Table:
+    """Entries of every live base file of a snapshot, with ``_instant`` per entry."""
+    parts = []
+    for s in view.latest_slices():
+        if s.base is None:
+            continue
+        t = file_entries(target, storage, schema, s.base.path, s.partition)
+        parts.append(t.append_column(INSTANT, pa.array([s.base.instant] * t.num_rows, pa.int64())))
+    if not parts:
+        empty = _schema_of(target.kind).empty_table()
+        return empty.append_column(INSTANT, pa.array([], pa.int64()))
+    return pa.concat_tables(parts)
+
+
+def catch_up(storage: Storage, timeline: Timeline, after_seq: int, target: IndexTarget,
+             schema: pa.Schema) -> int:
+    """Index the base files of data instants completed after ``after_seq`` that did not
+    write entries themselves (they completed before they saw the index building).
+    Returns how many instants were indexed."""
+    mt = MetadataTable(storage)
+    n = 0
+    for inst in timeline.completed_after(after_seq):
+        if not inst.action_kind.writes_data or mt.has_updates(target.name, inst.id):
+            continue
+        md = CommitMetadata.from_dict(inst.metadata)
+        bases = [(f.path, f.partition) for f in md.files if f.kind == "base"]
+        mt.write_updates(target.name, inst.id, entries_for(target, storage, schema, bases), marker=False)
+        n += 1
+    return n
+
+
+def missing_updates(storage: Storage, timeline: Timeline, after_seq: int, name: str) -> list[int]:
+    """Data instants completed after ``after_seq`` with base files but no entries."""
+    mt = MetadataTable(storage)
+    out = []
+    for inst in timeline.completed_after(after_seq):
+        if not inst.action_kind.writes_data or mt.has_updates(name, inst.id):
+            continue
+        if any(f.get("kind") == "base" for f in inst.metadata.get("files", ())):
+            out.append(inst.id)
+    return out
+
+
+def _comparable(kind: str, row: dict[str, Any]) -> dict[str, Any]:
+    row = {k: v for k, v in row.items() if k != INSTANT}
+    if kind == "bloom_filters":
+        # Bytes of two filters over the same keys are equal: pybloom-live is deterministic.
+        return row
+    return row
+
+
+def validate(storage: Storage, view: FileSystemView, snapshot: Timeline, target: IndexTarget,
+             schema: pa.Schema) -> tuple[int, list[dict[str, Any]]]:
+    """Recompute ``target`` from the live base files and compare with the metadata table.
+
+    Returns (files checked, mismatches); a mismatch names the index, the file, and
+    what differs (``missing`` entry, or the entry ``stored`` vs ``expected``).
+    """
+    stored = MetadataTable(storage).read(target.name, snapshot)
+    key_cols = ["path", "column"] if target.kind == "column_stats" else ["path"]
+    have: dict[tuple[Any, ...], dict[str, Any]] = {}
+    if stored is not None:
+        for r in stored.to_pylist():
+            have[tuple(r[c] for c in key_cols)] = _comparable(target.kind, r)
+    mismatches: list[dict[str, Any]] = []
+    checked = 0
+    for base in live_bases(view):
+        checked += 1
+        partition = next(s.partition for s in view.latest_slices() if s.base is base)
+        expected = file_entries(target, storage, schema, base.path, partition).to_pylist()
+        for e in expected:
+            k = tuple(e[c] for c in key_cols)
+            got = have.get(k)
+            if got is None:
+                mismatches.append({"index": target.name, "path": base.path, "key": list(k), "problem": "missing"})
+            elif got != _comparable(target.kind, e):
+                diff = sorted(c for c in e if got.get(c) != e[c])
+                mismatches.append({"index": target.name, "path": base.path, "key": list(k),
+                                   "problem": "differs", "fields": diff})
+    return checked, mismatches
