@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..timeline.errors import InvalidIndexError
 from ..timeline.file_group import FileSlice
 from ..timeline.storage import Storage
 from ..timeline.timeline import Timeline
@@ -72,8 +73,8 @@ def prune(storage: Storage, snapshot: Timeline, schema: pa.Schema, record_key: S
     for idx in bloom_ix:
         try:
             cols = resolve(idx, schema, record_key).columns
-        except LookupError:
-            continue
+        except InvalidIndexError:
+            continue  # its columns left the schema: no pruning with it
         rows = visible_paths(mt.read(idx.name, snapshot), paths2)
         if rows is None or rows.num_rows == 0:
             continue
