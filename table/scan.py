@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from ..indexes.reader import prune as prune_with_indexes
 from ..timeline.errors import SnapshotExpiredError
 from ..timeline.file_group import FileSlice, partition_values
 from ..timeline.fs_view import FileSystemView
@@ -128,6 +129,9 @@ class Scan:
         self._total = sum(len(s.files) for s in every)
         self.slices = prune_slices(table, every, filter)
         self._after_partition = sum(len(s.files) for s in self.slices)
+        pruned = prune_with_indexes(table.storage, self.snapshot, cfg.schema, cfg.record_key, self.slices, filter)
+        self.slices = pruned.slices
+        self._after_stats, self._after_bloom = pruned.files_after_stats, pruned.files_after_bloom
         if as_of is not None:
             gone = table.storage.missing(table.storage.path(f.path) for s in self.slices for f in s.files)
             if gone:
@@ -146,8 +150,8 @@ class Scan:
             "snapshot_seq": self.snapshot.last_seq,
             "files_total": self._total,
             "files_after_partition_pruning": self._after_partition,
-            "files_after_stats_pruning": self._after_partition,
-            "files_after_bloom_pruning": self._after_partition,
+            "files_after_stats_pruning": self._after_stats,
+            "files_after_bloom_pruning": self._after_bloom,
             "file_groups": len(self.slices),
         }
 

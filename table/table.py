@@ -47,6 +47,7 @@ from .scan import Scan
 from .writer import WriteResult, run_write
 
 if TYPE_CHECKING:
+    from ..indexes.api import TableIndexes
     from ..services import TableServices
 
 
@@ -320,6 +321,13 @@ class Table:
     def changes(self, start: int, end: int | None = None) -> pa.Table:
         """Rows changed by instants completed after ``start`` up to ``end`` (column ``_op``)."""
         return changes(self, start, end)
+
+    @property
+    def indexes(self) -> "TableIndexes":
+        """Index API: create, list, drop, validate (state lives on the timeline)."""
+        from ..indexes.api import TableIndexes
+
+        return TableIndexes(self)
 
     @property
     def services(self) -> "TableServices":

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..indexes.maintain import write_commit_updates
 from ..timeline.commit_metadata import CommitMetadata, WriteStat
 from ..timeline.errors import CommitConflictError, CommitOutcomeUnknownError
 from ..timeline.file_group import data_file_name, new_file_group_id
@@ -74,6 +75,10 @@ def run_write(table: "Table", operation: str, action: Action, planner: Planner,
         commit.begin()
         try:
             metadata = _execute(table, commit.instant_id, plan, snapshot.last_seq)
+            # Entries for every index building or ready now, behind this instant's markers;
+            # an index created after this read is caught up by its builder.
+            write_commit_updates(table.storage, table.log.refresh(), commit.instant_id, metadata,
+                                 table.config.schema, table.config.record_key)
             updated = _log_upsert_keys(table, plan)
             key_check = (_key_check(table, plan.new_keys, updated)
                          if plan.new_keys is not None or updated is not None else None)
