@@ -1,0 +1,181 @@
+"""Indexes on real tables: the index API, writers keeping indexes current, and scans
+pruned by stats and bloom filters returning exactly what an unpruned read returns."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from lakeline.indexes.metadata_table import MetadataTable
+from lakeline.table import Table
+from lakeline.timeline.errors import (
+    IndexExistsError,
+    IndexNotFoundError,
+    InvalidIndexError,
+)
+
+SCHEMA = pa.schema([
+    pa.field("id", pa.int64()),
+    pa.field("day", pa.string()),
+    pa.field("v", pa.int64()),
+    pa.field("s", pa.string()),
+    pa.field("f", pa.float64()),
+])
+DAYS = ["d1", "d2", "d3"]
+
+
+def _rows(rng: random.Random, ids: list[int]) -> pa.Table:
+    return pa.Table.from_pylist([
+        {"id": i, "day": rng.choice(DAYS), "v": rng.choice([None, rng.randint(0, 1000)]),
+         "s": rng.choice([None, "a", "b", "c", f"k{rng.randint(0, 50)}"]),
+         "f": rng.choice([None, rng.uniform(-5, 5)])} for i in ids], schema=SCHEMA)
+
+
+def _table(tmp: Path, kind: str) -> Table:
+    # Small files, so a table of a few thousand rows has many files to prune.
+    return Table.create(tmp / kind, SCHEMA, record_key="id", ordering_field=None, partition_by=["day"],
+                        table_type=kind, properties={"write.target-file-size-bytes": 4096})
+
+
+def _leaf(rng: random.Random, max_id: int) -> pc.Expression:
+    col = rng.choice(["id", "id", "v", "s", "f", "day"])
+    f = pc.field(col)
+    if col == "id":
+        x = rng.randint(0, max_id)
+        return rng.choice([f == x, f < x, f >= x, f != x, f.isin(rng.sample(range(max_id + 1), 3)), f > x])
+    if col == "v":
+        x = rng.randint(0, 1000)
+        return rng.choice([f == x, f <= x, f > x, f.is_null(), ~f.is_null(), f.isin([x, x + 1])])
+    if col == "s":
+        x = rng.choice(["a", "b", "k7", "zz"])
+        return rng.choice([f == x, f < x, f.is_null(), f != x, f.isin([x, "c"])])
+    if col == "f":
+        return rng.choice([f > rng.uniform(-6, 6), f.is_null(), f <= 0.0])
+    return f == rng.choice(DAYS)
+
+
+def _pred(rng: random.Random, max_id: int, depth: int = 0) -> pc.Expression:
+    r = rng.random()
+    if depth < 2 and r < 0.2:
+        return _pred(rng, max_id, depth + 1) & _pred(rng, max_id, depth + 1)
+    if depth < 2 and r < 0.3:
+        return _pred(rng, max_id, depth + 1) | _pred(rng, max_id, depth + 1)
+    if depth < 2 and r < 0.35:
+        return ~_pred(rng, max_id, depth + 1)
+    return _leaf(rng, max_id)
+
+
+def _sorted(t: pa.Table) -> list[dict[str, Any]]:
+    return sorted(t.to_pylist(), key=lambda r: r["id"])
+
+
+def _random_history(t: Table, rng: random.Random, steps: int, next_id: int = 0) -> int:
+    for _ in range(steps):
+        op = rng.random()
+        if op < 0.45 or next_id < 50:
+            ids = list(range(next_id, next_id + rng.randint(20, 120)))
+            next_id += len(ids)
+            t.insert(_rows(rng, ids))
+        elif op < 0.75:
+            t.upsert(_rows(rng, rng.sample(range(next_id), rng.randint(1, 40))))
+        elif op < 0.9:
+            t.delete(pa.table({"id": pa.array(rng.sample(range(next_id), rng.randint(1, 20)), pa.int64())}))
+        else:
+            t.delete_where(pc.field("v") < rng.randint(0, 100))
+    return next_id
+
+
+@pytest.mark.parametrize("kind", ["cow", "mor"])
+def test_pruned_scans_equal_unpruned_and_validate_is_clean(tmp_path: Path, kind: str) -> None:
+    rng = random.Random(42 if kind == "cow" else 43)
+    t = _table(tmp_path, kind)
+    start = _random_history(t, rng, 6)
+    # One index built over existing files, one kept current by writers from the start
+    # of its life, then more writes for both.
+    t.indexes.create("column_stats")
+    t.indexes.create("bloom_filters", options={"fpp": 0.05})
+    assert {(d.name, d.state) for d in t.indexes.list()} == {("column_stats", "ready"), ("bloom_filters", "ready")}
+    max_id = _random_history(t, rng, 14, start) + 200
+    report = t.indexes.validate()
+    assert report["mismatches"] == [] and report["files_checked"] > 0
+    whole = t.to_arrow()
+    pruned_stats = pruned_bloom = 0
+    for _ in range(300):
+        flt = _pred(rng, max_id)
+        s = t.scan(filter=flt)
+        got = s.to_arrow()
+        want = whole.filter(flt)
+        assert _sorted(got) == _sorted(want), str(flt)
+        ex = s.explain()
+        assert ex["files_total"] >= ex["files_after_partition_pruning"] >= ex["files_after_stats_pruning"] \
+            >= ex["files_after_bloom_pruning"] == len(s.files())
+        pruned_stats += ex["files_after_partition_pruning"] > ex["files_after_stats_pruning"]
+        pruned_bloom += ex["files_after_stats_pruning"] > ex["files_after_bloom_pruning"]
+    assert pruned_stats > 0
+    if kind == "cow":
+        assert pruned_bloom > 0  # merge-on-read slices with logs are never pruned
+
+
+def test_point_lookup_reads_one_file_and_time_travel_ignores_later_indexes(tmp_path: Path) -> None:
+    rng = random.Random(5)
+    t = _table(tmp_path, "cow")
+    first = t.insert(_rows(rng, list(range(400)))).instant
+    t.insert(_rows(rng, list(range(400, 800))))
+    t.indexes.create("bloom_filters")
+    s = t.scan(filter=pc.field("id") == 123)
+    ex = s.explain()
+    assert ex["files_after_bloom_pruning"] <= 2 < ex["files_total"]
+    assert s.to_arrow().column("id").to_pylist() == [123]
+    old = t.scan(filter=pc.field("id") == 123, as_of=first.id).explain()
+    assert old["files_after_bloom_pruning"] == old["files_after_partition_pruning"]
+
+
+def test_index_api_errors_drop_and_recreate(tmp_path: Path) -> None:
+    rng = random.Random(9)
+    t = _table(tmp_path, "mor")
+    t.insert(_rows(rng, list(range(100))))
+    with pytest.raises(InvalidIndexError):
+        t.indexes.create("record_index")
+    with pytest.raises(InvalidIndexError):
+        t.indexes.create("column_stats", columns=["nope"])
+    t.indexes.create("column_stats", columns=["v", "s"])
+    with pytest.raises(IndexExistsError):
+        t.indexes.create("column_stats")
+    mt = MetadataTable(t.storage)
+    assert "column_stats" in mt.indexes_on_storage()
+    t.indexes.drop("column_stats")
+    assert t.indexes.list() == []
+    assert "column_stats" not in mt.indexes_on_storage()
+    with pytest.raises(IndexNotFoundError):
+        t.indexes.drop("column_stats")
+    with pytest.raises(IndexNotFoundError):
+        t.indexes.validate("column_stats")
+    # Writers stop writing a dropped index; a re-created one is complete again.
+    t.upsert(_rows(rng, list(range(50, 150))))
+    assert "column_stats" not in mt.indexes_on_storage()
+    t.indexes.create("column_stats")
+    t.upsert(_rows(rng, list(range(30))))
+    assert t.indexes.validate()["mismatches"] == []
+    actions = [i.action for i in t.timeline.instants()]
+    assert actions.count("indexing") == 3
+
+
+def test_validate_reports_a_damaged_entry(tmp_path: Path) -> None:
+    rng = random.Random(11)
+    t = _table(tmp_path, "cow")
+    t.insert(_rows(rng, list(range(300))))
+    t.indexes.create("bloom_filters")
+    t.insert(_rows(rng, list(range(300, 400))))
+    # Simulate a lost delta: the newest instant's entries vanish.
+    mt = MetadataTable(t.storage)
+    last = t.timeline.last_completed()
+    assert last is not None and mt.has_updates("bloom_filters", last.id)
+    for info in t.storage.list_files(t.storage.path(mt.rel_dir("bloom_filters"))):
+        if f"delta_{last.id}_" in info.path:
+            t.storage.delete(info.path)
+    report = t.indexes.validate("bloom_filters")
+    assert report["mismatches"] and all(m["problem"] == "missing" for m in report["mismatches"])
