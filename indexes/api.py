@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..timeline.errors import InvalidTransitionError, LakelineError
+from ..timeline.errors import IndexNotFoundError, InvalidTransitionError, LakelineError
 from ..timeline.instant import Action, State
 from ..timeline.timeline import Timeline
+from .column_stats import STATS_SCHEMA, NdvEstimate, ndv
 from .lifecycle import (
     IndexDef,
     check_can_create,
@@ -24,9 +25,10 @@ from .lifecycle import (
     create_plan,
     drop_plan,
     list_indexes,
+    readable_indexes,
 )
-from .maintain import build, catch_up, missing_updates, resolve, validate
-from .metadata_table import MetadataTable
+from .maintain import build, catch_up, live_bases, missing_updates, resolve, validate
+from .metadata_table import MetadataTable, visible_paths
 
 if TYPE_CHECKING:
     from ..table.table import Table
@@ -116,6 +118,37 @@ class TableIndexes:
         log.append(Action.INDEXING, State.INFLIGHT, {}, instant=ev.instant)
         MetadataTable(self.table.storage).drop(name)
         log.append(Action.INDEXING, State.COMPLETED, {"index": name}, instant=ev.instant)
+
+    def ndv(self, column: str, partition: str | None = None, name: str | None = None) -> NdvEstimate:
+        """Distinct values of ``column`` in the table (or one partition folder) now,
+        from the merged sketches of a ready ``column_stats`` index.
+
+        Counts the live base files; values only in merge-on-read logs not yet compacted
+        are not counted.
+
+        Raises:
+            IndexNotFoundError: no ready column_stats index (of that name) covers it.
+        """
+        snapshot = self.table.timeline
+        ready = [d for d in readable_indexes(snapshot, "column_stats") if name is None or d.name == name]
+        cfg = self.table.config
+        for d in ready:
+            if column not in resolve(d, cfg.schema, cfg.record_key).columns:
+                continue
+            paths = [b.path for b in live_bases(self.table.view(snapshot))]
+            rows = visible_paths(MetadataTable(self.table.storage).read(d.name, snapshot), paths)
+            if rows is None:
+                rows = STATS_SCHEMA.empty_table()
+            return ndv(rows, column, partition)
+        raise IndexNotFoundError(f"no ready column_stats index covers column {column!r}")
+
+    def compact(self, name: str | None = None) -> list[str]:
+        """Fold the metadata-table deltas of completed instants into bases (one index,
+        or every index); returns the new bases' paths."""
+        tl = self.table.timeline
+        mt = MetadataTable(self.table.storage)
+        names = [name] if name is not None else [d.name for d in list_indexes(tl) if d.is_written]
+        return [p for n in names if (p := mt.compact(n, tl)) is not None]
 
     def validate(self, name: str | None = None) -> dict[str, Any]:
         """Recompute indexes (one, or every ready/building one) from the data files of the

@@ -179,3 +179,25 @@ def test_validate_reports_a_damaged_entry(tmp_path: Path) -> None:
             t.storage.delete(info.path)
     report = t.indexes.validate("bloom_filters")
     assert report["mismatches"] and all(m["problem"] == "missing" for m in report["mismatches"])
+
+
+def test_ndv_per_table_and_partition_and_metadata_compaction(tmp_path: Path) -> None:
+    rng = random.Random(3)
+    t = _table(tmp_path, "cow")
+    with pytest.raises(IndexNotFoundError):
+        t.indexes.ndv("id")
+    t.indexes.create("column_stats")
+    for start in range(0, 3000, 500):
+        t.insert(_rows(rng, list(range(start, start + 500))))
+    whole = t.to_arrow()
+    assert t.indexes.ndv("id").estimate == pytest.approx(3000, rel=0.03)
+    d1 = whole.filter(pc.field("day") == "d1")
+    exact = len(set(d1.column("s").to_pylist()) - {None})
+    assert t.indexes.ndv("s", partition="day=d1").estimate == pytest.approx(exact, rel=0.03)
+    before = t.scan(filter=pc.field("id") < 100).explain()
+    assert t.indexes.compact()
+    mt = MetadataTable(t.storage)
+    names = [i.path.rsplit("/", 1)[-1] for i in t.storage.list_files(t.storage.path(mt.rel_dir("column_stats")))]
+    assert len(names) == 1 and names[0].startswith("base_")
+    assert t.scan(filter=pc.field("id") < 100).explain() == before
+    assert t.indexes.validate()["mismatches"] == []
