@@ -143,11 +143,15 @@ class TableIndexes:
         raise IndexNotFoundError(f"no ready column_stats index covers column {column!r}")
 
     def compact(self, name: str | None = None) -> list[str]:
-        """Fold the metadata-table deltas of completed instants into bases (one index,
-        or every index); returns the new bases' paths."""
+        """Fold the metadata-table deltas of completed instants into bases (one ready
+        index, or every ready index); returns the new bases' paths.
+
+        A building index is left alone: its builder writes catch-up deltas for instants
+        that completed earlier, and a base folded past their completion would hide them.
+        """
         tl = self.table.timeline
         mt = MetadataTable(self.table.storage)
-        names = [name] if name is not None else [d.name for d in list_indexes(tl) if d.is_written]
+        names = [d.name for d in readable_indexes(tl) if name is None or d.name == name]
         return [p for n in names if (p := mt.compact(n, tl)) is not None]
 
     def validate(self, name: str | None = None) -> dict[str, Any]:
