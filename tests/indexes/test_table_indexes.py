@@ -201,3 +201,32 @@ def test_ndv_per_table_and_partition_and_metadata_compaction(tmp_path: Path) -> 
     assert len(names) == 1 and names[0].startswith("base_")
     assert t.scan(filter=pc.field("id") < 100).explain() == before
     assert t.indexes.validate()["mismatches"] == []
+
+
+@pytest.mark.parametrize("kind", ["cow", "mor"])
+def test_failed_write_leaves_no_index_entries(tmp_path: Path, kind: str) -> None:
+    """A write that fails after writing its entries is rolled back with them."""
+    from lakeline.timeline import faults
+    from lakeline.timeline.errors import FaultInjectedError
+
+    rng = random.Random(13)
+    t = _table(tmp_path, kind)
+    t.insert(_rows(rng, list(range(200))))
+    t.indexes.create("column_stats")
+    t.indexes.create("bloom_filters")
+    mt = MetadataTable(t.storage)
+    faults.arm("commit.before_complete", "raise")
+    try:
+        with pytest.raises(FaultInjectedError):
+            t.insert(_rows(rng, list(range(200, 400))))
+    finally:
+        faults.disarm_all()
+    failed = [i for i in t.timeline.instants() if i.state == "rolled_back"]
+    assert len(failed) == 1
+    for ix in ("column_stats", "bloom_filters"):
+        assert not mt.has_updates(ix, failed[0].id)
+    assert t.indexes.validate()["mismatches"] == []
+    assert t.to_arrow(filter=pc.field("id") >= 200).num_rows == 0
+    t.upsert(_rows(rng, list(range(150, 300))))
+    assert t.indexes.validate()["mismatches"] == []
+    assert sorted(t.to_arrow(filter=pc.field("id") == 250).column("id").to_pylist()) == [250]
