@@ -69,8 +69,8 @@ def _route_inserts(table: "Table", plan: WritePlan, partition: str, slices: list
         return
     cfg = table.config
     props = cfg.resolved_properties()
-    small_limit = int(props["write.small-file-limit-bytes"])
     target = int(props["write.target-file-size-bytes"])
+    small_limit = min(int(props["write.small-file-limit-bytes"]), target)
     start = 0
     if cfg.table_type == "cow" and cfg.has_key and small_limit > 0:
         small = sorted(

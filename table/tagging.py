@@ -28,22 +28,29 @@ FG = "_fg"
 
 @dataclass(frozen=True)
 class SliceKeys:
-    """Read the live keys of one slice."""
+    """Read the live keys of one slice; ``index`` numbers the slice in the tag call."""
 
     storage: Storage
     slice: FileSlice
     key: tuple[str, ...]
+    index: int = 0
+
+
+def _with_slice(t: pa.Table, index: int) -> pa.Table:
+    # An int32 slice number, not the 32-character group id: this column is as long as
+    # the table and goes through a hash join.
+    return t.append_column(FG, pa.array(np.full(t.num_rows, index, dtype=np.int32)))
 
 
 def slice_live_keys(task: SliceKeys) -> pa.Table:
-    """The keys alive in a slice, with the slice's file group id in column ``_fg``."""
+    """The keys alive in a slice, with the slice's number in column ``_fg``."""
     s = task.slice
     parts = []
     start = 0
     if s.base is not None:
         base = read_file(FileRead(task.storage, s.base.path, task.key))
         if not s.logs:
-            return base.append_column(FG, constant(s.file_group, base.num_rows))
+            return _with_slice(base, task.index)
         base = base.append_column(OP, constant(OP_UPSERT, base.num_rows))
         parts.append(with_order(base, start))
         start += base.num_rows
@@ -52,7 +59,7 @@ def slice_live_keys(task: SliceKeys) -> pa.Table:
         parts.append(with_order(t, start))
         start += t.num_rows
     live = fold(pa.concat_tables(parts, promote_options="permissive"), task.key, None)
-    return live.append_column(FG, constant(s.file_group, live.num_rows))
+    return _with_slice(live, task.index)
 
 
 def candidate_slices(slices: list[FileSlice], keys: pa.Table, key: tuple[str, ...]) -> list[FileSlice]:
@@ -94,11 +101,16 @@ def tag(
     cands = candidate_slices(slices, keys, key)
     if not cands:
         return pa.nulls(keys.num_rows, pa.string())
-    live = engine.map(slice_live_keys, [SliceKeys(storage, s, key) for s in cands])
+    live = engine.map(slice_live_keys, [SliceKeys(storage, s, key, i) for i, s in enumerate(cands)])
     located = pa.concat_tables(live, promote_options="permissive") if live else None
     if located is None or located.num_rows == 0:
         return pa.nulls(keys.num_rows, pa.string())
     probe = keys.select(list(key)).append_column("_row", pa.array(np.arange(keys.num_rows, dtype=np.int64)))
-    joined = probe.join(located, list(key), join_type="left outer", use_threads=True)
-    order = pc.sort_indices(joined, sort_keys=[("_row", "ascending")])
-    return joined.column(FG).take(order).combine_chunks()
+    # Inner join with the table's keys on the left: Arrow builds its hash table on the
+    # right side, which is the (smaller) incoming batch.
+    joined = located.join(probe, list(key), join_type="inner", use_threads=True)
+    slot = np.full(keys.num_rows, -1, dtype=np.int32)
+    slot[joined.column("_row").to_numpy()] = joined.column(FG).to_numpy()
+    names = pa.array([s.file_group for s in cands], pa.string())
+    indices = pa.array(slot, mask=slot < 0)
+    return pa.DictionaryArray.from_arrays(indices, names).cast(pa.string())
