@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..timeline import faults
 from ..timeline.errors import IndexNotFoundError, InvalidTransitionError, LakelineError
 from ..timeline.instant import Action, State
 from ..timeline.timeline import Timeline
@@ -73,6 +74,7 @@ class TableIndexes:
         instant = ev.instant
         storage = self.table.storage
         try:
+            faults.point("indexing.after_requested")
             log.append(Action.INDEXING, State.INFLIGHT, {}, instant=instant)
             base = log.refresh()
             rows = build(storage, self.table.view(base), target, cfg.schema)
@@ -81,6 +83,7 @@ class TableIndexes:
             for _ in range(_MAX_FINALIZE_ROUNDS):
                 tl = log.refresh()
                 catch_up(storage, tl, pos, target, cfg.schema)
+                faults.point("indexing.mid_catchup")
 
                 def nothing_unindexed(now: Timeline, since: int = pos) -> None:
                     if missing_updates(storage, now, since, name):
