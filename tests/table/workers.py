@@ -1,0 +1,192 @@
+"""Child-process entry points for the table's concurrency, crash and conflict tests.
+
+Why a script: every writer in these tests must be a real, separate process with its own
+``Table`` handle, heartbeat thread and store connection, that a fault point
+(``LAKELINE_FAULTS``) can kill or pause at any step of the commit protocol, or that the
+test can freeze with SIGSTOP. Arguments are JSON; the first is the command.
+
+Commands:
+  stress PATH TIMELINE WORKER COMMITS SEED LOG READY GO [KEYS] [OPTIONS]
+      COMMITS random upserts and deletes of keys in range(KEYS) (default 64), after all
+      workers are ready (READY file written, GO file awaited). Every write appends one
+      JSON line to LOG: its rows or keys, and its outcome: "committed" (with the
+      instant id), "conflict" (CommitConflictError) or "noop" (nothing to write).
+      OPTIONS: {"upsert_share": 0.7, "max_rows": 4}.
+  op PATH TIMELINE SPEC
+      One write, SPEC = {"op": "insert"|"upsert"|"overwrite", "rows": [{...}, ...],
+      "partitions": [...]} or {"op": "delete", "keys": [{...}, ...]}. Prints one JSON
+      line: {"ok": true, "instant": id, "stats": {...}} or {"ok": false, "error":
+      "<ErrorClassName>", "message": "..."}.
+  rollback PATH TIMELINE
+      ``t.services.rollback_failed()``; prints {"instant": id or null, "stats": {...}}.
+
+TIMELINE is null (filesystem store) or a ``postgresql://`` URL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from lakeline.table import Table
+from lakeline.timeline.errors import CommitConflictError, LakelineError
+
+
+def _rows(t: Table, rows: list[dict[str, Any]]) -> pa.Table:
+    return pa.Table.from_pylist(rows, schema=t.schema)
+
+
+def _keys(t: Table, keys: list[dict[str, Any]]) -> pa.Table:
+    names = list(keys[0]) if keys else list(t.config.record_key)
+    return pa.Table.from_pylist(keys, schema=pa.schema([t.schema.field(n) for n in names]))
+
+
+def run_op(t: Table, spec: dict[str, Any]) -> Any:
+    """Run one write described by ``spec`` (see the module docstring)."""
+    op = spec["op"]
+    if op == "insert":
+        return t.insert(_rows(t, spec["rows"]))
+    if op == "upsert":
+        return t.upsert(_rows(t, spec["rows"]))
+    if op == "delete":
+        return t.delete(_keys(t, spec["keys"]))
+    if op == "overwrite":
+        return t.overwrite(_rows(t, spec["rows"]), partitions=spec.get("partitions"))
+    raise ValueError(f"unknown op {op!r}")
+
+
+def op(path: str, timeline: str | None, spec: dict[str, Any]) -> None:
+    t = Table.open(path, timeline=timeline)
+    try:
+        r = run_op(t, spec)
+    except LakelineError as e:
+        print(json.dumps({"ok": False, "error": type(e).__name__, "message": str(e)}), flush=True)
+        return
+    inst = r.instant.id if r.instant is not None else None
+    print(json.dumps({"ok": True, "instant": inst, "stats": dict(r.stats)}), flush=True)
+
+
+def rollback(path: str, timeline: str | None) -> None:
+    t = Table.open(path, timeline=timeline)
+    r = t.services.rollback_failed()
+    inst = r.instant.id if r.instant is not None else None
+    print(json.dumps({"instant": inst, "stats": r.stats}), flush=True)
+
+
+def stress(
+    path: str,
+    timeline: str | None,
+    worker: int,
+    commits: int,
+    seed: int,
+    log: str,
+    ready: str,
+    go: str,
+    keys: int = 64,
+    options: dict[str, Any] | None = None,
+) -> None:
+    opts = {"upsert_share": 0.7, "max_rows": 4, **(options or {})}
+    rng = random.Random(seed)
+    t = Table.open(path, timeline=timeline)
+    t.to_arrow()  # connect and warm up before the start line, not after it
+    Path(ready).write_text(str(os.getpid()))
+    while not os.path.exists(go):
+        time.sleep(0.005)
+    with open(log, "a", encoding="utf-8") as out:
+        for n in range(commits):
+            ids = rng.sample(range(keys), rng.randint(1, opts["max_rows"]))
+            tag = f"w{worker}-{n}"  # names the batch a row came from
+            if rng.random() < opts["upsert_share"]:
+                rec: dict[str, Any] = {"op": "upsert", "rows": [{"id": i, "v": tag} for i in ids]}
+            else:
+                rec = {"op": "delete", "keys": [{"id": i} for i in ids]}
+            rec.update(worker=worker, n=n, tag=tag)
+            try:
+                r = run_op(t, rec)
+            except CommitConflictError as e:
+                rec.update(outcome="conflict", message=str(e))
+            except BaseException as e:
+                rec.update(outcome="error", message=repr(e), trace=traceback.format_exc())
+                out.write(json.dumps(rec) + "\n")
+                raise
+            else:
+                if r.instant is None:
+                    rec.update(outcome="noop", stats=dict(r.stats))
+                else:
+                    rec.update(outcome="committed", instant=r.instant.id, stats=dict(r.stats))
+            out.write(json.dumps(rec) + "\n")
+            out.flush()
+
+
+COMMANDS = {"stress": stress, "op": op, "rollback": rollback}
+
+
+# -- checks the parent (the test) runs ---------------------------------------------------
+
+WORKERS_PY = Path(__file__).resolve()
+
+
+def data_instants(tl: Any) -> list[Any]:
+    """Every data-writing instant on a timeline, by id."""
+    return [i for i in tl.instants() if i.action_kind.writes_data]
+
+
+def data_files_on_disk(t: Table) -> set[str]:
+    """Relative paths of every Parquet file under the table, outside ``.lakeline/``."""
+    root = Path(t.storage.path())
+    return {
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*.parquet")
+        if ".lakeline" not in p.relative_to(root).parts
+    }
+
+
+def referenced_files(t: Table) -> set[str]:
+    """Every file any completed data instant added (all versions, not only the live)."""
+    out: set[str] = set()
+    for inst in t.timeline.completed():
+        if inst.action_kind.writes_data:
+            out.update(f["path"] for f in inst.metadata.get("files", ()))
+    return out
+
+
+def check_files_on_disk(t: Table) -> None:
+    """What is on disk agrees with the timeline.
+
+    Every file the view reads exists; every data file on disk was added by a completed
+    instant or belongs to a still pending one (no orphans); no file and no marker of a
+    rolled-back instant is left; markers exist only for pending instants.
+    """
+    from lakeline.table.markers import instants_with_markers
+    from lakeline.timeline.file_group import parse_data_file_name
+
+    tl = t.timeline
+    disk = data_files_on_disk(t)
+    live = {f.path for f in t.view(tl).files()}
+    assert live <= disk, f"files the view reads are missing on disk: {sorted(live - disk)[:5]}"
+    states = {i.id: i.state for i in tl.instants()}
+    owner = {}
+    for rel in disk:
+        parsed = parse_data_file_name(rel)
+        assert parsed is not None, f"a data file lakeline did not name: {rel}"
+        owner[rel] = parsed.instant
+    left = sorted(rel for rel, i in owner.items() if states.get(i) == "rolled_back")
+    assert not left, f"files of rolled-back instants are still on disk: {left[:5]}"
+    orphans = sorted(rel for rel in disk - referenced_files(t)
+                     if states.get(owner[rel]) not in ("requested", "inflight"))
+    assert not orphans, f"files on disk no completed instant added: {orphans[:5]}"
+    pending = {i.id for i in tl.pending()}
+    stray = [i for i in instants_with_markers(t.storage) if i not in pending]
+    assert not stray, f"markers of finished instants left: {stray} ({[states.get(i) for i in stray]})"
+
+if __name__ == "__main__":
+    name, *args = (json.loads(a) for a in sys.argv[1:])
+    COMMANDS[name](*args)  # type: ignore[operator]
