@@ -22,7 +22,7 @@ from .bloom import FileBloom
 from .lifecycle import readable_indexes
 from .maintain import resolve
 from .metadata_table import MetadataTable, visible_paths
-from .pruning import bloom_keep, select, stats_keep
+from .pruning import bloom_keep, pinned_values, select, stats_keep
 
 
 @dataclass(frozen=True)
@@ -64,9 +64,8 @@ def prune(storage: Storage, snapshot: Timeline, schema: pa.Schema, record_key: S
         for i, k in enumerate(stats_keep(filter, schema, by_path, paths)):
             if not k:
                 dropped.add(i)
-    after_stats = [s for i, s in enumerate(cands) if i in dropped]
-    kept = [s for s in slices if not any(s is d for d in after_stats)]
-    n_stats = _files(kept)
+    stats_gone = {id(s) for i, s in enumerate(cands) if i in dropped}
+    n_stats = _files([s for s in slices if id(s) not in stats_gone])
     cands2 = [s for i, s in enumerate(cands) if i not in dropped]
     paths2 = [s.base.path for s in cands2]  # type: ignore[union-attr]
     bloom_dropped: set[int] = set()
@@ -75,6 +74,8 @@ def prune(storage: Storage, snapshot: Timeline, schema: pa.Schema, record_key: S
             cols = resolve(idx, schema, record_key).columns
         except InvalidIndexError:
             continue  # its columns left the schema: no pruning with it
+        if len(cols) != 1 or pinned_values(filter, cols[0], schema) is None:
+            continue  # nothing to probe: skip reading and decoding the filters
         rows = visible_paths(mt.read(idx.name, snapshot), paths2)
         if rows is None or rows.num_rows == 0:
             continue
@@ -84,7 +85,7 @@ def prune(storage: Storage, snapshot: Timeline, schema: pa.Schema, record_key: S
         for i, k in enumerate(bloom_keep(filter, schema, cols, blooms, paths2)):
             if not k:
                 bloom_dropped.add(i)
-    gone = {id(s) for s in after_stats} | {id(s) for i, s in enumerate(cands2) if i in bloom_dropped}
+    gone = stats_gone | {id(s) for i, s in enumerate(cands2) if i in bloom_dropped}
     final = [s for s in slices if id(s) not in gone]
     return Pruned(final, n_stats, _files(final))
 
