@@ -26,6 +26,7 @@ class Timeline:
         self._completed: list[Instant] = sorted(
             (i for i in self._archived if i.is_completed), key=lambda i: i.completed_seq or 0
         )
+        self._completed_seqs: list[int] = [i.completed_seq or 0 for i in self._completed]
         self._apply(events)
 
     def extended(self, new_events: Sequence[Event]) -> "Timeline":
@@ -40,6 +41,7 @@ class Timeline:
         tl._archived = self._archived
         tl._by_id = dict(self._by_id)
         tl._completed = list(self._completed)
+        tl._completed_seqs = list(self._completed_seqs)
         tl._apply(new_events)
         return tl
 
@@ -60,11 +62,11 @@ class Timeline:
                                ev.payload, ev.seq, ev.seq)
                 by_id[ev.instant] = done
                 self._completed.append(done)  # events arrive in order: completion order
+                self._completed_seqs.append(ev.seq)
             else:
                 by_id[ev.instant] = Instant(cur.id, cur.action_kind, state, cur.requested_us, cur.completed_us,
                                             cur.plan, cur.metadata, cur.completed_seq, ev.seq)
         self._events = self._events + tuple(events)
-        self._completed_seqs = [i.completed_seq or 0 for i in self._completed]
 
     # -- positions ----------------------------------------------------------------------
 
