@@ -26,7 +26,6 @@ import argparse
 import hashlib
 import json
 import os
-import re
 import resource
 import shutil
 import signal
@@ -36,16 +35,29 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from .report import ROOT, command_line, machine, today, update_section
+from .report import ROOT, command_line, today, update_section
+from .write_report import (
+    GiB,
+    MiB,
+    Run,
+    StepResult,
+    Target,
+    _fmt_b,
+    _ratio,
+    machine_line,
+    markdown,
+    method_notes,
+    rich_tables,
+    source_state,
+    versions,
+)
+from .write_systems import BASELINE, LAKELINE, SYSTEMS, make_system
 
 SECTION = "write-bench"
-SYSTEMS = ("lakeline-cow", "lakeline-mor", "deltalake", "pyiceberg")
-LAKELINE = ("lakeline-cow", "lakeline-mor")
-BASELINE = "deltalake"
 STEPS = ("append", "upsert", "read")
 DEFAULT_ROWS = 5_000_000
 APPENDS = 10
@@ -58,169 +70,6 @@ MOR_UPSERT_RATIO = 1.0
 MOR_UPSERT_BYTES_RATIO = 2.0
 COW_UPSERT_RATIO = 1.5
 PEAK_MEMORY = 2 * 1024**3
-
-GiB = 1024**3
-MiB = 1024**2
-
-
-# --------------------------------------------------------------------------------------
-# The systems. Each method runs inside a child process; imports are lazy so a child
-# only loads its own library.
-
-
-class System:
-    """One table format under test, at ``path`` (a folder the benchmark owns)."""
-
-    name = ""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def load(self) -> None:
-        """Import the library (outside the timed part)."""
-
-    def create(self, schema: Any) -> None:
-        """Create the empty table (timed with the first append; a no-op where the
-        first append creates it)."""
-
-    def append(self, batch: Any) -> None:
-        raise NotImplementedError
-
-    def upsert(self, batch: Any) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def read(self, a: str, b: str) -> tuple[Any, Callable[[], int]]:
-        """The rows with ``a <= key < b``, and a function counting the data files the
-        read touched (called after the timer stops)."""
-        raise NotImplementedError
-
-    def scan_all(self, columns: list[str]) -> Any:
-        """The whole table (for the consistency check, never timed)."""
-        raise NotImplementedError
-
-
-class Lakeline(System):
-    def __init__(self, path: Path, table_type: str) -> None:
-        super().__init__(path)
-        self.table_type = table_type
-        self.name = f"lakeline-{table_type}"
-        self.table: Any = None
-
-    def load(self) -> None:
-        import pyarrow.compute as pc
-        from lakeline.table import Table
-
-        self.pc, self.Table = pc, Table
-
-    def create(self, schema: Any) -> None:
-        self.table = self.Table.create(str(self.path), schema, record_key="key", ordering_field="ts",
-                                          table_type=self.table_type)
-
-    def append(self, batch: Any) -> None:
-        self.table.insert(batch)
-
-    def upsert(self, batch: Any) -> dict[str, Any]:
-        return dict(self.Table.open(str(self.path)).upsert(batch).stats)
-
-    def read(self, a: str, b: str) -> tuple[Any, Callable[[], int]]:
-        pc = self.pc
-        scan = self.Table.open(str(self.path)).scan(filter=(pc.field("key") >= a) & (pc.field("key") < b))
-        return scan.to_arrow(), lambda: len(scan.files())
-
-    def scan_all(self, columns: list[str]) -> Any:
-        return self.Table.open(str(self.path)).to_arrow(columns=columns)
-
-
-class Delta(System):
-    name = "deltalake"
-
-    def load(self) -> None:
-        import deltalake
-        import pyarrow.compute as pc
-
-        self.dl, self.pc = deltalake, pc
-
-    def append(self, batch: Any) -> None:
-        self.dl.write_deltalake(str(self.path), batch, mode="append")
-
-    def upsert(self, batch: Any) -> dict[str, Any]:
-        dt = self.dl.DeltaTable(str(self.path))
-        metrics = (dt.merge(source=batch, predicate="t.key = s.key", source_alias="s", target_alias="t")
-                   .when_matched_update_all().when_not_matched_insert_all().execute())
-        return {k: metrics[k] for k in ("num_target_rows_updated", "num_target_rows_inserted",
-                                        "num_target_files_added", "num_target_files_removed") if k in metrics}
-
-    def read(self, a: str, b: str) -> tuple[Any, Callable[[], int]]:
-        import pyarrow as pa
-        import pyarrow.dataset as pds
-
-        pc = self.pc
-        expr = (pc.field("key") >= a) & (pc.field("key") < b)
-        dset = self.dl.DeltaTable(str(self.path)).to_pyarrow_dataset()
-        # Fragments carry each file's min/max as their partition expression, so this
-        # prunes by statistics: the files left are the ones the scan opens.
-        frags = list(dset.get_fragments(filter=expr))
-        # deltalake >= 1.4 rewrites files (merge, delete) with string_view columns, and
-        # pyarrow has no string_view comparison kernel, so `dset.to_table(filter=expr)`
-        # raises ArrowNotImplementedError (delta-io/delta-rs#4579). Filter rows on the
-        # key cast to string, over the fragments pruned above (a cast in the dataset
-        # filter would disable the pruning).
-        key = pc.field("key").cast(pa.string())
-        pruned = pds.FileSystemDataset(frags, dset.schema, dset.format, dset.filesystem)
-        return pruned.to_table(filter=(key >= a) & (key < b)), lambda: len(frags)
-
-    def scan_all(self, columns: list[str]) -> Any:
-        return self.dl.DeltaTable(str(self.path)).to_pyarrow_dataset().to_table(columns=columns)
-
-
-class Iceberg(System):
-    name = "pyiceberg"
-    IDENT = "bench.t"
-
-    def load(self) -> None:
-        import pyiceberg.expressions as ice
-        from pyiceberg.catalog.sql import SqlCatalog
-
-        self.ice, self.SqlCatalog = ice, SqlCatalog
-
-    def _catalog(self) -> Any:
-        self.path.mkdir(parents=True, exist_ok=True)
-        return self.SqlCatalog("bench", uri=f"sqlite:///{self.path / 'catalog.db'}",
-                          warehouse=(self.path / "warehouse").as_uri())
-
-    def create(self, schema: Any) -> None:
-        cat = self._catalog()
-        cat.create_namespace("bench")
-        self.table = cat.create_table(self.IDENT, schema=schema)
-
-    def append(self, batch: Any) -> None:
-        self.table.append(batch)
-
-    def upsert(self, batch: Any) -> dict[str, Any]:
-        res = self._catalog().load_table(self.IDENT).upsert(batch, join_cols=["key"])
-        return {"rows_updated": res.rows_updated, "rows_inserted": res.rows_inserted}
-
-    def read(self, a: str, b: str) -> tuple[Any, Callable[[], int]]:
-        ice = self.ice
-        scan = self._catalog().load_table(self.IDENT).scan(
-            row_filter=ice.And(ice.GreaterThanOrEqual("key", a), ice.LessThan("key", b)))
-        return scan.to_arrow(), lambda: len(list(scan.plan_files()))
-
-    def scan_all(self, columns: list[str]) -> Any:
-        return self._catalog().load_table(self.IDENT).scan(selected_fields=tuple(columns)).to_arrow()
-
-
-def make_system(name: str, workdir: Path) -> System:
-    path = workdir / "tables" / name
-    if name == "lakeline-cow":
-        return Lakeline(path, "cow")
-    if name == "lakeline-mor":
-        return Lakeline(path, "mor")
-    if name == "deltalake":
-        return Delta(path)
-    if name == "pyiceberg":
-        return Iceberg(path)
-    raise ValueError(f"unknown system {name!r}; choose from {', '.join(SYSTEMS)}")
 
 
 # --------------------------------------------------------------------------------------
@@ -348,56 +197,6 @@ def child_main(argv: list[str]) -> int:
 # Parent side: data, children, report.
 
 
-@dataclass
-class StepResult:
-    system: str
-    step: str
-    ok: bool = False
-    error: str | None = None
-    seconds: float | None = None
-    peak_rss: int | None = None
-    base_rss: int | None = None
-    bytes_written: int | None = None
-    files_written: int | None = None
-    table_bytes: int | None = None
-    files_read: int | None = None
-    rows_read: int | None = None
-    read_digest: str | None = None
-    rows_total: int | None = None
-    distinct_keys: int | None = None
-    sum_ts: int | None = None
-    detail: dict[str, Any] = field(default_factory=dict)
-    wall_s: float = 0.0
-
-
-@dataclass
-class Target:
-    name: str
-    measured: str
-    limit: str
-    ok: bool | None  # None: could not be measured
-
-
-@dataclass
-class Run:
-    rows: int
-    appends: int
-    upsert_rows: int
-    input_upsert_bytes: int
-    read_range: tuple[str, str]
-    read_keys: int
-    results: dict[str, dict[str, StepResult]]
-    targets: list[Target] = field(default_factory=list)
-    consistent: bool | None = None
-    consistency_note: str = ""
-    total_s: float = 0.0
-    load: tuple[float, float] | None = None  # 1-minute load average at start and end
-    source: str = ""  # the lakeline code measured (git commit, uncommitted changes)
-
-    def get(self, system: str, step: str) -> StepResult | None:
-        return self.results.get(system, {}).get(step)
-
-
 def prepare_inputs(workdir: Path, rows: int, appends: int, read_keys: int) -> dict[str, Any]:
     """Write the append batches and the upsert batch as Parquet, and the run's spec."""
     import pyarrow.parquet as pq
@@ -448,10 +247,6 @@ def run_step(system: str, step: str, workdir: Path, timeout: float, profile: Pat
     if not res.ok and "traceback" in raw:
         res.detail["traceback"] = raw["traceback"]
     return res
-
-
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return None if a is None or b is None or b == 0 else a / b
 
 
 def evaluate(run: Run) -> None:
@@ -518,204 +313,6 @@ def evaluate(run: Run) -> None:
     if skipped:
         note += f" (not compared: {', '.join(skipped)}, which did not complete every step)"
     run.consistency_note = note
-
-
-def _fmt_s(r: StepResult | None) -> str:
-    if r is None:
-        return "-"
-    if not r.ok:
-        return "FAILED" if not (r.error or "").startswith("timed out") else "timeout"
-    return f"{r.seconds:.2f} s"
-
-
-def _fmt_b(n: int | None) -> str:
-    if n is None:
-        return "-"
-    if n >= GiB:
-        return f"{n / GiB:.2f} GiB"
-    return f"{n / MiB:.1f} MiB"
-
-
-def metric_rows(run: Run) -> list[tuple[str, list[str]]]:
-    """(label, one cell per system) for the results table, shared by rich and markdown."""
-    systems = list(run.results)
-
-    def cells(fn: Callable[[StepResult], str], step: str) -> list[str]:
-        out = []
-        for s in systems:
-            r = run.get(s, step)
-            out.append("-" if r is None else (fn(r) if r.ok else _fmt_s(r)))
-        return out
-
-    def vs_base(step: str) -> list[str]:
-        base = run.get(BASELINE, step)
-        out = []
-        for s in systems:
-            r = run.get(s, step)
-            ratio = _ratio(r.seconds if r and r.ok else None, base.seconds if base and base.ok else None)
-            out.append("-" if ratio is None else f"{ratio:.2f}x")
-        return out
-
-    def mean_append(r: StepResult) -> str:
-        each = r.detail.get("appends_s") or []
-        return f"{each[0]:.2f} / {each[-1]:.2f} s" if each else "-"
-
-    return [
-        (f"append: {run.appends} appends, total", cells(lambda r: f"{r.seconds:.2f} s", "append")),
-        ("append: vs deltalake", vs_base("append")),
-        ("append: first / last append", cells(mean_append, "append")),
-        ("append: bytes written", cells(lambda r: _fmt_b(r.bytes_written), "append")),
-        ("append: peak memory", cells(lambda r: _fmt_b(r.peak_rss), "append")),
-        (f"upsert {run.upsert_rows:,} rows: time", cells(lambda r: f"{r.seconds:.2f} s", "upsert")),
-        ("upsert: vs deltalake", vs_base("upsert")),
-        ("upsert: bytes written", cells(lambda r: _fmt_b(r.bytes_written), "upsert")),
-        ("upsert: bytes written / input", cells(
-            lambda r: f"{r.bytes_written / run.input_upsert_bytes:.2f}x", "upsert")),
-        ("upsert: files written", cells(lambda r: f"{r.files_written}", "upsert")),
-        ("upsert: peak memory", cells(lambda r: _fmt_b(r.peak_rss), "upsert")),
-        ("on disk after upsert (old versions kept)", cells(lambda r: _fmt_b(r.table_bytes), "upsert")),
-        (f"read {run.read_keys:,} keys: time", cells(lambda r: f"{r.seconds * 1000:.0f} ms", "read")),
-        ("read: vs deltalake", vs_base("read")),
-        ("read: data files read", cells(lambda r: f"{r.files_read}", "read")),
-        ("read: peak memory", cells(lambda r: _fmt_b(r.peak_rss), "read")),
-        ("rows in table after upsert", cells(lambda r: f"{r.rows_total:,}", "read")),
-    ]
-
-
-def _verdict(ok: bool | None) -> str:
-    return "n/a" if ok is None else ("PASS" if ok else "MISS")
-
-
-def rich_tables(run: Run) -> list[Any]:
-    from rich.table import Table as RichTable
-
-    res = RichTable(title=f"write benchmark: {run.rows:,} rows in {run.appends} appends, "
-                          f"upsert {run.upsert_rows:,}, read {run.read_keys:,} keys")
-    res.add_column("metric")
-    for s in run.results:
-        res.add_column(s, justify="right")
-    for label, cells in metric_rows(run):
-        res.add_row(label, *cells)
-    tgt = RichTable(title="targets (lakeline vs deltalake, same run)")
-    for col in ("target", "measured", "limit", "result"):
-        tgt.add_column(col)
-    colour = {"PASS": "green", "MISS": "red", "n/a": "yellow"}
-    for t in run.targets:
-        v = _verdict(t.ok)
-        tgt.add_row(t.name, t.measured, t.limit, f"[{colour[v]}]{v}[/{colour[v]}]")
-    return [res, tgt]
-
-
-def ram_bytes() -> int | None:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
-def versions() -> str:
-    return ", ".join(f"{pkg} {_version(pkg)}" for pkg in ("deltalake", "pyiceberg"))
-
-
-def machine_line() -> str:
-    """The machine, without the instant load average (the run records its own, at the
-    start and the end)."""
-    ram = ram_bytes()
-    nproc = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    line = re.sub(r", load average [0-9.]+", "", machine())
-    return f"{line}, nproc {nproc}, {ram / GiB:.1f} GiB RAM" if ram else line
-
-
-def markdown(run: Run, command: str, notes: list[str]) -> str:
-    systems = list(run.results)
-    load = (f"; 1-minute load average {run.load[0]:.1f} at the start, {run.load[1]:.1f} at the end, "
-            f"on {os.cpu_count()} cores" if run.load else "")
-    lines = [
-        "## Write path: appends, upsert, 1,000-key read (vs deltalake, pyiceberg)",
-        "",
-        f"Measured {today()} on {machine_line()}; {versions()}; lakeline at {run.source}.",
-        "",
-        f"Command: `{command}` (whole run {run.total_s / 60:.1f} min{load})",
-        "",
-        (f"Data: {run.rows:,} rows (`key` string `k000000000`..., `ts` int64, `value` double, "
-         f"`category` string of 100 values) written as {run.appends} appends of "
-         f"{run.rows // run.appends:,}; then an upsert of {run.upsert_rows:,} rows "
-         f"({run.upsert_rows // 2:,} updates of keys drawn uniformly from the whole key space "
-         f"with a larger `ts`, {run.upsert_rows - run.upsert_rows // 2:,} new keys; "
-         f"{run.input_upsert_bytes / MiB:.1f} MiB as Parquet); then a read of {run.read_keys:,} "
-         f"consecutive keys (`key >= '{run.read_range[0]}' AND key < '{run.read_range[1]}'`)."),
-        "",
-        "| metric | " + " | ".join(systems) + " |",
-        "|---|" + "---:|" * len(systems),
-    ]
-    for label, cells in metric_rows(run):
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    lines += ["", "| target | measured | limit | result |", "|---|---|---|---|"]
-    for t in run.targets:
-        lines.append(f"| {t.name} | {t.measured} | {t.limit} | **{_verdict(t.ok)}** |")
-    lines += [
-        "",
-        f"Consistency: {run.consistency_note}.",
-        "",
-        ("How it is measured: every system/step runs in a fresh Python process; *time* covers "
-         "opening the table and the operation (the input batch is read from Parquet before the "
-         "timer starts; the first append includes creating the table); *peak memory* is the "
-         "process's `ru_maxrss`, interpreter and libraries included; *bytes written* is the "
-         "size of files under the table's folder that are new or changed after the step "
-         "(data, logs, metadata; pyiceberg's sqlite catalog included); *data files read* is "
-         "lakeline's `Scan.files()`, deltalake's dataset fragments left after its min/max "
-         "pruning, pyiceberg's `plan_files()`. lakeline and deltalake write Snappy Parquet, "
-         "pyiceberg its default (zstd)."),
-    ]
-    if notes:
-        lines += [""] + [f"- {n}" for n in notes]
-    return "\n".join(lines)
-
-
-def method_notes(run: Run) -> list[str]:
-    """What a reader needs to know about how each peer was driven."""
-    notes = []
-    if BASELINE in run.results:
-        notes.append("deltalake read: deltalake >= 1.4 rewrites files with `string_view` columns in merge and "
-                     "delete, and pyarrow has no `string_view` comparison kernel, so "
-                     "`to_pyarrow_dataset().to_table(filter=...)` raises ArrowNotImplementedError after the "
-                     "merge (delta-io/delta-rs#4579). The benchmark prunes the dataset's fragments with the "
-                     "plain filter (their min/max statistics) and filters rows on `key` cast to string.")
-    ice = run.get("pyiceberg", "upsert")
-    if ice is not None:
-        how = (f"took {ice.seconds:.0f} s" if ice.ok else f"did not finish: {ice.error}")
-        notes.append("pyiceberg upsert is `Table.upsert(df, join_cols=['key'])` of pyiceberg "
-                     f"{_version('pyiceberg')}: it scans the table with an `In` filter of every incoming key, "
-                     "compares the matches row by row in Python, then overwrites the matched rows "
-                     f"(copy-on-write) and appends the new keys; it {how}, so it is reported but is not "
-                     "a target.")
-    return notes
-
-
-def _version(pkg: str) -> str:
-    from importlib import metadata
-
-    try:
-        return metadata.version(pkg)
-    except metadata.PackageNotFoundError:
-        return "?"
-
-
-def source_state() -> str:
-    """Which lakeline code was measured: the commit, and whether table/ or timeline/
-    had uncommitted changes (other people edit them while benchmarks run)."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "table", "timeline", "config"],
-                               cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown (not a git checkout)"
-    return f"commit {head}" + (" with uncommitted changes in table/, timeline/ or config/" if dirty else "")
 
 
 def run_benchmark(rows: int, systems: list[str], workdir: Path, step_timeout: float,

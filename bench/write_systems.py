@@ -1,0 +1,171 @@
+"""The table formats the write benchmark compares, one adapter class each.
+
+:mod:`bench.write_bench` runs every system/step in a child process; the child builds its
+system with :func:`make_system` and calls ``load``, ``create``, ``append``, ``upsert``,
+``read`` and ``scan_all``. Imports are lazy so a child only loads its own library.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+SYSTEMS = ("lakeline-cow", "lakeline-mor", "deltalake", "pyiceberg")
+LAKELINE = ("lakeline-cow", "lakeline-mor")
+BASELINE = "deltalake"
+
+
+class System:
+    """One table format under test, at ``path`` (a folder the benchmark owns)."""
+
+    name = ""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def load(self) -> None:
+        """Import the library (outside the timed part)."""
+
+    def create(self, schema: Any) -> None:
+        """Create the empty table (timed with the first append; a no-op where the
+        first append creates it)."""
+
+    def append(self, batch: Any) -> None:
+        raise NotImplementedError
+
+    def upsert(self, batch: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def read(self, a: str, b: str) -> tuple[Any, Callable[[], int]]:
+        """The rows with ``a <= key < b``, and a function counting the data files the
+        read touched (called after the timer stops)."""
+        raise NotImplementedError
+
+    def scan_all(self, columns: list[str]) -> Any:
+        """The whole table (for the consistency check, never timed)."""
+        raise NotImplementedError
+
+
+class Lakeline(System):
+    def __init__(self, path: Path, table_type: str) -> None:
+        super().__init__(path)
+        self.table_type = table_type
+        self.name = f"lakeline-{table_type}"
+        self.table: Any = None
+
+    def load(self) -> None:
+        import pyarrow.compute as pc
+        from lakeline.table import Table
+
+        self.pc, self.Table = pc, Table
+
+    def create(self, schema: Any) -> None:
+        self.table = self.Table.create(str(self.path), schema, record_key="key", ordering_field="ts",
+                                          table_type=self.table_type)
+
+    def append(self, batch: Any) -> None:
+        self.table.insert(batch)
+
+    def upsert(self, batch: Any) -> dict[str, Any]:
+        return dict(self.Table.open(str(self.path)).upsert(batch).stats)
+
+    def read(self, a: str, b: str) -> tuple[Any, Callable[[], int]]:
+        pc = self.pc
+        scan = self.Table.open(str(self.path)).scan(filter=(pc.field("key") >= a) & (pc.field("key") < b))
+        return scan.to_arrow(), lambda: len(scan.files())
+
+    def scan_all(self, columns: list[str]) -> Any:
+        return self.Table.open(str(self.path)).to_arrow(columns=columns)
+
+
+class Delta(System):
+    name = "deltalake"
+
+    def load(self) -> None:
+        import deltalake
+        import pyarrow.compute as pc
+
+        self.dl, self.pc = deltalake, pc
+
+    def append(self, batch: Any) -> None:
+        self.dl.write_deltalake(str(self.path), batch, mode="append")
+
+    def upsert(self, batch: Any) -> dict[str, Any]:
+        dt = self.dl.DeltaTable(str(self.path))
+        metrics = (dt.merge(source=batch, predicate="t.key = s.key", source_alias="s", target_alias="t")
+                   .when_matched_update_all().when_not_matched_insert_all().execute())
+        return {k: metrics[k] for k in ("num_target_rows_updated", "num_target_rows_inserted",
+                                        "num_target_files_added", "num_target_files_removed") if k in metrics}
+
+    def read(self, a: str, b: str) -> tuple[Any, Callable[[], int]]:
+        import pyarrow as pa
+        import pyarrow.dataset as pds
+
+        pc = self.pc
+        expr = (pc.field("key") >= a) & (pc.field("key") < b)
+        dset = self.dl.DeltaTable(str(self.path)).to_pyarrow_dataset()
+        # Fragments carry each file's min/max as their partition expression, so this
+        # prunes by statistics: the files left are the ones the scan opens.
+        frags = list(dset.get_fragments(filter=expr))
+        # deltalake >= 1.4 rewrites files (merge, delete) with string_view columns, and
+        # pyarrow has no string_view comparison kernel, so `dset.to_table(filter=expr)`
+        # raises ArrowNotImplementedError (delta-io/delta-rs#4579). Filter rows on the
+        # key cast to string, over the fragments pruned above (a cast in the dataset
+        # filter would disable the pruning).
+        key = pc.field("key").cast(pa.string())
+        pruned = pds.FileSystemDataset(frags, dset.schema, dset.format, dset.filesystem)
+        return pruned.to_table(filter=(key >= a) & (key < b)), lambda: len(frags)
+
+    def scan_all(self, columns: list[str]) -> Any:
+        return self.dl.DeltaTable(str(self.path)).to_pyarrow_dataset().to_table(columns=columns)
+
+
+class Iceberg(System):
+    name = "pyiceberg"
+    IDENT = "bench.t"
+
+    def load(self) -> None:
+        import pyiceberg.expressions as ice
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        self.ice, self.SqlCatalog = ice, SqlCatalog
+
+    def _catalog(self) -> Any:
+        self.path.mkdir(parents=True, exist_ok=True)
+        return self.SqlCatalog("bench", uri=f"sqlite:///{self.path / 'catalog.db'}",
+                          warehouse=(self.path / "warehouse").as_uri())
+
+    def create(self, schema: Any) -> None:
+        cat = self._catalog()
+        cat.create_namespace("bench")
+        self.table = cat.create_table(self.IDENT, schema=schema)
+
+    def append(self, batch: Any) -> None:
+        self.table.append(batch)
+
+    def upsert(self, batch: Any) -> dict[str, Any]:
+        res = self._catalog().load_table(self.IDENT).upsert(batch, join_cols=["key"])
+        return {"rows_updated": res.rows_updated, "rows_inserted": res.rows_inserted}
+
+    def read(self, a: str, b: str) -> tuple[Any, Callable[[], int]]:
+        ice = self.ice
+        scan = self._catalog().load_table(self.IDENT).scan(
+            row_filter=ice.And(ice.GreaterThanOrEqual("key", a), ice.LessThan("key", b)))
+        return scan.to_arrow(), lambda: len(list(scan.plan_files()))
+
+    def scan_all(self, columns: list[str]) -> Any:
+        return self._catalog().load_table(self.IDENT).scan(selected_fields=tuple(columns)).to_arrow()
+
+
+def make_system(name: str, workdir: Path) -> System:
+    path = workdir / "tables" / name
+    if name == "lakeline-cow":
+        return Lakeline(path, "cow")
+    if name == "lakeline-mor":
+        return Lakeline(path, "mor")
+    if name == "deltalake":
+        return Delta(path)
+    if name == "pyiceberg":
+        return Iceberg(path)
+    raise ValueError(f"unknown system {name!r}; choose from {', '.join(SYSTEMS)}")
