@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ..timeline.markers import write_marker
 from ..timeline.errors import MetadataTableError
 from ..timeline.instant import State
 from ..timeline.storage import Storage
@@ -99,10 +100,6 @@ class MetadataTable:
         instant that already completed: it can no longer be rolled back, and a marker
         folder would outlive it. Returns the delta's path relative to the base path.
         """
-        from ..table.markers import (
-            write_marker,  # table/ sits above indexes/ (lazy: no cycle at import)
-        )
-
         if INSTANT in rows.column_names:
             rows = rows.drop_columns([INSTANT])  # a delta's instant is its name
         rel = posixpath.join(self.rel_dir(index), f"delta_{instant}_{uuid.uuid4().hex[:8]}.parquet")

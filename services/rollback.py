@@ -20,7 +20,7 @@ from ..timeline import faults
 from ..timeline.errors import InvalidTransitionError
 from ..timeline.heartbeat import Heartbeat, is_expired
 from ..timeline.instant import Action, Instant, State
-from ..table.markers import delete_markers, instants_with_markers
+from ..timeline.markers import delete_markers, instants_with_markers
 from ..table.rollback import delete_instant_files, rollback_instant
 from ..table.writer import expired_writers
 

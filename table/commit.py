@@ -20,7 +20,7 @@ from ..timeline.errors import CommitOutcomeUnknownError, LakelineError
 from ..timeline.heartbeat import Heartbeat
 from ..timeline.instant import Action, Instant, State
 from ..timeline.timeline import Timeline
-from .markers import delete_markers
+from ..timeline.markers import delete_markers
 from .rollback import rollback_instant
 
 if TYPE_CHECKING:

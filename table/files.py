@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 
 from ..timeline.commit_metadata import WriteStat
 from ..timeline.storage import Storage
-from .markers import write_marker
+from ..timeline.markers import write_marker
 from .records import OP, OP_DELETE
 
 _JSON_KEY_TYPES = (int, str, float, bool)

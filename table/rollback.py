@@ -14,7 +14,7 @@ from ..timeline.instant import State
 from ..timeline.log import EventLog
 from ..timeline.storage import Storage
 from ..timeline import faults
-from .markers import delete_markers, list_markers
+from ..timeline.markers import delete_markers, list_markers
 
 
 def delete_instant_files(storage: Storage, instant: int) -> int:

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 from lakeline.indexes.metadata_table import INSTANT, MetadataTable
 from lakeline.table import Table
-from lakeline.table.markers import list_markers
+from lakeline.timeline.markers import list_markers
 from lakeline.table.rollback import rollback_instant
 from lakeline.timeline.errors import MetadataTableError
 from lakeline.timeline.instant import Action, State

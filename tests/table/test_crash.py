@@ -28,7 +28,7 @@ import pyarrow as pa
 import pytest
 
 from lakeline.table import Table
-from lakeline.table.markers import list_markers
+from lakeline.timeline.markers import list_markers
 from lakeline.timeline.faults import CRASH_EXIT_CODE
 from tests.helpers import finish, run_script, start_script, wait_for_files
 from tests.table.workers import (
