@@ -59,11 +59,10 @@ def rewrite_group(task: RewriteTask) -> WriteStat | None:
     base = with_columns_of(read_file(FileRead(st.storage, s.base.path)), st.schema)
     if task.predicate is not None:
         # Keep rows where the predicate is false or null: delete only what matches.
-        matches = base.filter(task.predicate)
-        if matches.num_rows == 0:
+        hits = _evaluate(base, task.predicate)
+        if not pc.any(hits).as_py():
             return _unchanged(s)
-        keep = pc.invert(pc.fill_null(_evaluate(base, task.predicate), False))
-        result = base.filter(keep)
+        result = base.filter(pc.invert(hits))
     elif task.new_keys_only:
         # Small-file filling with keys the planner proved new: nothing to merge.
         result = pa.concat_tables([base, task.incoming.drop_columns([OP]).cast(base.schema)])  # type: ignore[union-attr]
