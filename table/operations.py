@@ -6,6 +6,7 @@ read; :func:`lakeline.table.writer.run_write` executes and commits the plan.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -22,6 +23,14 @@ from .tagging import tag
 
 if TYPE_CHECKING:
     from .table import Table
+
+
+def _tag(table: "Table", plan: WritePlan, slices: list[FileSlice], keys: pa.Table) -> pa.Array:
+    """``tag`` the keys, adding the time it took to ``plan.timings["tag_s"]``."""
+    t0 = time.perf_counter()
+    fgs = tag(table.storage, table.engine, slices, keys, table.config.record_key)
+    plan.timings["tag_s"] = plan.timings.get("tag_s", 0.0) + time.perf_counter() - t0
+    return fgs
 
 
 def _with_op(rows: pa.Table, op: str) -> pa.Table:
@@ -100,7 +109,7 @@ def plan_insert(table: "Table", rows: pa.Table, snapshot: Timeline, view: FileSy
     for partition, part in split_by_partition(rows, cfg.partition_by).items():
         slices = view.latest_slices(partition)
         if check and slices:
-            fgs = tag(table.storage, table.engine, slices, part.select(list(cfg.record_key)), cfg.record_key)
+            fgs = _tag(table, plan, slices, part.select(list(cfg.record_key)))
             if fgs.null_count != len(fgs):
                 dupes = part.filter(pc.is_valid(fgs)).select(list(cfg.record_key)).slice(0, 5).to_pylist()
                 raise DuplicateKeyError(
@@ -122,7 +131,7 @@ def plan_upsert(table: "Table", rows: pa.Table, snapshot: Timeline, view: FileSy
     new_keys = []
     for partition, part in split_by_partition(rows, cfg.partition_by).items():
         slices = view.latest_slices(partition)
-        fgs = tag(table.storage, table.engine, slices, part.select(list(cfg.record_key)), cfg.record_key)
+        fgs = _tag(table, plan, slices, part.select(list(cfg.record_key)))
         updated += _route_updates(table, plan, partition, slices, part, fgs, OP_UPSERT)
         fresh = part.filter(pc.is_null(fgs))
         inserted += fresh.num_rows
@@ -167,7 +176,7 @@ def plan_delete(table: "Table", keys: pa.Table, snapshot: Timeline, view: FileSy
         slices = view.latest_slices(partition)
         if not slices:
             continue
-        fgs = tag(table.storage, table.engine, slices, part.select(list(cfg.record_key)), cfg.record_key)
+        fgs = _tag(table, plan, slices, part.select(list(cfg.record_key)))
         # Delete records carry the keys; other columns are null.
         recs = pa.table({c: (part.column(c) if c in cfg.record_key else pa.nulls(part.num_rows, cfg.schema.field(c).type))
                          for c in schema_cols})

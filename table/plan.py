@@ -62,6 +62,8 @@ class WritePlan:
     replaced_partitions: list[str] = field(default_factory=list)
     new_keys: pa.Table | None = None  # keys this attempt inserts (for the key check)
     stats: dict[str, int] = field(default_factory=dict)
+    #: Seconds spent in planning phases (``tag_s``: locating keys), for ``WriteResult.timings``.
+    timings: dict[str, float] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
