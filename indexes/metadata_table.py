@@ -86,6 +86,14 @@ class MetadataTable:
         infos = self.storage.fs.get_file_info(FileSelector(root, allow_not_found=True))
         return sorted(posixpath.basename(i.path) for i in infos if i.type == FileType.Directory)
 
+    def bases(self, index: str) -> list[tuple[int, str]]:
+        """The bases of one index partition as (seq, path), oldest first."""
+        return self._listing(index)[0]
+
+    def delta_count(self, index: str) -> int:
+        """How many delta files the partition holds (what automatic compaction watches)."""
+        return sum(len(ps) for ps in self._listing(index)[1].values())
+
     def has_updates(self, index: str, instant: int) -> bool:
         """Whether ``instant`` wrote entries for ``index`` (the indexer's catch-up skips it)."""
         return instant in self._listing(index)[1]
@@ -114,9 +122,9 @@ class MetadataTable:
         with self.storage.fs.open_output_stream(path) as sink:
             pq.write_table(rows, sink)
 
-    def _write_base(self, index: str, seq: int, rows: pa.Table) -> str:
+    def write_base(self, index: str, seq: int, rows: pa.Table) -> str:
         """Write a base under a temporary name and move it in place (readers pick the
-        newest base, so it must never be visible half-written)."""
+        newest base, so it must never be visible half-written); returns its relative path."""
         token = uuid.uuid4().hex[:8]
         final = posixpath.join(self.rel_dir(index), f"base_{seq}_{token}.parquet")
         tmp = posixpath.join(self.rel_dir(index), f".tmp_base_{seq}_{token}.parquet")
@@ -149,7 +157,7 @@ class MetadataTable:
         parts: list[pa.Table] = []
         if bases:
             base_seq, base_path = bases[-1]
-            base = self._read_file(base_path)
+            base = self.read_file(base_path)
             parts.append(base)
         for instant, paths in deltas.items():
             inst = snapshot.find(instant)
@@ -158,14 +166,14 @@ class MetadataTable:
             if (inst.completed_seq or 0) <= base_seq:
                 continue  # folded into the base
             for p in paths:
-                t = self._read_file(p)
+                t = self.read_file(p)
                 parts.append(t.append_column(INSTANT, pa.array([instant] * t.num_rows, pa.int64())))
         if not parts:
             return None
         rows = pa.concat_tables(parts, promote_options="permissive")
         return _visible_latest(rows, snapshot)
 
-    def _read_file(self, path: str) -> pa.Table:
+    def read_file(self, path: str) -> pa.Table:
         with self.storage.fs.open_input_file(path) as f:
             return pq.read_table(f)
 
@@ -191,7 +199,7 @@ class MetadataTable:
         rows = self.read(index, timeline)
         if rows is None:
             return None
-        rel = self._write_base(index, timeline.last_seq, rows)
+        rel = self.write_base(index, timeline.last_seq, rows)
         keep = self.storage.path(rel)
         for _, p in bases:
             if p != keep:
@@ -213,7 +221,7 @@ class MetadataTable:
         if INSTANT not in rows.column_names:
             raise MetadataTableError(f"rebuild rows of {index!r} need an {INSTANT!r} column")
         bases, deltas = self._listing(index)
-        rel = self._write_base(index, timeline.last_seq, rows)
+        rel = self.write_base(index, timeline.last_seq, rows)
         keep = self.storage.path(rel)
         for _, p in bases:
             if p != keep:

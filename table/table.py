@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..indexes.files_index import load_view
 from ..timeline import faults
 from ..timeline.errors import (
     InvalidFilterError,
@@ -51,6 +52,11 @@ if TYPE_CHECKING:
     from ..services import TableServices
 
 
+#: Views kept per handle: the current snapshot's, and a few earlier ones (``changes``
+#: compares two; time travel reads one) to extend instead of replaying from scratch.
+_CACHED_VIEWS = 4
+
+
 class Table:
     """A lakeline table at a location. Create with :meth:`create`, open with :meth:`open`."""
 
@@ -61,7 +67,7 @@ class Table:
         self._config: TableConfig | None = None
         self._config_seq = -2
         self._engine: Engine | None = None
-        self._view: FileSystemView | None = None
+        self._views: list[FileSystemView] = []
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -179,11 +185,16 @@ class Table:
         self._engine = engine
 
     def view(self, snapshot: Timeline) -> FileSystemView:
-        """The file-system view of a snapshot (the last one built is cached: the log is
-        append-only, so two snapshots ending at the same event are the same)."""
-        if self._view is None or self._view.seq != snapshot.last_seq:
-            self._view = FileSystemView(snapshot)
-        return self._view
+        """The file-system view of a snapshot.
+
+        The log is append-only, so a view of an earlier snapshot is extended rather than
+        rebuilt, and a fresh handle starts from the files index's newest checkpoint; the
+        last few views are kept for that.
+        """
+        view = load_view(self.storage, snapshot, self._views)
+        if view not in self._views:
+            self._views = (self._views + [view])[-_CACHED_VIEWS:]
+        return view
 
     def __repr__(self) -> str:
         return f"Table({self.storage.uri!r})"

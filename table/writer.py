@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..indexes.maintain import write_commit_updates
+from ..indexes.upkeep import after_commit
 from ..timeline.commit_metadata import CommitMetadata, WriteStat
 from ..timeline.errors import CommitConflictError, CommitOutcomeUnknownError
 from ..timeline.file_group import data_file_name, new_file_group_id
@@ -42,7 +43,8 @@ class WriteResult:
     """What a write did: the completed instant (None when there was nothing to write),
     counts (inserted, updated, deleted, files_added, bytes_written, ...), and seconds
     per phase of the attempt that landed (``plan_s`` with ``tag_s`` inside it,
-    ``write_s``, ``index_s``, ``commit_s``, and ``total_s`` over every attempt)."""
+    ``write_s``, ``index_s``, ``commit_s``, ``upkeep_s`` of the metadata table after
+    the commit, and ``total_s`` over every attempt)."""
 
     instant: Instant | None
     stats: dict[str, int] = field(default_factory=dict)
@@ -95,7 +97,10 @@ def run_write(table: "Table", operation: str, action: Action, planner: Planner,
                          if plan.new_keys is not None or updated is not None else None)
             inst = commit.complete(metadata, key_check)
             done = time.perf_counter()
-            timings.update(write_s=t1 - t0, index_s=t2 - t1, commit_s=done - t2, total_s=done - started)
+            after_commit(table.storage, table.log.timeline, table.view, props)
+            end = time.perf_counter()
+            timings.update(write_s=t1 - t0, index_s=t2 - t1, commit_s=done - t2, upkeep_s=end - done,
+                           total_s=end - started)
             return WriteResult(inst, dict(metadata.stats), timings)
         except ConflictDetected as e:
             commit.abort(str(e))

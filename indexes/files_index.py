@@ -1,0 +1,184 @@
+"""The ``files`` index: the file-system view, checkpointed into the metadata table.
+
+The view of a snapshot is a replay of the commit metadata of every completed data
+instant. Replaying the whole timeline on every open costs O(history) and stops working
+once archival moves old events out of the active timeline, so the metadata table keeps
+the view itself: ``.lakeline/metadata/files/base_<seq>_<token>.parquet`` holds every file
+of every slice of every live file group right after event ``seq``. The view of any
+snapshot at or after ``seq`` is that checkpoint plus a replay of the instants completed
+after it, which is what :func:`load_view` builds.
+
+The index's per-instant updates are the commit metadata itself, carried by the data
+instant's ``completed`` event: they are visible exactly when the instant is completed,
+are never seen for a pending or rolled-back one, and cannot disagree with the commit
+(an update in a separate file could be lost between the two). A checkpoint is only a
+cache of their replay, written by the committing writer every
+``metadata.files.checkpoint-commits`` data commits; losing one costs time, never
+correctness, and :func:`validate_checkpoint` compares one with a full replay.
+
+The files index is always on: it is created with the table and cannot be dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from ..timeline.errors import MetadataTableError
+from ..timeline.file_group import DataFile, FileSlice
+from ..timeline.fs_view import FileSystemView
+from ..timeline.storage import Storage
+from ..timeline.timeline import Timeline
+from .metadata_table import MetadataTable
+
+#: The metadata-table partition of the files index.
+FILES = "files"
+
+#: Checkpoints kept besides the newest, so time travel to a recent snapshot still starts
+#: from one (older snapshots replay from the first event).
+KEEP_CHECKPOINTS = 3
+
+#: One row per file of a slice; a slice whose base is pending (a compaction) has rows for
+#: its logs only. ``slot`` orders the slices of a group; key bounds are JSON text because
+#: commit metadata records them as JSON values of the key's type.
+FILES_SCHEMA = pa.schema([
+    pa.field("partition", pa.string(), nullable=False),
+    pa.field("file_group", pa.string(), nullable=False),
+    pa.field("slot", pa.int32(), nullable=False),
+    pa.field("base_instant", pa.int64(), nullable=False),
+    pa.field("kind", pa.string(), nullable=False),
+    pa.field("path", pa.string(), nullable=False),
+    pa.field("instant", pa.int64(), nullable=False),
+    pa.field("rows", pa.int64(), nullable=False),
+    pa.field("bytes", pa.int64(), nullable=False),
+    pa.field("completed_seq", pa.int64(), nullable=False),
+    pa.field("key_min", pa.string()),
+    pa.field("key_max", pa.string()),
+    pa.field("inserts", pa.bool_(), nullable=False),
+])
+
+
+def view_rows(view: FileSystemView) -> pa.Table:
+    """Every file of every slice of ``view``, as rows of :data:`FILES_SCHEMA`."""
+    cols: dict[str, list[Any]] = {f.name: [] for f in FILES_SCHEMA}
+    for (partition, fg), slices in view.state().items():
+        for slot, s in enumerate(slices):
+            for f in s.files:
+                cols["partition"].append(partition)
+                cols["file_group"].append(fg)
+                cols["slot"].append(slot)
+                cols["base_instant"].append(s.base_instant)
+                cols["kind"].append(f.kind)
+                cols["path"].append(f.path)
+                cols["instant"].append(f.instant)
+                cols["rows"].append(f.rows)
+                cols["bytes"].append(f.bytes)
+                cols["completed_seq"].append(f.completed_seq)
+                cols["key_min"].append(None if f.key_min is None else json.dumps(f.key_min))
+                cols["key_max"].append(None if f.key_max is None else json.dumps(f.key_max))
+                cols["inserts"].append(f.inserts)
+    return pa.table(cols, schema=FILES_SCHEMA)
+
+
+def state_from_rows(rows: pa.Table) -> dict[tuple[str, str], tuple[FileSlice, ...]]:
+    """The slices of every group, rebuilt from :func:`view_rows` output.
+
+    Raises:
+        MetadataTableError: the rows are not a files checkpoint.
+    """
+    missing = [f.name for f in FILES_SCHEMA if f.name not in rows.column_names]
+    if missing:
+        raise MetadataTableError(f"files checkpoint lacks columns {missing}")
+    rows = rows.sort_by([("partition", "ascending"), ("file_group", "ascending"), ("slot", "ascending"),
+                         ("completed_seq", "ascending")])
+    c = {name: rows.column(name).to_pylist() for name in FILES_SCHEMA.names}
+    slices: dict[tuple[str, str], dict[int, list[Any]]] = {}
+    for i in range(rows.num_rows):
+        df = DataFile(c["path"][i], c["kind"][i], c["instant"][i], c["rows"][i], c["bytes"][i],
+                      c["completed_seq"][i], _bound(c["key_min"][i]), _bound(c["key_max"][i]), c["inserts"][i])
+        group = slices.setdefault((c["partition"][i], c["file_group"][i]), {})
+        slot = group.setdefault(c["slot"][i], [c["base_instant"][i], None, []])
+        if df.kind == "base":
+            slot[1] = df
+        else:
+            slot[2].append(df)
+    return {
+        (part, fg): tuple(FileSlice(fg, part, base_instant, base, tuple(logs))
+                          for _, (base_instant, base, logs) in sorted(group.items()))
+        for (part, fg), group in slices.items()
+    }
+
+
+def _bound(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def _checkpoints(storage: Storage) -> list[tuple[int, str]]:
+    return MetadataTable(storage).bases(FILES)
+
+
+def load_view(storage: Storage, snapshot: Timeline, cached: Sequence[FileSystemView] = ()) -> FileSystemView:
+    """The file-system view of ``snapshot``, as cheaply as it can be had.
+
+    From the newest of ``cached`` (views of earlier snapshots of the same log) or the
+    newest checkpoint at or before the snapshot, whichever is later, plus a replay of
+    what completed after it; a full replay only when neither exists. A checkpoint that
+    vanished (a newer one replaced it) or cannot be read is passed over.
+    """
+    target = snapshot.last_seq
+    best = max((v for v in cached if v.seq <= target), key=lambda v: v.seq, default=None)
+    if best is not None and best.seq == target:
+        return best
+    start = best.seq if best is not None else -1
+    for seq, path in reversed(_checkpoints(storage)):
+        if seq > target:
+            continue
+        if seq <= start:
+            break
+        try:
+            state = state_from_rows(MetadataTable(storage).read_file(path))
+        except (FileNotFoundError, OSError, pa.ArrowException, MetadataTableError):
+            continue
+        return FileSystemView.from_state(state, seq, snapshot)
+    if best is not None:
+        return best.extended(snapshot)
+    return FileSystemView(snapshot)
+
+
+def commits_since_checkpoint(storage: Storage, timeline: Timeline) -> int:
+    """Data instants completed after the newest checkpoint (all of them without one)."""
+    bases = _checkpoints(storage)
+    seq = bases[-1][0] if bases else -1
+    return sum(1 for i in timeline.completed_after(seq) if i.action_kind.writes_data)
+
+
+def write_checkpoint(storage: Storage, view: FileSystemView) -> str:
+    """Save ``view`` as a checkpoint and drop all but the newest few; returns its path."""
+    mt = MetadataTable(storage)
+    rel = mt.write_base(FILES, view.seq, view_rows(view))
+    for _, path in mt.bases(FILES)[:-KEEP_CHECKPOINTS]:
+        storage.delete(path)
+    return rel
+
+
+def validate_checkpoint(storage: Storage, timeline: Timeline) -> dict[str, Any]:
+    """Compare the newest checkpoint at or before ``timeline`` with a full replay of the
+    timeline up to the checkpoint's event.
+
+    Returns ``{"checkpoint_seq": seq or None, "mismatches": [...]}``; a mismatch names a
+    file group whose slices differ.
+    """
+    target = timeline.last_seq
+    for seq, path in reversed(_checkpoints(storage)):
+        if seq > target:
+            continue
+        saved = state_from_rows(MetadataTable(storage).read_file(path))
+        replayed = FileSystemView(timeline.as_of_seq(seq)).state()
+        bad = [{"index": FILES, "partition": p, "file_group": fg, "problem": "differs"}
+               for (p, fg) in sorted(set(saved) | set(replayed)) if saved.get((p, fg)) != replayed.get((p, fg))]
+        return {"checkpoint_seq": seq, "mismatches": bad}
+    return {"checkpoint_seq": None, "mismatches": []}
+
