@@ -42,11 +42,14 @@ class FileSystemView:
 
     # -- construction ------------------------------------------------------------------
 
-    def _init(self, groups: dict[tuple[str, str], tuple[FileSlice, ...]], seq: int, timeline: Timeline) -> None:
-        self._slices = groups
+    def _init(self, parts: dict[str, dict[str, tuple[FileSlice, ...]]], seq: int, timeline: Timeline) -> None:
+        # partition -> file group -> slices. Extending a view copies the outer dict and
+        # only the partitions a replayed commit touches, so a commit costs O(its files),
+        # not O(table).
+        self._parts = parts
         self.timeline = timeline
         self.seq = seq
-        self._by_partition: dict[str, list[FileGroup]] | None = None
+        self._latest: dict[str, list[FileSlice]] = {}
 
     @classmethod
     def from_state(cls, groups: GroupSlices, seq: int, timeline: Timeline) -> "FileSystemView":
@@ -57,12 +60,20 @@ class FileSystemView:
         Raises:
             ValueError: ``timeline`` ends before ``seq`` (it cannot be that snapshot's).
         """
+        parts: dict[str, dict[str, tuple[FileSlice, ...]]] = {}
+        for (p, fg), slices in groups.items():
+            if slices:
+                parts.setdefault(p, {})[fg] = tuple(slices)
+        return cls._continued(parts, seq, timeline)
+
+    @classmethod
+    def _continued(cls, parts: dict[str, dict[str, tuple[FileSlice, ...]]], seq: int,
+                   timeline: Timeline) -> "FileSystemView":
         if timeline.last_seq < seq:
             raise ValueError(f"a view saved at event {seq} cannot serve a timeline ending at {timeline.last_seq}")
         view = cls.__new__(cls)
-        view._init({k: tuple(v) for k, v in groups.items() if v}, seq, timeline)
+        view._init(parts, timeline.last_seq, timeline)
         view._replay(timeline.completed_after(seq))
-        view.seq = timeline.last_seq
         return view
 
     def extended(self, timeline: Timeline) -> "FileSystemView":
@@ -74,10 +85,19 @@ class FileSystemView:
         """
         if timeline.last_seq == self.seq:
             return self
-        return FileSystemView.from_state(self._slices, self.seq, timeline)
+        return FileSystemView._continued(dict(self._parts), self.seq, timeline)
 
     def _replay(self, instants: Iterable[Instant]) -> None:
-        groups = self._slices
+        parts = self._parts
+        copied: set[str] = set()
+
+        def groups_of(partition: str) -> dict[str, tuple[FileSlice, ...]]:
+            # Copy-on-write: the inner dicts may be shared with the view this one extends.
+            if partition not in copied:
+                parts[partition] = dict(parts.get(partition, {}))
+                copied.add(partition)
+            return parts[partition]
+
         for inst in instants:
             if not inst.action_kind.writes_data:
                 continue
@@ -95,64 +115,65 @@ class FileSystemView:
                     key_max=st.key_max,
                     inserts=st.inserts,
                 )
-                key = (st.partition, st.file_group)
-                slices = groups.get(key, ())
+                groups = groups_of(st.partition)
+                slices = groups.get(st.file_group, ())
                 if st.kind == "base":
-                    groups[key] = _add_base(slices, st.file_group, st.partition, df)
+                    groups[st.file_group] = _add_base(slices, st.file_group, st.partition, df)
                 else:
-                    groups[key] = _add_log(slices, st.file_group, st.partition, df)
+                    groups[st.file_group] = _add_log(slices, st.file_group, st.partition, df)
             for part, fgs in md.replaced.items():
+                groups = groups_of(part)
                 for fg in fgs:
-                    groups.pop((part, fg), None)
-        self._by_partition = None
+                    groups.pop(fg, None)
+        for p in copied:
+            if not parts[p]:
+                del parts[p]
 
     # -- state -------------------------------------------------------------------------
 
     def state(self) -> dict[tuple[str, str], tuple[FileSlice, ...]]:
         """The slices of every live group (what :meth:`from_state` takes back)."""
-        return dict(self._slices)
+        return {(p, fg): slices for p, groups in self._parts.items() for fg, slices in groups.items()}
 
     # -- queries -----------------------------------------------------------------------
 
-    def _partitions(self) -> dict[str, list[FileGroup]]:
-        if self._by_partition is None:
-            by_part: dict[str, list[FileGroup]] = {}
-            for (p, fg), slices in self._slices.items():
-                by_part.setdefault(p, []).append(FileGroup(fg, p, slices))
-            self._by_partition = by_part
-        return self._by_partition
-
     def file_groups(self, partition: str | None = None) -> list[FileGroup]:
         """Live file groups (of one partition, or all)."""
-        parts = self._partitions()
-        if partition is not None:
-            return list(parts.get(partition, ()))
-        return [g for gs in parts.values() for g in gs]
+        names = self._parts if partition is None else [partition]
+        return [FileGroup(fg, p, slices) for p in names for fg, slices in self._parts.get(p, {}).items()]
 
     def group(self, partition: str, file_group: str) -> FileGroup | None:
-        slices = self._slices.get((partition, file_group))
+        slices = self._parts.get(partition, {}).get(file_group)
         return FileGroup(file_group, partition, slices) if slices else None
 
     def partitions(self) -> list[str]:
-        return sorted(self._partitions())
+        return sorted(self._parts)
 
     def latest_slices(self, partition: str | None = None) -> list[FileSlice]:
         """The slice readers read for each live group: the newest with a base file,
         with the logs of any later base-less slice merged on top."""
-        out = []
-        for g in self.file_groups(partition):
-            slices = list(g.slices)
-            # A slice without a base belongs to a pending compaction: its logs are read
-            # on top of the slice before it.
-            while len(slices) > 1 and slices[-1].base is None:
-                tail = slices.pop()
-                slices[-1] = replace(slices[-1], logs=slices[-1].logs + tail.logs)
-            out.append(slices[-1])
-        return out
+        if partition is None:
+            return [s for p in self._parts for s in self.latest_slices(p)]
+        cached = self._latest.get(partition)
+        if cached is None:
+            cached = [_latest(slices) for slices in self._parts.get(partition, {}).values()]
+            self._latest[partition] = cached
+        return list(cached)
 
     def files(self) -> list[DataFile]:
         """Every file of every latest slice."""
         return [f for s in self.latest_slices() for f in s.files]
+
+
+def _latest(slices: tuple[FileSlice, ...]) -> FileSlice:
+    # A slice without a base belongs to a pending compaction: its logs are read on top
+    # of the slice before it.
+    last = slices[-1]
+    i = len(slices) - 1
+    while i > 0 and slices[i].base is None:
+        i -= 1
+        last = replace(slices[i], logs=slices[i].logs + last.logs)
+    return last
 
 
 def _add_base(slices: tuple[FileSlice, ...], fg: str, partition: str, df: DataFile) -> tuple[FileSlice, ...]:
