@@ -1,0 +1,373 @@
+"""Lookup benchmark (issue 4, metadata table and indexes): reads that indexes should
+make cheap, and the upsert they must not make expensive, lakeline against deltalake.
+
+One run, the same data for every system (:mod:`bench.data`, through the write
+benchmark's :func:`bench.write_bench.prepare_inputs`): ``--rows`` rows (5M by default)
+written as 10 appends, then on lakeline (copy-on-write and merge-on-read) the indexes
+``column_stats``, ``bloom_filters`` (record key) and ``bloom_ts`` (a bloom filter on
+``ts``) are built and timed. Then, on the table after the appends and again after the
+upsert:
+
+* a 1,000-key read, ``key >= a AND key < b`` (:func:`bench.data.read_range`);
+* a point lookup on a column that is not the key, ``ts == v`` for one existing row that
+  the upsert does not touch. ``ts`` follows the key on appends, so min/max statistics
+  alone find its file there; after the upsert every rewritten file's ``ts`` range reaches
+  the updates' larger values, and only a bloom filter tells the files apart.
+
+and in between the upsert of ``rows / 10`` rows (half updates spread over the key space,
+half new keys) with the indexes ready: lakeline ``Table.upsert`` (its
+``WriteResult.timings``: ``tag_s``, ``index_s``, ...) against deltalake's ``merge`` (the
+write benchmark's). deltalake skips files with the per-file min/max of its log.
+
+Every system/step runs in a fresh subprocess (times include opening the table; peak
+memory is its ``ru_maxrss``), reads ``--repeat`` times, the median reported. Targets
+(issue 4): the 1,000-key read and the ``ts`` lookup read no more files than deltalake and
+take <= 1.0x its time; the upsert spends <= 1 s tagging; the copy-on-write upsert takes
+<= 1.2x deltalake's merge.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import lookup_systems as ls
+from .report import ROOT, command_line, today, update_section
+from .write_bench import APPENDS, DEFAULT_ROWS, READ_KEYS, default_timeout, prepare_inputs
+from .write_bench import run_step as run_write_step
+from .write_report import Run, StepResult, Target, _fmt_b, _ratio, machine_line
+from .write_systems import BASELINE, LAKELINE
+
+SECTION = "lookup-bench"
+RESULT_MARK = "LOOKUP_BENCH_RESULT "
+REPEAT = 3
+
+# Targets of issue 4.
+READ_RATIO = 1.0
+TAG_SECONDS = 1.0
+COW_UPSERT_RATIO = 1.2
+
+# Fraction of the key space where the looked-up ``ts`` row sits: past the middle, so that
+# after the upsert most rewritten files' ``ts`` ranges still contain it.
+LOOKUP_AT = 0.7
+
+
+@dataclass
+class LookupRun(Run):
+    """A write-benchmark run record plus what only this benchmark has."""
+
+    lookup_ts: int = 0
+    lookup_key: str = ""
+    repeat: int = REPEAT
+    queries: dict[str, str] = field(default_factory=dict)  # name -> filter text
+
+
+
+# --------------------------------------------------------------------------------------
+# Child side.
+
+
+def child_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.lookup_bench --child")
+    p.add_argument("--child", nargs=3, metavar=("SYSTEM", "STEP", "WORKDIR"), required=True)
+    system, step, workdir = p.parse_args(argv).child
+    try:
+        out = ls.run_child(system, step, Path(workdir))
+    except Exception as e:  # noqa: BLE001 - reported to the parent as a failed step
+        out = {"system": system, "step": step, "ok": False,
+               "error": f"{type(e).__name__}: {e}"[:500], "traceback": traceback.format_exc()[-4000:]}
+    sys.stdout.write("\n" + RESULT_MARK + json.dumps(out) + "\n")
+    sys.stdout.flush()
+    return 0 if out["ok"] else 1
+
+
+# --------------------------------------------------------------------------------------
+# Parent side.
+
+
+def prepare(workdir: Path, rows: int, read_keys: int) -> dict[str, Any]:
+    """The write benchmark's inputs, plus the ``ts`` to look up: the first row at
+    :data:`LOOKUP_AT` of the key space that the upsert leaves alone, so the lookup has
+    the same one-row answer before and after it."""
+    import numpy as np
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from . import data
+
+    spec = prepare_inputs(workdir, rows, APPENDS, read_keys)
+    ups = pq.read_table(workdir / "input" / "upsert.parquet", columns=["key"]).column("key")
+    touched = set(np.asarray(pc.cast(pc.utf8_slice_codeunits(ups, 1), "int64")).tolist())
+    n = int(spec["rows"] * LOOKUP_AT)
+    while n in touched:
+        n += 1
+    spec.update(lookup_row=n, lookup_key=data.key(n), lookup_ts=data.APPEND_TS + n)
+    (workdir / "spec.json").write_text(json.dumps(spec, indent=2))
+    return spec
+
+
+def run_step(system: str, step: str, workdir: Path, timeout: float) -> StepResult:
+    """One step in a fresh interpreter (``write_bench.run_step`` for this module's child)."""
+    cmd = [sys.executable, "-m", "bench.lookup_bench", "--child", system, step, str(workdir)]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
+                              check=False)
+    except subprocess.TimeoutExpired:
+        return StepResult(system, step, error=f"timed out after {timeout:.0f} s (killed)",
+                          wall_s=time.perf_counter() - t0)
+    wall = time.perf_counter() - t0
+    line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith(RESULT_MARK)), None)
+    if line is None:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        return StepResult(system, step, error=f"child exited {proc.returncode}: {' | '.join(tail)}"[:500],
+                          wall_s=wall)
+    raw = json.loads(line[len(RESULT_MARK):])
+    res = StepResult(**{k: raw[k] for k in StepResult.__dataclass_fields__ if k in raw})
+    res.wall_s = wall
+    if not res.ok and "traceback" in raw:
+        res.detail["traceback"] = raw["traceback"]
+    return res
+
+
+def median_of(results: list[StepResult]) -> StepResult:
+    """The run with the median time, carrying every time; a failure wins (it is news)."""
+    failed = [r for r in results if not r.ok]
+    if failed:
+        return failed[0]
+    ordered = sorted(results, key=lambda r: r.seconds or 0.0)
+    mid = ordered[(len(ordered) - 1) // 2]
+    mid.detail["seconds_all"] = [r.seconds for r in results]
+    # Files read and the answer are facts of the table, not of the run: they must repeat.
+    mid.detail["stable"] = len({(r.files_read, r.read_digest) for r in results}) == 1
+    return mid
+
+
+def _seconds(run: Run, system: str, step: str) -> float | None:
+    r = run.get(system, step)
+    return r.seconds if r is not None and r.ok else None
+
+
+def evaluate(run: LookupRun) -> None:
+    """Targets (PASS/MISS) and the check that every system answers the same."""
+    targets: list[Target] = []
+    for phase in ls.PHASES:
+        for q, label in (("range", f"{run.read_keys:,}-key read"), ("ts", "ts point lookup")):
+            step, base = f"{q}@{phase}", run.get(BASELINE, f"{q}@{phase}")
+            for s in LAKELINE:
+                r = run.get(s, step)
+                ok = r is not None and r.ok and base is not None and base.ok
+                ratio = _ratio(r.seconds, base.seconds) if ok else None  # type: ignore[union-attr]
+                measured = "n/a" if ratio is None else (
+                    f"{r.files_read} vs {base.files_read} files, {ratio:.2f}x "  # type: ignore[union-attr]
+                    f"({r.seconds * 1000:.0f} vs {base.seconds * 1000:.0f} ms)")  # type: ignore[union-attr]
+                verdict = None if ratio is None else (
+                    r.files_read <= base.files_read and ratio <= READ_RATIO)  # type: ignore[union-attr]
+                targets.append(Target(f"{s} {label}, {phase}", measured,
+                                      f"files <= deltalake, <= {READ_RATIO:g}x time", verdict))
+    for s in LAKELINE:
+        r = run.get(s, "upsert")
+        tag = (r.detail.get("timings") or {}).get("tag_s") if r is not None and r.ok else None
+        targets.append(Target(f"{s} upsert tagging (tag_s)", "n/a" if tag is None else f"{tag:.2f} s",
+                              f"<= {TAG_SECONDS:g} s", None if tag is None else tag <= TAG_SECONDS))
+    cow, base_s = _seconds(run, "lakeline-cow", "upsert"), _seconds(run, BASELINE, "upsert")
+    ratio = _ratio(cow, base_s)
+    targets.append(Target("lakeline-cow upsert vs deltalake merge",
+                          "n/a" if ratio is None else f"{ratio:.2f}x ({cow:.1f} s vs {base_s:.1f} s)",
+                          f"<= {COW_UPSERT_RATIO:g}x", None if ratio is None else ratio <= COW_UPSERT_RATIO))
+    run.targets = targets
+    consistency(run)
+
+
+def consistency(run: LookupRun) -> None:
+    """Every query returns the same rows on every system (and as many as the data says),
+    and every table holds the same rows after the upsert."""
+    bad: list[str] = []
+    want_rows = {"range": run.read_keys, "ts": 1}
+    for phase in ls.PHASES:
+        for q in ls.QUERIES:
+            got = {s: run.get(s, f"{q}@{phase}") for s in run.results}
+            done = {s: r for s, r in got.items() if r is not None and r.ok}
+            if len(done) < len(got):
+                bad.append(f"{q}@{phase}: not run or failed on {sorted(set(got) - set(done))}")
+            if len({r.read_digest for r in done.values()}) > 1:
+                bad.append(f"{q}@{phase}: digests differ {({s: r.read_digest for s, r in done.items()})}")
+            wrong = {s: r.rows_read for s, r in done.items() if r.rows_read != want_rows[q]}
+            if wrong:
+                bad.append(f"{q}@{phase}: rows {wrong}, expected {want_rows[q]}")
+            unstable = [s for s, r in done.items() if r.detail.get("stable") is False]
+            if unstable:
+                bad.append(f"{q}@{phase}: files read or rows changed between repeats on {unstable}")
+    ups = {s: run.get(s, "upsert") for s in run.results}
+    done_u = {s: r for s, r in ups.items() if r is not None and r.ok}
+    expect = run.rows + run.upsert_rows - run.upsert_rows // 2
+    for f in ("rows_total", "distinct_keys", "sum_ts"):
+        if len({getattr(r, f) for r in done_u.values()}) > 1:
+            bad.append(f"after upsert {f} differ: {({s: getattr(r, f) for s, r in done_u.items()})}")
+    if any(r.rows_total != expect or r.distinct_keys != expect for r in done_u.values()):
+        bad.append(f"after upsert: expected {expect:,} rows with distinct keys")
+    if len(done_u) < len(ups):
+        bad.append(f"upsert failed on {sorted(set(ups) - set(done_u))}")
+    run.consistent = not bad
+    if bad:
+        run.consistency_note = "MISMATCH: " + "; ".join(bad)
+    else:
+        digests = "; ".join(f"{q} {run.get(BASELINE, q + '@appended').read_digest} / "  # type: ignore[union-attr]
+                            f"{run.get(BASELINE, q + '@upserted').read_digest}" for q in ls.QUERIES)  # type: ignore[union-attr]
+        run.consistency_note = (f"{len(done_u)} systems agree: {expect:,} rows after the upsert; both queries "
+                                f"return the same rows on every system, after the appends and after the upsert "
+                                f"(digests {digests})")
+
+
+def run_benchmark(rows: int, workdir: Path, step_timeout: float, read_keys: int = READ_KEYS,
+                  repeat: int = REPEAT, log: Callable[[str], None] = print) -> LookupRun:
+    """Build the tables once, then every step for every system, each in its own process."""
+    t_start = time.perf_counter()
+    load_start = os.getloadavg()[0]
+    spec = prepare(workdir, rows, read_keys)
+    qs = ls.queries(spec)
+    log(f"data: {spec['rows']:,} rows in {APPENDS} appends, upsert {spec['upsert_rows']:,} rows; "
+        f"queries: {qs['range']['text']}; {qs['ts']['text']} (row {spec['lookup_key']})")
+    run = LookupRun(rows=spec["rows"], appends=APPENDS, upsert_rows=spec["upsert_rows"],
+                    input_upsert_bytes=spec["upsert_bytes"], read_range=(spec["read_a"], spec["read_b"]),
+                    read_keys=spec["read_keys"], results={s: {} for s in ls.SYSTEMS},
+                    lookup_ts=spec["lookup_ts"], lookup_key=spec["lookup_key"], repeat=repeat,
+                    queries={q: d["text"] for q, d in qs.items()})
+
+    def record(res: StepResult) -> None:
+        run.results[res.system][res.step] = res
+        if not res.ok:
+            log(f"{res.system:13} {res.step:12} FAILED: {res.error}")
+            return
+        extra = f", {res.files_read} files, {res.rows_read} rows" if res.files_read is not None else ""
+        every = res.detail.get("seconds_all")
+        times = f" (of {', '.join(f'{s:.2f}' for s in every)})" if every and len(every) > 1 else ""
+        log(f"{res.system:13} {res.step:12} {res.seconds:8.2f} s{times}  peak {_fmt_b(res.peak_rss):>9}{extra}")
+
+    def alive(system: str) -> bool:
+        return all(r.ok for r in run.results[system].values())
+
+    for system in ls.SYSTEMS:  # build: the write benchmark's append step, as it is
+        record(run_write_step(system, "append", workdir, step_timeout))
+    for system in LAKELINE:
+        if alive(system):
+            record(run_step(system, "index", workdir, step_timeout))
+    for phase in ls.PHASES:
+        if phase == "upserted":
+            for system in ls.SYSTEMS:
+                if alive(system):
+                    record(run_step(system, "upsert", workdir, step_timeout))
+        # Repeats go round the systems, so each system's runs share the machine's load
+        # at that moment with the others'.
+        tries: dict[tuple[str, str], list[StepResult]] = {}
+        for _ in range(repeat):
+            for q in ls.QUERIES:
+                for system in ls.SYSTEMS:
+                    if alive(system):
+                        step = f"{q}@{phase}"
+                        tries.setdefault((system, step), []).append(run_step(system, step, workdir, step_timeout))
+        for (system, step), results in tries.items():
+            record(median_of(results))
+    run.total_s = time.perf_counter() - t_start
+    run.load = (load_start, os.getloadavg()[0])
+    run.source = source_state()
+    evaluate(run)
+    return run
+
+
+def source_state() -> str:
+    """:func:`bench.write_report.source_state`, with indexes/ counted as measured code."""
+    from .write_report import source_state as write_source
+
+    state = write_source()
+    try:
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "indexes"], cwd=ROOT,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return state
+    if dirty:
+        state += (" with uncommitted changes in indexes/" if "uncommitted" not in state
+                  else " (and indexes/)")
+    return state
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench lookup", description=__doc__.split("\n\n")[0])
+    p.add_argument("--rows", type=int, default=DEFAULT_ROWS,
+                   help=f"rows appended in total, in {APPENDS} appends (default {DEFAULT_ROWS:,}); "
+                        "the upsert is a tenth of that")
+    p.add_argument("--read-keys", type=int, default=READ_KEYS, help="consecutive keys read (default 1000)")
+    p.add_argument("--repeat", type=int, default=REPEAT,
+                   help=f"runs of each read, each in a fresh process; the median is reported (default {REPEAT})")
+    p.add_argument("--step-timeout", type=float, default=None,
+                   help="seconds one system/step may take before it is killed (default scales with --rows)")
+    p.add_argument("--workdir", type=Path, default=None, help="where tables go (default: a temp dir, removed)")
+    p.add_argument("--keep", action="store_true", help="keep the temp dir (tables, inputs)")
+    p.add_argument("--json", type=Path, default=None, help="also write the raw results as JSON here")
+    p.add_argument("--no-docs", action="store_true", help="do not update docs/performance.md")
+    p.add_argument("--check", action="store_true", help="exit 1 when a target is missed or systems disagree")
+    args = p.parse_args(argv)
+    if args.rows < APPENDS * 2:
+        p.error(f"--rows must be at least {APPENDS * 2}")
+    if args.repeat < 1:
+        p.error("--repeat must be at least 1")
+    return args
+
+
+def main(argv: list[str]) -> int:
+    from rich.console import Console
+
+    from .lookup_report import markdown, rich_tables
+
+    args = parse(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind, killing the child
+    con = Console(width=None if os.isatty(1) or "COLUMNS" in os.environ else 160)
+    con.print(f"[bold]lookup benchmark[/bold] on {machine_line()}")
+    own_dir = args.workdir is None
+    workdir = Path(tempfile.mkdtemp(prefix="lakeline-lookup-bench-")) if own_dir else args.workdir
+    workdir.mkdir(parents=True, exist_ok=True)
+    timeout = args.step_timeout or default_timeout(args.rows)
+    try:
+        run = run_benchmark(args.rows, workdir, timeout, args.read_keys, args.repeat,
+                            log=lambda m: con.print(m, markup=False, highlight=False))
+    finally:
+        if own_dir and not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    for t in rich_tables(run):
+        con.print(t)
+    con.print(("[green]" if run.consistent else "[red]") + f"consistency: {run.consistency_note}",
+              markup=True, highlight=False)
+    notes = [f"{s} {st}: {r.error}" for s, steps in run.results.items() for st, r in steps.items() if not r.ok]
+    for n in notes:
+        con.print(f"[yellow]{n}[/yellow]", highlight=False)
+    if args.keep:
+        con.print(f"kept {workdir}")
+    if args.json is not None:
+        payload = asdict(run)
+        payload["date"], payload["machine"] = today(), machine_line()
+        args.json.write_text(json.dumps(payload, indent=2, default=str))
+    if not args.no_docs:
+        update_section(SECTION, markdown(run, command_line("lookup", argv, with_postgres=False), notes))
+        con.print(f"wrote the {SECTION} section of docs/performance.md")
+    missed = any(t.ok is False for t in run.targets) or run.consistent is False
+    return 1 if args.check and missed else 0
+
+
+if __name__ == "__main__":
+    if "--child" in sys.argv[1:]:
+        sys.exit(child_main(sys.argv[1:]))
+    sys.exit(main(sys.argv[1:]))

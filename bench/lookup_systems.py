@@ -1,0 +1,182 @@
+"""What the lookup benchmark does inside one child process: build indexes, read, upsert.
+
+:mod:`bench.lookup_bench` runs every system/step in a fresh interpreter (the pattern of
+:mod:`bench.write_bench`, whose ``append`` child builds the tables) and calls
+:func:`run_child` there. Steps:
+
+* ``index`` (lakeline only): ``t.indexes.create`` of each index in :data:`INDEXES`,
+  each timed alone; deltalake has nothing to build (its min/max statistics are in its log).
+* ``range@PHASE`` / ``ts@PHASE``: one query of :func:`queries` on the table as it is after
+  the appends (``appended``) or after the upsert (``upserted``). Timed: opening the table,
+  planning (pruning) and reading the matching rows. Untimed: which files were read, the
+  pruning stages, and a digest of the rows so the systems can be checked to agree.
+* ``upsert``: the 500k upsert with the indexes ready; lakeline's ``WriteResult.timings``
+  say where the time went (``tag_s`` is the issue-4 target). Afterwards, untimed, the
+  table's row count, distinct keys and sum of ``ts`` for the consistency check.
+
+Queries are described as JSON (they travel to the child in ``spec.json``) and turned into
+Arrow expressions here, the same expression for every system.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from .write_bench import _digest, _files, _maxrss
+from .write_systems import BASELINE, LAKELINE, make_system
+
+SYSTEMS = (*LAKELINE, BASELINE)
+PHASES = ("appended", "upserted")
+QUERIES = ("range", "ts")
+
+#: (kind, keyword arguments of ``t.indexes.create``): data skipping on the key for
+#: range reads (column stats, every column), key bloom filters for upsert tagging, and a
+#: bloom filter on ``ts`` for point lookups on a column that is not the key.
+INDEXES: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("column_stats", {}),
+    ("bloom_filters", {}),
+    ("bloom_filters", {"columns": ["ts"], "name": "bloom_ts"}),
+)
+
+
+def queries(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The benchmark's two queries, as JSON-able descriptions."""
+    return {
+        "range": {"kind": "range", "column": "key", "a": spec["read_a"], "b": spec["read_b"],
+                  "text": f"key >= '{spec['read_a']}' AND key < '{spec['read_b']}'"},
+        "ts": {"kind": "eq", "column": "ts", "value": spec["lookup_ts"],
+               "text": f"ts == {spec['lookup_ts']}"},
+    }
+
+
+def expression(query: dict[str, Any], cast_strings: bool = False) -> Any:
+    """The Arrow filter of ``query``. ``cast_strings``: compare a string column cast to
+    ``string`` (deltalake's merge writes ``string_view``, which pyarrow cannot compare;
+    see :meth:`bench.write_systems.Delta.read`)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    field = pc.field(query["column"])
+    if cast_strings and query["column"] in ("key", "category"):
+        field = field.cast(pa.string())
+    if query["kind"] == "range":
+        return (field >= query["a"]) & (field < query["b"])
+    if query["kind"] == "eq":
+        return field == query["value"]
+    raise ValueError(f"unknown query kind {query['kind']!r}")
+
+
+# --------------------------------------------------------------------------------------
+# The timed operations. Each returns (rows, untimed facts about the read).
+
+
+def lakeline_query(path: Path, query: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """``Table.open(path).scan(filter).to_arrow()``: stats and bloom pruning apply."""
+    from lakeline.table import Table
+
+    scan = Table.open(str(path)).scan(filter=expression(query))
+    rows = scan.to_arrow()
+    return rows, {"files_read": len(scan.files()), "explain": scan.explain()}
+
+
+def delta_query(path: Path, query: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """deltalake's own file skipping: its log's per-file min/max become the fragments'
+    partition expressions, so the fragments left after filtering are the files read
+    (as in :meth:`bench.write_systems.Delta.read`, generalised to any query)."""
+    import deltalake
+    import pyarrow.dataset as pds
+
+    dset = deltalake.DeltaTable(str(path)).to_pyarrow_dataset()
+    frags = list(dset.get_fragments(filter=expression(query)))
+    pruned = pds.FileSystemDataset(frags, dset.schema, dset.format, dset.filesystem)
+    # Rows are filtered on string columns cast to string: pyarrow has no string_view
+    # comparison (delta-io/delta-rs#4579); the cast is left out of the pruning filter
+    # above because it would disable the pruning.
+    rows = pruned.to_table(filter=expression(query, cast_strings=True))
+    return rows, {"files_read": len(frags), "files_total": len(dset.files)}
+
+
+def _timed(fn: Any) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
+
+
+def _build_indexes(path: Path) -> dict[str, Any]:
+    from lakeline.table import Table
+
+    each: dict[str, float] = {}
+    for kind, kwargs in INDEXES:
+        # Opened again for each index, as a user creating them one by one would.
+        idx, each[kwargs.get("name", kind)] = _timed(
+            lambda kind=kind, kwargs=kwargs: Table.open(str(path)).indexes.create(kind, **kwargs))
+        if idx.state != "ready":
+            raise RuntimeError(f"index {idx.name} is {idx.state} after create")
+    return {"seconds": sum(each.values()), "detail": {"indexes_s": each}}
+
+
+def _query(system: str, path: Path, query: dict[str, Any]) -> dict[str, Any]:
+    fn = delta_query if system == BASELINE else lakeline_query
+    (rows, facts), seconds = _timed(lambda: fn(path, query))
+    explain = facts.get("explain") or {}
+    return {"seconds": seconds, "files_read": facts["files_read"], "rows_read": rows.num_rows,
+            "read_digest": _digest(rows),
+            "detail": {"explain": explain, "files_total": facts.get("files_total", explain.get("files_total"))}}
+
+
+def _upsert(system: str, workdir: Path) -> dict[str, Any]:
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    sys_ = make_system(system, workdir)
+    sys_.load()
+    batch = pq.read_table(workdir / "input" / "upsert.parquet")
+    if system == BASELINE:
+        stats, seconds = _timed(lambda: sys_.upsert(batch))  # the write benchmark's merge
+        detail: dict[str, Any] = {"stats": stats}
+    else:
+        from lakeline.table import Table
+
+        res, seconds = _timed(lambda: Table.open(str(sys_.path)).upsert(batch))
+        detail = {"stats": dict(res.stats), "timings": dict(res.timings)}
+    out = {"seconds": seconds, "peak_rss": _maxrss(), "detail": detail}
+    every = sys_.scan_all(["key", "ts"])  # untimed, for the consistency check
+    out.update(rows_total=every.num_rows, distinct_keys=pc.count_distinct(every.column("key")).as_py(),
+               sum_ts=pc.sum(every.column("ts")).as_py())
+    return out
+
+
+def run_child(system: str, step: str, workdir: Path) -> dict[str, Any]:
+    """Run one step of one system and describe it (a child process's whole job)."""
+    spec = json.loads((workdir / "spec.json").read_text())
+    path = make_system(system, workdir).path
+    # Import the libraries before any timer starts, as the write benchmark does.
+    if system == BASELINE:
+        import deltalake  # noqa: F401
+    else:
+        import lakeline.table  # noqa: F401
+    import pyarrow.dataset  # noqa: F401
+
+    out: dict[str, Any] = {"system": system, "step": step, "ok": False, "base_rss": _maxrss()}
+    before = _files(path)
+    if step == "index":
+        if system == BASELINE:
+            raise ValueError("deltalake has no index to build")
+        out.update(_build_indexes(path))
+    elif step == "upsert":
+        out.update(_upsert(system, workdir))
+    elif "@" in step and step.split("@")[0] in QUERIES and step.split("@")[1] in PHASES:
+        out.update(_query(system, path, queries(spec)[step.split("@")[0]]))
+    else:
+        raise ValueError(f"unknown step {step!r}")
+    out.setdefault("peak_rss", _maxrss())
+    after = _files(path)
+    changed = [p for p, st in after.items() if before.get(p) != st]
+    out["bytes_written"] = sum(after[p][0] for p in changed)
+    out["files_written"] = len(changed)
+    out["table_bytes"] = sum(st[0] for st in after.values())
+    out["ok"] = True
+    return out
