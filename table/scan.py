@@ -7,8 +7,11 @@ partition cannot match the filter, and reads: slices without logs go through one
 are merged per group through the engine (base + logs folded by key), then filtered.
 
 Pruning uses Arrow's own expression simplification: each slice becomes a fragment
-whose *guarantee* is its partition values, and Arrow drops the fragments the filter
-contradicts. Pruning can only drop a slice when no row of it can match.
+whose *guarantee* is what its rows satisfy (its partition values; then the range of
+record keys its files hold), and Arrow drops the fragments the filter contradicts; the
+ready indexes prune further (:mod:`lakeline.indexes.reader`). The key-range stage is
+counted with the stats stage in ``explain()``. Pruning can only drop a slice when no
+row of it can match.
 """
 
 from __future__ import annotations
@@ -82,6 +85,55 @@ def prune_slices(table: "Table", slices: list[FileSlice], filter: pc.Expression 
     return kept
 
 
+def _key_bounds(s: FileSlice) -> tuple[object, object] | None:
+    """(lowest, highest) record key any file of the slice holds, None when unknown."""
+    lows, highs = [], []
+    for f in s.files:
+        if f.key_min is None or f.key_max is None or isinstance(f.key_min, float) or isinstance(f.key_max, float):
+            return None  # floats may hold NaN, which no range describes
+        lows.append(f.key_min)
+        highs.append(f.key_max)
+    try:
+        return (min(lows), max(highs)) if lows else None  # type: ignore[type-var]
+    except TypeError:
+        return None  # mixed types after a schema change: no pruning
+
+
+def prune_key_ranges(table: "Table", slices: list[FileSlice], filter: pc.Expression | None) -> list[FileSlice]:
+    """The slices whose record-key range (from the commit metadata every writer records,
+    no index needed) may hold a row matching ``filter``.
+
+    Sound for merge-on-read slices too: a merged row's key is a key of the base or of a
+    log, so it lies within the union of their ranges. Single-column keys only.
+    """
+    key = table.config.record_key
+    if filter is None or len(key) != 1 or key[0] not in str(filter):
+        return list(slices)
+    typ = table.config.schema.field(key[0]).type
+    fmt = ds.ParquetFileFormat()
+    frags, owners, kept = [], [], []
+    for i, s in enumerate(slices):
+        bounds = _key_bounds(s)
+        try:
+            lo, hi = (pa.scalar(b).cast(typ) for b in bounds) if bounds else (None, None)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError):
+            lo = hi = None
+        if lo is None or hi is None:
+            kept.append(i)
+            continue
+        guarantee = (pc.field(key[0]) >= lo) & (pc.field(key[0]) <= hi)
+        frags.append(fmt.make_fragment(str(len(frags)), table.storage.fs, partition_expression=guarantee))
+        owners.append(i)
+    if frags:
+        try:
+            dset = ds.FileSystemDataset(frags, table.config.schema, fmt, table.storage.fs)
+            kept.extend(owners[int(f.path)] for f in dset.get_fragments(filter=filter))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            return list(slices)  # a filter Arrow cannot simplify: prune nothing
+    keep = set(kept)
+    return [s for i, s in enumerate(slices) if i in keep]
+
+
 @dataclass(frozen=True)
 class SliceRead:
     """Read one slice merged: base folded with its logs."""
@@ -129,6 +181,7 @@ class Scan:
         self._total = sum(len(s.files) for s in every)
         self.slices = prune_slices(table, every, filter)
         self._after_partition = sum(len(s.files) for s in self.slices)
+        self.slices = prune_key_ranges(table, self.slices, filter)
         pruned = prune_with_indexes(table.storage, self.snapshot, cfg.schema, cfg.record_key, self.slices, filter)
         self.slices = pruned.slices
         self._after_stats, self._after_bloom = pruned.files_after_stats, pruned.files_after_bloom
