@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..timeline import faults
 from ..timeline.errors import IndexNotFoundError, InvalidTransitionError, LakelineError
+from ..timeline.fs_view import FileSystemView
 from ..timeline.instant import Action, State
 from ..timeline.timeline import Timeline
 from .column_stats import STATS_SCHEMA, NdvEstimate, ndv
+from .files_index import FILES, validate_checkpoint, write_checkpoint
 from .lifecycle import (
     IndexDef,
     check_can_create,
@@ -113,10 +115,12 @@ class TableIndexes:
 
         Raises:
             IndexNotFoundError: no such index (or it is already being dropped).
+            InvalidIndexError: ``name`` is the always-on ``files`` index.
         """
         log = self.table.log
+        plan = drop_plan(name)
         check_can_drop(log.refresh(), name)
-        ev = log.append(Action.INDEXING, State.REQUESTED, drop_plan(name),
+        ev = log.append(Action.INDEXING, State.REQUESTED, plan,
                         check=lambda tl: check_can_drop(tl, name) and None)
         log.append(Action.INDEXING, State.INFLIGHT, {}, instant=ev.instant)
         MetadataTable(self.table.storage).drop(name)
@@ -145,6 +149,32 @@ class TableIndexes:
             return ndv(rows, column, partition)
         raise IndexNotFoundError(f"no ready column_stats index covers column {column!r}")
 
+    def rebuild(self, name: str | None = None) -> list[str]:
+        """Recompute ready indexes (one, or all, and the ``files`` checkpoint) from the
+        data files of the current snapshot, replacing what the metadata table holds;
+        returns the new bases' paths. Writers may keep writing: deltas of instants that
+        complete after the snapshot are kept.
+
+        Raises:
+            IndexNotFoundError: ``name`` names no ready index.
+        """
+        snapshot = self.table.timeline
+        cfg = self.table.config
+        storage = self.table.storage
+        out = []
+        if name in (None, FILES):
+            out.append(write_checkpoint(storage, FileSystemView(snapshot)))
+            if name == FILES:
+                return out
+        defs = [d for d in readable_indexes(snapshot) if name is None or d.name == name]
+        if name is not None and not defs:
+            raise IndexNotFoundError(f"no ready index named {name!r}")
+        view = self.table.view(snapshot)
+        for d in defs:
+            rows = build(storage, view, resolve(d, cfg.schema, cfg.record_key), cfg.schema)
+            out.append(MetadataTable(storage).rebuild(d.name, snapshot, rows))
+        return out
+
     def compact(self, name: str | None = None) -> list[str]:
         """Fold the metadata-table deltas of completed instants into bases (one ready
         index, or every ready index); returns the new bases' paths.
@@ -158,21 +188,27 @@ class TableIndexes:
         return [p for n in names if (p := mt.compact(n, tl)) is not None]
 
     def validate(self, name: str | None = None) -> dict[str, Any]:
-        """Recompute indexes (one, or every ready/building one) from the data files of the
-        current snapshot and list every mismatch.
+        """Recompute indexes (one, or every ready/building one, and the ``files`` index's
+        newest checkpoint) from the data files and the timeline of the current snapshot,
+        and list every mismatch.
 
         Raises:
             IndexNotFoundError: ``name`` names no index.
         """
         snapshot = self.table.timeline
         cfg = self.table.config
+        checked = 0
+        mismatches: list[dict[str, Any]] = []
+        if name in (None, FILES):
+            report = validate_checkpoint(self.table.storage, snapshot)
+            mismatches.extend(report["mismatches"])
+            if name == FILES:
+                return {"files_checked": len(self.table.view(snapshot).files()), "mismatches": mismatches}
         if name is not None:
             defs = [check_can_drop(snapshot, name)]
         else:
             defs = [d for d in list_indexes(snapshot) if d.is_written]
         view = self.table.view(snapshot)
-        checked = 0
-        mismatches: list[dict[str, Any]] = []
         for d in defs:
             n, bad = validate(self.table.storage, view, snapshot, resolve(d, cfg.schema, cfg.record_key), cfg.schema)
             checked += n

@@ -35,6 +35,10 @@ from ..timeline.timeline import Timeline
 #: The index kinds this version builds.
 KINDS = ("column_stats", "bloom_filters")
 
+#: The metadata-table partition of the always-on ``files`` index (the file-system view's
+#: checkpoints): created with the table, never created or dropped through the API.
+FILES = "files"
+
 OP_CREATE = "create"
 OP_DROP = "drop"
 
@@ -94,6 +98,8 @@ def create_plan(name: str, kind: str, columns: Sequence[str] | None = None,
         raise InvalidIndexError(f"unknown index kind {kind!r}; known: {', '.join(KINDS)}")
     if not name or "/" in name or name.startswith("."):
         raise InvalidIndexError(f"invalid index name {name!r}")
+    if name == FILES:
+        raise InvalidIndexError(f"{FILES!r} is the always-on files index; choose another name")
     if columns is not None and not list(columns):
         raise InvalidIndexError("an index needs at least one column (None means the default)")
     return {"op": OP_CREATE, "index": name, "kind": kind,
@@ -101,7 +107,13 @@ def create_plan(name: str, kind: str, columns: Sequence[str] | None = None,
 
 
 def drop_plan(name: str) -> dict[str, Any]:
-    """The plan of an ``indexing`` instant that drops an index."""
+    """The plan of an ``indexing`` instant that drops an index.
+
+    Raises:
+        InvalidIndexError: ``name`` is the always-on files index.
+    """
+    if name == FILES:
+        raise InvalidIndexError(f"the {FILES!r} index is always on and cannot be dropped")
     return {"op": OP_DROP, "index": name}
 
 

@@ -150,3 +150,30 @@ def test_index_deltas_are_folded_automatically(tmp_path: Path, kind: str) -> Non
     s = t.scan(filter=pc.field("id") == 57)
     assert s.to_arrow().column("id").to_pylist() == [57]
     assert s.explain()["files_after_bloom_pruning"] == 1
+
+
+def test_files_index_is_validated_rebuilt_and_cannot_be_created_or_dropped(tmp_path: Path) -> None:
+    from lakeline.timeline.errors import InvalidIndexError
+
+    t = Table.create(tmp_path / "t", SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"],
+                     table_type="mor", properties={"metadata.files.checkpoint-commits": 2})
+    _random_history(t, random.Random(9), 8)
+    t.indexes.create("column_stats")
+    report = t.indexes.validate("files")
+    assert report["mismatches"] == [] and report["files_checked"] == len(t.scan().files())
+    assert [d.name for d in t.indexes.list()] == ["column_stats"]  # the files index is not a user index
+    with pytest.raises(InvalidIndexError):
+        t.indexes.create("bloom_filters", name="files")
+    with pytest.raises(InvalidIndexError):
+        t.indexes.drop("files")
+    # A checkpoint that disagrees with the timeline is reported, and rebuild repairs it.
+    mt = MetadataTable(t.storage)
+    seq, path = mt.bases(FILES)[-1]
+    rows = mt.read_file(path)
+    Path(path).unlink()
+    mt.write_base(FILES, seq, rows.slice(1))
+    bad = t.indexes.validate()
+    assert bad["mismatches"] and bad["mismatches"][0]["index"] == FILES
+    rebuilt = t.indexes.rebuild()
+    assert len(rebuilt) == 2
+    assert t.indexes.validate()["mismatches"] == []
