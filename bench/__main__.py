@@ -15,6 +15,7 @@ BENCHMARKS: dict[str, str] = {
     "timeline": "bench.timeline_bench",
     "write": "bench.write_bench",
     "index": "bench.index_bench",
+    "open": "bench.open_bench",
     "lookup": "bench.lookup_bench",
 }
 
