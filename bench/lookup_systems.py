@@ -21,7 +21,9 @@ Arrow expressions here, the same expression for every system.
 from __future__ import annotations
 
 import json
+import os
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -70,19 +72,21 @@ def expression(query: dict[str, Any], cast_strings: bool = False) -> Any:
 
 
 # --------------------------------------------------------------------------------------
-# The timed operations. Each returns (rows, untimed facts about the read).
+# The timed operations. Each returns the rows and a function describing the read,
+# called after the timer stops.
 
 
-def lakeline_query(path: Path, query: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+def lakeline_query(path: Path, query: dict[str, Any]) -> tuple[Any, Callable[[], dict[str, Any]]]:
     """``Table.open(path).scan(filter).to_arrow()``: stats and bloom pruning apply."""
     from lakeline.table import Table
 
     scan = Table.open(str(path)).scan(filter=expression(query))
     rows = scan.to_arrow()
-    return rows, {"files_read": len(scan.files()), "explain": scan.explain()}
+    return rows, lambda: {"files_read": len(scan.files()), "bytes_read": _sizes(scan.files()),
+                          "explain": scan.explain()}
 
 
-def delta_query(path: Path, query: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+def delta_query(path: Path, query: dict[str, Any]) -> tuple[Any, Callable[[], dict[str, Any]]]:
     """deltalake's own file skipping: its log's per-file min/max become the fragments'
     partition expressions, so the fragments left after filtering are the files read
     (as in :meth:`bench.write_systems.Delta.read`, generalised to any query)."""
@@ -96,7 +100,15 @@ def delta_query(path: Path, query: dict[str, Any]) -> tuple[Any, dict[str, Any]]
     # comparison (delta-io/delta-rs#4579); the cast is left out of the pruning filter
     # above because it would disable the pruning.
     rows = pruned.to_table(filter=expression(query, cast_strings=True))
-    return rows, {"files_read": len(frags), "files_total": len(dset.files)}
+    # Fragment paths are relative to the table (deltalake's own filesystem handler).
+    return rows, lambda: {"files_read": len(frags), "files_total": len(dset.files),
+                          "bytes_read": _sizes(str(path / f.path) for f in frags)}
+
+
+def _sizes(paths: Iterable[str]) -> int:
+    """Bytes in the files a read opens: what a file count hides when one system keeps
+    the table in one big file and the other in many."""
+    return sum(os.path.getsize(p) for p in paths)
 
 
 def _timed(fn: Any) -> tuple[Any, float]:
@@ -120,11 +132,13 @@ def _build_indexes(path: Path) -> dict[str, Any]:
 
 def _query(system: str, path: Path, query: dict[str, Any]) -> dict[str, Any]:
     fn = delta_query if system == BASELINE else lakeline_query
-    (rows, facts), seconds = _timed(lambda: fn(path, query))
+    (rows, describe), seconds = _timed(lambda: fn(path, query))
+    facts = describe()  # after the timer: which files, how big, the pruning stages
     explain = facts.get("explain") or {}
     return {"seconds": seconds, "files_read": facts["files_read"], "rows_read": rows.num_rows,
             "read_digest": _digest(rows),
-            "detail": {"explain": explain, "files_total": facts.get("files_total", explain.get("files_total"))}}
+            "detail": {"explain": explain, "files_total": facts.get("files_total", explain.get("files_total")),
+                       "bytes_read": facts["bytes_read"]}}
 
 
 def _upsert(system: str, workdir: Path) -> dict[str, Any]:

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bench import data, lookup_bench, lookup_systems
-from bench.lookup_report import markdown, metric_rows, rich_tables
+from bench.lookup_report import findings, markdown, metric_rows, rich_tables
 from bench.report import update_section
 from bench.write_bench import APPENDS, READ_KEYS, _digest
 
@@ -68,7 +68,7 @@ def test_every_metric_measured_and_systems_agree(tmp_path: Path) -> None:
                 answer = want[phase][q]
                 assert answer.num_rows == {"range": READ_KEYS, "ts": 1}[q]
                 assert (r.rows_read, r.read_digest) == (answer.num_rows, _digest(answer)), (system, q, phase)
-                assert r.files_read >= 1 and r.seconds > 0
+                assert r.files_read >= 1 and r.seconds > 0 and r.detail["bytes_read"] > 0
                 if system != lookup_bench.BASELINE:  # pruning stages come from Scan.explain()
                     assert r.detail["explain"]["files_after_bloom_pruning"] == r.files_read
         up = run.get(system, "upsert")
@@ -89,7 +89,7 @@ def test_every_metric_measured_and_systems_agree(tmp_path: Path) -> None:
     for label, cells in metric_rows(run):
         assert not any(c in ("FAILED", "timeout") for c in cells), label
         assert cells[0] != "-", label  # lakeline-cow has every metric
-    md = markdown(run, "python -m bench lookup --rows 20000", [])
+    md = markdown(run, "python -m bench lookup --rows 20000", findings(run))
     for fact in ("Measured ", "load average", "deltalake ", "lakeline at ", "Command: `python -m bench lookup",
                  "tag_s", "| **PASS** |" if any(t.ok for t in run.targets) else "| **MISS** |"):
         assert fact in md, fact
