@@ -11,7 +11,7 @@ stats (the logs may hold any value), so entries for log files would be dead weig
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,26 +91,37 @@ def entries_for(target: IndexTarget, storage: Storage, schema: pa.Schema,
 
 
 def write_commit_updates(storage: Storage, timeline: Timeline, instant: int, metadata: CommitMetadata,
-                         schema: pa.Schema, record_key: Sequence[str]) -> list[str]:
+                         schema: pa.Schema, record_key: Sequence[str],
+                         skip: Collection[tuple[str, int]] = ()) -> list[tuple[str, int]]:
     """Write, behind ``instant``'s markers, the entries of the base files it added for
     every index that is building or ready in ``timeline`` (read right before the
-    completion). Returns the names of the indexes written.
+    completion) and not in ``skip``. Returns the ``(name, create instant)`` of every
+    index handled, so the writer can tell at completion whether one appeared since.
 
-    An index whose columns no longer resolve (a dropped column) is skipped: its
-    builder, not the writer, owns that problem, and a writer must never fail for it.
+    An index whose columns no longer resolve (a dropped column) is handled by writing
+    nothing: its builder, not the writer, owns that problem, and a writer must never
+    fail for it.
     """
     done = []
     bases = [(f.path, f.partition) for f in metadata.files if f.kind == "base"]
     mt = MetadataTable(storage)
     for idx in written_indexes(timeline):
+        if (idx.name, idx.instant) in skip:
+            continue
+        done.append((idx.name, idx.instant))
         try:
             target = resolve(idx, schema, record_key)
         except InvalidIndexError:
             continue
-        rows = entries_for(target, storage, schema, bases)
-        mt.write_updates(idx.name, instant, rows)
-        done.append(idx.name)
+        mt.write_updates(idx.name, instant, entries_for(target, storage, schema, bases))
     return done
+
+
+def unhandled_indexes(timeline: Timeline, handled: Collection[tuple[str, int]]) -> list[IndexDef]:
+    """Indexes building or ready in ``timeline`` that a writer has not written entries
+    for: a writer checks this against the timeline it completes on, so an index
+    created after the writer read the index states still gets its entries."""
+    return [d for d in written_indexes(timeline) if (d.name, d.instant) not in handled]
 
 
 def live_bases(view: FileSystemView) -> list[DataFile]:

@@ -11,7 +11,7 @@ If the store fails so that the outcome is unknown, nothing is deleted.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from ..timeline import faults
 from ..timeline.commit_metadata import CommitMetadata
@@ -57,8 +57,13 @@ class Commit:
         faults.point("commit.after_inflight")
         return self.instant_id
 
-    def complete(self, metadata: CommitMetadata, key_check: KeyCheck | None = None) -> Instant:
+    def complete(self, metadata: CommitMetadata, key_check: KeyCheck | None = None,
+                 also_check: Callable[[Timeline], None] | None = None) -> Instant:
         """Validate against concurrent commits and append ``completed``.
+
+        ``also_check`` runs on the same timeline as the conflict check, right before the
+        slot is taken; whatever it raises aborts this completion attempt (and nothing
+        else: the instant stays inflight for the caller to try again).
 
         Raises:
             ConflictDetected: a concurrent commit conflicts (the attempt is rolled back).
@@ -72,6 +77,8 @@ class Commit:
             reason = find_conflict(metadata, concurrent, key_check)
             if reason is not None:
                 raise ConflictDetected(f"instant {self.instant_id} ({self.operation}): {reason}")
+            if also_check is not None:
+                also_check(tl)
 
         faults.point("commit.before_complete")
         try:

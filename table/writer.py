@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..indexes.maintain import write_commit_updates
+from ..indexes.maintain import unhandled_indexes, write_commit_updates
 from ..indexes.upkeep import after_commit
 from ..timeline.commit_metadata import CommitMetadata, WriteStat
-from ..timeline.errors import CommitConflictError, CommitOutcomeUnknownError
+from ..timeline.conflicts import KeyCheck
+from ..timeline.errors import CommitConflictError, CommitOutcomeUnknownError, LakelineError
 from ..timeline.file_group import data_file_name, new_file_group_id
 from ..timeline.fs_view import FileSystemView
 from ..timeline.heartbeat import is_expired
@@ -36,6 +37,9 @@ if TYPE_CHECKING:
     from .table import Table
 
 Planner = Callable[[Timeline, FileSystemView], WritePlan]
+
+#: Completion attempts that may each find a newly created index (then write its entries).
+_INDEX_ROUNDS = 20
 
 
 @dataclass(frozen=True)
@@ -87,15 +91,14 @@ def run_write(table: "Table", operation: str, action: Action, planner: Planner,
             t0 = time.perf_counter()
             metadata = _execute(table, commit.instant_id, plan, snapshot.last_seq)
             t1 = time.perf_counter()
-            # Entries for every index building or ready now, behind this instant's markers;
-            # an index created after this read is caught up by its builder.
-            write_commit_updates(table.storage, table.log.refresh(), commit.instant_id, metadata,
-                                 table.config.schema, table.config.record_key)
+            # Entries for every index building or ready now, behind this instant's markers.
+            handled = write_commit_updates(table.storage, table.log.refresh(), commit.instant_id, metadata,
+                                           table.config.schema, table.config.record_key)
             t2 = time.perf_counter()
             updated = _log_upsert_keys(table, plan)
             key_check = (_key_check(table, plan.new_keys, updated)
                          if plan.new_keys is not None or updated is not None else None)
-            inst = commit.complete(metadata, key_check)
+            inst = _complete(table, commit, metadata, key_check, handled)
             done = time.perf_counter()
             after_commit(table.storage, table.log.timeline, table.view, props)
             end = time.perf_counter()
@@ -111,6 +114,36 @@ def run_write(table: "Table", operation: str, action: Action, planner: Planner,
             commit.abort(f"write failed: {e!r}")
             raise
     raise CommitConflictError(f"{operation} gave up after {retries} retries: {last}")
+
+
+class _IndexesBehind(LakelineError):
+    """Internal: an index became building after this writer wrote its entries."""
+
+
+def _complete(table: "Table", commit: Commit, metadata: CommitMetadata, key_check: KeyCheck | None,
+              handled: list[tuple[str, int]]) -> Instant:
+    """Complete, first writing entries for every index that is building or ready in the
+    timeline the completion lands on.
+
+    The index states are read from the table's timeline at completion, never from the
+    writer's configuration: an index whose ``indexing`` instant was requested after this
+    writer last looked gets its entries before the ``completed`` event, so the indexer
+    never has to wait for writers that were inflight when it scheduled.
+    """
+    done = set(handled)
+
+    def indexes_current(tl: Timeline) -> None:
+        if unhandled_indexes(tl, done):
+            raise _IndexesBehind("an index started building")
+
+    cfg = table.config
+    for _ in range(_INDEX_ROUNDS):
+        try:
+            return commit.complete(metadata, key_check, also_check=indexes_current)
+        except _IndexesBehind:
+            done.update(write_commit_updates(table.storage, table.log.refresh(), commit.instant_id, metadata,
+                                             cfg.schema, cfg.record_key, skip=done))
+    raise CommitConflictError(f"instant {commit.instant_id}: indexes kept being created while it completed")
 
 
 def _eager_rollback(table: "Table", snapshot: Timeline) -> None:

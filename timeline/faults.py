@@ -13,12 +13,16 @@ environment variable ``LAKELINE_FAULTS``, a comma-separated list of ``name=actio
 
 An optional ``@N`` after the action fires it on the N-th time the point is reached
 (``commit.before_complete=crash@2``); by default the first.
+
+In-process, :func:`on` runs a callable at a point instead: a test interleaves another
+handle's action (an index created, a commit landed) at an exact step of a protocol.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +38,7 @@ class _Fault:
     action: str
     on_hit: int = 1
     hits: int = 0
+    call: Callable[[], None] | None = None
 
 
 _armed: dict[str, _Fault] = {}
@@ -63,6 +68,12 @@ def arm(name: str, action: str = "raise", on_hit: int = 1) -> None:
     _armed[name] = _Fault(action, on_hit)
 
 
+def on(name: str, fn: Callable[[], None], on_hit: int = 1) -> None:
+    """Run ``fn`` the ``on_hit``-th time ``name`` is reached in this process; whatever it
+    raises propagates from the point."""
+    _armed[name] = _Fault("call", on_hit, call=fn)
+
+
 def disarm_all() -> None:
     """Disarm every point in this process, including those from the environment."""
     global _env_seen
@@ -85,6 +96,9 @@ def point(name: str) -> None:
     if fault.hits != fault.on_hit:
         return
     action = fault.action
+    if fault.call is not None:
+        fault.call()
+        return
     if action == "crash":
         os._exit(CRASH_EXIT_CODE)
     if action == "raise":

@@ -280,3 +280,26 @@ def test_create_while_another_writer_commits_misses_nothing(tmp_path: Path, kind
     overlap = sum(1 for ix in tl.by_action("indexing") for i in tl.completed()
                   if i.action != "indexing" and ix.id < (i.completed_seq or 0) < (ix.completed_seq or 0))
     assert overlap >= 2  # the pauses below make writers land mid-build
+
+
+@pytest.mark.parametrize("kind", ["cow", "mor"])
+def test_a_writer_that_read_the_index_states_before_a_create_still_writes_entries(tmp_path: Path, kind: str) -> None:
+    """The writer plans and writes its entries with no index in sight; the index is
+    requested (building) right before the writer completes: the writer must notice at
+    completion and write the entries, since the indexer may already have caught up."""
+    from lakeline.indexes.lifecycle import create_plan
+    from lakeline.timeline import faults
+    from lakeline.timeline.instant import Action, State
+
+    rng = random.Random(5)
+    t = _table(tmp_path, kind)
+    t.insert(_rows(rng, list(range(100))))
+    other = Table.open(t.path)
+    faults.on("commit.before_complete", lambda: other.log.append(
+        Action.INDEXING, State.REQUESTED, create_plan("column_stats", "column_stats")) and None)
+    try:
+        r = t.insert(_rows(rng, list(range(100, 200))))
+    finally:
+        faults.disarm_all()
+    written = MetadataTable(t.storage).has_updates("column_stats", r.instant.id)  # type: ignore[union-attr]
+    assert written, "the writer completed after the index became building without writing its entries"
