@@ -1,6 +1,9 @@
-"""Table services: rollback now; compaction, clustering, cleaning, archival and the
-async indexer are built on the same schedule/execute framework."""
+"""Table services on one schedule/execute framework: the async indexer and rollback now;
+compaction, clustering, cleaning and archival are built on the same framework."""
 
-from .facade import ServiceResult, TableServices
+from ..timeline.errors import ServiceBusyError, ServiceStateError, UnknownServiceError
+from .facade import TableServices
+from .service import ServiceAbort, ServiceResult, TableService
 
-__all__ = ["ServiceResult", "TableServices"]
+__all__ = ["ServiceAbort", "ServiceBusyError", "ServiceResult", "ServiceStateError", "TableService",
+           "TableServices", "UnknownServiceError"]

@@ -1,23 +1,47 @@
-"""``t.services``: the per-table entry point to table services."""
+"""``t.services``: the per-table entry point to table services.
+
+Every service goes through the same two phases (:mod:`.framework`): ``schedule(name)``
+appends a plan as a ``requested`` instant; ``execute(instant)`` runs it, in this process
+or any other, later. ``run(name)`` does both for what is due, after finishing pending
+plans of that service whose executor died.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..timeline.errors import UnknownServiceError
 from ..timeline.instant import Instant
-from .rollback import rollback_failed
+from .framework import execute, run_pending, schedule
+from .indexing import IndexingService
+from .rollback import RollbackService
+from .service import Progress, ServiceResult, TableService
 
 if TYPE_CHECKING:
     from ..table.table import Table
 
+#: Services of the DESIGN that a later version brings (issue 6).
+PLANNED = ("compaction", "clustering", "cleaning", "archival")
 
-@dataclass(frozen=True)
-class ServiceResult:
-    """What a service run did: its instant (None when there was nothing to do) and counts."""
 
-    instant: Instant | None
-    stats: dict[str, Any] = field(default_factory=dict)
+def service_named(name: str) -> TableService:
+    """The service called ``name``.
+
+    Raises:
+        UnknownServiceError: no such service in this version.
+    """
+    services: dict[str, type[TableService]] = {"indexing": IndexingService, "rollback": RollbackService}
+    if name in services:
+        return services[name]()
+    if name in PLANNED:
+        raise UnknownServiceError(f"the {name} service is not available in this version of lakeline")
+    raise UnknownServiceError(f"unknown service {name!r}; known: {', '.join(list(services) + list(PLANNED))}")
+
+
+def _service_of(instant: Instant) -> TableService:
+    name = str(instant.plan.get("service") or instant.action)
+    return service_named(name)
 
 
 class TableServices:
@@ -26,8 +50,56 @@ class TableServices:
     def __init__(self, table: "Table") -> None:
         self.table = table
 
+    def schedule(self, name: str, **options: Any) -> Instant | None:
+        """Plan service ``name`` now (under the table lock); None when there is nothing to do.
+
+        Raises:
+            UnknownServiceError: no such service.
+            LakelineError: the service refused the request (nothing was appended).
+        """
+        return schedule(self.table, service_named(name), **options)
+
+    def execute(self, instant: Instant | int, progress: Progress | None = None) -> ServiceResult:
+        """Execute a scheduled (or interrupted) service instant.
+
+        Raises:
+            ServiceBusyError: a live process is executing it.
+            ServiceStateError: it is not a service instant, or it was rolled back.
+        """
+        inst_id = instant if isinstance(instant, int) else instant.id
+        inst = self.table.log.refresh().get(inst_id)
+        return execute(self.table, _service_of(inst), inst_id, progress)
+
+    def run(self, name: str, dry_run: bool = False, progress: Progress | None = None,
+            **options: Any) -> list[ServiceResult]:
+        """Finish pending plans of service ``name`` whose executor died (or that nobody
+        ran yet), then schedule and execute a new plan if one is due.
+
+        ``dry_run`` plans without appending anything: one result with no instant whose
+        ``stats["plan"]`` is what would be done. Indexing plans come only from
+        ``t.indexes.create``/``drop``, so ``run("indexing")`` only finishes pending ones.
+
+        Raises:
+            UnknownServiceError: no such service.
+        """
+        service = service_named(name)
+        if dry_run:
+            plan = None if name == "indexing" else service.plan(self.table, self.table.log.refresh(), **options)
+            pending = [i.id for i in service.pending(self.table.log.refresh())]
+            return [ServiceResult(None, {"dry_run": True, "plan": plan, "pending": pending})]
+        results = run_pending(self.table, service, progress)
+        if name != "indexing" and (inst := schedule(self.table, service, **options)) is not None:
+            results.append(execute(self.table, service, inst.id, progress))
+        return results
+
     def rollback_failed(self) -> ServiceResult:
         """Roll back every pending write whose heartbeat expired, and finish rollbacks
         that died midway."""
-        inst, stats = rollback_failed(self.table)
-        return ServiceResult(inst, stats)
+        results = self.run("rollback")
+        return results[-1] if results else ServiceResult(None, {"rolled_back": 0, "files_deleted": 0})
+
+    def pending(self, names: Sequence[str] | None = None) -> list[Instant]:
+        """Pending service instants (of the given services), by id."""
+        wanted = [service_named(n) for n in names] if names else [IndexingService(), RollbackService()]
+        tl = self.table.log.refresh()
+        return sorted((i for s in wanted for i in s.pending(tl)), key=lambda i: i.id)

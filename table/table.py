@@ -48,7 +48,7 @@ from .scan import Scan
 from .writer import WriteResult, run_write
 
 if TYPE_CHECKING:
-    from ..indexes.api import TableIndexes
+    from ..services.index_api import TableIndexes
     from ..services import TableServices
 
 
@@ -336,7 +336,7 @@ class Table:
     @property
     def indexes(self) -> "TableIndexes":
         """Index API: create, list, drop, validate (state lives on the timeline)."""
-        from ..indexes.api import TableIndexes
+        from ..services.index_api import TableIndexes
 
         return TableIndexes(self)
 

@@ -136,5 +136,28 @@ class InvalidIndexError(LakelineIndexError, ValueError):
     """An index definition is malformed: unknown kind, unknown or empty columns."""
 
 
+class IndexBuildError(LakelineIndexError):
+    """An index build failed or was aborted; its instant was rolled back (the index is absent)."""
+
+
 class MetadataTableError(LakelineError):
     """The metadata table cannot be read or written as asked."""
+
+
+# -- table services ------------------------------------------------------------------
+
+
+class ServiceError(LakelineError):
+    """Base of table-service errors."""
+
+
+class UnknownServiceError(ServiceError, ValueError):
+    """No service of that name (or not in this version)."""
+
+
+class ServiceBusyError(ServiceError):
+    """Another live process is executing this service instant (its heartbeat is fresh)."""
+
+
+class ServiceStateError(ServiceError, ValueError):
+    """The instant cannot be executed: it was rolled back, or it is not a service instant."""

@@ -1,0 +1,221 @@
+"""``t.indexes``: create, list, drop, validate and rebuild a table's indexes.
+
+Create and drop are ``indexing`` instants of the async indexer
+(:mod:`.indexing`), so every writer and reader learns of them from the timeline.
+``create(..., wait=True)`` schedules and builds in this process and returns when the
+index is ``ready``; ``wait=False`` returns at once with the index ``building`` while a
+thread of this process builds it (if the process ends first, any process finishes the
+build with ``t.services.run("indexing")`` or ``lakeline service run PATH indexing`` once
+the heartbeat expired). Writers keep writing throughout.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..indexes.column_stats import STATS_SCHEMA, NdvEstimate, ndv
+from ..indexes.files_index import FILES, validate_checkpoint, write_checkpoint
+from ..indexes.lifecycle import OP_CREATE, OP_DROP, IndexDef, check_can_drop, list_indexes, readable_indexes
+from ..indexes.maintain import build, live_bases, resolve, validate
+from ..indexes.metadata_table import MetadataTable, visible_paths
+from ..timeline.errors import IndexBuildError, IndexNotFoundError, LakelineError, LockTimeoutError
+from ..timeline.fs_view import FileSystemView
+from .framework import execute, schedule
+from .indexing import IndexingService
+from .service import Progress
+
+if TYPE_CHECKING:
+    from ..table.table import Table
+
+log = logging.getLogger(__name__)
+
+
+class TableIndexes:
+    """The index API of one table (``Table.indexes``)."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+        self._threads: list[threading.Thread] = []
+
+    def list(self) -> list[IndexDef]:
+        """Indexes building, ready or dropping, by name (from the timeline as it is now)."""
+        return list_indexes(self.table.timeline)
+
+    def create(self, kind: str, columns: Sequence[str] | None = None, wait: bool = True,
+               name: str | None = None, options: dict[str, Any] | None = None,
+               progress: Progress | None = None) -> IndexDef:
+        """Create an index: schedule its ``indexing`` instant (it is ``building`` from
+        then on) and build it.
+
+        Args:
+            kind: ``column_stats`` or ``bloom_filters``.
+            columns: indexed columns; None means every column (stats) or the record
+                key (bloom filters).
+            wait: build here and return when ready; False returns at once while a
+                background thread builds.
+            name: defaults to the kind.
+            options: ``{"fpp": 0.01}`` for bloom filters.
+            progress: ``progress(done, total)`` as base files are indexed.
+
+        Returns:
+            The index as the timeline now defines it (``ready`` after a wait).
+
+        Raises:
+            InvalidIndexError: unknown kind, bad name, or unknown columns.
+            IndexExistsError: an index of that name exists (or is being created).
+            IndexBuildError: the build failed and was rolled back (wait=True).
+        """
+        service = IndexingService()
+        inst = schedule(self.table, service, op=OP_CREATE, index=name or kind, kind=kind,
+                        columns=None if columns is None else list(columns), options=options)
+        assert inst is not None  # creating always has something to do
+        if not wait:
+            thread = threading.Thread(target=self._build_quietly, args=(service, inst.id, progress),
+                                      name=f"lakeline-index-{inst.plan['index']}")
+            thread.start()
+            self._threads.append(thread)
+            return self._definition(str(inst.plan["index"]), inst.id)
+        result = execute(self.table, service, inst.id, progress)
+        if result.aborted is not None:
+            raise IndexBuildError(f"index {inst.plan['index']!r} was not built: {result.aborted}")
+        return self._definition(str(inst.plan["index"]), inst.id)
+
+    def _build_quietly(self, service: IndexingService, instant: int, progress: Progress | None) -> None:
+        try:
+            execute(self.table, service, instant, progress)
+        except LakelineError as e:  # rolled back already; a waiter sees the index absent
+            log.warning("background build of indexing instant %s failed: %r", instant, e)
+
+    def _definition(self, name: str, instant: int) -> IndexDef:
+        found = [d for d in list_indexes(self.table.timeline) if d.name == name and d.instant == instant]
+        if not found:
+            raise IndexBuildError(f"index {name!r} (instant {instant}) is absent: its build was rolled back")
+        return found[0]
+
+    def wait(self, name: str, timeout_s: float | None = None, poll_s: float = 0.05) -> IndexDef:
+        """Block until index ``name`` is ready.
+
+        Raises:
+            IndexBuildError: its build was rolled back (or it was dropped) meanwhile.
+            IndexNotFoundError: no such index.
+            LockTimeoutError: not ready within ``timeout_s``.
+        """
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        first = next((d for d in self.list() if d.name == name), None)
+        if first is None:
+            raise IndexNotFoundError(f"no index {name!r}")
+        while True:
+            d = next((d for d in self.list() if d.name == name and d.instant == first.instant), None)
+            if d is None:
+                raise IndexBuildError(f"index {name!r} is absent: its build was rolled back or it was dropped")
+            if d.state == "ready":
+                return d
+            if deadline is not None and time.monotonic() > deadline:
+                raise LockTimeoutError(f"index {name!r} not ready within {timeout_s} s")
+            time.sleep(poll_s)
+
+    def drop(self, name: str) -> None:
+        """Drop an index while writers keep writing: ``dropping`` at once (readers and
+        writers stop using it), its files removed, then absent.
+
+        Raises:
+            IndexNotFoundError: no such index (or it is already being dropped).
+            InvalidIndexError: ``name`` is the always-on ``files`` index.
+        """
+        service = IndexingService()
+        inst = schedule(self.table, service, op=OP_DROP, index=name)
+        assert inst is not None
+        execute(self.table, service, inst.id)
+
+    def ndv(self, column: str, partition: str | None = None, name: str | None = None) -> NdvEstimate:
+        """Distinct values of ``column`` in the table (or one partition folder) now,
+        from the merged sketches of a ready ``column_stats`` index.
+
+        Counts the live base files; values only in merge-on-read logs not yet compacted
+        are not counted.
+
+        Raises:
+            IndexNotFoundError: no ready column_stats index (of that name) covers it.
+        """
+        snapshot = self.table.timeline
+        ready = [d for d in readable_indexes(snapshot, "column_stats") if name is None or d.name == name]
+        cfg = self.table.config
+        for d in ready:
+            if column not in resolve(d, cfg.schema, cfg.record_key).columns:
+                continue
+            paths = [b.path for b in live_bases(self.table.view(snapshot))]
+            rows = visible_paths(MetadataTable(self.table.storage).read(d.name, snapshot), paths)
+            if rows is None:
+                rows = STATS_SCHEMA.empty_table()
+            return ndv(rows, column, partition)
+        raise IndexNotFoundError(f"no ready column_stats index covers column {column!r}")
+
+    def rebuild(self, name: str | None = None) -> list[str]:
+        """Recompute ready indexes (one, or all, and the ``files`` checkpoint) from the
+        data files of the current snapshot, replacing what the metadata table holds;
+        returns the new bases' paths. Writers may keep writing: deltas of instants that
+        complete after the snapshot are kept.
+
+        Raises:
+            IndexNotFoundError: ``name`` names no ready index.
+        """
+        snapshot = self.table.timeline
+        cfg = self.table.config
+        storage = self.table.storage
+        out = []
+        if name in (None, FILES):
+            out.append(write_checkpoint(storage, FileSystemView(snapshot)))
+            if name == FILES:
+                return out
+        defs = [d for d in readable_indexes(snapshot) if name is None or d.name == name]
+        if name is not None and not defs:
+            raise IndexNotFoundError(f"no ready index named {name!r}")
+        view = self.table.view(snapshot)
+        for d in defs:
+            rows = build(storage, view, resolve(d, cfg.schema, cfg.record_key), cfg.schema)
+            out.append(MetadataTable(storage).rebuild(d.name, snapshot, rows))
+        return out
+
+    def compact(self, name: str | None = None) -> list[str]:
+        """Fold the metadata-table deltas of completed instants into bases (one ready
+        index, or every ready index); returns the new bases' paths.
+
+        A building index is left alone: its builder writes catch-up deltas for instants
+        that completed earlier, and a base folded past their completion would hide them.
+        """
+        tl = self.table.timeline
+        mt = MetadataTable(self.table.storage)
+        names = [d.name for d in readable_indexes(tl) if name is None or d.name == name]
+        return [p for n in names if (p := mt.compact(n, tl)) is not None]
+
+    def validate(self, name: str | None = None) -> dict[str, Any]:
+        """Recompute indexes (one, or every ready/building one, and the ``files`` index's
+        newest checkpoint) from the data files and the timeline of the current snapshot,
+        and list every mismatch.
+
+        Raises:
+            IndexNotFoundError: ``name`` names no index.
+        """
+        snapshot = self.table.timeline
+        cfg = self.table.config
+        checked = 0
+        mismatches: list[dict[str, Any]] = []
+        if name in (None, FILES):
+            report = validate_checkpoint(self.table.storage, snapshot)
+            mismatches.extend(report["mismatches"])
+            if name == FILES:
+                return {"files_checked": len(self.table.view(snapshot).files()), "mismatches": mismatches}
+        if name is not None:
+            defs = [check_can_drop(snapshot, name)]
+        else:
+            defs = [d for d in list_indexes(snapshot) if d.is_written]
+        view = self.table.view(snapshot)
+        for d in defs:
+            n, bad = validate(self.table.storage, view, snapshot, resolve(d, cfg.schema, cfg.record_key), cfg.schema)
+            checked += n
+            mismatches.extend(bad)
+        return {"files_checked": checked, "mismatches": mismatches}
