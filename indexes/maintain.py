@@ -92,11 +92,12 @@ def entries_for(target: IndexTarget, storage: Storage, schema: pa.Schema,
 
 def write_commit_updates(storage: Storage, timeline: Timeline, instant: int, metadata: CommitMetadata,
                          schema: pa.Schema, record_key: Sequence[str],
-                         skip: Collection[tuple[str, int]] = ()) -> list[tuple[str, int]]:
+                         skip: Collection[tuple[str, int]] = ()) -> list[tuple[str, int, str | None]]:
     """Write, behind ``instant``'s markers, the entries of the base files it added for
     every index that is building or ready in ``timeline`` (read right before the
-    completion) and not in ``skip``. Returns the ``(name, create instant)`` of every
-    index handled, so the writer can tell at completion whether one appeared since.
+    completion) and not in ``skip``. Returns ``(name, create instant, delta path or
+    None)`` of every index handled, so the writer can tell at completion whether one
+    appeared since, and remove its delta of one that was dropped meanwhile.
 
     An index whose columns no longer resolve (a dropped column) is handled by writing
     nothing: its builder, not the writer, owns that problem, and a writer must never
@@ -108,12 +109,13 @@ def write_commit_updates(storage: Storage, timeline: Timeline, instant: int, met
     for idx in written_indexes(timeline):
         if (idx.name, idx.instant) in skip:
             continue
-        done.append((idx.name, idx.instant))
         try:
             target = resolve(idx, schema, record_key)
         except InvalidIndexError:
+            done.append((idx.name, idx.instant, None))
             continue
-        mt.write_updates(idx.name, instant, entries_for(target, storage, schema, bases))
+        rel = mt.write_updates(idx.name, instant, entries_for(target, storage, schema, bases))
+        done.append((idx.name, idx.instant, rel))
     return done
 
 

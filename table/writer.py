@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..indexes.lifecycle import written_indexes
 from ..indexes.maintain import unhandled_indexes, write_commit_updates
 from ..indexes.upkeep import after_commit
 from ..timeline.commit_metadata import CommitMetadata, WriteStat
@@ -121,7 +122,7 @@ class _IndexesBehind(LakelineError):
 
 
 def _complete(table: "Table", commit: Commit, metadata: CommitMetadata, key_check: KeyCheck | None,
-              handled: list[tuple[str, int]]) -> Instant:
+              handled: list[tuple[str, int, str | None]]) -> Instant:
     """Complete, first writing entries for every index that is building or ready in the
     timeline the completion lands on.
 
@@ -130,7 +131,8 @@ def _complete(table: "Table", commit: Commit, metadata: CommitMetadata, key_chec
     writer last looked gets its entries before the ``completed`` event, so the indexer
     never has to wait for writers that were inflight when it scheduled.
     """
-    done = set(handled)
+    written = list(handled)
+    done = {(name, created) for name, created, _ in written}
 
     def indexes_current(tl: Timeline) -> None:
         if unhandled_indexes(tl, done):
@@ -139,11 +141,25 @@ def _complete(table: "Table", commit: Commit, metadata: CommitMetadata, key_chec
     cfg = table.config
     for _ in range(_INDEX_ROUNDS):
         try:
-            return commit.complete(metadata, key_check, also_check=indexes_current)
+            inst = commit.complete(metadata, key_check, also_check=indexes_current)
         except _IndexesBehind:
-            done.update(write_commit_updates(table.storage, table.log.refresh(), commit.instant_id, metadata,
-                                             cfg.schema, cfg.record_key, skip=done))
+            more = write_commit_updates(table.storage, table.log.refresh(), commit.instant_id, metadata,
+                                        cfg.schema, cfg.record_key, skip=done)
+            written.extend(more)
+            done.update((name, created) for name, created, _ in more)
+            continue
+        _drop_stale_updates(table, written)
+        return inst
     raise CommitConflictError(f"instant {commit.instant_id}: indexes kept being created while it completed")
+
+
+def _drop_stale_updates(table: "Table", written: list[tuple[str, int, str | None]]) -> None:
+    """Remove this commit's entries for indexes dropped while it completed: the drop may
+    have removed the index's files before these were written, and nobody else would."""
+    live = {(d.name, d.instant) for d in written_indexes(table.log.timeline)}
+    for name, created, rel in written:
+        if rel is not None and (name, created) not in live:
+            table.storage.delete(table.storage.path(rel))
 
 
 def _eager_rollback(table: "Table", snapshot: Timeline) -> None:
