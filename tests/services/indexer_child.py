@@ -6,11 +6,17 @@ Commands (arguments are JSON):
                                    no wait), then ``t.indexes.create(KIND)``; prints
                                    {"ok": true, "state": ...} or {"ok": false, "error": ...}
   run PATH                         ``t.services.run("indexing")``; prints the instants' states
+  write PATH WORKER KEYS STOP LOG  upsert batches until STOP exists: each batch updates
+                                   random keys of range(KEYS) and inserts new keys of
+                                   this worker's own range, with ts = time.time_ns();
+                                   appends one JSON line per commit to LOG
+                                   ({"instant", "rows"} or {"error"})
 """
 
 from __future__ import annotations
 
 import json
+import random
 import sys
 import time
 from pathlib import Path
@@ -34,8 +40,31 @@ def main(argv: list[str]) -> None:
     elif cmd == "run":
         results = t.services.run("indexing")
         print(json.dumps([r.instant.state if r.instant else None for r in results]), flush=True)
+    elif cmd == "write":
+        write(t, *args[1:])
     else:
         raise SystemExit(f"unknown command {cmd!r}")
+
+
+def write(t: Table, worker: int, keys: int, stop: str, log_path: str) -> None:
+    import pyarrow as pa
+
+    rng = random.Random(worker)
+    fresh = 1_000_000_000 * (worker + 1)
+    with open(log_path, "a") as log:
+        while not Path(stop).exists():
+            ids = rng.sample(range(keys), 40) + list(range(fresh, fresh + 10))
+            fresh += 10
+            ts = time.time_ns()
+            batch = pa.table({"id": ids, "ts": [ts] * len(ids), "v": [f"w{worker}-{ts}"] * len(ids)},
+                             schema=t.schema)
+            try:
+                r = t.upsert(batch)
+                log.write(json.dumps({"instant": r.instant.id, "ids": ids, "ts": ts,
+                                      "v": f"w{worker}-{ts}", "total_s": r.timings["total_s"]}) + "\n")
+            except LakelineError as e:
+                log.write(json.dumps({"error": type(e).__name__, "message": str(e)}) + "\n")
+            log.flush()
 
 
 if __name__ == "__main__":

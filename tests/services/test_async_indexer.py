@@ -239,3 +239,70 @@ def test_create_without_waiting_returns_building_then_ready(tmp_path: Path) -> N
     ready = t.indexes.wait("column_stats", timeout_s=60)
     assert ready.state == "ready" and seen and seen[-1][0] == seen[-1][1]
     assert_exact(t, "column_stats")
+
+
+# -- several processes ---------------------------------------------------------------------
+
+
+def _build_big(path: Path, kind: str, n_rows: int) -> Table:
+    t = Table.create(path, SCHEMA, record_key="id", ordering_field="ts", table_type=kind,
+                     properties={"write.target-file-size-bytes": 4 * 1024 * 1024})
+    step = 250_000
+    for start in range(0, n_rows, step):
+        ids = pa.array(range(start, min(start + step, n_rows)), pa.int64())
+        t.insert(pa.table({"id": ids, "ts": pa.array([0] * len(ids), pa.int64()),
+                           "v": pa.array(["seed"] * len(ids))}, schema=SCHEMA))
+    return t
+
+
+def writers_while_indexing(tmp_path: Path, kind: str, n_rows: int, writers: int = 4) -> None:
+    """``writers`` processes upsert continuously while this process builds column_stats
+    and bloom_filters; then the indexes are ready and exact, and the table holds exactly
+    the latest version of every row a writer committed."""
+    import json
+
+    t = _build_big(tmp_path / "t", kind, n_rows)
+    stop, logs = tmp_path / "stop", [tmp_path / f"w{i}.log" for i in range(writers)]
+    procs = [start_script(CHILD, ["write", t.path, i, n_rows, str(stop), str(logs[i])]) for i in range(writers)]
+    try:
+        deadline = time.monotonic() + 60
+        while not all(p.exists() and p.read_text().count("\n") >= 1 for p in logs):
+            assert time.monotonic() < deadline, "writers did not start committing"
+            assert all(p.poll() is None for p in procs), [finish(p) for p in procs if p.poll() is not None]
+            time.sleep(0.05)
+        t.indexes.create("column_stats", columns=["id", "ts"])
+        t.indexes.create("bloom_filters")
+        before = sum(p.read_text().count("\n") for p in logs)
+        time.sleep(1.0)  # and they keep committing after the indexes are ready
+    finally:
+        stop.write_text("")
+        outs = [finish(p) for p in procs]
+    assert all(rc == 0 for rc, _, _ in outs), [e[-2000:] for _, _, e in outs]
+    records = [json.loads(line) for p in logs for line in p.read_text().splitlines()]
+    committed = [r for r in records if "instant" in r]
+    assert len(committed) > before // 2 and len(committed) >= writers
+    assert all(r.get("error") == "CommitConflictError" for r in records if "instant" not in r)
+    tl = t.timeline
+    assert all(tl.get(r["instant"]).state == "completed" for r in committed), "a writer commit did not land"
+    assert_exact(t, "column_stats", "bloom_filters")
+    # The model: the seed, overwritten by every committed upsert (largest ts wins).
+    latest: dict[int, tuple[int, str]] = {}
+    for r in committed:
+        for i in r["ids"]:
+            if i not in latest or latest[i][0] < r["ts"]:
+                latest[i] = (r["ts"], r["v"])
+    got = t.to_arrow()
+    assert got.num_rows == n_rows + sum(1 for i in latest if i >= n_rows)
+    changed = got.filter(pa.compute.is_in(got.column("id"), pa.array(list(latest), pa.int64())))
+    assert {i: v for i, v in zip(changed.column("id").to_pylist(), changed.column("v").to_pylist())} == \
+        {i: v for i, (_, v) in latest.items()}
+
+
+@pytest.mark.parametrize("kind", ["mor", "cow"])
+def test_four_writer_processes_while_indexes_build(tmp_path: Path, kind: str) -> None:
+    writers_while_indexing(tmp_path, kind, 200_000)
+
+
+@pytest.mark.soak
+def test_four_writer_processes_while_indexes_build_on_2m_rows(tmp_path: Path) -> None:
+    writers_while_indexing(tmp_path, "mor", 2_000_000)
