@@ -16,6 +16,7 @@ BENCHMARKS: dict[str, str] = {
     "write": "bench.write_bench",
     "index": "bench.index_bench",
     "open": "bench.open_bench",
+    "async-index": "bench.async_index_bench",
     "lookup": "bench.lookup_bench",
 }
 

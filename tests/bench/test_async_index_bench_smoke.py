@@ -1,0 +1,22 @@
+"""The async-index benchmark runs end to end on a small table and measures every target."""
+
+from __future__ import annotations
+
+import math
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # bench/ runs from a checkout; it is not installed
+    sys.path.insert(0, str(ROOT))
+
+from bench.async_index_bench import markdown, run, verdicts  # noqa: E402
+
+
+def test_async_index_bench_smoke() -> None:
+    r = run(rows=50_000, seconds=1.5)
+    assert r["baseline_commits"] > 0 and r["lock_holds"] >= 4 and r["mismatches"] == 0
+    assert all(not math.isnan(r[k]) for k in ("baseline_median_s", "lock_p99_s", "build_s", "read_s"))
+    assert len(verdicts(r)) == 5
+    assert "Async index build" in markdown(r, "python -m bench async-index --rows 50000")
