@@ -1,4 +1,5 @@
-"""``lakeline demo``: a small table created, written and read back, to see lakeline work.
+"""``lakeline demo``: a small table created, written and read back, to see lakeline work;
+then an index built asynchronously while a second writer keeps upserting.
 
 :func:`run_demo` grows with the library: it only uses what the ``Table`` in this build
 offers (writes if there is ``upsert``, time travel if there is ``to_arrow``), so the
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +82,8 @@ def run_demo(directory: str | os.PathLike[str] | None = None, con: Console | Non
     if hasattr(table, "delete"):
         _report(con, "delete ids 1,5", table.delete(pa.table({"id": pa.array([1, 5], pa.int64())})))
 
+    _index_while_writing(table, con)
+
     tl = table.timeline
     con.print(instants_table(tl.instants(), events_by_instant(tl.events), f"timeline ({len(tl)} instants, times in UTC)"))
     if hasattr(table, "to_arrow"):
@@ -90,6 +94,40 @@ def run_demo(directory: str | os.PathLike[str] | None = None, con: Console | Non
     con.print(f"\nlook around: [bold]lakeline timeline show {escape(table.path)}[/bold]"
               f"  |  [bold]lakeline timeline inspect {escape(table.path)} <id>[/bold]")
     return table
+
+
+def _index_while_writing(table: Table, con: Console) -> None:
+    """A second writer keeps upserting while a ``column_stats`` index is built
+    asynchronously: the writer never waits, and the index is exact when it is ready."""
+    table.upsert(_rows(list(range(100, 20_100)), ts=1, amount=1.0))
+    stop = threading.Event()
+    commits: list[int] = []
+
+    def writer() -> None:
+        other = Table.open(table.path)  # its own handle, opened before the index existed
+        n = 0
+        while not stop.is_set() or n < 3:
+            ids = list(range(100 + 50 * (n % 400), 150 + 50 * (n % 400)))
+            commits.append(other.upsert(_rows(ids, ts=10 + n, amount=2.0)).instant.id)  # type: ignore[union-attr]
+            n += 1
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        created = table.indexes.create("column_stats", columns=["id", "amount"], wait=False)
+        con.print(f"[green]index column_stats[/green] -> instant {created.instant}, state [bold]{created.state}[/bold]"
+                  " (building in the background while the writer keeps upserting)")
+        ready = table.indexes.wait("column_stats", timeout_s=300)
+    finally:
+        stop.set()
+        thread.join()
+    report = table.indexes.validate("column_stats")
+    con.print(f"[green]index column_stats[/green] -> state [bold]{ready.state}[/bold]; the writer committed "
+              f"{len(commits)} upserts meanwhile; validate: {report['files_checked']} files, "
+              f"{len(report['mismatches'])} mismatches")
+    for d in table.indexes.list():
+        con.print(f"  index [bold]{escape(d.name)}[/bold] kind={d.kind} columns={','.join(d.columns)} "
+                  f"state={d.state} (instant {d.instant})")
 
 
 @click.command()
