@@ -148,7 +148,7 @@ class IndexingService(TableService):
         if progress is not None:
             progress(0, len(tasks))
         for start in range(0, len(tasks), _BATCH):
-            parts.extend(table.engine.map(file_entries_task, tasks[start:start + _BATCH]))
+            parts.extend(table.service_engine.map(file_entries_task, tasks[start:start + _BATCH]))
             if progress is not None:
                 progress(min(start + _BATCH, len(tasks)), len(tasks))
         if not parts:

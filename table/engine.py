@@ -10,6 +10,7 @@ indexes knows which engine runs it.
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Callable, Protocol, Sequence, TypeVar
 
@@ -25,6 +26,22 @@ class Engine(Protocol):
         ...
 
 
+def lower_priority(nice: int) -> None:
+    """Raise the niceness of the calling thread by ``nice`` (Linux; elsewhere, or without
+    the right to, it is left as it is: a priority is a courtesy, not a guarantee).
+
+    Background services run their work in fresh pool threads niced this way, so the
+    writers sharing the machine keep their latency.
+    """
+    if nice <= 0 or not hasattr(os, "setpriority"):
+        return
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
+    except OSError:
+        pass
+
+
 class LocalEngine:
     """Threads (default: pyarrow releases the GIL for I/O and compute) or processes.
 
@@ -33,18 +50,21 @@ class LocalEngine:
         processes: use a process pool (tasks and results must pickle).
     """
 
-    def __init__(self, parallelism: int | None = None, processes: bool = False) -> None:
+    def __init__(self, parallelism: int | None = None, processes: bool = False, nice: int = 0) -> None:
         self.parallelism = parallelism or os.cpu_count() or 1
         self.processes = processes
+        self.nice = nice
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
         items = list(items)
-        if len(items) <= 1 or self.parallelism == 1:
+        if self.nice == 0 and (len(items) <= 1 or self.parallelism == 1):
             return [fn(i) for i in items]
         pool_cls = ProcessPoolExecutor if self.processes else ThreadPoolExecutor
-        with pool_cls(max_workers=min(self.parallelism, len(items))) as pool:
+        workers = max(1, min(self.parallelism, len(items)))
+        with pool_cls(max_workers=workers, initializer=lower_priority, initargs=(self.nice,)) as pool:
             return list(pool.map(fn, items))
 
     def __repr__(self) -> str:
         kind = "processes" if self.processes else "threads"
-        return f"LocalEngine({self.parallelism} {kind})"
+        nice = f", nice {self.nice}" if self.nice else ""
+        return f"LocalEngine({self.parallelism} {kind}{nice})"

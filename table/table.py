@@ -67,6 +67,7 @@ class Table:
         self._config: TableConfig | None = None
         self._config_seq = -2
         self._engine: Engine | None = None
+        self._engine_chosen = False  # set by the user (Spark...), not the lazy default
         self._views: list[FileSystemView] = []
 
     # -- lifecycle -------------------------------------------------------------------
@@ -183,6 +184,16 @@ class Table:
     @engine.setter
     def engine(self, engine: Engine) -> None:
         self._engine = engine
+        self._engine_chosen = True
+
+    @property
+    def service_engine(self) -> Engine:
+        """The engine background table services run on: the table's engine if one was
+        set (e.g. Spark), else a local engine whose threads run at ``service.nice``."""
+        if self._engine_chosen and self._engine is not None:
+            return self._engine
+        props = self.config.resolved_properties()
+        return LocalEngine(int(props["engine.parallelism"]) or None, nice=int(props["service.nice"]))
 
     def view(self, snapshot: Timeline) -> FileSystemView:
         """The file-system view of a snapshot.
