@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..timeline.errors import UnknownServiceError
 from ..timeline.instant import Instant
 from .framework import execute, run_pending, schedule
+from .compaction import ALL, CompactionService
 from .indexing import IndexingService
 from .rollback import RollbackService
 from .service import Progress, ServiceResult, TableService
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from ..table.table import Table
 
 #: Services of the DESIGN that a later version brings (issue 6).
-PLANNED = ("compaction", "clustering", "cleaning", "archival")
+PLANNED = ("clustering", "cleaning", "archival")
 
 
 def service_named(name: str) -> TableService:
@@ -31,7 +32,8 @@ def service_named(name: str) -> TableService:
     Raises:
         UnknownServiceError: no such service in this version.
     """
-    services: dict[str, type[TableService]] = {"indexing": IndexingService, "rollback": RollbackService}
+    services: dict[str, type[TableService]] = {"indexing": IndexingService, "rollback": RollbackService,
+                                               "compaction": CompactionService}
     if name in services:
         return services[name]()
     if name in PLANNED:
@@ -92,6 +94,15 @@ class TableServices:
             results.append(execute(self.table, service, inst.id, progress))
         return results
 
+    def compact(self, progress: Progress | None = None) -> ServiceResult:
+        """Compact every merge-on-read slice that has logs, whatever the trigger strategy
+        (an explicit call acts on everything eligible); pending compactions whose
+        executor died are finished first. The result's ``instant`` is None when there
+        was nothing to compact (or the table is not merge-on-read).
+        """
+        results = self.run("compaction", progress=progress, trigger=ALL)
+        return results[-1] if results else ServiceResult(None, {"file_groups_compacted": 0})
+
     def rollback_failed(self) -> ServiceResult:
         """Roll back every pending write whose heartbeat expired, and finish rollbacks
         that died midway."""
@@ -100,6 +111,7 @@ class TableServices:
 
     def pending(self, names: Sequence[str] | None = None) -> list[Instant]:
         """Pending service instants (of the given services), by id."""
-        wanted = [service_named(n) for n in names] if names else [IndexingService(), RollbackService()]
+        wanted = ([service_named(n) for n in names] if names
+                  else [IndexingService(), RollbackService(), CompactionService()])
         tl = self.table.log.refresh()
         return sorted((i for s in wanted for i in s.pending(tl)), key=lambda i: i.id)

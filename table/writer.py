@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -99,7 +99,7 @@ def run_write(table: "Table", operation: str, action: Action, planner: Planner,
             updated = _log_upsert_keys(table, plan)
             key_check = (_key_check(table, plan.new_keys, updated)
                          if plan.new_keys is not None or updated is not None else None)
-            inst = _complete(table, commit, metadata, key_check, handled)
+            inst = complete_with_indexes(table, commit, metadata, key_check, handled)
             done = time.perf_counter()
             after_commit(table.storage, table.log.timeline, table.view, props)
             end = time.perf_counter()
@@ -121,8 +121,18 @@ class _IndexesBehind(LakelineError):
     """Internal: an index became building after this writer wrote its entries."""
 
 
-def _complete(table: "Table", commit: Commit, metadata: CommitMetadata, key_check: KeyCheck | None,
-              handled: list[tuple[str, int, str | None]]) -> Instant:
+class Completion(Protocol):
+    """An instant about to complete: a write's :class:`~.commit.Commit`, or a table
+    service that writes data files (compaction) with its own completion check."""
+
+    instant_id: int
+
+    def complete(self, metadata: CommitMetadata, key_check: KeyCheck | None = None,
+                 also_check: Callable[[Timeline], None] | None = None) -> Instant: ...
+
+
+def complete_with_indexes(table: "Table", commit: Completion, metadata: CommitMetadata,
+                          key_check: KeyCheck | None, handled: list[tuple[str, int, str | None]]) -> Instant:
     """Complete, first writing entries for every index that is building or ready in the
     timeline the completion lands on.
 

@@ -1,0 +1,244 @@
+"""The compaction service: fold the logs of merge-on-read file slices into new bases.
+
+Following DESIGN.md sections 2 and 3:
+
+* *Plan* (under the table lock, through the framework): the latest slices that have
+  logs, minus the file groups named by a pending plan (another compaction, a
+  clustering), so two plans never race for a group. Scheduled and inline runs apply a
+  trigger strategy (``compaction.trigger``): delta commits on the slice since its base,
+  the log-to-base size ratio, or the age of the base; ``t.services.compact()`` acts on
+  every slice with logs (``trigger="all"``).
+* *Execute*: the slices are taken from the view at the ``requested`` event, not from
+  the plan's snapshot. That is exactly what the view's rule makes the new base replace
+  (a log joins the newest slice whose base instant was requested before the log
+  completed), so a log that completed while the plan was being made is folded in, and
+  a log completing after the event joins the new slice: writers never stop. Each slice
+  is read merged and written as a base of the same group through the engine
+  (:mod:`lakeline.table.compact_tasks`), behind markers.
+* *Complete*: entries for every index building or ready (the writers' own completion,
+  :func:`lakeline.table.writer.complete_with_indexes`), then the ``completed`` event,
+  carrying commit metadata in the writers' shape, with a check against the exact log it
+  lands on: if a clustering or overwrite replaced one of the groups (or a base landed
+  in one) after the ``requested`` event, the service aborts (writes beat services) and
+  its files are deleted. Re-running an interrupted execution writes fresh files under
+  new names; the dead attempt's files (named by the markers there were when the re-run
+  started) are deleted only once the re-run completed, because an executor presumed
+  dead may still wake up and complete with them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..indexes.maintain import write_commit_updates
+from ..indexes.upkeep import after_commit
+from ..table.compact_tasks import CompactTask, compact_slice
+from ..table.rollback import delete_instant_files
+from ..table.writer import complete_with_indexes, settings
+from ..timeline import faults
+from ..timeline.commit_metadata import CommitMetadata, WriteStat
+from ..timeline.conflicts import KeyCheck
+from ..timeline.errors import InvalidPropertyError, ServiceBusyError
+from ..timeline.file_group import FileSlice
+from ..timeline.instant import Action, Instant, State
+from ..timeline.markers import delete_markers, list_markers
+from ..timeline.storage import Storage
+from ..timeline.timeline import Timeline
+from .service import Progress, ServiceAbort, TableService
+
+if TYPE_CHECKING:
+    from ..table.table import Table
+
+#: Trigger strategies of ``compaction.trigger``; ``all`` (the explicit call) ignores them.
+TRIGGERS = ("delta-commits", "log-ratio", "time", "any")
+ALL = "all"
+#: Actions whose pending plans reserve file groups (their plans list ``groups``).
+_PLANNING_ACTIONS = (Action.COMPACTION, Action.CLUSTERING, Action.REPLACE_COMMIT)
+#: Slices compacted per engine call: progress is reported, and the mid-write fault
+#: point reached, between calls.
+_BATCH = 8
+
+Group = tuple[str, str]  # (partition, file group id)
+
+
+def planned_groups(timeline: Timeline) -> set[Group]:
+    """File groups named by a pending plan (compaction, clustering): not to be planned again."""
+    return {(str(g["partition"]), str(g["file_group"]))
+            for inst in timeline.pending() if inst.action_kind in _PLANNING_ACTIONS
+            for g in inst.plan.get("groups", ())}
+
+
+def _completed_us(timeline: Timeline, instant: int) -> int | None:
+    inst = timeline.find(instant)
+    return None if inst is None else inst.completed_us
+
+
+def is_due(s: FileSlice, trigger: str, props: Mapping[str, Any], timeline: Timeline, now_us: int) -> bool:
+    """Whether a slice with logs should be compacted under ``trigger``."""
+    if trigger == ALL:
+        return True
+    checks: dict[str, Callable[[], bool]] = {
+        # Delta commits, not log files: one commit writes one log per group it touches.
+        "delta-commits": lambda: len({f.instant for f in s.logs}) >= int(props["compaction.delta-commits"]),
+        "log-ratio": lambda: sum(f.bytes for f in s.logs) >= float(props["compaction.log-ratio"]) * (
+            s.base.bytes if s.base is not None else 0),
+        "time": lambda: s.base is None or now_us - (_completed_us(timeline, s.base.instant) or now_us)
+        >= int(props["compaction.interval-ms"]) * 1000,
+    }
+    if trigger == "any":
+        return any(check() for check in checks.values())
+    return checks[trigger]()
+
+
+def _slice_plan(s: FileSlice) -> dict[str, Any]:
+    return {"partition": s.partition, "file_group": s.file_group, "base_instant": s.base_instant,
+            "base": s.base.path if s.base is not None else None, "logs": [f.path for f in s.logs]}
+
+
+def _inputs_changed(timeline: Timeline, instant: int, groups: set[Group]) -> str | None:
+    """Why the compaction ``instant`` can no longer complete: an instant completed after
+    its ``requested`` event replaced one of its groups or wrote a base into one (log
+    appends are fine: they join the new slice). None when it can."""
+    for other in timeline.completed_after(instant):
+        if not other.action_kind.writes_data or other.id == instant:
+            continue
+        md = CommitMetadata.from_dict(other.metadata)
+        hit = groups & (md.groups_replaced() | {(f.partition, f.file_group) for f in md.files if f.kind == "base"})
+        if hit:
+            p, fg = sorted(hit)[0]
+            return (f"{other.action} {other.id} replaced or rewrote {len(hit)} file group(s) this compaction "
+                    f"rewrites (e.g. {fg} in {p or '/'})")
+    return None
+
+
+def _remove_leftovers(storage: Storage, instant: int, earlier: Iterable[str]) -> int:
+    """After completing: delete the files of earlier, interrupted attempts (data files
+    and index entries alike, named by markers older than this attempt), then the markers."""
+    deleted = sum(storage.delete(storage.path(rel)) for rel in earlier)
+    delete_markers(storage, instant)
+    return deleted
+
+
+class _Completion:
+    """The completion of a compaction instant, in the shape the writers' completion
+    (with its index rounds) drives: its check is the compaction's own conflict rule."""
+
+    def __init__(self, table: "Table", instant: Instant, groups: set[Group], earlier: list[str]) -> None:
+        self.table = table
+        self.instant_id = instant.id
+        self.groups = groups
+        self.earlier = earlier
+
+    def complete(self, metadata: CommitMetadata, key_check: KeyCheck | None = None,
+                 also_check: Callable[[Timeline], None] | None = None) -> Instant:
+        def check(tl: Timeline) -> None:
+            reason = _inputs_changed(tl, self.instant_id, self.groups)
+            if reason is not None:
+                raise ServiceAbort(reason)
+            if also_check is not None:
+                also_check(tl)
+
+        log, storage = self.table.log, self.table.storage
+        ev = log.append(Action.COMPACTION, State.COMPLETED, metadata.to_dict(), instant=self.instant_id, check=check)
+        _remove_leftovers(storage, self.instant_id, self.earlier)
+        return log.timeline.get(ev.instant)
+
+
+class CompactionService(TableService):
+    """Compact merge-on-read file slices (``t.services.compact()``, ``run("compaction")``)."""
+
+    name = "compaction"
+    action = Action.COMPACTION
+
+    def __init__(self) -> None:
+        # instant -> files of earlier attempts, seen when this execution started.
+        self._earlier: dict[int, list[str]] = {}
+
+    def plan(self, table: "Table", snapshot: Timeline, trigger: str | None = None,
+             **options: Any) -> dict[str, Any] | None:
+        """Slices with logs that are due under ``trigger`` (default: the table's
+        ``compaction.trigger``; ``"all"``: every one); None on other table types.
+
+        Raises:
+            InvalidPropertyError: an unknown trigger or option.
+        """
+        if options:
+            raise InvalidPropertyError(f"compaction takes no options {sorted(options)}; it takes trigger=")
+        props = table.config.resolved_properties()
+        trigger = trigger or str(props["compaction.trigger"])
+        if trigger not in TRIGGERS + (ALL,):
+            raise InvalidPropertyError(f"compaction trigger {trigger!r} is not one of {', '.join(TRIGGERS + (ALL,))}")
+        if table.config.table_type != "mor":
+            return None  # copy-on-write and append-only tables have no logs
+        busy = planned_groups(snapshot)
+        now_us = time.time_ns() // 1000
+        slices = [s for s in table.view(snapshot).latest_slices()
+                  if s.logs and (s.partition, s.file_group) not in busy
+                  and is_due(s, trigger, props, snapshot, now_us)]
+        if not slices:
+            return None
+        return {"trigger": trigger, "snapshot_seq": snapshot.last_seq,
+                "groups": [_slice_plan(s) for s in sorted(slices, key=lambda s: (s.partition, s.file_group))]}
+
+    def check_plan(self, timeline: Timeline, plan: Mapping[str, Any]) -> None:
+        """Refuse a plan whose groups another pending plan took meanwhile (the lock makes
+        it rare; this makes it impossible)."""
+        taken = _groups(plan) & planned_groups(timeline)
+        if taken:
+            raise ServiceBusyError(f"{len(taken)} file group(s) of this compaction plan are in another pending plan")
+
+    def execute(self, table: "Table", instant: Instant, progress: Progress | None = None) -> dict[str, Any]:
+        wanted = _groups(instant.plan)
+        self._earlier[instant.id] = list_markers(table.storage, instant.id)
+        # The view at the requested event: what the new bases supersede (module docstring).
+        view = table.view(table.log.refresh().as_of_seq(instant.id))
+        slices = [s for p in sorted({p for p, _ in wanted}) for s in view.latest_slices(p)
+                  if (s.partition, s.file_group) in wanted and s.logs]
+        st = settings(table, instant.id)
+        tasks = [CompactTask(st, s) for s in slices]
+        written: list[WriteStat] = []
+        if progress is not None:
+            progress(0, len(tasks))
+        for start in range(0, len(tasks), _BATCH):
+            written.extend(table.service_engine.map(compact_slice, tasks[start:start + _BATCH]))
+            faults.point("compaction.mid_write")
+            if progress is not None:
+                progress(len(written), len(tasks))
+        stats = {
+            "file_groups_compacted": len(written),
+            "logs_compacted": sum(len(s.logs) for s in slices),
+            "bytes_read": sum(s.bytes for s in slices),
+            "rows": sum(w.rows for w in written),
+            "files_added": len(written),
+            "bytes_written": sum(w.bytes for w in written),
+        }
+        return CommitMetadata(operation="compact", snapshot_seq=instant.id, files=tuple(written),
+                              stats=stats).to_dict()
+
+    def complete(self, table: "Table", instant: Instant, metadata: dict[str, Any]) -> Instant:
+        """Index entries for the new bases, then ``completed`` unless a concurrent
+        clustering or overwrite replaced the inputs (:class:`ServiceAbort`)."""
+        md = CommitMetadata.from_dict(metadata)
+        cfg = table.config
+        handled = write_commit_updates(table.storage, table.log.refresh(), instant.id, md, cfg.schema,
+                                       cfg.record_key)
+        faults.point("compaction.before_complete")
+        completion = _Completion(table, instant, _groups(instant.plan), self._earlier.pop(instant.id, []))
+        done = complete_with_indexes(table, completion, md, None, handled)
+        after_commit(table.storage, table.log.timeline, table.view, cfg.resolved_properties())
+        return done
+
+    def abort(self, table: "Table", instant: Instant, reason: str) -> None:
+        """Delete what every attempt wrote (data files and index entries, all behind
+        the markers). If another executor completed the instant meanwhile (one presumed
+        dead woke up), nothing is deleted: the markers no longer tell its files from
+        this attempt's, and a leftover costs space, never rows."""
+        self._earlier.pop(instant.id, None)
+        if table.log.refresh().get(instant.id).state_kind is not State.COMPLETED:
+            delete_instant_files(table.storage, instant.id)
+
+
+def _groups(plan: Mapping[str, Any]) -> set[Group]:
+    return {(str(g["partition"]), str(g["file_group"])) for g in plan.get("groups", ())}
