@@ -15,6 +15,8 @@ import click
 from ..timeline.errors import LakelineError
 from .create_cmd import create
 from .demo import demo
+from .index_cmds import index
+from .service_cmds import service
 from .timeline_cmds import timeline
 
 #: Exit code of a refused operation (same as click's usage errors: the caller asked for
@@ -44,12 +46,15 @@ class LakelineGroup(click.Group):
 def cli() -> None:
     """lakeline: Parquet tables with a timeline of instants.
 
-    Create a table, inspect its timeline, or run `lakeline demo` to see one at work.
+    Create a table, inspect its timeline, manage its indexes and services, or run
+    `lakeline demo` to see one at work.
     """
 
 
 cli.add_command(create)
 cli.add_command(timeline)
+cli.add_command(index)
+cli.add_command(service)
 cli.add_command(demo)
 
 

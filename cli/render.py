@@ -1,4 +1,4 @@
-"""Rendering for the CLI: rich tables for people, JSON for scripts.
+"""Rendering for the CLI: rich tables and progress bars for people, JSON for scripts.
 
 Commands build plain data (``Instant``s, dicts, Arrow tables) and hand it here, so
 what a listing shows and what its ``--json`` prints come from the same values.
@@ -10,7 +10,8 @@ import json
 import os
 import sys
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -19,6 +20,7 @@ import pyarrow as pa
 from rich.console import Console
 from rich.json import JSON
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table as RichTable
 
 from ..timeline.instant import Action, Event, Instant, State
@@ -194,3 +196,43 @@ def arrow_table(data: pa.Table, title: str, max_rows: int = 20) -> RichTable:
     if data.num_rows > max_rows:
         table.add_row(*(["…"] * data.num_columns))
     return table
+
+
+def rows_table(rows: Sequence[Mapping[str, Any]], title: str) -> RichTable:
+    """Dicts of varying keys (e.g. validation mismatches) as a rich table: one column per
+    key in first-seen order, nested values as compact JSON."""
+    keys = list(dict.fromkeys(k for row in rows for k in row))
+    table = RichTable(title=title, title_justify="left")
+    for key in keys:
+        table.add_column(key, overflow="fold")
+    for row in rows:
+        cells = (row.get(k, "") for k in keys)
+        table.add_row(*(escape(v if isinstance(v, str) else json.dumps(v, separators=(",", ":"), default=str))
+                        for v in cells))
+    return table
+
+
+@contextmanager
+def progress_bar(description: str) -> Iterator[Callable[[int, int], None]]:
+    """A ``progress(done, total)`` callback that drives a rich progress bar on stderr.
+
+    The bar starts on the first call, so a command refused before any work prints only
+    its one error line; stderr keeps stdout to the result (``--json`` stays parseable).
+    Off a terminal rich prints the bar once, as it ended, instead of redrawing it.
+    """
+    state: dict[str, tuple[Progress, TaskID]] = {}
+
+    def update(done: int, total: int) -> None:
+        if "bar" not in state:
+            bar = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+                           TimeElapsedColumn(), console=Console(stderr=True, highlight=False))
+            bar.start()
+            state["bar"] = (bar, bar.add_task(description, total=total))
+        bar, task = state["bar"]
+        bar.update(task, completed=done, total=total)
+
+    try:
+        yield update
+    finally:
+        if "bar" in state:
+            state["bar"][0].stop()
