@@ -1,11 +1,14 @@
-"""Index benchmark: pybloom-live build and probe throughput, and HLL NDV accuracy/speed.
+"""Index benchmark: bloom filter and NDV sketch throughput, lakeline's numpy versions
+against the libraries the design started from (pybloom-live, datasketches), in one run.
 
-Why: upsert tagging probes a bloom filter per candidate file for every incoming key
-(issue 4 wants 500k keys against 5M rows tagged in under 1 s), so the per-key cost of
-pybloom-live decides whether it can stay; and column stats sketch every column of
-every file written, so sketching must not dominate a write. Numbers are keys (or
-values) per second, best of ``--repeat`` runs, printed as a table and, with ``--json``,
-as one JSON object.
+Why: every base file a writer or an index build produces gets a bloom filter over its
+keys and an NDV sketch per column, so their per-value cost is on the write path (issue
+4: a 500k-row copy-on-write upsert into 5M rows within 1.2x deltalake's merge; issue 5:
+an index build at >= 0.5x the speed of a plain read). pybloom-live and the datasketches
+bindings take one Python call per value; lakeline's filters and sketches hash whole
+Arrow columns with numpy. ``docs/decisions.md`` records the numbers of this benchmark.
+Numbers are keys (or values) per second, best of ``--repeat`` runs, printed as a table
+and, with ``--json``, as one JSON object.
 
     python -m bench index [--keys 1000000] [--fpp 0.01] [--repeat 3] [--json]
 """
@@ -18,8 +21,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
-from lakeline.indexes.bloom import FileBloom, key_strings
+import pyarrow.compute as pc
+from lakeline.indexes.bloom import FileBloom, key_hashes
 from lakeline.indexes.column_stats import estimate, file_stats, ndv, sketch_values
 
 
@@ -32,36 +37,85 @@ def _best(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
     return best, out
 
 
+def _keys(n: int, odd: bool) -> pa.Table:
+    """Benchmark-style string keys ``k000000000``: even numbers present, odd absent."""
+    nums = pa.array(np.arange(int(odd), 2 * n, 2, dtype=np.int64))
+    return pa.table({"id": pc.binary_join_element_wise("k", pc.utf8_lpad(pc.cast(nums, pa.string()), 9, "0"), "")})
+
+
+def _pybloom(present: pa.Table, absent: pa.Table, fpp: float, repeat: int) -> dict[str, float]:
+    """pybloom-live on the same keys (text, one Python call per key)."""
+    try:
+        from pybloom_live import BloomFilter  # the bench extra carries it
+    except ImportError:
+        return {}
+    keys = present.column("id").to_pylist()
+    miss = absent.column("id").to_pylist()[:200_000]
+
+    def build() -> Any:
+        bf = BloomFilter(capacity=max(len(keys), 1), error_rate=fpp)
+        for k in keys:
+            bf.add(k)
+        return bf
+
+    t_build, bf = _best(build, repeat)
+    t_miss, hits = _best(lambda: [k in bf for k in miss], repeat)
+    return {"pybloom_build_keys_per_s": len(keys) / t_build,
+            "pybloom_probe_miss_keys_per_s": len(miss) / t_miss,
+            "pybloom_fpp_measured": sum(hits) / max(len(miss), 1)}
+
+
+def _datasketches(ids: pa.Array, repeat: int) -> dict[str, float]:
+    """The datasketches HLL (lg_k 14, HLL_4) on the same values, one call per value."""
+    try:
+        import datasketches
+    except ImportError:
+        return {}
+
+    def sketch() -> float:
+        sk = datasketches.hll_sketch(14, datasketches.HLL_4)
+        for v in ids.to_pylist():
+            sk.update(v)
+        return float(sk.get_estimate())
+
+    t, est = _best(sketch, repeat)
+    return {"datasketches_hll_values_per_s": len(ids) / t,
+            "datasketches_relative_error": abs(est - len(ids)) / len(ids)}
+
+
 def run(keys: int, fpp: float, repeat: int) -> dict[str, Any]:
     """Measure and return the numbers (the smoke test calls this with small sizes)."""
-    ids = pa.table({"id": pa.array(range(0, 2 * keys, 2), pa.int64())})
-    t_str, strs = _best(lambda: key_strings(ids, ["id"]), repeat)
-    t_build, fb = _best(lambda: FileBloom.build(ids, ["id"], fpp=fpp), repeat)
-    present = strs[: min(keys, 200_000)]
-    absent = [str(i) for i in range(1, 2 * len(present), 2)]
-    t_hit, _ = _best(lambda: fb.might_contain(present), repeat)
-    t_miss, hits = _best(lambda: fb.might_contain(absent), repeat)
-    size = len(fb.to_bytes())
-    t_ser, raw = _best(fb.to_bytes, repeat)
-    t_de, _ = _best(lambda: FileBloom.filter_from_bytes(raw), repeat)
-    t_sketch, sk = _best(lambda: sketch_values(ids.column("id")), repeat)
-    t_stats, stats = _best(lambda: file_stats("f", "", ids), repeat)
+    present, absent = _keys(keys, False), _keys(keys, True)
+    t_hash, hashes = _best(lambda: key_hashes(present, ["id"]), repeat)
+    t_build, fb = _best(lambda: FileBloom.build(present, ["id"], fpp=fpp), repeat)
+    miss = key_hashes(absent, ["id"])
+    t_hit, hit = _best(lambda: fb.might_contain(hashes), repeat)
+    t_miss, false_hits = _best(lambda: fb.might_contain(miss), repeat)
+    row = fb.to_row("f", "")
+    t_de, _ = _best(lambda: FileBloom.from_row(row), repeat)
+    ints = pa.array(np.arange(0, 2 * keys, 2, dtype=np.int64))
+    t_sketch, sk = _best(lambda: sketch_values(ints), repeat)
+    t_sketch_text, _ = _best(lambda: sketch_values(present.column("id")), repeat)
+    t_stats, stats = _best(lambda: file_stats("f", "", pa.table({"id": ints})), repeat)
     est = ndv(stats, "id").estimate
     return {
         "keys": keys,
         "fpp_target": fpp,
-        "bloom_key_text_per_s": keys / t_str,
+        "bloom_key_hash_per_s": keys / t_hash,
         "bloom_build_keys_per_s": keys / t_build,
-        "bloom_probe_hit_keys_per_s": len(present) / t_hit,
-        "bloom_probe_miss_keys_per_s": len(absent) / t_miss,
-        "bloom_fpp_measured": sum(hits) / max(len(absent), 1),
-        "bloom_bytes": size,
-        "bloom_serialize_s": t_ser,
+        "bloom_probe_hit_keys_per_s": keys / t_hit,
+        "bloom_probe_miss_keys_per_s": len(miss) / t_miss,
+        "bloom_no_false_negatives": bool(hit.all()),
+        "bloom_fpp_measured": float(false_hits.mean()),
+        "bloom_bytes": len(row["filter"]),  # type: ignore[arg-type]
         "bloom_deserialize_s": t_de,
-        "hll_sketch_values_per_s": keys / t_sketch,
+        **_pybloom(present, absent, fpp, repeat),
+        "hll_sketch_int_values_per_s": keys / t_sketch,
+        "hll_sketch_text_values_per_s": keys / t_sketch_text,
         "hll_estimate": estimate(sk),
         "ndv_relative_error": abs(est - keys) / keys,
         "file_stats_s": t_stats,
+        **_datasketches(ints, repeat),
     }
 
 

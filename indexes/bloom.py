@@ -1,33 +1,46 @@
-"""Bloom filters of data files: a pybloom-live filter over keys, plus the key range.
+"""Bloom filters of data files: a bit array over key hashes, plus the key range.
 
-One row per base file. The filter holds the record key (or the named columns); a
-composite key is the text of its parts joined by a unit separator, so ``("a", "b|c")``
-and ``("a|b", "c")`` never collide. Values are hashed as their Arrow text (cast to
-string), the same for the build and the probe, so a probe value must first be cast to
-the column's type (:func:`key_strings` does it from the table schema).
+One row per base file. The filter holds the record key (or the named columns). Keys are
+hashed by :mod:`.hashing` over whole Arrow columns: a single integer column by value,
+anything else by its Arrow text, and a composite key by the text of its parts joined by
+a unit separator, so ``("a", "b|c")`` and ``("a|b", "c")`` never collide. Build and probe
+hash the same way, so a probe value must first be cast to the column's type
+(:func:`key_hashes` does it from the table schema).
+
+The filter is a classic bloom filter with ``k`` probes derived from one 64-bit hash by
+double hashing (Kirsch and Mitzenmacher), built and probed with numpy. It replaced
+pybloom-live, whose one Python call per key made index entries of a 5M-row rewrite
+take 30 s (``docs/decisions.md`` has the measurement).
 
 The key range (min/max of a single-column key, as text; cast it back to the column's
-type before comparing) is kept for key-range pruning ahead of the probe. A bloom filter has no false negatives: a file it answers "no"
-for holds none of the probed keys, which is what lets scans and tagging skip it.
+type before comparing) is kept for key-range pruning ahead of the probe. A bloom
+filter has no false negatives: a file it answers "no" for holds none of the probed
+keys, which is what lets scans and tagging skip it.
 """
 
 from __future__ import annotations
 
-import io
+import math
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pybloom_live import BloomFilter
 
-from ..timeline.errors import UnknownColumnError
+from ..timeline.errors import MetadataTableError, UnknownColumnError
+from .hashing import hash_array, hash_text
 
 #: Default false-positive rate of a filter.
 DEFAULT_FPP = 0.01
 
 #: Joins the parts of a composite key; a control character no sane key contains.
 KEY_SEPARATOR = "\x1f"
+
+#: Serialized filter: magic, number of bits, number of probes, then the bits.
+_MAGIC = b"LLBF1"
+_HEADER = struct.Struct("<QI")
 
 #: The metadata-table schema of the ``bloom_filters`` index partition.
 BLOOM_SCHEMA = pa.schema([
@@ -42,27 +55,90 @@ BLOOM_SCHEMA = pa.schema([
 ])
 
 
-def key_strings(rows: pa.Table, columns: Sequence[str], schema: pa.Schema | None = None) -> list[str]:
-    """The text of each row's key over ``columns`` (cast to ``schema``'s types first).
-
-    Nulls become the empty text of their part; a record key is never null, and for a
-    named column a null is never matched by ``=``/``IN`` anyway.
-
-    Raises:
-        UnknownColumnError: a column is missing from ``rows``.
-    """
-    parts = []
+def _key_columns(rows: pa.Table, columns: Sequence[str], schema: pa.Schema | None) -> list[pa.ChunkedArray]:
+    out = []
     for name in columns:
         if name not in rows.column_names:
             raise UnknownColumnError(f"bloom filter column {name!r} is not in the rows")
         col = rows.column(name)
         if schema is not None and name in schema.names and col.type != schema.field(name).type:
             col = pc.cast(col, schema.field(name).type)
-        parts.append(pc.fill_null(pc.cast(col, pa.string()), ""))
-    if len(parts) == 1:
-        return parts[0].to_pylist()
-    joined = pc.binary_join_element_wise(*parts, KEY_SEPARATOR)
-    return joined.to_pylist()
+        out.append(col)
+    return out
+
+
+def key_hashes(rows: pa.Table, columns: Sequence[str], schema: pa.Schema | None = None) -> np.ndarray:
+    """The 64-bit hash of each row's key over ``columns`` (cast to ``schema``'s types).
+
+    Nulls hash like an empty part; a record key is never null, and for a named column
+    a null is never matched by ``=``/``IN`` anyway.
+
+    Raises:
+        UnknownColumnError: a column is missing from ``rows``.
+    """
+    cols = _key_columns(rows, columns, schema)
+    if len(cols) == 1:
+        return hash_array(cols[0])
+    parts = [pc.fill_null(pc.cast(c, pa.string()), "") for c in cols]
+    return hash_text(pc.binary_join_element_wise(*parts, KEY_SEPARATOR))
+
+
+@dataclass(frozen=True)
+class BloomBits:
+    """A bloom filter: ``num_bits`` bits (little-endian bit order) set by ``num_hashes``
+    probes of each key hash."""
+
+    num_bits: int
+    num_hashes: int
+    bits: bytes
+
+    @staticmethod
+    def sizing(capacity: int, fpp: float) -> tuple[int, int]:
+        """Bits and probes of the smallest filter that holds ``capacity`` keys at ``fpp``."""
+        n = max(capacity, 1)
+        m = max(64, math.ceil(-n * math.log(fpp) / (math.log(2) ** 2)))
+        k = max(1, round(m / n * math.log(2)))
+        return m, k
+
+    @staticmethod
+    def _positions(hashes: np.ndarray, num_bits: int, i: int) -> np.ndarray:
+        h1 = hashes & np.uint64(0xFFFFFFFF)
+        h2 = (hashes >> np.uint64(32)) | np.uint64(1)
+        with np.errstate(over="ignore"):
+            return (h1 + np.uint64(i) * h2) % np.uint64(num_bits)
+
+    @classmethod
+    def of(cls, hashes: np.ndarray, fpp: float) -> BloomBits:
+        """A filter sized for ``len(hashes)`` keys at false-positive rate ``fpp``."""
+        m, k = cls.sizing(len(hashes), fpp)
+        bits = np.zeros(m, dtype=bool)
+        for i in range(k):
+            bits[cls._positions(hashes, m, i)] = True
+        return cls(m, k, np.packbits(bits, bitorder="little").tobytes())
+
+    def contains(self, hashes: np.ndarray) -> np.ndarray:
+        """For each hash: False only when the key was surely never added."""
+        packed = np.frombuffer(self.bits, dtype=np.uint8)
+        hit = np.ones(len(hashes), dtype=bool)
+        for i in range(self.num_hashes):
+            pos = self._positions(hashes, self.num_bits, i)
+            hit &= ((packed[pos >> np.uint64(3)] >> (pos & np.uint64(7)).astype(np.uint8)) & 1).astype(bool)
+        return hit
+
+    def to_bytes(self) -> bytes:
+        return _MAGIC + _HEADER.pack(self.num_bits, self.num_hashes) + self.bits
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> BloomBits:
+        """Raises:
+            MetadataTableError: not a serialized lakeline bloom filter."""
+        head = len(_MAGIC) + _HEADER.size
+        if raw[:len(_MAGIC)] != _MAGIC or len(raw) < head:
+            raise MetadataTableError("bloom filter entry in an unknown format; rebuild the index")
+        m, k = _HEADER.unpack_from(raw, len(_MAGIC))
+        if len(raw) - head != (m + 7) // 8:
+            raise MetadataTableError(f"bloom filter entry truncated: {len(raw) - head} bytes for {m} bits")
+        return cls(m, k, raw[head:])
 
 
 @dataclass
@@ -70,7 +146,7 @@ class FileBloom:
     """The bloom filter of one file and its key range (as text, single-column keys)."""
 
     columns: tuple[str, ...]
-    filter: BloomFilter
+    filter: BloomBits
     key_min: str | None
     key_max: str | None
     entries: int
@@ -80,12 +156,7 @@ class FileBloom:
     def build(cls, rows: pa.Table, columns: Sequence[str], fpp: float = DEFAULT_FPP,
               schema: pa.Schema | None = None) -> FileBloom:
         """A filter over the keys of ``rows`` with false-positive rate ``fpp``."""
-        keys = key_strings(rows, columns, schema)
-        # pybloom-live refuses capacity 0; an empty file still gets a (tiny) filter.
-        bf = BloomFilter(capacity=max(len(keys), 1), error_rate=fpp)
-        add = bf.add
-        for k in keys:
-            add(k)
+        hashes = key_hashes(rows, columns, schema)
         lo = hi = None
         if len(columns) == 1 and rows.num_rows:
             col = rows.column(columns[0])
@@ -93,16 +164,7 @@ class FileBloom:
                 mm = pc.min_max(col)
                 lo = pc.cast(mm["min"], pa.string()).as_py()
                 hi = pc.cast(mm["max"], pa.string()).as_py()
-        return cls(tuple(columns), bf, lo, hi, len(keys), fpp)
-
-    def to_bytes(self) -> bytes:
-        buf = io.BytesIO()
-        self.filter.tofile(buf)
-        return buf.getvalue()
-
-    @staticmethod
-    def filter_from_bytes(raw: bytes) -> BloomFilter:
-        return BloomFilter.fromfile(io.BytesIO(raw))
+        return cls(tuple(columns), BloomBits.of(hashes, fpp), lo, hi, len(hashes), fpp)
 
     def to_row(self, path: str, partition: str) -> dict[str, object]:
         return {
@@ -113,33 +175,29 @@ class FileBloom:
             "key_max": self.key_max,
             "entries": self.entries,
             "fpp": self.fpp,
-            "filter": self.to_bytes(),
+            "filter": self.filter.to_bytes(),
         }
 
     @classmethod
     def from_row(cls, row: dict[str, object]) -> FileBloom:
         return cls(
             tuple(str(row["columns"]).split(",")),
-            cls.filter_from_bytes(row["filter"]),  # type: ignore[arg-type]
+            BloomBits.from_bytes(row["filter"]),  # type: ignore[arg-type]
             row["key_min"],  # type: ignore[arg-type]
             row["key_max"],  # type: ignore[arg-type]
             int(row["entries"]),  # type: ignore[arg-type]
             float(row["fpp"]),  # type: ignore[arg-type]
         )
 
-    def might_contain(self, keys: Sequence[str]) -> list[bool]:
-        """For each key text: False only when the file surely does not hold it."""
-        bf = self.filter
-        return [k in bf for k in keys]
+    def might_contain(self, hashes: np.ndarray) -> np.ndarray:
+        """For each key hash (:func:`key_hashes`): False only when the file surely does
+        not hold that key."""
+        if self.entries == 0:
+            return np.zeros(len(hashes), dtype=bool)
+        return self.filter.contains(hashes)
 
-    def might_contain_any(self, keys: Sequence[str]) -> bool:
-        bf = self.filter
-        return any(k in bf for k in keys)
-
-
-def might_contain(row: dict[str, object], keys: Sequence[str]) -> list[bool]:
-    """``might_contain`` straight from a metadata-table row."""
-    return FileBloom.from_row(row).might_contain(keys)
+    def might_contain_any(self, hashes: np.ndarray) -> bool:
+        return bool(self.might_contain(hashes).any())
 
 
 def bloom_table(rows: list[dict[str, object]]) -> pa.Table:

@@ -3,9 +3,9 @@
 One row per (file, column). Min and max are stored as text (Arrow's cast to string) so
 one Parquet schema holds columns of every type; :func:`decode_bound` casts them back to
 the column's type from the table schema. The number of distinct values is a
-datasketches HLL sketch serialized to bytes: sketches of many files merge (union) into
-the NDV of a partition or of the whole table without reading the data again, which a
-stored exact count could never do.
+HyperLogLog sketch (:mod:`.hll`) serialized to bytes: sketches of many files merge
+(union) into the NDV of a partition or of the whole table without reading the data
+again, which a stored exact count could never do.
 
 Pruning relies on these rows, so they err on the side of "unknown": a column whose
 min/max cannot be represented (binary, nested types, floats holding NaN) gets null
@@ -17,13 +17,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-import datasketches
 import pyarrow as pa
 import pyarrow.compute as pc
 
-#: lg(k) of the HLL sketches: 2^14 buckets give a relative standard error of ~0.8 %,
-#: so estimates stay within the 3 % the issue asks for with a wide margin, at ~8 KiB
-#: per file and column (HLL_4, compact).
+from .hashing import hash_array
+from .hll import Hll, merge_all
+
+#: lg(k) of the HLL sketches: 2^14 registers give a relative standard error of ~0.8 %,
+#: so estimates stay within the 3 % the issue asks for with a wide margin, at ~7.5 KiB
+#: per file and column at most (compressed; a few bytes for few distinct values).
 DEFAULT_LG_K = 14
 
 #: The metadata-table schema of the ``column_stats`` index partition (without the
@@ -60,22 +62,11 @@ def _bound_text(value: pa.Scalar) -> str | None:
 def sketch_values(column: pa.ChunkedArray | pa.Array, lg_k: int = DEFAULT_LG_K) -> bytes:
     """A serialized HLL sketch of the distinct non-null values of ``column``.
 
-    Values are hashed as int (integers), float (floats) or their text (everything else),
-    the same way in every file, so sketches of one column merge correctly.
+    Values are hashed by :func:`.hashing.hash_array` (integers by value, binary by
+    bytes, everything else by text), the same way in every file, so sketches of one
+    column merge correctly.
     """
-    sk = datasketches.hll_sketch(lg_k, datasketches.HLL_4)
-    # Only distinct values need hashing: an HLL update is idempotent, and unique() in
-    # Arrow is far cheaper than one Python call per row.
-    uniq = pc.unique(column.drop_null() if isinstance(column, pa.Array) else column.combine_chunks().drop_null())
-    typ = uniq.type
-    if pa.types.is_integer(typ) or pa.types.is_floating(typ):
-        values: Iterable[object] = uniq.to_pylist()
-    else:
-        values = pc.cast(uniq, pa.string()).to_pylist() if not pa.types.is_binary(typ) else (
-            v.hex() for v in uniq.to_pylist())
-    for v in values:
-        sk.update(v)  # type: ignore[arg-type]
-    return bytes(sk.serialize_compact())
+    return Hll.of(hash_array(column.drop_null()), lg_k).to_bytes()
 
 
 def file_stats(path: str, partition: str, rows: pa.Table, columns: Sequence[str] | None = None,
@@ -115,17 +106,17 @@ def decode_bound(text: str | None, typ: pa.DataType) -> pa.Scalar | None:
 
 
 def merge_sketches(sketches: Iterable[bytes | None], lg_k: int = DEFAULT_LG_K) -> bytes:
-    """The union of serialized sketches, serialized (nulls are skipped)."""
-    union = datasketches.hll_union(lg_k)
-    for raw in sketches:
-        if raw:
-            union.update(datasketches.hll_sketch.deserialize(raw))
-    return bytes(union.get_result(datasketches.HLL_4).serialize_compact())
+    """The union of serialized sketches, serialized (nulls are skipped).
+
+    Raises:
+        MetadataTableError: a sketch is corrupt or of another precision.
+    """
+    return merge_all((Hll.from_bytes(raw) for raw in sketches if raw), lg_k).to_bytes()
 
 
 def estimate(sketch: bytes) -> float:
     """The distinct-count estimate of one serialized sketch."""
-    return float(datasketches.hll_sketch.deserialize(sketch).get_estimate())
+    return Hll.from_bytes(sketch).estimate()
 
 
 @dataclass(frozen=True)
@@ -147,9 +138,9 @@ def ndv(stats: pa.Table, column: str, partition: str | None = None,
     mask = pc.equal(stats.column("column"), column)
     if partition is not None:
         mask = pc.and_(mask, pc.equal(stats.column("partition"), partition))
-    merged = merge_sketches(stats.filter(mask).column("ndv_sketch").to_pylist(), lg_k)
-    sk = datasketches.hll_sketch.deserialize(merged)
-    return NdvEstimate(float(sk.get_estimate()), float(sk.get_lower_bound(2)), float(sk.get_upper_bound(2)))
+    sk = merge_all((Hll.from_bytes(raw) for raw in stats.filter(mask).column("ndv_sketch").to_pylist() if raw), lg_k)
+    lower, upper = sk.bounds(2.0)
+    return NdvEstimate(sk.estimate(), lower, upper)
 
 
 #: At most this many nullable columns named by a filter get a "null or in bounds" split

@@ -174,8 +174,8 @@ def missing_updates(storage: Storage, timeline: Timeline, after_seq: int, name: 
 
 
 def _comparable(kind: str, row: dict[str, Any]) -> dict[str, Any]:
-    # Every stored field must equal its recomputation: pybloom-live filters over the
-    # same keys are byte-identical, and so are HLL sketches of the same values.
+    # Every stored field must equal its recomputation: bloom filters and HLL sketches
+    # are deterministic functions of the values (no random seeds), so byte-identical.
     return {k: v for k, v in row.items() if k != INSTANT}
 
 

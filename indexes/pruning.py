@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
-from .bloom import FileBloom, key_strings
+from .bloom import FileBloom, key_hashes
 from .column_stats import guarantees
 
 T = TypeVar("T")
@@ -237,8 +237,8 @@ def bloom_keep(filter: pc.Expression | None, schema: pa.Schema, columns: Sequenc
     values = pinned_values(filter, columns[0], schema)
     if values is None:
         return keep
-    probe = key_strings(pa.table({columns[0]: pa.array([v.as_py() for v in values], schema.field(columns[0]).type)}),
-                        columns, schema)
+    probe = key_hashes(pa.table({columns[0]: pa.array([v.as_py() for v in values], schema.field(columns[0]).type)}),
+                       columns, schema)
     for i, p in enumerate(paths):
         fb = blooms_by_path.get(p)
         if fb is not None and not fb.might_contain_any(probe):

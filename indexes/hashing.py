@@ -1,0 +1,127 @@
+"""Vectorized 64-bit hashes of Arrow columns, for bloom filters and NDV sketches.
+
+Index entries are computed for every base file a writer or a build produces, so hashing
+is on the write path: one Python call per value (what pybloom-live and the datasketches
+bindings need) costs seconds per million rows (``docs/decisions.md``). These hashes
+run over whole Arrow buffers with numpy instead.
+
+Two kinds of input, each hashed the same way on every platform and in every version of
+the on-disk format (entries written by one process are probed by another):
+
+* **integers** (any width, signed or not): the value as a 64-bit two's-complement word,
+  mixed by the murmur3 ``fmix64`` finalizer with a seed;
+* **text** (strings, and anything else through its Arrow cast to string): a polynomial
+  hash of the UTF-8 bytes modulo 2^64 (Horner's rule, one vector pass per byte
+  position over the strings that long), then mixed with the length and ``fmix64``.
+
+The polynomial hash is linear, so crafted inputs can collide; for the filters and
+sketches built on it a collision is a false positive or a slightly low estimate, never
+a wrong answer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+#: Odd multiplier of the polynomial text hash (any odd 64-bit constant works; this one is
+#: the 64-bit golden ratio).
+_TEXT_BASE = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xFF51AFD7ED558CCD)
+_MIX2 = np.uint64(0xC4CEB9FE1A85EC53)
+_LEN_MUL = np.uint64(0xD6E8FEB86659FD93)
+_S33 = np.uint64(33)
+
+
+def fmix64(h: np.ndarray) -> np.ndarray:
+    """murmur3's 64-bit finalizer: every input bit affects every output bit."""
+    with np.errstate(over="ignore"):
+        h = h ^ (h >> _S33)
+        h = h * _MIX1
+        h = h ^ (h >> _S33)
+        h = h * _MIX2
+        return h ^ (h >> _S33)
+
+
+def hash_integers(values: np.ndarray, seed: int = 0) -> np.ndarray:
+    """64-bit hashes of integers (as 64-bit two's-complement words)."""
+    words = values.astype(np.int64, copy=False).view(np.uint64)
+    return fmix64(words ^ np.uint64(seed & 0xFFFFFFFFFFFFFFFF))
+
+
+def _horner(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``sum(b_i * BASE^(L-1-i))`` of each string, one vector pass per byte position.
+
+    Strings are visited longest first, so the strings still active at position ``j``
+    are a prefix of that order and the passes touch each byte once.
+    """
+    n = len(lengths)
+    uniform = n == 0 or bool((lengths == lengths[0]).all())
+    order = None if uniform else np.argsort(-lengths, kind="stable")
+    s = starts if order is None else starts[order]
+    sorted_len = lengths if order is None else lengths[order]
+    max_len = int(sorted_len[0]) if n else 0
+    # active[j]: how many strings are longer than j (sorted_len is non-increasing).
+    active = np.searchsorted(-sorted_len, -np.arange(max_len), side="left") if not uniform else None
+    h = np.zeros(n, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for j in range(max_len):
+            k = n if active is None else int(active[j])
+            h[:k] = h[:k] * _TEXT_BASE + data[s[:k] + j]
+    if order is None:
+        return h
+    out = np.empty(n, dtype=np.uint64)
+    out[order] = h
+    return out
+
+
+def hash_text_buffers(data: np.ndarray, offsets: np.ndarray, seed: int = 0) -> np.ndarray:
+    """64-bit hashes of the strings ``data[offsets[i]:offsets[i+1]]``."""
+    starts = offsets[:-1].astype(np.int64)
+    lengths = (offsets[1:] - offsets[:-1]).astype(np.int64)
+    h = _horner(data, starts, lengths)
+    with np.errstate(over="ignore"):
+        h = h ^ (lengths.astype(np.uint64) * _LEN_MUL) ^ np.uint64(seed & 0xFFFFFFFFFFFFFFFF)
+    return fmix64(h)
+
+
+def hash_text(array: pa.Array | pa.ChunkedArray, seed: int = 0) -> np.ndarray:
+    """64-bit hashes of the bytes of a string (UTF-8) or binary column (nulls hash as
+    empty)."""
+    if isinstance(array, pa.ChunkedArray):
+        parts = [hash_text(c, seed) for c in array.chunks]
+        return np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
+    binary = pa.types.is_binary(array.type) or pa.types.is_large_binary(array.type)
+    wide = pa.large_binary() if binary else pa.large_string()
+    if array.type != wide:
+        array = pc.cast(array, wide)
+    if array.null_count:
+        array = pc.fill_null(array, b"" if binary else "")
+    n = len(array)
+    if n == 0:
+        return np.empty(0, dtype=np.uint64)
+    _, offsets_buf, data_buf = array.buffers()
+    offsets = np.frombuffer(offsets_buf, dtype=np.int64)[array.offset:array.offset + n + 1]
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.empty(0, np.uint8)
+    return hash_text_buffers(data, offsets, seed)
+
+
+def hash_array(array: pa.Array | pa.ChunkedArray, seed: int = 0) -> np.ndarray:
+    """64-bit hashes of a column: integers by value, binary by its bytes, everything
+    else by its Arrow text.
+
+    Nulls hash like 0 (integers) or the empty text; callers that must not count nulls
+    drop them first.
+    """
+    typ = array.type
+    if pa.types.is_integer(typ):
+        if array.null_count:
+            array = pc.fill_null(array, 0)
+        if isinstance(array, pa.ChunkedArray):
+            array = array.combine_chunks()
+        return hash_integers(array.to_numpy(zero_copy_only=False), seed)
+    if not (pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_binary(typ)
+            or pa.types.is_large_binary(typ)):
+        array = pc.cast(array, pa.string())
+    return hash_text(array, seed)
