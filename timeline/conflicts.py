@@ -47,7 +47,8 @@ def find_conflict(
             return f"{where} replaced file groups this commit appends to"
         if rewritten & touched:
             return f"{where} wrote file groups this commit rewrites"
-        if replaced & touched:
+        # A compaction only wrote a new version of rows the replacement retires anyway.
+        if replaced & touched and inst.action_kind is not Action.COMPACTION:
             return f"{where} wrote file groups this commit replaces"
         if ours.replaced_partitions and inst.action_kind is not Action.COMPACTION:
             hit = set(ours.replaced_partitions) & theirs.partitions_written()

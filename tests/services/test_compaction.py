@@ -262,3 +262,59 @@ def test_killed_compaction_is_finished_by_the_next_run(tmp_path: Path, point: st
     assert t.indexes.validate()["mismatches"] == []
     check_files_on_disk(t)  # the dead attempt's files went with its markers
     assert list_markers(t.storage, pending.id) == []
+
+
+# -- writers completing while a compaction runs (DESIGN.md section 3, conflict table) --------
+
+
+def _completing_during_compaction(t: Table, write: Any) -> Any:
+    """Run ``write`` on ``t``; right before its ``completed`` event, another handle
+    compacts every slice with logs. Returns (write result, compaction result)."""
+    other = Table.open(t.path)
+    done: list[Any] = []
+    faults.on("commit.before_complete", lambda: done.append(other.services.compact()))
+    return write(), done[0]
+
+
+def test_a_log_append_completing_after_a_compaction_is_ok(tmp_path: Path) -> None:
+    t = make_table(tmp_path)
+    model = TableModel()
+    seeded(t, model, writes=2)
+    batch = [row(i, 70, v=-3) for i in range(0, 10)]
+    w, c = _completing_during_compaction(t, lambda: t.upsert(to_arrow(batch)))
+    model.upsert(batch)
+    assert c.instant.state == "completed" and w.instant.state == "completed"
+    assert not [i for i in t.timeline.instants() if i.state == "rolled_back"], "the writer had to retry"
+    check(t, model)
+    for s in t.view(t.timeline).latest_slices():
+        assert all(f.instant == w.instant.id for f in s.logs) and (not s.logs or s.base_instant == c.instant.id)
+
+
+def test_an_overwrite_completing_after_a_compaction_is_ok(tmp_path: Path) -> None:
+    t = make_table(tmp_path)
+    model = TableModel()
+    seeded(t, model, writes=2)
+    fresh = [row(i, 5) for i in range(0, 30, 2)]
+    w, c = _completing_during_compaction(t, lambda: t.overwrite(to_arrow(fresh)))
+    model.overwrite(fresh)
+    assert c.instant.state == "completed" and w.instant.state == "completed"
+    assert not [i for i in t.timeline.instants() if i.state == "rolled_back"], "the overwrite had to retry"
+    check(t, model)
+    check_files_on_disk(t)
+
+
+def test_groups_in_a_pending_plan_are_not_planned_again(tmp_path: Path) -> None:
+    t = make_table(tmp_path)
+    model = TableModel()
+    seeded(t, model, writes=2)
+    first = t.services.schedule("compaction", trigger="all")
+    assert t.services.schedule("compaction", trigger="all") is None  # every group is taken
+    t.upsert(to_arrow([row(500, 9)]))  # a new group, then a log on it
+    t.upsert(to_arrow([row(500, 10)]))
+    model.upsert([row(500, 10)])
+    second = t.services.schedule("compaction", trigger="all")
+    assert [g["file_group"] for g in second.plan["groups"]] == [
+        s.file_group for s in t.view(t.timeline).latest_slices() if s.base.key_min == 500]
+    assert [r.instant.id for r in t.services.run("compaction")] == [first.id, second.id]
+    assert logs_left(t) == 0
+    check(t, model)
