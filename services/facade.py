@@ -101,7 +101,8 @@ class TableServices:
         was nothing to compact (or the table is not merge-on-read).
         """
         results = self.run("compaction", progress=progress, trigger=ALL)
-        return results[-1] if results else ServiceResult(None, {"file_groups_compacted": 0})
+        # Stats in the shape of a compaction's commit metadata, so callers read one shape.
+        return results[-1] if results else ServiceResult(None, {"stats": {"file_groups_compacted": 0}})
 
     def rollback_failed(self) -> ServiceResult:
         """Roll back every pending write whose heartbeat expired, and finish rollbacks
