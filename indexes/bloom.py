@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,33 +96,52 @@ class BloomBits:
     def sizing(capacity: int, fpp: float) -> tuple[int, int]:
         """Bits and probes of the smallest filter that holds ``capacity`` keys at ``fpp``."""
         n = max(capacity, 1)
-        m = max(64, math.ceil(-n * math.log(fpp) / (math.log(2) ** 2)))
+        # At most 2^32 bits: probes are 32-bit (about 450M keys at 1 %, far beyond a file).
+        m = min(1 << 32, max(64, math.ceil(-n * math.log(fpp) / (math.log(2) ** 2))))
         k = max(1, round(m / n * math.log(2)))
         return m, k
 
     @staticmethod
-    def _positions(hashes: np.ndarray, num_bits: int, i: int) -> np.ndarray:
+    def _probes(hashes: np.ndarray, num_bits: int, count: int) -> Iterator[np.ndarray]:
+        """The bit positions of each probe, one array per probe (reused between them).
+
+        Probe i is the 32-bit ``h1 + i * h2``, mapped onto ``[0, num_bits)`` by a multiply
+        and shift (Lemire's fast range) instead of a modulo, which costs 3x as much.
+        """
         h1 = hashes & np.uint64(0xFFFFFFFF)
         h2 = (hashes >> np.uint64(32)) | np.uint64(1)
+        pos = np.empty_like(h1)
+        m, low32, shift = np.uint64(num_bits), np.uint64(0xFFFFFFFF), np.uint64(32)
         with np.errstate(over="ignore"):
-            return (h1 + np.uint64(i) * h2) % np.uint64(num_bits)
+            for _ in range(count):
+                np.bitwise_and(h1, low32, out=pos)
+                pos *= m
+                pos >>= shift
+                yield pos
+                h1 += h2
 
     @classmethod
     def of(cls, hashes: np.ndarray, fpp: float) -> BloomBits:
         """A filter sized for ``len(hashes)`` keys at false-positive rate ``fpp``."""
         m, k = cls.sizing(len(hashes), fpp)
         bits = np.zeros(m, dtype=bool)
-        for i in range(k):
-            bits[cls._positions(hashes, m, i)] = True
+        for pos in cls._probes(hashes, m, k):
+            bits[pos] = True
         return cls(m, k, np.packbits(bits, bitorder="little").tobytes())
 
     def contains(self, hashes: np.ndarray) -> np.ndarray:
         """For each hash: False only when the key was surely never added."""
         packed = np.frombuffer(self.bits, dtype=np.uint8)
         hit = np.ones(len(hashes), dtype=bool)
-        for i in range(self.num_hashes):
-            pos = self._positions(hashes, self.num_bits, i)
-            hit &= ((packed[pos >> np.uint64(3)] >> (pos & np.uint64(7)).astype(np.uint8)) & 1).astype(bool)
+        if len(hashes) * self.num_hashes < len(packed) // 4:
+            # Few keys (a scan's IN list): read their bits where they are packed rather
+            # than unpacking the whole filter.
+            for pos in self._probes(hashes, self.num_bits, self.num_hashes):
+                hit &= ((packed[pos >> np.uint64(3)] >> (pos & np.uint64(7)).astype(np.uint8)) & 1).astype(bool)
+            return hit
+        bits = np.unpackbits(packed, bitorder="little").view(bool)
+        for pos in self._probes(hashes, self.num_bits, self.num_hashes):
+            hit &= bits[pos]
         return hit
 
     def to_bytes(self) -> bytes:

@@ -11,8 +11,9 @@ the on-disk format (entries written by one process are probed by another):
 * **integers** (any width, signed or not): the value as a 64-bit two's-complement word,
   mixed by the murmur3 ``fmix64`` finalizer with a seed;
 * **text** (strings, and anything else through its Arrow cast to string): a polynomial
-  hash of the UTF-8 bytes modulo 2^64 (Horner's rule, one vector pass per byte
-  position over the strings that long), then mixed with the length and ``fmix64``.
+  hash of the UTF-8 bytes, taken as 8-byte words, modulo 2^64 (Horner's rule, one
+  vector pass per word position over the strings that long), then mixed with the
+  length and ``fmix64``.
 
 The polynomial hash is linear, so crafted inputs can collide; for the filters and
 sketches built on it a collision is a false positive or a slightly low estimate, never
@@ -32,43 +33,63 @@ _MIX1 = np.uint64(0xFF51AFD7ED558CCD)
 _MIX2 = np.uint64(0xC4CEB9FE1A85EC53)
 _LEN_MUL = np.uint64(0xD6E8FEB86659FD93)
 _S33 = np.uint64(33)
+_ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
 def fmix64(h: np.ndarray) -> np.ndarray:
-    """murmur3's 64-bit finalizer: every input bit affects every output bit."""
+    """murmur3's 64-bit finalizer, in place: every input bit affects every output bit."""
+    tmp = np.empty_like(h)
     with np.errstate(over="ignore"):
-        h = h ^ (h >> _S33)
-        h = h * _MIX1
-        h = h ^ (h >> _S33)
-        h = h * _MIX2
-        return h ^ (h >> _S33)
+        for mul in (_MIX1, _MIX2, None):
+            np.right_shift(h, _S33, out=tmp)
+            h ^= tmp
+            if mul is not None:
+                h *= mul
+    return h
 
 
 def hash_integers(values: np.ndarray, seed: int = 0) -> np.ndarray:
     """64-bit hashes of integers (as 64-bit two's-complement words)."""
-    words = values.astype(np.int64, copy=False).view(np.uint64)
-    return fmix64(words ^ np.uint64(seed & 0xFFFFFFFFFFFFFFFF))
+    words = values.astype(np.int64).view(np.uint64)  # a copy: fmix64 works in place
+    words ^= np.uint64(seed & 0xFFFFFFFFFFFFFFFF)
+    return fmix64(words)
 
 
 def _horner(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """``sum(b_i * BASE^(L-1-i))`` of each string, one vector pass per byte position.
+    """``sum(w_i * BASE^(W-1-i))`` over each string's little-endian 8-byte words ``w_i``
+    (the last one zero-padded), one vector pass per word position.
 
-    Strings are visited longest first, so the strings still active at position ``j``
-    are a prefix of that order and the passes touch each byte once.
+    Strings are visited longest first, so the strings still active at word ``j`` are a
+    prefix of that order and the passes touch each word once.
     """
     n = len(lengths)
-    uniform = n == 0 or bool((lengths == lengths[0]).all())
-    order = None if uniform else np.argsort(-lengths, kind="stable")
-    s = starts if order is None else starts[order]
-    sorted_len = lengths if order is None else lengths[order]
-    max_len = int(sorted_len[0]) if n else 0
-    # active[j]: how many strings are longer than j (sorted_len is non-increasing).
-    active = np.searchsorted(-sorted_len, -np.arange(max_len), side="left") if not uniform else None
+    if n == 0:
+        return np.zeros(0, dtype=np.uint64)
+    longest = int(lengths.max())
+    uniform = bool((lengths == longest).all())
+    if uniform:
+        order = None
+        s, sorted_len = starts, lengths
+    else:
+        # Longest first; as 16-bit keys a stable argsort is a radix sort, O(n).
+        keys = (longest - lengths).astype(np.uint16 if longest < 1 << 16 else np.int64)
+        order = np.argsort(keys, kind="stable")
+        s, sorted_len = starts[order], lengths[order]
+    # words[i] is the (unaligned) 8-byte word starting at byte i; 8 zero bytes of padding
+    # keep the last word of the last string inside the buffer.
+    padded = np.zeros(len(data) + 8, dtype=np.uint8)
+    padded[:len(data)] = data
+    words = np.ndarray((len(data) + 1,), dtype="<u8", buffer=padded, strides=(1,))
+    passes = (longest + 7) // 8
     h = np.zeros(n, dtype=np.uint64)
     with np.errstate(over="ignore"):
-        for j in range(max_len):
-            k = n if active is None else int(active[j])
-            h[:k] = h[:k] * _TEXT_BASE + data[s[:k] + j]
+        for j in range(passes):
+            k = n if uniform else int(np.searchsorted(-sorted_len, -8 * j, side="left"))
+            w = words[s[:k] + 8 * j]
+            left = sorted_len[:k] - 8 * j
+            if int(left.min()) < 8:  # keep only the string's own bytes of its last word
+                w = w & (_ALL_ONES >> (64 - 8 * np.minimum(left, 8)).astype(np.uint64))
+            h[:k] = h[:k] * _TEXT_BASE + w
     if order is None:
         return h
     out = np.empty(n, dtype=np.uint64)
@@ -92,17 +113,19 @@ def hash_text(array: pa.Array | pa.ChunkedArray, seed: int = 0) -> np.ndarray:
     if isinstance(array, pa.ChunkedArray):
         parts = [hash_text(c, seed) for c in array.chunks]
         return np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
-    binary = pa.types.is_binary(array.type) or pa.types.is_large_binary(array.type)
-    wide = pa.large_binary() if binary else pa.large_string()
-    if array.type != wide:
-        array = pc.cast(array, wide)
+    typ = array.type
+    binary = pa.types.is_binary(typ) or pa.types.is_large_binary(typ)
+    large = pa.types.is_large_string(typ) or pa.types.is_large_binary(typ)
+    if not (binary or large or pa.types.is_string(typ)):
+        array = pc.cast(array, pa.large_string())
+        large = True
     if array.null_count:
         array = pc.fill_null(array, b"" if binary else "")
     n = len(array)
     if n == 0:
         return np.empty(0, dtype=np.uint64)
     _, offsets_buf, data_buf = array.buffers()
-    offsets = np.frombuffer(offsets_buf, dtype=np.int64)[array.offset:array.offset + n + 1]
+    offsets = np.frombuffer(offsets_buf, dtype=np.int64 if large else np.int32)[array.offset:array.offset + n + 1]
     data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.empty(0, np.uint8)
     return hash_text_buffers(data, offsets, seed)
 

@@ -83,3 +83,12 @@ def test_hashes_do_not_depend_on_how_arrow_holds_the_values() -> None:
     ints = pa.array([0, -1, 7, 2**40], pa.int64())
     assert (hash_array(ints.cast(pa.int64())) == hash_array(pa.array([0, -1, 7, 2**40], pa.int64()))).all()
     assert (hash_array(pa.array([1, 2], pa.int8())) == hash_array(pa.array([1, 2], pa.int64()))).all()
+
+
+def test_few_and_many_probes_agree() -> None:
+    rows = pa.table({"id": pa.array(range(0, 50_000, 5), pa.int64())})
+    fb = FileBloom.build(rows, ["id"], fpp=0.01)
+    probe = key_hashes(pa.table({"id": pa.array(range(20_000), pa.int64())}), ["id"])
+    many = fb.might_contain(probe)  # unpacks the filter
+    few = np.concatenate([fb.might_contain(probe[i:i + 3]) for i in range(0, 60, 3)])  # packed lookups
+    assert (few == many[:60]).all() and many[::5].all()
