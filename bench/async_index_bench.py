@@ -115,7 +115,10 @@ def run(rows: int, seconds: float) -> dict[str, Any]:
         # Every commit that overlapped the build counts as "during" it.
         during = [c["s"] for c in commits if c["start"] < b1 and c["start"] + c["s"] > b0]
         holds = list(framework.lock_hold_s)
-        build_s = b1 - b0
+        # The bulk build (step 2 of the protocol) of both indexes, as the indexer timed it;
+        # the rest of a create is waiting for the writer's inflight commits to land.
+        build_s = sum(float(i.metadata.get("build_s", 0.0)) for i in t.timeline.completed()
+                      if i.action == "indexing")
         return {
             "rows": rows, "files": len([s for s in t.view(t.timeline).latest_slices() if s.base is not None]),
             "baseline_commits": len(base), "during_commits": len(during),
@@ -123,7 +126,7 @@ def run(rows: int, seconds: float) -> dict[str, Any]:
             "during_median_s": statistics.median(during) if during else float("nan"),
             "during_p95_s": _pct(during, 0.95),
             "lock_holds": len(holds), "lock_p99_s": _pct(holds, 0.99), "lock_max_s": max(holds),
-            "build_s": build_s, "read_s": read_s,
+            "build_s": build_s, "create_s": b1 - b0, "read_s": read_s,
             "mismatches": len(t.indexes.validate()["mismatches"]),
         }
     finally:
@@ -159,8 +162,9 @@ def markdown(r: dict[str, Any], cmd: str) -> str:
         f"random keys per commit throughout; {r['baseline_commits']} commits without a build (median "
         f"{r['baseline_median_s'] * 1000:.0f} ms, p95 {r['baseline_p95_s'] * 1000:.0f} ms), "
         f"{r['during_commits']} during the build of `column_stats` (every column) and `bloom_filters` "
-        f"(record key), {r['build_s']:.2f} s in all (median {r['during_median_s'] * 1000:.0f} ms, p95 "
-        f"{r['during_p95_s'] * 1000:.0f} ms). Plain pyarrow read of the same base files: {r['read_s']:.2f} s. "
+        f"(record key), {r['create_s']:.2f} s from the first create to the second index ready (median "
+        f"{r['during_median_s'] * 1000:.0f} ms, p95 {r['during_p95_s'] * 1000:.0f} ms); the bulk builds of "
+        f"both took {r['build_s']:.3f} s. Plain pyarrow read of the same base files: {r['read_s']:.3f} s. "
         f"The indexer took the table lock {r['lock_holds']} times (longest {r['lock_max_s'] * 1000:.1f} ms).",
         "",
         "| target | measured | limit | result |",

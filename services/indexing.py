@@ -26,6 +26,7 @@ Following DESIGN.md section 3 (after Hudi RFC-45, fixed where Hudi is weak):
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -129,13 +130,16 @@ class IndexingService(TableService):
             raise ServiceAbort(f"index {name!r} cannot be built: {e}") from e
         storage = table.storage
         base = table.log.refresh().as_of_seq(instant.id)  # the requested event is the base
+        started = time.perf_counter()
         rows, files = self._build(table, base, target, progress)
+        build_s = time.perf_counter() - started
         faults.point("indexing.after_build")
         MetadataTable(storage).rebuild(name, base, rows)
         caught_up = catch_up(storage, table.log.refresh(), base.last_seq, target, cfg.schema)
         faults.point("indexing.mid_catchup")
         return {"op": OP_CREATE, "index": name, "kind": target.kind, "columns": list(target.columns),
                 "base_seq": base.last_seq, "files_built": files, "entries": rows.num_rows,
+                "build_s": round(build_s, 4),
                 "caught_up": caught_up}
 
     def _build(self, table: "Table", base: Timeline, target: IndexTarget,

@@ -17,6 +17,7 @@ from bench.async_index_bench import markdown, run, verdicts  # noqa: E402
 def test_async_index_bench_smoke() -> None:
     r = run(rows=50_000, seconds=1.5)
     assert r["baseline_commits"] > 0 and r["lock_holds"] >= 4 and r["mismatches"] == 0
+    assert 0 < r["build_s"] < r["create_s"]
     assert all(not math.isnan(r[k]) for k in ("baseline_median_s", "lock_p99_s", "build_s", "read_s"))
     assert len(verdicts(r)) == 5
     assert "Async index build" in markdown(r, "python -m bench async-index --rows 50000")
