@@ -25,6 +25,9 @@ from .render import console, events_by_instant, instants_table, print_json, prog
 #: command worked, the service did not (distinct from 2, a refused command).
 ABORTED_EXIT_CODE = 1
 
+#: Services whose ``run`` only reports its plan unless ``--execute`` is given: they delete.
+DRY_BY_DEFAULT = ("cleaning",)
+
 
 @click.group()
 def service() -> None:
@@ -42,15 +45,20 @@ def result_dict(result: ServiceResult) -> dict[str, Any]:
 @click.argument("name", metavar="NAME")
 @click.option("--dry-run", "dry_run", is_flag=True,
               help="Plan without appending anything and print what would be done.")
+@click.option("--execute", "--no-dry-run", "execute", is_flag=True,
+              help="cleaning only: really delete (cleaning is a dry run by default).")
 @json_option
 @timeline_option
-def run(path: str, name: str, dry_run: bool, as_json: bool, timeline_url: str | None) -> None:
+def run(path: str, name: str, dry_run: bool, execute: bool, as_json: bool, timeline_url: str | None) -> None:
     """Run service NAME on the table at PATH: finish its pending plans, then plan and
     execute what is due. Exits with 1 when a run gave up (its instant is rolled back).
 
     NAME: one of the table's services (compaction, clustering, cleaning,
-    archival, rollback, indexing; one this version lacks is refused).
+    archival, rollback, indexing; one this version lacks is refused). Cleaning
+    deletes files, so it only lists them unless --execute is given (DESIGN.md section 3).
     """
+    if name in DRY_BY_DEFAULT and not execute:
+        dry_run = True
     with opened_table(path, timeline_url) as table:
         with progress_bar(name) as progress:
             results = table.services.run(name, dry_run=dry_run, progress=progress)
@@ -88,6 +96,8 @@ def _print_dry_run(name: str, stats: dict[str, Any]) -> None:
         con.print(JSON(json.dumps(plan, default=str)))
     if stats.get("pending"):
         con.print(f"pending instants a run would finish first: {', '.join(map(str, stats['pending']))}")
+    if name in DRY_BY_DEFAULT:
+        con.print(f"nothing was deleted; run again with --execute to {escape(name)}")
 
 
 @service.command("schedule")

@@ -14,16 +14,18 @@ from typing import TYPE_CHECKING, Any
 from ..timeline.errors import UnknownServiceError
 from ..timeline.instant import Instant
 from .framework import execute, run_pending, schedule
+from .cleaning import CleaningService
 from .compaction import ALL, CompactionService
 from .indexing import IndexingService
 from .rollback import RollbackService
+from .savepoints import Savepoint, active_savepoints, create_savepoint, release_savepoint
 from .service import Progress, ServiceResult, TableService
 
 if TYPE_CHECKING:
     from ..table.table import Table
 
 #: Services of the DESIGN that a later version brings (issue 6).
-PLANNED = ("clustering", "cleaning", "archival")
+PLANNED = ("clustering", "archival")
 
 
 def service_named(name: str) -> TableService:
@@ -33,7 +35,7 @@ def service_named(name: str) -> TableService:
         UnknownServiceError: no such service in this version.
     """
     services: dict[str, type[TableService]] = {"indexing": IndexingService, "rollback": RollbackService,
-                                               "compaction": CompactionService}
+                                               "compaction": CompactionService, "cleaning": CleaningService}
     if name in services:
         return services[name]()
     if name in PLANNED:
@@ -110,9 +112,52 @@ class TableServices:
         results = self.run("rollback")
         return results[-1] if results else ServiceResult(None, {"rolled_back": 0, "files_deleted": 0})
 
+    def clean(self, policy: str | None = None, retain: int | None = None, dry_run: bool = False,
+              orphan_age_ms: int | None = None, progress: Progress | None = None) -> ServiceResult:
+        """Delete the files no snapshot inside retention needs (policy and retain default
+        to ``clean.policy``/``clean.retain``: keep_latest_commits, 10). ``stats["files"]``
+        lists what was (or, with ``dry_run``, would be) deleted; ``instant`` is None when
+        there was nothing to delete or on a dry run, which deletes nothing.
+        """
+        opts = {"policy": policy, "retain": retain, "orphan_age_ms": orphan_age_ms}
+        if dry_run:
+            plan = CleaningService().plan(self.table, self.table.log.refresh(), **opts)
+            files = sorted(p for ps in (plan or {}).get("files", {}).values() for p in ps)
+            return ServiceResult(None, {"dry_run": True, "plan": plan, "files": files, "files_deleted": 0,
+                                        "files_to_delete": len(files)})
+        results = self.run("cleaning", progress=progress, **opts)
+        if not results:
+            return ServiceResult(None, {"files": [], "files_deleted": 0})
+        last = results[-1]
+        return ServiceResult(last.instant, {**last.stats, "files": list(last.stats.get("deleted", ()))},
+                             last.aborted)
+
+    def savepoint(self, instant_id: int | None = None) -> Instant:
+        """Pin the snapshot as of completed instant ``instant_id`` (default: the latest)
+        against cleaning and archival; returns the ``savepoint`` instant.
+
+        Raises:
+            InstantNotFoundError: no such completed instant.
+            SnapshotExpiredError: that snapshot was already cleaned.
+        """
+        return create_savepoint(self.table, instant_id)
+
+    def release_savepoint(self, instant_id: int) -> Instant:
+        """End a savepoint (its id, or the pinned instant's); the next clean may remove
+        what only it kept.
+
+        Raises:
+            InstantNotFoundError: no such active savepoint.
+        """
+        return release_savepoint(self.table, instant_id)
+
+    def savepoints(self) -> list[Savepoint]:
+        """Active savepoints, by id (``.id``, ``.instant`` pinned, ``.seq`` its snapshot)."""
+        return active_savepoints(self.table.log.refresh())
+
     def pending(self, names: Sequence[str] | None = None) -> list[Instant]:
         """Pending service instants (of the given services), by id."""
         wanted = ([service_named(n) for n in names] if names
-                  else [IndexingService(), RollbackService(), CompactionService()])
+                  else [IndexingService(), RollbackService(), CompactionService(), CleaningService()])
         tl = self.table.log.refresh()
         return sorted((i for s in wanted for i in s.pending(tl)), key=lambda i: i.id)

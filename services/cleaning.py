@@ -1,0 +1,321 @@
+"""The cleaning service: delete file versions no retained snapshot needs.
+
+DESIGN.md section 3: the cleaner never deletes a file of a snapshot inside retention,
+of a savepoint, of a pending plan or of an inflight writer, and nothing younger than
+``clean.orphan-age-ms``. Hudi's cleaner deletes files a reader still needs; here every
+protection is derived from the timeline, read again right before deleting.
+
+*Retention* (``clean.policy``, ``clean.retain``), giving the *retain point*: the
+earliest snapshot sequence number every later snapshot of which stays readable.
+
+* ``keep_latest_commits`` (N): the snapshots of the last N completed write instants.
+* ``keep_latest_hours`` (N): every snapshot completed in the last N hours, and the one
+  a read ``as_of`` N hours ago resolves to.
+* ``keep_latest_file_versions`` (N): the latest N versions (slices) of each file group;
+  a retired group (overwrite, clustering) counts its retirement as one version.
+
+For the first two the files retained are those of the snapshot at the retain point
+plus every file added after it: a file live in any later snapshot was either live at
+the retain point or added after it (bases only start newer slices, logs only join the
+slice they are read with), so nothing needs a replay per snapshot.
+
+*Plan* (the ``requested`` payload): ``{"policy", "retain", "retain_seq",
+"orphan_age_ms", "snapshot_seq", "files": {partition: [path]}, "reasons": {path:
+"expired"|"orphan"|"rolled_back"}, "index_files": [path]}``. Candidates come from
+listing the data folders (``.lakeline/`` excluded), so files of rolled-back instants
+and orphans (written by an instant that completed without them, e.g. a retried
+attempt) are found too; ``index_files`` are leftovers of dropped indexes in the
+metadata table. *Execute* re-reads the timeline and skips every file that became
+protected meanwhile (a savepoint made after the plan, a new pending plan), deletes
+the rest (a missing file is fine: a re-run after a crash finds some gone) with the
+fault point ``clean.mid_delete`` after each, and completes with counts.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import time
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import pyarrow.fs as pafs
+
+from ..indexes.lifecycle import FILES, index_states
+from ..indexes.metadata_table import MetadataTable
+from ..timeline import faults
+from ..timeline.commit_metadata import CommitMetadata
+from ..timeline.errors import InvalidPropertyError
+from ..timeline.file_group import FileSlice, parse_data_file_name
+from ..timeline.instant import Action, Instant, State
+from ..timeline.stores import META_DIR
+from ..timeline.timeline import Timeline
+from .savepoints import pinned_seqs
+from .service import Progress, TableService
+
+if TYPE_CHECKING:
+    from ..table.table import Table
+
+POLICIES = ("keep_latest_commits", "keep_latest_file_versions", "keep_latest_hours")
+#: Pending instants that read no data files: their snapshots need no protection.
+_NO_READS = (Action.CLEAN, Action.ARCHIVE, Action.ROLLBACK, Action.SAVEPOINT)
+_HOUR_US = 3_600_000_000
+
+
+def _files(slices: Iterable[FileSlice]) -> set[str]:
+    return {f.path for s in slices for f in s.files}
+
+
+def snapshot_files(table: "Table", timeline: Timeline, seq: int) -> set[str]:
+    """Relative paths of every file a read of the snapshot at event ``seq`` opens."""
+    return {f.path for f in table.view(timeline.as_of_seq(seq)).files()}
+
+
+def protected_files(table: "Table", timeline: Timeline) -> set[str]:
+    """Files no policy may delete in ``timeline``: the latest snapshot's, every active
+    savepoint's, and every pending instant's (the snapshot it planned or reads against,
+    the groups its plan names at its requested event, the paths its plan lists)."""
+    out = {f.path for f in table.view(timeline).files()}
+    for seq in pinned_seqs(timeline):
+        out |= snapshot_files(table, timeline, seq)
+    for inst in timeline.pending():
+        if inst.action_kind in _NO_READS:
+            continue
+        seqs = {inst.id}
+        if isinstance(inst.plan.get("snapshot_seq"), int):
+            seqs.add(int(inst.plan["snapshot_seq"]))
+        for seq in seqs:
+            view = table.view(timeline.as_of_seq(seq))
+            out |= {f.path for f in view.files()}
+            for g in inst.plan.get("groups", ()):
+                grp = view.group(str(g.get("partition", "")), str(g.get("file_group", "")))
+                if grp is not None:
+                    out |= _files(grp.slices)
+        for g in inst.plan.get("groups", ()):
+            out |= {str(p) for k in ("base", "logs", "files") for p in _as_list(g.get(k))}
+    return out
+
+
+def _as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _data_instants(timeline: Timeline) -> list[Instant]:
+    return [i for i in timeline.completed() if i.action_kind.writes_data]
+
+
+def retain_seq(policy: str, retain: int, timeline: Timeline, now_us: int) -> int:
+    """The retain point of a snapshot-based policy: the earliest snapshot kept."""
+    data = _data_instants(timeline)
+    if not data:
+        return timeline.last_seq
+    if policy == "keep_latest_commits":
+        return int(data[max(0, len(data) - retain)].completed_seq or 0)
+    cutoff = now_us - retain * _HOUR_US
+    before = [i for i in data if (i.completed_us or 0) <= cutoff]
+    return int((before[-1] if before else data[0]).completed_seq or 0)
+
+
+def _versions(slices: tuple[FileSlice, ...]) -> list[tuple[set[str], int]]:
+    """(files, seq it became visible) of each version of a group, oldest first; the logs
+    of a trailing base-less slice (a pending compaction's) are read with the one before."""
+    out: list[tuple[set[str], int]] = []
+    for s in slices:
+        if s.base is None and out:
+            out[-1][0].update(f.path for f in s.logs)
+            continue
+        out.append(({f.path for f in s.files}, s.base.completed_seq if s.base is not None else 0))
+    return out
+
+
+def _old_versions(table: "Table", timeline: Timeline, retain: int,
+                  on_disk: Mapping[str, Any]) -> dict[str, int]:
+    """keep_latest_file_versions: path -> the seq from which no snapshot needs it, for
+    every file outside the latest ``retain`` versions of its group."""
+    old: dict[str, int] = {}
+
+    def drop(versions: list[tuple[set[str], int]], keep: int, end_seq: int | None) -> None:
+        cut = max(0, len(versions) - keep)
+        for n, (files, _) in enumerate(versions[:cut]):
+            until = versions[n + 1][1] if n + 1 < len(versions) else end_seq
+            for p in files:
+                if until is not None:
+                    old[p] = max(old.get(p, until), until)
+
+    view = table.view(timeline)
+    for grp in view.file_groups():
+        drop(_versions(grp.slices), retain, None)
+    groups_on_disk = {(posixpath.dirname(p), parsed.file_group) for p in on_disk
+                      if (parsed := parse_data_file_name(p)) is not None}
+    for inst in _data_instants(timeline):
+        md = CommitMetadata.from_dict(inst.metadata)
+        gone = md.groups_replaced() & groups_on_disk
+        if not gone:
+            continue  # nothing of the retired groups is left: no replay needed
+        before = table.view(timeline.as_of_seq(int(inst.completed_seq or 0) - 1))
+        for p, fg in gone:
+            grp = before.group(p, fg)
+            if grp is not None:
+                drop(_versions(grp.slices), retain - 1, int(inst.completed_seq or 0))
+    return old
+
+
+def _list_data_files(table: "Table") -> dict[str, pafs.FileInfo]:
+    """Data files lakeline named under the table (``.lakeline/`` excluded), by relative path."""
+    storage = table.storage
+    out = {}
+    for info in storage.list_files(storage.path(), recursive=True):
+        rel = storage.relative(info.path)
+        if rel.split("/", 1)[0] == META_DIR or parse_data_file_name(rel) is None:
+            continue
+        out[rel] = info
+    return out
+
+
+def _young(info: pafs.FileInfo, now_ns: int, age_ms: int) -> bool:
+    mtime = info.mtime_ns
+    return mtime is None or now_ns - mtime < age_ms * 1_000_000
+
+
+def _dropped_index_files(table: "Table", timeline: Timeline, now_ns: int, age_ms: int) -> list[str]:
+    """Metadata-table files of indexes no longer on the timeline (a dropped index whose
+    partition a late writer wrote to, or a drop that died before removing it)."""
+    mt = MetadataTable(table.storage)
+    live = set(index_states(timeline)) | {FILES}
+    named = {str(i.plan.get("index")) for i in timeline.by_action(Action.INDEXING)}
+    out = []
+    for name in mt.indexes_on_storage():
+        # Only partitions the timeline once knew: a folder of an index whose create is
+        # newer than this timeline is not a leftover.
+        if name in live or name not in named:
+            continue
+        for info in table.storage.list_files(table.storage.path(mt.rel_dir(name)), recursive=True):
+            if not _young(info, now_ns, age_ms):
+                out.append(table.storage.relative(info.path))
+    return sorted(out)
+
+
+def _index_of(rel: str) -> str:
+    """The index whose metadata-table partition holds ``rel`` (``.lakeline/metadata/<index>/...``)."""
+    parts = rel.split("/")
+    return parts[2] if len(parts) > 3 else ""
+
+
+def _instant_alive(timeline: Timeline, path: str) -> bool:
+    """Whether the instant that named ``path`` is pending or unknown to ``timeline`` (a
+    writer that started after it was read): its files are never touched."""
+    parsed = parse_data_file_name(path)
+    if parsed is None:
+        return True
+    inst = timeline.find(parsed.instant)
+    return inst is None or inst.is_pending
+
+
+class CleaningService(TableService):
+    """Delete file versions outside retention (``t.services.clean()``, ``run("cleaning")``)."""
+
+    name = "cleaning"
+    action = Action.CLEAN
+
+    def plan(self, table: "Table", snapshot: Timeline, policy: str | None = None, retain: int | None = None,
+             orphan_age_ms: int | None = None, **options: Any) -> dict[str, Any] | None:
+        """The files to delete; None when there are none (or another clean is pending).
+
+        Raises:
+            InvalidPropertyError: an unknown policy or option, or retain below 1.
+        """
+        if options:
+            raise InvalidPropertyError(f"cleaning takes no options {sorted(options)}; "
+                                       "it takes policy=, retain=, orphan_age_ms=")
+        props = table.config.resolved_properties()
+        policy = policy or str(props["clean.policy"])
+        retain = int(retain if retain is not None else props["clean.retain"])
+        age_ms = int(orphan_age_ms if orphan_age_ms is not None else props["clean.orphan-age-ms"])
+        if policy not in POLICIES:
+            raise InvalidPropertyError(f"clean policy {policy!r} is not one of {', '.join(POLICIES)}")
+        if retain < 1 or age_ms < 0:
+            raise InvalidPropertyError(f"clean retain must be at least 1 and the orphan age not negative "
+                                       f"(got {retain}, {age_ms})")
+        if self.pending(snapshot):
+            return None  # finished first by run(); two plans would only list the same files
+        on_disk = _list_data_files(table)
+        # Read after listing: a writer that started since is then known (and protected).
+        tl = table.log.refresh()
+        now_ns = time.time_ns()
+        referenced = {f["path"] for i in _data_instants(tl) for f in i.metadata.get("files", ())}
+        if policy == "keep_latest_file_versions":
+            old = _old_versions(table, tl, retain, on_disk)
+            expired = set(old)
+        else:
+            seq = retain_seq(policy, retain, tl, now_ns // 1000)
+            needed = snapshot_files(table, tl, seq) | {
+                f["path"] for i in tl.completed_after(seq) if i.action_kind.writes_data
+                for f in i.metadata.get("files", ())}
+            expired = referenced - needed
+        guard = protected_files(table, tl)
+        reasons: dict[str, str] = {}
+        for path, info in sorted(on_disk.items()):
+            if path in guard or _instant_alive(tl, path) or _young(info, now_ns, age_ms):
+                continue
+            if path in expired:
+                reasons[path] = "expired"
+            elif path not in referenced:
+                state = tl.get(parse_data_file_name(path).instant).state_kind  # type: ignore[union-attr]
+                reasons[path] = "rolled_back" if state is State.ROLLED_BACK else "orphan"
+        index_files = _dropped_index_files(table, tl, now_ns, age_ms)
+        if not reasons and not index_files:
+            return None
+        if policy == "keep_latest_file_versions":
+            seq = max((old[p] for p in reasons if p in old), default=-1)
+            seq = seq if seq >= 0 else (_data_instants(tl)[0].completed_seq or 0)
+        files: dict[str, list[str]] = {}
+        for path in reasons:
+            files.setdefault(posixpath.dirname(path), []).append(path)
+        return {"policy": policy, "retain": retain, "retain_seq": int(seq), "orphan_age_ms": age_ms,
+                "snapshot_seq": tl.last_seq, "files": files, "reasons": reasons, "index_files": index_files}
+
+    def execute(self, table: "Table", instant: Instant, progress: Progress | None = None) -> dict[str, Any]:
+        plan = instant.plan
+        storage = table.storage
+        paths = [p for ps in plan.get("files", {}).values() for p in ps]
+        # Re-checked now: whatever became protected since the plan (a savepoint, a
+        # pending plan) is skipped.
+        tl = table.log.refresh()
+        guard = protected_files(table, tl)
+        age_ms = int(plan.get("orphan_age_ms", 0))
+        now_ns = time.time_ns()
+        infos = dict(zip(paths, storage.fs.get_file_info([storage.path(p) for p in paths]))) if paths else {}
+        deleted, skipped, missing, freed = [], [], 0, 0
+        for n, path in enumerate(paths):
+            info = infos[path]
+            if info.type == pafs.FileType.NotFound:
+                missing += 1
+            elif path in guard or _instant_alive(tl, path) or _young(info, now_ns, age_ms):
+                skipped.append(path)
+            elif storage.delete(storage.path(path)):
+                deleted.append(path)
+                freed += info.size or 0
+                faults.point("clean.mid_delete")
+            else:
+                missing += 1
+            if progress is not None:
+                progress(n + 1, len(paths))
+        live_indexes = set(index_states(tl)) | {FILES}
+        index_deleted = 0
+        for rel in plan.get("index_files", ()):
+            if _index_of(rel) in live_indexes:
+                continue  # re-created under the same name since the plan
+            index_deleted += storage.delete(storage.path(rel))
+        return {"policy": plan.get("policy"), "retain": plan.get("retain"), "retain_seq": plan.get("retain_seq"),
+                "files_deleted": len(deleted), "files_missing": missing, "files_skipped": len(skipped),
+                "bytes_deleted": freed, "index_files_deleted": index_deleted,
+                "deleted": deleted, "skipped": skipped}
+
+
+
+def last_retain_seq(timeline: Timeline) -> int | None:
+    """The retain point of the last completed clean (archival must not pass it), None
+    when the table was never cleaned."""
+    cleans = [i for i in timeline.completed() if i.action_kind is Action.CLEAN]
+    return int(cleans[-1].metadata["retain_seq"]) if cleans and "retain_seq" in cleans[-1].metadata else None
