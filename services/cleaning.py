@@ -61,6 +61,11 @@ _NO_READS = (Action.CLEAN, Action.ARCHIVE, Action.ROLLBACK, Action.SAVEPOINT)
 _HOUR_US = 3_600_000_000
 
 
+def _now_ns() -> int:
+    """The wall clock (a function, so tests of ``keep_latest_hours`` can move it)."""
+    return time.time_ns()
+
+
 def _files(slices: Iterable[FileSlice]) -> set[str]:
     return {f.path for s in slices for f in s.files}
 
@@ -242,7 +247,7 @@ class CleaningService(TableService):
         on_disk = _list_data_files(table)
         # Read after listing: a writer that started since is then known (and protected).
         tl = table.log.refresh()
-        now_ns = time.time_ns()
+        now_ns = _now_ns()
         referenced = {f["path"] for i in _data_instants(tl) for f in i.metadata.get("files", ())}
         if policy == "keep_latest_file_versions":
             old = _old_versions(table, tl, retain, on_disk)
@@ -284,7 +289,7 @@ class CleaningService(TableService):
         tl = table.log.refresh()
         guard = protected_files(table, tl)
         age_ms = int(plan.get("orphan_age_ms", 0))
-        now_ns = time.time_ns()
+        now_ns = _now_ns()
         infos = dict(zip(paths, storage.fs.get_file_info([storage.path(p) for p in paths]))) if paths else {}
         deleted, skipped, missing, freed = [], [], 0, 0
         for n, path in enumerate(paths):
