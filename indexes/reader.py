@@ -90,4 +90,26 @@ def prune(storage: Storage, snapshot: Timeline, schema: pa.Schema, record_key: S
     return Pruned(final, n_stats, _files(final))
 
 
-__all__ = ["Pruned", "prune", "select"]
+def key_blooms(storage: Storage, snapshot: Timeline, schema: pa.Schema,
+               record_key: Sequence[str]) -> dict[str, FileBloom]:
+    """The bloom filters over exactly the record key, by base-file path, from a
+    ``ready`` index of ``snapshot`` (empty when there is none). Tagging probes them
+    before it reads a file's keys; files that are not live in the snapshot are never
+    asked for."""
+    key = ",".join(record_key)
+    for idx in readable_indexes(snapshot):
+        if idx.kind != "bloom_filters":
+            continue
+        try:
+            if resolve(idx, schema, record_key).columns != tuple(record_key):
+                continue
+        except InvalidIndexError:
+            continue
+        rows = MetadataTable(storage).read(idx.name, snapshot)
+        if rows is None or rows.num_rows == 0:
+            continue
+        return {str(r["path"]): FileBloom.from_row(r) for r in rows.to_pylist() if r["columns"] == key}
+    return {}
+
+
+__all__ = ["Pruned", "key_blooms", "prune", "select"]

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..indexes.reader import key_blooms
 from ..timeline.errors import DuplicateKeyError, UnknownColumnError
 from ..timeline.file_group import FileSlice
 from ..timeline.fs_view import FileSystemView
@@ -25,10 +26,16 @@ if TYPE_CHECKING:
     from .table import Table
 
 
-def _tag(table: "Table", plan: WritePlan, slices: list[FileSlice], keys: pa.Table) -> pa.Array:
-    """``tag`` the keys, adding the time it took to ``plan.timings["tag_s"]``."""
+def _tag(table: "Table", plan: WritePlan, snapshot: Timeline, slices: list[FileSlice], keys: pa.Table) -> pa.Array:
+    """``tag`` the keys, adding the time it took to ``plan.timings["tag_s"]``.
+
+    The record-key bloom filters of the snapshot are read once per plan, on first use.
+    """
     t0 = time.perf_counter()
-    fgs = tag(table.storage, table.engine, slices, keys, table.config.record_key)
+    cfg = table.config
+    if plan.key_blooms is None:
+        plan.key_blooms = key_blooms(table.storage, snapshot, cfg.schema, cfg.record_key)
+    fgs = tag(table.storage, table.engine, slices, keys, cfg.record_key, plan.key_blooms)
     plan.timings["tag_s"] = plan.timings.get("tag_s", 0.0) + time.perf_counter() - t0
     return fgs
 
@@ -109,7 +116,7 @@ def plan_insert(table: "Table", rows: pa.Table, snapshot: Timeline, view: FileSy
     for partition, part in split_by_partition(rows, cfg.partition_by).items():
         slices = view.latest_slices(partition)
         if check and slices:
-            fgs = _tag(table, plan, slices, part.select(list(cfg.record_key)))
+            fgs = _tag(table, plan, snapshot, slices, part.select(list(cfg.record_key)))
             if fgs.null_count != len(fgs):
                 dupes = part.filter(pc.is_valid(fgs)).select(list(cfg.record_key)).slice(0, 5).to_pylist()
                 raise DuplicateKeyError(
@@ -131,7 +138,7 @@ def plan_upsert(table: "Table", rows: pa.Table, snapshot: Timeline, view: FileSy
     new_keys = []
     for partition, part in split_by_partition(rows, cfg.partition_by).items():
         slices = view.latest_slices(partition)
-        fgs = _tag(table, plan, slices, part.select(list(cfg.record_key)))
+        fgs = _tag(table, plan, snapshot, slices, part.select(list(cfg.record_key)))
         updated += _route_updates(table, plan, partition, slices, part, fgs, OP_UPSERT)
         fresh = part.filter(pc.is_null(fgs))
         inserted += fresh.num_rows
@@ -176,7 +183,7 @@ def plan_delete(table: "Table", keys: pa.Table, snapshot: Timeline, view: FileSy
         slices = view.latest_slices(partition)
         if not slices:
             continue
-        fgs = _tag(table, plan, slices, part.select(list(cfg.record_key)))
+        fgs = _tag(table, plan, snapshot, slices, part.select(list(cfg.record_key)))
         # Delete records carry the keys; other columns are null.
         recs = pa.table({c: (part.column(c) if c in cfg.record_key else pa.nulls(part.num_rows, cfg.schema.field(c).type))
                          for c in schema_cols})

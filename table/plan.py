@@ -8,6 +8,7 @@ then executed by the engine as independent per-file-group tasks (:mod:`.group_ta
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -64,6 +65,8 @@ class WritePlan:
     stats: dict[str, int] = field(default_factory=dict)
     #: Seconds spent in planning phases (``tag_s``: locating keys), for ``WriteResult.timings``.
     timings: dict[str, float] = field(default_factory=dict)
+    #: Record-key bloom filters of the planned snapshot by base path (read on first tag).
+    key_blooms: dict[str, Any] | None = None
 
     @property
     def empty(self) -> bool:

@@ -2,20 +2,24 @@
 
 Upserts and deletes must land in the file group that already holds a key, so two
 versions of a key never live in two groups. Candidates are the latest slices of the
-key's partition, pruned by the key range each base file recorded at write time; the
-survivors' key columns are read (base plus logs, folded, so deleted keys do not count)
-and joined with the incoming keys. Record identity is (partition, key), as in Hudi's
+key's partition, pruned by the key range each base file recorded at write time, then
+by the base file's bloom filter when a ready ``bloom_filters`` index covers the record
+key (probed with the keys inside that file's range only); the survivors' key columns
+are read (base plus logs, folded, so deleted keys do not count) and joined with the
+incoming keys. Record identity is (partition, key), as in Hudi's
 default non-global index.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..indexes.bloom import FileBloom, key_hashes
 from ..timeline.file_group import FileSlice
 from ..timeline.storage import Storage
 from .engine import Engine
@@ -62,18 +66,20 @@ def slice_live_keys(task: SliceKeys) -> pa.Table:
     return _with_slice(live, task.index)
 
 
-def candidate_slices(slices: list[FileSlice], keys: pa.Table, key: tuple[str, ...]) -> list[FileSlice]:
-    """Slices whose recorded key range may hold one of ``keys``."""
+def candidate_slices(slices: list[FileSlice], keys: pa.Table,
+                     key: tuple[str, ...]) -> list[tuple[FileSlice, np.ndarray | None]]:
+    """Slices whose recorded key range may hold one of ``keys``, each with the mask of
+    the keys inside its range (None: every key may be there)."""
     if len(key) != 1 or keys.num_rows == 0:
-        return list(slices)
+        return [(s, None) for s in slices]
     col = keys.column(key[0])
     mm = pc.min_max(col)
     kmin, kmax = mm["min"].as_py(), mm["max"].as_py()
-    out = []
+    out: list[tuple[FileSlice, np.ndarray | None]] = []
     for s in slices:
         b = s.base
         if b is None or b.key_min is None or b.key_max is None:
-            out.append(s)
+            out.append((s, None))
             continue
         try:
             if b.key_max < kmin or b.key_min > kmax:
@@ -81,9 +87,32 @@ def candidate_slices(slices: list[FileSlice], keys: pa.Table, key: tuple[str, ..
             lo = pc.greater_equal(col, pa.scalar(b.key_min, col.type))
             hi = pc.less_equal(col, pa.scalar(b.key_max, col.type))
         except (TypeError, pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            out.append((s, None))
+            continue
+        inside = pc.and_(lo, hi).to_numpy(zero_copy_only=False)
+        if inside.any():
+            out.append((s, inside))
+    return out
+
+
+def bloom_survivors(cands: list[tuple[FileSlice, np.ndarray | None]], keys: pa.Table, key: tuple[str, ...],
+                    blooms: Mapping[str, FileBloom]) -> list[FileSlice]:
+    """The candidates whose base file's bloom filter may hold one of their keys.
+
+    Only slices without logs are probed: a log may carry a key its base never had (a
+    key revived after a delete), and the filter covers the base alone. A slice without
+    a filter entry is kept.
+    """
+    hashes: np.ndarray | None = None
+    out = []
+    for s, inside in cands:
+        fb = blooms.get(s.base.path) if s.base is not None and not s.logs else None
+        if fb is None:
             out.append(s)
             continue
-        if pc.any(pc.and_(lo, hi)).as_py():
+        if hashes is None:  # hashed once, for every file probed
+            hashes = key_hashes(keys, key)
+        if fb.might_contain_any(hashes if inside is None else hashes[inside]):
             out.append(s)
     return out
 
@@ -94,11 +123,17 @@ def tag(
     slices: list[FileSlice],
     keys: pa.Table,
     key: tuple[str, ...],
+    blooms: Mapping[str, FileBloom] | None = None,
 ) -> pa.Array:
-    """For each row of ``keys`` (record-key columns), the file group holding it or null."""
+    """For each row of ``keys`` (record-key columns), the file group holding it or null.
+
+    Candidates are pruned by key range, then by ``blooms`` (record-key bloom filters of
+    base files, by path), and the keys of what remains are read and joined exactly.
+    """
     if keys.num_rows == 0:
         return pa.array([], pa.string())
-    cands = candidate_slices(slices, keys, key)
+    ranged = candidate_slices(slices, keys, key)
+    cands = bloom_survivors(ranged, keys, key, blooms) if blooms else [s for s, _ in ranged]
     if not cands:
         return pa.nulls(keys.num_rows, pa.string())
     live = engine.map(slice_live_keys, [SliceKeys(storage, s, key, i) for i, s in enumerate(cands)])

@@ -13,6 +13,7 @@ import pytest
 from lakeline.indexes.metadata_table import MetadataTable
 from lakeline.table import Table
 from lakeline.timeline.errors import (
+    DuplicateKeyError,
     IndexExistsError,
     IndexNotFoundError,
     InvalidIndexError,
@@ -303,3 +304,49 @@ def test_a_writer_that_read_the_index_states_before_a_create_still_writes_entrie
         faults.disarm_all()
     written = MetadataTable(t.storage).has_updates("column_stats", r.instant.id)  # type: ignore[union-attr]
     assert written, "the writer completed after the index became building without writing its entries"
+
+
+@pytest.mark.parametrize("kind", ["cow", "mor"])
+def test_tagging_probes_key_blooms_before_reading_keys(tmp_path: Path, kind: str,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from lakeline.table import tagging
+
+    schema = pa.schema([("id", pa.int64()), ("v", pa.int64())])
+    tables = {}
+    for name in ("indexed", "plain"):
+        t = Table.create(tmp_path / name, schema, record_key="id", table_type=kind,
+                         properties={"write.small-file-limit-bytes": 0})  # one file per insert
+        for b in range(4):  # interleaved keys: every file spans the whole key range
+            t.insert(pa.table({"id": list(range(b, 4000, 4)), "v": [0] * 1000}, schema=schema))
+        tables[name] = t
+    tables["indexed"].indexes.create("bloom_filters", options={"fpp": 1e-6})
+    read: list[str] = []
+    real = tagging.slice_live_keys
+
+    def counting(task: tagging.SliceKeys) -> pa.Table:
+        read.append(task.slice.file_group)
+        return real(task)
+
+    monkeypatch.setattr(tagging, "slice_live_keys", counting)
+    ups = pa.table({"id": [8, 12, 400], "v": [1, 1, 1]}, schema=schema)  # all in the first file
+    fresh = pa.table({"id": [5001, 6002], "v": [2, 2]}, schema=schema)
+    for name, t in tables.items():
+        read.clear()
+        t.upsert(ups)
+        upsert_reads = len(read)
+        read.clear()
+        t.insert(fresh)  # the key check of an insert tags too
+        insert_reads = len(read)
+        if name == "indexed":
+            assert upsert_reads == 1 and insert_reads == 0
+        else:
+            assert upsert_reads == 4 and insert_reads == 0  # new keys lie outside every key range
+    want, got = _sorted(tables["plain"].to_arrow()), _sorted(tables["indexed"].to_arrow())
+    assert got == want and len(got) == 4002
+    read.clear()
+    inside = pa.table({"id": [1, 3999], "v": [3, 3]}, schema=schema)  # both exist, in two files
+    with pytest.raises(DuplicateKeyError):
+        tables["indexed"].insert(inside)
+    # mor: the first group has a log since the upsert, and a slice with logs is always read
+    assert len(read) == (2 if kind == "cow" else 3)
+    assert tables["indexed"].indexes.validate()["mismatches"] == []
