@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from ..indexes.files_index import load_view
 from ..timeline import faults
+from ..timeline.archive import EventArchive
 from ..timeline.errors import (
     InvalidFilterError,
     SchemaMismatchError,
@@ -117,7 +118,7 @@ class Table:
             "location": storage.uri,
         }
         _write_pointer(storage, pointer)
-        log = EventLog(store)
+        log = EventLog(store, archive=EventArchive(storage))
 
         def must_be_empty(tl: Timeline) -> None:
             if tl.last_seq >= 0:
@@ -142,7 +143,7 @@ class Table:
         pointer = read_pointer(storage)
         check_timeline_arg(pointer, timeline, storage.uri)
         store = open_store(storage, timeline, pointer["table_uuid"])
-        table = cls(storage, EventLog(store), timeline)
+        table = cls(storage, EventLog(store, archive=EventArchive(storage)), timeline)
         if TableConfig.from_timeline(table.timeline) is None:
             raise TableNotFoundError(f"the table at {storage.uri} has no completed schema instant")
         return table

@@ -72,6 +72,16 @@ class SlotTakenError(TimelineError):
     """Another appender won the sequence number (internal; the log retries)."""
 
 
+class EventsArchivedError(TimelineError):
+    """Events asked of the active log were moved to the archive (internal: the event log
+    reads them from the archive and goes on)."""
+
+
+class CorruptArchiveError(TimelineError, ValueError):
+    """A file of the timeline archive is unreadable, of an unknown version, or its
+    events disagree with its name."""
+
+
 class InvalidTransitionError(TimelineError, ValueError):
     """An instant cannot move from its current state to the requested one."""
 

@@ -6,6 +6,13 @@ slot's name: the link is atomic and fails when the name exists, so a slot is eit
 free or holds a complete event, never half of one, even when the process dies midway.
 The directory is fsynced after the link so the event survives a power cut.
 
+Archival removes a prefix of the log (:meth:`FileSystemStore.delete_through`). It first
+records the last removed sequence number in ``timeline/archived_through`` (replaced
+atomically, only ever raised), then unlinks the event files. Removing a file frees its
+name, so a put re-reads that mark after its link: a slot at or below it belongs to an
+archived event and the put is undone and refused. Readers ignore files at or below the
+mark (left by an archival that died midway) and accept a log that starts after it.
+
 Only local paths are accepted: object stores reached through ``pyarrow.fs`` (plain S3)
 cannot put-if-absent, so such tables keep their timeline in PostgreSQL.
 """
@@ -18,13 +25,15 @@ import uuid
 from pathlib import Path
 
 from . import faults
-from .errors import CorruptEventError, SlotTakenError, TimelineGapError
+from .errors import CorruptEventError, EventsArchivedError, SlotTakenError, TimelineGapError
 from .instant import Event
 from .lock import FileLock, Lock
 from .store import TimelineStore
 
 _EVENT_NAME = re.compile(r"^(\d{20})\.json$")
 SEQ_DIGITS = 20
+#: Name (in ``timeline/``) of the file holding the last archived sequence number.
+ARCHIVED_THROUGH = "archived_through"
 
 
 def event_file_name(seq: int) -> str:
@@ -50,6 +59,7 @@ class FileSystemStore(TimelineStore):
         self.beats_dir = self.meta_dir / "heartbeats"
         self.locks_dir = self.meta_dir / "locks"
         self._events_prefix = f"{self.events_dir}{os.sep}"
+        self._mark = self.events_dir / ARCHIVED_THROUGH
 
     # -- events ------------------------------------------------------------------
 
@@ -78,6 +88,15 @@ class FileSystemStore(TimelineStore):
                 os.unlink(tmp)
             except FileNotFoundError:
                 pass
+        if event.seq <= self.archived_through():
+            # The name was free because archival removed that event (the mark is written
+            # before any removal): the slot is an archived event's. Readers ignore names
+            # at or below the mark, so undoing the link is invisible.
+            try:
+                os.unlink(final)
+            except FileNotFoundError:
+                pass
+            raise SlotTakenError(f"slot {event.seq} was archived")
         faults.point("log.store.before_dir_fsync")
         _fsync_dir(self.events_dir)
 
@@ -85,19 +104,29 @@ class FileSystemStore(TimelineStore):
         if seq > 0:
             # Incremental read of the tail: probe slot by slot, no directory listing.
             # A slot is only ever written after the one before it, so the first free
-            # slot ends the log.
+            # slot ends the log, unless archival removed it meanwhile (probe_from checks).
+            if seq <= self.archived_through():
+                raise EventsArchivedError(f"events from {seq} of {self.events_dir} were archived")
             return self._probe_from(seq)
         try:
             names = os.listdir(self.events_dir)
         except FileNotFoundError:
             return []
-        seqs = sorted(int(m.group(1)) for n in names if (m := _EVENT_NAME.match(n)))
-        events = [self._read_one(s) for s in seqs]
+        # The mark is read after listing: every file removed before the listing is at or
+        # below it, so the names above it are the whole active log.
+        floor = self.archived_through()
+        seqs = sorted(s for n in names if (m := _EVENT_NAME.match(n)) and (s := int(m.group(1))) > floor)
+        if floor >= 0 and seqs and seqs[0] != floor + 1:
+            raise TimelineGapError(f"event log {self.events_dir} has no event {floor + 1} (archived through {floor})")
         for prev, cur in zip(seqs, seqs[1:]):
             if cur != prev + 1:
                 raise TimelineGapError(f"event log {self.events_dir} has no event {prev + 1}")
+        try:
+            events = [self._read_one(s) for s in seqs]
+        except FileNotFoundError:
+            raise EventsArchivedError(f"events of {self.events_dir} were archived while being read") from None
         # Events appended while we listed are picked up by the probe.
-        return events + self._probe_from(seqs[-1] + 1 if seqs else 0)
+        return events + self._probe_from(seqs[-1] + 1 if seqs else floor + 1)
 
     def _probe_from(self, seq: int) -> list[Event]:
         events: list[Event] = []
@@ -105,6 +134,10 @@ class FileSystemStore(TimelineStore):
             try:
                 events.append(self._read_one(seq))
             except FileNotFoundError:
+                # A free slot ends the log, unless archival just removed it (removals go
+                # oldest first, after the mark): then the caller must read the archive.
+                if seq <= self.archived_through():
+                    raise EventsArchivedError(f"event {seq} of {self.events_dir} was archived") from None
                 return events
             seq += 1
 
@@ -125,9 +158,46 @@ class FileSystemStore(TimelineStore):
 
     def has_events(self) -> bool:
         try:
-            return any(_EVENT_NAME.match(n) for n in os.listdir(self.events_dir))
+            return any(_EVENT_NAME.match(n) for n in os.listdir(self.events_dir)) or self.archived_through() >= 0
         except FileNotFoundError:
             return False
+
+    # -- archival ------------------------------------------------------------------------
+
+    def archived_through(self) -> int:
+        try:
+            with open(self._mark, "rb") as f:
+                text = f.read()
+        except FileNotFoundError:
+            return -1
+        try:
+            return int(text)
+        except ValueError:
+            raise CorruptEventError(f"{self._mark} does not hold a sequence number: {text[:40]!r}") from None
+
+    def delete_through(self, seq: int) -> None:
+        if seq > self.archived_through():
+            self.events_dir.mkdir(parents=True, exist_ok=True)
+            tmp = self.events_dir / f".tmp-mark-{uuid.uuid4().hex}"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                os.write(fd, str(seq).encode())
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self._mark)  # atomic: readers see the old mark or the new one
+            _fsync_dir(self.events_dir)
+        try:
+            names = os.listdir(self.events_dir)
+        except FileNotFoundError:
+            return
+        # Oldest first, so a prober never finds a hole below an event that is still there.
+        for s in sorted(s for n in names if (m := _EVENT_NAME.match(n)) and (s := int(m.group(1))) <= seq):
+            try:
+                os.unlink(f"{self._events_prefix}{s:0{SEQ_DIGITS}d}.json")
+            except FileNotFoundError:
+                pass
+        _fsync_dir(self.events_dir)
 
     # -- heartbeats ------------------------------------------------------------------
 

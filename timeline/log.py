@@ -10,6 +10,11 @@ Event timestamps never go backwards: each is at least one microsecond after the 
 before, whatever the wall clock does. If the store fails mid-append the log re-reads
 to learn whether the event landed (each attempt carries a random token) and only
 reports :class:`CommitOutcomeUnknownError` when it cannot tell.
+
+Reading merges the archive (:mod:`.archive`) and the active log: the archived events
+first, then the active ones after the archive's last. Archival may move events while a
+log is being read (the store then says :class:`EventsArchivedError`): the log reads the
+new archived events and goes on, so every reader sees each event exactly once.
 """
 
 from __future__ import annotations
@@ -19,11 +24,14 @@ import uuid
 from typing import Any, Callable, Mapping
 
 from . import faults
+from .archive import EventArchive
 from .errors import (
     CommitOutcomeUnknownError,
+    EventsArchivedError,
     InvalidTransitionError,
     LakelineError,
     SlotTakenError,
+    TimelineGapError,
 )
 from .instant import Action, Event, State, check_transition
 from .store import TimelineStore
@@ -34,6 +42,8 @@ from .timeline import Timeline
 AppendCheck = Callable[[Timeline], None]
 
 _MAX_SLOT_RETRIES = 10_000
+#: Times a read goes back to the archive because archival moved events under it.
+_MAX_ARCHIVE_ROUNDS = 20
 
 
 def now_us() -> int:
@@ -43,18 +53,48 @@ def now_us() -> int:
 class EventLog:
     """The append side of one table's timeline, over any :class:`TimelineStore`."""
 
-    def __init__(self, store: TimelineStore, clock: Callable[[], int] = now_us) -> None:
+    def __init__(self, store: TimelineStore, clock: Callable[[], int] = now_us,
+                 archive: EventArchive | None = None) -> None:
         self.store = store
+        self.archive = archive
         self._clock = clock
         self._timeline: Timeline | None = None
 
     def refresh(self) -> Timeline:
-        """Read events appended since the last read and return the current timeline."""
+        """Read events appended (or archived) since the last read and return the current
+        timeline: every event, archived or active.
+
+        Raises:
+            TimelineGapError: an event is neither in the archive nor in the active log.
+            EventsArchivedError: events this log has not read were archived and it has
+                no archive to read them from.
+        """
+        from_archive = self._timeline is None
+        for _ in range(_MAX_ARCHIVE_ROUNDS):
+            last = self._timeline.last_seq if self._timeline is not None else -1
+            archived = self.archive.read(after=last) if self.archive is not None and from_archive else []
+            start = archived[-1].seq + 1 if archived else last + 1
+            try:
+                active = self.store.read_from(start)
+            except EventsArchivedError:
+                if self.archive is None:
+                    raise
+                active = None
+            if active and active[0].seq != start and self.archive is not None:
+                active = None  # the log starts later than the archive ends: archived meanwhile
+            self._extend(archived + (active or []))
+            if active is not None:
+                return self._timeline  # type: ignore[return-value]
+            # Archival moved events we have not read; they are in the archive by now
+            # (it is written before the active log loses them).
+            from_archive = True
+        raise TimelineGapError(f"events of {self.store!r} are neither in the archive nor in the active log")
+
+    def _extend(self, events: list[Event]) -> None:
         if self._timeline is None:
-            self._timeline = Timeline(self.store.read_from(0))
-        else:
-            self._timeline = self._timeline.extended(self.store.read_from(self._timeline.last_seq + 1))
-        return self._timeline
+            self._timeline = Timeline(events)
+        elif events:
+            self._timeline = self._timeline.extended(events)
 
     @property
     def timeline(self) -> Timeline:

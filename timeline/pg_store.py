@@ -11,6 +11,7 @@ Layout (created on first use, see :data:`_DDL`)::
                     token, format, payload, PRIMARY KEY (table_id, seq))
     lakeline_heartbeats(table_id, instant, ts_us, PRIMARY KEY (table_id, instant))
     lakeline_locks(table_id, name, owner, expires_us, PRIMARY KEY (table_id, name))
+    lakeline_archived(table_id PK, seq)       -- last event archival removed, per table
 
 The put-if-absent step is ``INSERT ... ON CONFLICT (table_id, seq) DO NOTHING``: the
 primary key lets exactly one appender win a slot, and a row is inserted whole or not at
@@ -27,6 +28,12 @@ that crossed a fork or a pickle connects afresh in its new process; a broken
 connection is replaced and the statement retried once, which is safe because every
 statement here is idempotent (an event insert that may have landed is recognised by its
 token). psycopg is imported only here and in :mod:`.pg_lock`.
+
+Archival removes a prefix of a table's rows (:meth:`PostgresStore.delete_through`): the
+mark in ``lakeline_archived`` is committed first, then the rows are deleted. A deleted
+row frees its primary key, so a put that won a slot at or below the mark (an appender
+that read the log before the removal) removes its row again and is refused; reads take
+the mark and the rows in one statement, so they see one consistent state.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from . import faults
 from .errors import (
     CommitOutcomeUnknownError,
     CorruptEventError,
+    EventsArchivedError,
     SlotTakenError,
     TimelineError,
     TimelineGapError,
@@ -59,7 +67,7 @@ T = TypeVar("T")
 #: unique index of type names). Arbitrary but fixed: "lakeline" in ASCII.
 _SCHEMA_LOCK_KEY = 0x6C616B656C696E65
 
-_TABLES = ("lakeline_tables", "lakeline_events", "lakeline_heartbeats", "lakeline_locks")
+_TABLES = ("lakeline_tables", "lakeline_events", "lakeline_heartbeats", "lakeline_locks", "lakeline_archived")
 
 _DDL = (
     """CREATE TABLE IF NOT EXISTS lakeline_tables (
@@ -88,6 +96,9 @@ _DDL = (
         owner      text   NOT NULL,
         expires_us bigint NOT NULL,
         PRIMARY KEY (table_id, name))""",
+    """CREATE TABLE IF NOT EXISTS lakeline_archived (
+        table_id text   PRIMARY KEY,
+        seq      bigint NOT NULL)""",
 )
 
 # The catalog row is written in the same statement as the event, so a table is never
@@ -103,9 +114,15 @@ _REGISTER_AND_INSERT_EVENT = (
         ON CONFLICT (table_id) DO NOTHING)"""
     + _INSERT_EVENT
 )
+# The archival mark comes with the rows, from one snapshot: rows at or below it (left by
+# an archival that died between its two statements) are not part of the active log.
 _READ_EVENTS = """
-    SELECT seq, ts_us, instant, action, state, token, format, payload
-    FROM lakeline_events WHERE table_id = %s AND seq >= %s ORDER BY seq"""
+    WITH mark AS (SELECT COALESCE(max(seq), -1) AS floor FROM lakeline_archived WHERE table_id = %(t)s)
+    SELECT mark.floor, e.seq, e.ts_us, e.instant, e.action, e.state, e.token, e.format, e.payload
+    FROM mark LEFT JOIN lakeline_events e
+      ON e.table_id = %(t)s AND e.seq >= %(seq)s AND e.seq > mark.floor
+    ORDER BY e.seq"""
+_READ_MARK = "SELECT COALESCE(max(seq), -1) FROM lakeline_archived WHERE table_id = %s"
 
 
 class StoreUnavailableError(TimelineError, ConnectionError):
@@ -264,14 +281,24 @@ class PostgresStore(TimelineStore):
             ) from e
         if not won:
             raise SlotTakenError(f"slot {event.seq} of table {self.table_id} is taken")
+        if event.seq <= self.archived_through():
+            # The key was free because archival deleted that row (its mark is committed
+            # first): the slot is an archived event's. Readers skip rows at or below the
+            # mark, so deleting ours again is invisible.
+            self.execute("DELETE FROM lakeline_events WHERE table_id = %s AND seq = %s AND token = %s",
+                         (self.table_id, event.seq, event.token), f"undoing event {event.seq}")
+            raise SlotTakenError(f"slot {event.seq} of table {self.table_id} was archived")
         faults.point("log.store.after_write")
 
     def read_from(self, seq: int) -> list[Event]:
-        _, rows = self.execute(_READ_EVENTS, (self.table_id, seq), f"reading events from {seq}")
-        events = [self._decode(row) for row in rows]
+        _, rows = self.execute(_READ_EVENTS, {"t": self.table_id, "seq": seq}, f"reading events from {seq}")
+        floor = int(rows[0][0]) if rows else -1
+        if 0 < seq <= floor:
+            raise EventsArchivedError(f"events from {seq} of table {self.table_id} were archived")
+        events = [self._decode(row[1:]) for row in rows if row[1] is not None]
         # A reader asking from seq > 0 has read everything before it, so the first row
-        # must be exactly there; from 0 the log may start later (archived head).
-        expected = seq if seq > 0 else (events[0].seq if events else 0)
+        # must be exactly there; from 0 the log starts right after the archived prefix.
+        expected = seq if seq > 0 else floor + 1
         for ev in events:
             if ev.seq != expected:
                 raise TimelineGapError(
@@ -311,11 +338,33 @@ class PostgresStore(TimelineStore):
 
     def has_events(self) -> bool:
         _, rows = self.execute(
-            "SELECT EXISTS (SELECT 1 FROM lakeline_events WHERE table_id = %s)",
-            (self.table_id,),
+            """SELECT EXISTS (SELECT 1 FROM lakeline_events WHERE table_id = %s)
+                      OR EXISTS (SELECT 1 FROM lakeline_archived WHERE table_id = %s)""",
+            (self.table_id, self.table_id),
             "checking for events",
         )
         return bool(rows[0][0])
+
+    # -- archival ----------------------------------------------------------------------
+
+    def archived_through(self) -> int:
+        _, rows = self.execute(_READ_MARK, (self.table_id,), "reading the archival mark")
+        return int(rows[0][0])
+
+    def delete_through(self, seq: int) -> None:
+        # Two statements, the mark committed first (see the module docstring); both are
+        # idempotent, so a retry after a broken connection is safe.
+        self.execute(
+            """INSERT INTO lakeline_archived (table_id, seq) VALUES (%s, %s)
+               ON CONFLICT (table_id) DO UPDATE SET seq = GREATEST(lakeline_archived.seq, EXCLUDED.seq)""",
+            (self.table_id, seq),
+            f"marking events through {seq} archived",
+        )
+        self.execute(
+            "DELETE FROM lakeline_events WHERE table_id = %s AND seq <= %s",
+            (self.table_id, seq),
+            f"removing archived events through {seq}",
+        )
 
     # -- heartbeats ------------------------------------------------------------------
 

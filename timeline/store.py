@@ -1,8 +1,9 @@
 """The plug-in point for where a table's event log lives.
 
-A store does three things: append an event at a sequence number only if that slot is
+A store does four things: append an event at a sequence number only if that slot is
 free (put-if-absent, the single atomic step the whole protocol relies on), read events
-from a sequence number on, and keep heartbeats of inflight instants. Everything else
+from a sequence number on, remove an archived prefix of the log (archival), and keep
+heartbeats of inflight instants. Everything else
 (retries, transitions, conflict checks) is built on top in :mod:`.log`, once, for every
 store. Two stores ship: :class:`~lakeline.timeline.fs_store.FileSystemStore` and
 :class:`~lakeline.timeline.pg_store.PostgresStore`.
@@ -35,11 +36,30 @@ class TimelineStore(ABC):
 
     @abstractmethod
     def read_from(self, seq: int) -> list[Event]:
-        """Every event with a sequence number ``>= seq``, in order.
+        """Every active event with a sequence number ``>= seq``, in order.
+
+        ``read_from(0)`` returns the whole active log, which starts right after
+        :meth:`archived_through` once archival removed a prefix.
 
         Raises:
             CorruptEventError: an event cannot be decoded.
             TimelineGapError: an event is missing between two present ones.
+            EventsArchivedError: ``0 < seq <= archived_through()``: the events asked for
+                were removed from the active log (read them from the archive).
+        """
+
+    @abstractmethod
+    def archived_through(self) -> int:
+        """The last sequence number removed from the active log by archival; -1 if none."""
+
+    @abstractmethod
+    def delete_through(self, seq: int) -> None:
+        """Remove the events ``<= seq`` from the active log (archival, once they are
+        durable in the archive). Idempotent; the mark only moves forward.
+
+        The mark is recorded before any event is removed, and a put at a slot at or
+        below it is refused afterwards (:class:`SlotTakenError`), so a removed slot can
+        never be won again by an appender that read the log before the removal.
         """
 
     @abstractmethod
