@@ -16,6 +16,7 @@ from ..timeline.errors import LakelineError
 from .create_cmd import create
 from .demo import demo
 from .index_cmds import index
+from .savepoint_cmds import savepoint
 from .service_cmds import service
 from .timeline_cmds import timeline
 
@@ -55,6 +56,7 @@ cli.add_command(create)
 cli.add_command(timeline)
 cli.add_command(index)
 cli.add_command(service)
+cli.add_command(savepoint)
 cli.add_command(demo)
 
 

@@ -353,3 +353,23 @@ def test_cli_cleans_only_with_execute(tmp_path: Path) -> None:
     [result] = json.loads(res.stdout)["results"]
     assert result["instant"]["action"] == "clean" and result["stats"]["files_deleted"] > 0
     assert data_files_on_disk(t) == disk - set(result["stats"]["deleted"])
+
+
+def test_cli_savepoints(tmp_path: Path) -> None:
+    t = make_table(tmp_path, table_type="cow", **{"clean.retain": 1})
+    history(t, TableModel())
+    old = data_ids(t)[1]
+    runner = CliRunner()
+    res = runner.invoke(cli, ["savepoint", "create", t.path, str(old), "--json"])
+    assert res.exit_code == 0, res.output
+    sp = json.loads(res.stdout)
+    assert sp["action"] == "savepoint" and sp["plan"]["instant"] == old
+    listed = json.loads(runner.invoke(cli, ["savepoint", "list", t.path, "--json"]).stdout)
+    assert [(s["id"], s["instant"]) for s in listed] == [(sp["id"], old)]
+    res = runner.invoke(cli, ["service", "run", t.path, "cleaning", "--execute", "--json"])
+    assert json.loads(res.stdout)["results"][0]["stats"]["files_deleted"] > 0
+    assert t.to_arrow(as_of=old).num_rows > 0
+    res = runner.invoke(cli, ["savepoint", "release", t.path, str(sp["id"])])
+    assert res.exit_code == 0 and "released" in res.output
+    assert "no active savepoints" in runner.invoke(cli, ["savepoint", "list", t.path]).output
+    assert runner.invoke(cli, ["savepoint", "release", t.path, str(sp["id"])]).exit_code == 2
