@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..timeline.errors import UnknownServiceError
 from ..timeline.instant import Instant
+from .archival import ArchivalService
 from .framework import execute, run_pending, schedule
 from .cleaning import CleaningService
+from .clustering import ALL as EVERY_GROUP, ClusteringService, check_options
 from .compaction import ALL, CompactionService
 from .indexing import IndexingService
 from .rollback import RollbackService
@@ -25,7 +27,7 @@ if TYPE_CHECKING:
     from ..table.table import Table
 
 #: Services of the DESIGN that a later version brings (issue 6).
-PLANNED = ("clustering", "archival")
+PLANNED: tuple[str, ...] = ()
 
 
 def service_named(name: str) -> TableService:
@@ -35,7 +37,8 @@ def service_named(name: str) -> TableService:
         UnknownServiceError: no such service in this version.
     """
     services: dict[str, type[TableService]] = {"indexing": IndexingService, "rollback": RollbackService,
-                                               "compaction": CompactionService, "cleaning": CleaningService}
+                                               "compaction": CompactionService, "cleaning": CleaningService,
+                                               "clustering": ClusteringService, "archival": ArchivalService}
     if name in services:
         return services[name]()
     if name in PLANNED:
@@ -106,6 +109,36 @@ class TableServices:
         # Stats in the shape of a compaction's commit metadata, so callers read one shape.
         return results[-1] if results else ServiceResult(None, {"stats": {"file_groups_compacted": 0}})
 
+    def cluster(self, sort_by: Sequence[str] | str | None = None, strategy: str | None = None,
+                progress: Progress | None = None) -> ServiceResult:
+        """Rewrite every file group (outside pending plans) as new groups of about the
+        target size, sorted by ``sort_by`` under ``strategy`` (``"linear"``: by the
+        columns in turn; ``"zorder"``: interleaved, so filters on any of them prune
+        files); defaults: ``clustering.sort-columns`` (else the record key) and
+        ``clustering.strategy``. Pending clusterings whose executor died are finished
+        first. The result's ``instant`` (a ``replacecommit``) is None when the table has
+        no file group; ``aborted`` says why when a concurrent write touched its inputs.
+
+        Raises:
+            InvalidPropertyError: an unknown strategy (nothing is appended).
+            UnknownColumnError: an unknown sort column (nothing is appended).
+        """
+        check_options(self.table, sort_by, strategy)  # before run() finishes any pending plan
+        results = self.run("clustering", progress=progress, scope=EVERY_GROUP, sort_by=sort_by, strategy=strategy)
+        return results[-1] if results else ServiceResult(None, {"stats": {"file_groups_clustered": 0}})
+
+    def archive(self, progress: Progress | None = None) -> ServiceResult:
+        """Move the oldest completed instants into the timeline archive until
+        ``archive.min-active-instants`` remain active (an explicit call ignores the
+        ``archive.max-active-instants`` trigger), never past a pending instant, a
+        savepoint or the last clean's retain point. Reads do
+        not change: ``t.timeline`` still lists archived instants. ``instant`` is None
+        when there was nothing to archive; ``stats`` has ``events_archived``,
+        ``first_seq`` and ``through_seq``.
+        """
+        results = self.run("archival", progress=progress, force=True)
+        return results[-1] if results else ServiceResult(None, {"events_archived": 0, "instants_archived": 0})
+
     def rollback_failed(self) -> ServiceResult:
         """Roll back every pending write whose heartbeat expired, and finish rollbacks
         that died midway."""
@@ -158,6 +191,7 @@ class TableServices:
     def pending(self, names: Sequence[str] | None = None) -> list[Instant]:
         """Pending service instants (of the given services), by id."""
         wanted = ([service_named(n) for n in names] if names
-                  else [IndexingService(), RollbackService(), CompactionService(), CleaningService()])
+                  else [IndexingService(), RollbackService(), CompactionService(), CleaningService(),
+                        ClusteringService(), ArchivalService()])
         tl = self.table.log.refresh()
         return sorted((i for s in wanted for i in s.pending(tl)), key=lambda i: i.id)

@@ -60,3 +60,32 @@ def find_conflict(
             if key_check(ours, theirs):
                 return f"{where} inserted or revived a key this commit inserts or revives"
     return None
+
+
+def find_input_conflict(
+    groups: set[tuple[str, str]],
+    concurrent: Iterable[Instant],
+    what: str,
+    logs_ok: bool = False,
+) -> str | None:
+    """Why a table service that rewrites the file groups ``groups`` can no longer
+    complete after ``concurrent`` (instants completed after its ``requested`` event),
+    or None when it can. Writes beat services: the service gives up, never the writer.
+
+    A concurrent instant that replaced one of the groups, or added any file to one,
+    changed the service's inputs. ``logs_ok``: a log appended to a group is fine (a
+    compaction: the log joins the slice it writes). A clustering takes ``logs_ok=False``:
+    it retires its input groups, so a log landing in one would be lost with it (DESIGN.md
+    §3, "clustering (execute) vs upsert/delete same group: service aborts").
+    """
+    for inst in concurrent:
+        if not inst.action_kind.writes_data:
+            continue
+        theirs = CommitMetadata.from_dict(inst.metadata)
+        written = {(f.partition, f.file_group) for f in theirs.files if not (logs_ok and f.kind == "log")}
+        hit = groups & (theirs.groups_replaced() | written)
+        if hit:
+            p, fg = sorted(hit)[0]
+            return (f"{inst.action} {inst.id} replaced or wrote {len(hit)} file group(s) this {what} rewrites "
+                    f"(e.g. {fg} in {p or '/'})")
+    return None

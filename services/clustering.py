@@ -1,0 +1,263 @@
+"""The clustering service: gather small file groups into fewer, sorted ones.
+
+Following DESIGN.md sections 2 to 4 (issue 6, point 2):
+
+* *Action.* A clustering instant is a ``replacecommit`` (:attr:`Action.REPLACE_COMMIT`),
+  as the public contract says ("write actions are ... ``replacecommit`` (overwrite,
+  clustering)") and as Hudi records it: its completion adds new file groups and
+  retires its input groups in ``replaced``, which the file-system view, the conflict
+  rules, incremental reads and index upkeep already handle for overwrites. An instant's
+  action is fixed from its ``requested`` event, so Hudi 1.x's ``clustering`` requested
+  / ``replacecommit`` completed pair cannot be had; the plan's ``"service":
+  "clustering"`` tells a clustering from an overwrite (writers' plans carry
+  ``"writer"`` instead), and :meth:`ClusteringService.owns` claims only those. The
+  ``clustering`` action stays reserved; compaction's planner already treats pending
+  ``replacecommit`` and ``clustering`` plans alike (their ``groups`` are taken).
+* *Plan* (under the table lock, through the framework). Scheduled and inline runs are
+  size-based: per partition, the file groups whose latest slice (base plus logs) is
+  below ``clustering.small-file-ratio`` of ``write.target-file-size-bytes``, packed
+  into clustering groups of about the target size; a lone small group is left alone.
+  ``t.services.cluster()`` takes every file group (like delta-rs ``z_order``), packed
+  per partition into tasks of at most ``clustering.max-bytes-per-group``. Groups named
+  by a pending plan (compaction, another clustering) are skipped either way. Sort
+  columns and strategy (``linear``, ``zorder``) are checked before anything is appended.
+* *Execute* through the engine (:mod:`lakeline.table.cluster_tasks`): the slices are
+  taken from the view at the ``requested`` event (so a write that completed while the
+  plan was made is included), read merged, sorted, written as new file groups cut at
+  the target size, behind markers.
+* *Complete*: index entries for every index building or ready, through the writers'
+  own completion (:func:`lakeline.table.writer.complete_with_indexes`), then the
+  ``completed`` event with ``replaced`` naming the input groups, checked against the
+  exact log it lands on: if any instant completed after the ``requested`` event wrote
+  into or replaced an input group, the service aborts (writes beat services, DESIGN.md
+  §3) and its files are deleted. Inserts and appends land in new groups and are never
+  touched. Writers that planned before the clustering completed and target a replaced
+  group retry by the writers' own rules (:func:`lakeline.timeline.conflicts.find_conflict`).
+  Re-running an interrupted execution is safe the way compaction's is: fresh files,
+  and the dead attempt's files are deleted once the re-run completed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable
+
+import pyarrow as pa
+
+from ..indexes.maintain import write_commit_updates
+from ..indexes.upkeep import after_commit
+from ..table.cluster_tasks import ClusterTask, cluster_slices
+from ..table.rollback import delete_instant_files
+from ..table.writer import complete_with_indexes, settings
+from ..table.zorder import STRATEGIES
+from ..timeline import faults
+from ..timeline.commit_metadata import CommitMetadata, WriteStat
+from ..timeline.conflicts import KeyCheck, find_input_conflict
+from ..timeline.errors import InvalidPropertyError, ServiceBusyError, UnknownColumnError
+from ..timeline.file_group import FileSlice
+from ..timeline.instant import Action, Instant, State
+from ..timeline.markers import list_markers
+from ..timeline.timeline import Timeline
+from .compaction import Group, _remove_leftovers, planned_groups
+from .service import Progress, ServiceAbort, TableService
+
+if TYPE_CHECKING:
+    from ..table.table import Table
+
+#: Plan scopes: ``small-files`` (scheduled runs) or ``all`` (``t.services.cluster()``).
+SMALL_FILES, ALL = "small-files", "all"
+#: Clustering tasks per engine call: progress is reported, and the mid-write fault
+#: point reached, between calls.
+_BATCH = 4
+
+
+def check_options(table: "Table", sort_by: Sequence[str] | str | None,
+                  strategy: str | None) -> tuple[tuple[str, ...], str]:
+    """The sort columns and strategy a run uses: the given ones, else the table's
+    ``clustering.sort-columns`` (empty: the record key) and ``clustering.strategy``.
+
+    Raises:
+        InvalidPropertyError: an unknown strategy, a column that cannot be sorted, or
+            ``zorder`` without a column.
+        UnknownColumnError: a sort column the table does not have.
+    """
+    cfg = table.config
+    props = cfg.resolved_properties()
+    strategy = strategy or str(props["clustering.strategy"])
+    if strategy not in STRATEGIES:
+        raise InvalidPropertyError(f"clustering strategy {strategy!r} is not one of {', '.join(STRATEGIES)}")
+    if sort_by is None:
+        configured = [c.strip() for c in str(props["clustering.sort-columns"]).split(",") if c.strip()]
+        sort_by = configured or list(cfg.record_key)
+    cols = (sort_by,) if isinstance(sort_by, str) else tuple(sort_by)
+    unknown = [c for c in cols if c not in cfg.schema.names]
+    if unknown:
+        raise UnknownColumnError(f"clustering sort columns {unknown} are not columns of the table "
+                                 f"({', '.join(cfg.schema.names)})")
+    nested = [c for c in cols if pa.types.is_nested(cfg.schema.field(c).type)]
+    if nested:
+        raise InvalidPropertyError(f"clustering cannot sort by nested columns {nested}")
+    if strategy == "zorder" and not cols:
+        raise InvalidPropertyError("a zorder clustering needs at least one sort column (sort_by=)")
+    return cols, strategy
+
+
+def pack(slices: list[FileSlice], cap: int, min_members: int) -> list[list[FileSlice]]:
+    """Slices into as few bins of about ``cap`` bytes as their total needs, balanced
+    (largest first, each into the lightest bin): eight inputs of 0.2 x cap make two
+    bins of 0.8, not one of 1.0 and a small one of 0.6 that the next run would gather
+    again. Bins with fewer than ``min_members`` slices are dropped."""
+    if not slices:
+        return []
+    bins: list[list[FileSlice]] = [[] for _ in range(-(-sum(s.bytes for s in slices) // max(cap, 1)) or 1)]
+    load = [0] * len(bins)
+    for s in sorted(slices, key=lambda s: (-s.bytes, s.file_group)):
+        i = load.index(min(load))
+        bins[i].append(s)
+        load[i] += s.bytes
+    return [b for b in bins if len(b) >= min_members]
+
+
+class _Completion:
+    """The completion of a clustering instant, in the shape the writers' completion
+    (with its index rounds) drives; its check is clustering's conflict rule."""
+
+    def __init__(self, table: "Table", instant: Instant, groups: set[Group], earlier: list[str]) -> None:
+        self.table = table
+        self.instant_id = instant.id
+        self.groups = groups
+        self.earlier = earlier
+
+    def complete(self, metadata: CommitMetadata, key_check: KeyCheck | None = None,
+                 also_check: Callable[[Timeline], None] | None = None) -> Instant:
+        def check(tl: Timeline) -> None:
+            concurrent = [i for i in tl.completed_after(self.instant_id) if i.id != self.instant_id]
+            reason = find_input_conflict(self.groups, concurrent, "clustering")
+            if reason is not None:
+                raise ServiceAbort(reason)
+            if also_check is not None:
+                also_check(tl)
+
+        log = self.table.log
+        ev = log.append(Action.REPLACE_COMMIT, State.COMPLETED, metadata.to_dict(), instant=self.instant_id,
+                        check=check)
+        _remove_leftovers(self.table.storage, self.instant_id, self.earlier)
+        return log.timeline.get(ev.instant)
+
+
+class ClusteringService(TableService):
+    """Cluster file groups (``t.services.cluster()``, ``run("clustering")``)."""
+
+    name = "clustering"
+    action = Action.REPLACE_COMMIT
+
+    def __init__(self) -> None:
+        # instant -> files of earlier attempts, seen when this execution started.
+        self._earlier: dict[int, list[str]] = {}
+
+    def owns(self, instant: Instant) -> bool:
+        """Only clustering's ``replacecommit`` instants: overwrites share the action."""
+        return instant.plan.get("service") == self.name
+
+    def plan(self, table: "Table", snapshot: Timeline, scope: str = SMALL_FILES,
+             sort_by: Sequence[str] | str | None = None, strategy: str | None = None,
+             **options: Any) -> dict[str, Any] | None:
+        """Clustering groups (see the module docstring); None when nothing is worth it.
+
+        Raises:
+            InvalidPropertyError, UnknownColumnError: bad options (nothing is appended).
+        """
+        if options:
+            raise InvalidPropertyError(f"clustering takes no options {sorted(options)}; "
+                                       "it takes sort_by=, strategy=, scope=")
+        if scope not in (SMALL_FILES, ALL):
+            raise InvalidPropertyError(f"clustering scope {scope!r} is not one of {SMALL_FILES}, {ALL}")
+        cols, strategy = check_options(table, sort_by, strategy)
+        props = table.config.resolved_properties()
+        target = int(props["write.target-file-size-bytes"])
+        busy = planned_groups(snapshot)
+        view = table.view(snapshot)
+        clusters: list[list[FileSlice]] = []
+        for p in view.partitions():
+            free = [s for s in view.latest_slices(p) if (s.partition, s.file_group) not in busy]
+            if scope == ALL:
+                clusters.extend(pack(free, int(props["clustering.max-bytes-per-group"]), 1))
+            else:
+                limit = float(props["clustering.small-file-ratio"]) * target
+                clusters.extend(pack([s for s in free if s.bytes < limit], target, 2))
+        if not clusters:
+            return None
+        groups = [{"partition": s.partition, "file_group": s.file_group, "cluster": n, "bytes": s.bytes}
+                  for n, c in enumerate(clusters) for s in sorted(c, key=lambda s: s.file_group)]
+        return {"scope": scope, "snapshot_seq": snapshot.last_seq, "sort_by": list(cols), "strategy": strategy,
+                "target_bytes": target, "clusters": len(clusters), "groups": groups}
+
+    def check_plan(self, timeline: Timeline, plan: Mapping[str, Any]) -> None:
+        """Refuse a plan whose groups another pending plan took meanwhile."""
+        taken = _groups(plan) & planned_groups(timeline)
+        if taken:
+            raise ServiceBusyError(f"{len(taken)} file group(s) of this clustering plan are in another pending plan")
+
+    def execute(self, table: "Table", instant: Instant, progress: Progress | None = None) -> dict[str, Any]:
+        plan = instant.plan
+        self._earlier[instant.id] = list_markers(table.storage, instant.id)
+        # The view at the requested event: what the plan's groups held when it landed.
+        view = table.view(table.log.refresh().as_of_seq(instant.id))
+        live = {(s.partition, s.file_group): s for s in view.latest_slices()}
+        members: dict[int, list[FileSlice]] = {}
+        for g in plan.get("groups", ()):
+            s = live.get((str(g["partition"]), str(g["file_group"])))
+            if s is not None:  # gone if replaced between the plan's snapshot and its event
+                members.setdefault(int(g["cluster"]), []).append(s)
+        st = settings(table, instant.id)
+        sort_by, strategy, target = tuple(plan["sort_by"]), str(plan["strategy"]), int(plan["target_bytes"])
+        tasks = [ClusterTask(st, ss[0].partition, tuple(ss), sort_by, strategy, target)
+                 for _, ss in sorted(members.items())]
+        written: list[WriteStat] = []
+        if progress is not None:
+            progress(0, len(tasks))
+        for start in range(0, len(tasks), _BATCH):
+            for files in table.service_engine.map(cluster_slices, tasks[start:start + _BATCH]):
+                written.extend(files)
+            faults.point("clustering.mid_write")
+            if progress is not None:
+                progress(min(start + _BATCH, len(tasks)), len(tasks))
+        inputs = [s for t in tasks for s in t.slices]
+        replaced: dict[str, list[str]] = {}
+        for s in inputs:
+            replaced.setdefault(s.partition, []).append(s.file_group)
+        stats = {
+            "file_groups_clustered": len(inputs),
+            "files_read": sum(len(s.files) for s in inputs),
+            "bytes_read": sum(s.bytes for s in inputs),
+            "rows": sum(w.rows for w in written),
+            "files_added": len(written),
+            "bytes_written": sum(w.bytes for w in written),
+            "file_groups_replaced": len(inputs),
+        }
+        return CommitMetadata(operation="cluster", snapshot_seq=instant.id, files=tuple(written),
+                              replaced={p: tuple(g) for p, g in replaced.items()}, stats=stats).to_dict()
+
+    def complete(self, table: "Table", instant: Instant, metadata: dict[str, Any]) -> Instant:
+        """Index entries for the new groups, then ``completed`` unless a concurrent
+        write touched an input group (:class:`ServiceAbort`)."""
+        md = CommitMetadata.from_dict(metadata)
+        cfg = table.config
+        handled = write_commit_updates(table.storage, table.log.refresh(), instant.id, md, cfg.schema,
+                                       cfg.record_key)
+        faults.point("clustering.before_complete")
+        completion = _Completion(table, instant, md.groups_replaced(), self._earlier.pop(instant.id, []))
+        done = complete_with_indexes(table, completion, md, None, handled)
+        after_commit(table.storage, table.log.timeline, table.view, cfg.resolved_properties())
+        return done
+
+    def abort(self, table: "Table", instant: Instant, reason: str) -> None:
+        """Delete what every attempt wrote, unless another executor completed the
+        instant meanwhile (see compaction's abort: a leftover costs space, never rows)."""
+        self._earlier.pop(instant.id, None)
+        if table.log.refresh().get(instant.id).state_kind is not State.COMPLETED:
+            delete_instant_files(table.storage, instant.id)
+
+
+def _groups(plan: Mapping[str, Any]) -> set[Group]:
+    return {(str(g["partition"]), str(g["file_group"])) for g in plan.get("groups", ())}
