@@ -6,7 +6,8 @@ only in the old are deletes (with their last values), keys whose row differs are
 updates. The result holds the latest version per key and an ``_op`` column. An
 upsert that rewrote a key with identical values is not a change and is not listed.
 Tables without a record key report the rows, as of ``end``, of the file groups those
-instants created, as inserts.
+instants created, as inserts, less the rows a clustering of the range moved there from
+groups that existed at ``start`` (rows are compared as multisets of values).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from .table import Table
 
 CHANGE_OP = "_op"
+#: The commit-metadata operation of a clustering (it moves rows, it changes none).
+CLUSTER = "cluster"
 PART = "_partition"
 
 
@@ -37,6 +40,25 @@ def _rows(table: "Table", slices: list[FileSlice]) -> pa.Table:
     parts = [t.append_column(PART, constant(s.partition, t.num_rows))
              for s, t in zip(slices, table.engine.map(read_slice, tasks))]
     return pa.concat_tables(parts) if parts else cfg.schema.empty_table().append_column(PART, pa.array([], pa.string()))
+
+
+def _minus(rows: pa.Table, gone: pa.Table) -> pa.Table:
+    """``rows`` less ``gone``, as multisets of whole rows (append-only rows have no other
+    identity); nested columns cannot be grouped, so then nothing is taken away."""
+    if gone.num_rows == 0 or any(pa.types.is_nested(f.type) for f in rows.schema):
+        return rows
+    side = pa.array(np.concatenate([np.ones(rows.num_rows, np.int64), -np.ones(gone.num_rows, np.int64)]))
+    ids = pa.array(np.arange(rows.num_rows + gone.num_rows, dtype=np.int64)).cast(pa.int64())
+    ids = pc.if_else(pc.greater(side, 0), ids, pa.scalar(None, pa.int64()))
+    both = pa.concat_tables([rows, gone.cast(rows.schema)]).append_column("_side", side).append_column("_id", ids)
+    # Groups keep input order, so each group's ids of ``rows`` (not null) come first.
+    g = both.group_by(rows.column_names, use_threads=False).aggregate([("_side", "sum"), ("_id", "list")])
+    lists = g.column("_id_list").combine_chunks()
+    lengths = pc.list_value_length(lists).to_numpy()
+    surplus = np.repeat(np.clip(g.column("_side_sum").to_numpy(), 0, None), lengths)
+    within = np.arange(len(lists.values)) - np.repeat(lists.offsets.to_numpy()[:-1], lengths)
+    keep = lists.values.filter(pa.array(within < surplus))
+    return rows.take(keep)
 
 
 def _label(t: pa.Table, op: str) -> pa.Table:
@@ -55,9 +77,12 @@ def changes(table: "Table", start: int, end: int | None = None) -> pa.Table:
     new_tl = tl.as_of_instant(end) if end is not None else tl
     between = [i for i in new_tl.completed_after(old_tl.last_seq) if i.action_kind.writes_data]
     touched: set[tuple[str, str]] = set()
+    clustered: set[tuple[str, str]] = set()  # groups a clustering of the range retired
     for inst in between:
         md = CommitMetadata.from_dict(inst.metadata)
         touched |= md.groups_written() | md.groups_replaced()
+        if md.operation == CLUSTER:
+            clustered |= md.groups_replaced()
     out_schema = cfg.schema.append(pa.field(CHANGE_OP, pa.string()))
     if not touched:
         return out_schema.empty_table()
@@ -69,7 +94,13 @@ def changes(table: "Table", start: int, end: int | None = None) -> pa.Table:
                    if (s.partition, s.file_group) in touched and old_view.group(s.partition, s.file_group) is None]
         if not created:
             return out_schema.empty_table()
-        return _label(_rows(table, created).drop_columns([PART]), "insert")
+        rows = _rows(table, created).drop_columns([PART])
+        # A clustering moved the rows of the groups it retired into groups it created:
+        # those rows were there at ``start`` and are no insert.
+        moved = [s for s in old_view.latest_slices() if (s.partition, s.file_group) in clustered]
+        if moved:
+            rows = _minus(rows, _rows(table, moved).drop_columns([PART]))
+        return _label(rows, "insert")
     pick = lambda view: [s for s in view.latest_slices() if (s.partition, s.file_group) in touched]  # noqa: E731
     old = _rows(table, pick(old_view))
     new = _rows(table, pick(new_view))

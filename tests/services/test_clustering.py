@@ -155,6 +155,22 @@ def test_explicit_cluster_takes_every_group_on_both_stores(tmp_path: Path, timel
     assert [i.action for i in t.services.pending()] == []
 
 
+def test_append_only_changes_do_not_report_moved_rows(tmp_path: Path) -> None:
+    """changes() on an append-only table reports the rows of the groups a range created;
+    a clustering creates groups too, but only moves rows that were there already."""
+    t = make_table(tmp_path, "append")
+    model = model_for("append")
+    small_files(t, model, "append", batches=3)
+    start = t.timeline.last_completed().id
+    added = [row(1, 1), row(1, 1), row(99_999, 1)]  # copies of a row that was there, too
+    t.insert(to_arrow(added))
+    t.services.cluster()
+    assert sorted(t.changes(start).column("id").to_pylist()) == [1, 1, 99_999]
+    mid = t.timeline.last_completed().id
+    t.services.cluster(sort_by=["v"])
+    assert t.changes(mid).num_rows == 0
+
+
 def test_unknown_strategy_or_column_is_refused_before_anything_is_appended(tmp_path: Path) -> None:
     t = make_table(tmp_path, "cow")
     t.insert(to_arrow([row(i, 1) for i in range(10)]))
