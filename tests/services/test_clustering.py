@@ -234,18 +234,18 @@ def test_zorder_makes_range_filters_on_two_columns_read_fewer_files(tmp_path: Pa
 # -- conflicts (DESIGN.md section 3) ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", ["cow", "mor"])
-def test_an_upsert_into_an_input_group_while_it_runs_aborts_it(tmp_path: Path, kind: str) -> None:
+@pytest.mark.parametrize("kind, op", [("cow", "upsert"), ("mor", "upsert"), ("mor", "overwrite")])
+def test_a_write_into_an_input_group_while_it_runs_aborts_it(tmp_path: Path, kind: str, op: str) -> None:
     t = make_table(tmp_path, kind)
     model = TableModel()
     small_files(t, model, kind, batches=4)
     other = Table.open(t.path)
     late = [row(i, 9, v=-9) for i in (0, 1, 2, 3, 1000)]
-    faults.on("clustering.before_complete", lambda: other.upsert(to_arrow(late)))
+    faults.on("clustering.before_complete", lambda: getattr(other, op)(to_arrow(late)))
     r = t.services.cluster(sort_by=["id"])
     faults.disarm_all()
-    model.upsert(late)
-    assert r.aborted and "wrote" in r.aborted and r.instant.state == "rolled_back"
+    getattr(model, op)(late)
+    assert r.aborted and "replaced or wrote" in r.aborted and r.instant.state == "rolled_back"
     assert r.instant.action == "replacecommit"
     check(t, model)  # the upsert is kept, nothing of the clustering is visible
     check_files_on_disk(t)  # its files and markers are gone
@@ -319,14 +319,15 @@ def _race(tmp_path: Path, kind: str, a: dict[str, Any], retries: int = 5) -> tup
 
 @pytest.mark.parametrize("kind, op, expect", [
     ("mor", "upsert", "retried"), ("cow", "upsert", "retried"), ("mor", "delete", "retried"),
-    ("cow", "delete", "retried"), ("mor", "insert", "ok"), ("cow", "insert", "ok"),
+    ("cow", "delete", "retried"), ("mor", "insert", "ok"), ("cow", "insert", "ok"), ("cow", "overwrite", "retried"),
 ])
 def test_writers_vs_a_completed_clustering(tmp_path: Path, kind: str, op: str, expect: str) -> None:
-    """DESIGN.md §3: an upsert/delete planned before a clustering that replaced its group
-    completed retries (its replay targets the new group); an insert into new groups is ok."""
-    from tests.table.test_conflicts import dele, ins, ups
+    """DESIGN.md §3: an upsert/delete/overwrite planned before a clustering that replaced
+    its group completed retries (its replay targets the new group); an insert into new
+    groups is ok."""
+    from tests.table.test_conflicts import dele, ins, ovw, ups
 
-    spec = {"upsert": ups(1), "delete": dele(2), "insert": ins(5)}[op]
+    spec = {"upsert": ups(1), "delete": dele(2), "insert": ins(5), "overwrite": ovw(8)}[op]
     outcome, _ = _race(tmp_path, kind, spec)
     assert outcome == expect
 
