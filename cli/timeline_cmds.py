@@ -2,6 +2,8 @@
 
 Both commands read the log once and render from that one :class:`Timeline`, so the
 listing and the events it shows are consistent even while writers keep appending.
+``show`` lists the active timeline (what archival left in the event log) unless given
+``--all``, which adds the archived instants; ``inspect`` finds archived instants too.
 """
 
 from __future__ import annotations
@@ -29,10 +31,12 @@ def timeline() -> None:
 
 
 def select(
-    instants: list[Instant], pending: bool, action: str | None, limit: int | None
+    instants: list[Instant], pending: bool, action: str | None, limit: int | None, archived_through: int = -1
 ) -> list[Instant]:
-    """Filter a by-id listing, then keep the newest ``limit`` (newest = largest id)."""
-    chosen = [i for i in instants if (not pending or i.is_pending) and (action is None or i.action == action)]
+    """Filter a by-id listing (dropping archived instants, ids up to ``archived_through``),
+    then keep the newest ``limit`` (newest = largest id)."""
+    chosen = [i for i in instants if i.id > archived_through and (not pending or i.is_pending)
+              and (action is None or i.action == action)]
     if limit is not None:
         chosen = chosen[-limit:] if limit else []
     return chosen
@@ -45,21 +49,26 @@ def select(
               help="Only instants of this action.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, metavar="N",
               help="Keep the newest N instants (after the other filters).")
+@click.option("--all", "show_all", is_flag=True, help="Include archived instants (moved out of the active timeline).")
 @json_option
 @timeline_option
-def show(path: str, pending: bool, action: str | None, limit: int | None, as_json: bool,
+def show(path: str, pending: bool, action: str | None, limit: int | None, show_all: bool, as_json: bool,
          timeline_url: str | None) -> None:
-    """List the instants of the table at PATH, oldest first."""
+    """List the instants of the table at PATH, oldest first (the active timeline; --all
+    adds the archived instants)."""
     with opened_table(path, timeline_url) as table:
         tl = table.timeline
+        archived = -1 if show_all or table.log.archive is None else table.log.archive.last_seq()
     action = action.lower() if action else None
-    chosen = select(tl.instants(), pending, action, limit)
+    chosen = select(tl.instants(), pending, action, limit, archived)
     if as_json:
         print_json([i.to_dict() for i in chosen])
         return
     con = console()
+    hidden = sum(1 for i in tl.instants() if i.id <= archived)
     title = escape(f"timeline of {table.path}: {len(chosen)} of {len(tl)} instants, "
-                   f"last event {tl.last_seq} (times in UTC)")
+                   + (f"{hidden} archived (--all shows them), " if hidden else "")
+                   + f"last event {tl.last_seq} (times in UTC)")
     if not chosen:
         con.print(title)
         con.print("[dim]no instants match[/dim]")

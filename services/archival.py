@@ -26,7 +26,8 @@ changed could archive nothing, since its schema instant is the first of the log.
 
 *Plan* (under the table lock): ``{"first_seq", "through_seq", "instants", "events",
 "active_completed", "min_active", "max_active"}``; nothing when at most the maximum is
-active (``t.services.archive()`` passes ``force=True``: down to the minimum whenever more
+active (archival's own ``archive`` instants are not counted, or every run would make
+the next one due; they are archived with the rest) (``t.services.archive()`` passes ``force=True``: down to the minimum whenever more
 are active), or when the bounds above leave nothing to move. One archival at a time.
 *Execute*: re-check the bounds against the fresh timeline (a savepoint made since the
 plan aborts it); write the events not yet archived as one archive file (fault point
@@ -88,7 +89,9 @@ def choose(timeline: Timeline, after: int, min_active: int, max_active: int, for
     """The closed prefix to archive: events ``after + 1 ..`` up to the largest end that
     keeps ``min_active`` completed instants active and stays below :func:`limit`."""
     active = [i for i in timeline.instants() if i.id > after]
-    completed = sum(1 for i in active if i.is_completed)
+    # Archival's own instants are not counted: each run would otherwise make the next due.
+    counted = [i.is_completed and i.action_kind is not Action.ARCHIVE for i in active]
+    completed = sum(counted)
     if completed <= (min_active if force else max_active):
         return None
     stop, _ = limit(timeline)
@@ -98,7 +101,7 @@ def choose(timeline: Timeline, after: int, min_active: int, max_active: int, for
         if inst.id >= stop or not inst.state_kind.is_terminal or completed - done <= min_active:
             break
         through = max(through, inst.last_seq)
-        done += inst.is_completed
+        done += counted[n]
         # A closed prefix ends where the next instant starts after every event so far.
         nxt = active[n + 1].id if n + 1 < len(active) else timeline.last_seq + 1
         if through < nxt and through < stop and completed - done >= min_active:
