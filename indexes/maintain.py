@@ -5,8 +5,10 @@ index's definition (kind, columns, options), computed by :func:`file_entries`. S
 writer's updates, a bulk build and ``validate`` all call the same function, and
 ``validate`` is simply "recompute and compare".
 
-Only base files are indexed: readers never prune a slice with logs by base-file
-stats (the logs may hold any value), so entries for log files would be dead weight.
+Every data file is indexed, base and log alike. A slice's live rows are a subset of
+its base rows and the upsert records of its logs (an upsert carries the whole row, a
+delete only removes), so a reader may skip a merge-on-read slice when the entries of
+its base and of every log rule the filter out; a file without entries keeps its slice.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ def resolve(idx: IndexDef, schema: pa.Schema, record_key: Sequence[str]) -> Inde
 
 
 def read_base(storage: Storage, rel_path: str, columns: Sequence[str]) -> pa.Table:
-    """The indexed columns of one base file (columns it predates are left out)."""
+    """The indexed columns of one data file (columns it predates are left out)."""
     path = storage.path(rel_path)
     with storage.fs.open_input_file(path) as f:
         pf = pq.ParquetFile(f)
@@ -69,7 +71,7 @@ def read_base(storage: Storage, rel_path: str, columns: Sequence[str]) -> pa.Tab
 
 def file_entries(target: IndexTarget, storage: Storage, schema: pa.Schema, rel_path: str,
                  partition: str) -> pa.Table:
-    """The entries of one base file for one index."""
+    """The entries of one data file (base or log) for one index."""
     rows = read_base(storage, rel_path, target.columns)
     if target.kind == "column_stats":
         return file_stats(rel_path, partition, rows, target.columns)
@@ -85,7 +87,7 @@ def _schema_of(kind: str) -> pa.Schema:
 
 def entries_for(target: IndexTarget, storage: Storage, schema: pa.Schema,
                 files: Iterable[tuple[str, str]]) -> pa.Table:
-    """Entries of many (path, partition) base files, concatenated."""
+    """Entries of many (path, partition) data files, concatenated."""
     parts = [file_entries(target, storage, schema, p, part) for p, part in files]
     return pa.concat_tables(parts) if parts else _schema_of(target.kind).empty_table()
 
@@ -93,7 +95,7 @@ def entries_for(target: IndexTarget, storage: Storage, schema: pa.Schema,
 def write_commit_updates(storage: Storage, timeline: Timeline, instant: int, metadata: CommitMetadata,
                          schema: pa.Schema, record_key: Sequence[str],
                          skip: Collection[tuple[str, int]] = ()) -> list[tuple[str, int, str | None]]:
-    """Write, behind ``instant``'s markers, the entries of the base files it added for
+    """Write, behind ``instant``'s markers, the entries of the data files it added for
     every index that is building or ready in ``timeline`` (read right before the
     completion) and not in ``skip``. Returns ``(name, create instant, delta path or
     None)`` of every index handled, so the writer can tell at completion whether one
@@ -104,7 +106,7 @@ def write_commit_updates(storage: Storage, timeline: Timeline, instant: int, met
     fail for it.
     """
     done = []
-    bases = [(f.path, f.partition) for f in metadata.files if f.kind == "base"]
+    added = [(f.path, f.partition) for f in metadata.files]
     mt = MetadataTable(storage)
     for idx in written_indexes(timeline):
         if (idx.name, idx.instant) in skip:
@@ -114,7 +116,7 @@ def write_commit_updates(storage: Storage, timeline: Timeline, instant: int, met
         except InvalidIndexError:
             done.append((idx.name, idx.instant, None))
             continue
-        rel = mt.write_updates(idx.name, instant, entries_for(target, storage, schema, bases))
+        rel = mt.write_updates(idx.name, instant, entries_for(target, storage, schema, added))
         done.append((idx.name, idx.instant, rel))
     return done
 
@@ -126,18 +128,18 @@ def unhandled_indexes(timeline: Timeline, handled: Collection[tuple[str, int]]) 
     return [d for d in written_indexes(timeline) if (d.name, d.instant) not in handled]
 
 
-def live_bases(view: FileSystemView) -> list[DataFile]:
-    return [s.base for s in view.latest_slices() if s.base is not None]
+def live_files(view: FileSystemView) -> list[tuple[DataFile, str]]:
+    """Every live data file of a view (bases and logs of the latest slices), with its
+    partition: what an index holds entries for."""
+    return [(f, s.partition) for s in view.latest_slices() for f in s.files]
 
 
 def build(storage: Storage, view: FileSystemView, target: IndexTarget, schema: pa.Schema) -> pa.Table:
-    """Entries of every live base file of a snapshot, with ``_instant`` per entry."""
+    """Entries of every live data file of a snapshot, with ``_instant`` per entry."""
     parts = []
-    for s in view.latest_slices():
-        if s.base is None:
-            continue
-        t = file_entries(target, storage, schema, s.base.path, s.partition)
-        parts.append(t.append_column(INSTANT, pa.array([s.base.instant] * t.num_rows, pa.int64())))
+    for f, partition in live_files(view):
+        t = file_entries(target, storage, schema, f.path, partition)
+        parts.append(t.append_column(INSTANT, pa.array([f.instant] * t.num_rows, pa.int64())))
     if not parts:
         empty = _schema_of(target.kind).empty_table()
         return empty.append_column(INSTANT, pa.array([], pa.int64()))
@@ -146,7 +148,7 @@ def build(storage: Storage, view: FileSystemView, target: IndexTarget, schema: p
 
 def catch_up(storage: Storage, timeline: Timeline, after_seq: int, target: IndexTarget,
              schema: pa.Schema) -> int:
-    """Index the base files of data instants completed after ``after_seq`` that did not
+    """Index the data files of data instants completed after ``after_seq`` that did not
     write entries themselves (they completed before they saw the index building).
     Returns how many instants were indexed."""
     mt = MetadataTable(storage)
@@ -155,20 +157,20 @@ def catch_up(storage: Storage, timeline: Timeline, after_seq: int, target: Index
         if not inst.action_kind.writes_data or mt.has_updates(target.name, inst.id):
             continue
         md = CommitMetadata.from_dict(inst.metadata)
-        bases = [(f.path, f.partition) for f in md.files if f.kind == "base"]
-        mt.write_updates(target.name, inst.id, entries_for(target, storage, schema, bases), marker=False)
+        added = [(f.path, f.partition) for f in md.files]
+        mt.write_updates(target.name, inst.id, entries_for(target, storage, schema, added), marker=False)
         n += 1
     return n
 
 
 def missing_updates(storage: Storage, timeline: Timeline, after_seq: int, name: str) -> list[int]:
-    """Data instants completed after ``after_seq`` with base files but no entries."""
+    """Data instants completed after ``after_seq`` with data files but no entries."""
     mt = MetadataTable(storage)
     out = []
     for inst in timeline.completed_after(after_seq):
         if not inst.action_kind.writes_data or mt.has_updates(name, inst.id):
             continue
-        if any(f.get("kind") == "base" for f in inst.metadata.get("files", ())):
+        if inst.metadata.get("files"):
             out.append(inst.id)
     return out
 
@@ -181,7 +183,7 @@ def _comparable(kind: str, row: dict[str, Any]) -> dict[str, Any]:
 
 def validate(storage: Storage, view: FileSystemView, snapshot: Timeline, target: IndexTarget,
              schema: pa.Schema) -> tuple[int, list[dict[str, Any]]]:
-    """Recompute ``target`` from the live base files and compare with the metadata table.
+    """Recompute ``target`` from the live data files and compare with the metadata table.
 
     Returns (files checked, mismatches); a mismatch names the index, the file, and
     what differs (``missing`` entry, or the entry ``stored`` vs ``expected``).
@@ -194,19 +196,16 @@ def validate(storage: Storage, view: FileSystemView, snapshot: Timeline, target:
             have[tuple(r[c] for c in key_cols)] = _comparable(target.kind, r)
     mismatches: list[dict[str, Any]] = []
     checked = 0
-    for sl in view.latest_slices():
-        base = sl.base
-        if base is None:
-            continue
+    for f, partition in live_files(view):
         checked += 1
-        expected = file_entries(target, storage, schema, base.path, sl.partition).to_pylist()
+        expected = file_entries(target, storage, schema, f.path, partition).to_pylist()
         for e in expected:
             k = tuple(e[c] for c in key_cols)
             got = have.get(k)
             if got is None:
-                mismatches.append({"index": target.name, "path": base.path, "key": list(k), "problem": "missing"})
+                mismatches.append({"index": target.name, "path": f.path, "key": list(k), "problem": "missing"})
             elif got != _comparable(target.kind, e):
                 diff = sorted(c for c in e if got.get(c) != e[c])
-                mismatches.append({"index": target.name, "path": base.path, "key": list(k),
+                mismatches.append({"index": target.name, "path": f.path, "key": list(k),
                                    "problem": "differs", "fields": diff})
     return checked, mismatches

@@ -1,14 +1,16 @@
 """Index pruning for a scan: the stats stage, then the bloom stage, over file slices.
 
 Only ``ready`` indexes of the scan's own snapshot are used, and only their entries for
-the exact base files of that snapshot. Slices with log files are never pruned (their
-logs may hold any value), nor are base files without an entry (written by an instant
-that did not index them). See :mod:`.pruning` for why each stage is sound.
+the exact files of that snapshot. A slice is dropped when the entries of every one of
+its files (base and logs: its live rows are a subset of the base rows and the logs'
+upsert records) prove no row can match; a file without an entry (written by an
+instant that did not index it) keeps its slice. See :mod:`.pruning` for why each stage
+is sound.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -38,6 +40,11 @@ def _files(slices: Sequence[FileSlice]) -> int:
     return sum(len(s.files) for s in slices)
 
 
+def _slices_kept(slices: Sequence[FileSlice], file_keep: Mapping[str, bool]) -> list[FileSlice]:
+    """Slices with at least one file that may match (or that the stage did not judge)."""
+    return [s for s in slices if any(file_keep.get(f.path, True) for f in s.files)]
+
+
 def prune(storage: Storage, snapshot: Timeline, schema: pa.Schema, record_key: Sequence[str],
           slices: list[FileSlice], filter: pc.Expression | None) -> Pruned:
     """Drop the slices the snapshot's ready indexes prove hold no matching row."""
@@ -51,9 +58,8 @@ def prune(storage: Storage, snapshot: Timeline, schema: pa.Schema, record_key: S
         n = _files(slices)
         return Pruned(slices, n, n)
     mt = MetadataTable(storage)
-    cands = [s for s in slices if s.base is not None and not s.logs]
-    paths = [s.base.path for s in cands]  # type: ignore[union-attr]
-    dropped: set[int] = set()
+    paths = [f.path for s in slices for f in s.files]
+    stats_keep_by_path: dict[str, bool] = {}
     for idx in stats_ix:
         rows = visible_paths(mt.read(idx.name, snapshot), paths)
         if rows is None or rows.num_rows == 0:
@@ -61,14 +67,12 @@ def prune(storage: Storage, snapshot: Timeline, schema: pa.Schema, record_key: S
         by_path: dict[str, list[dict[str, object]]] = {}
         for r in rows.to_pylist():
             by_path.setdefault(str(r["path"]), []).append(r)
-        for i, k in enumerate(stats_keep(filter, schema, by_path, paths)):
-            if not k:
-                dropped.add(i)
-    stats_gone = {id(s) for i, s in enumerate(cands) if i in dropped}
-    n_stats = _files([s for s in slices if id(s) not in stats_gone])
-    cands2 = [s for i, s in enumerate(cands) if i not in dropped]
-    paths2 = [s.base.path for s in cands2]  # type: ignore[union-attr]
-    bloom_dropped: set[int] = set()
+        for p, k in zip(paths, stats_keep(filter, schema, by_path, paths)):
+            # Several stats indexes: a file is out when any one of them rules it out.
+            stats_keep_by_path[p] = stats_keep_by_path.get(p, True) and k
+    after_stats = _slices_kept(slices, stats_keep_by_path)
+    paths2 = [f.path for s in after_stats for f in s.files]
+    bloom_keep_by_path: dict[str, bool] = {}
     for idx in bloom_ix:
         try:
             cols = resolve(idx, schema, record_key).columns
@@ -82,12 +86,10 @@ def prune(storage: Storage, snapshot: Timeline, schema: pa.Schema, record_key: S
         # Entries from another definition of the same name (columns) are not this index's.
         blooms = {str(r["path"]): FileBloom.from_row(r) for r in rows.to_pylist()
                   if r["columns"] == ",".join(cols)}
-        for i, k in enumerate(bloom_keep(filter, schema, cols, blooms, paths2)):
-            if not k:
-                bloom_dropped.add(i)
-    gone = stats_gone | {id(s) for i, s in enumerate(cands2) if i in bloom_dropped}
-    final = [s for s in slices if id(s) not in gone]
-    return Pruned(final, n_stats, _files(final))
+        for p, k in zip(paths2, bloom_keep(filter, schema, cols, blooms, paths2)):
+            bloom_keep_by_path[p] = bloom_keep_by_path.get(p, True) and k
+    final = _slices_kept(after_stats, bloom_keep_by_path)
+    return Pruned(final, _files(after_stats), _files(final))
 
 
 def key_blooms(storage: Storage, snapshot: Timeline, schema: pa.Schema,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..indexes.column_stats import STATS_SCHEMA, NdvEstimate, ndv
 from ..indexes.files_index import FILES, validate_checkpoint, write_checkpoint
 from ..indexes.lifecycle import OP_CREATE, OP_DROP, IndexDef, check_can_drop, list_indexes, readable_indexes
-from ..indexes.maintain import build, live_bases, resolve, validate
+from ..indexes.maintain import build, resolve, validate
 from ..indexes.metadata_table import MetadataTable, visible_paths
 from ..timeline.errors import IndexBuildError, IndexNotFoundError, LakelineError, LockTimeoutError
 from ..timeline.fs_view import FileSystemView
@@ -147,7 +147,9 @@ class TableIndexes:
         for d in ready:
             if column not in resolve(d, cfg.schema, cfg.record_key).columns:
                 continue
-            paths = [b.path for b in live_bases(self.table.view(snapshot))]
+            # Base files only: a log's values are updates of keys its base already holds
+            # (counting both would count replaced values), as in Hudi until compaction.
+            paths = [s.base.path for s in self.table.view(snapshot).latest_slices() if s.base is not None]
             rows = visible_paths(MetadataTable(self.table.storage).read(d.name, snapshot), paths)
             if rows is None:
                 rows = STATS_SCHEMA.empty_table()

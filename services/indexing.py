@@ -41,7 +41,7 @@ from ..indexes.lifecycle import (
     create_plan,
     drop_plan,
 )
-from ..indexes.maintain import IndexTarget, catch_up, entries_for, file_entries, missing_updates, resolve
+from ..indexes.maintain import IndexTarget, catch_up, entries_for, file_entries, live_files, missing_updates, resolve
 from ..indexes.metadata_table import INSTANT, MetadataTable
 from ..timeline import faults
 from ..timeline.errors import LakelineError
@@ -66,7 +66,7 @@ class _Unindexed(LakelineError):
 
 @dataclass(frozen=True)
 class FileEntriesTask:
-    """Index one base file (a picklable engine task)."""
+    """Index one data file (a picklable engine task)."""
 
     target: IndexTarget
     storage: Storage
@@ -77,7 +77,7 @@ class FileEntriesTask:
 
 
 def file_entries_task(task: FileEntriesTask) -> pa.Table:
-    """The entries of one base file, tagged with the instant that wrote it."""
+    """The entries of one data file, tagged with the instant that wrote it."""
     rows = file_entries(task.target, task.storage, task.schema, task.path, task.partition)
     return rows.append_column(INSTANT, pa.array([task.instant] * rows.num_rows, pa.int64()))
 
@@ -144,11 +144,10 @@ class IndexingService(TableService):
 
     def _build(self, table: "Table", base: Timeline, target: IndexTarget,
                progress: Progress | None) -> tuple[pa.Table, int]:
-        """Entries of every live base file at the base (with ``_instant``), and how many files."""
+        """Entries of every live data file at the base (with ``_instant``), and how many files."""
         cfg = table.config
-        slices = [s for s in table.view(base).latest_slices() if s.base is not None]
-        tasks = [FileEntriesTask(target, table.storage, cfg.schema, s.base.path, s.partition,  # type: ignore[union-attr]
-                                 s.base.instant) for s in slices]  # type: ignore[union-attr]
+        tasks = [FileEntriesTask(target, table.storage, cfg.schema, f.path, partition, f.instant)
+                 for f, partition in live_files(table.view(base))]
         parts: list[pa.Table] = []
         if progress is not None:
             progress(0, len(tasks))

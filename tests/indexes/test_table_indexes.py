@@ -350,3 +350,24 @@ def test_tagging_probes_key_blooms_before_reading_keys(tmp_path: Path, kind: str
     # mor: the first group has a log since the upsert, and a slice with logs is always read
     assert len(read) == (2 if kind == "cow" else 3)
     assert tables["indexed"].indexes.validate()["mismatches"] == []
+
+
+def test_merge_on_read_slices_with_logs_are_pruned_by_their_files_entries(tmp_path: Path) -> None:
+    schema = pa.schema([("id", pa.int64()), ("ts", pa.int64())])
+    t = Table.create(tmp_path / "t", schema, record_key="id", table_type="mor")
+    for b in range(4):
+        t.insert(pa.table({"id": list(range(b * 100, b * 100 + 100)), "ts": list(range(b * 100, b * 100 + 100))},
+                          schema=schema))
+    t.indexes.create("column_stats")
+    t.indexes.create("bloom_filters", columns=["ts"], name="bloom_ts")
+    # Every group gets a log: updated rows move to ts >= 10,000; one row of group 2 is deleted.
+    t.upsert(pa.table({"id": [5, 105, 205, 305], "ts": [10_005, 10_105, 10_205, 10_305]}, schema=schema))
+    t.delete(pa.table({"id": [250]}))
+    slices = t.view(t.timeline).latest_slices()
+    assert len(slices) == 4 and all(s.logs for s in slices)
+    for ts, rows in [(150, [{"id": 150, "ts": 150}]), (10_205, [{"id": 205, "ts": 10_205}]), (250, []), (205, [])]:
+        scan = t.scan(filter=pc.field("ts") == ts)
+        assert scan.to_arrow().to_pylist() == rows
+        ex = scan.explain()
+        assert ex["file_groups"] <= 1 and ex["files_after_bloom_pruning"] <= 3, (ts, ex)  # a base and its logs
+    assert t.indexes.validate()["mismatches"] == []
