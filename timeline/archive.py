@@ -22,8 +22,9 @@ import json
 import posixpath
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -63,6 +64,52 @@ class ArchiveFile:
 
 def archive_file_name(first_seq: int, last_seq: int) -> str:
     return f"{first_seq:020d}-{last_seq:020d}.parquet"
+
+
+_ACTIONS = {a.value: a for a in Action}
+_STATES = {s.value: s for s in State}
+
+
+class LazyPayload(Mapping[str, Any]):
+    """An archived event's payload, decoded from its JSON text on first use.
+
+    Opening a table reads every archived event, but uses the payloads of very few (the
+    latest schema instant's, the commits after the newest files-index checkpoint):
+    decoding them all was most of the cost of reading the archive.
+    """
+
+    __slots__ = ("_text", "_where", "_data")
+
+    def __init__(self, text: str, where: str) -> None:
+        self._text = text
+        self._where = where
+        self._data: dict[str, Any] | None = None
+
+    def _decoded(self) -> dict[str, Any]:
+        if self._data is None:
+            try:
+                data = json.loads(self._text)
+            except ValueError as e:
+                raise CorruptArchiveError(f"{self._where} has a payload that is not JSON: {e}") from None
+            if not isinstance(data, dict):
+                raise CorruptArchiveError(f"{self._where} has a payload that is not a JSON object")
+            self._data = data
+        return self._data
+
+    def __getitem__(self, key: str) -> Any:
+        return self._decoded()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._decoded())
+
+    def __len__(self) -> int:
+        return len(self._decoded())
+
+    def __repr__(self) -> str:
+        return repr(self._decoded())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (LazyPayload, (self._text, self._where))
 
 
 class EventArchive:
@@ -152,20 +199,17 @@ class EventArchive:
         if missing:
             raise CorruptArchiveError(f"{where} lacks columns {missing}")
         cols = {n: table.column(n).to_pylist() for n in ARCHIVE_SCHEMA.names}
-        out = []
+        bad = [f for f in cols["format"] if f != EVENT_FORMAT_VERSION]
+        if bad:
+            raise CorruptArchiveError(f"{where} holds events of unknown format {bad[0]}")
         try:
-            for i in range(table.num_rows):
-                if cols["format"][i] != EVENT_FORMAT_VERSION:
-                    raise CorruptArchiveError(f"{where}: event {cols['seq'][i]} has unknown format {cols['format'][i]}")
-                payload = json.loads(cols["payload"][i])
-                if not isinstance(payload, dict):
-                    raise CorruptArchiveError(f"{where}: event {cols['seq'][i]} has a payload that is not an object")
-                out.append(Event(cols["seq"][i], cols["ts_us"][i], cols["instant"][i], Action(cols["action"][i]),
-                                 State(cols["state"][i]), payload, cols["token"][i]))
-        except CorruptArchiveError:
-            raise
-        except ValueError as e:  # an unknown action or state, JSON that does not parse
-            raise CorruptArchiveError(f"{where} holds an undecodable event: {e}") from None
+            out = [Event(seq, ts, inst, _ACTIONS[action], _STATES[state],
+                         LazyPayload(payload, f"event {seq} of {where}"), token)
+                   for seq, ts, inst, action, state, token, payload in zip(
+                       cols["seq"], cols["ts_us"], cols["instant"], cols["action"], cols["state"], cols["token"],
+                       cols["payload"])]
+        except KeyError as e:
+            raise CorruptArchiveError(f"{where} holds an event of unknown action or state {e}") from None
         seqs = [e.seq for e in out]
         if seqs != list(range(f.first_seq, f.last_seq + 1)):
             raise CorruptArchiveError(f"{where} does not hold exactly the events {f.first_seq}..{f.last_seq}")
