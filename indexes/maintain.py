@@ -13,7 +13,7 @@ its base and of every log rule the filter out; a file without entries keeps its 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,16 +85,41 @@ def _schema_of(kind: str) -> pa.Schema:
     return STATS_SCHEMA if kind == "column_stats" else BLOOM_SCHEMA
 
 
+#: ``map(fn, items)``: how a batch of per-file entry computations runs. The table's
+#: engine fits (its ``map``); the default runs them here, one after the other.
+MapFn = Callable[[Callable[[Any], Any], Sequence[Any]], list[Any]]
+
+
+def serial_map(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+    return [fn(x) for x in items]
+
+
+@dataclass(frozen=True)
+class EntriesTask:
+    """Compute the entries of one data file for one index (a picklable engine task)."""
+
+    target: IndexTarget
+    storage: Storage
+    schema: pa.Schema
+    path: str
+    partition: str
+
+
+def entries_task(task: EntriesTask) -> pa.Table:
+    return file_entries(task.target, task.storage, task.schema, task.path, task.partition)
+
+
 def entries_for(target: IndexTarget, storage: Storage, schema: pa.Schema,
-                files: Iterable[tuple[str, str]]) -> pa.Table:
+                files: Iterable[tuple[str, str]], map_fn: MapFn = serial_map) -> pa.Table:
     """Entries of many (path, partition) data files, concatenated."""
-    parts = [file_entries(target, storage, schema, p, part) for p, part in files]
+    parts = map_fn(entries_task, [EntriesTask(target, storage, schema, p, part) for p, part in files])
     return pa.concat_tables(parts) if parts else _schema_of(target.kind).empty_table()
 
 
 def write_commit_updates(storage: Storage, timeline: Timeline, instant: int, metadata: CommitMetadata,
                          schema: pa.Schema, record_key: Sequence[str],
-                         skip: Collection[tuple[str, int]] = ()) -> list[tuple[str, int, str | None]]:
+                         skip: Collection[tuple[str, int]] = (),
+                         map_fn: MapFn = serial_map) -> list[tuple[str, int, str | None]]:
     """Write, behind ``instant``'s markers, the entries of the data files it added for
     every index that is building or ready in ``timeline`` (read right before the
     completion) and not in ``skip``. Returns ``(name, create instant, delta path or
@@ -105,19 +130,24 @@ def write_commit_updates(storage: Storage, timeline: Timeline, instant: int, met
     nothing: its builder, not the writer, owns that problem, and a writer must never
     fail for it.
     """
-    done = []
-    added = [(f.path, f.partition) for f in metadata.files]
-    mt = MetadataTable(storage)
+    done: list[tuple[str, int, str | None]] = []
+    targets: list[tuple[IndexDef, IndexTarget]] = []
     for idx in written_indexes(timeline):
         if (idx.name, idx.instant) in skip:
             continue
         try:
-            target = resolve(idx, schema, record_key)
+            targets.append((idx, resolve(idx, schema, record_key)))
         except InvalidIndexError:
             done.append((idx.name, idx.instant, None))
-            continue
-        rel = mt.write_updates(idx.name, instant, entries_for(target, storage, schema, added))
-        done.append((idx.name, idx.instant, rel))
+    # Every (index, file) pair in one map, so a commit's files are indexed in parallel.
+    tasks = [EntriesTask(target, storage, schema, f.path, f.partition) for _, target in targets
+             for f in metadata.files]
+    entries = iter(map_fn(entries_task, tasks))
+    mt = MetadataTable(storage)
+    for idx, target in targets:
+        parts = [next(entries) for _ in metadata.files]
+        rows = pa.concat_tables(parts) if parts else _schema_of(target.kind).empty_table()
+        done.append((idx.name, idx.instant, mt.write_updates(idx.name, instant, rows)))
     return done
 
 

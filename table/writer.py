@@ -94,7 +94,7 @@ def run_write(table: "Table", operation: str, action: Action, planner: Planner,
             t1 = time.perf_counter()
             # Entries for every index building or ready now, behind this instant's markers.
             handled = write_commit_updates(table.storage, table.log.refresh(), commit.instant_id, metadata,
-                                           table.config.schema, table.config.record_key)
+                                           table.config.schema, table.config.record_key, map_fn=table.engine.map)
             t2 = time.perf_counter()
             updated = _log_upsert_keys(table, plan)
             key_check = (_key_check(table, plan.new_keys, updated)
@@ -154,7 +154,7 @@ def complete_with_indexes(table: "Table", commit: Completion, metadata: CommitMe
             inst = commit.complete(metadata, key_check, also_check=indexes_current)
         except _IndexesBehind:
             more = write_commit_updates(table.storage, table.log.refresh(), commit.instant_id, metadata,
-                                        cfg.schema, cfg.record_key, skip=done)
+                                        cfg.schema, cfg.record_key, skip=done, map_fn=table.engine.map)
             written.extend(more)
             done.update((name, created) for name, created, _ in more)
             continue
