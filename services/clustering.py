@@ -33,33 +33,30 @@ Following DESIGN.md sections 2 to 4 (issue 6, point 2):
   §3) and its files are deleted. Inserts and appends land in new groups and are never
   touched. Writers that planned before the clustering completed and target a replaced
   group retry by the writers' own rules (:func:`lakeline.timeline.conflicts.find_conflict`).
-  Re-running an interrupted execution is safe the way compaction's is: fresh files,
-  and the dead attempt's files are deleted once the re-run completed.
+  Re-running an interrupted execution is safe the way every rewriting service's is
+  (:mod:`.rewrite`): fresh files, and the dead attempt's files are deleted once the
+  re-run completed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ..indexes.maintain import write_commit_updates
-from ..indexes.upkeep import after_commit
 from ..table.cluster_tasks import ClusterTask, cluster_slices
-from ..table.rollback import delete_instant_files
-from ..table.writer import complete_with_indexes, settings
+from ..table.writer import settings
 from ..table.zorder import STRATEGIES
 from ..timeline import faults
 from ..timeline.commit_metadata import CommitMetadata, WriteStat
-from ..timeline.conflicts import KeyCheck, find_input_conflict
-from ..timeline.errors import InvalidPropertyError, ServiceBusyError, UnknownColumnError
+from ..timeline.conflicts import find_input_conflict
+from ..timeline.errors import InvalidPropertyError, UnknownColumnError
 from ..timeline.file_group import FileSlice
-from ..timeline.instant import Action, Instant, State
-from ..timeline.markers import list_markers
+from ..timeline.instant import Action, Instant
 from ..timeline.timeline import Timeline
-from .compaction import Group, _remove_leftovers, planned_groups
-from .service import Progress, ServiceAbort, TableService
+from .rewrite import Group, RewriteService, planned_groups
+from .service import Progress
 
 if TYPE_CHECKING:
     from ..table.table import Table
@@ -118,42 +115,18 @@ def pack(slices: list[FileSlice], cap: int, min_members: int) -> list[list[FileS
     return [b for b in bins if len(b) >= min_members]
 
 
-class _Completion:
-    """The completion of a clustering instant, in the shape the writers' completion
-    (with its index rounds) drives; its check is clustering's conflict rule."""
-
-    def __init__(self, table: "Table", instant: Instant, groups: set[Group], earlier: list[str]) -> None:
-        self.table = table
-        self.instant_id = instant.id
-        self.groups = groups
-        self.earlier = earlier
-
-    def complete(self, metadata: CommitMetadata, key_check: KeyCheck | None = None,
-                 also_check: Callable[[Timeline], None] | None = None) -> Instant:
-        def check(tl: Timeline) -> None:
-            concurrent = [i for i in tl.completed_after(self.instant_id) if i.id != self.instant_id]
-            reason = find_input_conflict(self.groups, concurrent, "clustering")
-            if reason is not None:
-                raise ServiceAbort(reason)
-            if also_check is not None:
-                also_check(tl)
-
-        log = self.table.log
-        ev = log.append(Action.REPLACE_COMMIT, State.COMPLETED, metadata.to_dict(), instant=self.instant_id,
-                        check=check)
-        _remove_leftovers(self.table.storage, self.instant_id, self.earlier)
-        return log.timeline.get(ev.instant)
-
-
-class ClusteringService(TableService):
+class ClusteringService(RewriteService):
     """Cluster file groups (``t.services.cluster()``, ``run("clustering")``)."""
 
     name = "clustering"
     action = Action.REPLACE_COMMIT
 
-    def __init__(self) -> None:
-        # instant -> files of earlier attempts, seen when this execution started.
-        self._earlier: dict[int, list[str]] = {}
+    def conflict(self, timeline: Timeline, instant: int, groups: set[Group]) -> str | None:
+        concurrent = [i for i in timeline.completed_after(instant) if i.id != instant]
+        return find_input_conflict(groups, concurrent, "clustering")
+
+    def rewritten_groups(self, instant: Instant, metadata: CommitMetadata) -> set[Group]:
+        return metadata.groups_replaced()
 
     def owns(self, instant: Instant) -> bool:
         """Only clustering's ``replacecommit`` instants: overwrites share the action."""
@@ -192,15 +165,9 @@ class ClusteringService(TableService):
         return {"scope": scope, "snapshot_seq": snapshot.last_seq, "sort_by": list(cols), "strategy": strategy,
                 "target_bytes": target, "clusters": len(clusters), "groups": groups}
 
-    def check_plan(self, timeline: Timeline, plan: Mapping[str, Any]) -> None:
-        """Refuse a plan whose groups another pending plan took meanwhile."""
-        taken = _groups(plan) & planned_groups(timeline)
-        if taken:
-            raise ServiceBusyError(f"{len(taken)} file group(s) of this clustering plan are in another pending plan")
-
     def execute(self, table: "Table", instant: Instant, progress: Progress | None = None) -> dict[str, Any]:
         plan = instant.plan
-        self._earlier[instant.id] = list_markers(table.storage, instant.id)
+        self.start_attempt(table, instant)
         # The view at the requested event: what the plan's groups held when it landed.
         view = table.view(table.log.refresh().as_of_seq(instant.id))
         live = {(s.partition, s.file_group): s for s in view.latest_slices()}
@@ -237,27 +204,3 @@ class ClusteringService(TableService):
         }
         return CommitMetadata(operation="cluster", snapshot_seq=instant.id, files=tuple(written),
                               replaced={p: tuple(g) for p, g in replaced.items()}, stats=stats).to_dict()
-
-    def complete(self, table: "Table", instant: Instant, metadata: dict[str, Any]) -> Instant:
-        """Index entries for the new groups, then ``completed`` unless a concurrent
-        write touched an input group (:class:`ServiceAbort`)."""
-        md = CommitMetadata.from_dict(metadata)
-        cfg = table.config
-        handled = write_commit_updates(table.storage, table.log.refresh(), instant.id, md, cfg.schema,
-                                       cfg.record_key)
-        faults.point("clustering.before_complete")
-        completion = _Completion(table, instant, md.groups_replaced(), self._earlier.pop(instant.id, []))
-        done = complete_with_indexes(table, completion, md, None, handled)
-        after_commit(table.storage, table.log.timeline, table.view, cfg.resolved_properties())
-        return done
-
-    def abort(self, table: "Table", instant: Instant, reason: str) -> None:
-        """Delete what every attempt wrote, unless another executor completed the
-        instant meanwhile (see compaction's abort: a leftover costs space, never rows)."""
-        self._earlier.pop(instant.id, None)
-        if table.log.refresh().get(instant.id).state_kind is not State.COMPLETED:
-            delete_instant_files(table.storage, instant.id)
-
-
-def _groups(plan: Mapping[str, Any]) -> set[Group]:
-    return {(str(g["partition"]), str(g["file_group"])) for g in plan.get("groups", ())}

@@ -20,33 +20,26 @@ Following DESIGN.md sections 2 and 3:
   carrying commit metadata in the writers' shape, with a check against the exact log it
   lands on: if a clustering or overwrite replaced one of the groups (or a base landed
   in one) after the ``requested`` event, the service aborts (writes beat services) and
-  its files are deleted. Re-running an interrupted execution writes fresh files under
-  new names; the dead attempt's files (named by the markers there were when the re-run
-  started) are deleted only once the re-run completed, because an executor presumed
-  dead may still wake up and complete with them.
+  its files are deleted. Re-runs and aborts are :mod:`.rewrite`'s, shared with
+  clustering.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..indexes.maintain import write_commit_updates
-from ..indexes.upkeep import after_commit
 from ..table.compact_tasks import CompactTask, compact_slice
-from ..table.rollback import delete_instant_files
-from ..table.writer import complete_with_indexes, settings
+from ..table.writer import settings
 from ..timeline import faults
 from ..timeline.commit_metadata import CommitMetadata, WriteStat
-from ..timeline.conflicts import KeyCheck
-from ..timeline.errors import InvalidPropertyError, ServiceBusyError
+from ..timeline.errors import InvalidPropertyError
 from ..timeline.file_group import FileSlice
-from ..timeline.instant import Action, Instant, State
-from ..timeline.markers import delete_markers, list_markers
-from ..timeline.storage import Storage
+from ..timeline.instant import Action, Instant
 from ..timeline.timeline import Timeline
-from .service import Progress, ServiceAbort, TableService
+from .rewrite import Group, RewriteService, plan_groups, planned_groups
+from .service import Progress
 
 if TYPE_CHECKING:
     from ..table.table import Table
@@ -54,20 +47,9 @@ if TYPE_CHECKING:
 #: Trigger strategies of ``compaction.trigger``; ``all`` (the explicit call) ignores them.
 TRIGGERS = ("delta-commits", "log-ratio", "time", "any")
 ALL = "all"
-#: Actions whose pending plans reserve file groups (their plans list ``groups``).
-_PLANNING_ACTIONS = (Action.COMPACTION, Action.CLUSTERING, Action.REPLACE_COMMIT)
 #: Slices compacted per engine call: progress is reported, and the mid-write fault
 #: point reached, between calls.
 _BATCH = 8
-
-Group = tuple[str, str]  # (partition, file group id)
-
-
-def planned_groups(timeline: Timeline) -> set[Group]:
-    """File groups named by a pending plan (compaction, clustering): not to be planned again."""
-    return {(str(g["partition"]), str(g["file_group"]))
-            for inst in timeline.pending() if inst.action_kind in _PLANNING_ACTIONS
-            for g in inst.plan.get("groups", ())}
 
 
 def _completed_us(timeline: Timeline, instant: int) -> int | None:
@@ -113,48 +95,14 @@ def _inputs_changed(timeline: Timeline, instant: int, groups: set[Group]) -> str
     return None
 
 
-def _remove_leftovers(storage: Storage, instant: int, earlier: Iterable[str]) -> int:
-    """After completing: delete the files of earlier, interrupted attempts (data files
-    and index entries alike, named by markers older than this attempt), then the markers."""
-    deleted = sum(storage.delete(storage.path(rel)) for rel in earlier)
-    delete_markers(storage, instant)
-    return deleted
-
-
-class _Completion:
-    """The completion of a compaction instant, in the shape the writers' completion
-    (with its index rounds) drives: its check is the compaction's own conflict rule."""
-
-    def __init__(self, table: "Table", instant: Instant, groups: set[Group], earlier: list[str]) -> None:
-        self.table = table
-        self.instant_id = instant.id
-        self.groups = groups
-        self.earlier = earlier
-
-    def complete(self, metadata: CommitMetadata, key_check: KeyCheck | None = None,
-                 also_check: Callable[[Timeline], None] | None = None) -> Instant:
-        def check(tl: Timeline) -> None:
-            reason = _inputs_changed(tl, self.instant_id, self.groups)
-            if reason is not None:
-                raise ServiceAbort(reason)
-            if also_check is not None:
-                also_check(tl)
-
-        log, storage = self.table.log, self.table.storage
-        ev = log.append(Action.COMPACTION, State.COMPLETED, metadata.to_dict(), instant=self.instant_id, check=check)
-        _remove_leftovers(storage, self.instant_id, self.earlier)
-        return log.timeline.get(ev.instant)
-
-
-class CompactionService(TableService):
+class CompactionService(RewriteService):
     """Compact merge-on-read file slices (``t.services.compact()``, ``run("compaction")``)."""
 
     name = "compaction"
     action = Action.COMPACTION
 
-    def __init__(self) -> None:
-        # instant -> files of earlier attempts, seen when this execution started.
-        self._earlier: dict[int, list[str]] = {}
+    def conflict(self, timeline: Timeline, instant: int, groups: set[Group]) -> str | None:
+        return _inputs_changed(timeline, instant, groups)
 
     def plan(self, table: "Table", snapshot: Timeline, trigger: str | None = None,
              **options: Any) -> dict[str, Any] | None:
@@ -182,16 +130,9 @@ class CompactionService(TableService):
         return {"trigger": trigger, "snapshot_seq": snapshot.last_seq,
                 "groups": [_slice_plan(s) for s in sorted(slices, key=lambda s: (s.partition, s.file_group))]}
 
-    def check_plan(self, timeline: Timeline, plan: Mapping[str, Any]) -> None:
-        """Refuse a plan whose groups another pending plan took meanwhile (the lock makes
-        it rare; this makes it impossible)."""
-        taken = _groups(plan) & planned_groups(timeline)
-        if taken:
-            raise ServiceBusyError(f"{len(taken)} file group(s) of this compaction plan are in another pending plan")
-
     def execute(self, table: "Table", instant: Instant, progress: Progress | None = None) -> dict[str, Any]:
-        wanted = _groups(instant.plan)
-        self._earlier[instant.id] = list_markers(table.storage, instant.id)
+        wanted = plan_groups(instant.plan)
+        self.start_attempt(table, instant)
         # The view at the requested event: what the new bases supersede (module docstring).
         view = table.view(table.log.refresh().as_of_seq(instant.id))
         slices = [s for p in sorted({p for p, _ in wanted}) for s in view.latest_slices(p)
@@ -216,29 +157,3 @@ class CompactionService(TableService):
         }
         return CommitMetadata(operation="compact", snapshot_seq=instant.id, files=tuple(written),
                               stats=stats).to_dict()
-
-    def complete(self, table: "Table", instant: Instant, metadata: dict[str, Any]) -> Instant:
-        """Index entries for the new bases, then ``completed`` unless a concurrent
-        clustering or overwrite replaced the inputs (:class:`ServiceAbort`)."""
-        md = CommitMetadata.from_dict(metadata)
-        cfg = table.config
-        handled = write_commit_updates(table.storage, table.log.refresh(), instant.id, md, cfg.schema,
-                                       cfg.record_key)
-        faults.point("compaction.before_complete")
-        completion = _Completion(table, instant, _groups(instant.plan), self._earlier.pop(instant.id, []))
-        done = complete_with_indexes(table, completion, md, None, handled)
-        after_commit(table.storage, table.log.timeline, table.view, cfg.resolved_properties())
-        return done
-
-    def abort(self, table: "Table", instant: Instant, reason: str) -> None:
-        """Delete what every attempt wrote (data files and index entries, all behind
-        the markers). If another executor completed the instant meanwhile (one presumed
-        dead woke up), nothing is deleted: the markers no longer tell its files from
-        this attempt's, and a leftover costs space, never rows."""
-        self._earlier.pop(instant.id, None)
-        if table.log.refresh().get(instant.id).state_kind is not State.COMPLETED:
-            delete_instant_files(table.storage, instant.id)
-
-
-def _groups(plan: Mapping[str, Any]) -> set[Group]:
-    return {(str(g["partition"]), str(g["file_group"])) for g in plan.get("groups", ())}

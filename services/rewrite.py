@@ -1,0 +1,145 @@
+"""What the services that rewrite file groups (compaction, clustering) share.
+
+Both plan a set of file groups, write new data files for them through the engine behind
+markers, and complete like a writer: index entries for every index building or ready
+(:func:`lakeline.table.writer.complete_with_indexes`), then the ``completed`` event with a
+check against the exact log it lands on, which is where each applies its own conflict
+rule (writes beat services: a service whose inputs changed aborts). Re-running an
+interrupted execution writes fresh files under new names; the dead attempt's files,
+named by the markers there were when the re-run started, are deleted only once the
+re-run completed, because an executor presumed dead may still wake up and complete
+with them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ..indexes.maintain import write_commit_updates
+from ..indexes.upkeep import after_commit
+from ..table.rollback import delete_instant_files
+from ..table.writer import complete_with_indexes
+from ..timeline import faults
+from ..timeline.commit_metadata import CommitMetadata
+from ..timeline.conflicts import KeyCheck
+from ..timeline.errors import ServiceBusyError
+from ..timeline.instant import Action, Instant, State
+from ..timeline.markers import delete_markers, list_markers
+from ..timeline.storage import Storage
+from ..timeline.timeline import Timeline
+from .service import ServiceAbort, TableService
+
+if TYPE_CHECKING:
+    from ..table.table import Table
+
+Group = tuple[str, str]  # (partition, file group id)
+
+#: Actions whose pending plans reserve file groups (their plans list ``groups``).
+_PLANNING_ACTIONS = (Action.COMPACTION, Action.CLUSTERING, Action.REPLACE_COMMIT)
+
+
+def plan_groups(plan: Mapping[str, Any]) -> set[Group]:
+    """The file groups a compaction or clustering plan names."""
+    return {(str(g["partition"]), str(g["file_group"])) for g in plan.get("groups", ())}
+
+
+def planned_groups(timeline: Timeline) -> set[Group]:
+    """File groups named by a pending plan (compaction, clustering): not to be planned again."""
+    return {g for inst in timeline.pending() if inst.action_kind in _PLANNING_ACTIONS
+            for g in plan_groups(inst.plan)}
+
+
+def remove_leftovers(storage: Storage, instant: int, earlier: Iterable[str]) -> int:
+    """After completing: delete the files of earlier, interrupted attempts (data files
+    and index entries alike, named by markers older than this attempt), then the
+    markers. Returns how many files were deleted."""
+    deleted = sum(storage.delete(storage.path(rel)) for rel in earlier)
+    delete_markers(storage, instant)
+    return deleted
+
+
+#: ``conflict(timeline, instant id, groups)``: why the instant can no longer complete, or None.
+Conflict = Callable[[Timeline, int, set[Group]], str | None]
+
+
+class _Completion:
+    """The completion of a rewriting service's instant, in the shape the writers'
+    completion (with its index rounds) drives; its check is the service's conflict rule."""
+
+    def __init__(self, table: "Table", instant: Instant, groups: set[Group], earlier: list[str],
+                 conflict: Conflict) -> None:
+        self.table = table
+        self.instant_id = instant.id
+        self.action = instant.action_kind
+        self.groups = groups
+        self.earlier = earlier
+        self.conflict = conflict
+
+    def complete(self, metadata: CommitMetadata, key_check: KeyCheck | None = None,
+                 also_check: Callable[[Timeline], None] | None = None) -> Instant:
+        def check(tl: Timeline) -> None:
+            reason = self.conflict(tl, self.instant_id, self.groups)
+            if reason is not None:
+                raise ServiceAbort(reason)
+            if also_check is not None:
+                also_check(tl)
+
+        log = self.table.log
+        ev = log.append(self.action, State.COMPLETED, metadata.to_dict(), instant=self.instant_id, check=check)
+        remove_leftovers(self.table.storage, self.instant_id, self.earlier)
+        return log.timeline.get(ev.instant)
+
+
+class RewriteService(TableService):
+    """A service that rewrites file groups: the plan check, the completion with index
+    upkeep and the conflict rule, and the abort, shared by compaction and clustering."""
+
+    #: What the service is called in messages and fault points (``<name>.before_complete``).
+    name: ClassVar[str]
+
+    def __init__(self) -> None:
+        # instant -> files of earlier attempts, seen when this execution started.
+        self._earlier: dict[int, list[str]] = {}
+
+    def conflict(self, timeline: Timeline, instant: int, groups: set[Group]) -> str | None:
+        """Why ``instant`` can no longer complete on ``timeline`` (None: it can)."""
+        raise NotImplementedError
+
+    def rewritten_groups(self, instant: Instant, metadata: CommitMetadata) -> set[Group]:
+        """The groups whose concurrent changes the conflict rule checks."""
+        return plan_groups(instant.plan)
+
+    def check_plan(self, timeline: Timeline, plan: Mapping[str, Any]) -> None:
+        """Refuse a plan whose groups another pending plan took meanwhile (the lock makes
+        it rare; this makes it impossible)."""
+        taken = plan_groups(plan) & planned_groups(timeline)
+        if taken:
+            raise ServiceBusyError(f"{len(taken)} file group(s) of this {self.name} plan are in another pending plan")
+
+    def start_attempt(self, table: "Table", instant: Instant) -> None:
+        """Remember the files earlier attempts of ``instant`` left (call first in execute)."""
+        self._earlier[instant.id] = list_markers(table.storage, instant.id)
+
+    def complete(self, table: "Table", instant: Instant, metadata: dict[str, Any]) -> Instant:
+        """Index entries for the new files, then ``completed`` unless the conflict rule
+        says the inputs changed (:class:`ServiceAbort`)."""
+        md = CommitMetadata.from_dict(metadata)
+        cfg = table.config
+        handled = write_commit_updates(table.storage, table.log.refresh(), instant.id, md, cfg.schema,
+                                       cfg.record_key, map_fn=table.service_engine.map)
+        faults.point(f"{self.name}.before_complete")
+        completion = _Completion(table, instant, self.rewritten_groups(instant, md),
+                                 self._earlier.pop(instant.id, []), self.conflict)
+        done = complete_with_indexes(table, completion, md, None, handled)
+        after_commit(table.storage, table.log.timeline, table.view, cfg.resolved_properties())
+        return done
+
+    def abort(self, table: "Table", instant: Instant, reason: str) -> None:
+        """Delete what every attempt wrote (data files and index entries, all behind the
+        markers). If another executor completed the instant meanwhile (one presumed dead
+        woke up), nothing is deleted: the markers no longer tell its files from this
+        attempt's, and a leftover costs space, never rows."""
+        self._earlier.pop(instant.id, None)
+        if table.log.refresh().get(instant.id).state_kind is not State.COMPLETED:
+            delete_instant_files(table.storage, instant.id)
