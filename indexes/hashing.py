@@ -85,11 +85,14 @@ def _horner(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.nda
     with np.errstate(over="ignore"):
         for j in range(passes):
             k = n if uniform else int(np.searchsorted(-sorted_len, -8 * j, side="left"))
-            w = words[s[:k] + 8 * j]
-            left = sorted_len[:k] - 8 * j
-            if int(left.min()) < 8:  # keep only the string's own bytes of its last word
-                w = w & (_ALL_ONES >> (64 - 8 * np.minimum(left, 8)).astype(np.uint64))
-            h[:k] = h[:k] * _TEXT_BASE + w
+            w = words[s[:k] + 8 * j] if j else words[s[:k]]
+            if int(sorted_len[k - 1]) - 8 * j < 8:  # the shortest ends in this word
+                # Keep only each string's own bytes of its last word.
+                left = np.minimum(sorted_len[:k] - 8 * j, 8).astype(np.uint64)
+                w &= _ALL_ONES >> (np.uint64(64) - left * np.uint64(8))
+            hk = h[:k]
+            hk *= _TEXT_BASE
+            hk += w
     if order is None:
         return h
     out = np.empty(n, dtype=np.uint64)

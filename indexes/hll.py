@@ -49,18 +49,20 @@ class Hll:
         """The sketch of a set of 64-bit hashes (repeats change nothing)."""
         q = _HASH_BITS - p
         h = hashes.astype(np.uint64, copy=False)
-        index = (h >> np.uint64(q)).astype(np.intp)
         # Rank = leading zeros of the q low bits + 1 (q + 1 when they are all zero). The
-        # q bits (<= 53) convert to a float exactly, whose exponent field is the position
-        # of the highest set bit plus 1023; zero has exponent field 0, which gives q + 1.
+        # q bits (<= 53) convert to a float exactly, whose exponent field e is the
+        # position of the highest set bit plus 1023, so rank = q + 1023 - e; zero has
+        # e = 0, which the minimum turns into q + 1.
         low = (h & np.uint64((1 << q) - 1)).astype(np.float64)
-        exponent = (low.view(np.uint64) >> np.uint64(52)).astype(np.int16)
-        highest = np.where(exponent == 0, -1, exponent - 1023)
-        rank = (q - highest).astype(np.uint8)
+        exponent = low.view(np.uint64) >> np.uint64(52)
+        rank = np.minimum(np.uint64(q + 1023) - exponent, np.uint64(q + 1))
         # The largest rank per register, without a scatter-max (np.maximum.at is 5x
         # slower): mark (register, rank) pairs, then take each register's last mark.
         seen = np.zeros((1 << p, q + 2), dtype=bool)
-        seen[index, rank] = True
+        flat = h >> np.uint64(q)
+        flat *= np.uint64(q + 2)
+        flat += rank
+        seen.reshape(-1)[flat] = True
         last = q + 1 - np.argmax(seen[:, ::-1], axis=1)
         registers = np.where(seen.any(axis=1), last, 0).astype(np.uint8)
         return cls(p, registers)
