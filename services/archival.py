@@ -14,9 +14,9 @@ belongs to an archived instant and the active log reads on its own. It never pas
 
 * the earliest pending instant (it is not ended, so a closed prefix stops before it);
 * a savepoint: events from the smallest pinned snapshot on stay active
-  (:func:`lakeline.services.savepoints.pinned_seqs`);
+  (:func:`lakeline.timeline.retention.pinned_seqs`);
 * the cleaner's retain point, the earliest snapshot the last completed clean kept
-  (:func:`lakeline.services.cleaning.last_retain_seq`): the snapshots cleaning still
+  (:func:`lakeline.timeline.retention.last_retain_seq`): the snapshots cleaning still
   guarantees stay on the active log; a table never cleaned has no such bound.
 
 The latest ``schema`` instant (the table's configuration) and the instants the
@@ -46,9 +46,8 @@ from ..timeline import faults
 from ..timeline.archive import EventArchive
 from ..timeline.errors import InvalidPropertyError, ServiceBusyError
 from ..timeline.instant import Action, Instant, State
+from ..timeline.retention import last_retain_seq, pinned_seqs
 from ..timeline.timeline import Timeline
-from .cleaning import last_retain_seq
-from .savepoints import pinned_seqs
 from .service import Progress, ServiceAbort, TableService
 
 if TYPE_CHECKING:

@@ -47,9 +47,10 @@ from ..timeline.commit_metadata import CommitMetadata
 from ..timeline.errors import InvalidPropertyError
 from ..timeline.file_group import FileSlice, parse_data_file_name
 from ..timeline.instant import Action, Instant, State
+from ..timeline.retention import last_retain_seq as last_retain_seq  # re-exported: the cleaner's retain point
+from ..timeline.retention import pinned_seqs
 from ..timeline.stores import META_DIR
 from ..timeline.timeline import Timeline
-from .savepoints import pinned_seqs
 from .service import Progress, TableService
 
 if TYPE_CHECKING:
@@ -316,11 +317,3 @@ class CleaningService(TableService):
                 "files_deleted": len(deleted), "files_missing": missing, "files_skipped": len(skipped),
                 "bytes_deleted": freed, "index_files_deleted": index_deleted,
                 "deleted": deleted, "skipped": skipped}
-
-
-
-def last_retain_seq(timeline: Timeline) -> int | None:
-    """The retain point of the last completed clean (archival must not pass it), None
-    when the table was never cleaned."""
-    cleans = [i for i in timeline.completed() if i.action_kind is Action.CLEAN]
-    return int(cleans[-1].metadata["retain_seq"]) if cleans and "retain_seq" in cleans[-1].metadata else None

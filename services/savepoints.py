@@ -1,8 +1,8 @@
 """Savepoints: pin a snapshot so cleaning (and archival) keep it readable.
 
 A savepoint lives on the timeline only, so every process sees the same pins without
-reading any local state. It is a ``savepoint`` instant whose plan says what to do,
-like the indexer's create/drop:
+reading any local state (:mod:`lakeline.timeline.retention` reads them). It is a
+``savepoint`` instant whose plan says what to do, like the indexer's create/drop:
 
 * ``{"op": "create", "instant": X, "seq": S}`` pins the snapshot as of instant ``X``
   (``S`` is the sequence number of ``X``'s completion, the snapshot's name);
@@ -19,47 +19,17 @@ savepoint is released) rather than pin a snapshot that is already broken.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..timeline.errors import InstantNotFoundError, SnapshotExpiredError
 from ..timeline.instant import Action, Instant, State
-from ..timeline.timeline import Timeline
+from ..timeline.retention import OP_CREATE, OP_RELEASE, Savepoint, active_savepoints, pinned_seqs
 
 if TYPE_CHECKING:
     from ..table.table import Table
 
-OP_CREATE = "create"
-OP_RELEASE = "release"
-
-
-@dataclass(frozen=True)
-class Savepoint:
-    """An active savepoint: its own instant id, the pinned instant and snapshot seq."""
-
-    id: int
-    instant: int
-    seq: int
-    state: str
-
-
-def _released(timeline: Timeline) -> set[int]:
-    return {int(i.plan["savepoint"]) for i in timeline.by_action(Action.SAVEPOINT)
-            if i.plan.get("op") == OP_RELEASE and i.is_completed}
-
-
-def active_savepoints(timeline: Timeline) -> list[Savepoint]:
-    """Savepoints that pin a snapshot in ``timeline`` (pending creations included), by id."""
-    gone = _released(timeline)
-    return [Savepoint(i.id, int(i.plan["instant"]), int(i.plan["seq"]), i.state)
-            for i in timeline.by_action(Action.SAVEPOINT)
-            if i.plan.get("op") == OP_CREATE and i.id not in gone and i.state_kind is not State.ROLLED_BACK]
-
-
-def pinned_seqs(timeline: Timeline) -> list[int]:
-    """Snapshot sequence numbers that active savepoints pin, ascending: cleaning keeps
-    their files and archival must not pass the smallest."""
-    return sorted({s.seq for s in active_savepoints(timeline)})
+__all__ = ["OP_CREATE", "OP_RELEASE", "Savepoint", "active_savepoints", "create_savepoint", "pinned_seqs",
+           "release_savepoint"]
 
 
 def _append_done(table: "Table", plan: dict[str, Any]) -> Instant:

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from ..timeline.commit_metadata import CommitMetadata
 from ..timeline.file_group import FileSlice
+from ..timeline.retention import check_retained
 from .records import constant
 from .scan import SliceRead, read_slice
 
@@ -70,11 +71,15 @@ def changes(table: "Table", start: int, end: int | None = None) -> pa.Table:
 
     Raises:
         InstantNotFoundError: ``start`` or ``end`` is not a completed instant.
+        SnapshotExpiredError: the snapshot at ``start`` (or ``end``) is outside retention.
     """
     cfg = table.config
     tl = table.timeline
     old_tl = tl.as_of_instant(start)
+    check_retained(tl, old_tl.last_seq, start)  # the old rows are read from that snapshot
     new_tl = tl.as_of_instant(end) if end is not None else tl
+    if end is not None:
+        check_retained(tl, new_tl.last_seq, end)
     between = [i for i in new_tl.completed_after(old_tl.last_seq) if i.action_kind.writes_data]
     touched: set[tuple[str, str]] = set()
     clustered: set[tuple[str, str]] = set()  # groups a clustering of the range retired

@@ -26,6 +26,7 @@ import pyarrow.dataset as ds
 
 from ..indexes.reader import prune as prune_with_indexes
 from ..timeline.errors import SnapshotExpiredError
+from ..timeline.retention import check_retained
 from ..timeline.file_group import FileSlice, partition_values
 from ..timeline.fs_view import FileSystemView
 from ..timeline.storage import Storage
@@ -176,6 +177,8 @@ class Scan:
         self.filter = filter
         self.table = table
         self.snapshot = snapshot if snapshot is not None else resolve_snapshot(table, as_of)
+        if as_of is not None:  # refused before anything is read
+            check_retained(table.timeline, self.snapshot.last_seq, as_of)
         view: FileSystemView = table.view(self.snapshot)
         every = view.latest_slices()
         self._total = sum(len(s.files) for s in every)

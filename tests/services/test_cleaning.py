@@ -98,10 +98,11 @@ def recorded(t: Table, model: TableModel) -> Recorded:
 
 def check_after_clean(t: Table, before: dict[int, list[tuple[Any, ...]]], files: dict[int, set[str]],
                       retained: list[int]) -> None:
-    """Retained snapshots read as before; every snapshot missing a file raises."""
+    """Retained snapshots read as before; every other snapshot raises, even one whose
+    files happen to survive (outside retention is a rule, not what was left)."""
     disk = data_files_on_disk(t)
     for i, rows in before.items():
-        if i in retained or files[i] <= disk:
+        if i in retained:
             assert files[i] <= disk, f"a file of retained snapshot {i} was deleted"
             assert table_rows(t.to_arrow(as_of=i), COLUMNS) == rows
         else:
@@ -152,10 +153,11 @@ def test_keep_latest_file_versions(tmp_path: Path) -> None:
     r = t.services.clean(policy="keep_latest_file_versions", retain=keep)
     assert set(r.stats["files"]) == expected
     assert table_rows(t.to_arrow(), COLUMNS) == model.sorted()
-    check_after_clean(t, before, files, [ids[-1]])
-    for i in ids:  # the retain point: every snapshot from it on is whole
-        if t.timeline.get(i).completed_seq >= r.stats["retain_seq"]:
-            assert files[i] <= data_files_on_disk(t)
+    # The retain point: every snapshot from it on is whole and readable, every one before
+    # it is refused.
+    retained = [i for i in ids if t.timeline.get(i).completed_seq >= r.stats["retain_seq"]]
+    assert ids[-1] in retained and len(retained) < len(ids)
+    check_after_clean(t, before, files, retained)
 
 
 def test_keep_latest_hours(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -373,3 +375,36 @@ def test_cli_savepoints(tmp_path: Path) -> None:
     assert res.exit_code == 0 and "released" in res.output
     assert "no active savepoints" in runner.invoke(cli, ["savepoint", "list", t.path]).output
     assert runner.invoke(cli, ["savepoint", "release", t.path, str(sp["id"])]).exit_code == 2
+
+
+def test_reads_outside_retention_are_refused_by_rule_and_savepoints_lift_it(tmp_path: Path) -> None:
+    t = make_table(tmp_path, table_type="cow", **{"write.small-file-limit-bytes": 0})
+    t.insert(to_arrow([row(i, 1) for i in range(10)]))
+    for n in range(3):  # new keys only, each in its own file
+        t.insert(to_arrow([row(100 + 10 * n + i, 1) for i in range(5)]))
+    inserts = data_ids(t)
+    pinned = t.services.savepoint(inserts[1])
+    for n in range(3):  # three versions of the first file
+        t.upsert(to_arrow([row(0, 2 + n)]))
+    ids = data_ids(t)
+    before = reads(t, ids)
+    r = t.services.clean(retain=2)
+    assert r.instant is not None and r.stats["files_deleted"] == 1  # the first upsert's version
+    retain = r.stats["retain_seq"]
+    refused = 0
+    for i in ids:
+        if t.timeline.get(i).completed_seq >= retain or i == inserts[1]:
+            assert table_rows(t.to_arrow(as_of=i), COLUMNS) == before[i]
+            continue
+        # Refused even where every file survived (the inserts after the pinned one).
+        with pytest.raises(SnapshotExpiredError):
+            t.to_arrow(as_of=i)
+        with pytest.raises(SnapshotExpiredError):
+            t.changes(i)
+        refused += 1
+    assert refused == len(ids) - 3
+    # inserts[2]'s own file is still there: the refusal above was the rule, not a loss.
+    assert {f["path"] for f in t.timeline.get(inserts[2]).metadata["files"]} <= data_files_on_disk(t)
+    t.services.release_savepoint(pinned.id)
+    with pytest.raises(SnapshotExpiredError):
+        t.to_arrow(as_of=inserts[1])
