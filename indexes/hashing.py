@@ -8,8 +8,10 @@ run over whole Arrow buffers with numpy instead.
 Two kinds of input, each hashed the same way on every platform and in every version of
 the on-disk format (entries written by one process are probed by another):
 
-* **integers** (any width, signed or not): the value as a 64-bit two's-complement word,
-  mixed by the murmur3 ``fmix64`` finalizer with a seed;
+* **fixed-width values**: integers (any width) as a 64-bit two's-complement word,
+  dates, times, timestamps and durations as the integer of their unit, floats as the
+  bits of their float64 value (-0.0 and NaN normalized), mixed by the murmur3
+  ``fmix64`` finalizer with a seed;
 * **text** (strings, and anything else through its Arrow cast to string): a polynomial
   hash of the UTF-8 bytes, taken as 8-byte words, modulo 2^64 (Horner's rule, one
   vector pass per word position over the strings that long), then mixed with the
@@ -46,13 +48,6 @@ def fmix64(h: np.ndarray) -> np.ndarray:
             if mul is not None:
                 h *= mul
     return h
-
-
-def hash_integers(values: np.ndarray, seed: int = 0) -> np.ndarray:
-    """64-bit hashes of integers (as 64-bit two's-complement words)."""
-    words = values.astype(np.int64).view(np.uint64)  # a copy: fmix64 works in place
-    words ^= np.uint64(seed & 0xFFFFFFFFFFFFFFFF)
-    return fmix64(words)
 
 
 def _horner(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -133,20 +128,45 @@ def hash_text(array: pa.Array | pa.ChunkedArray, seed: int = 0) -> np.ndarray:
     return hash_text_buffers(data, offsets, seed)
 
 
-def hash_array(array: pa.Array | pa.ChunkedArray, seed: int = 0) -> np.ndarray:
-    """64-bit hashes of a column: integers by value, binary by its bytes, everything
-    else by its Arrow text.
-
-    Nulls hash like 0 (integers) or the empty text; callers that must not count nulls
-    drop them first.
-    """
+def _as_words(array: pa.Array | pa.ChunkedArray) -> np.ndarray | None:
+    """The column as 64-bit words when its values have a fixed-width identity: integers
+    and temporal types by their integer value, floats by their IEEE bits (with -0.0 and
+    every NaN made one value, as they compare equal or all unordered); None otherwise."""
     typ = array.type
+    if pa.types.is_temporal(typ) and not pa.types.is_interval(typ):
+        # Dates, times, timestamps and durations are integers under their unit.
+        width = pa.int32() if typ.bit_width == 32 else pa.int64()
+        array = array.view(width) if isinstance(array, pa.Array) else pa.chunked_array(
+            [c.view(width) for c in array.chunks], width)
+        typ = width
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
     if pa.types.is_integer(typ):
         if array.null_count:
             array = pc.fill_null(array, 0)
-        if isinstance(array, pa.ChunkedArray):
-            array = array.combine_chunks()
-        return hash_integers(array.to_numpy(zero_copy_only=False), seed)
+        return array.to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64)
+    if pa.types.is_floating(typ):
+        if array.null_count:
+            array = pc.fill_null(array, 0.0)
+        values = array.to_numpy(zero_copy_only=False).astype(np.float64)
+        values[values == 0.0] = 0.0  # -0.0 == 0.0
+        values[np.isnan(values)] = np.nan
+        return values.view(np.uint64)
+    return None
+
+
+def hash_array(array: pa.Array | pa.ChunkedArray, seed: int = 0) -> np.ndarray:
+    """64-bit hashes of a column: integers, temporal values and floats by value, binary
+    by its bytes, everything else by its Arrow text.
+
+    Nulls hash like 0 or the empty text; callers that must not count nulls drop them
+    first.
+    """
+    words = _as_words(array)
+    if words is not None:
+        words ^= np.uint64(seed & 0xFFFFFFFFFFFFFFFF)
+        return fmix64(words)
+    typ = array.type
     if not (pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_binary(typ)
             or pa.types.is_large_binary(typ)):
         array = pc.cast(array, pa.string())

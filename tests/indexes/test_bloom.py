@@ -92,3 +92,16 @@ def test_few_and_many_probes_agree() -> None:
     many = fb.might_contain(probe)  # unpacks the filter
     few = np.concatenate([fb.might_contain(probe[i:i + 3]) for i in range(0, 60, 3)])  # packed lookups
     assert (few == many[:60]).all() and many[::5].all()
+
+
+def test_fixed_width_values_hash_by_value() -> None:
+    import datetime as dt
+
+    floats = hash_array(pa.array([1.0, -0.0, 0.0, float("nan"), 2.5]))
+    assert floats[1] == floats[2] and len(set(floats.tolist())) == 4
+    assert (hash_array(pa.array([1.5], pa.float32())) == hash_array(pa.array([1.5]))).all()
+    stamp = pa.array([dt.datetime(2026, 1, 1, 12)], pa.timestamp("us"))
+    assert (hash_array(stamp) == hash_array(pa.array([stamp[0].value], pa.int64()))).all()
+    day = pa.array([dt.date(2026, 1, 1)])
+    assert (hash_array(day) == hash_array(pa.array([day[0].value], pa.int64()))).all()
+    assert (hash_array(pa.chunked_array([stamp, stamp])) == hash_array(stamp)[[0, 0]]).all()
