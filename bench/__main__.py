@@ -18,6 +18,7 @@ BENCHMARKS: dict[str, str] = {
     "open": "bench.open_bench",
     "async-index": "bench.async_index_bench",
     "lookup": "bench.lookup_bench",
+    "services": "bench.services_bench",
 }
 
 

@@ -76,3 +76,22 @@ def read_range(existing_rows: int, n_keys: int) -> tuple[str, str]:
     n_keys = min(n_keys, existing_rows)
     start = max(0, existing_rows // 2 - n_keys // 2)
     return key(start), key(start + n_keys)
+
+
+def update_batch(existing_rows: int, n: int, round_: int) -> pa.Table:
+    """``n`` updates of existing keys drawn uniformly (without replacement) from
+    ``[0, existing_rows)``, round ``round_`` of several: each round draws other keys and
+    gives them a ``ts`` larger than every earlier round's, so the latest round wins
+    wherever two rounds updated one key. Sorted by key; no new keys, so a merge-on-read
+    table keeps its file groups and every round writes one log to each of them."""
+    rng = np.random.default_rng([SEED, 3, round_])
+    numbers = np.sort(rng.choice(existing_rows, size=min(n, existing_rows), replace=False)).astype(np.int64)
+    ts = UPDATE_TS + round_ * existing_rows + np.arange(len(numbers), dtype=np.int64)
+    return _rows(numbers, ts, rng)
+
+
+def shuffled(table: pa.Table) -> pa.Table:
+    """``table``'s rows in a fixed random order: written in that order, every file of a
+    table holds keys from all over the key space (what clustering is there to fix)."""
+    rng = np.random.default_rng([SEED, 4, table.num_rows])
+    return table.take(pa.array(rng.permutation(table.num_rows)))

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from . import lookup_systems as ls
-from .report import ROOT, command_line, today, update_section
+from .report import ROOT, add_run_options, command_line, today, update_section
 from .write_bench import APPENDS, DEFAULT_ROWS, READ_KEYS, default_timeout, prepare_inputs
 from .write_bench import run_step as run_write_step
 from .write_report import Run, StepResult, Target, _fmt_b, _ratio, machine_line
@@ -293,16 +293,7 @@ def source_state() -> str:
     """:func:`bench.write_report.source_state`, with indexes/ counted as measured code."""
     from .write_report import source_state as write_source
 
-    state = write_source()
-    try:
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "indexes"], cwd=ROOT,
-                               capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return state
-    if dirty:
-        state += (" with uncommitted changes in indexes/" if "uncommitted" not in state
-                  else " (and indexes/)")
-    return state
+    return write_source(("table", "timeline", "config", "indexes"))
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -311,20 +302,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
                    help=f"rows appended in total, in {APPENDS} appends (default {DEFAULT_ROWS:,}); "
                         "the upsert is a tenth of that")
     p.add_argument("--read-keys", type=int, default=READ_KEYS, help="consecutive keys read (default 1000)")
-    p.add_argument("--repeat", type=int, default=REPEAT,
-                   help=f"runs of each read, each in a fresh process; the median is reported (default {REPEAT})")
-    p.add_argument("--step-timeout", type=float, default=None,
-                   help="seconds one system/step may take before it is killed (default scales with --rows)")
-    p.add_argument("--workdir", type=Path, default=None, help="where tables go (default: a temp dir, removed)")
-    p.add_argument("--keep", action="store_true", help="keep the temp dir (tables, inputs)")
-    p.add_argument("--json", type=Path, default=None, help="also write the raw results as JSON here")
-    p.add_argument("--no-docs", action="store_true", help="do not update docs/performance.md")
-    p.add_argument("--check", action="store_true", help="exit 1 when a target is missed or systems disagree")
+    add_run_options(p, repeat=REPEAT)
     args = p.parse_args(argv)
     if args.rows < APPENDS * 2:
         p.error(f"--rows must be at least {APPENDS * 2}")
-    if args.repeat < 1:
-        p.error("--repeat must be at least 1")
     return args
 
 

@@ -61,6 +61,12 @@ def expression(query: dict[str, Any], cast_strings: bool = False) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    if query["kind"] == "and":  # every part holds: e.g. a range on each of two columns
+        parts = [expression(q, cast_strings) for q in query["parts"]]
+        out = parts[0]
+        for part in parts[1:]:
+            out = out & part
+        return out
     field = pc.field(query["column"])
     if cast_strings and query["column"] in ("key", "category"):
         field = field.cast(pa.string())

@@ -3,11 +3,13 @@
 A benchmark owns the text between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->``
 and replaces only that, so several benchmarks (and people) can share the page without
 overwriting each other. Also: the facts about the run that make a number meaningful
-(date, machine, versions, the command that produced it).
+(date, machine, versions, the command that produced it), and the command-line options
+every benchmark run shares.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import shlex
@@ -70,3 +72,27 @@ def command_line(benchmark: str, argv: list[str], with_postgres: bool) -> str:
     if with_postgres and (ROOT / "scripts" / "with-postgres.sh").exists():
         cmd = f"scripts/with-postgres.sh {cmd}"
     return cmd
+
+
+def add_run_options(parser: argparse.ArgumentParser, repeat: int | None = None) -> None:
+    """The options every benchmark run shares (where tables go, what it writes out, and,
+    with ``repeat``, how many fresh-process runs of each read the median is taken over)."""
+    if repeat is not None:
+        parser.add_argument("--repeat", type=_positive, default=repeat,
+                            help=f"runs of each read, each in a fresh process; the median is reported "
+                                 f"(default {repeat})")
+    parser.add_argument("--step-timeout", type=float, default=None,
+                        help="seconds one step may take before it is killed (default scales with --rows)")
+    parser.add_argument("--workdir", type=Path, default=None, help="where tables go (default: a temp dir, removed)")
+    parser.add_argument("--keep", action="store_true", help="keep the temp dir (tables, inputs)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the raw results as JSON here")
+    parser.add_argument("--no-docs", action="store_true", help="do not update docs/performance.md")
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 when a target is missed or the systems' answers disagree")
+
+
+def _positive(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {n}")
+    return n

@@ -177,18 +177,23 @@ def run_child(system_name: str, step: str, workdir: Path, profile: Path | None =
     return out
 
 
-def child_main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.write_bench --child")
+ChildRun = Callable[[str, str, Path, "Path | None"], dict[str, Any]]
+
+
+def child_main(argv: list[str], run: ChildRun = run_child, mark: str = RESULT_MARK) -> int:
+    """A child process's entry: run one step with ``run`` (by default this benchmark's
+    :func:`run_child`) and print its report after ``mark`` for :func:`run_step`."""
+    p = argparse.ArgumentParser(prog="python -m bench.<benchmark> --child")
     p.add_argument("--child", nargs=3, metavar=("SYSTEM", "STEP", "WORKDIR"), required=True)
     p.add_argument("--profile", type=Path, default=None)
     args = p.parse_args(argv)
     system, step, workdir = args.child
     try:
-        out = run_child(system, step, Path(workdir), args.profile)
+        out = run(system, step, Path(workdir), args.profile)
     except Exception as e:  # noqa: BLE001 - any failure is reported to the parent as a failed step
         out = {"system": system, "step": step, "ok": False,
                "error": f"{type(e).__name__}: {e}"[:500], "traceback": traceback.format_exc()[-4000:]}
-    sys.stdout.write("\n" + RESULT_MARK + json.dumps(out) + "\n")
+    sys.stdout.write("\n" + mark + json.dumps(out) + "\n")
     sys.stdout.flush()
     return 0 if out["ok"] else 1
 
@@ -219,9 +224,12 @@ def prepare_inputs(workdir: Path, rows: int, appends: int, read_keys: int) -> di
     return spec
 
 
-def run_step(system: str, step: str, workdir: Path, timeout: float, profile: Path | None = None) -> StepResult:
-    """Run one step in a fresh interpreter and parse its report."""
-    cmd = [sys.executable, "-m", "bench.write_bench", "--child", system, step, str(workdir)]
+def run_step(system: str, step: str, workdir: Path, timeout: float, profile: Path | None = None,
+             module: str = "bench.write_bench", mark: str = RESULT_MARK) -> StepResult:
+    """Run one step in a fresh interpreter (``python -m MODULE --child``: this benchmark's
+    child by default, another benchmark's whose ``__main__`` calls :func:`child_main`)
+    and parse its report."""
+    cmd = [sys.executable, "-m", module, "--child", system, step, str(workdir)]
     if profile is not None:
         cmd += ["--profile", str(profile)]
     env = dict(os.environ)
@@ -234,12 +242,12 @@ def run_step(system: str, step: str, workdir: Path, timeout: float, profile: Pat
         return StepResult(system, step, error=f"timed out after {timeout:.0f} s (killed)",
                           wall_s=time.perf_counter() - t0)
     wall = time.perf_counter() - t0
-    line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith(RESULT_MARK)), None)
+    line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith(mark)), None)
     if line is None:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
         return StepResult(system, step, error=f"child exited {proc.returncode}: {' | '.join(tail)}"[:500],
                           wall_s=wall)
-    raw = json.loads(line[len(RESULT_MARK):])
+    raw = json.loads(line[len(mark):])
     raw.pop("traceback", None) if raw.get("ok") else None
     known = {k: raw[k] for k in StepResult.__dataclass_fields__ if k in raw}
     res = StepResult(**known)

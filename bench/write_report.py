@@ -260,14 +260,18 @@ def _version(pkg: str) -> str:
         return "?"
 
 
-def source_state() -> str:
-    """Which lakeline code was measured: the commit, and whether table/ or timeline/
-    had uncommitted changes (other people edit them while benchmarks run)."""
+def source_state(folders: tuple[str, ...] = ("table", "timeline", "config")) -> str:
+    """Which lakeline code was measured: the commit, and which of ``folders`` (the code
+    the benchmark exercises) had uncommitted changes (others edit them while benchmarks run)."""
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                               text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "table", "timeline", "config"],
-                               cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+        status = subprocess.run(["git", "status", "--porcelain", "--", *folders],
+                                cwd=ROOT, capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return "unknown (not a git checkout)"
-    return f"commit {head}" + (" with uncommitted changes in table/, timeline/ or config/" if dirty else "")
+    # Lines are "XY path": the path starts at the fourth character (X may be a space).
+    changed = sorted({line[3:].split("/")[0] for line in status.splitlines() if line.strip()})
+    if not changed:
+        return f"commit {head}"
+    return f"commit {head} with uncommitted changes in {', '.join(f + '/' for f in changed)}"
