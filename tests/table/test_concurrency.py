@@ -105,6 +105,11 @@ class ConcurrentModel:
     def rows(self) -> list[tuple[int, str]]:
         return sorted((i.key, i.value) for i in self.incs if i.live)
 
+    def rows_at(self, seq: int) -> list[tuple[int, str]]:
+        """The rows of the snapshot right after event ``seq`` (for time-travel checks)."""
+        n = bisect.bisect_right(self._seqs, seq)
+        return sorted((key, value) for key, value, live in (self._states[n - 1] if n else ()) if live)
+
 
 # -- the run -----------------------------------------------------------------------------
 

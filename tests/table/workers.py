@@ -11,7 +11,12 @@ Commands:
       workers are ready (READY file written, GO file awaited). Every write appends one
       JSON line to LOG: its rows or keys, and its outcome: "committed" (with the
       instant id), "conflict" (CommitConflictError) or "noop" (nothing to write).
-      OPTIONS: {"upsert_share": 0.7, "max_rows": 4}.
+      OPTIONS: {"upsert_share": 0.7, "max_rows": 4, "stop": null, "ts": null,
+      "pause_s": 0}: "stop" names a file whose existence ends the run early (COMMITS is
+      then an upper bound; for runs of a set duration), "ts" a constant value of an
+      ordering column "ts" in every row (a constant keeps the completion-order model
+      exact: on equal ordering values the later commit wins), "pause_s" the most a
+      worker sleeps (at random) between writes, so services get turns.
   op PATH TIMELINE SPEC
       One write, SPEC = {"op": "insert"|"upsert"|"overwrite", "rows": [{...}, ...],
       "partitions": [...]} or {"op": "delete", "keys": [{...}, ...]}. Prints one JSON
@@ -93,7 +98,8 @@ def stress(
     keys: int = 64,
     options: dict[str, Any] | None = None,
 ) -> None:
-    opts = {"upsert_share": 0.7, "max_rows": 4, **(options or {})}
+    opts = {"upsert_share": 0.7, "max_rows": 4, "stop": None, "ts": None, "pause_s": 0.0, **(options or {})}
+    extra = {} if opts["ts"] is None else {"ts": opts["ts"]}
     rng = random.Random(seed)
     t = Table.open(path, timeline=timeline)
     t.to_arrow()  # connect and warm up before the start line, not after it
@@ -102,10 +108,14 @@ def stress(
         time.sleep(0.005)
     with open(log, "a", encoding="utf-8") as out:
         for n in range(commits):
+            if opts["stop"] is not None and os.path.exists(opts["stop"]):
+                break
+            if opts["pause_s"]:
+                time.sleep(rng.random() * opts["pause_s"])
             ids = rng.sample(range(keys), rng.randint(1, opts["max_rows"]))
             tag = f"w{worker}-{n}"  # names the batch a row came from
             if rng.random() < opts["upsert_share"]:
-                rec: dict[str, Any] = {"op": "upsert", "rows": [{"id": i, "v": tag} for i in ids]}
+                rec: dict[str, Any] = {"op": "upsert", "rows": [{"id": i, "v": tag, **extra} for i in ids]}
             else:
                 rec = {"op": "delete", "keys": [{"id": i} for i in ids]}
             rec.update(worker=worker, n=n, tag=tag)
