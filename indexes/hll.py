@@ -31,6 +31,8 @@ from ..timeline.errors import MetadataTableError
 
 _MAGIC = b"LLHL1"
 _HASH_BITS = 64
+#: Up to this many hashes a sketch is built by a scatter-max into the registers.
+_SMALL = 200_000
 
 
 @dataclass(frozen=True)
@@ -56,10 +58,17 @@ class Hll:
         low = (h & np.uint64((1 << q) - 1)).astype(np.float64)
         exponent = low.view(np.uint64) >> np.uint64(52)
         rank = np.minimum(np.uint64(q + 1023) - exponent, np.uint64(q + 1))
-        # The largest rank per register, without a scatter-max (np.maximum.at is 5x
-        # slower): mark (register, rank) pairs, then take each register's last mark.
+        registers_of = h >> np.uint64(q)
+        if len(h) <= _SMALL:
+            # Up to ~200k values (log files, small bases) a scatter-max costs less than
+            # allocating and scanning the mark table.
+            registers = np.zeros(1 << p, dtype=np.uint8)
+            np.maximum.at(registers, registers_of.astype(np.intp), rank.astype(np.uint8))
+            return cls(p, registers)
+        # Many values: mark (register, rank) pairs, then take each register's last mark
+        # (the scatter-max slows down once the registers no longer stay in cache).
         seen = np.zeros((1 << p, q + 2), dtype=bool)
-        flat = h >> np.uint64(q)
+        flat = registers_of
         flat *= np.uint64(q + 2)
         flat += rank
         seen.reshape(-1)[flat] = True
