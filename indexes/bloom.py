@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..timeline.errors import MetadataTableError, UnknownColumnError
-from .hashing import hash_array, hash_text
+from .hashing import ColumnHashes, hash_array, hash_text
 
 #: Default false-positive rate of a filter.
 DEFAULT_FPP = 0.01
@@ -67,8 +67,10 @@ def _key_columns(rows: pa.Table, columns: Sequence[str], schema: pa.Schema | Non
     return out
 
 
-def key_hashes(rows: pa.Table, columns: Sequence[str], schema: pa.Schema | None = None) -> np.ndarray:
-    """The 64-bit hash of each row's key over ``columns`` (cast to ``schema``'s types).
+def key_hashes(rows: pa.Table, columns: Sequence[str], schema: pa.Schema | None = None,
+               hashes: ColumnHashes | None = None) -> np.ndarray:
+    """The 64-bit hash of each row's key over ``columns`` (cast to ``schema``'s types;
+    ``hashes`` of ``rows``' columns are reused when no cast is needed).
 
     Nulls hash like an empty part; a record key is never null, and for a named column
     a null is never matched by ``=``/``IN`` anyway.
@@ -78,6 +80,8 @@ def key_hashes(rows: pa.Table, columns: Sequence[str], schema: pa.Schema | None 
     """
     cols = _key_columns(rows, columns, schema)
     if len(cols) == 1:
+        if hashes is not None and hashes.rows is rows and cols[0].type == rows.column(columns[0]).type:
+            return hashes.of(columns[0])
         return hash_array(cols[0])
     parts = [pc.fill_null(pc.cast(c, pa.string()), "") for c in cols]
     return hash_text(pc.binary_join_element_wise(*parts, KEY_SEPARATOR))
@@ -173,9 +177,10 @@ class FileBloom:
 
     @classmethod
     def build(cls, rows: pa.Table, columns: Sequence[str], fpp: float = DEFAULT_FPP,
-              schema: pa.Schema | None = None) -> FileBloom:
-        """A filter over the keys of ``rows`` with false-positive rate ``fpp``."""
-        hashes = key_hashes(rows, columns, schema)
+              schema: pa.Schema | None = None, hashed: ColumnHashes | None = None) -> FileBloom:
+        """A filter over the keys of ``rows`` with false-positive rate ``fpp`` (``hashed``:
+        hashes of ``rows``' columns shared with the file's other indexes)."""
+        hashes = key_hashes(rows, columns, schema, hashed)
         lo = hi = None
         if len(columns) == 1 and rows.num_rows:
             col = rows.column(columns[0])

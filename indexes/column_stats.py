@@ -17,10 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .hashing import hash_array
+from .hashing import ColumnHashes, hash_array
 from .hll import Hll, merge_all
 
 #: lg(k) of the HLL sketches: 2^14 registers give a relative standard error of ~0.8 %,
@@ -59,19 +60,25 @@ def _bound_text(value: pa.Scalar) -> str | None:
     return pc.cast(value, pa.string()).as_py()
 
 
-def sketch_values(column: pa.ChunkedArray | pa.Array, lg_k: int = DEFAULT_LG_K) -> bytes:
+def sketch_values(column: pa.ChunkedArray | pa.Array, lg_k: int = DEFAULT_LG_K,
+                  hashes: np.ndarray | None = None) -> bytes:
     """A serialized HLL sketch of the distinct non-null values of ``column``.
 
-    Values are hashed by :func:`.hashing.hash_array` (integers by value, binary by
-    bytes, everything else by text), the same way in every file, so sketches of one
-    column merge correctly.
+    Values are hashed by :func:`.hashing.hash_array` (fixed-width values by value,
+    binary by bytes, everything else by text), the same way in every file, so sketches
+    of one column merge correctly. ``hashes``: those of the non-null values, when the
+    caller has them already.
     """
-    return Hll.of(hash_array(column.drop_null()), lg_k).to_bytes()
+    if hashes is None:
+        hashes = hash_array(column.drop_null())
+    return Hll.of(hashes, lg_k).to_bytes()
 
 
 def file_stats(path: str, partition: str, rows: pa.Table, columns: Sequence[str] | None = None,
-               lg_k: int = DEFAULT_LG_K) -> pa.Table:
-    """The ``column_stats`` rows of one data file (``rows`` is its content)."""
+               lg_k: int = DEFAULT_LG_K, hashes: ColumnHashes | None = None) -> pa.Table:
+    """The ``column_stats`` rows of one data file (``rows`` is its content; ``hashes``
+    of its columns may be shared with its other indexes)."""
+    hashes = hashes if hashes is not None else ColumnHashes(rows)
     names = list(columns) if columns is not None else rows.column_names
     out: dict[str, list[object]] = {f.name: [] for f in STATS_SCHEMA}
     for name in names:
@@ -94,7 +101,7 @@ def file_stats(path: str, partition: str, rows: pa.Table, columns: Sequence[str]
         out["max"].append(hi)
         out["null_count"].append(nulls)
         out["value_count"].append(len(col))
-        out["ndv_sketch"].append(sketch_values(col, lg_k) if _sketchable(typ) else None)
+        out["ndv_sketch"].append(sketch_values(col, lg_k, hashes.of_valid(name)) if _sketchable(typ) else None)
     return pa.Table.from_pydict(out, schema=STATS_SCHEMA)
 
 

@@ -171,3 +171,28 @@ def hash_array(array: pa.Array | pa.ChunkedArray, seed: int = 0) -> np.ndarray:
             or pa.types.is_large_binary(typ)):
         array = pc.cast(array, pa.string())
     return hash_text(array, seed)
+
+
+class ColumnHashes:
+    """The hashes of a table's columns, each computed once: the indexes of one data file
+    (its NDV sketches, a bloom filter on the same column) share them.
+
+    ``of(name)`` hashes every row (nulls like 0 or the empty text, as
+    :func:`hash_array`); ``of_valid(name)`` only the non-null rows.
+    """
+
+    def __init__(self, rows: pa.Table) -> None:
+        self.rows = rows
+        self._memo: dict[str, np.ndarray] = {}
+
+    def of(self, name: str) -> np.ndarray:
+        if name not in self._memo:
+            self._memo[name] = hash_array(self.rows.column(name))
+        return self._memo[name]
+
+    def of_valid(self, name: str) -> np.ndarray:
+        col = self.rows.column(name)
+        if col.null_count == 0:
+            return self.of(name)
+        return self.of(name)[pc.is_valid(col).to_numpy(zero_copy_only=False)]
+

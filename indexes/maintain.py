@@ -28,6 +28,7 @@ from ..timeline.storage import Storage
 from ..timeline.timeline import Timeline
 from .bloom import BLOOM_SCHEMA, DEFAULT_FPP, FileBloom
 from .column_stats import STATS_SCHEMA, file_stats
+from .hashing import ColumnHashes
 from .lifecycle import IndexDef, written_indexes
 from .metadata_table import INSTANT, MetadataTable
 
@@ -69,16 +70,29 @@ def read_base(storage: Storage, rel_path: str, columns: Sequence[str]) -> pa.Tab
         return pf.read(columns=present)
 
 
+def files_entries(targets: Sequence[IndexTarget], storage: Storage, schema: pa.Schema, rel_path: str,
+                  partition: str) -> list[pa.Table]:
+    """The entries of one data file (base or log) for each of ``targets``, from one read
+    of the file, hashing each column once for all of them."""
+    columns = list(dict.fromkeys(c for t in targets for c in t.columns))
+    rows = read_base(storage, rel_path, columns)
+    hashes = ColumnHashes(rows)
+    out = []
+    for target in targets:
+        if target.kind == "column_stats":
+            out.append(file_stats(rel_path, partition, rows, target.columns, hashes=hashes))
+        elif any(c not in rows.column_names for c in target.columns):
+            out.append(BLOOM_SCHEMA.empty_table())  # the file predates a bloomed column: no entry
+        else:
+            fb = FileBloom.build(rows, target.columns, target.fpp, schema, hashes)
+            out.append(pa.Table.from_pylist([fb.to_row(rel_path, partition)], schema=BLOOM_SCHEMA))
+    return out
+
+
 def file_entries(target: IndexTarget, storage: Storage, schema: pa.Schema, rel_path: str,
                  partition: str) -> pa.Table:
     """The entries of one data file (base or log) for one index."""
-    rows = read_base(storage, rel_path, target.columns)
-    if target.kind == "column_stats":
-        return file_stats(rel_path, partition, rows, target.columns)
-    if any(c not in rows.column_names for c in target.columns):
-        return BLOOM_SCHEMA.empty_table()  # the file predates a bloomed column: no entry
-    fb = FileBloom.build(rows, target.columns, target.fpp, schema)
-    return pa.Table.from_pylist([fb.to_row(rel_path, partition)], schema=BLOOM_SCHEMA)
+    return files_entries([target], storage, schema, rel_path, partition)[0]
 
 
 def _schema_of(kind: str) -> pa.Schema:
@@ -96,24 +110,24 @@ def serial_map(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
 
 @dataclass(frozen=True)
 class EntriesTask:
-    """Compute the entries of one data file for one index (a picklable engine task)."""
+    """Compute the entries of one data file for some indexes (a picklable engine task)."""
 
-    target: IndexTarget
+    targets: tuple[IndexTarget, ...]
     storage: Storage
     schema: pa.Schema
     path: str
     partition: str
 
 
-def entries_task(task: EntriesTask) -> pa.Table:
-    return file_entries(task.target, task.storage, task.schema, task.path, task.partition)
+def entries_task(task: EntriesTask) -> list[pa.Table]:
+    return files_entries(task.targets, task.storage, task.schema, task.path, task.partition)
 
 
 def entries_for(target: IndexTarget, storage: Storage, schema: pa.Schema,
                 files: Iterable[tuple[str, str]], map_fn: MapFn = serial_map) -> pa.Table:
     """Entries of many (path, partition) data files, concatenated."""
-    parts = map_fn(entries_task, [EntriesTask(target, storage, schema, p, part) for p, part in files])
-    return pa.concat_tables(parts) if parts else _schema_of(target.kind).empty_table()
+    parts = map_fn(entries_task, [EntriesTask((target,), storage, schema, p, part) for p, part in files])
+    return pa.concat_tables([p[0] for p in parts]) if parts else _schema_of(target.kind).empty_table()
 
 
 def write_commit_updates(storage: Storage, timeline: Timeline, instant: int, metadata: CommitMetadata,
@@ -139,13 +153,13 @@ def write_commit_updates(storage: Storage, timeline: Timeline, instant: int, met
             targets.append((idx, resolve(idx, schema, record_key)))
         except InvalidIndexError:
             done.append((idx.name, idx.instant, None))
-    # Every (index, file) pair in one map, so a commit's files are indexed in parallel.
-    tasks = [EntriesTask(target, storage, schema, f.path, f.partition) for _, target in targets
-             for f in metadata.files]
-    entries = iter(map_fn(entries_task, tasks))
+    # One task per file for every index (one read, each column hashed once), and the
+    # files in parallel through the engine.
+    per_file = map_fn(entries_task, [EntriesTask(tuple(t for _, t in targets), storage, schema, f.path, f.partition)
+                                     for f in metadata.files]) if targets else []
     mt = MetadataTable(storage)
-    for idx, target in targets:
-        parts = [next(entries) for _ in metadata.files]
+    for i, (idx, target) in enumerate(targets):
+        parts = [entries[i] for entries in per_file]
         rows = pa.concat_tables(parts) if parts else _schema_of(target.kind).empty_table()
         done.append((idx.name, idx.instant, mt.write_updates(idx.name, instant, rows)))
     return done
