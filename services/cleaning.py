@@ -57,6 +57,9 @@ if TYPE_CHECKING:
     from ..table.table import Table
 
 POLICIES = ("keep_latest_commits", "keep_latest_file_versions", "keep_latest_hours")
+#: The N of each policy when neither the call nor the table sets ``clean.retain``
+#: (Hudi's defaults: 10 commits, 3 file versions, 24 hours).
+POLICY_RETAIN = {"keep_latest_commits": 10, "keep_latest_file_versions": 3, "keep_latest_hours": 24}
 #: Pending instants that read no data files: their snapshots need no protection.
 _NO_READS = (Action.CLEAN, Action.ARCHIVE, Action.ROLLBACK, Action.SAVEPOINT)
 _HOUR_US = 3_600_000_000
@@ -105,6 +108,16 @@ def _as_list(value: Any) -> list[Any]:
     if value is None:
         return []
     return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def resolve_retain(table: "Table", policy: str, retain: int | None) -> int:
+    """The N a clean under ``policy`` keeps: the call's, else the table's
+    ``clean.retain`` when it sets one, else the policy's own default."""
+    if retain is not None:
+        return int(retain)
+    if "clean.retain" in table.config.properties:
+        return int(table.config.resolved_properties()["clean.retain"])
+    return POLICY_RETAIN[policy]
 
 
 def _data_instants(timeline: Timeline) -> list[Instant]:
@@ -236,10 +249,10 @@ class CleaningService(TableService):
                                        "it takes policy=, retain=, orphan_age_ms=")
         props = table.config.resolved_properties()
         policy = policy or str(props["clean.policy"])
-        retain = int(retain if retain is not None else props["clean.retain"])
-        age_ms = int(orphan_age_ms if orphan_age_ms is not None else props["clean.orphan-age-ms"])
         if policy not in POLICIES:
             raise InvalidPropertyError(f"clean policy {policy!r} is not one of {', '.join(POLICIES)}")
+        retain = resolve_retain(table, policy, retain)
+        age_ms = int(orphan_age_ms if orphan_age_ms is not None else props["clean.orphan-age-ms"])
         if retain < 1 or age_ms < 0:
             raise InvalidPropertyError(f"clean retain must be at least 1 and the orphan age not negative "
                                        f"(got {retain}, {age_ms})")

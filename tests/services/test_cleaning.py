@@ -408,3 +408,16 @@ def test_reads_outside_retention_are_refused_by_rule_and_savepoints_lift_it(tmp_
     t.services.release_savepoint(pinned.id)
     with pytest.raises(SnapshotExpiredError):
         t.to_arrow(as_of=inserts[1])
+
+
+def test_each_policy_has_its_own_default_retain_unless_the_table_sets_one(tmp_path: Path) -> None:
+    from lakeline.services.cleaning import resolve_retain
+
+    t = make_table(tmp_path / "a", table_type="cow")
+    assert [resolve_retain(t, p, None) for p in ("keep_latest_commits", "keep_latest_file_versions",
+                                                 "keep_latest_hours")] == [10, 3, 24]
+    assert resolve_retain(t, "keep_latest_file_versions", 5) == 5
+    u = make_table(tmp_path / "b", table_type="cow", **{"clean.retain": 2})
+    history(u, TableModel())
+    r = u.services.clean(policy="keep_latest_file_versions", dry_run=True)
+    assert r.stats["plan"]["retain"] == 2 and r.stats["files_to_delete"] > 0
