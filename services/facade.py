@@ -26,8 +26,11 @@ from .service import Progress, ServiceResult, TableService
 if TYPE_CHECKING:
     from ..table.table import Table
 
-#: Services of the DESIGN that a later version brings (issue 6).
-PLANNED: tuple[str, ...] = ()
+#: Every service by the name users schedule it by.
+SERVICES: dict[str, type[TableService]] = {
+    "indexing": IndexingService, "rollback": RollbackService, "compaction": CompactionService,
+    "clustering": ClusteringService, "cleaning": CleaningService, "archival": ArchivalService,
+}
 
 
 def service_named(name: str) -> TableService:
@@ -36,14 +39,9 @@ def service_named(name: str) -> TableService:
     Raises:
         UnknownServiceError: no such service in this version.
     """
-    services: dict[str, type[TableService]] = {"indexing": IndexingService, "rollback": RollbackService,
-                                               "compaction": CompactionService, "cleaning": CleaningService,
-                                               "clustering": ClusteringService, "archival": ArchivalService}
-    if name in services:
-        return services[name]()
-    if name in PLANNED:
-        raise UnknownServiceError(f"the {name} service is not available in this version of lakeline")
-    raise UnknownServiceError(f"unknown service {name!r}; known: {', '.join(list(services) + list(PLANNED))}")
+    if name in SERVICES:
+        return SERVICES[name]()
+    raise UnknownServiceError(f"unknown service {name!r}; known: {', '.join(SERVICES)}")
 
 
 def _service_of(instant: Instant) -> TableService:

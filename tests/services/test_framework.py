@@ -105,14 +105,14 @@ def test_a_live_executor_is_not_taken_over_but_a_dead_one_is(table: Table) -> No
     assert execute(table, Counting(), inst.id).instant.state == "completed"
 
 
-def test_unknown_and_planned_services(table: Table) -> None:
-    from lakeline.services.facade import PLANNED
+def test_unknown_services(table: Table) -> None:
+    from lakeline.services.facade import SERVICES
 
-    for name in PLANNED:  # services of a later version
-        with pytest.raises(UnknownServiceError, match="not available"):
-            table.services.schedule(name)
-    with pytest.raises(UnknownServiceError, match="unknown service"):
+    assert set(SERVICES) == {"indexing", "rollback", "compaction", "clustering", "cleaning", "archival"}
+    with pytest.raises(UnknownServiceError, match="unknown service 'nope'; known: indexing"):
         table.services.run("nope")
+    with pytest.raises(UnknownServiceError):
+        table.services.schedule("vacuum")
     assert table.services.run("rollback") == []
     [dry] = table.services.run("rollback", dry_run=True)
     assert dry.instant is None and dry.stats["plan"] is None
