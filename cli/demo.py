@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -111,10 +112,21 @@ def _index_while_writing(table: Table, con: Console) -> None:
             commits.append(other.upsert(_rows(ids, ts=10 + n, amount=2.0)).instant.id)  # type: ignore[union-attr]
             n += 1
 
+    def let_the_writer_in(done: int, total: int) -> None:
+        # The build takes a fraction of a second on the demo's data: before it starts,
+        # let the writer land two commits while the index is already building, so the
+        # demo always shows writes landing mid-build (they write the building index too).
+        if done == 0:
+            deadline = time.monotonic() + 30
+            while len(commits) < before + 2 and time.monotonic() < deadline:
+                time.sleep(0.005)
+
     thread = threading.Thread(target=writer)
     thread.start()
     try:
-        created = table.indexes.create("column_stats", columns=["id", "amount"], wait=False)
+        before = len(commits)
+        created = table.indexes.create("column_stats", columns=["id", "amount"], wait=False,
+                                       progress=let_the_writer_in)
         con.print(f"[green]index column_stats[/green] -> instant {created.instant}, state [bold]{created.state}[/bold]"
                   " (building in the background while the writer keeps upserting)")
         ready = table.indexes.wait("column_stats", timeout_s=300)
