@@ -347,3 +347,35 @@ def test_mor_reinsert_vs_upsert_reviving_the_key_retries(tmp_path: Path, timelin
     assert table_state(r.t) == r.model  # key 1 once, with Y's value
     assert [i.plan["operation"] for i in r.rolled_back()] == ["upsert"]
     check_files_on_disk(r.t)
+
+
+def test_mor_delete_beside_a_concurrent_reinsert_keeps_the_reinsert(tmp_path: Path) -> None:
+    """Delete vs a concurrent insert is "ok" in the conflict table: D deletes key 1 from a
+    snapshot before A deleted it; meanwhile B, seeing it gone, inserts it anew in a new
+    group; D completes last. The table keeps B's row: the outcome of the serial order
+    A, D, B (D's delete of an absent key is a no-op), not of the completion order A, B, D.
+    A model that replays commits in completion order must allow for this (it is what
+    tests/services/test_services_concurrency.py meets in about one run of ten)."""
+    from lakeline.timeline import faults
+
+    schema = pa.schema([("id", pa.int64()), ("v", pa.string())])
+    path = str(tmp_path / "t")
+    Table.create(path, schema, record_key="id", table_type="mor")
+    Table.open(path).upsert(pa.table({"id": [1, 2], "v": ["a", "a"]}, schema=schema))
+    a, b, d = Table.open(path), Table.open(path), Table.open(path)
+
+    def meanwhile() -> None:
+        faults.disarm_all()
+        a.delete(pa.table({"id": [1]}))
+        b.upsert(pa.table({"id": [1], "v": ["b"]}, schema=schema))
+
+    faults.on("commit.after_requested", meanwhile)
+    try:
+        r = d.delete(pa.table({"id": [1]}))
+    finally:
+        faults.disarm_all()
+    t = Table.open(path)
+    done = [i.id for i in t.timeline.completed() if i.action == "deltacommit"]
+    assert done[-1] == r.instant.id  # D completed after A and B
+    rows = dict(zip(*(t.to_arrow().column(c).to_pylist() for c in ("id", "v"))))
+    assert rows == {1: "b", 2: "a"}
