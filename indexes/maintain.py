@@ -178,16 +178,36 @@ def live_files(view: FileSystemView) -> list[tuple[DataFile, str]]:
     return [(f, s.partition) for s in view.latest_slices() for f in s.files]
 
 
+@dataclass(frozen=True)
+class BuildTask:
+    """The entries of one live data file for a build, tagged with the instant that wrote
+    it (a picklable engine task)."""
+
+    entries: EntriesTask
+    instant: int
+
+
+def build_task(task: BuildTask) -> pa.Table:
+    rows = entries_task(task.entries)[0]
+    return rows.append_column(INSTANT, pa.array([task.instant] * rows.num_rows, pa.int64()))
+
+
+def build_tasks(storage: Storage, view: FileSystemView, target: IndexTarget, schema: pa.Schema) -> list[BuildTask]:
+    """One :class:`BuildTask` per live data file of ``view``."""
+    return [BuildTask(EntriesTask((target,), storage, schema, f.path, partition), f.instant)
+            for f, partition in live_files(view)]
+
+
+def built(target: IndexTarget, parts: Sequence[pa.Table]) -> pa.Table:
+    """The results of a build's tasks as one table (an empty one for no files)."""
+    if not parts:
+        return _schema_of(target.kind).empty_table().append_column(INSTANT, pa.array([], pa.int64()))
+    return pa.concat_tables(parts)
+
+
 def build(storage: Storage, view: FileSystemView, target: IndexTarget, schema: pa.Schema) -> pa.Table:
     """Entries of every live data file of a snapshot, with ``_instant`` per entry."""
-    parts = []
-    for f, partition in live_files(view):
-        t = file_entries(target, storage, schema, f.path, partition)
-        parts.append(t.append_column(INSTANT, pa.array([f.instant] * t.num_rows, pa.int64())))
-    if not parts:
-        empty = _schema_of(target.kind).empty_table()
-        return empty.append_column(INSTANT, pa.array([], pa.int64()))
-    return pa.concat_tables(parts)
+    return built(target, [build_task(t) for t in build_tasks(storage, view, target, schema)])
 
 
 def catch_up(storage: Storage, timeline: Timeline, after_seq: int, target: IndexTarget,

@@ -27,7 +27,6 @@ Following DESIGN.md section 3 (after Hudi RFC-45, fixed where Hudi is weak):
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 import pyarrow as pa
@@ -41,12 +40,11 @@ from ..indexes.lifecycle import (
     create_plan,
     drop_plan,
 )
-from ..indexes.maintain import IndexTarget, catch_up, entries_for, file_entries, live_files, missing_updates, resolve
-from ..indexes.metadata_table import INSTANT, MetadataTable
+from ..indexes.maintain import IndexTarget, build_task, build_tasks, built, catch_up, missing_updates, resolve
+from ..indexes.metadata_table import MetadataTable
 from ..timeline import faults
 from ..timeline.errors import LakelineError
 from ..timeline.instant import Action, Instant, State
-from ..timeline.storage import Storage
 from ..timeline.timeline import Timeline
 from .framework import table_lock
 from .service import Progress, ServiceAbort, TableService
@@ -62,24 +60,6 @@ _FINALIZE_ROUNDS = 100
 
 class _Unindexed(LakelineError):
     """Internal: a data instant completed without entries; catch up and try again."""
-
-
-@dataclass(frozen=True)
-class FileEntriesTask:
-    """Index one data file (a picklable engine task)."""
-
-    target: IndexTarget
-    storage: Storage
-    schema: pa.Schema
-    path: str
-    partition: str
-    instant: int
-
-
-def file_entries_task(task: FileEntriesTask) -> pa.Table:
-    """The entries of one data file, tagged with the instant that wrote it."""
-    rows = file_entries(task.target, task.storage, task.schema, task.path, task.partition)
-    return rows.append_column(INSTANT, pa.array([task.instant] * rows.num_rows, pa.int64()))
 
 
 def index_def(plan: Mapping[str, Any], instant: int) -> IndexDef:
@@ -145,20 +125,15 @@ class IndexingService(TableService):
     def _build(self, table: "Table", base: Timeline, target: IndexTarget,
                progress: Progress | None) -> tuple[pa.Table, int]:
         """Entries of every live data file at the base (with ``_instant``), and how many files."""
-        cfg = table.config
-        tasks = [FileEntriesTask(target, table.storage, cfg.schema, f.path, partition, f.instant)
-                 for f, partition in live_files(table.view(base))]
+        tasks = build_tasks(table.storage, table.view(base), target, table.config.schema)
         parts: list[pa.Table] = []
         if progress is not None:
             progress(0, len(tasks))
         for start in range(0, len(tasks), _BATCH):
-            parts.extend(table.service_engine.map(file_entries_task, tasks[start:start + _BATCH]))
+            parts.extend(table.service_engine.map(build_task, tasks[start:start + _BATCH]))
             if progress is not None:
                 progress(min(start + _BATCH, len(tasks)), len(tasks))
-        if not parts:
-            empty = entries_for(target, table.storage, cfg.schema, [])
-            return empty.append_column(INSTANT, pa.array([], pa.int64())), 0
-        return pa.concat_tables(parts), len(tasks)
+        return built(target, parts), len(tasks)
 
     def complete(self, table: "Table", instant: Instant, metadata: dict[str, Any]) -> Instant:
         """Finalize: under the table lock, catch up and complete with the check that no

@@ -39,13 +39,12 @@ if TYPE_CHECKING:
     from .table import Table
 
 
-def resolve_snapshot(table: "Table", as_of: int | datetime | None) -> Timeline:
-    """The timeline of the snapshot to read.
+def resolve_snapshot(tl: Timeline, as_of: int | datetime | None) -> Timeline:
+    """The timeline of the snapshot to read, from the table's current one.
 
     Raises:
         InstantNotFoundError: ``as_of`` names no completed instant / nothing had completed.
     """
-    tl = table.timeline
     if as_of is None:
         return tl
     if isinstance(as_of, datetime):
@@ -176,9 +175,12 @@ class Scan:
         self.columns = check_columns(cfg, columns)
         self.filter = filter
         self.table = table
-        self.snapshot = snapshot if snapshot is not None else resolve_snapshot(table, as_of)
-        if as_of is not None:  # refused before anything is read
-            check_retained(table.timeline, self.snapshot.last_seq, as_of)
+        if snapshot is None:
+            current = table.timeline  # read once: the snapshot and the retention rule come from it
+            snapshot = resolve_snapshot(current, as_of)
+            if as_of is not None:  # refused before anything is read
+                check_retained(current, snapshot.last_seq, as_of)
+        self.snapshot = snapshot
         view: FileSystemView = table.view(self.snapshot)
         every = view.latest_slices()
         self._total = sum(len(s.files) for s in every)
