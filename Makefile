@@ -17,7 +17,8 @@ SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
-# Installing is slow (pyspark, deltalake, ...): redo it only when pyproject.toml changed.
+# Installing is slow (pyspark, deltalake, ...): redo it only when the build inputs changed
+# (an editable install compiles indexes/_native.c in place).
 STAMP := $(VENV)/.installed-stamp
 PG_SERVER := /usr/lib/postgresql/15/bin/postgres
 WITH_PG := scripts/with-postgres.sh
@@ -30,7 +31,7 @@ venv: $(STAMP)
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): pyproject.toml | $(PY)
+$(STAMP): pyproject.toml setup.py indexes/_native.c | $(PY)
 	$(PY) -m pip install -e '.[dev]'
 	touch $@
 

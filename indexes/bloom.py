@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 
 from ..timeline.errors import MetadataTableError, UnknownColumnError
 from .hashing import ColumnHashes, hash_array, hash_text
+from .native import NATIVE
 
 #: Default false-positive rate of a filter.
 DEFAULT_FPP = 0.01
@@ -128,6 +129,16 @@ class BloomBits:
     def of(cls, hashes: np.ndarray, fpp: float) -> BloomBits:
         """A filter sized for ``len(hashes)`` keys at false-positive rate ``fpp``."""
         m, k = cls.sizing(len(hashes), fpp)
+        if NATIVE is not None:
+            packed = np.zeros((m + 7) // 8, dtype=np.uint8)
+            NATIVE.bloom_set(np.ascontiguousarray(hashes, dtype=np.uint64), m, k, packed)
+            return cls(m, k, packed.tobytes())
+        return cls.of_numpy(hashes, fpp)
+
+    @classmethod
+    def of_numpy(cls, hashes: np.ndarray, fpp: float) -> BloomBits:
+        """:meth:`of` in numpy (the reference the C loop must equal)."""
+        m, k = cls.sizing(len(hashes), fpp)
         bits = np.zeros(m, dtype=bool)
         for pos in cls._probes(hashes, m, k):
             bits[pos] = True
@@ -135,6 +146,15 @@ class BloomBits:
 
     def contains(self, hashes: np.ndarray) -> np.ndarray:
         """For each hash: False only when the key was surely never added."""
+        if NATIVE is not None:
+            out = np.empty(len(hashes), dtype=np.uint8)
+            NATIVE.bloom_test(np.ascontiguousarray(hashes, dtype=np.uint64), self.num_bits, self.num_hashes,
+                              self.bits, out)
+            return out.view(bool)
+        return self.contains_numpy(hashes)
+
+    def contains_numpy(self, hashes: np.ndarray) -> np.ndarray:
+        """:meth:`contains` in numpy (the reference the C loop must equal)."""
         packed = np.frombuffer(self.bits, dtype=np.uint8)
         hit = np.ones(len(hashes), dtype=bool)
         if len(hashes) * self.num_hashes < len(packed) // 4:
@@ -183,11 +203,7 @@ class FileBloom:
         hashes = key_hashes(rows, columns, schema, hashed)
         lo = hi = None
         if len(columns) == 1 and rows.num_rows:
-            col = rows.column(columns[0])
-            if col.null_count < len(col):
-                mm = pc.min_max(col)
-                lo = pc.cast(mm["min"], pa.string()).as_py()
-                hi = pc.cast(mm["max"], pa.string()).as_py()
+            lo, hi = (hashed if hashed is not None and hashed.rows is rows else ColumnHashes(rows)).bounds(columns[0])
         return cls(tuple(columns), BloomBits.of(hashes, fpp), lo, hi, len(hashes), fpp)
 
     def to_row(self, path: str, partition: str) -> dict[str, object]:

@@ -54,12 +54,6 @@ def _sketchable(typ: pa.DataType) -> bool:
     return not (pa.types.is_nested(typ) or pa.types.is_dictionary(typ))
 
 
-def _bound_text(value: pa.Scalar) -> str | None:
-    if not value.is_valid:
-        return None
-    return pc.cast(value, pa.string()).as_py()
-
-
 def sketch_values(column: pa.ChunkedArray | pa.Array, lg_k: int = DEFAULT_LG_K,
                   hashes: np.ndarray | None = None) -> bytes:
     """A serialized HLL sketch of the distinct non-null values of ``column``.
@@ -92,8 +86,7 @@ def file_stats(path: str, partition: str, rows: pa.Table, columns: Sequence[str]
             if pa.types.is_floating(typ) and pc.any(pc.is_nan(col)).as_py():
                 pass  # NaN has no place in an ordering: leave the bounds unknown
             else:
-                mm = pc.min_max(col)
-                lo, hi = _bound_text(mm["min"]), _bound_text(mm["max"])
+                lo, hi = hashes.bounds(name)
         out["path"].append(path)
         out["partition"].append(partition)
         out["column"].append(name)

@@ -28,6 +28,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .native import NATIVE
+
 #: Odd multiplier of the polynomial text hash (any odd 64-bit constant works; this one is
 #: the 64-bit golden ratio).
 _TEXT_BASE = np.uint64(0x9E3779B97F4A7C15)
@@ -96,7 +98,22 @@ def _horner(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.nda
 
 
 def hash_text_buffers(data: np.ndarray, offsets: np.ndarray, seed: int = 0) -> np.ndarray:
-    """64-bit hashes of the strings ``data[offsets[i]:offsets[i+1]]``."""
+    """64-bit hashes of the strings ``data[offsets[i]:offsets[i+1]]`` (``offsets``: int32
+    or int64)."""
+    if NATIVE is not None:
+        n = len(offsets) - 1
+        out = np.empty(max(n, 0), dtype=np.uint64)
+        if n > 0:
+            wide = offsets.dtype == np.int64
+            offs = np.ascontiguousarray(offsets, dtype=np.int64 if wide else np.int32)
+            NATIVE.hash_text(np.ascontiguousarray(data, dtype=np.uint8), offs, wide, n,
+                             seed & 0xFFFFFFFFFFFFFFFF, out)
+        return out
+    return hash_text_buffers_numpy(data, offsets, seed)
+
+
+def hash_text_buffers_numpy(data: np.ndarray, offsets: np.ndarray, seed: int = 0) -> np.ndarray:
+    """:func:`hash_text_buffers` in numpy (the reference the C loop must equal)."""
     starts = offsets[:-1].astype(np.int64)
     lengths = (offsets[1:] - offsets[:-1]).astype(np.int64)
     h = _horner(data, starts, lengths)
@@ -113,23 +130,18 @@ def hash_text(array: pa.Array | pa.ChunkedArray, seed: int = 0) -> np.ndarray:
         return np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
     typ = array.type
     binary = pa.types.is_binary(typ) or pa.types.is_large_binary(typ)
-    large = pa.types.is_large_string(typ) or pa.types.is_large_binary(typ)
-    if not (binary or large or pa.types.is_string(typ)):
+    if not (binary or pa.types.is_string(typ) or pa.types.is_large_string(typ)):
         array = pc.cast(array, pa.large_string())
-        large = True
     if array.null_count:
         array = pc.fill_null(array, b"" if binary else "")
-    n = len(array)
-    if n == 0:
+    if len(array) == 0:
         return np.empty(0, dtype=np.uint64)
-    _, offsets_buf, data_buf = array.buffers()
-    offsets = np.frombuffer(offsets_buf, dtype=np.int64 if large else np.int32)[array.offset:array.offset + n + 1]
-    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.empty(0, np.uint8)
+    data, offsets = _text_buffers(array)
     return hash_text_buffers(data, offsets, seed)
 
 
 def _as_words(array: pa.Array | pa.ChunkedArray) -> np.ndarray | None:
-    """The column as 64-bit words when its values have a fixed-width identity: integers
+    """The column as 64-bit words (read-only) when its values have a fixed-width identity: integers
     and temporal types by their integer value, floats by their IEEE bits (with -0.0 and
     every NaN made one value, as they compare equal or all unordered); None otherwise."""
     typ = array.type
@@ -144,7 +156,8 @@ def _as_words(array: pa.Array | pa.ChunkedArray) -> np.ndarray | None:
     if pa.types.is_integer(typ):
         if array.null_count:
             array = pc.fill_null(array, 0)
-        return array.to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64)
+        # Zero-copy for int64 without nulls: the words are only read.
+        return array.to_numpy(zero_copy_only=False).astype(np.int64, copy=False).view(np.uint64)
     if pa.types.is_floating(typ):
         if array.null_count:
             array = pc.fill_null(array, 0.0)
@@ -153,6 +166,12 @@ def _as_words(array: pa.Array | pa.ChunkedArray) -> np.ndarray | None:
         values[np.isnan(values)] = np.nan
         return values.view(np.uint64)
     return None
+
+
+def hash_words_numpy(words: np.ndarray, seed: int = 0) -> np.ndarray:
+    """The hashes of fixed-width values' words in numpy (the reference the C loop must
+    equal)."""
+    return fmix64(words ^ np.uint64(seed & 0xFFFFFFFFFFFFFFFF))
 
 
 def hash_array(array: pa.Array | pa.ChunkedArray, seed: int = 0) -> np.ndarray:
@@ -164,8 +183,11 @@ def hash_array(array: pa.Array | pa.ChunkedArray, seed: int = 0) -> np.ndarray:
     """
     words = _as_words(array)
     if words is not None:
-        words ^= np.uint64(seed & 0xFFFFFFFFFFFFFFFF)
-        return fmix64(words)
+        if NATIVE is not None:
+            out = np.empty(len(words), dtype=np.uint64)
+            NATIVE.hash_words(np.ascontiguousarray(words), seed & 0xFFFFFFFFFFFFFFFF, out)
+            return out
+        return hash_words_numpy(words, seed)
     typ = array.type
     if not (pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_binary(typ)
             or pa.types.is_large_binary(typ)):
@@ -173,17 +195,50 @@ def hash_array(array: pa.Array | pa.ChunkedArray, seed: int = 0) -> np.ndarray:
     return hash_text(array, seed)
 
 
+def _text_buffers(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """The data bytes and the (int32 or int64) offsets of a string or binary array."""
+    large = pa.types.is_large_string(array.type) or pa.types.is_large_binary(array.type)
+    _, offsets_buf, data_buf = array.buffers()
+    n = len(array)
+    offsets = np.frombuffer(offsets_buf, dtype=np.int64 if large else np.int32)[array.offset:array.offset + n + 1]
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.empty(0, np.uint8)
+    return data, offsets
+
+
+def min_max_text(column: pa.Array | pa.ChunkedArray) -> tuple[str | None, str | None]:
+    """The smallest and largest value of a column as text (Arrow's cast to string), or
+    None for a column without non-null values."""
+    typ = column.type
+    if (NATIVE is not None and len(column) and not column.null_count
+            and (pa.types.is_string(typ) or pa.types.is_large_string(typ))):
+        arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        data, offsets = _text_buffers(arr)
+        lo, hi = NATIVE.text_min_max(data, offsets, offsets.dtype == np.int64, len(arr))
+        return arr[lo].as_py(), arr[hi].as_py()
+    mm = pc.min_max(column)
+    return _as_text(mm["min"]), _as_text(mm["max"])
+
+
+def _as_text(value: pa.Scalar) -> str | None:
+    if not value.is_valid:
+        return None
+    return pc.cast(value, pa.string()).as_py()
+
+
 class ColumnHashes:
-    """The hashes of a table's columns, each computed once: the indexes of one data file
-    (its NDV sketches, a bloom filter on the same column) share them.
+    """What the indexes of one data file compute from its columns, each once: the
+    hashes (its NDV sketches and a bloom filter on the same column share them) and the
+    min/max (column stats and a bloom filter's key range share them).
 
     ``of(name)`` hashes every row (nulls like 0 or the empty text, as
-    :func:`hash_array`); ``of_valid(name)`` only the non-null rows.
+    :func:`hash_array`); ``of_valid(name)`` only the non-null rows; ``bounds(name)`` is
+    :func:`min_max_text`.
     """
 
     def __init__(self, rows: pa.Table) -> None:
         self.rows = rows
         self._memo: dict[str, np.ndarray] = {}
+        self._bounds: dict[str, tuple[str | None, str | None]] = {}
 
     def of(self, name: str) -> np.ndarray:
         if name not in self._memo:
@@ -196,3 +251,7 @@ class ColumnHashes:
             return self.of(name)
         return self.of(name)[pc.is_valid(col).to_numpy(zero_copy_only=False)]
 
+    def bounds(self, name: str) -> tuple[str | None, str | None]:
+        if name not in self._bounds:
+            self._bounds[name] = min_max_text(self.rows.column(name))
+        return self._bounds[name]

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..timeline.errors import MetadataTableError
+from .native import NATIVE
 
 _MAGIC = b"LLHL1"
 _HASH_BITS = 64
@@ -49,32 +50,12 @@ class Hll:
     @classmethod
     def of(cls, hashes: np.ndarray, p: int) -> Hll:
         """The sketch of a set of 64-bit hashes (repeats change nothing)."""
-        q = _HASH_BITS - p
-        h = hashes.astype(np.uint64, copy=False)
-        # Rank = leading zeros of the q low bits + 1 (q + 1 when they are all zero). The
-        # q bits (<= 53) convert to a float exactly, whose exponent field e is the
-        # position of the highest set bit plus 1023, so rank = q + 1023 - e; zero has
-        # e = 0, which the minimum turns into q + 1.
-        low = (h & np.uint64((1 << q) - 1)).astype(np.float64)
-        exponent = low.view(np.uint64) >> np.uint64(52)
-        rank = np.minimum(np.uint64(q + 1023) - exponent, np.uint64(q + 1))
-        registers_of = h >> np.uint64(q)
-        if len(h) <= _SMALL:
-            # Up to ~200k values (log files, small bases) a scatter-max costs less than
-            # allocating and scanning the mark table.
+        h = np.ascontiguousarray(hashes, dtype=np.uint64)
+        if NATIVE is not None:
             registers = np.zeros(1 << p, dtype=np.uint8)
-            np.maximum.at(registers, registers_of.astype(np.intp), rank.astype(np.uint8))
+            NATIVE.hll_update(h, p, registers)
             return cls(p, registers)
-        # Many values: mark (register, rank) pairs, then take each register's last mark
-        # (the scatter-max slows down once the registers no longer stay in cache).
-        seen = np.zeros((1 << p, q + 2), dtype=bool)
-        flat = registers_of
-        flat *= np.uint64(q + 2)
-        flat += rank
-        seen.reshape(-1)[flat] = True
-        last = q + 1 - np.argmax(seen[:, ::-1], axis=1)
-        registers = np.where(seen.any(axis=1), last, 0).astype(np.uint8)
-        return cls(p, registers)
+        return cls(p, registers_numpy(h, p))
 
     def merge(self, other: Hll) -> Hll:
         """The sketch of the union.
@@ -122,6 +103,34 @@ class Hll:
         if len(regs) != 1 << p:
             raise MetadataTableError(f"NDV sketch has {len(regs)} registers, expected {1 << p}")
         return cls(p, regs)
+
+
+def registers_numpy(h: np.ndarray, p: int) -> np.ndarray:
+    """The registers of :meth:`Hll.of` in numpy (the reference the C loop must equal)."""
+    q = _HASH_BITS - p
+    # Rank = leading zeros of the q low bits + 1 (q + 1 when they are all zero). The q
+    # bits (<= 53) convert to a float exactly, whose exponent field e is the position of
+    # the highest set bit plus 1023, so rank = q + 1023 - e; zero has e = 0, which the
+    # minimum turns into q + 1.
+    low = (h & np.uint64((1 << q) - 1)).astype(np.float64)
+    exponent = low.view(np.uint64) >> np.uint64(52)
+    rank = np.minimum(np.uint64(q + 1023) - exponent, np.uint64(q + 1))
+    registers_of = h >> np.uint64(q)
+    if len(h) <= _SMALL:
+        # Up to ~200k values (log files, small bases) a scatter-max costs less than
+        # allocating and scanning the mark table.
+        registers = np.zeros(1 << p, dtype=np.uint8)
+        np.maximum.at(registers, registers_of.astype(np.intp), rank.astype(np.uint8))
+        return registers
+    # Many values: mark (register, rank) pairs, then take each register's last mark (the
+    # scatter-max slows down once the registers no longer stay in cache).
+    seen = np.zeros((1 << p, q + 2), dtype=bool)
+    flat = registers_of
+    flat *= np.uint64(q + 2)
+    flat += rank
+    seen.reshape(-1)[flat] = True
+    last = q + 1 - np.argmax(seen[:, ::-1], axis=1)
+    return np.where(seen.any(axis=1), last, 0).astype(np.uint8)
 
 
 def merge_all(sketches: Iterable[Hll], p: int) -> Hll:

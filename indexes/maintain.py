@@ -13,7 +13,7 @@ its base and of every log rule the filter out; a file without entries keeps its 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,7 +75,13 @@ def files_entries(targets: Sequence[IndexTarget], storage: Storage, schema: pa.S
     """The entries of one data file (base or log) for each of ``targets``, from one read
     of the file, hashing each column once for all of them."""
     columns = list(dict.fromkeys(c for t in targets for c in t.columns))
-    rows = read_base(storage, rel_path, columns)
+    return rows_entries(targets, read_base(storage, rel_path, columns), schema, rel_path, partition)
+
+
+def rows_entries(targets: Sequence[IndexTarget], rows: pa.Table, schema: pa.Schema, rel_path: str,
+                 partition: str) -> list[pa.Table]:
+    """The entries of the data file ``rel_path`` whose content is ``rows`` (all of it, or
+    at least the columns of ``targets`` it has), for each of ``targets``."""
     hashes = ColumnHashes(rows)
     out = []
     for target in targets:
@@ -119,6 +125,34 @@ class EntriesTask:
     partition: str
 
 
+@dataclass(frozen=True)
+class IndexJob:
+    """The indexes a write task computes entries for from the rows it just wrote, so
+    the writer need not read its files back (:func:`write_commit_updates` takes them)."""
+
+    targets: tuple[IndexTarget, ...]
+    schema: pa.Schema
+
+    def entries(self, rows: pa.Table, rel_path: str, partition: str) -> dict[IndexTarget, pa.Table]:
+        return dict(zip(self.targets, rows_entries(self.targets, rows, self.schema, rel_path, partition)))
+
+
+def index_job(timeline: Timeline, schema: pa.Schema, record_key: Sequence[str]) -> IndexJob | None:
+    """The job of every index building or ready in ``timeline`` that resolves (None when
+    there is none)."""
+    targets = []
+    for idx in written_indexes(timeline):
+        try:
+            targets.append(resolve(idx, schema, record_key))
+        except InvalidIndexError:
+            continue
+    return IndexJob(tuple(dict.fromkeys(targets)), schema) if targets else None
+
+
+#: Entries a write task computed, by data file path and index target.
+Precomputed = Mapping[str, Mapping[IndexTarget, pa.Table]]
+
+
 def entries_task(task: EntriesTask) -> list[pa.Table]:
     return files_entries(task.targets, task.storage, task.schema, task.path, task.partition)
 
@@ -133,10 +167,13 @@ def entries_for(target: IndexTarget, storage: Storage, schema: pa.Schema,
 def write_commit_updates(storage: Storage, timeline: Timeline, instant: int, metadata: CommitMetadata,
                          schema: pa.Schema, record_key: Sequence[str],
                          skip: Collection[tuple[str, int]] = (),
-                         map_fn: MapFn = serial_map) -> list[tuple[str, int, str | None]]:
+                         map_fn: MapFn = serial_map,
+                         precomputed: Precomputed | None = None) -> list[tuple[str, int, str | None]]:
     """Write, behind ``instant``'s markers, the entries of the data files it added for
     every index that is building or ready in ``timeline`` (read right before the
-    completion) and not in ``skip``. Returns ``(name, create instant, delta path or
+    completion) and not in ``skip``; entries in ``precomputed`` (computed by the write
+    tasks from the rows they wrote) are taken as they are, the others are computed
+    from the files. Returns ``(name, create instant, delta path or
     None)`` of every index handled, so the writer can tell at completion whether one
     appeared since, and remove its delta of one that was dropped meanwhile.
 
@@ -153,13 +190,19 @@ def write_commit_updates(storage: Storage, timeline: Timeline, instant: int, met
             targets.append((idx, resolve(idx, schema, record_key)))
         except InvalidIndexError:
             done.append((idx.name, idx.instant, None))
-    # One task per file for every index (one read, each column hashed once), and the
-    # files in parallel through the engine.
-    per_file = map_fn(entries_task, [EntriesTask(tuple(t for _, t in targets), storage, schema, f.path, f.partition)
-                                     for f in metadata.files]) if targets else []
+    # One task per file for every index its write task did not cover (one read, each
+    # column hashed once), and the files in parallel through the engine.
+    have = precomputed or {}
+    todo = [(f, tuple(dict.fromkeys(t for _, t in targets if t not in have.get(f.path, {}))))
+            for f in metadata.files]
+    todo = [(f, ts) for f, ts in todo if ts]
+    computed = map_fn(entries_task, [EntriesTask(ts, storage, schema, f.path, f.partition) for f, ts in todo])
+    per_file: dict[str, dict[IndexTarget, pa.Table]] = {f.path: dict(have.get(f.path, {})) for f in metadata.files}
+    for (f, ts), entries in zip(todo, computed):
+        per_file[f.path].update(zip(ts, entries))
     mt = MetadataTable(storage)
-    for i, (idx, target) in enumerate(targets):
-        parts = [entries[i] for entries in per_file]
+    for idx, target in targets:
+        parts = [per_file[f.path][target] for f in metadata.files]
         rows = pa.concat_tables(parts) if parts else _schema_of(target.kind).empty_table()
         done.append((idx.name, idx.instant, mt.write_updates(idx.name, instant, rows)))
     return done

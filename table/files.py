@@ -7,12 +7,15 @@ Writers record a marker before creating a file, so rollback can always find it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ..indexes.hashing import min_max_text
+from ..indexes.maintain import IndexJob, IndexTarget
 from ..timeline.commit_metadata import WriteStat
 from ..timeline.storage import Storage
 from ..timeline.markers import write_marker
@@ -37,14 +40,28 @@ class FileWrite:
     row_group_rows: int
     inserts: bool = False
     known_range: tuple[object, object] | None = None  # key range when the caller knows it
+    indexes: IndexJob | None = None  # index entries to compute from ``rows`` as well
+
+
+@dataclass(frozen=True)
+class Written:
+    """A data file a task wrote, with the index entries it computed from the rows
+    (:attr:`FileWrite.indexes`; empty without)."""
+
+    stat: WriteStat
+    entries: Mapping[IndexTarget, pa.Table] = field(default_factory=dict)
 
 
 def key_range(table: pa.Table, key: tuple[str, ...]) -> tuple[object, object]:
     """(min, max) of a single-column key as JSON values; (None, None) when unknown."""
     if len(key) != 1 or table.num_rows == 0:
         return None, None
-    mm = pc.min_max(table.column(key[0]))
-    lo, hi = mm["min"].as_py(), mm["max"].as_py()
+    col = table.column(key[0])
+    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        lo, hi = min_max_text(col)  # the C loop when built: Arrow's string min/max is slow
+    else:
+        mm = pc.min_max(col)
+        lo, hi = mm["min"].as_py(), mm["max"].as_py()
     if not isinstance(lo, _JSON_KEY_TYPES) or not isinstance(hi, _JSON_KEY_TYPES):
         return None, None
     return lo, hi
@@ -70,6 +87,12 @@ def dictionary_columns(table: pa.Table, sample_rows: int = 10_000) -> list[str]:
 
 def write_file(task: FileWrite) -> WriteStat:
     """Write one Parquet file (marker first) and describe it."""
+    return write_indexed(task).stat
+
+
+def write_indexed(task: FileWrite) -> Written:
+    """Write one Parquet file (marker first), describe it, and compute its index entries
+    from the rows in memory when the task asks for them."""
     write_marker(task.storage, task.instant, task.rel_path)
     path = task.storage.path(task.rel_path)
     task.storage.mkdirs(path.rsplit("/", 1)[0])
@@ -82,7 +105,8 @@ def write_file(task: FileWrite) -> WriteStat:
     if task.kind == "log":
         deletes = pc.sum(pc.equal(task.rows.column(OP), OP_DELETE).cast(pa.int64())).as_py() or 0
     lo, hi = task.known_range if task.known_range is not None else key_range(task.rows, task.key)
-    return WriteStat(
+    entries = task.indexes.entries(task.rows, task.rel_path, task.partition) if task.indexes is not None else {}
+    return Written(WriteStat(
         path=task.rel_path,
         partition=task.partition,
         file_group=task.file_group,
@@ -93,7 +117,7 @@ def write_file(task: FileWrite) -> WriteStat:
         key_min=lo,
         key_max=hi,
         inserts=task.inserts,
-    )
+    ), entries)
 
 
 @dataclass(frozen=True)

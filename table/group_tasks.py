@@ -14,7 +14,8 @@ import pyarrow.compute as pc
 from ..timeline.commit_metadata import WriteStat
 from ..timeline.file_group import FileSlice, data_file_name
 from ..timeline.storage import Storage
-from .files import FileRead, FileWrite, key_range, read_file, with_columns_of, write_file
+from ..indexes.maintain import IndexJob
+from .files import FileRead, FileWrite, Written, key_range, read_file, with_columns_of, write_indexed
 from .merge import merge_onto
 from .records import OP, SEQ
 
@@ -28,6 +29,7 @@ class WriteSettings:
     ordering: str | None
     compression: str
     row_group_rows: int
+    indexes: IndexJob | None = None  # entries each written file computes from its rows
 
 
 def rel_path(partition: str, name: str) -> str:
@@ -51,7 +53,7 @@ class RewriteTask:
     new_keys_only: bool = False
 
 
-def rewrite_group(task: RewriteTask) -> WriteStat | None:
+def rewrite_group(task: RewriteTask) -> Written | None:
     """New base for the group; None when no row survives (the group is retired)."""
     st = task.settings
     s = task.slice
@@ -76,10 +78,10 @@ def rewrite_group(task: RewriteTask) -> WriteStat | None:
         if lo is not None:
             known = (min(lo, s.base.key_min), max(hi, s.base.key_max))  # type: ignore[type-var]
     name = data_file_name(s.file_group, st.instant, "base")
-    return write_file(
+    return write_indexed(
         FileWrite(
             st.storage, st.instant, rel_path(s.partition, name), s.partition, s.file_group, "base",
-            result.cast(st.schema), st.key, st.compression, st.row_group_rows, task.inserts, known,
+            result.cast(st.schema), st.key, st.compression, st.row_group_rows, task.inserts, known, st.indexes,
         )
     )
 
@@ -87,13 +89,14 @@ def rewrite_group(task: RewriteTask) -> WriteStat | None:
 _UNCHANGED = "__unchanged__"
 
 
-def _unchanged(s: FileSlice) -> WriteStat:
+def _unchanged(s: FileSlice) -> Written:
     """Marker result: the predicate matched nothing, the group is untouched."""
-    return WriteStat(path=_UNCHANGED, partition=s.partition, file_group=s.file_group, kind="base", rows=0, bytes=0)
+    return Written(WriteStat(path=_UNCHANGED, partition=s.partition, file_group=s.file_group, kind="base",
+                             rows=0, bytes=0))
 
 
-def is_unchanged(stat: WriteStat | None) -> bool:
-    return stat is not None and stat.path == _UNCHANGED
+def is_unchanged(res: Written | None) -> bool:
+    return res is not None and res.stat.path == _UNCHANGED
 
 
 def _evaluate(table: pa.Table, expr: pc.Expression) -> pa.ChunkedArray:
@@ -114,16 +117,16 @@ class LogTask:
     incoming: pa.Table
 
 
-def write_log(task: LogTask) -> WriteStat:
+def write_log(task: LogTask) -> Written:
     st = task.settings
     rows = task.incoming
     schema = log_schema(st.schema)
     rows = rows.append_column(SEQ, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
     rows = rows.select(schema.names).cast(schema)
     name = data_file_name(task.file_group, st.instant, "log")
-    return write_file(
+    return write_indexed(
         FileWrite(
             st.storage, st.instant, rel_path(task.partition, name), task.partition, task.file_group, "log",
-            rows, st.key, st.compression, st.row_group_rows, False,
+            rows, st.key, st.compression, st.row_group_rows, False, indexes=st.indexes,
         )
     )

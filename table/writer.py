@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..indexes.lifecycle import written_indexes
-from ..indexes.maintain import unhandled_indexes, write_commit_updates
+from ..indexes.maintain import IndexJob, Precomputed, index_job, unhandled_indexes, write_commit_updates
 from ..indexes.upkeep import after_commit
 from ..timeline.commit_metadata import CommitMetadata, WriteStat
 from ..timeline.conflicts import KeyCheck
@@ -28,7 +28,7 @@ from ..timeline.heartbeat import is_expired
 from ..timeline.instant import Action, Instant
 from ..timeline.timeline import Timeline
 from .commit import Commit, ConflictDetected
-from .files import FileRead, FileWrite, read_file, write_file
+from .files import FileRead, FileWrite, Written, read_file, write_indexed
 from .group_tasks import LogTask, RewriteTask, WriteSettings, is_unchanged, rel_path, rewrite_group, write_log
 from .plan import PARTITION, WritePlan
 from .records import OP, OP_UPSERT, constant
@@ -90,11 +90,13 @@ def run_write(table: "Table", operation: str, action: Action, planner: Planner,
         commit.begin()
         try:
             t0 = time.perf_counter()
-            metadata = _execute(table, commit.instant_id, plan, snapshot.last_seq)
+            metadata, entries = _execute(table, commit.instant_id, plan, snapshot.last_seq)
             t1 = time.perf_counter()
-            # Entries for every index building or ready now, behind this instant's markers.
+            # Entries for every index building or ready now, behind this instant's markers
+            # (the write tasks computed those of the indexes they knew of).
             handled = write_commit_updates(table.storage, table.log.refresh(), commit.instant_id, metadata,
-                                           table.config.schema, table.config.record_key, map_fn=table.engine.map)
+                                           table.config.schema, table.config.record_key, map_fn=table.engine.map,
+                                           precomputed=entries)
             t2 = time.perf_counter()
             updated = _log_upsert_keys(table, plan)
             key_check = (_key_check(table, plan.new_keys, updated)
@@ -190,7 +192,7 @@ def expired_writers(table: "Table", snapshot: Timeline) -> list[Instant]:
     ]
 
 
-def settings(table: "Table", instant: int) -> WriteSettings:
+def settings(table: "Table", instant: int, indexes: IndexJob | None = None) -> WriteSettings:
     cfg = table.config
     props = cfg.resolved_properties()
     return WriteSettings(
@@ -201,11 +203,16 @@ def settings(table: "Table", instant: int) -> WriteSettings:
         ordering=cfg.ordering_field,
         compression=props["write.parquet-compression"],
         row_group_rows=props["write.row-group-rows"],
+        indexes=indexes,
     )
 
 
-def _execute(table: "Table", instant: int, plan: WritePlan, snapshot_seq: int) -> CommitMetadata:
-    st = settings(table, instant)
+def _execute(table: "Table", instant: int, plan: WritePlan,
+             snapshot_seq: int) -> tuple[CommitMetadata, Precomputed]:
+    """Write the plan's files through the engine; returns the commit metadata and the
+    index entries the tasks computed from the rows they wrote, by file path."""
+    cfg = table.config
+    st = settings(table, instant, index_job(table.log.timeline, cfg.schema, cfg.record_key))
     props = table.config.resolved_properties()
     target = int(props["write.target-file-size-bytes"])
     file_tasks: list[FileWrite] = []
@@ -217,10 +224,11 @@ def _execute(table: "Table", instant: int, plan: WritePlan, snapshot_seq: int) -
             fg = new_file_group_id()
             file_tasks.append(
                 FileWrite(st.storage, instant, rel_path(nf.partition, data_file_name(fg, instant, "base")),
-                          nf.partition, fg, "base", chunk, st.key, st.compression, st.row_group_rows, nf.inserts)
+                          nf.partition, fg, "base", chunk, st.key, st.compression, st.row_group_rows, nf.inserts,
+                          indexes=st.indexes)
             )
     engine = table.engine
-    stats: list[WriteStat] = list(engine.map(write_file, file_tasks))
+    written: list[Written] = list(engine.map(write_indexed, file_tasks))
     replaced = {p: list(g) for p, g in plan.replaced.items()}
     rewritten: list[tuple[str, str]] = []
     rw_results = engine.map(
@@ -233,8 +241,10 @@ def _execute(table: "Table", instant: int, plan: WritePlan, snapshot_seq: int) -
         if res is None:
             replaced.setdefault(r.partition, []).append(r.slice.file_group)
         else:
-            stats.append(res)
-    stats.extend(engine.map(write_log, [LogTask(st, lg.partition, lg.slice.file_group, lg.incoming) for lg in plan.logs]))
+            written.append(res)
+    written.extend(engine.map(write_log, [LogTask(st, lg.partition, lg.slice.file_group, lg.incoming)
+                                          for lg in plan.logs]))
+    stats = [w.stat for w in written]
     counts = dict(plan.stats)
     counts["files_added"] = len(stats)
     counts["bytes_written"] = sum(s.bytes for s in stats)
@@ -247,7 +257,7 @@ def _execute(table: "Table", instant: int, plan: WritePlan, snapshot_seq: int) -
         rewritten=tuple(rewritten),
         replaced_partitions=tuple(plan.replaced_partitions),
         stats=counts,
-    )
+    ), {w.stat.path: w.entries for w in written}
 
 
 def _bytes_per_row(table: "Table", partition: str, rows: pa.Table) -> float:

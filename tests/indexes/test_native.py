@@ -1,0 +1,101 @@
+"""The C loops of index entries equal their numpy references, value for value.
+
+Entries written by an install with the extension are probed by installs without it
+(and the other way round), so any difference would be a false negative somewhere.
+Under CI the extension must be built: the Makefile's editable install compiles it.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from lakeline.indexes import bloom, hashing, hll
+from lakeline.indexes.native import NATIVE
+
+pytestmark = pytest.mark.skipif(NATIVE is None and os.environ.get("CI") != "true",
+                                reason="lakeline was installed without its C extension")
+
+
+def test_the_extension_is_built_under_ci() -> None:
+    assert NATIVE is not None, "indexes/_native.c was not compiled by the install"
+
+
+def _texts(rng: np.random.Generator, n: int) -> pa.Array:
+    # Lengths 0..40 cover whole words, partial last words and empty strings; bytes
+    # cover the high bit (sign-extension bugs) and zeros (padding bugs).
+    lengths = rng.integers(0, 41, n)
+    raw = [bytes(rng.integers(0, 256, k, dtype=np.uint8)) for k in lengths]
+    raw[::7] = [b"\x00" * (k % 9) for k in lengths[::7]]
+    return pa.array(raw, pa.binary())
+
+
+@pytest.mark.parametrize("seed", [0, 1, 0xFFFFFFFFFFFFFFFF])
+@pytest.mark.parametrize("large", [False, True])
+def test_text_hashes_equal_the_numpy_reference(seed: int, large: bool) -> None:
+    rng = np.random.default_rng(seed & 0xFFFF)
+    arr = _texts(rng, 3000)
+    if large:
+        arr = arr.cast(pa.large_binary())
+    arr = arr.slice(5, 2000)  # an offset into the buffers
+    _, offsets_buf, data_buf = arr.buffers()
+    offsets = np.frombuffer(offsets_buf, dtype=np.int64 if large else np.int32)[arr.offset:arr.offset + len(arr) + 1]
+    data = np.frombuffer(data_buf, dtype=np.uint8)
+    native = hashing.hash_text_buffers(data, offsets, seed)
+    reference = hashing.hash_text_buffers_numpy(data, offsets, seed)
+    assert native.dtype == np.uint64
+    np.testing.assert_array_equal(native, reference)
+
+
+def test_text_hash_refuses_offsets_outside_the_data() -> None:
+    with pytest.raises(ValueError, match="outside"):
+        hashing.hash_text_buffers(np.zeros(4, np.uint8), np.array([0, 9], np.int32))
+
+
+@pytest.mark.parametrize("p", [4, 10, 14])
+@pytest.mark.parametrize("n", [0, 1, 1000, 300_000])
+def test_hll_registers_equal_the_numpy_reference(p: int, n: int) -> None:
+    rng = np.random.default_rng(n + p)
+    h = rng.integers(0, 2**64, n, dtype=np.uint64)
+    h[::11] &= np.uint64(0xFFFF000000000000)  # all-zero low bits: the q + 1 rank
+    np.testing.assert_array_equal(hll.Hll.of(h, p).registers, hll.registers_numpy(h, p))
+
+
+@pytest.mark.parametrize("n", [1, 999, 200_000])
+@pytest.mark.parametrize("fpp", [0.3, 0.01, 0.0001])
+def test_bloom_bits_and_probes_equal_the_numpy_reference(n: int, fpp: float) -> None:
+    rng = np.random.default_rng(n)
+    h = rng.integers(0, 2**64, n, dtype=np.uint64)
+    built = bloom.BloomBits.of(h, fpp)
+    assert built == bloom.BloomBits.of_numpy(h, fpp)
+    probes = np.concatenate([h[:50], rng.integers(0, 2**64, 5000, dtype=np.uint64)])
+    got = built.contains(probes)
+    np.testing.assert_array_equal(got, built.contains_numpy(probes))
+    assert got[:min(n, 50)].all()  # no false negatives
+
+
+@pytest.mark.parametrize("seed", [0, 7, 0xFFFFFFFFFFFFFFFF])
+def test_fixed_width_hashes_equal_the_numpy_reference(seed: int) -> None:
+    rng = np.random.default_rng(seed & 0xFFFF)
+    ints = pa.array(rng.integers(-2**63, 2**63 - 1, 10_000, dtype=np.int64))
+    floats = pa.array(np.concatenate([rng.standard_normal(1000), [0.0, -0.0, np.nan, -np.nan]]))
+    for arr in (ints, floats, ints.cast(pa.int16(), safe=False), pa.array([1, None, 3], pa.int32())):
+        words = hashing._as_words(arr)
+        assert words is not None
+        np.testing.assert_array_equal(hashing.hash_array(arr, seed), hashing.hash_words_numpy(words, seed))
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_text_min_max_equals_arrow(large: bool) -> None:
+    rng = np.random.default_rng(3)
+    words = [bytes(rng.integers(0, 256, k, dtype=np.uint8)).decode("latin-1") for k in rng.integers(0, 12, 5000)]
+    words += ["", "\u00ff\u00ff", "a", "a\x00"]  # prefixes, empty, high code points
+    arr = pa.array(words, pa.large_string() if large else pa.string()).slice(3)
+    chunked = pa.chunked_array([arr.slice(0, 100), arr.slice(100)])
+    mm = pa.compute.min_max(arr)
+    expected = (mm["min"].as_py(), mm["max"].as_py())
+    assert hashing.min_max_text(arr) == expected
+    assert hashing.min_max_text(chunked) == expected
