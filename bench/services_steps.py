@@ -39,7 +39,7 @@ MOR_READS = ("full", "point")
 ZQUERIES = ("zrange", "zkeys")
 Z_COLUMNS = ("key", "value")
 #: The writers' row group size (``write.row-group-rows``), used by the plain job too.
-ROW_GROUP_ROWS = 1_048_576
+ROW_GROUP_ROWS = 131_072
 
 #: Table properties of the merge-on-read table. ``service.nice`` 0: by default services
 #: run at niceness 10 so writers keep their latency, which on a shared machine measures

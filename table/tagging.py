@@ -30,40 +30,58 @@ from .records import OP, OP_UPSERT, constant
 FG = "_fg"
 
 
+ROW = "_row"
+
+
 @dataclass(frozen=True)
 class SliceKeys:
-    """Read the live keys of one slice; ``index`` numbers the slice in the tag call."""
+    """Find which of ``probe``'s keys (record-key columns and ``_row``, the row number
+    in the tag call) are alive in one slice; ``mask`` limits the probe to the keys that
+    may be there (its key range, its bloom filter), ``index`` numbers the slice."""
 
     storage: Storage
     slice: FileSlice
     key: tuple[str, ...]
     index: int = 0
+    probe: pa.Table | None = None
+    mask: np.ndarray | None = None
 
 
 def _with_slice(t: pa.Table, index: int) -> pa.Table:
-    # An int32 slice number, not the 32-character group id: this column is as long as
-    # the table and goes through a hash join.
+    # An int32 slice number, not the 32-character group id: this column comes back
+    # from every slice.
     return t.append_column(FG, pa.array(np.full(t.num_rows, index, dtype=np.int32)))
 
 
 def slice_live_keys(task: SliceKeys) -> pa.Table:
-    """The keys alive in a slice, with the slice's number in column ``_fg``."""
+    """The keys alive in a slice (base plus logs, folded); with a probe, only the
+    probe's ``_row`` numbers found there, with the slice's number in ``_fg``."""
     s = task.slice
     parts = []
     start = 0
+    live: pa.Table | None = None
     if s.base is not None:
         base = read_file(FileRead(task.storage, s.base.path, task.key))
         if not s.logs:
-            return _with_slice(base, task.index)
-        base = base.append_column(OP, constant(OP_UPSERT, base.num_rows))
-        parts.append(with_order(base, start))
-        start += base.num_rows
-    for log in s.logs:
-        t = read_file(FileRead(task.storage, log.path, task.key + (OP,)))
-        parts.append(with_order(t, start))
-        start += t.num_rows
-    live = fold(pa.concat_tables(parts, promote_options="permissive"), task.key, None)
-    return _with_slice(live, task.index)
+            live = base
+        else:
+            base = base.append_column(OP, constant(OP_UPSERT, base.num_rows))
+            parts.append(with_order(base, start))
+            start += base.num_rows
+    if live is None:
+        for log in s.logs:
+            t = read_file(FileRead(task.storage, log.path, task.key + (OP,)))
+            parts.append(with_order(t, start))
+            start += t.num_rows
+        live = fold(pa.concat_tables(parts, promote_options="permissive"), task.key, None)
+    if task.probe is None:
+        return _with_slice(live, task.index)
+    probe = task.probe if task.mask is None else task.probe.filter(task.mask)
+    # The slice's keys on the left: Arrow builds its hash table on the right side, the
+    # (smaller) incoming keys that may be in this slice. Joining per slice, inside the
+    # engine's tasks, spreads the work over the cores.
+    joined = live.join(probe, list(task.key), join_type="inner", use_threads=False)
+    return _with_slice(joined.select([ROW]), task.index)
 
 
 def candidate_slices(slices: list[FileSlice], keys: pa.Table,
@@ -96,24 +114,30 @@ def candidate_slices(slices: list[FileSlice], keys: pa.Table,
 
 
 def bloom_survivors(cands: list[tuple[FileSlice, np.ndarray | None]], keys: pa.Table, key: tuple[str, ...],
-                    blooms: Mapping[str, FileBloom]) -> list[FileSlice]:
-    """The candidates whose base file's bloom filter may hold one of their keys.
+                    blooms: Mapping[str, FileBloom]) -> list[tuple[FileSlice, np.ndarray | None]]:
+    """The candidates whose base file's bloom filter may hold one of their keys, each
+    with its mask narrowed to the keys the filter may hold.
 
     Only slices without logs are probed: a log may carry a key its base never had (a
     key revived after a delete), and the filter covers the base alone. A slice without
-    a filter entry is kept.
+    a filter entry is kept as it is.
     """
     hashes: np.ndarray | None = None
-    out = []
+    out: list[tuple[FileSlice, np.ndarray | None]] = []
     for s, inside in cands:
         fb = blooms.get(s.base.path) if s.base is not None and not s.logs else None
         if fb is None:
-            out.append(s)
+            out.append((s, inside))
             continue
         if hashes is None:  # hashed once, for every file probed
             hashes = key_hashes(keys, key)
-        if fb.might_contain_any(hashes if inside is None else hashes[inside]):
-            out.append(s)
+        if inside is None:
+            mask = fb.might_contain(hashes)
+        else:
+            mask = inside.copy()
+            mask[inside] = fb.might_contain(hashes[inside])
+        if mask.any():
+            out.append((s, mask))
     return out
 
 
@@ -128,24 +152,21 @@ def tag(
     """For each row of ``keys`` (record-key columns), the file group holding it or null.
 
     Candidates are pruned by key range, then by ``blooms`` (record-key bloom filters of
-    base files, by path), and the keys of what remains are read and joined exactly.
+    base files, by path), and the keys of what remains are read and joined exactly,
+    each slice with only the incoming keys that survived its range and filter.
     """
     if keys.num_rows == 0:
         return pa.array([], pa.string())
     ranged = candidate_slices(slices, keys, key)
-    cands = bloom_survivors(ranged, keys, key, blooms) if blooms else [s for s, _ in ranged]
+    cands = bloom_survivors(ranged, keys, key, blooms) if blooms else ranged
     if not cands:
         return pa.nulls(keys.num_rows, pa.string())
-    live = engine.map(slice_live_keys, [SliceKeys(storage, s, key, i) for i, s in enumerate(cands)])
-    located = pa.concat_tables(live, promote_options="permissive") if live else None
-    if located is None or located.num_rows == 0:
-        return pa.nulls(keys.num_rows, pa.string())
-    probe = keys.select(list(key)).append_column("_row", pa.array(np.arange(keys.num_rows, dtype=np.int64)))
-    # Inner join with the table's keys on the left: Arrow builds its hash table on the
-    # right side, which is the (smaller) incoming batch.
-    joined = located.join(probe, list(key), join_type="inner", use_threads=True)
+    probe = keys.select(list(key)).append_column(ROW, pa.array(np.arange(keys.num_rows, dtype=np.int64)))
+    found = engine.map(slice_live_keys, [SliceKeys(storage, s, key, i, probe, mask)
+                                         for i, (s, mask) in enumerate(cands)])
     slot = np.full(keys.num_rows, -1, dtype=np.int32)
-    slot[joined.column("_row").to_numpy()] = joined.column(FG).to_numpy()
-    names = pa.array([s.file_group for s in cands], pa.string())
+    for part in found:
+        slot[part.column(ROW).to_numpy()] = part.column(FG).to_numpy()
+    names = pa.array([s.file_group for s, _ in cands], pa.string())
     indices = pa.array(slot, mask=slot < 0)
     return pa.DictionaryArray.from_arrays(indices, names).cast(pa.string())
