@@ -194,6 +194,92 @@ done:
     return result;
 }
 
+/* The HLL register update of one hash (see hll_update). */
+static inline void hll_add(uint8_t *r, int p, uint64_t h) {
+    const int q = 64 - p;
+    const uint64_t low = h & ((1ULL << q) - 1);
+    const uint8_t rank = low ? (uint8_t)(q - (63 - __builtin_clzll(low))) : (uint8_t)(q + 1);
+    const uint64_t at = h >> q;
+    if (rank > r[at]) {
+        r[at] = rank;
+    }
+}
+
+static int hll_args(int p, Py_buffer *regs) {
+    if (p < 4 || p > 18) {
+        PyErr_Format(PyExc_ValueError, "HLL precision %d outside 4..18", p);
+        return -1;
+    }
+    return check_size(regs, (Py_ssize_t)1 << p, "registers");
+}
+
+/* hll_words(words, seed, p, registers): hll_update of hash_words(words, seed) in one
+ * pass, without the hashes in memory (an NDV sketch needs nothing else of them). */
+static PyObject *hll_words(PyObject *self, PyObject *args) {
+    Py_buffer words, regs;
+    unsigned long long seed;
+    int p;
+    if (!PyArg_ParseTuple(args, "y*Kiw*", &words, &seed, &p, &regs)) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (hll_args(p, &regs)) {
+        goto done;
+    }
+    const uint64_t *w = (const uint64_t *)words.buf;
+    const Py_ssize_t n = words.len / 8;
+    uint8_t *r = (uint8_t *)regs.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        hll_add(r, p, fmix64(w[i] ^ (uint64_t)seed));
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&words);
+    PyBuffer_Release(&regs);
+    return result;
+}
+
+/* hll_text(data, offsets, wide, n, seed, p, registers): hll_update of hash_text(...) in
+ * one pass. */
+static PyObject *hll_text(PyObject *self, PyObject *args) {
+    Py_buffer data, offsets, regs;
+    int wide, p;
+    Py_ssize_t n;
+    unsigned long long seed;
+    if (!PyArg_ParseTuple(args, "y*y*pnKiw*", &data, &offsets, &wide, &n, &seed, &p, &regs)) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (hll_args(p, &regs) || check_size(&offsets, (n + 1) * (wide ? 8 : 4), "offsets")) {
+        goto done;
+    }
+    const uint8_t *d = (const uint8_t *)data.buf;
+    uint8_t *r = (uint8_t *)regs.buf;
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const int64_t a = offset_at(offsets.buf, wide, i), b = offset_at(offsets.buf, wide, i + 1);
+        if (a < 0 || b < a || b > data.len) {
+            bad = 1;
+            break;
+        }
+        hll_add(r, p, text_hash(d + a, b - a, data.len - a, (uint64_t)seed));
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "offsets point outside the data buffer");
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&offsets);
+    PyBuffer_Release(&regs);
+    return result;
+}
+
 /* hll_update(hashes, p, registers): registers[h >> (64 - p)] = max(itself, rank), the
  * rank being the leading zeros of the low 64 - p bits plus one (65 - p when zero). */
 static PyObject *hll_update(PyObject *self, PyObject *args) {
@@ -203,26 +289,15 @@ static PyObject *hll_update(PyObject *self, PyObject *args) {
         return NULL;
     }
     PyObject *result = NULL;
-    if (p < 4 || p > 18) {
-        PyErr_Format(PyExc_ValueError, "HLL precision %d outside 4..18", p);
+    if (hll_args(p, &regs)) {
         goto done;
     }
-    if (check_size(&regs, (Py_ssize_t)1 << p, "registers")) {
-        goto done;
-    }
-    const int q = 64 - p;
-    const uint64_t low_mask = (1ULL << q) - 1;
     const uint64_t *h = (const uint64_t *)hashes.buf;
     const Py_ssize_t n = hashes.len / 8;
     uint8_t *r = (uint8_t *)regs.buf;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
-        uint64_t low = h[i] & low_mask;
-        uint8_t rank = low ? (uint8_t)(q - (63 - __builtin_clzll(low))) : (uint8_t)(q + 1);
-        uint64_t at = h[i] >> q;
-        if (rank > r[at]) {
-            r[at] = rank;
-        }
+        hll_add(r, p, h[i]);
     }
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
@@ -318,6 +393,8 @@ static PyMethodDef methods[] = {
     {"text_min_max", text_min_max, METH_VARARGS, "text_min_max(data, offsets, wide, n) -> (i, j)"},
     {"hash_words", hash_words, METH_VARARGS, "hash_words(words, seed, out)"},
     {"hll_update", hll_update, METH_VARARGS, "hll_update(hashes, p, registers)"},
+    {"hll_words", hll_words, METH_VARARGS, "hll_words(words, seed, p, registers)"},
+    {"hll_text", hll_text, METH_VARARGS, "hll_text(data, offsets, wide, n, seed, p, registers)"},
     {"bloom_set", bloom_set, METH_VARARGS, "bloom_set(hashes, num_bits, num_hashes, bits)"},
     {"bloom_test", bloom_test, METH_VARARGS, "bloom_test(hashes, num_bits, num_hashes, bits, out)"},
     {NULL, NULL, 0, NULL},

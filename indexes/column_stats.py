@@ -68,6 +68,13 @@ def sketch_values(column: pa.ChunkedArray | pa.Array, lg_k: int = DEFAULT_LG_K,
     return Hll.of(hashes, lg_k).to_bytes()
 
 
+def _sketch(hashes: ColumnHashes, name: str, lg_k: int) -> bytes:
+    registers = hashes.registers(name, lg_k)
+    if registers is not None:
+        return Hll(lg_k, registers).to_bytes()
+    return Hll.of(hashes.of_valid(name), lg_k).to_bytes()
+
+
 def file_stats(path: str, partition: str, rows: pa.Table, columns: Sequence[str] | None = None,
                lg_k: int = DEFAULT_LG_K, hashes: ColumnHashes | None = None) -> pa.Table:
     """The ``column_stats`` rows of one data file (``rows`` is its content; ``hashes``
@@ -94,7 +101,7 @@ def file_stats(path: str, partition: str, rows: pa.Table, columns: Sequence[str]
         out["max"].append(hi)
         out["null_count"].append(nulls)
         out["value_count"].append(len(col))
-        out["ndv_sketch"].append(sketch_values(col, lg_k, hashes.of_valid(name)) if _sketchable(typ) else None)
+        out["ndv_sketch"].append(_sketch(hashes, name, lg_k) if _sketchable(typ) else None)
     return pa.Table.from_pydict(out, schema=STATS_SCHEMA)
 
 

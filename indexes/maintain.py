@@ -83,16 +83,20 @@ def rows_entries(targets: Sequence[IndexTarget], rows: pa.Table, schema: pa.Sche
     """The entries of the data file ``rel_path`` whose content is ``rows`` (all of it, or
     at least the columns of ``targets`` it has), for each of ``targets``."""
     hashes = ColumnHashes(rows)
-    out = []
-    for target in targets:
+    out: dict[int, pa.Table] = {}
+    # Bloom filters first: they need a column's hashes in memory, which its NDV sketch
+    # then reuses (alone, a sketch hashes in one pass without keeping them).
+    order = sorted(range(len(targets)), key=lambda i: targets[i].kind == "column_stats")
+    for i in order:
+        target = targets[i]
         if target.kind == "column_stats":
-            out.append(file_stats(rel_path, partition, rows, target.columns, hashes=hashes))
+            out[i] = file_stats(rel_path, partition, rows, target.columns, hashes=hashes)
         elif any(c not in rows.column_names for c in target.columns):
-            out.append(BLOOM_SCHEMA.empty_table())  # the file predates a bloomed column: no entry
+            out[i] = BLOOM_SCHEMA.empty_table()  # the file predates a bloomed column: no entry
         else:
             fb = FileBloom.build(rows, target.columns, target.fpp, schema, hashes)
-            out.append(pa.Table.from_pylist([fb.to_row(rel_path, partition)], schema=BLOOM_SCHEMA))
-    return out
+            out[i] = pa.Table.from_pylist([fb.to_row(rel_path, partition)], schema=BLOOM_SCHEMA)
+    return [out[i] for i in range(len(targets))]
 
 
 def file_entries(target: IndexTarget, storage: Storage, schema: pa.Schema, rel_path: str,
@@ -236,9 +240,12 @@ def build_task(task: BuildTask) -> pa.Table:
 
 
 def build_tasks(storage: Storage, view: FileSystemView, target: IndexTarget, schema: pa.Schema) -> list[BuildTask]:
-    """One :class:`BuildTask` per live data file of ``view``."""
+    """One :class:`BuildTask` per live data file of ``view``, largest file first: an
+    engine's workers then finish together (a large base left for last would keep one
+    worker busy while the others idle)."""
+    files = sorted(live_files(view), key=lambda fp: -fp[0].bytes)
     return [BuildTask(EntriesTask((target,), storage, schema, f.path, partition), f.instant)
-            for f, partition in live_files(view)]
+            for f, partition in files]
 
 
 def built(target: IndexTarget, parts: Sequence[pa.Table]) -> pa.Table:

@@ -19,5 +19,5 @@ def test_async_index_bench_smoke() -> None:
     assert r["baseline_commits"] > 0 and r["lock_holds"] >= 4 and r["mismatches"] == 0
     assert 0 < r["build_s"] < r["create_s"]
     assert all(not math.isnan(r[k]) for k in ("baseline_median_s", "lock_p99_s", "build_s", "read_s"))
-    assert len(verdicts(r)) == 5
+    assert len(verdicts(r)) == 6 and set(r["throughput"]) == {"column_stats", "bloom_filters"}
     assert "Async index build" in markdown(r, "python -m bench async-index --rows 50000")

@@ -99,3 +99,34 @@ def test_text_min_max_equals_arrow(large: bool) -> None:
     expected = (mm["min"].as_py(), mm["max"].as_py())
     assert hashing.min_max_text(arr) == expected
     assert hashing.min_max_text(chunked) == expected
+
+
+@pytest.mark.parametrize("arr", [
+    pa.array([3, None, -1, 100], pa.int8()),
+    pa.array([3, None, -(2**62), 2**62], pa.int64()),
+    pa.array([3, None, 1, 2**63], pa.uint64()),
+    pa.array([0.1, None, -2.5e-7, 1e300], pa.float64()),
+    pa.array([1, None, 1_700_000_000_000], pa.timestamp("ms")),
+    pa.array([1, None, 20_000], pa.int32()).cast(pa.date32()),
+    pa.array([True, None, False]),
+], ids=lambda a: str(a.type))
+def test_min_max_text_is_arrows_text_of_the_bounds(arr: pa.Array) -> None:
+    mm = pa.compute.min_max(arr)
+    want = tuple(pa.compute.cast(mm[b], pa.string()).as_py() for b in ("min", "max"))
+    assert hashing.min_max_text(arr) == want
+    assert hashing.min_max_text(pa.nulls(3, arr.type)) == (None, None)
+
+
+@pytest.mark.parametrize("arr", [
+    pa.array(np.arange(-5000, 300_000, 3), pa.int64()),
+    pa.array(np.linspace(-1, 1, 50_000)),
+    pa.chunked_array([pa.array([f"v{i}" for i in range(20_000)]), pa.array(["", "x" * 40, "v7"])]),
+    pa.array([b"\x00\x01", b"", b"\xff" * 9], pa.binary()),
+    pa.array([1, 2, 3], pa.int32()).cast(pa.date32()),
+], ids=lambda a: str(a.type))
+def test_one_pass_sketch_equals_hashing_then_sketching(arr: pa.Array) -> None:
+    for p in (10, 14):
+        registers = hashing.sketch_registers(arr, p)
+        assert registers is not None
+        np.testing.assert_array_equal(registers, hll.registers_numpy(hashing.hash_array(arr), p))
+    assert hashing.sketch_registers(pa.array([1, None], pa.int64()), 14) is None  # nulls: the caller's path
