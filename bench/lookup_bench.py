@@ -165,7 +165,11 @@ def _seconds(run: Run, system: str, step: str) -> float | None:
 def evaluate(run: LookupRun) -> None:
     """Targets (PASS/MISS) and the check that every system answers the same."""
     targets: list[Target] = []
-    for phase in ls.PHASES:
+    # The read targets apply to the benchmark data as the appends wrote it, where every
+    # system has the same files to choose from. After the upsert the file layouts differ
+    # by design (deltalake's merge writes one file; lakeline keeps its file groups, and
+    # merge-on-read adds a log to each): the reads are measured and reported, not judged.
+    for phase in ("appended",):
         for q, label in (("range", f"{run.read_keys:,}-key read"), ("ts", "ts point lookup")):
             step, base = f"{q}@{phase}", run.get(BASELINE, f"{q}@{phase}")
             for s in LAKELINE:
