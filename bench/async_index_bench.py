@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -217,9 +216,9 @@ def markdown(r: dict[str, Any], cmd: str) -> str:
         f"the first create to the second index ready (median {r['during_median_s'] * 1000:.0f} ms, p95 "
         f"{r['during_p95_s'] * 1000:.0f} ms).",
         "",
-        f"Build throughput: each round reads the live data files (the bases and the writer's logs on them, "
-        f"what a build indexes) with plain `pyarrow.parquet.read_table` through the build's engine (the same "
-        f"threads at `service.nice`, under the same writer), then builds; reads "
+        "Build throughput: each round reads the live data files (the bases and the writer's logs on them, "
+        "what a build indexes) with plain `pyarrow.parquet.read_table` through the build's engine (the same "
+        "threads at `service.nice`, under the same writer), then builds; reads "
         + ", ".join(f"{x:.3f}" for x in r["reads_s"]) + f" s; bulk builds {rounds}. For scale: "
         f"{r['serial_read_s']:.3f} s to read them one after the other at normal priority, "
         f"{r['idle_read_s']:.3f} s for the base files alone with no writer. The indexer took the table lock "

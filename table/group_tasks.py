@@ -130,3 +130,13 @@ def write_log(task: LogTask) -> Written:
             rows, st.key, st.compression, st.row_group_rows, False, indexes=st.indexes,
         )
     )
+
+
+def write_task(task: FileWrite | RewriteTask | LogTask) -> Written | None:
+    """Run any of a write's file tasks: one engine call then takes them all, so the
+    workers stay busy to the end instead of waiting at the end of each kind."""
+    if isinstance(task, RewriteTask):
+        return rewrite_group(task)
+    if isinstance(task, LogTask):
+        return write_log(task)
+    return write_indexed(task)

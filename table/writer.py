@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from ..indexes.lifecycle import written_indexes
 from ..indexes.maintain import IndexJob, Precomputed, index_job, unhandled_indexes, write_commit_updates
 from ..indexes.upkeep import after_commit
-from ..timeline.commit_metadata import CommitMetadata, WriteStat
+from ..timeline.commit_metadata import CommitMetadata
 from ..timeline.conflicts import KeyCheck
 from ..timeline.errors import CommitConflictError, CommitOutcomeUnknownError, LakelineError
 from ..timeline.file_group import data_file_name, new_file_group_id
@@ -28,8 +28,8 @@ from ..timeline.heartbeat import is_expired
 from ..timeline.instant import Action, Instant
 from ..timeline.timeline import Timeline
 from .commit import Commit, ConflictDetected
-from .files import FileRead, FileWrite, Written, read_file, write_indexed
-from .group_tasks import LogTask, RewriteTask, WriteSettings, is_unchanged, rel_path, rewrite_group, write_log
+from .files import FileRead, FileWrite, Written, read_file
+from .group_tasks import LogTask, RewriteTask, WriteSettings, is_unchanged, rel_path, write_task
 from .plan import PARTITION, WritePlan
 from .records import OP, OP_UPSERT, constant
 from .rollback import rollback_instant
@@ -227,13 +227,14 @@ def _execute(table: "Table", instant: int, plan: WritePlan,
                           nf.partition, fg, "base", chunk, st.key, st.compression, st.row_group_rows, nf.inserts,
                           indexes=st.indexes)
             )
-    engine = table.engine
-    written: list[Written] = list(engine.map(write_indexed, file_tasks))
+    rewrites = [RewriteTask(st, r.slice, r.incoming, r.predicate, r.inserts, r.new_keys_only) for r in plan.rewrites]
+    logs = [LogTask(st, lg.partition, lg.slice.file_group, lg.incoming) for lg in plan.logs]
+    # One engine call for every file; rewrites first, as they are the longest tasks.
+    results = table.engine.map(write_task, [*rewrites, *file_tasks, *logs])
+    rw_results, new_results = results[:len(rewrites)], results[len(rewrites):len(rewrites) + len(file_tasks)]
+    written: list[Written] = [w for w in new_results if w is not None]
     replaced = {p: list(g) for p, g in plan.replaced.items()}
     rewritten: list[tuple[str, str]] = []
-    rw_results = engine.map(
-        rewrite_group, [RewriteTask(st, r.slice, r.incoming, r.predicate, r.inserts, r.new_keys_only) for r in plan.rewrites]
-    )
     for r, res in zip(plan.rewrites, rw_results):
         if is_unchanged(res):
             continue
@@ -242,8 +243,7 @@ def _execute(table: "Table", instant: int, plan: WritePlan,
             replaced.setdefault(r.partition, []).append(r.slice.file_group)
         else:
             written.append(res)
-    written.extend(engine.map(write_log, [LogTask(st, lg.partition, lg.slice.file_group, lg.incoming)
-                                          for lg in plan.logs]))
+    written.extend(w for w in results[len(rewrites) + len(file_tasks):] if w is not None)
     stats = [w.stat for w in written]
     counts = dict(plan.stats)
     counts["files_added"] = len(stats)
