@@ -76,6 +76,38 @@ static inline int64_t offset_at(const void *offsets, int wide, Py_ssize_t i) {
     return wide ? ((const int64_t *)offsets)[i] : (int64_t)((const int32_t *)offsets)[i];
 }
 
+static inline void hll_add(uint8_t *r, int p, uint64_t h);
+
+/* Hash strings data[offsets[i]:offsets[i+1]] for i < n (checked against the data) into
+ * `out`, or, when `regs` is set, into those 2^p HLL registers. Runs without the GIL.
+ * Returns 0, or -1 with a Python error for offsets outside the data. */
+static int each_text_hash(Py_buffer *data, Py_buffer *offsets, int wide, Py_ssize_t n, uint64_t seed,
+                          uint64_t *out, uint8_t *regs, int p) {
+    const uint8_t *d = (const uint8_t *)data->buf;
+    const Py_ssize_t len = data->len;
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const int64_t a = offset_at(offsets->buf, wide, i), b = offset_at(offsets->buf, wide, i + 1);
+        if (a < 0 || b < a || b > len) {
+            bad = 1;
+            break;
+        }
+        const uint64_t h = text_hash(d + a, b - a, len - a, seed);
+        if (regs != NULL) {
+            hll_add(regs, p, h);
+        } else {
+            out[i] = h;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "offsets point outside the data buffer");
+        return -1;
+    }
+    return 0;
+}
+
 /* hash_text(data, offsets, wide, n, seed, out): out[i] = hash of
  * data[offsets[i]:offsets[i+1]]; offsets are int64 when wide, else int32. */
 static PyObject *hash_text(PyObject *self, PyObject *args) {
@@ -91,21 +123,7 @@ static PyObject *hash_text(PyObject *self, PyObject *args) {
     if (check_size(&offsets, (n + 1) * width, "offsets") || check_size(&out, n * 8, "out")) {
         goto done;
     }
-    const uint8_t *d = (const uint8_t *)data.buf;
-    uint64_t *o = (uint64_t *)out.buf;
-    int bad = 0;
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const int64_t a = offset_at(offsets.buf, wide, i), b = offset_at(offsets.buf, wide, i + 1);
-        if (a < 0 || b < a || b > data.len) {
-            bad = 1;
-            break;
-        }
-        o[i] = text_hash(d + a, b - a, data.len - a, (uint64_t)seed);
-    }
-    Py_END_ALLOW_THREADS
-    if (bad) {
-        PyErr_SetString(PyExc_ValueError, "offsets point outside the data buffer");
+    if (each_text_hash(&data, &offsets, wide, n, (uint64_t)seed, (uint64_t *)out.buf, NULL, 0)) {
         goto done;
     }
     result = Py_NewRef(Py_None);
@@ -255,21 +273,7 @@ static PyObject *hll_text(PyObject *self, PyObject *args) {
     if (hll_args(p, &regs) || check_size(&offsets, (n + 1) * (wide ? 8 : 4), "offsets")) {
         goto done;
     }
-    const uint8_t *d = (const uint8_t *)data.buf;
-    uint8_t *r = (uint8_t *)regs.buf;
-    int bad = 0;
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const int64_t a = offset_at(offsets.buf, wide, i), b = offset_at(offsets.buf, wide, i + 1);
-        if (a < 0 || b < a || b > data.len) {
-            bad = 1;
-            break;
-        }
-        hll_add(r, p, text_hash(d + a, b - a, data.len - a, (uint64_t)seed));
-    }
-    Py_END_ALLOW_THREADS
-    if (bad) {
-        PyErr_SetString(PyExc_ValueError, "offsets point outside the data buffer");
+    if (each_text_hash(&data, &offsets, wide, n, (uint64_t)seed, NULL, (uint8_t *)regs.buf, p)) {
         goto done;
     }
     result = Py_NewRef(Py_None);
