@@ -8,7 +8,8 @@ hash the same way, so a probe value must first be cast to the column's type
 (:func:`key_hashes` does it from the table schema).
 
 The filter is a classic bloom filter with ``k`` probes derived from one 64-bit hash by
-double hashing (Kirsch and Mitzenmacher), built and probed with numpy. It replaced
+double hashing (Kirsch and Mitzenmacher), built and probed by the C loops of
+:mod:`.native` or, without them, numpy (the same bits either way). It replaced
 pybloom-live, whose one Python call per key made index entries of a 5M-row rewrite
 take 30 s (``docs/decisions.md`` has the measurement).
 

@@ -3,7 +3,9 @@
 Index entries are computed for every base file a writer or a build produces, so hashing
 is on the write path: one Python call per value (what pybloom-live and the datasketches
 bindings need) costs seconds per million rows (``docs/decisions.md``). These hashes
-run over whole Arrow buffers with numpy instead.
+run over whole Arrow buffers instead: in C when the extension is built (:mod:`.native`,
+one pass per column without the GIL), else with numpy; the ``*_numpy`` functions are
+the reference both must equal.
 
 Two kinds of input, each hashed the same way on every platform and in every version of
 the on-disk format (entries written by one process are probed by another):

@@ -1,4 +1,4 @@
-"""HyperLogLog sketches of distinct values, built over whole columns with numpy.
+"""HyperLogLog sketches of distinct values, built over whole columns (C or numpy).
 
 ``column_stats`` keeps one sketch per file and column so the number of distinct values
 (NDV) of a partition or a table is a merge of sketches, never a re-read of the data.
