@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .hashing import ColumnHashes, hash_array
+from .hashing import ColumnHashes, hash_array, sketch_registers
 from .hll import Hll, merge_all
 
 #: lg(k) of the HLL sketches: 2^14 registers give a relative standard error of ~0.8 %,
@@ -64,15 +64,11 @@ def sketch_values(column: pa.ChunkedArray | pa.Array, lg_k: int = DEFAULT_LG_K,
     caller has them already.
     """
     if hashes is None:
+        registers = sketch_registers(column, lg_k)
+        if registers is not None:
+            return Hll(lg_k, registers).to_bytes()
         hashes = hash_array(column.drop_null())
     return Hll.of(hashes, lg_k).to_bytes()
-
-
-def _sketch(hashes: ColumnHashes, name: str, lg_k: int) -> bytes:
-    registers = hashes.registers(name, lg_k)
-    if registers is not None:
-        return Hll(lg_k, registers).to_bytes()
-    return Hll.of(hashes.of_valid(name), lg_k).to_bytes()
 
 
 def file_stats(path: str, partition: str, rows: pa.Table, columns: Sequence[str] | None = None,
@@ -101,7 +97,7 @@ def file_stats(path: str, partition: str, rows: pa.Table, columns: Sequence[str]
         out["max"].append(hi)
         out["null_count"].append(nulls)
         out["value_count"].append(len(col))
-        out["ndv_sketch"].append(_sketch(hashes, name, lg_k) if _sketchable(typ) else None)
+        out["ndv_sketch"].append(sketch_values(col, lg_k, hashes.known_valid(name)) if _sketchable(typ) else None)
     return pa.Table.from_pydict(out, schema=STATS_SCHEMA)
 
 

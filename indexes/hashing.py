@@ -280,12 +280,10 @@ class ColumnHashes:
             return self.of(name)
         return self.of(name)[pc.is_valid(col).to_numpy(zero_copy_only=False)]
 
-    def registers(self, name: str, p: int) -> np.ndarray | None:
-        """The HLL registers of the column's valid values in one pass, when its hashes
-        are not in memory already and the C loops can (else None: use ``of_valid``)."""
-        if name in self._memo:
-            return None
-        return sketch_registers(self.rows.column(name), p)
+    def known_valid(self, name: str) -> np.ndarray | None:
+        """``of_valid(name)`` when the hashes are in memory already, else None (a sketch
+        then hashes in one pass without keeping them)."""
+        return self.of_valid(name) if name in self._memo else None
 
     def bounds(self, name: str) -> tuple[str | None, str | None]:
         if name not in self._bounds:

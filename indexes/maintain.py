@@ -79,10 +79,11 @@ def files_entries(targets: Sequence[IndexTarget], storage: Storage, schema: pa.S
 
 
 def rows_entries(targets: Sequence[IndexTarget], rows: pa.Table, schema: pa.Schema, rel_path: str,
-                 partition: str) -> list[pa.Table]:
+                 partition: str, hashes: ColumnHashes | None = None) -> list[pa.Table]:
     """The entries of the data file ``rel_path`` whose content is ``rows`` (all of it, or
-    at least the columns of ``targets`` it has), for each of ``targets``."""
-    hashes = ColumnHashes(rows)
+    at least the columns of ``targets`` it has), for each of ``targets``; ``hashes`` of
+    ``rows`` may be shared with the caller."""
+    hashes = hashes if hashes is not None else ColumnHashes(rows)
     out: dict[int, pa.Table] = {}
     # Bloom filters first: they need a column's hashes in memory, which its NDV sketch
     # then reuses (alone, a sketch hashes in one pass without keeping them).
@@ -137,8 +138,9 @@ class IndexJob:
     targets: tuple[IndexTarget, ...]
     schema: pa.Schema
 
-    def entries(self, rows: pa.Table, rel_path: str, partition: str) -> dict[IndexTarget, pa.Table]:
-        return dict(zip(self.targets, rows_entries(self.targets, rows, self.schema, rel_path, partition)))
+    def entries(self, rows: pa.Table, rel_path: str, partition: str,
+                hashes: ColumnHashes | None = None) -> dict[IndexTarget, pa.Table]:
+        return dict(zip(self.targets, rows_entries(self.targets, rows, self.schema, rel_path, partition, hashes)))
 
 
 def index_job(timeline: Timeline, schema: pa.Schema, record_key: Sequence[str]) -> IndexJob | None:

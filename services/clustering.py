@@ -48,7 +48,6 @@ import pyarrow as pa
 from ..table.cluster_tasks import ClusterTask, cluster_slices
 from ..table.writer import settings
 from ..table.zorder import STRATEGIES
-from ..timeline import faults
 from ..timeline.commit_metadata import CommitMetadata, WriteStat
 from ..timeline.conflicts import find_input_conflict
 from ..timeline.errors import InvalidPropertyError, UnknownColumnError
@@ -56,7 +55,7 @@ from ..timeline.file_group import FileSlice
 from ..timeline.instant import Action, Instant
 from ..timeline.timeline import Timeline
 from .rewrite import Group, RewriteService, planned_groups
-from .service import Progress
+from .service import Progress, map_in_batches
 
 if TYPE_CHECKING:
     from ..table.table import Table
@@ -180,15 +179,9 @@ class ClusteringService(RewriteService):
         sort_by, strategy, target = tuple(plan["sort_by"]), str(plan["strategy"]), int(plan["target_bytes"])
         tasks = [ClusterTask(st, ss[0].partition, tuple(ss), sort_by, strategy, target)
                  for _, ss in sorted(members.items())]
-        written: list[WriteStat] = []
-        if progress is not None:
-            progress(0, len(tasks))
-        for start in range(0, len(tasks), _BATCH):
-            for files in table.service_engine.map(cluster_slices, tasks[start:start + _BATCH]):
-                written.extend(files)
-            faults.point("clustering.mid_write")
-            if progress is not None:
-                progress(min(start + _BATCH, len(tasks)), len(tasks))
+        written: list[WriteStat] = [f for files in map_in_batches(table.service_engine, cluster_slices, tasks, _BATCH,
+                                                                  progress, "clustering.mid_write")
+                                    for f in files]
         inputs = [s for t in tasks for s in t.slices]
         replaced: dict[str, list[str]] = {}
         for s in inputs:

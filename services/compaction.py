@@ -32,14 +32,13 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..table.compact_tasks import CompactTask, compact_slice
 from ..table.writer import settings
-from ..timeline import faults
 from ..timeline.commit_metadata import CommitMetadata, WriteStat
 from ..timeline.errors import InvalidPropertyError
 from ..timeline.file_group import FileSlice
 from ..timeline.instant import Action, Instant
 from ..timeline.timeline import Timeline
 from .rewrite import Group, RewriteService, plan_groups, planned_groups
-from .service import Progress
+from .service import Progress, map_in_batches
 
 if TYPE_CHECKING:
     from ..table.table import Table
@@ -139,14 +138,8 @@ class CompactionService(RewriteService):
                   if (s.partition, s.file_group) in wanted and s.logs]
         st = settings(table, instant.id)
         tasks = [CompactTask(st, s) for s in slices]
-        written: list[WriteStat] = []
-        if progress is not None:
-            progress(0, len(tasks))
-        for start in range(0, len(tasks), _BATCH):
-            written.extend(table.service_engine.map(compact_slice, tasks[start:start + _BATCH]))
-            faults.point("compaction.mid_write")
-            if progress is not None:
-                progress(len(written), len(tasks))
+        written: list[WriteStat] = map_in_batches(table.service_engine, compact_slice, tasks, _BATCH, progress,
+                                                  "compaction.mid_write")
         stats = {
             "file_groups_compacted": len(written),
             "logs_compacted": sum(len(s.logs) for s in slices),

@@ -47,7 +47,7 @@ from ..timeline.errors import LakelineError
 from ..timeline.instant import Action, Instant, State
 from ..timeline.timeline import Timeline
 from .framework import table_lock
-from .service import Progress, ServiceAbort, TableService
+from .service import Progress, ServiceAbort, TableService, map_in_batches
 
 if TYPE_CHECKING:
     from ..table.table import Table
@@ -126,13 +126,7 @@ class IndexingService(TableService):
                progress: Progress | None) -> tuple[pa.Table, int]:
         """Entries of every live data file at the base (with ``_instant``), and how many files."""
         tasks = build_tasks(table.storage, table.view(base), target, table.config.schema)
-        parts: list[pa.Table] = []
-        if progress is not None:
-            progress(0, len(tasks))
-        for start in range(0, len(tasks), _BATCH):
-            parts.extend(table.service_engine.map(build_task, tasks[start:start + _BATCH]))
-            if progress is not None:
-                progress(min(start + _BATCH, len(tasks)), len(tasks))
+        parts = map_in_batches(table.service_engine, build_task, tasks, _BATCH, progress)
         return built(target, parts), len(tasks)
 
     def complete(self, table: "Table", instant: Instant, metadata: dict[str, Any]) -> Instant:

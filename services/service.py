@@ -11,19 +11,41 @@ interrupted execution, and aborting. A service only knows its own work.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
+from ..timeline import faults
 from ..timeline.errors import LakelineError
 from ..timeline.instant import Action, Instant, State
 from ..timeline.timeline import Timeline
 
 if TYPE_CHECKING:
+    from ..table.engine import Engine
     from ..table.table import Table
 
 #: ``progress(done, total)``: called as a service works through its units (files, groups).
 Progress = Callable[[int, int], None]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def map_in_batches(engine: "Engine", fn: Callable[[T], R], tasks: Sequence[T], batch: int,
+                   progress: Progress | None = None, fault: str | None = None) -> list[R]:
+    """``engine.map(fn, tasks)`` a batch at a time, so a long service run reports
+    ``progress`` and reaches its mid-work ``fault`` point between batches. Returns the
+    results in task order."""
+    out: list[R] = []
+    if progress is not None:
+        progress(0, len(tasks))
+    for start in range(0, len(tasks), batch):
+        out.extend(engine.map(fn, tasks[start:start + batch]))
+        if fault is not None:
+            faults.point(fault)
+        if progress is not None:
+            progress(len(out), len(tasks))
+    return out
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..indexes.hashing import min_max_text
+from ..indexes.hashing import ColumnHashes
 from ..indexes.maintain import IndexJob, IndexTarget
 from ..timeline.commit_metadata import WriteStat
 from ..timeline.storage import Storage
@@ -52,13 +52,16 @@ class Written:
     entries: Mapping[IndexTarget, pa.Table] = field(default_factory=dict)
 
 
-def key_range(table: pa.Table, key: tuple[str, ...]) -> tuple[object, object]:
-    """(min, max) of a single-column key as JSON values; (None, None) when unknown."""
+def key_range(table: pa.Table, key: tuple[str, ...], facts: ColumnHashes | None = None) -> tuple[object, object]:
+    """(min, max) of a single-column key as JSON values; (None, None) when unknown.
+    ``facts``: the per-column memo of ``table`` that index entries share."""
     if len(key) != 1 or table.num_rows == 0:
         return None, None
     col = table.column(key[0])
     if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-        lo, hi = min_max_text(col)  # the C loop when built: Arrow's string min/max is slow
+        # The C loop when built (Arrow's string min/max is slow), computed once for the
+        # key range and the file's index entries.
+        lo, hi = (facts or ColumnHashes(table)).bounds(key[0])
     else:
         mm = pc.min_max(col)
         lo, hi = mm["min"].as_py(), mm["max"].as_py()
@@ -104,8 +107,9 @@ def write_indexed(task: FileWrite) -> Written:
     deletes = 0
     if task.kind == "log":
         deletes = pc.sum(pc.equal(task.rows.column(OP), OP_DELETE).cast(pa.int64())).as_py() or 0
-    lo, hi = task.known_range if task.known_range is not None else key_range(task.rows, task.key)
-    entries = task.indexes.entries(task.rows, task.rel_path, task.partition) if task.indexes is not None else {}
+    facts = ColumnHashes(task.rows)
+    lo, hi = task.known_range if task.known_range is not None else key_range(task.rows, task.key, facts)
+    entries = {} if task.indexes is None else task.indexes.entries(task.rows, task.rel_path, task.partition, facts)
     return Written(WriteStat(
         path=task.rel_path,
         partition=task.partition,

@@ -28,8 +28,6 @@ from .merge import fold, with_order
 from .records import OP, OP_UPSERT, constant
 
 FG = "_fg"
-
-
 ROW = "_row"
 
 
