@@ -7,14 +7,14 @@ four processes upsert and delete random keys of a 64-key space, on a merge-on-re
 a copy-on-write table, on both timeline stores. Each worker logs every batch it wrote
 and how it ended (committed with its instant id, CommitConflictError, or nothing to do).
 
-The model replays the committed instants in completion order (``t.timeline.completed()``)
-with the data their workers logged. Each write acts on what its snapshot showed (its
-``snapshot_seq``), which is what snapshot isolation promises: an upsert updates the
-*incarnation* of a key it saw live (the copy in the file group it tagged), or starts a
-new incarnation of a key it saw absent; a delete ends the incarnation it saw and
-ignores a key it did not see. A copy of a key that another writer re-inserted
-meanwhile is a second incarnation; the model keeps both, and the separate
-"no key twice" check then fails, so a lost or duplicated key cannot hide.
+The model is strictly completion order (DESIGN.md section 3, "serializable in completion
+order"): the committed instants, in ``t.timeline.completed()`` order, applied with the
+data their workers logged to a plain ``key -> value`` dict. An upsert sets the values of
+its keys (the last completed wins); a delete removes every key it names, whether or not
+its snapshot held the key. What a write's snapshot showed plays no part: a merge-on-read
+delete that completes after a concurrent re-insert of its key must not leave the
+re-inserted row behind (the library retries such a delete). Every mismatch fails, with
+the write history of each differing key.
 
 Then: no key appears twice, no row of an aborted batch is visible, no instant is left
 pending, every ``rolled_back`` instant's files are gone, and every data file on disk
@@ -27,7 +27,6 @@ import bisect
 import json
 import time
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,58 +56,86 @@ def timeline(request: pytest.FixtureRequest) -> str | None:
 # -- the model ---------------------------------------------------------------------------
 
 
-@dataclass
-class Incarnation:
-    key: int
-    value: str
-    live: bool = True
+class CompletionOrderModel:
+    """The table as a plain ``key -> value`` dict, built from the committed writes applied
+    one after another in completion order (DESIGN.md section 3, "serializable in
+    completion order").
 
-
-class ConcurrentModel:
-    """Replays committed writes in completion order, each against its own snapshot."""
+    An upsert or insert sets the values of its keys (the ordering value is constant, so
+    the last completed write wins); a delete removes every key it names, whether or not
+    its snapshot held the key; ``delete_where`` removes every key in its range
+    ``[lo, hi)``; an overwrite (unpartitioned) replaces the whole table. Nothing depends
+    on what a write's snapshot showed: a write that completed is ordered by its
+    ``completed`` event alone. The state after each write is kept for time-travel checks.
+    """
 
     def __init__(self) -> None:
-        self.incs: list[Incarnation] = []
-        self._seqs: list[int] = []  # completed_seq of each replayed instant
-        self._states: list[list[tuple[int, str, bool]]] = []  # incarnations after it
-
-    def _live_at(self, seq: int) -> dict[int, list[int]]:
-        """key -> indexes of incarnations live right after event ``seq``."""
-        n = bisect.bisect_right(self._seqs, seq)
-        out: dict[int, list[int]] = {}
-        if n:
-            for idx, (key, _, live) in enumerate(self._states[n - 1]):
-                if live:
-                    out.setdefault(key, []).append(idx)
-        return out
+        self.state: dict[int, str] = {}
+        self._seqs: list[int] = []  # completed_seq of each applied instant
+        self._states: list[dict[int, str]] = []  # the state right after it
+        self._writes: list[tuple[Instant, dict[str, Any]]] = []
 
     def apply(self, inst: Instant, rec: dict[str, Any]) -> None:
-        seen = self._live_at(int(inst.metadata["snapshot_seq"]))
-        if rec["op"] == "upsert":
+        op = rec["op"]
+        if op in ("upsert", "insert"):
             for row in rec["rows"]:
-                hits = seen.get(row["id"])
-                if hits:
-                    for idx in hits:  # the copy this writer tagged, even if ended meanwhile
-                        self.incs[idx].value, self.incs[idx].live = row["v"], True
-                else:
-                    self.incs.append(Incarnation(row["id"], row["v"]))
-        elif rec["op"] == "delete":
+                self.state[row["id"]] = row["v"]
+        elif op == "delete":
             for k in rec["keys"]:
-                for idx in seen.get(k["id"], []):
-                    self.incs[idx].live = False
+                self.state.pop(k["id"], None)
+        elif op == "delete_where":
+            lo, hi = rec["range"]
+            for k in [k for k in self.state if lo <= k < hi]:
+                del self.state[k]
+        elif op == "overwrite":
+            self.state = {row["id"]: row["v"] for row in rec["rows"]}
         else:
-            raise AssertionError(f"unexpected op {rec['op']}")
-        assert inst.completed_seq is not None
+            raise AssertionError(f"unexpected op {op}")
+        assert inst.completed_seq is not None, f"instant {inst.id} is not completed"
+        assert not self._seqs or inst.completed_seq > self._seqs[-1], "instants not in completion order"
         self._seqs.append(inst.completed_seq)
-        self._states.append([(i.key, i.value, i.live) for i in self.incs])
+        self._states.append(dict(self.state))
+        self._writes.append((inst, rec))
 
     def rows(self) -> list[tuple[int, str]]:
-        return sorted((i.key, i.value) for i in self.incs if i.live)
+        return sorted(self.state.items())
 
     def rows_at(self, seq: int) -> list[tuple[int, str]]:
         """The rows of the snapshot right after event ``seq`` (for time-travel checks)."""
         n = bisect.bisect_right(self._seqs, seq)
-        return sorted((key, value) for key, value, live in (self._states[n - 1] if n else ()) if live)
+        return sorted(self._states[n - 1].items()) if n else []
+
+    def history(self, key: int) -> list[str]:
+        """Every committed write that named ``key``, in completion order."""
+        out = []
+        for inst, rec in self._writes:
+            named = (any(r["id"] == key for r in rec.get("rows", ()))
+                     or any(k["id"] == key for k in rec.get("keys", ()))
+                     or ("range" in rec and rec["range"][0] <= key < rec["range"][1])
+                     or rec["op"] == "overwrite")
+            if named:
+                snap = inst.metadata.get("snapshot_seq", inst.plan.get("snapshot_seq"))
+                out.append(f"{rec['op']} {rec.get('tag', '?')} instant {inst.id} snapshot_seq {snap} "
+                           f"completed_seq {inst.completed_seq}")
+        return out
+
+    def check(self, actual: list[tuple[int, str]], seq: int | None = None, what: str = "the table") -> None:
+        """Fail unless ``actual`` (sorted ``(key, value)`` rows) equals the model (as of
+        event ``seq``), printing each differing key's write history."""
+        want = dict(self.rows() if seq is None else self.rows_at(seq))
+        ids = [k for k, _ in actual]
+        twice = sorted(k for k, n in Counter(ids).items() if n > 1)
+        got = dict(actual)
+        diff = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
+        if not twice and not diff:
+            return
+        lines = [f"{what} differs from the completion-order model"
+                 + (f" as of seq {seq}" if seq is not None else "")
+                 + (f"; keys twice: {twice}" if twice else "")]
+        for k in sorted(set(diff) | set(twice)):
+            lines.append(f"  key {k}: read {[v for kk, v in actual if kk == k]}, model {want.get(k)!r}; writes:")
+            lines.extend(f"      {h}" for h in self.history(k))
+        raise AssertionError("\n".join(lines))
 
 
 # -- the run -----------------------------------------------------------------------------
@@ -171,16 +198,14 @@ def check_against_model(t: Table, records: list[dict[str, Any]]) -> Counter[str]
     )
     assert len(done) + len(rolled_back) == len(data_instants(tl))
 
-    model = ConcurrentModel()
+    model = CompletionOrderModel()
     for inst in done:
         model.apply(inst, committed[inst.id])
 
     table = t.to_arrow()
     ids = table.column("id").to_pylist()
-    twice = sorted(k for k, n in Counter(ids).items() if n > 1)
-    assert not twice, f"keys twice in the table: {twice}"
     actual = sorted(zip(ids, table.column("v").to_pylist()))
-    assert actual == model.rows()
+    model.check(actual)  # also fails on a key twice
 
     visible = set(table.column("v").to_pylist())
     written = {r["tag"] for r in committed.values() if r["op"] == "upsert"}
