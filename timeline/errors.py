@@ -171,3 +171,8 @@ class ServiceBusyError(ServiceError):
 
 class ServiceStateError(ServiceError, ValueError):
     """The instant cannot be executed: it was rolled back, or it is not a service instant."""
+
+
+class StaleAttemptError(ServiceError):
+    """An execution attempt of a service instant is no longer the one the timeline says
+    holds it (another attempt re-claimed it, or it ended): the log refuses its effects."""
