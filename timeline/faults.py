@@ -16,6 +16,12 @@ An optional ``@N`` after the action fires it on the N-th time the point is reach
 
 In-process, :func:`on` runs a callable at a point instead: a test interleaves another
 handle's action (an index created, a commit landed) at an exact step of a protocol.
+
+:func:`set_hook` installs one callable that sees *every* point reached in this process,
+armed or not, with the point's name, on the thread that reached it. The schedule
+explorer (``tests/explorer``) uses it to park the threads it drives as actors at each
+point until its scheduler picks them, and lets every other thread (heartbeats, engine
+workers) through; the hook decides that itself, by ``threading.current_thread()``.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ class _Fault:
 
 _armed: dict[str, _Fault] = {}
 _env_seen: str | None = None
+_hook: Callable[[str], None] | None = None
 
 
 def _parse(spec: str) -> dict[str, _Fault]:
@@ -74,6 +81,15 @@ def on(name: str, fn: Callable[[], None], on_hit: int = 1) -> None:
     _armed[name] = _Fault("call", on_hit, call=fn)
 
 
+def set_hook(fn: Callable[[str], None] | None) -> Callable[[str], None] | None:
+    """Call ``fn(name)`` at every point reached in this process, on the reaching thread,
+    before any armed action (None removes it); returns the hook it replaces. Whatever
+    ``fn`` raises propagates from the point. :func:`disarm_all` leaves it in place."""
+    global _hook
+    previous, _hook = _hook, fn
+    return previous
+
+
 def disarm_all() -> None:
     """Disarm every point in this process, including those from the environment."""
     global _env_seen
@@ -87,6 +103,8 @@ def point(name: str) -> None:
     Raises:
         FaultInjectedError: the point is armed with ``raise``.
     """
+    if _hook is not None:
+        _hook(name)
     if os.environ.get(ENV_VAR, "") != (_env_seen or ""):
         _sync_env()
     fault = _armed.get(name)
