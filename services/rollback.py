@@ -7,14 +7,15 @@ markers were left (the writer died right after completing; its files are live, o
 the markers go). Each target is ended with a ``rolled_back`` event before any of its
 files is deleted (see :mod:`lakeline.table.rollback`), so a rollback that dies midway is
 simply executed again by the next run (the framework re-runs an inflight service
-instant whose heartbeat expired); every step is idempotent.
+instant whose heartbeat expired); every step is idempotent. A marker that names
+anything but a file of its instant is skipped and listed under ``refused``.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..table.rollback import delete_instant_files, rollback_instant
+from ..table.rollback import delete_files_of, end_instant
 from ..table.writer import expired_writers
 from ..timeline import faults
 from ..timeline.instant import Action, Instant, State
@@ -48,16 +49,20 @@ class RollbackService(TableService):
         faults.point("rollback.after_inflight")
         deleted = 0
         done = []
+        refused: list[str] = []  # marker paths that are not files of their instant: kept
         targets = list(plan.get("targets", ()))
         for n, t in enumerate(targets):
-            count = rollback_instant(log, storage, t, f"heartbeat expired; rolled back by {instant.id}")
-            if count is not None:
-                deleted += count
+            ended = end_instant(log, storage, t, f"heartbeat expired; rolled back by {instant.id}")
+            if ended is not None:
+                deleted += ended.count
+                refused.extend(ended.refused)
                 done.append(t)
             if progress is not None:
                 progress(n + 1, len(targets))
         for t in plan.get("leftovers", ()):
-            deleted += delete_instant_files(storage, t)
+            left = delete_files_of(storage, t)
+            deleted += left.count
+            refused.extend(left.refused)
         for t in plan.get("completed_markers", ()):
             delete_markers(storage, t)
-        return {"rolled_back": len(done), "instants": done, "files_deleted": deleted}
+        return {"rolled_back": len(done), "instants": done, "files_deleted": deleted, "refused": refused}

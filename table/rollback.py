@@ -5,35 +5,71 @@ log the instant can never complete (the transition is illegal), so deleting the 
 its markers name is safe even if the original writer wakes up; and if the instant
 completed first, the append is refused and nothing is deleted. Deleting is idempotent,
 so a rollback that died midway is simply run again.
+
+A marker is only a claim: rollback deletes a path only when it is a file of that
+instant (:func:`~lakeline.timeline.markers.is_instant_file`: a data file inside the
+table whose name carries the instant id, or that instant's metadata-table delta).
+Anything else a marker names (a damaged marker, the table root) is skipped and
+reported, never deleted, and the rollback goes on.
 """
 
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass
+
+from ..timeline import faults
 from ..timeline.errors import InvalidTransitionError
 from ..timeline.instant import State
 from ..timeline.log import EventLog
+from ..timeline.markers import delete_markers, is_instant_file, list_markers
 from ..timeline.storage import Storage
-from ..timeline import faults
-from ..timeline.markers import delete_markers, list_markers
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Deleted:
+    """What deleting an instant's files did: how many went, and the marker paths refused."""
+
+    count: int
+    refused: tuple[str, ...] = ()
+
+
+def delete_files_of(storage: Storage, instant: int) -> Deleted:
+    """Delete every file of ``instant`` its markers name, then the markers."""
+    deleted = 0
+    refused = []
+    for rel in list_markers(storage, instant):
+        if not is_instant_file(rel, instant):
+            refused.append(rel)
+            _log.warning("rollback of instant %d skips %r: a marker names it, but it is not a file "
+                         "of that instant", instant, rel)
+            continue
+        faults.point("rollback.mid_delete")
+        deleted += storage.delete(storage.path(rel))
+    delete_markers(storage, instant)
+    return Deleted(deleted, tuple(refused))
 
 
 def delete_instant_files(storage: Storage, instant: int) -> int:
     """Delete every file the instant's markers name, then the markers; return the count."""
-    deleted = 0
-    for rel in list_markers(storage, instant):
-        faults.point("rollback.mid_delete")
-        deleted += storage.delete(storage.path(rel))
-    delete_markers(storage, instant)
-    return deleted
+    return delete_files_of(storage, instant).count
 
 
 def rollback_instant(log: EventLog, storage: Storage, instant: int, reason: str) -> int | None:
     """Roll back a pending instant.
 
     Returns:
-        How many files were deleted, or None when the instant completed (or was rolled
-        back) before we could end it, in which case nothing is touched.
+        How many files were deleted, or None when the instant completed before we
+        could end it, in which case nothing is touched.
     """
+    done = end_instant(log, storage, instant, reason)
+    return None if done is None else done.count
+
+
+def end_instant(log: EventLog, storage: Storage, instant: int, reason: str) -> Deleted | None:
+    """:func:`rollback_instant`, telling also which marker paths were refused."""
     inst = log.refresh().get(instant)
     if inst.state_kind is State.COMPLETED:
         return None
@@ -44,6 +80,6 @@ def rollback_instant(log: EventLog, storage: Storage, instant: int, reason: str)
             if log.refresh().get(instant).state_kind is State.COMPLETED:
                 return None
     faults.point("rollback.after_event")
-    deleted = delete_instant_files(storage, instant)
+    deleted = delete_files_of(storage, instant)
     log.store.clear_beat(instant)
     return deleted
