@@ -179,6 +179,12 @@ def plan_delete(table: "Table", keys: pa.Table, snapshot: Timeline, view: FileSy
         groups = {p: keys for p in view.partitions()}
     deleted = 0
     schema_cols = cfg.schema.names
+    key_cols = keys.select(list(cfg.record_key))
+    if have_parts:
+        named = [_keys_with_partition(part, cfg.record_key, p) for p, part in groups.items()]
+        plan.deleted_keys = pa.concat_tables(named) if named else None
+    else:
+        plan.deleted_keys = key_cols.append_column(PARTITION, pa.nulls(keys.num_rows, pa.string()))
     for partition, part in groups.items():
         slices = view.latest_slices(partition)
         if not slices:
@@ -200,8 +206,10 @@ def plan_delete_where(table: "Table", predicate: pc.Expression, snapshot: Timeli
 
         cols = list(dict.fromkeys(list(cfg.record_key) + list(cfg.partition_by)))
         hits = Scan(table, filter=predicate, columns=cols, snapshot=snapshot).to_arrow()
-        return plan_delete(table, hits, snapshot, view, operation="delete_where")
-    plan = WritePlan("delete_where")
+        plan = plan_delete(table, hits, snapshot, view, operation="delete_where")
+        plan.delete_predicate = predicate
+        return plan
+    plan = WritePlan("delete_where", delete_predicate=predicate)
     from .scan import prune_slices
 
     for s in prune_slices(table, view.latest_slices(), predicate):

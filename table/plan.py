@@ -62,6 +62,11 @@ class WritePlan:
     replaced: dict[str, list[str]] = field(default_factory=dict)
     replaced_partitions: list[str] = field(default_factory=list)
     new_keys: pa.Table | None = None  # keys this attempt inserts (for the key check)
+    #: Every key a delete names, found or not, with ``_partition`` (null: in every
+    #: partition): a concurrent re-insert of one of them is a conflict (the key check).
+    deleted_keys: pa.Table | None = None
+    #: ``delete_where``'s predicate: rows a concurrent commit wrote that match it conflict.
+    delete_predicate: pc.Expression | None = None
     stats: dict[str, int] = field(default_factory=dict)
     #: Seconds spent in planning phases (``tag_s``: locating keys), for ``WriteResult.timings``.
     timings: dict[str, float] = field(default_factory=dict)

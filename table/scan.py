@@ -85,20 +85,6 @@ def prune_slices(table: "Table", slices: list[FileSlice], filter: pc.Expression 
     return kept
 
 
-def _key_bounds(s: FileSlice) -> tuple[object, object] | None:
-    """(lowest, highest) record key any file of the slice holds, None when unknown."""
-    lows, highs = [], []
-    for f in s.files:
-        if f.key_min is None or f.key_max is None or isinstance(f.key_min, float) or isinstance(f.key_max, float):
-            return None  # floats may hold NaN, which no range describes
-        lows.append(f.key_min)
-        highs.append(f.key_max)
-    try:
-        return (min(lows), max(highs)) if lows else None  # type: ignore[type-var]
-    except TypeError:
-        return None  # mixed types after a schema change: no pruning
-
-
 def prune_key_ranges(table: "Table", slices: list[FileSlice], filter: pc.Expression | None) -> list[FileSlice]:
     """The slices whose record-key range (from the commit metadata every writer records,
     no index needed) may hold a row matching ``filter``.
@@ -113,7 +99,7 @@ def prune_key_ranges(table: "Table", slices: list[FileSlice], filter: pc.Express
     fmt = ds.ParquetFileFormat()
     frags, owners, kept = [], [], []
     for i, s in enumerate(slices):
-        bounds = _key_bounds(s)
+        bounds = s.key_bounds()
         try:
             lo, hi = (pa.scalar(b).cast(typ) for b in bounds) if bounds else (None, None)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError):

@@ -2,12 +2,12 @@
 
 Upserts and deletes must land in the file group that already holds a key, so two
 versions of a key never live in two groups. Candidates are the latest slices of the
-key's partition, pruned by the key range each base file recorded at write time, then
-by the base file's bloom filter when a ready ``bloom_filters`` index covers the record
-key (probed with the keys inside that file's range only); the survivors' key columns
-are read (base plus logs, folded, so deleted keys do not count) and joined with the
-incoming keys. Record identity is (partition, key), as in Hudi's
-default non-global index.
+key's partition, pruned by the key range their files (base and logs) recorded at write
+time, then by the base file's bloom filter when a ready ``bloom_filters`` index covers
+the record key and the slice has no logs (probed with the keys inside its range only);
+the survivors' key columns are read (base plus logs, folded, so deleted keys do not
+count) and joined with the incoming keys. Record identity is (partition, key), as in
+Hudi's default non-global index.
 """
 
 from __future__ import annotations
@@ -84,8 +84,13 @@ def slice_live_keys(task: SliceKeys) -> pa.Table:
 
 def candidate_slices(slices: list[FileSlice], keys: pa.Table,
                      key: tuple[str, ...]) -> list[tuple[FileSlice, np.ndarray | None]]:
-    """Slices whose recorded key range may hold one of ``keys``, each with the mask of
-    the keys inside its range (None: every key may be there)."""
+    """Slices whose key range may hold one of ``keys``, each with the mask of the keys
+    inside its range (None: every key may be there).
+
+    The range is the slice's whole range, logs included (:meth:`FileSlice.key_bounds`):
+    a compaction may write a base without a key that a log completing later revives, so
+    the base's own range alone would prune a slice that holds the key (issue 11).
+    """
     if len(key) != 1 or keys.num_rows == 0:
         return [(s, None) for s in slices]
     col = keys.column(key[0])
@@ -93,15 +98,16 @@ def candidate_slices(slices: list[FileSlice], keys: pa.Table,
     kmin, kmax = mm["min"].as_py(), mm["max"].as_py()
     out: list[tuple[FileSlice, np.ndarray | None]] = []
     for s in slices:
-        b = s.base
-        if b is None or b.key_min is None or b.key_max is None:
+        bounds = s.key_bounds()
+        if bounds is None:
             out.append((s, None))
             continue
+        lo_b, hi_b = bounds
         try:
-            if b.key_max < kmin or b.key_min > kmax:
-                continue  # the whole batch lies outside this file's range
-            lo = pc.greater_equal(col, pa.scalar(b.key_min, col.type))
-            hi = pc.less_equal(col, pa.scalar(b.key_max, col.type))
+            if hi_b < kmin or lo_b > kmax:  # type: ignore[operator]
+                continue  # the whole batch lies outside this slice's range
+            lo = pc.greater_equal(col, pa.scalar(lo_b, col.type))
+            hi = pc.less_equal(col, pa.scalar(hi_b, col.type))
         except (TypeError, pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
             out.append((s, None))
             continue

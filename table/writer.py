@@ -28,7 +28,9 @@ from ..timeline.heartbeat import is_expired
 from ..timeline.instant import Action, Instant
 from ..timeline.timeline import Timeline
 from .commit import Commit, ConflictDetected
-from .files import FileRead, FileWrite, Written, read_file
+from .files import FileWrite, Written
+from .key_check import KeyClaims
+from .key_check import key_check as check_keys_at_completion
 from .group_tasks import LogTask, RewriteTask, WriteSettings, is_unchanged, rel_path, write_task
 from .plan import PARTITION, WritePlan
 from .records import OP, OP_UPSERT, constant
@@ -98,9 +100,8 @@ def run_write(table: "Table", operation: str, action: Action, planner: Planner,
                                            table.config.schema, table.config.record_key, map_fn=table.engine.map,
                                            precomputed=entries)
             t2 = time.perf_counter()
-            updated = _log_upsert_keys(table, plan)
-            key_check = (_key_check(table, plan.new_keys, updated)
-                         if plan.new_keys is not None or updated is not None else None)
+            key_check = check_keys_at_completion(table.storage, table.config.schema,
+                                                 KeyClaims.of(plan, table.config.record_key))
             inst = complete_with_indexes(table, commit, metadata, key_check, handled)
             done = time.perf_counter()
             after_commit(table.storage, table.log.timeline, table.view, props)
@@ -267,70 +268,3 @@ def _bytes_per_row(table: "Table", partition: str, rows: pa.Table) -> float:
     if files:
         return sum(f.bytes for f in files) / sum(f.rows for f in files)
     return max(rows.nbytes / max(rows.num_rows, 1) * 0.4, 1.0)
-
-
-def _log_upsert_keys(table: "Table", plan: WritePlan) -> pa.Table | None:
-    """Keys this attempt upserts through merge-on-read logs (with ``_partition``)."""
-    key = list(table.config.record_key)
-    parts = []
-    for lg in plan.logs:
-        ups = lg.incoming.filter(pc.equal(lg.incoming.column(OP), OP_UPSERT))
-        if ups.num_rows:
-            parts.append(ups.select(key).append_column(PARTITION, constant(lg.partition, ups.num_rows)))
-    return pa.concat_tables(parts) if parts else None
-
-
-def _key_check(table: "Table", new_keys: pa.Table | None,
-               updated_keys: pa.Table | None = None) -> Callable[[CommitMetadata, CommitMetadata], bool]:
-    """Could this commit and a concurrent one leave a key alive in two file groups?
-
-    That happens when one of them inserted a key as new (a new file group, or a small
-    file filled) while the other inserted it too, or made it alive again in the group
-    it was deleted from by upserting it through a merge-on-read log. So our new keys are
-    compared with their inserted and log-upserted keys, and our log-upserted keys with
-    their inserted keys. Key ranges first, then exact.
-    """
-    key = table.config.record_key
-
-    def by_partition(keys: pa.Table | None) -> dict[str, pa.Table]:
-        if keys is None or keys.num_rows == 0:
-            return {}
-        return {
-            p: keys.filter(pc.equal(keys.column(PARTITION), p)).select(list(key))
-            for p in pc.unique(keys.column(PARTITION)).to_pylist()
-        }
-
-    new = by_partition(new_keys)
-    live = by_partition(pa.concat_tables([k.select(list(key) + [PARTITION])
-                                          for k in (new_keys, updated_keys) if k is not None]))
-
-    def check(ours: CommitMetadata, theirs: CommitMetadata) -> bool:
-        for f in theirs.files:
-            if f.inserts:
-                mine = live.get(f.partition)
-            elif f.kind == "log":
-                mine = new.get(f.partition)
-            else:
-                continue
-            if mine is None:
-                continue
-            if len(key) == 1 and f.key_min is not None and f.key_max is not None:
-                col = mine.column(key[0])
-                try:
-                    inside = pc.and_(pc.greater_equal(col, pa.scalar(f.key_min, col.type)),
-                                     pc.less_equal(col, pa.scalar(f.key_max, col.type)))
-                    if not pc.any(inside).as_py():
-                        continue
-                except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-                    pass
-            if f.kind == "log":
-                rows = read_file(FileRead(table.storage, f.path, key + (OP,)))
-                theirs_keys = rows.filter(pc.equal(rows.column(OP), OP_UPSERT)).select(list(key))
-            else:
-                theirs_keys = read_file(FileRead(table.storage, f.path, key))
-            joined = theirs_keys.join(mine, list(key), join_type="inner")
-            if joined.num_rows:
-                return True
-        return False
-
-    return check

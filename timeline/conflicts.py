@@ -14,7 +14,8 @@ from typing import Callable, Iterable
 from .commit_metadata import CommitMetadata
 from .instant import Action, Instant
 
-#: (our new-key files, their files) -> True when a key was inserted by both.
+#: (our commit, a concurrent one) -> True when the two collide on a key (the write
+#: path's key check, :mod:`lakeline.table.key_check`).
 KeyCheck = Callable[[CommitMetadata, CommitMetadata], bool]
 
 
@@ -29,14 +30,13 @@ def find_conflict(
         ours: what this commit wrote (files with kinds, rewritten and replaced groups,
             replaced partitions).
         concurrent: instants completed after our snapshot.
-        key_check: tells whether the two commits could leave a key alive in two file
-            groups: both inserted it, or one inserted it while the other upserted it
-            through a merge-on-read log into the group it had been deleted from.
+        key_check: tells whether the two commits collide on a key across file groups
+            (both made it live, or ours deletes a key theirs made live), so that the
+            outcome would differ from applying them in completion order.
     """
     log_groups = {(f.partition, f.file_group) for f in ours.files if f.kind == "log"}
     rewritten = set(ours.rewritten)
     replaced = ours.groups_replaced()
-    new_keys = any(f.inserts for f in ours.files)
     for inst in concurrent:
         if not inst.action_kind.writes_data:
             continue
@@ -54,11 +54,8 @@ def find_conflict(
             hit = set(ours.replaced_partitions) & theirs.partitions_written()
             if hit:
                 return f"{where} wrote partitions this commit overwrites: {sorted(hit)}"
-        if key_check is not None and (new_keys or log_groups) and any(
-            f.inserts or f.kind == "log" for f in theirs.files
-        ):
-            if key_check(ours, theirs):
-                return f"{where} inserted or revived a key this commit inserts or revives"
+        if key_check is not None and theirs.files and key_check(ours, theirs):
+            return f"{where} made a key live that this commit inserts, revives or deletes"
     return None
 
 

@@ -102,6 +102,22 @@ class FileSlice:
     def bytes(self) -> int:
         return sum(f.bytes for f in self.files)
 
+    def key_bounds(self) -> tuple[object, object] | None:
+        """(lowest, highest) record key any file of the slice holds (base and logs: a log
+        may revive a key outside the range of a base that a compaction rewrote without
+        it), or None when unknown: a file without a range, float keys (NaN fits no
+        range), or bounds of types that do not compare (after a schema change)."""
+        lows, highs = [], []
+        for f in self.files:
+            if f.key_min is None or f.key_max is None or isinstance(f.key_min, float) or isinstance(f.key_max, float):
+                return None
+            lows.append(f.key_min)
+            highs.append(f.key_max)
+        try:
+            return (min(lows), max(highs)) if lows else None  # type: ignore[type-var]
+        except TypeError:
+            return None
+
 
 @dataclass(frozen=True)
 class FileGroup:

@@ -17,7 +17,9 @@ Every cell also checks the table against a sequential model (B, then A: A's repl
 sees B; an A that completed first-time completed last) and that the files on disk
 agree with the timeline. docs/concurrency.md lists the cells and these tests.
 
-Compaction, clustering, clean and indexing columns and rows wait for those services.
+Cells against compaction and clustering are in tests/services/test_compaction.py and
+test_clustering.py; the key check across file groups has its own cases in
+tests/table/test_key_check.py.
 """
 
 from __future__ import annotations
@@ -210,6 +212,8 @@ CELLS = [
     ("upsert-vs-delete-same-key", "mor", ups(1), dele(1), "ok", False),
     ("upsert-vs-overwrite-same-group", "mor", ups(1), ovw(1, 7), "retried", True),
     ("delete-vs-insert", "mor", dele(1), ins(5), "ok", False),
+    ("delete-vs-insert-same-key", "mor", dele(2, 5), ins(5), "retried", True),
+    ("delete-vs-upsert-new-key", "mor", dele(2, 5), ups(5), "retried", False),
     ("delete-vs-upsert-same-key", "mor", dele(1), ups(1), "ok", True),
     ("delete-vs-delete-same-group", "mor", dele(1), dele(2), "ok", False),
     ("delete-vs-overwrite-same-group", "mor", dele(1), ovw(1, 7), "retried", False),
@@ -221,6 +225,7 @@ CELLS = [
     ("upsert-vs-delete-same-group", "cow", ups(1), dele(2), "retried", False),
     ("upsert-vs-overwrite-same-group", "cow", ups(1), ovw(1, 7), "retried", True),
     ("delete-vs-insert", "cow", dele(1), ins(5), "ok", False),
+    ("delete-vs-insert-same-key", "cow", dele(2, 5), ins(5), "retried", True),
     ("delete-vs-upsert-same-group", "cow", dele(1), ups(2), "retried", True),
     ("delete-vs-delete-same-group", "cow", dele(1), dele(2), "retried", False),
     ("delete-vs-overwrite-same-group", "cow", dele(1), ovw(1, 7), "retried", False),
@@ -349,33 +354,22 @@ def test_mor_reinsert_vs_upsert_reviving_the_key_retries(tmp_path: Path, timelin
     check_files_on_disk(r.t)
 
 
-def test_mor_delete_beside_a_concurrent_reinsert_keeps_the_reinsert(tmp_path: Path) -> None:
-    """Delete vs a concurrent insert is "ok" in the conflict table: D deletes key 1 from a
-    snapshot before A deleted it; meanwhile B, seeing it gone, inserts it anew in a new
-    group; D completes last. The table keeps B's row: the outcome of the serial order
-    A, D, B (D's delete of an absent key is a no-op), not of the completion order A, B, D.
-    A model that replays commits in completion order must allow for this (it is what
-    tests/services/test_services_concurrency.py meets in about one run of ten)."""
-    from lakeline.timeline import faults
-
-    schema = pa.schema([("id", pa.int64()), ("v", pa.string())])
-    path = str(tmp_path / "t")
-    Table.create(path, schema, record_key="id", table_type="mor")
-    Table.open(path).upsert(pa.table({"id": [1, 2], "v": ["a", "a"]}, schema=schema))
-    a, b, d = Table.open(path), Table.open(path), Table.open(path)
-
-    def meanwhile() -> None:
-        faults.disarm_all()
-        a.delete(pa.table({"id": [1]}))
-        b.upsert(pa.table({"id": [1], "v": ["b"]}, schema=schema))
-
-    faults.on("commit.after_requested", meanwhile)
-    try:
-        r = d.delete(pa.table({"id": [1]}))
-    finally:
-        faults.disarm_all()
-    t = Table.open(path)
-    done = [i.id for i in t.timeline.completed() if i.action == "deltacommit"]
-    assert done[-1] == r.instant.id  # D completed after A and B
-    rows = dict(zip(*(t.to_arrow().column(c).to_pylist() for c in ("id", "v"))))
-    assert rows == {1: "b", 2: "a"}
+@pytest.mark.parametrize("table_type", ["mor", "cow"])
+def test_delete_beside_a_concurrent_reinsert_retries(tmp_path: Path, table_type: str,
+                                                     timeline: str | None) -> None:
+    """Issue 11, item 1 (the lost delete): D deletes key 1 from a snapshot before A
+    deleted it; meanwhile B, seeing it gone, inserts it anew in a new group; D completes
+    last. In completion order (A, B, D) key 1 is gone, so D must not complete on its
+    first attempt: its key check finds B's re-insert of a key it deletes, it retries,
+    and the replay deletes B's copy. (Before the fix D completed and key 1 stayed.)"""
+    r = Race(tmp_path, table_type, timeline)
+    d = r.pause(dele(1))
+    r.commit_here(dele(1))
+    r.commit_here(tagged(ups(1), "B"))  # a new key again: a new file group
+    res = r.release(d)
+    assert res["ok"]
+    apply(r.model, dele(1))
+    assert table_state(r.t) == r.model  # key 1 gone, as in completion order
+    assert [i.plan["operation"] for i in r.rolled_back()] == ["delete"]
+    assert r.t.timeline.last_completed().id == res["instant"]
+    check_files_on_disk(r.t)
