@@ -23,6 +23,12 @@ Commands:
       between) several times while cleaning runs, then release the savepoint. One
       line per round: {"instant", "seq", "savepoint", "rows" (its first read),
       "reads", "mismatches"}; a read error is logged as {"error", "message"} too.
+  torture PATH TIMELINE NAME READY SEED
+      For the kill -9 torture (``tests/table/test_torture.py``): writes READY, then
+      runs service NAME over and over until the test kills it: the explicit call
+      of compaction, clustering, cleaning or archival; for "indexing", drop the
+      index "torture_stats" if it is there, then create it (a column_stats build);
+      for "rollback", ``rollback_failed()``. Any error ends the process.
 """
 
 from __future__ import annotations
@@ -150,7 +156,23 @@ def reader(path: str, timeline: str | None, stop: str, log: str, ready: str, go:
                 t.services.release_savepoint(sp.id)
 
 
-COMMANDS = {"service": service, "reader": reader}
+def torture(path: str, timeline: str | None, name: str, ready: str, seed: int) -> None:
+    rng = random.Random(seed)
+    t = Table.open(path, timeline=timeline)
+    t.to_arrow()  # connect and warm up before the kill's clock starts
+    Path(ready).write_text(str(os.getpid()))
+    while True:
+        if name == "indexing":
+            if any(d.name == "torture_stats" for d in t.indexes.list()):
+                t.indexes.drop("torture_stats")
+            t.indexes.create("column_stats", name="torture_stats")
+        elif name == "rollback":
+            t.services.rollback_failed()
+        else:
+            _call(t, name, True, rng)
+
+
+COMMANDS = {"service": service, "reader": reader, "torture": torture}
 
 if __name__ == "__main__":
     name, *args = (json.loads(a) for a in sys.argv[1:])

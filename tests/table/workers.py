@@ -19,11 +19,21 @@ Commands:
       worker sleeps (at random) between writes, so services get turns.
   op PATH TIMELINE SPEC
       One write, SPEC = {"op": "insert"|"upsert"|"overwrite", "rows": [{...}, ...],
-      "partitions": [...]} or {"op": "delete", "keys": [{...}, ...]}. Prints one JSON
+      "partitions": [...]}, {"op": "delete", "keys": [{...}, ...]} or {"op":
+      "delete_where", "range": [lo, hi]} (``lo <= id < hi``). Prints one JSON
       line: {"ok": true, "instant": id, "stats": {...}} or {"ok": false, "error":
       "<ErrorClassName>", "message": "..."}.
   rollback PATH TIMELINE
       ``t.services.rollback_failed()``; prints {"instant": id or null, "stats": {...}}.
+  torture PATH TIMELINE SEED LOG READY [KEYS]
+      The only writer of a table (``id`` int64, ``v`` string), killed with SIGKILL by
+      the test at a random moment: writes READY, then loops forever over random
+      upserts, deletes, inserts (of keys it knows are absent), ``delete_where`` of a
+      key range and (rarely) overwrites, of keys in range(KEYS). Before each write it
+      appends {"begin": n, **spec} to LOG, after it {"end": n, "outcome":
+      "committed"|"noop", "instant": id}, so the test knows every committed write and
+      the one the kill interrupted. Any error ends the process (after an
+      {"end": n, "outcome": "error"} line).
 
 TIMELINE is null (filesystem store) or a ``postgresql://`` URL.
 """
@@ -40,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakeline.table import Table
 from lakeline.timeline.errors import CommitConflictError, LakelineError
@@ -65,6 +76,9 @@ def run_op(t: Table, spec: dict[str, Any]) -> Any:
         return t.delete(_keys(t, spec["keys"]))
     if op == "overwrite":
         return t.overwrite(_rows(t, spec["rows"]), partitions=spec.get("partitions"))
+    if op == "delete_where":
+        lo, hi = spec["range"]
+        return t.delete_where((pc.field("id") >= lo) & (pc.field("id") < hi))
     raise ValueError(f"unknown op {op!r}")
 
 
@@ -136,7 +150,65 @@ def stress(
             out.flush()
 
 
-COMMANDS = {"stress": stress, "op": op, "rollback": rollback}
+def torture_spec(rng: random.Random, live: set[int], keys: int, tag: str) -> dict[str, Any]:
+    """One random write of the torture writer, given the keys it knows are live."""
+    roll = rng.random()
+    absent = sorted(set(range(keys)) - live)
+    if roll < 0.35 or (roll < 0.55 and not absent):
+        ids = rng.sample(range(keys), rng.randint(1, 8))
+        return {"op": "upsert", "rows": [{"id": i, "v": tag} for i in ids]}
+    if roll < 0.55:
+        ids = rng.sample(absent, rng.randint(1, min(8, len(absent))))
+        return {"op": "insert", "rows": [{"id": i, "v": tag} for i in ids]}
+    if roll < 0.75:
+        return {"op": "delete", "keys": [{"id": i} for i in rng.sample(range(keys), rng.randint(1, 6))]}
+    if roll < 0.92:
+        lo = rng.randrange(keys)
+        return {"op": "delete_where", "range": [lo, lo + rng.randint(1, 6)]}
+    ids = rng.sample(range(keys), rng.randint(keys // 4, keys // 2))
+    return {"op": "overwrite", "rows": [{"id": i, "v": tag} for i in ids]}
+
+
+def apply_spec(live: set[int], spec: dict[str, Any]) -> None:
+    """The keys live after ``spec`` committed."""
+    if spec["op"] in ("upsert", "insert"):
+        live.update(r["id"] for r in spec["rows"])
+    elif spec["op"] == "delete":
+        live.difference_update(k["id"] for k in spec["keys"])
+    elif spec["op"] == "delete_where":
+        live.difference_update(range(*spec["range"]))
+    else:
+        live.clear()
+        live.update(r["id"] for r in spec["rows"])
+
+
+def torture(path: str, timeline: str | None, seed: int, log: str, ready: str, keys: int = 64) -> None:
+    rng = random.Random(seed)
+    t = Table.open(path, timeline=timeline)
+    live = set(t.to_arrow(columns=["id"]).column("id").to_pylist())
+    Path(ready).write_text(str(os.getpid()))
+    with open(log, "a", encoding="utf-8") as out:
+        n = 0
+        while True:
+            spec = torture_spec(rng, live, keys, f"s{seed}-{n}")
+            out.write(json.dumps({"begin": n, "tag": f"s{seed}-{n}", **spec}) + "\n")
+            out.flush()
+            try:
+                r = run_op(t, spec)
+            except BaseException as e:
+                out.write(json.dumps({"end": n, "outcome": "error", "message": repr(e),
+                                      "trace": traceback.format_exc()}) + "\n")
+                out.flush()
+                raise
+            apply_spec(live, spec)
+            inst = r.instant.id if r.instant is not None else None
+            out.write(json.dumps({"end": n, "outcome": "noop" if inst is None else "committed",
+                                  "instant": inst}) + "\n")
+            out.flush()
+            n += 1
+
+
+COMMANDS = {"stress": stress, "op": op, "rollback": rollback, "torture": torture}
 
 
 # -- checks the parent (the test) runs ---------------------------------------------------

@@ -1,0 +1,339 @@
+"""kill -9 torture: a writer, and separately each table service, killed at random moments.
+
+Why: the fault-point crash tests (``test_crash.py``) kill a process at the steps we
+named; a SIGKILL after a random delay also lands between them, inside a Parquet write,
+a store round trip or a marker write (issue 11, item 5 is such a wedge). DESIGN.md
+section 3 promises that after any crash ``rollback_failed`` brings the table back: the
+interrupted operation either happened entirely or not at all.
+
+Each round starts a child (``tests/table/workers.py torture`` for the writer,
+``tests/services/service_workers.py torture`` for a service), waits until it is
+working, sleeps a random delay and sends SIGKILL. Then, like an operator would, it
+waits for the heartbeat to expire (the tables beat every 100 ms and tolerate 1 miss),
+runs ``t.services.rollback_failed()`` and, after a killed service, runs that service
+again so it finishes or aborts its pending instant. Then:
+
+* nothing is pending;
+* the table equals one all-or-nothing outcome of the interrupted operation: the
+  completion-order model of every committed write (``test_concurrency.py``), with the
+  interrupted write applied if and only if its instant completed (the timeline
+  decides); services never change what the table reads;
+* no file of a rolled-back instant remains, every data file on disk belongs to a
+  completed instant, no marker is left (``check_files_on_disk``);
+* every ``ready`` index validates; after a killed cleaner, every snapshot inside
+  retention still has its files and reads the model as of it;
+* the table accepts the next write (the parent's own upsert, checked at once).
+
+A failing round prints its seed and kill moment; ``LAKELINE_TORTURE_SEED`` replays the
+same writes (the kill moment is wall-clock, so a replay is likely, not certain, to hit
+the same step). ``make test`` kills 10 times per case, ``-m soak`` 100 times.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from lakeline.table import Table
+from lakeline.timeline.instant import Action, Instant
+from lakeline.timeline.retention import last_retain_seq
+from tests.helpers import finish, run_script, start_script, wait_for_files
+from tests.services.service_workers import SERVICE_WORKERS_PY
+from tests.table.test_concurrency import CompletionOrderModel
+from tests.table.workers import WORKERS_PY, check_files_on_disk
+
+SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.string())])
+KEYS = 64
+HEARTBEAT = {"heartbeat.interval-ms": 100, "heartbeat.tolerable-misses": 1}
+#: Seconds after a kill before the heartbeat is surely expired (2 x 100 ms, plus margin).
+EXPIRY_S = 0.35
+#: Kills per case in ``make test`` and under ``-m soak``.
+SHORT_KILLS, SOAK_KILLS = 10, 100
+#: Most seconds a child works before its kill, per role (about one to a few of its runs).
+MAX_DELAY_S = {"writer": 1.0, "compaction": 0.8, "clustering": 0.8, "cleaning": 0.5, "archival": 0.5,
+               "indexing": 0.8, "rollback": 0.4}
+SERVICES = ["compaction", "clustering", "cleaning", "archival", "indexing", "rollback"]
+PROPERTIES: dict[str, Any] = {
+    **HEARTBEAT,
+    "commit.max-retries": 3,
+    "engine.parallelism": 1,
+    "write.target-file-size-bytes": 8 * 1024,
+    "write.small-file-limit-bytes": 0,
+    "compaction.delta-commits": 1,
+    "clean.retain": 3,
+    "clean.orphan-age-ms": 0,
+    "archive.min-active-instants": 6,
+    "archive.max-active-instants": 10,
+}
+
+
+@pytest.fixture(params=["filesystem", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def timeline(request: pytest.FixtureRequest) -> str | None:
+    """None for the filesystem store, else the URL of the test PostgreSQL server."""
+    return request.getfixturevalue("pg_url") if request.param == "postgresql" else None
+
+
+def base_seed() -> int:
+    env = os.environ.get("LAKELINE_TORTURE_SEED")
+    return int(env) if env else random.randrange(10**6)
+
+
+class Torture:
+    """One table, its model, and the bookkeeping of the rounds run on it."""
+
+    def __init__(self, tmp_path: Path, table_type: str, timeline: str | None, seed: int) -> None:
+        self.tmp = tmp_path
+        self.seed = seed
+        self.rng = random.Random(seed)
+        path = str(tmp_path / f"table-{table_type}")
+        self.t = Table.create(path, SCHEMA, record_key="id", table_type=table_type, properties=PROPERTIES,
+                              timeline=timeline)
+        self.model = CompletionOrderModel()
+        self.applied: set[int] = set()  # data instants the model has, or services' instants
+        self.counts: Counter[str] = Counter()
+        self.write({"op": "upsert", "rows": [{"id": k, "v": "seed"} for k in range(KEYS)]}, "seed")
+        self.t.indexes.create("bloom_filters")
+        self.t.indexes.create("column_stats")
+
+    # -- the parent's own writes -------------------------------------------------------
+
+    def write(self, spec: dict[str, Any], tag: str) -> None:
+        """A write by the test itself, applied to the model."""
+        from tests.table.workers import run_op
+
+        r = run_op(self.t, spec)
+        if r.instant is not None:
+            inst = self.t.log.refresh().get(r.instant.id)
+            assert inst.is_completed, f"the parent's write {inst.id} is {inst.state}"
+            self.model.apply(inst, {**spec, "tag": tag})
+            self.applied.add(inst.id)
+
+    def random_writes(self, n: int, tag: str) -> None:
+        """``n`` upserts of a few random keys and a delete, so services have work."""
+        for i in range(n):
+            ids = self.rng.sample(range(KEYS), self.rng.randint(2, 10))
+            self.write({"op": "upsert", "rows": [{"id": k, "v": f"{tag}-{i}"} for k in ids]}, f"{tag}-{i}")
+        keys = self.rng.sample(range(KEYS), 2)
+        self.write({"op": "delete", "keys": [{"id": k} for k in keys]}, f"{tag}-del")
+
+    # -- a round -----------------------------------------------------------------------
+
+    def kill_child(self, script: Path, args: list[Any], ready: Path, role: str,
+                   ) -> tuple[float, "subprocess.Popen[str]"]:
+        """Start a child, wait until it works, kill it with SIGKILL after a random delay."""
+        proc = start_script(script, args)
+        try:
+            wait_for_files([ready], timeout=120)
+        except AssertionError:
+            proc.kill()
+            _, _, err = finish(proc)
+            raise AssertionError(f"the {role} child never started:\n{err[-3000:]}") from None
+        delay = self.rng.uniform(0, MAX_DELAY_S[role])
+        time.sleep(delay)
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+        rc, _, err = finish(proc)
+        assert rc == -signal.SIGKILL, f"the {role} child ended by itself before its kill (rc={rc}):\n{err[-4000:]}"
+        return delay, proc
+
+    def recover(self, service: str | None = None) -> None:
+        """What an operator does after a crash: wait for the heartbeat, roll back, rerun."""
+        time.sleep(EXPIRY_S)
+        self.t.services.rollback_failed()
+        if service == "rollback":
+            self.t.services.rollback_failed()
+        elif service is not None:
+            self.t.services.run(service)
+
+    def new_data_instants(self) -> list[Instant]:
+        tl = self.t.log.refresh()
+        return [i for i in tl.completed() if i.action_kind.writes_data and i.id not in self.applied]
+
+    def check(self, what: str, retained: bool = False) -> None:
+        """Every post-recovery check of the module docstring, then the next write."""
+        tl = self.t.log.refresh()
+        pending = [(i.id, i.action, i.state) for i in tl.pending()]
+        assert pending == [], f"{what}: left pending after recovery: {pending}"
+        rows = read(self.t)
+        self.model.check(rows, what=what)
+        check_files_on_disk(self.t)
+        report = self.t.indexes.validate()
+        assert report["mismatches"] == [], f"{what}: ready indexes disagree with the data: {report['mismatches'][:5]}"
+        if retained and (retain := last_retain_seq(tl)) is not None:
+            for inst in tl.completed():
+                if inst.action_kind.writes_data and (inst.completed_seq or 0) >= retain:
+                    missing = self.t.storage.missing(self.t.scan(as_of=inst.id).files())
+                    assert not missing, f"{what}: snapshot as of {inst.id} (retained from {retain}) lost {missing[:3]}"
+                    self.model.check(read(self.t, inst.id), inst.completed_seq, f"{what}: snapshot as of {inst.id}")
+        # The table accepts the next write.
+        key = self.rng.randrange(KEYS)
+        self.write({"op": "upsert", "rows": [{"id": key, "v": f"next-{what}"}]}, f"next-{what}")
+        self.model.check(read(self.t), what=f"{what}, after the next write")
+
+
+def read(t: Table, as_of: int | None = None) -> list[tuple[int, str]]:
+    table = t.to_arrow(as_of=as_of)
+    return sorted(zip(table.column("id").to_pylist(), table.column("v").to_pylist()))
+
+
+def parse_log(log: Path) -> tuple[dict[int, dict[str, Any]], dict[str, Any] | None, list[dict[str, Any]]]:
+    """The torture writer's log: committed writes by instant, the write the kill
+    interrupted (begun, not ended; None if the kill fell between writes), all lines."""
+    lines = []
+    for text in log.read_text().splitlines() if log.exists() else []:
+        try:
+            lines.append(json.loads(text))
+        except json.JSONDecodeError:  # a line cut by the kill (one write call: unlikely)
+            continue
+    begun = {rec["begin"]: rec for rec in lines if "begin" in rec}
+    ended = {rec["end"]: rec for rec in lines if "end" in rec}
+    errors = [rec for rec in ended.values() if rec["outcome"] == "error"]
+    assert not errors, f"the torture writer failed: {errors[0].get('trace', errors[0])}"
+    committed = {ended[n]["instant"]: begun[n] for n in sorted(ended) if ended[n]["outcome"] == "committed"}
+    open_ = [begun[n] for n in begun if n not in ended]
+    assert len(open_) <= 1, f"more than one write begun and not ended: {open_}"
+    return committed, (open_[0] if open_ else None), lines
+
+
+# -- the writer ---------------------------------------------------------------------------
+
+
+def writer_round(tt: Torture, n: int) -> None:
+    seed = tt.seed * 1000 + n
+    log, ready = tt.tmp / f"writer-{n}.jsonl", tt.tmp / f"writer-ready-{n}"
+    delay, _ = tt.kill_child(WORKERS_PY, ["torture", tt.t.path, tt.t.timeline_url, seed, str(log), str(ready), KEYS],
+                             ready, "writer")
+    what = f"writer round {n} (seed {seed}, killed after {delay:.3f} s)"
+    completed_before = tt.counts["interrupted_completed"]
+    try:
+        pending_at_kill = [i for i in tt.t.log.refresh().pending() if i.action_kind.writes_data]
+        tt.recover()
+        committed, interrupted, lines = parse_log(log)
+        for inst in tt.new_data_instants():
+            spec = committed.pop(inst.id, None)
+            if spec is None:
+                assert interrupted is not None, f"instant {inst.id} completed, yet no write was interrupted"
+                spec, interrupted = interrupted, None  # it happened: all of it
+                tt.counts["interrupted_completed"] += 1
+            tt.model.apply(inst, spec)
+            tt.applied.add(inst.id)
+        assert not committed, f"writes reported committed but not completed on the timeline: {sorted(committed)}"
+        if interrupted is not None:
+            tt.counts["interrupted_rolled_back" if pending_at_kill else "interrupted_before_requested"] += 1
+        elif not pending_at_kill and tt.counts["interrupted_completed"] == completed_before:
+            tt.counts["between_writes"] += 1
+        tt.counts["writes_committed"] += sum(1 for rec in lines if rec.get("outcome") == "committed")
+        tt.check(what)
+    except AssertionError as e:
+        print(f"FAILED {what}; log tail:\n" + "\n".join(line[:300] for line in parse_tail(log)))
+        raise AssertionError(f"{what}: {e}") from e
+    tt.counts["kills"] += 1
+
+
+def parse_tail(log: Path, n: int = 8) -> list[str]:
+    return (log.read_text().splitlines() if log.exists() else [])[-n:]
+
+
+def run_writer_torture(tmp_path: Path, table_type: str, timeline: str | None, kills: int) -> None:
+    seed = base_seed()
+    print(f"torture seed {seed} (LAKELINE_TORTURE_SEED={seed} replays it)")
+    tt = Torture(tmp_path, table_type, timeline, seed)
+    for n in range(kills):
+        writer_round(tt, n)
+    print(f"writer {table_type} {'pg' if timeline else 'fs'} seed {seed}: {dict(tt.counts)}")
+    assert tt.counts["kills"] == kills
+
+
+@pytest.mark.parametrize("table_type", ["mor", "cow"])
+def test_writer_killed_at_random_moments(tmp_path: Path, table_type: str) -> None:
+    run_writer_torture(tmp_path, table_type, None, SHORT_KILLS)
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("table_type", ["mor", "cow"])
+def test_soak_writer_killed_at_random_moments(tmp_path: Path, table_type: str, timeline: str | None) -> None:
+    run_writer_torture(tmp_path, table_type, timeline, SOAK_KILLS)
+
+
+# -- each service -------------------------------------------------------------------------
+
+
+def _service_instant(inst: Instant) -> bool:
+    return inst.action_kind is Action.COMPACTION or inst.plan.get("service") == "clustering"
+
+
+def crash_a_write(tt: Torture, n: int) -> None:
+    """A write that dies before completing, so the rollback service has work."""
+    ids = tt.rng.sample(range(KEYS), 4)
+    spec = {"op": "upsert", "rows": [{"id": k, "v": f"crashed-{n}"} for k in ids]}
+    rc, _, err = run_script(WORKERS_PY, ["op", tt.t.path, tt.t.timeline_url, spec],
+                            faults="commit.before_complete=crash")
+    assert rc != 0, f"the write meant to crash completed:\n{err[-2000:]}"
+
+
+def service_round(tt: Torture, service: str, n: int) -> None:
+    tt.random_writes(3, f"r{n}")
+    if service == "rollback":
+        crash_a_write(tt, n)
+        time.sleep(EXPIRY_S)
+    before = {i.id for i in tt.t.log.refresh().instants()}
+    ready = tt.tmp / f"{service}-ready-{n}"
+    delay, _ = tt.kill_child(SERVICE_WORKERS_PY, ["torture", tt.t.path, tt.t.timeline_url, service, str(ready),
+                                                  tt.seed * 1000 + n], ready, service)
+    what = f"{service} round {n} (seed {tt.seed}, killed after {delay:.3f} s)"
+    tl = tt.t.log.refresh()
+    interrupted = [i.id for i in tl.pending() if i.id not in before or i.action == "rollback"]
+    tt.counts["kills_with_an_instant_pending" if interrupted else "kills_between_runs"] += 1
+    try:
+        tt.recover(service)
+        for inst in tt.new_data_instants():
+            assert _service_instant(inst), f"{what}: a data instant that no writer made: {inst.id} {inst.action}"
+            tt.applied.add(inst.id)
+        ended = [tt.t.log.refresh().get(i).state for i in interrupted]
+        tt.counts.update(f"interrupted_then_{s}" for s in ended)
+        tt.check(what, retained=True)
+    except AssertionError as e:
+        raise AssertionError(f"{what}: {e}") from e
+    tt.counts["kills"] += 1
+
+
+def run_service_torture(tmp_path: Path, service: str, table_type: str, timeline: str | None, kills: int) -> None:
+    seed = base_seed()
+    print(f"torture seed {seed} (LAKELINE_TORTURE_SEED={seed} replays it)")
+    tt = Torture(tmp_path, table_type, timeline, seed)
+    for n in range(kills):
+        service_round(tt, service, n)
+    print(f"{service} {table_type} {'pg' if timeline else 'fs'} seed {seed}: {dict(tt.counts)}")
+    assert tt.counts["kills"] == kills
+    assert tt.counts["kills_with_an_instant_pending"] > 0, \
+        f"no kill interrupted a {service} instant: the torture proved nothing ({dict(tt.counts)})"
+
+
+def _table_type(service: str) -> str:
+    return "mor" if service == "compaction" else "cow" if service in ("clustering", "cleaning") else "mor"
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_service_killed_at_random_moments(tmp_path: Path, service: str) -> None:
+    run_service_torture(tmp_path, service, _table_type(service), None, SHORT_KILLS)
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("table_type", ["mor", "cow"])
+@pytest.mark.parametrize("service", SERVICES)
+def test_soak_service_killed_at_random_moments(tmp_path: Path, service: str, table_type: str,
+                                               timeline: str | None) -> None:
+    if service == "compaction" and table_type == "cow":
+        pytest.skip("copy-on-write tables have nothing to compact")
+    run_service_torture(tmp_path, service, table_type, timeline, SOAK_KILLS)
+
