@@ -16,7 +16,13 @@ drop completed                absent (its files are gone)
 
 "Latest" is by instant id, i.e. by the position of the requested event, so a drop
 requested while a create is still building wins even if the create completes after
-it. A rolled-back drop changes nothing. Nothing here reads local configuration: every
+it. A rolled-back drop changes nothing.
+
+Each definition has its own metadata-table partition, named by the instant that created
+it (:func:`partition_of`: ``<name>@<instant>``), so two definitions of one name (create,
+drop, create again) never share files: a stale builder or dropper of the first can only
+touch the first's partition, whatever it does and whenever it wakes up. Readers and
+writers find the partition of the live definition through :attr:`IndexDef.partition`. Nothing here reads local configuration: every
 writer and reader that asks the same timeline gets the same answer, which is what
 makes Hudi's "writers trust their own config" failure impossible.
 """
@@ -41,6 +47,12 @@ FILES = "files"
 
 OP_CREATE = "create"
 OP_DROP = "drop"
+
+
+def partition_of(name: str, created: int) -> str:
+    """The metadata-table partition of the definition of ``name`` created by the
+    ``indexing`` instant ``created`` (the always-on ``files`` index has one, by name)."""
+    return FILES if name == FILES else f"{name}@{created}"
 
 
 class IndexState(str, enum.Enum):
@@ -77,6 +89,11 @@ class IndexDef:
         return IndexState(self.state)
 
     @property
+    def partition(self) -> str:
+        """Its metadata-table partition (of this definition only)."""
+        return partition_of(self.name, self.instant)
+
+    @property
     def is_written(self) -> bool:
         """Whether writers must write entries for it (building or ready)."""
         return self.state in (IndexState.BUILDING.value, IndexState.READY.value)
@@ -106,15 +123,32 @@ def create_plan(name: str, kind: str, columns: Sequence[str] | None = None,
             "columns": list(columns or []), "options": dict(options or {})}
 
 
-def drop_plan(name: str) -> dict[str, Any]:
-    """The plan of an ``indexing`` instant that drops an index.
+def drop_plan(name: str, created: int | None = None) -> dict[str, Any]:
+    """The plan of an ``indexing`` instant that drops an index; ``created`` names the
+    definition it drops (the instant that created it), so its execution removes that
+    definition's partition and no other.
 
     Raises:
         InvalidIndexError: ``name`` is the always-on files index.
     """
     if name == FILES:
         raise InvalidIndexError(f"the {FILES!r} index is always on and cannot be dropped")
-    return {"op": OP_DROP, "index": name}
+    plan: dict[str, Any] = {"op": OP_DROP, "index": name}
+    if created is not None:
+        plan["created"] = created
+    return plan
+
+
+def dropped_partition(timeline: Timeline, drop: Instant) -> str:
+    """The partition a drop instant removes: that of the definition its plan names, or
+    (a plan without ``created``) the latest create of the name requested before it."""
+    name = str(drop.plan["index"])
+    created = drop.plan.get("created")
+    if created is None:
+        creates = [i.id for i in timeline.by_action(Action.INDEXING)
+                   if i.id < drop.id and i.plan.get("op") == OP_CREATE and i.plan.get("index") == name]
+        created = creates[-1] if creates else -1
+    return partition_of(name, int(created))
 
 
 def _state_of(inst: Instant) -> IndexState | None:

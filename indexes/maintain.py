@@ -20,8 +20,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..timeline import faults
 from ..timeline.commit_metadata import CommitMetadata
-from ..timeline.errors import InvalidIndexError
+from ..timeline.errors import IndexBuildError, InvalidIndexError
 from ..timeline.file_group import DataFile
 from ..timeline.fs_view import FileSystemView
 from ..timeline.storage import Storage
@@ -29,7 +30,7 @@ from ..timeline.timeline import Timeline
 from .bloom import BLOOM_SCHEMA, DEFAULT_FPP, FileBloom
 from .column_stats import STATS_SCHEMA, file_stats
 from .hashing import ColumnHashes
-from .lifecycle import IndexDef, written_indexes
+from .lifecycle import IndexDef, partition_of, written_indexes
 from .metadata_table import INSTANT, MetadataTable
 
 
@@ -41,6 +42,8 @@ class IndexTarget:
     kind: str
     columns: tuple[str, ...]
     fpp: float
+    #: The metadata-table partition of the definition (``<name>@<created>``).
+    partition: str = ""
 
 
 def resolve(idx: IndexDef, schema: pa.Schema, record_key: Sequence[str]) -> IndexTarget:
@@ -58,7 +61,8 @@ def resolve(idx: IndexDef, schema: pa.Schema, record_key: Sequence[str]) -> Inde
     missing = [c for c in cols if c not in schema.names]
     if missing:
         raise InvalidIndexError(f"index {idx.name!r}: unknown columns {missing}")
-    return IndexTarget(idx.name, idx.kind, cols, float(idx.options.get("fpp", DEFAULT_FPP)))
+    return IndexTarget(idx.name, idx.kind, cols, float(idx.options.get("fpp", DEFAULT_FPP)),
+                       partition_of(idx.name, idx.instant))
 
 
 def read_base(storage: Storage, rel_path: str, columns: Sequence[str]) -> pa.Table:
@@ -210,7 +214,7 @@ def write_commit_updates(storage: Storage, timeline: Timeline, instant: int, met
     for idx, target in targets:
         parts = [per_file[f.path][target] for f in metadata.files]
         rows = pa.concat_tables(parts) if parts else _schema_of(target.kind).empty_table()
-        done.append((idx.name, idx.instant, mt.write_updates(idx.name, instant, rows)))
+        done.append((idx.name, idx.instant, mt.write_updates(idx.partition, instant, rows)))
     return done
 
 
@@ -262,29 +266,72 @@ def build(storage: Storage, view: FileSystemView, target: IndexTarget, schema: p
     return built(target, [build_task(t) for t in build_tasks(storage, view, target, schema)])
 
 
+#: Times a catch-up re-reads the timeline because a file it indexes was deleted under it.
+_CATCH_UP_ROUNDS = 5
+
+
+def _live_entries(target: IndexTarget, storage: Storage, schema: pa.Schema, files: list[tuple[str, str]],
+                  refresh: Callable[[], Timeline] | None) -> pa.Table:
+    """Entries of ``files`` (path, partition), leaving out files that are no longer live.
+
+    A concurrent instant's file can be deleted while it is being indexed: replaced by
+    a compaction, clustering or overwrite and then removed by a clean. A file that is not
+    live in the newest snapshot needs no entry (readers and ``validate`` only ask about
+    live files), so on a missing file the timeline is read again and only the files
+    still live are indexed.
+
+    Raises:
+        IndexBuildError: a file that is still live cannot be read (or the files kept
+            vanishing): the build gives up cleanly instead of leaving an entry out.
+    """
+    todo = list(files)
+    for _ in range(_CATCH_UP_ROUNDS):
+        try:
+            return entries_for(target, storage, schema, todo)
+        except FileNotFoundError as e:
+            if refresh is None:
+                raise IndexBuildError(f"index {target.name!r}: a data file vanished while indexed: {e}") from e
+            live = {f.path for f, _ in live_files(FileSystemView(refresh()))}
+            still = [(p, part) for p, part in todo if p in live]
+            if len(still) == len(todo):
+                raise IndexBuildError(f"index {target.name!r}: a live data file cannot be read: {e}") from e
+            todo = still
+    raise IndexBuildError(f"index {target.name!r}: data files kept vanishing while indexed")
+
+
 def catch_up(storage: Storage, timeline: Timeline, after_seq: int, target: IndexTarget,
-             schema: pa.Schema) -> int:
+             schema: pa.Schema, refresh: Callable[[], Timeline] | None = None) -> int:
     """Index the data files of data instants completed after ``after_seq`` that did not
     write entries themselves (they completed before they saw the index building).
-    Returns how many instants were indexed."""
+    Returns how many instants were indexed.
+
+    ``refresh`` reads the newest timeline: a file deleted meanwhile (replaced, then
+    cleaned) is left out once it is no longer live (:func:`_live_entries`).
+
+    Raises:
+        IndexBuildError: a live file cannot be read.
+    """
     mt = MetadataTable(storage)
     n = 0
     for inst in timeline.completed_after(after_seq):
-        if not inst.action_kind.writes_data or mt.has_updates(target.name, inst.id):
+        if not inst.action_kind.writes_data or mt.has_updates(target.partition, inst.id):
             continue
         md = CommitMetadata.from_dict(inst.metadata)
         added = [(f.path, f.partition) for f in md.files]
-        mt.write_updates(target.name, inst.id, entries_for(target, storage, schema, added), marker=False)
+        faults.point("indexing.catch_up_instant")
+        rows = _live_entries(target, storage, schema, added, refresh)
+        mt.write_updates(target.partition, inst.id, rows, marker=False)
         n += 1
     return n
 
 
-def missing_updates(storage: Storage, timeline: Timeline, after_seq: int, name: str) -> list[int]:
-    """Data instants completed after ``after_seq`` with data files but no entries."""
+def missing_updates(storage: Storage, timeline: Timeline, after_seq: int, partition: str) -> list[int]:
+    """Data instants completed after ``after_seq`` with data files but no entries in
+    the index partition ``partition``."""
     mt = MetadataTable(storage)
     out = []
     for inst in timeline.completed_after(after_seq):
-        if not inst.action_kind.writes_data or mt.has_updates(name, inst.id):
+        if not inst.action_kind.writes_data or mt.has_updates(partition, inst.id):
             continue
         if inst.metadata.get("files"):
             out.append(inst.id)
@@ -304,7 +351,7 @@ def validate(storage: Storage, view: FileSystemView, snapshot: Timeline, target:
     Returns (files checked, mismatches); a mismatch names the index, the file, and
     what differs (``missing`` entry, or the entry ``stored`` vs ``expected``).
     """
-    stored = MetadataTable(storage).read(target.name, snapshot)
+    stored = MetadataTable(storage).read(target.partition, snapshot)
     key_cols = ["path", "column"] if target.kind == "column_stats" else ["path"]
     have: dict[tuple[Any, ...], dict[str, Any]] = {}
     if stored is not None:

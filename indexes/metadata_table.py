@@ -1,6 +1,8 @@
-"""The metadata table: index entries under ``.lakeline/metadata/<index>/``.
+"""The metadata table: index entries under ``.lakeline/metadata/<partition>/``.
 
-Each index is one partition folder of Parquet files of two kinds:
+Each index definition is one partition folder (``<name>@<creating instant>``, see
+:func:`lakeline.indexes.lifecycle.partition_of`; the ``files`` index's is ``files``) of
+Parquet files of two kinds:
 
 * ``delta_<instant>_<token>.parquet``: the entries one data instant added. A writer puts
   them there *before* its instant completes, behind the instant's markers, so a
@@ -213,7 +215,10 @@ class MetadataTable:
         snapshot ``timeline``; ``_instant`` names each entry's data instant).
 
         Deltas of instants completed in ``timeline`` are superseded; deltas of
-        instants still pending stay and become visible when those complete.
+        instants still pending stay and become visible when those complete. Only bases
+        at or before ``timeline``'s position are replaced: a newer base (a fold done
+        since, by a process that knew more) stays and keeps winning, so a rebuild by a
+        stale builder that wakes up late can never take entries away.
 
         Raises:
             MetadataTableError: ``rows`` lacks the ``_instant`` column.
@@ -223,8 +228,8 @@ class MetadataTable:
         bases, deltas = self._listing(index)
         rel = self.write_base(index, timeline.last_seq, rows)
         keep = self.storage.path(rel)
-        for _, p in bases:
-            if p != keep:
+        for seq, p in bases:
+            if p != keep and seq <= timeline.last_seq:
                 self.storage.delete(p)
         for i, ps in deltas.items():
             inst = timeline.find(i)

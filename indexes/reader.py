@@ -61,7 +61,7 @@ def prune(storage: Storage, snapshot: Timeline, schema: pa.Schema, record_key: S
     paths = [f.path for s in slices for f in s.files]
     stats_keep_by_path: dict[str, bool] = {}
     for idx in stats_ix:
-        rows = visible_paths(mt.read(idx.name, snapshot), paths)
+        rows = visible_paths(mt.read(idx.partition, snapshot), paths)
         if rows is None or rows.num_rows == 0:
             continue
         by_path: dict[str, list[dict[str, object]]] = {}
@@ -80,7 +80,7 @@ def prune(storage: Storage, snapshot: Timeline, schema: pa.Schema, record_key: S
             continue  # its columns left the schema: no pruning with it
         if len(cols) != 1 or pinned_values(filter, cols[0], schema) is None:
             continue  # nothing to probe: skip reading and decoding the filters
-        rows = visible_paths(mt.read(idx.name, snapshot), paths2)
+        rows = visible_paths(mt.read(idx.partition, snapshot), paths2)
         if rows is None or rows.num_rows == 0:
             continue
         # Entries from another definition of the same name (columns) are not this index's.
@@ -107,7 +107,7 @@ def key_blooms(storage: Storage, snapshot: Timeline, schema: pa.Schema,
                 continue
         except InvalidIndexError:
             continue
-        rows = MetadataTable(storage).read(idx.name, snapshot)
+        rows = MetadataTable(storage).read(idx.partition, snapshot)
         if rows is None or rows.num_rows == 0:
             continue
         return {str(r["path"]): FileBloom.from_row(r) for r in rows.to_pylist() if r["columns"] == key}

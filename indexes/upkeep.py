@@ -51,7 +51,7 @@ def after_commit(storage: Storage, timeline: Timeline, view_of: Callable[[Timeli
         mt = MetadataTable(storage)
         limit = int(props["metadata.compact.max-deltas"])
         for idx in readable_indexes(timeline):
-            if mt.delta_count(idx.name) > limit and (rel := mt.compact(idx.name, timeline)) is not None:
+            if mt.delta_count(idx.partition) > limit and (rel := mt.compact(idx.partition, timeline)) is not None:
                 written.append(rel)
     except (OSError, pa.ArrowException, LakelineError) as e:
         log.warning("metadata-table upkeep after event %s failed (the commit stands): %r", timeline.last_seq, e)

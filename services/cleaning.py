@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
-from ..indexes.lifecycle import FILES, index_states
+from ..indexes.lifecycle import FILES, index_states, partition_of
 from ..indexes.metadata_table import MetadataTable
 from ..timeline import faults
 from ..timeline.commit_metadata import CommitMetadata
@@ -201,8 +201,8 @@ def _dropped_index_files(table: "Table", timeline: Timeline, now_ns: int, age_ms
     """Metadata-table files of indexes no longer on the timeline (a dropped index whose
     partition a late writer wrote to, or a drop that died before removing it)."""
     mt = MetadataTable(table.storage)
-    live = set(index_states(timeline)) | {FILES}
-    named = {str(i.plan.get("index")) for i in timeline.by_action(Action.INDEXING)}
+    live = {d.partition for d in index_states(timeline).values()} | {FILES}
+    named = {partition_of(str(i.plan.get("index")), i.id) for i in timeline.by_action(Action.INDEXING)}
     out = []
     for name in mt.indexes_on_storage():
         # Only partitions the timeline once knew: a folder of an index whose create is
@@ -320,7 +320,7 @@ class CleaningService(TableService):
                 missing += 1
             if progress is not None:
                 progress(n + 1, len(paths))
-        live_indexes = set(index_states(tl)) | {FILES}
+        live_indexes = {d.partition for d in index_states(tl).values()} | {FILES}
         index_deleted = 0
         for rel in plan.get("index_files", ()):
             if _index_of(rel) in live_indexes:

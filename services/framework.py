@@ -15,21 +15,34 @@ with a heartbeat that stops; once it has expired any process may execute the ins
 again (services make their work idempotent). An execution that fails with an error,
 or whose service gives up (:class:`~.service.ServiceAbort`), is ended as
 ``rolled_back`` and cleaned up: a service never makes a writer fail.
+
+*Fencing* (issue 11, item 3). Each execution attempt has an id, recorded in the event
+that claims the instant: the first ``inflight``, or a re-claim (``inflight`` again) of
+an instant whose current attempt stopped beating. A claim is appended with the check
+that the attempt the claimant saw still holds the instant, so of two claimants of one
+round exactly one wins. Every later event of an attempt (``completed``,
+``rolled_back``) is appended with the check that it still holds the instant
+(:func:`~.service.fence`), and a service's clean-up (:meth:`TableService.abort`) runs
+only after the attempt's own ``rolled_back`` event landed. A stale attempt (one that
+stalled past its heartbeat while another took over) can therefore neither complete,
+abort nor clean up, whatever the timing. Its heartbeat is its own (the store keeps
+beats per attempt), so neither it nor the loser of a claim race can clear the holder's.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ..timeline import faults
-from ..timeline.errors import InvalidTransitionError, ServiceBusyError, ServiceStateError
-from ..timeline.heartbeat import Heartbeat, is_expired
+from ..timeline.errors import InvalidTransitionError, ServiceBusyError, ServiceStateError, StaleAttemptError
+from ..timeline.heartbeat import Heartbeat, attempt_expired
 from ..timeline.instant import Instant, State
 from ..timeline.timeline import Timeline
-from .service import Progress, ServiceAbort, ServiceResult, TableService
+from .service import ATTEMPT, Attempt, Progress, ServiceAbort, ServiceResult, TableService, claim_of, running
 
 if TYPE_CHECKING:
     from ..table.table import Table
@@ -88,68 +101,113 @@ def _heartbeat_settings(table: "Table") -> tuple[int, int]:
 
 
 def claimable(table: "Table", instant: Instant, timeline: Timeline | None = None) -> bool:
-    """Whether this process may execute ``instant`` now: requested, or inflight with an
-    expired heartbeat (its executor died)."""
+    """Whether this process may execute ``instant`` now: requested, or inflight with the
+    holding attempt's heartbeat expired (its executor died or stalled)."""
     if instant.state_kind is State.REQUESTED:
         return True
     if instant.state_kind is not State.INFLIGHT:
         return False
+    attempt, since_us = claim_of(timeline if timeline is not None else table.log.refresh(), instant.id)
     interval, misses = _heartbeat_settings(table)
-    return is_expired(instant, table.log.store.last_beats(), interval, misses)
+    return attempt_expired(instant, attempt or "", max(since_us, instant.requested_us),
+                           table.log.store.beats(), interval, misses)
+
+
+def _claim(table: "Table", service: TableService, instant_id: int, seen: str | None) -> tuple[Attempt, Heartbeat]:
+    """Append the claiming ``inflight`` event of a new attempt, checked against the exact
+    log prefix it lands on: the attempt ``seen`` when the claim was decided must still
+    hold the instant (None: nobody did), so of two claimants exactly one wins.
+
+    Raises:
+        ServiceBusyError: another claimant won.
+    """
+    attempt = Attempt(instant_id, uuid.uuid4().hex)
+
+    def nobody_else(tl: Timeline) -> None:
+        if claim_of(tl, instant_id)[0] != seen:
+            raise StaleAttemptError(f"instant {instant_id} was claimed by another executor")
+
+    interval, _ = _heartbeat_settings(table)
+    # The beat starts before the claim (a fresh claim must not look expired) and is this
+    # attempt's own: a lost race clears nobody else's.
+    heartbeat = Heartbeat(table.log.store, instant_id, interval, attempt.id).start()
+    try:
+        table.log.append(service.action, State.INFLIGHT, {ATTEMPT: attempt.id}, instant=instant_id,
+                         check=nobody_else)
+    except (InvalidTransitionError, StaleAttemptError):
+        heartbeat.stop(clear=True)
+        raise ServiceBusyError(f"{service.name} instant {instant_id} was claimed by another process") from None
+    except BaseException:
+        heartbeat.stop(clear=True)
+        raise
+    return attempt, heartbeat
 
 
 def execute(table: "Table", service: TableService, instant_id: int,
             progress: Progress | None = None) -> ServiceResult:
     """Execute the scheduled instant ``instant_id`` of ``service``.
 
-    A completed instant is not run again: its result is returned as it stands.
+    A completed instant is not run again: its result is returned as it stands (also
+    when another executor completed it while this one stalled).
 
     Raises:
         ServiceBusyError: another live process is executing it.
         ServiceStateError: it was rolled back, or is not this service's.
+        StaleAttemptError: this execution stalled, another took the instant over and
+            has not completed it; nothing of this execution took effect.
         InstantNotFoundError: no such instant.
     """
     log = table.log
-    inst = log.refresh().get(instant_id)
+    tl = log.refresh()
+    inst = tl.get(instant_id)
     if inst.action_kind is not service.action or not service.owns(inst):
         raise ServiceStateError(f"instant {instant_id} is a {inst.action}, not a {service.name} instant")
     if inst.state_kind is State.COMPLETED:
         return ServiceResult(inst, dict(inst.metadata))
     if inst.state_kind is State.ROLLED_BACK:
         raise ServiceStateError(f"{service.name} instant {instant_id} was rolled back")
-    if not claimable(table, inst):
+    if not claimable(table, inst, tl):
         raise ServiceBusyError(f"{service.name} instant {instant_id} is being executed by a live process")
-    interval, _ = _heartbeat_settings(table)
-    heartbeat = Heartbeat(log.store, instant_id, interval).start()
+    attempt, heartbeat = _claim(table, service, instant_id, claim_of(tl, instant_id)[0])
+    token = running.set(attempt)
     try:
-        if inst.state_kind is State.REQUESTED:
-            try:
-                log.append(service.action, State.INFLIGHT, {}, instant=instant_id)
-            except InvalidTransitionError:
-                heartbeat.stop(clear=False)
-                raise ServiceBusyError(f"{service.name} instant {instant_id} was claimed by another process") from None
         faults.point(f"{service.name}.after_inflight")
         inst = log.refresh().get(instant_id)
         try:
             metadata = service.execute(table, inst, progress)
             done = service.complete(table, inst, metadata)
         except ServiceAbort as e:
-            return _abort(table, service, inst, str(e))
+            return _abort(table, service, inst, attempt, str(e))
+        except (StaleAttemptError, InvalidTransitionError) as e:
+            # Another attempt holds or ended the instant: nothing of ours takes effect.
+            now = log.refresh().get(instant_id)
+            if now.state_kind is State.COMPLETED:
+                return ServiceResult(now, dict(now.metadata))
+            raise StaleAttemptError(f"{service.name} instant {instant_id}: attempt {attempt.id} is stale "
+                                    f"({now.state}): {e}") from e
         except Exception as e:
             # A failed execution gives up cleanly; a crash (the process gone) leaves the
             # instant inflight for another process to run again.
-            _abort(table, service, inst, f"failed: {e!r}")
+            if service.abortable(inst):
+                _abort(table, service, inst, attempt, f"failed: {e!r}")
             raise
         return ServiceResult(done, dict(done.metadata))
     finally:
+        running.reset(token)
         heartbeat.stop(clear=True)
 
 
-def _abort(table: "Table", service: TableService, inst: Instant, reason: str) -> ServiceResult:
+def _abort(table: "Table", service: TableService, inst: Instant, attempt: Attempt, reason: str) -> ServiceResult:
+    """End ``inst`` as rolled back by ``attempt`` and clean up, only if that event is
+    ours: an instant ended by someone else, or re-claimed by another attempt, is not
+    this attempt's to clean up."""
     try:
-        table.log.append(service.action, State.ROLLED_BACK, {"reason": reason}, instant=inst.id)
-    except InvalidTransitionError:
-        pass  # another process ended it first
+        table.log.append(service.action, State.ROLLED_BACK, {"reason": reason, ATTEMPT: attempt.id},
+                         instant=inst.id, check=attempt.check)
+    except (InvalidTransitionError, StaleAttemptError):
+        now = table.log.refresh().get(inst.id)
+        return ServiceResult(now, {"aborted": reason, "stale": True}, aborted=reason)
+    faults.point(f"{service.name}.before_abort")
     service.abort(table, inst, reason)
     return ServiceResult(table.log.refresh().get(inst.id), {"aborted": reason}, aborted=reason)
 
@@ -158,8 +216,9 @@ def run_pending(table: "Table", service: TableService, progress: Progress | None
     """Execute every pending instant of ``service`` this process may claim, oldest first
     (others are skipped: a live process is on them)."""
     out = []
-    for inst in service.pending(table.log.refresh()):
-        if not claimable(table, inst):
+    tl = table.log.refresh()
+    for inst in service.pending(tl):
+        if not claimable(table, inst, tl):
             continue
         try:
             out.append(execute(table, service, inst.id, progress))

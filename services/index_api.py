@@ -150,7 +150,7 @@ class TableIndexes:
             # Base files only: a log's values are updates of keys its base already holds
             # (counting both would count replaced values), as in Hudi until compaction.
             paths = [s.base.path for s in self.table.view(snapshot).latest_slices() if s.base is not None]
-            rows = visible_paths(MetadataTable(self.table.storage).read(d.name, snapshot), paths)
+            rows = visible_paths(MetadataTable(self.table.storage).read(d.partition, snapshot), paths)
             if rows is None:
                 rows = STATS_SCHEMA.empty_table()
             return ndv(rows, column, partition)
@@ -179,7 +179,7 @@ class TableIndexes:
         view = self.table.view(snapshot)
         for d in defs:
             rows = build(storage, view, resolve(d, cfg.schema, cfg.record_key), cfg.schema)
-            out.append(MetadataTable(storage).rebuild(d.name, snapshot, rows))
+            out.append(MetadataTable(storage).rebuild(d.partition, snapshot, rows))
         return out
 
     def compact(self, name: str | None = None) -> list[str]:
@@ -191,7 +191,7 @@ class TableIndexes:
         """
         tl = self.table.timeline
         mt = MetadataTable(self.table.storage)
-        names = [d.name for d in readable_indexes(tl) if name is None or d.name == name]
+        names = [d.partition for d in readable_indexes(tl) if name is None or d.name == name]
         return [p for n in names if (p := mt.compact(n, tl)) is not None]
 
     def validate(self, name: str | None = None) -> dict[str, Any]:

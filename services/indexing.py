@@ -21,7 +21,17 @@ Following DESIGN.md section 3 (after Hudi RFC-45, fixed where Hudi is weak):
    and removes its partition; writers are never failed. A build whose process died is
    executed again by any process once its heartbeat expired: every step is idempotent.
 6. *Drop*: the ``requested`` event makes the index ``dropping`` at once (readers and
-   writers stop using it); execution removes its partition.
+   writers stop using it); execution removes its partition. A drop that fails is left
+   inflight for another executor to finish, never rolled back: its files may be half
+   gone, and a rolled-back drop would make the index ``ready`` again.
+
+Fencing (issue 11, item 3; :mod:`.framework`): every event of an execution is appended
+only while its attempt holds the instant, and the partition a build, catch-up, abort or
+drop touches is that of one definition (``<name>@<creating instant>``). So an executor
+that stalled while another completed the build can neither complete, roll back nor drop
+the ready index, and no executor of an old definition can reach the partition of a
+re-created index of the same name. The bulk build replaces only bases at or before its
+base (:meth:`MetadataTable.rebuild`), so a late one cannot undo a fold done since.
 """
 
 from __future__ import annotations
@@ -39,15 +49,17 @@ from ..indexes.lifecycle import (
     check_can_drop,
     create_plan,
     drop_plan,
+    dropped_partition,
+    partition_of,
 )
 from ..indexes.maintain import IndexTarget, build_task, build_tasks, built, catch_up, missing_updates, resolve
 from ..indexes.metadata_table import MetadataTable
 from ..timeline import faults
-from ..timeline.errors import LakelineError
+from ..timeline.errors import IndexExistsError, LakelineError
 from ..timeline.instant import Action, Instant, State
 from ..timeline.timeline import Timeline
 from .framework import table_lock
-from .service import Progress, ServiceAbort, TableService, map_in_batches
+from .service import Progress, ServiceAbort, TableService, fence, map_in_batches
 
 if TYPE_CHECKING:
     from ..table.table import Table
@@ -83,7 +95,8 @@ class IndexingService(TableService):
             IndexNotFoundError: dropping an index that does not exist.
         """
         if options.get("op", OP_CREATE) == OP_DROP:
-            plan = drop_plan(str(options["index"]))
+            name = str(options["index"])
+            plan = drop_plan(name, check_can_drop(snapshot, name).instant)
         else:
             kind = str(options["kind"])
             plan = create_plan(str(options.get("index") or kind), kind, options.get("columns"), options.get("options"))
@@ -94,15 +107,19 @@ class IndexingService(TableService):
 
     def check_plan(self, timeline: Timeline, plan: Mapping[str, Any]) -> None:
         if plan.get("op") == OP_DROP:
-            check_can_drop(timeline, str(plan["index"]))
+            cur = check_can_drop(timeline, str(plan["index"]))
+            if plan.get("created", cur.instant) != cur.instant:
+                raise IndexExistsError(f"index {cur.name!r} was re-created (instant {cur.instant}) "
+                                       f"since the drop of instant {plan['created']} was planned")
         else:
             check_can_create(timeline, str(plan["index"]))
 
     def execute(self, table: "Table", instant: Instant, progress: Progress | None = None) -> dict[str, Any]:
         name = str(instant.plan["index"])
         if instant.plan.get("op") == OP_DROP:
-            MetadataTable(table.storage).drop(name)
-            return {"op": OP_DROP, "index": name}
+            partition = dropped_partition(table.log.timeline, instant)
+            MetadataTable(table.storage).drop(partition)
+            return {"op": OP_DROP, "index": name, "partition": partition}
         cfg = table.config
         try:
             target = resolve(index_def(instant.plan, instant.id), cfg.schema, cfg.record_key)
@@ -114,8 +131,8 @@ class IndexingService(TableService):
         rows, files = self._build(table, base, target, progress)
         build_s = time.perf_counter() - started
         faults.point("indexing.after_build")
-        MetadataTable(storage).rebuild(name, base, rows)
-        caught_up = catch_up(storage, table.log.refresh(), base.last_seq, target, cfg.schema)
+        MetadataTable(storage).rebuild(target.partition, base, rows)
+        caught_up = catch_up(storage, table.log.refresh(), base.last_seq, target, cfg.schema, table.log.refresh)
         faults.point("indexing.mid_catchup")
         return {"op": OP_CREATE, "index": name, "kind": target.kind, "columns": list(target.columns),
                 "base_seq": base.last_seq, "files_built": files, "entries": rows.num_rows,
@@ -141,20 +158,28 @@ class IndexingService(TableService):
         with table_lock(table):
             for _ in range(_FINALIZE_ROUNDS):
                 metadata["caught_up"] = metadata.get("caught_up", 0) + catch_up(
-                    storage, log.refresh(), base_seq, target, cfg.schema)
+                    storage, log.refresh(), base_seq, target, cfg.schema, log.refresh)
 
                 def nothing_unindexed(now: Timeline) -> None:
-                    if missing_updates(storage, now, base_seq, target.name):
+                    if missing_updates(storage, now, base_seq, target.partition):
                         raise _Unindexed(target.name)
 
                 try:
+                    # Checked in this order against the prefix it lands on: this attempt
+                    # still holds the instant, and every data instant has entries.
                     ev = log.append(self.action, State.COMPLETED, metadata, instant=instant.id,
-                                    check=nothing_unindexed)
+                                    check=fence(instant.id, nothing_unindexed))
                     return log.timeline.get(ev.instant)
                 except _Unindexed:
                     continue
         raise ServiceAbort(f"index {target.name!r} could not catch up with writers")
 
     def abort(self, table: "Table", instant: Instant, reason: str) -> None:
-        if instant.plan.get("op") != OP_DROP:
-            MetadataTable(table.storage).drop(str(instant.plan["index"]))
+        """Remove the partition of the definition this create instant made, and only it
+        (the framework calls this once this attempt's own ``rolled_back`` landed)."""
+        if instant.plan.get("op") != OP_DROP and table.log.refresh().get(instant.id).state_kind is State.ROLLED_BACK:
+            MetadataTable(table.storage).drop(partition_of(str(instant.plan["index"]), instant.id))
+
+    def abortable(self, instant: Instant) -> bool:
+        """A drop is never rolled back once it ran: it is finished by another executor."""
+        return instant.plan.get("op") != OP_DROP

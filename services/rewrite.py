@@ -28,7 +28,7 @@ from ..timeline.instant import Action, Instant, State
 from ..timeline.markers import delete_markers, list_markers
 from ..timeline.storage import Storage
 from ..timeline.timeline import Timeline
-from .service import ServiceAbort, TableService
+from .service import ServiceAbort, TableService, fence
 
 if TYPE_CHECKING:
     from ..table.table import Table
@@ -78,7 +78,10 @@ class _Completion:
 
     def complete(self, metadata: CommitMetadata, key_check: KeyCheck | None = None,
                  also_check: Callable[[Timeline], None] | None = None) -> Instant:
+        stale = fence(self.instant_id)
+
         def check(tl: Timeline) -> None:
+            stale(tl)  # a stale attempt (another executor re-claimed the instant) is refused
             reason = self.conflict(tl, self.instant_id, self.groups)
             if reason is not None:
                 raise ServiceAbort(reason)
@@ -137,9 +140,10 @@ class RewriteService(TableService):
 
     def abort(self, table: "Table", instant: Instant, reason: str) -> None:
         """Delete what every attempt wrote (data files and index entries, all behind the
-        markers). If another executor completed the instant meanwhile (one presumed dead
-        woke up), nothing is deleted: the markers no longer tell its files from this
-        attempt's, and a leftover costs space, never rows."""
+        markers). The framework calls this only after this attempt's own
+        ``rolled_back`` event landed (a stale attempt, whose instant another executor
+        re-claimed or completed, never gets here), so no attempt can complete with those
+        files any more; the state check stays as a second guard."""
         self._earlier.pop(instant.id, None)
         if table.log.refresh().get(instant.id).state_kind is not State.COMPLETED:
             delete_instant_files(table.storage, instant.id)

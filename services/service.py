@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ..timeline import faults
-from ..timeline.errors import LakelineError
+from ..timeline.errors import LakelineError, StaleAttemptError
 from ..timeline.instant import Action, Instant, State
 from ..timeline.timeline import Timeline
 
@@ -46,6 +47,68 @@ def map_in_batches(engine: "Engine", fn: Callable[[T], R], tasks: Sequence[T], b
         if progress is not None:
             progress(len(out), len(tasks))
     return out
+
+
+#: The payload key of a claiming ``inflight`` event (and of a ``rolled_back`` event an
+#: executor appends): the id of the execution attempt.
+ATTEMPT = "attempt"
+
+
+def claim_of(timeline: Timeline, instant: int) -> tuple[str | None, int]:
+    """``(attempt, ts_us)`` of the latest claiming ``inflight`` event of ``instant``:
+    the attempt that holds it now; ``(None, 0)`` while it was never claimed. An
+    ``inflight`` event without an attempt (a writer's, or an older executor's) is the
+    attempt ``""``."""
+    for ev in reversed(timeline.events_after(instant - 1)):
+        if ev.instant == instant and ev.state is State.INFLIGHT:
+            return str(ev.payload.get(ATTEMPT, "")), ev.ts_us
+    return None, 0
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One execution attempt of a service instant, as its claiming event names it.
+
+    Every effect of an attempt is checked against the log: :meth:`check` is an append
+    check (it runs against the exact log prefix the event lands on) that refuses the
+    event unless this attempt still holds the instant.
+    """
+
+    instant: int
+    id: str
+
+    def holds(self, timeline: Timeline) -> bool:
+        """Whether this attempt is the latest claim of its instant in ``timeline``."""
+        return claim_of(timeline, self.instant)[0] == self.id
+
+    def check(self, timeline: Timeline) -> None:
+        """Refuse an event of this attempt once it no longer holds its instant.
+
+        Raises:
+            StaleAttemptError: another attempt re-claimed the instant.
+        """
+        if not self.holds(timeline):
+            raise StaleAttemptError(
+                f"attempt {self.id} no longer holds instant {self.instant} (another executor re-claimed it)")
+
+
+#: The attempt this thread executes (set by the framework around a service's execute,
+#: complete and abort).
+running: ContextVar[Attempt | None] = ContextVar("lakeline_service_attempt", default=None)
+
+
+def fence(instant: int, also: Callable[[Timeline], None] | None = None) -> Callable[[Timeline], None]:
+    """The append check every event of a service's execution carries: the running
+    attempt still holds ``instant`` (when the framework runs it), then ``also``."""
+    attempt = running.get()
+
+    def check(timeline: Timeline) -> None:
+        if attempt is not None and attempt.instant == instant:
+            attempt.check(timeline)
+        if also is not None:
+            also(timeline)
+
+    return check
 
 
 @dataclass(frozen=True)
@@ -110,11 +173,21 @@ class TableService(ABC):
         Raises:
             ServiceAbort: the work can no longer be completed; the instant is rolled back.
         """
-        ev = table.log.append(self.action, State.COMPLETED, metadata, instant=instant.id)
+        ev = table.log.append(self.action, State.COMPLETED, metadata, instant=instant.id, check=fence(instant.id))
         return table.log.timeline.get(ev.instant)
 
     def abort(self, table: "Table", instant: Instant, reason: str) -> None:
-        """Undo what an aborted execution left (files, partitions); idempotent."""
+        """Undo what an aborted execution left (files, partitions); idempotent.
+
+        The framework calls it only once this attempt's own ``rolled_back`` event
+        landed: a stale attempt never gets here.
+        """
+
+    def abortable(self, instant: Instant) -> bool:
+        """Whether a failed execution ends the instant as rolled back (True), or leaves
+        it inflight for another executor to finish (an action that cannot be undone
+        once started, e.g. dropping an index)."""
+        return True
 
     def pending(self, timeline: Timeline) -> list[Instant]:
         """This service's pending instants, oldest first."""

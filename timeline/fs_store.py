@@ -31,6 +31,9 @@ from .lock import FileLock, Lock
 from .store import TimelineStore
 
 _EVENT_NAME = re.compile(r"^(\d{20})\.json$")
+#: ``<instant>.hb`` (a writer's beat) or ``<instant>@<attempt>.hb`` (a service attempt's).
+_BEAT_NAME = re.compile(r"^(\d+)(?:@([0-9a-zA-Z_-]+))?\.hb$")
+_ATTEMPT = re.compile(r"^[0-9a-zA-Z_-]+$")
 SEQ_DIGITS = 20
 #: Name (in ``timeline/``) of the file holding the last archived sequence number.
 ARCHIVED_THROUGH = "archived_through"
@@ -201,31 +204,38 @@ class FileSystemStore(TimelineStore):
 
     # -- heartbeats ------------------------------------------------------------------
 
-    def beat(self, instant: int, ts_us: int) -> None:
+    def _beat_path(self, instant: int, attempt: str) -> Path:
+        if attempt and not _ATTEMPT.match(attempt):
+            raise ValueError(f"invalid attempt id {attempt!r}")
+        return self.beats_dir / (f"{instant}@{attempt}.hb" if attempt else f"{instant}.hb")
+
+    def beat(self, instant: int, ts_us: int, attempt: str = "") -> None:
+        final = self._beat_path(instant, attempt)
         self.beats_dir.mkdir(parents=True, exist_ok=True)
         tmp = self.beats_dir / f".tmp-{instant}-{uuid.uuid4().hex}"
         tmp.write_text(str(ts_us))
         # rename is atomic: a reader sees the old beat or the new one, never a blank.
-        os.replace(tmp, self.beats_dir / f"{instant}.hb")
+        os.replace(tmp, final)
 
-    def last_beats(self) -> dict[int, int]:
-        beats: dict[int, int] = {}
+    def beats(self) -> dict[tuple[int, str], int]:
+        beats: dict[tuple[int, str], int] = {}
         try:
             names = os.listdir(self.beats_dir)
         except FileNotFoundError:
             return beats
         for name in names:
-            if not name.endswith(".hb"):
+            m = _BEAT_NAME.match(name)
+            if m is None:
                 continue
             try:
-                beats[int(name[:-3])] = int((self.beats_dir / name).read_text())
+                beats[(int(m.group(1)), m.group(2) or "")] = int((self.beats_dir / name).read_text())
             except (FileNotFoundError, ValueError):
                 continue  # cleared or being replaced right now
         return beats
 
-    def clear_beat(self, instant: int) -> None:
+    def clear_beat(self, instant: int, attempt: str = "") -> None:
         try:
-            os.unlink(self.beats_dir / f"{instant}.hb")
+            os.unlink(self._beat_path(instant, attempt))
         except FileNotFoundError:
             pass
 

@@ -3,8 +3,15 @@
 A :class:`Heartbeat` records a beat through the store every ``heartbeat.interval-ms``
 from a daemon thread while the instant is inflight. An instant is *failed* when its last
 beat (or, with none, its requested time) is older than interval × (misses + 1); only
-then may the rollback service end it. A process that dies stops beating, which is the
-whole point: no coordination with it is needed.
+then may the rollback service end it, or another executor re-claim a service instant.
+A process that dies stops beating, which is the whole point: no coordination with it
+is needed.
+
+A beat belongs to an *attempt*: writers beat with the empty attempt, a service
+executor with the attempt id its claiming event carries (:mod:`lakeline.services.framework`).
+Two executors of one instant (the loser of a claim race, a stale executor that woke
+up) therefore never overwrite or clear each other's beat, and expiry is judged on the
+beat of the attempt the timeline names (:func:`attempt_expired`).
 """
 
 from __future__ import annotations
@@ -29,21 +36,31 @@ def is_expired(
     return (now if now is not None else now_us()) - last > expiry_us(interval_ms, tolerable_misses)
 
 
+def attempt_expired(instant: Instant, attempt: str, since_us: int, beats: dict[tuple[int, str], int],
+                    interval_ms: int, tolerable_misses: int, now: int | None = None) -> bool:
+    """Whether ``attempt`` of ``instant`` has stopped beating: its last beat, or with
+    none ``since_us`` (when the attempt claimed the instant), is too old. Beats of other
+    attempts of the same instant do not count."""
+    last = max(beats.get((instant.id, attempt), since_us), since_us)
+    return (now if now is not None else now_us()) - last > expiry_us(interval_ms, tolerable_misses)
+
+
 class Heartbeat:
-    """Beats for one instant from a daemon thread until stopped.
+    """Beats for one instant (one attempt of it) from a daemon thread until stopped.
 
     Use as a context manager around the inflight work.
     """
 
-    def __init__(self, store: TimelineStore, instant: int, interval_ms: int) -> None:
+    def __init__(self, store: TimelineStore, instant: int, interval_ms: int, attempt: str = "") -> None:
         self.store = store
         self.instant = instant
+        self.attempt = attempt
         self.interval_s = interval_ms / 1000.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> "Heartbeat":
-        self.store.beat(self.instant, now_us())
+        self.store.beat(self.instant, now_us(), self.attempt)
         self._thread = threading.Thread(target=self._run, name=f"heartbeat-{self.instant}", daemon=True)
         self._thread.start()
         return self
@@ -51,17 +68,17 @@ class Heartbeat:
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
             try:
-                self.store.beat(self.instant, now_us())
+                self.store.beat(self.instant, now_us(), self.attempt)
             except Exception:  # noqa: BLE001 - a missed beat is tolerated; the next may land
                 continue
 
     def stop(self, clear: bool = True) -> None:
-        """Stop beating; ``clear`` removes the beat (the instant is finished)."""
+        """Stop beating; ``clear`` removes this attempt's beat (and only this one's)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
         if clear:
-            self.store.clear_beat(self.instant)
+            self.store.clear_beat(self.instant, self.attempt)
 
     def __enter__(self) -> "Heartbeat":
         return self.start()

@@ -9,7 +9,8 @@ Layout (created on first use, see :data:`_DDL`)::
     lakeline_tables(table_id PK, location, created_at)           -- the catalog
     lakeline_events(table_id, seq, ts_us, instant, action, state,
                     token, format, payload, PRIMARY KEY (table_id, seq))
-    lakeline_heartbeats(table_id, instant, ts_us, PRIMARY KEY (table_id, instant))
+    lakeline_beats(table_id, instant, attempt, ts_us,
+                   PRIMARY KEY (table_id, instant, attempt))     -- heartbeats per attempt
     lakeline_locks(table_id, name, owner, expires_us, PRIMARY KEY (table_id, name))
     lakeline_archived(table_id PK, seq)       -- last event archival removed, per table
 
@@ -67,7 +68,9 @@ T = TypeVar("T")
 #: unique index of type names). Arbitrary but fixed: "lakeline" in ASCII.
 _SCHEMA_LOCK_KEY = 0x6C616B656C696E65
 
-_TABLES = ("lakeline_tables", "lakeline_events", "lakeline_heartbeats", "lakeline_locks", "lakeline_archived")
+# Heartbeats live in ``lakeline_beats``, keyed by attempt too; the older
+# ``lakeline_heartbeats`` (one beat per instant) is no longer read or written.
+_TABLES = ("lakeline_tables", "lakeline_events", "lakeline_beats", "lakeline_locks", "lakeline_archived")
 
 _DDL = (
     """CREATE TABLE IF NOT EXISTS lakeline_tables (
@@ -85,11 +88,12 @@ _DDL = (
         format   smallint NOT NULL DEFAULT 1,
         payload  text     NOT NULL,
         PRIMARY KEY (table_id, seq))""",
-    """CREATE TABLE IF NOT EXISTS lakeline_heartbeats (
+    """CREATE TABLE IF NOT EXISTS lakeline_beats (
         table_id text   NOT NULL,
         instant  bigint NOT NULL,
+        attempt  text   NOT NULL DEFAULT '',
         ts_us    bigint NOT NULL,
-        PRIMARY KEY (table_id, instant))""",
+        PRIMARY KEY (table_id, instant, attempt))""",
     """CREATE TABLE IF NOT EXISTS lakeline_locks (
         table_id   text   NOT NULL,
         name       text   NOT NULL,
@@ -368,26 +372,26 @@ class PostgresStore(TimelineStore):
 
     # -- heartbeats ------------------------------------------------------------------
 
-    def beat(self, instant: int, ts_us: int) -> None:
+    def beat(self, instant: int, ts_us: int, attempt: str = "") -> None:
         self.execute(
-            """INSERT INTO lakeline_heartbeats (table_id, instant, ts_us) VALUES (%s, %s, %s)
-               ON CONFLICT (table_id, instant) DO UPDATE SET ts_us = EXCLUDED.ts_us""",
-            (self.table_id, instant, ts_us),
+            """INSERT INTO lakeline_beats (table_id, instant, attempt, ts_us) VALUES (%s, %s, %s, %s)
+               ON CONFLICT (table_id, instant, attempt) DO UPDATE SET ts_us = EXCLUDED.ts_us""",
+            (self.table_id, instant, attempt, ts_us),
             f"heartbeat of instant {instant}",
         )
 
-    def last_beats(self) -> dict[int, int]:
+    def beats(self) -> dict[tuple[int, str], int]:
         _, rows = self.execute(
-            "SELECT instant, ts_us FROM lakeline_heartbeats WHERE table_id = %s",
+            "SELECT instant, attempt, ts_us FROM lakeline_beats WHERE table_id = %s",
             (self.table_id,),
             "reading heartbeats",
         )
-        return {int(i): int(ts) for i, ts in rows}
+        return {(int(i), str(a)): int(ts) for i, a, ts in rows}
 
-    def clear_beat(self, instant: int) -> None:
+    def clear_beat(self, instant: int, attempt: str = "") -> None:
         self.execute(
-            "DELETE FROM lakeline_heartbeats WHERE table_id = %s AND instant = %s",
-            (self.table_id, instant),
+            "DELETE FROM lakeline_beats WHERE table_id = %s AND instant = %s AND attempt = %s",
+            (self.table_id, instant, attempt),
             f"clearing the heartbeat of instant {instant}",
         )
 

@@ -67,16 +67,28 @@ class TimelineStore(ABC):
         """Whether any event was ever written (the table exists)."""
 
     @abstractmethod
-    def beat(self, instant: int, ts_us: int) -> None:
-        """Record that the writer of ``instant`` was alive at ``ts_us``."""
+    def beat(self, instant: int, ts_us: int, attempt: str = "") -> None:
+        """Record that ``attempt`` of ``instant`` was alive at ``ts_us``.
+
+        Beats are kept per (instant, attempt): a writer beats with the empty attempt, a
+        service executor with the attempt id its claiming event names, so two executors
+        of one instant never overwrite (or clear) each other's beat.
+        """
 
     @abstractmethod
+    def beats(self) -> dict[tuple[int, str], int]:
+        """The last beat (micros) of every (instant, attempt) that has one."""
+
     def last_beats(self) -> dict[int, int]:
-        """The last heartbeat (micros) of every instant that has one."""
+        """The newest beat (micros) of every instant that has one, whatever the attempt."""
+        out: dict[int, int] = {}
+        for (instant, _), ts in self.beats().items():
+            out[instant] = max(ts, out.get(instant, ts))
+        return out
 
     @abstractmethod
-    def clear_beat(self, instant: int) -> None:
-        """Forget the heartbeat of a finished instant."""
+    def clear_beat(self, instant: int, attempt: str = "") -> None:
+        """Forget the heartbeat of one attempt of a finished instant (idempotent)."""
 
     @abstractmethod
     def lock(self, name: str, lease_ms: int) -> "Lock":
