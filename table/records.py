@@ -90,22 +90,29 @@ def conform(data: Any, config: TableConfig, allow_new_columns: bool = False) -> 
             f"data has columns {[f.name for f in extra]} that the table does not "
             "(set write.schema-evolution=add-columns to accept new nullable columns)"
         )
-    cols = []
-    for f in schema:
-        col = table.column(f.name)
-        if not _castable(col.type, f.type):
-            raise SchemaMismatchError(f"column {f.name!r} has type {col.type}, the table needs {f.type}")
-        try:
-            col = col.cast(f.type) if col.type != f.type else col
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-            raise SchemaMismatchError(f"column {f.name!r} cannot be cast to {f.type}: {e}") from None
-        if not f.nullable and col.null_count:
-            raise SchemaMismatchError(f"column {f.name!r} is not nullable but holds nulls")
-        cols.append(col)
+    cols = [conform_column(table.column(f.name), f) for f in schema]
     for f in extra:
         cols.append(table.column(f.name))
     out = pa.Table.from_arrays(cols, schema=pa.schema(list(schema) + [f.with_nullable(True) for f in extra]))
     return out, [f.with_nullable(True) for f in extra]
+
+
+def conform_column(col: pa.ChunkedArray, f: pa.Field) -> pa.ChunkedArray:
+    """``col`` cast to the field's type, when that is lossless.
+
+    Raises:
+        SchemaMismatchError: another type family (strings for integer keys, say), a
+            narrowing cast, a value the cast refuses, or nulls in a non-nullable field.
+    """
+    if not _castable(col.type, f.type):
+        raise SchemaMismatchError(f"column {f.name!r} has type {col.type}, the table needs {f.type}")
+    try:
+        col = col.cast(f.type) if col.type != f.type else col
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise SchemaMismatchError(f"column {f.name!r} cannot be cast to {f.type}: {e}") from None
+    if not f.nullable and col.null_count:
+        raise SchemaMismatchError(f"column {f.name!r} is not nullable but holds nulls")
+    return col
 
 
 def constant(value: str, n: int) -> pa.Array:

@@ -44,7 +44,7 @@ from .operations import (
     plan_overwrite,
     plan_upsert,
 )
-from .records import check_filter, check_keys, conform, deduplicate, to_arrow_table
+from .records import check_filter, check_keys, conform, conform_column, deduplicate, to_arrow_table
 from .scan import Scan
 from .writer import WriteResult, run_write
 
@@ -276,7 +276,9 @@ class Table:
 
         Raises:
             UnsupportedOperationError: the table has no record key.
-            SchemaMismatchError, NullKeyError: the key columns are missing or null.
+            SchemaMismatchError, NullKeyError: the key columns are missing, of another
+                type than the table's (no cast across types: ``1`` never deletes ``"1"``)
+                or null.
         """
         self._need_key("delete")
         cfg = self.config
@@ -285,8 +287,10 @@ class Table:
         if missing:
             raise SchemaMismatchError(f"delete needs the record-key columns {missing}")
         cols = [c for c in table.column_names if c in cfg.record_key or c in cfg.partition_by]
-        table = table.select(cols)
-        table = pa.Table.from_arrays([table.column(c).cast(cfg.schema.field(c).type) for c in cols], names=cols)
+        # Same typing rule as upserts: keys of another type are refused, never cast
+        # (an int key cast to a string column would silently delete nothing).
+        table = pa.Table.from_arrays([conform_column(table.column(c), cfg.schema.field(c).with_nullable(True))
+                                      for c in cols], names=cols)
         check_keys(table, cfg.record_key)
         return run_write(self, "delete", cfg.write_action,
                          lambda snap, view: plan_delete(self, table, snap, view))

@@ -224,6 +224,28 @@ def test_delete_without_key_columns_is_a_schema_mismatch(table: tuple[Table, Pat
         t.delete(pa.table({"day": ["2026-01-01"]}))
 
 
+@pytest.mark.parametrize("keys", [pa.table({"id": ["1"]}), pa.table({"id": [1.0]}),
+                                  pa.table({"id": pa.array([1], pa.date32())})],
+                         ids=["string-for-int", "float-for-int", "date-for-int"])
+def test_delete_with_keys_of_another_type_is_a_schema_mismatch(table: tuple[Table, Path], keys: pa.Table) -> None:
+    """Issue 11 item 9: keys are held to the rule upserts follow (lossless casts within a
+    type family only); before, they were cast and a string key matched nothing, silently."""
+    t, path = table
+    with nothing_written(t, path), pytest.raises(SchemaMismatchError, match="'id'"):
+        t.delete(keys)
+    t.delete(pa.table({"id": pa.array([1], pa.int32())}))  # a lossless widening is fine
+    assert 1 not in t.to_arrow().column("id").to_pylist()
+
+
+def test_delete_of_string_keys_with_int_values_is_refused(tmp_path: Path) -> None:
+    t = Table.create(tmp_path / "s", pa.schema([("id", pa.string()), ("v", pa.int64())]), record_key="id")
+    t.insert(pa.table({"id": ["1", "2"], "v": [1, 2]}))
+    with nothing_written(t, tmp_path / "s"), pytest.raises(SchemaMismatchError):
+        t.delete(pa.table({"id": [1]}))
+    t.delete(pa.table({"id": ["1"]}))
+    assert t.to_arrow().column("id").to_pylist() == ["2"]
+
+
 def test_insert_of_held_key_raises_duplicate_key_and_writes_nothing(table: tuple[Table, Path]) -> None:
     t, path = table
     batch = to_arrow([{"id": 50, "ts": 1, "day": "2026-01-01", "v": 1, "s": "x"},
