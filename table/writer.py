@@ -9,6 +9,7 @@ whole operation replayed from a fresh snapshot, up to ``commit.max-retries`` tim
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Protocol
@@ -19,6 +20,7 @@ import pyarrow.compute as pc
 from ..indexes.lifecycle import written_indexes
 from ..indexes.maintain import IndexJob, Precomputed, index_job, unhandled_indexes, write_commit_updates
 from ..indexes.upkeep import after_commit
+from ..timeline import faults
 from ..timeline.commit_metadata import CommitMetadata
 from ..timeline.conflicts import KeyCheck
 from ..timeline.errors import CommitConflictError, CommitOutcomeUnknownError, LakelineError
@@ -40,6 +42,8 @@ if TYPE_CHECKING:
     from .table import Table
 
 Planner = Callable[[Timeline, FileSystemView], WritePlan]
+
+_log = logging.getLogger(__name__)
 
 #: Completion attempts that may each find a newly created index (then write its entries).
 _INDEX_ROUNDS = 20
@@ -104,7 +108,8 @@ def run_write(table: "Table", operation: str, action: Action, planner: Planner,
                                                  KeyClaims.of(plan, table.config.record_key))
             inst = complete_with_indexes(table, commit, metadata, key_check, handled)
             done = time.perf_counter()
-            after_commit(table.storage, table.log.timeline, table.view, props)
+            after_committed(f"metadata-table upkeep after instant {inst.id}",
+                            lambda: after_commit(table.storage, table.log.timeline, table.view, props))
             end = time.perf_counter()
             timings.update(write_s=t1 - t0, index_s=t2 - t1, commit_s=done - t2, upkeep_s=end - done,
                            total_s=end - started)
@@ -161,9 +166,21 @@ def complete_with_indexes(table: "Table", commit: Completion, metadata: CommitMe
             written.extend(more)
             done.update((name, created) for name, created, _ in more)
             continue
-        _drop_stale_updates(table, written)
+        after_committed(f"dropping stale index entries of instant {inst.id}",
+                        lambda: _drop_stale_updates(table, written))
         return inst
     raise CommitConflictError(f"instant {commit.instant_id}: indexes kept being created while it completed")
+
+
+def after_committed(what: str, step: Callable[[], None]) -> None:
+    """Run a clean-up step that follows a ``completed`` event: it never fails the write,
+    which has landed (a caller told otherwise would retry it and write the rows twice).
+    What it leaves behind is redone later (the next commit's upkeep, the cleaner)."""
+    try:
+        faults.point("commit.cleanup")
+        step()
+    except Exception as e:  # noqa: BLE001 - anything here is after the commit point
+        _log.warning("%s failed after the commit landed (left for later): %r", what, e)
 
 
 def _drop_stale_updates(table: "Table", written: list[tuple[str, int, str | None]]) -> None:

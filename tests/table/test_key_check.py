@@ -208,3 +208,22 @@ def test_key_check_meeting_a_cleaned_file_retries(tmp_path: Path) -> None:
     t = Table.open(path)
     assert rows(t) == {2: "o"}
     assert "delete" in rolled_back_ops(t)
+
+
+# -- item 7, the write path's half: clean-up after the commit never fails the write ---------
+
+
+@pytest.mark.parametrize("table_type", ["mor", "cow"])
+def test_a_failing_clean_up_after_completed_does_not_fail_the_write(tmp_path: Path, table_type: str) -> None:
+    """The index upkeep and the removal of stale index entries follow the ``completed``
+    event. Their failure used to surface as a failed write, and a caller retrying an
+    insert would then write its rows twice."""
+    path = make(tmp_path, table_type, [1, 2])
+    t = Table.open(path)
+    faults.arm("commit.cleanup", "raise")
+    r = t.insert(pa.table({"id": [3], "v": ["new"]}, schema=SCHEMA))
+    faults.disarm_all()
+    assert r.instant is not None and r.instant.state == "completed"
+    assert rows(Table.open(path)) == {1: "seed", 2: "seed", 3: "new"}
+    Table.open(path).upsert(pa.table({"id": [3], "v": ["again"]}, schema=SCHEMA))  # and the table goes on
+    assert rows(Table.open(path))[3] == "again"
