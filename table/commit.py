@@ -7,10 +7,20 @@ exact log before the slot it wins: the conflict rules against every data instant
 completed after ``p``, and a refusal if the instant was rolled back meanwhile. A
 conflict aborts the attempt (its files are rolled back) and the caller may replay it.
 If the store fails so that the outcome is unknown, nothing is deleted.
+
+Two edges of the attempt never leak or lie. If ``begin`` fails after ``requested``
+landed (the ``inflight`` append, the heartbeat), it stops the beat and rolls the instant
+back itself, because the caller's guard only starts after ``begin``: no beat goes on
+forever in a long-lived process. Once ``completed`` landed, the write has committed
+whatever follows: clearing the beat and deleting the markers are logged when they fail,
+never raised (``rollback_failed`` removes markers left by completed instants). Whether
+``completed`` landed is the log's to say (:meth:`EventLog.append` reads its slot back
+by token after any failure): committed, or :class:`CommitOutcomeUnknownError`.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Callable
 
 from ..timeline import faults
@@ -25,6 +35,9 @@ from .rollback import rollback_instant
 
 if TYPE_CHECKING:
     from .table import Table
+
+
+_log = logging.getLogger(__name__)
 
 
 class ConflictDetected(LakelineError):
@@ -50,12 +63,33 @@ class Commit:
         faults.point("commit.before_requested")
         ev = log.append(self.action, State.REQUESTED, plan)
         self.instant_id = ev.instant
-        props = self.table.config.resolved_properties()
-        self._heartbeat = Heartbeat(log.store, self.instant_id, props["heartbeat.interval-ms"]).start()
-        faults.point("commit.after_requested")
-        log.append(self.action, State.INFLIGHT, {}, instant=self.instant_id)
-        faults.point("commit.after_inflight")
+        try:
+            props = self.table.config.resolved_properties()
+            self._heartbeat = Heartbeat(log.store, self.instant_id, props["heartbeat.interval-ms"]).start()
+            faults.point("commit.after_requested")
+            log.append(self.action, State.INFLIGHT, {}, instant=self.instant_id)
+            faults.point("commit.after_inflight")
+        except BaseException as e:
+            # The caller only guards what follows begin: end the instant here, so no
+            # heartbeat beats on for it in a long-lived process.
+            self._end_failed_begin(e)
+            raise
         return self.instant_id
+
+    def _end_failed_begin(self, error: BaseException) -> None:
+        """Stop the beat, then roll the instant back (nothing was written yet). If even
+        that fails (the store is down), the instant is left without a beat: it expires
+        and ``rollback_failed`` ends it."""
+        self._done = True
+        try:
+            self._stop_heartbeat(clear=False)
+        finally:
+            try:
+                rollback_instant(self.table.log, self.table.storage, self.instant_id,
+                                 f"begin failed: {error!r}")
+            except Exception as e:  # noqa: BLE001 - best effort; the original error is raised
+                _log.warning("instant %d: begin failed (%r) and so did its rollback (%r); it will expire "
+                             "and be rolled back by rollback_failed", self.instant_id, error, e)
 
     def complete(self, metadata: CommitMetadata, key_check: KeyCheck | None = None,
                  also_check: Callable[[Timeline], None] | None = None) -> Instant:
@@ -89,11 +123,24 @@ class Commit:
             self._stop_heartbeat(clear=False)
             self._done = True
             raise
-        faults.point("commit.after_complete")
         self._done = True
-        self._stop_heartbeat(clear=True)
-        delete_markers(self.table.storage, self.instant_id)
+        faults.point("commit.after_complete")
+        self._after_complete()
         return self.table.log.timeline.get(ev.instant)
+
+    def _after_complete(self) -> None:
+        """Clear the beat and remove the markers of a committed instant. Neither may fail
+        the write: what is left (a beat, markers of a completed instant) is harmless, and
+        ``rollback_failed`` removes markers of completed instants."""
+        try:
+            self._stop_heartbeat(clear=True)
+        except Exception as e:  # noqa: BLE001 - the write committed; a stale beat is harmless
+            _log.warning("instant %d completed; clearing its heartbeat failed: %r", self.instant_id, e)
+        try:
+            faults.point("commit.delete_markers")
+            delete_markers(self.table.storage, self.instant_id)
+        except Exception as e:  # noqa: BLE001 - the write committed; rollback_failed removes them
+            _log.warning("instant %d completed; its markers are left for rollback_failed: %r", self.instant_id, e)
 
     def abort(self, reason: str) -> None:
         """Roll this attempt back (idempotent; a no-op once completed)."""

@@ -7,9 +7,12 @@ slot can only be won by an appender that has seen every event before it, the che
 exact; if the slot is taken the log reads the new events and tries the next one.
 
 Event timestamps never go backwards: each is at least one microsecond after the one
-before, whatever the wall clock does. If the store fails mid-append the log re-reads
-to learn whether the event landed (each attempt carries a random token) and only
-reports :class:`CommitOutcomeUnknownError` when it cannot tell.
+before, whatever the wall clock does. If anything fails once the put may have won its
+slot (the put itself, a follow-up query inside the store, the fault point
+``log.after_put``), the log reads the slot back by the attempt's random token: our
+event there is success; another event there means ours never landed (the next slot is
+tried); an empty slot re-raises a typed store error; and only when the log cannot be
+read (or the error was untyped) does it report :class:`CommitOutcomeUnknownError`.
 
 Reading merges the archive (:mod:`.archive`) and the active log: the archived events
 first, then the active ones after the archive's last. Archival may move events while a
@@ -42,6 +45,8 @@ from .timeline import Timeline
 AppendCheck = Callable[[Timeline], None]
 
 _MAX_SLOT_RETRIES = 10_000
+#: What reading the log back after a failed put found (besides our own event).
+_TAKEN, _ABSENT, _UNKNOWN = object(), object(), object()
 #: Times a read goes back to the archive because archival moved events under it.
 _MAX_ARCHIVE_ROUNDS = 20
 
@@ -159,14 +164,17 @@ class EventLog:
             faults.point(f"log.before_append.{state.value}")
             try:
                 self.store.put_if_absent(event)
+                faults.point("log.after_put")
             except SlotTakenError:
                 continue
-            except LakelineError:
-                raise
-            except Exception as e:  # noqa: BLE001 - any store failure makes the outcome unknown
-                landed = self._find_token(token, seq)
-                if landed is not None:
-                    return landed
+            except Exception as e:  # noqa: BLE001 - the slot may have been won: read back
+                found = self._find_token(token, seq)
+                if found is _TAKEN:
+                    continue  # another event holds the slot: ours did not land; next slot
+                if isinstance(found, Event):
+                    return found
+                if found is _ABSENT and isinstance(e, LakelineError) and not isinstance(e, CommitOutcomeUnknownError):
+                    raise  # a typed failure, and the log confirms the event is not in
                 raise CommitOutcomeUnknownError(
                     f"store failed while appending {action.value}.{state.value}: {e!r}"
                 ) from e
@@ -175,13 +183,18 @@ class EventLog:
             return event
         raise CommitOutcomeUnknownError("gave up after too many taken slots")
 
-    def _find_token(self, token: str, seq: int) -> Event | None:
-        """Re-read the log after a failed put; return our event if it landed."""
+    def _find_token(self, token: str, seq: int) -> Event | object:
+        """Re-read the log after a failed put: our event if it landed, ``_TAKEN`` when
+        another event holds the slot (ours cannot land any more), ``_ABSENT`` when the
+        slot is empty, ``_UNKNOWN`` when the log cannot be read."""
         for _ in range(3):
             try:
                 tl = self.refresh()
             except Exception:  # noqa: BLE001 - the store may still be down; try again
                 time.sleep(0.2)
                 continue
-            return next((ev for ev in tl.events_after(seq - 1) if ev.token == token), None)
-        return None
+            at = [ev for ev in tl.events_after(seq - 1) if ev.seq == seq]
+            if at and at[0].token == token:
+                return at[0]
+            return _TAKEN if at else _ABSENT
+        return _UNKNOWN
