@@ -1,0 +1,96 @@
+"""Command line of the schedule explorer (``make explore`` runs a campaign).
+
+    python -m tests.explorer --seed 17             # replay one random schedule, print it
+    python -m tests.explorer --campaign 200        # seeds 0..199, summary + each failure
+    python -m tests.explorer --scenario lost_delete                    # enumerate it
+    python -m tests.explorer --scenario lost_delete --choices A,A,B    # replay one
+    python -m tests.explorer --scenarios          # enumerate every scenario
+
+Exit status 1 when any schedule broke an invariant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from .explorer import PrefixChooser, RunReport, exhaustive, parse_choices, run_random, run_schedule
+from .scenarios import SCENARIOS
+
+
+def _campaign(args: argparse.Namespace) -> list[RunReport]:
+    bad: list[RunReport] = []
+    started = time.perf_counter()
+    n = 0
+    for seed in range(args.start, args.start + args.campaign):
+        if args.budget and time.perf_counter() - started > args.budget:
+            break
+        r = run_random(seed, args.actors, args.ops)
+        n += 1
+        if not r.ok:
+            bad.append(r)
+            print(r.format(), flush=True)
+            if not args.keep_going:
+                break
+        elif args.verbose:
+            print(f"seed {seed}: ok, {r.steps} steps, {r.seconds:.1f} s", flush=True)
+    print(f"random schedules run: {n} (seeds {args.start}..{args.start + n - 1}), violations: {len(bad)}, "
+          f"{time.perf_counter() - started:.0f} s", flush=True)
+    return bad
+
+
+def _enumerate(names: list[str], args: argparse.Namespace) -> list[RunReport]:
+    bad: list[RunReport] = []
+    for name in names:
+        started = time.perf_counter()
+        runs = 0
+        for r in exhaustive(SCENARIOS[name], name, args.preemptions, args.crashes, args.max_runs,
+                            stop_on_violation=not args.keep_going):
+            runs += 1
+            if not r.ok:
+                bad.append(r)
+                print(r.format(), flush=True)
+        print(f"scenario {name}: {runs} schedules (preemptions <= {args.preemptions}, crashes <= "
+              f"{args.crashes}), violations: {sum(1 for b in bad if name in b.replay)}, "
+              f"{time.perf_counter() - started:.0f} s", flush=True)
+    return bad
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tests.explorer", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--campaign", type=int, default=0, help="run this many random seeds")
+    p.add_argument("--start", type=int, default=0, help="first seed of a campaign")
+    p.add_argument("--budget", type=float, default=0, help="stop a campaign after this many seconds")
+    p.add_argument("--actors", type=int)
+    p.add_argument("--ops", type=int)
+    p.add_argument("--scenario", choices=sorted(SCENARIOS))
+    p.add_argument("--scenarios", action="store_true", help="enumerate every scenario")
+    p.add_argument("--choices", help="replay these decisions of --scenario (A,B,xA: A crashes)")
+    p.add_argument("--preemptions", type=int, default=1)
+    p.add_argument("--crashes", type=int, default=0)
+    p.add_argument("--max-runs", type=int, default=300)
+    p.add_argument("--keep-going", action="store_true")
+    p.add_argument("-v", "--verbose", action="store_true")
+    args = p.parse_args(argv)
+    bad: list[RunReport] = []
+    if args.seed is not None:
+        r = run_random(args.seed, args.actors, args.ops)
+        print(r.format())
+        bad += [] if r.ok else [r]
+    if args.scenario and args.choices:
+        r = run_schedule(SCENARIOS[args.scenario], PrefixChooser(parse_choices(args.choices)),
+                         replay=f"python -m tests.explorer --scenario {args.scenario} --choices {args.choices}")
+        print(r.format())
+        bad += [] if r.ok else [r]
+    elif args.scenario or args.scenarios:
+        bad += _enumerate([args.scenario] if args.scenario else sorted(SCENARIOS), args)
+    if args.campaign:
+        bad += _campaign(args)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

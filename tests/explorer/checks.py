@@ -1,0 +1,242 @@
+"""The invariants the explorer checks after every step, and after recovery at the end.
+
+* Every completed snapshot (``to_arrow(as_of=id)`` of each completed data instant)
+  equals the model of the committed writes folded in *completion order*
+  (``timeline.completed()``); a write that raised did not happen, a write whose instant
+  completed did, whatever its caller saw.
+* No record (partition, key) twice in any snapshot.
+* Every snapshot inside retention or under a savepoint reads; one outside is refused
+  with ``SnapshotExpiredError`` (the rule of :mod:`lakeline.timeline.retention`).
+* Every ``ready`` index, and the files index's checkpoint, validate.
+* Operations end in a typed error (``LakelineError``) or a result that matches the
+  timeline: a write reported as failed did not complete, a write reported as done did.
+* After recovery (:meth:`Checker.recovered`): nothing pending, no file or marker of a
+  rolled-back instant on disk.
+
+Reading every snapshot after every step would be slow, so a snapshot whose rows were
+verified is read again only when a data file disappeared from disk since (a clean, a
+rollback), when its retention status changed, or at the end.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from lakeline.timeline.errors import LakelineError, SnapshotExpiredError
+from lakeline.timeline.file_group import parse_data_file_name
+from lakeline.timeline.instant import Action, State
+from lakeline.timeline.markers import instants_with_markers
+from lakeline.timeline.retention import furthest_retain_seq, pinned_seqs
+from tests.table.model import COLUMNS, ModelDuplicateKey, TableModel, table_rows
+
+from .ops import Op
+
+if TYPE_CHECKING:
+    from lakeline.table import Table
+
+    from .scheduler import Scheduler
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken invariant, with enough detail to see why."""
+
+    kind: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.detail}"
+
+
+def data_files(root: str) -> set[str]:
+    """Relative paths of the data files on disk (``.lakeline/`` excluded)."""
+    out = set()
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for f in files:
+            if f.endswith(".parquet"):
+                out.add(os.path.relpath(os.path.join(folder, f), root))
+    return out
+
+
+def _diff(actual: list[tuple[Any, ...]], expected: list[tuple[Any, ...]]) -> str:
+    a, e = Counter(actual), Counter(expected)
+    extra = sorted((a - e).elements(), key=repr)[:8]
+    missing = sorted((e - a).elements(), key=repr)[:8]
+    return f"table has {extra} the model has not; model has {missing} the table has not"
+
+
+def _pending_retain(tl: Any) -> int | None:
+    """The furthest retain point of a clean still pending: reads before it may meet
+    files it already deleted (and are then refused with ``SnapshotExpiredError``) or may
+    still read in full; both are accepted until the clean completes."""
+    seqs = [int(i.plan["retain_seq"]) for i in tl.pending()
+            if i.action_kind is Action.CLEAN and i.plan.get("retain_seq") is not None]
+    return max(seqs) if seqs else None
+
+
+class Checker:
+    """Checks one run's table; reads through its own handle (a thread the scheduler
+    never parks)."""
+
+    def __init__(self, table: "Table", root: str, sched: "Scheduler", setup_ops: dict[int, Op]) -> None:
+        self.t = table
+        self.root = root
+        self.sched = sched
+        self.setup_ops = setup_ops
+        self.verified: dict[int, tuple[bool, int]] = {}
+        self.files_seen: set[str] = set()
+        self.fingerprint: tuple[int, int] | None = None
+        self.outcomes_seen: dict[int, int] = {}
+        self.checks = 0
+
+    def op_of(self, instant: int) -> Op | None:
+        if instant in self.setup_ops:
+            return self.setup_ops[instant]
+        where = self.sched.instant_op.get(instant)
+        if where is None:
+            return None
+        actor, op = where
+        return self.sched.actors[actor].ops[op]
+
+    def instants_of(self, actor: int, op: int) -> list[int]:
+        return sorted(i for i, where in self.sched.instant_op.items() if where == (actor, op))
+
+    # -- the model ---------------------------------------------------------------------
+
+    def snapshots(self, out: list[Violation]) -> list[tuple[Any, list[tuple[Any, ...]]]]:
+        """(instant, expected rows) of each completed data instant, in completion order."""
+        model = TableModel()
+        snaps = []
+        for inst in self.t.timeline.completed():
+            if not inst.action_kind.writes_data:
+                continue
+            op = self.op_of(inst.id)
+            if op is not None and op.is_write:
+                try:
+                    op.apply(model)
+                except ModelDuplicateKey:
+                    out.append(Violation("duplicate insert committed",
+                                         f"instant {inst.id} {op.label()} inserted a record the table held "
+                                         "in completion order"))
+            elif inst.plan.get("writer"):
+                out.append(Violation("unknown writer", f"completed write instant {inst.id} of no actor"))
+            snaps.append((inst, model.sorted()))
+        return snaps
+
+    # -- after every step --------------------------------------------------------------
+
+    def check(self, final: bool = False) -> list[Violation]:
+        out: list[Violation] = []
+        self._outcomes(out)
+        tl = self.t.timeline
+        files = data_files(self.root)
+        fingerprint = (tl.last_seq, hash(frozenset(files)))
+        if fingerprint == self.fingerprint and not final:
+            return out
+        self.fingerprint = fingerprint
+        self.checks += 1
+        recheck = bool(self.files_seen - files) or final
+        self.files_seen = files
+        snaps = self.snapshots(out)
+        retain = furthest_retain_seq(tl)
+        cleaning = _pending_retain(tl)
+        pinned = set(pinned_seqs(tl))
+        for inst, expected in snaps:
+            seq = inst.completed_seq
+            retained = retain is None or seq >= retain or seq in pinned
+            limbo = retained and cleaning is not None and seq < cleaning and seq not in pinned
+            stamp = (retained, hash(tuple(expected)))
+            if not recheck and self.verified.get(inst.id) == stamp:
+                continue
+            try:
+                actual = self.t.to_arrow(as_of=inst.id)
+            except SnapshotExpiredError as e:
+                if retained and not limbo:
+                    out.append(Violation("retained snapshot unreadable", f"as_of={inst.id} (seq {seq}, retain "
+                                         f"point {retain}, pinned {sorted(pinned)}): {e}"))
+                else:
+                    self.verified[inst.id] = stamp
+                continue
+            except Exception as e:  # noqa: BLE001 - any failed read of a snapshot is a finding
+                out.append(Violation("snapshot read failed", f"as_of={inst.id} (retained={retained}): {e!r}"))
+                continue
+            if not retained:
+                out.append(Violation("expired snapshot read", f"as_of={inst.id} (seq {seq}) is before retain "
+                                     f"point {retain} and unpinned, yet it read"))
+            before = len(out)
+            rows = table_rows(actual, COLUMNS)
+            twice = [k for k, n in Counter((r[2], r[0]) for r in rows).items() if n > 1]
+            if twice:
+                out.append(Violation("key twice", f"as_of={inst.id}: records {sorted(twice)} appear twice"))
+            if rows != expected:
+                out.append(Violation("snapshot differs from completion-order model",
+                                     f"as_of={inst.id} ({inst.action}): {_diff(rows, expected)}"))
+            if len(out) == before:
+                self.verified[inst.id] = stamp
+        if snaps:
+            try:
+                now = table_rows(self.t.to_arrow(), COLUMNS)
+                if now != snaps[-1][1]:
+                    out.append(Violation("current read differs from model", _diff(now, snaps[-1][1])))
+            except LakelineError as e:
+                out.append(Violation("current read failed", repr(e)))
+        self._indexes(out)
+        return out
+
+    def _outcomes(self, out: list[Violation]) -> None:
+        tl = None
+        for a in self.sched.actors:
+            seen = self.outcomes_seen.get(a.index, 0)
+            for n, o in enumerate(a.outcomes[seen:], start=seen):
+                tl = tl or self.t.timeline
+                op = a.ops[n]
+                mine = self.instants_of(a.index, n)
+                done = [i for i in mine if (x := tl.find(i)) is not None and x.is_completed and x.action_kind.writes_data]
+                o.instants = mine
+                if o.error is not None and not isinstance(o.error, LakelineError):
+                    out.append(Violation("untyped error", f"{a.name} {o.label}: {o.error!r}"))
+                if op.is_write and o.error is not None and done:
+                    out.append(Violation("committed write reported as failed",
+                                         f"{a.name} {o.label} raised {o.error!r} but instant(s) {done} completed"))
+                if op.is_write and o.ok and o.result is not None and o.result.instant is not None:
+                    if o.result.instant.id not in done:
+                        out.append(Violation("reported write not completed",
+                                             f"{a.name} {o.label} returned instant {o.result.instant.id}"))
+            self.outcomes_seen[a.index] = len(a.outcomes)
+
+    def _indexes(self, out: list[Violation]) -> None:
+        try:
+            report = self.t.indexes.validate("files")
+            if report["mismatches"]:
+                out.append(Violation("files index invalid", str(report["mismatches"][:3])))
+            for d in self.t.indexes.list():
+                if d.state != "ready":
+                    continue
+                report = self.t.indexes.validate(d.name)
+                if report["mismatches"]:
+                    out.append(Violation("ready index invalid", f"{d.name}: {report['mismatches'][:3]}"))
+        except LakelineError as e:
+            out.append(Violation("index validation failed", repr(e)))
+
+    # -- after recovery ----------------------------------------------------------------
+
+    def recovered(self) -> list[Violation]:
+        """Nothing pending, and nothing of a rolled-back instant left on disk."""
+        out: list[Violation] = []
+        tl = self.t.timeline
+        pending = [f"{i.id} {i.action} {i.state} {dict(i.plan)}"[:160] for i in tl.pending()]
+        if pending:
+            out.append(Violation("pending after recovery", "; ".join(pending)))
+        rolled = {i.id for i in tl.instants() if i.state_kind is State.ROLLED_BACK}
+        left = sorted(f for f in data_files(self.root)
+                      if (p := parse_data_file_name(f)) is not None and p.instant in rolled)
+        if left:
+            out.append(Violation("file of a rolled-back instant remains", str(left[:5])))
+        marked = sorted(set(instants_with_markers(self.t.storage)) & rolled)
+        if marked:
+            out.append(Violation("markers of a rolled-back instant remain", str(marked)))
+        return out

@@ -1,0 +1,168 @@
+"""The operations actors perform: every kind of instant, through the public API only.
+
+An :class:`Op` is a frozen value (so a schedule is data that prints and replays): its
+``run`` calls lakeline on an actor's handle, and for the five writes ``apply`` is what
+the same write does to :class:`tests.table.model.TableModel` when it lands, in
+completion order. Random operations come from :func:`random_op` over a small key space
+with a few hot keys, so concurrent actors keep meeting on the same records.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from tests.table.model import SCHEMA, Pred, TableModel, random_pred, to_arrow
+
+if TYPE_CHECKING:
+    from lakeline.table import Table
+
+Row = dict[str, Any]
+#: The two partitions of every explorer table.
+DAYS = ("2026-01-01", "2026-01-02")
+#: Keys 0..KEYS-1; HOT of them are picked more often.
+KEYS = 24
+HOT = 4
+
+WRITES = ("insert", "upsert", "delete", "delete_where", "overwrite")
+SERVICES = ("compact", "cluster", "clean", "archive", "rollback", "savepoint", "release",
+            "index_create", "index_drop", "index_run")
+INDEX_KINDS = {"bloom": "bloom_filters", "stats": "column_stats"}
+
+
+@dataclass(frozen=True)
+class Op:
+    """One public call: a write (with its rows, keys or predicate) or a service call."""
+
+    kind: str
+    rows: tuple[tuple[int, int, str, int], ...] = ()  # (id, ts, day, v)
+    keys: tuple[int, ...] = ()
+    pred: Pred | None = None
+    name: str = ""
+
+    @property
+    def is_write(self) -> bool:
+        return self.kind in WRITES
+
+    def row_dicts(self) -> list[Row]:
+        return [{"id": i, "ts": ts, "day": d, "v": v, "s": f"s{v % 3}"} for i, ts, d, v in self.rows]
+
+    def label(self) -> str:
+        if self.rows:
+            return f"{self.kind}({', '.join(f'{i}@{d[-1]}:ts{ts}' for i, ts, d, _ in self.rows)})"
+        if self.keys:
+            return f"{self.kind}({', '.join(map(str, self.keys))})"
+        if self.pred is not None:
+            return f"{self.kind}({self.pred})"
+        return f"{self.kind}({self.name})" if self.name else self.kind
+
+    def run(self, t: "Table") -> Any:
+        """Do it on ``t``; whatever lakeline raises propagates."""
+        k = self.kind
+        if k == "insert":
+            return t.insert(to_arrow(self.row_dicts()))
+        if k == "upsert":
+            return t.upsert(to_arrow(self.row_dicts()))
+        if k == "overwrite":
+            return t.overwrite(to_arrow(self.row_dicts()))
+        if k == "delete":
+            return t.delete(pa.table({"id": pa.array(list(self.keys), pa.int64())}))
+        if k == "delete_where":
+            assert self.pred is not None
+            return t.delete_where(self.pred.expr())
+        if k == "compact":
+            return t.services.compact()
+        if k == "cluster":
+            return t.services.cluster()
+        if k == "clean":
+            return t.services.clean(policy="keep_latest_commits", retain=2, orphan_age_ms=0)
+        if k == "archive":
+            return t.services.archive()
+        if k == "rollback":
+            return t.services.rollback_failed()
+        if k == "savepoint":
+            return t.services.savepoint()
+        if k == "release":
+            active = t.services.savepoints()
+            return t.services.release_savepoint(active[0].id) if active else None
+        if k == "index_create":
+            return t.indexes.create(INDEX_KINDS[self.name], wait=True, name=self.name)
+        if k == "index_drop":
+            return t.indexes.drop(self.name)
+        if k == "index_run":
+            return t.services.run("indexing")
+        raise ValueError(f"unknown op {k!r}")
+
+    def apply(self, model: TableModel) -> None:
+        """What this write does to the model when it lands (ModelDuplicateKey for an
+        insert of a held record)."""
+        k = self.kind
+        if k == "insert":
+            model.insert(self.row_dicts())
+        elif k == "upsert":
+            model.upsert(self.row_dicts())
+        elif k == "overwrite":
+            model.overwrite(self.row_dicts())
+        elif k == "delete":
+            model.delete([{"id": i} for i in self.keys], with_partition=False)
+        elif k == "delete_where":
+            assert self.pred is not None
+            model.delete_where(self.pred)
+
+
+def _key(rng: random.Random) -> int:
+    return rng.randrange(HOT) if rng.random() < 0.5 else rng.randrange(KEYS)
+
+
+def _rows(rng: random.Random, n: int, day: str | None = None) -> tuple[tuple[int, int, str, int], ...]:
+    out: dict[tuple[int, str], tuple[int, int, str, int]] = {}
+    for _ in range(n):
+        d = day or rng.choice(DAYS)
+        i = _key(rng)
+        out[(i, d)] = (i, rng.randint(0, 3), d, rng.randint(0, 99))
+    return tuple(out.values())
+
+
+def random_write(rng: random.Random, kind: str) -> Op:
+    if kind in ("insert", "upsert"):
+        return Op(kind, rows=_rows(rng, rng.randint(1, 3)))
+    if kind == "overwrite":
+        return Op(kind, rows=_rows(rng, rng.randint(2, 6), day=rng.choice(DAYS)))
+    if kind == "delete":
+        return Op(kind, keys=tuple(sorted({_key(rng) for _ in range(rng.randint(1, 2))})))
+    if kind == "delete_where":
+        if rng.random() < 0.6:
+            return Op(kind, pred=Pred("isin", col="id", values=tuple(sorted({_key(rng) for _ in range(2)}))))
+        return Op(kind, pred=random_pred(rng, list(DAYS), depth=1))
+    raise ValueError(kind)
+
+
+#: Relative weights of random operations (merge-on-read tables add compaction).
+WEIGHTS = {"upsert": 8, "delete": 6, "insert": 3, "delete_where": 2, "overwrite": 1, "compact": 4,
+           "cluster": 2, "clean": 2, "archive": 1, "rollback": 2, "savepoint": 1.5, "release": 1,
+           "index_create": 1, "index_drop": 0.6, "index_run": 0.4}
+
+
+def random_op(rng: random.Random, table_type: str) -> Op:
+    kinds = [k for k in WEIGHTS if table_type == "mor" or k != "compact"]
+    kind = rng.choices(kinds, weights=[WEIGHTS[k] for k in kinds])[0]
+    if kind in WRITES:
+        return random_write(rng, kind)
+    if kind.startswith("index_") and kind != "index_run":
+        return Op(kind, name=rng.choice(sorted(INDEX_KINDS)))
+    return Op(kind)
+
+
+def initial_rows(rng: random.Random | None = None, n: int = 16) -> list[Row]:
+    """The rows a run's table starts with (both partitions, every hot key)."""
+    out = []
+    for d in DAYS:
+        for i in range(n):
+            out.append({"id": i, "ts": 0, "day": d, "v": i, "s": "s0" if rng is None else f"s{rng.randint(0, 2)}"})
+    return out
+
+
+__all__ = ["DAYS", "Op", "SCHEMA", "SERVICES", "WRITES", "initial_rows", "random_op", "random_write"]
