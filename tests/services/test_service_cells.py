@@ -84,6 +84,7 @@ def build_index(path: str) -> None:
 
 
 SERVICES: dict[str, Callable[[str], None]] = {"clean": clean, "indexing": build_index}
+_ALL = {**SERVICES, "compaction": lambda path: compact(path)}
 
 
 # -- writes against clean and indexing -------------------------------------------------------
@@ -101,16 +102,38 @@ WRITES: list[tuple[str, str, Callable[[Table], Any], Callable[[dict[int, str]], 
 ]
 
 
+def compact(path: str) -> None:
+    r = Table.open(path).services.compact()
+    assert r.instant is not None and r.instant.state == "completed", r
+
+
+@pytest.mark.parametrize("op, table_type, write, effect",
+                         [pytest.param(*w, id=f"{w[1]}-{w[0]}") for w in WRITES if w[1] == "mor"])
+def test_mor_write_vs_concurrent_compaction_of_its_group_is_ok(tmp_path: Path, op: str, table_type: str,
+                                                              write: Callable[[Table], Any],
+                                                              effect: Callable[[dict[int, str]], None]) -> None:
+    """The "compaction same group" column: an insert (new groups), a log append (it
+    joins the new slice) and an overwrite (it retires the compacted group too) all land."""
+    write_beside(tmp_path, "compaction", table_type, write, effect)
+
+
 @pytest.mark.parametrize("service", list(SERVICES))
 @pytest.mark.parametrize("op, table_type, write, effect", [pytest.param(*w, id=f"{w[1]}-{w[0]}") for w in WRITES])
 def test_write_vs_concurrent_service_is_ok(tmp_path: Path, service: str, op: str, table_type: str,
                                            write: Callable[[Table], Any],
                                            effect: Callable[[dict[int, str]], None]) -> None:
+    write_beside(tmp_path, service, table_type, write, effect)
+
+
+def write_beside(tmp_path: Path, service: str, table_type: str, write: Callable[[Table], Any],
+                 effect: Callable[[dict[int, str]], None]) -> None:
+    """``write`` pauses before completing while ``service`` runs to completion; then it
+    must complete on its first attempt, last, with the rows of completion order."""
     path, model = seeded(tmp_path, table_type)
 
     def meanwhile() -> None:
         faults.disarm_all()
-        SERVICES[service](path)
+        _ALL[service](path)
 
     faults.on("commit.before_complete", meanwhile)
     r = write(Table.open(path))
