@@ -96,6 +96,7 @@ class IndexingService(TableService):
         """
         if options.get("op", OP_CREATE) == OP_DROP:
             name = str(options["index"])
+            drop_plan(name)  # refuses the always-on files index first
             plan = drop_plan(name, check_can_drop(snapshot, name).instant)
         else:
             kind = str(options["kind"])

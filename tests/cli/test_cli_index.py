@@ -110,11 +110,11 @@ def test_list_json_and_for_people(runner: CliRunner, table: Table) -> None:
 
 
 def test_drop(runner: CliRunner, table: Table) -> None:
-    table.indexes.create("column_stats")
-    assert "column_stats" in MetadataTable(table.storage).indexes_on_storage()
+    part = table.indexes.create("column_stats").partition  # <name>@<creating instant>
+    assert part in MetadataTable(table.storage).indexes_on_storage()
     assert "dropped" in _ok(runner, "drop", table.path, "column_stats").stdout
     assert Table.open(table.path).indexes.list() == []
-    assert "column_stats" not in MetadataTable(table.storage).indexes_on_storage()
+    assert part not in MetadataTable(table.storage).indexes_on_storage()
     assert json.loads(_ok(runner, "list", table.path, "--json").stdout) == []
     line = _one_error_line(runner.invoke(cli, ["index", "drop", table.path, "column_stats"]), "IndexNotFoundError")
     assert "column_stats" in line
@@ -133,9 +133,9 @@ def test_validate_sound_indexes(runner: CliRunner, table: Table) -> None:
 
 
 def test_validate_reports_a_lost_base_and_exits_1(runner: CliRunner, table: Table) -> None:
-    table.indexes.create("column_stats")
+    part = table.indexes.create("column_stats").partition
     # Lose what the build wrote (its base), as a damaged store would.
-    bases = MetadataTable(table.storage).bases("column_stats")
+    bases = MetadataTable(table.storage).bases(part)
     assert bases
     for _, path in bases:
         table.storage.delete(path)

@@ -149,17 +149,18 @@ def test_index_api_errors_drop_and_recreate(tmp_path: Path) -> None:
     with pytest.raises(IndexExistsError):
         t.indexes.create("column_stats")
     mt = MetadataTable(t.storage)
-    assert "column_stats" in mt.indexes_on_storage()
+    [part] = [d.partition for d in t.indexes.list()]  # <name>@<creating instant>
+    assert part in mt.indexes_on_storage()
     t.indexes.drop("column_stats")
     assert t.indexes.list() == []
-    assert "column_stats" not in mt.indexes_on_storage()
+    assert part not in mt.indexes_on_storage()
     with pytest.raises(IndexNotFoundError):
         t.indexes.drop("column_stats")
     with pytest.raises(IndexNotFoundError):
         t.indexes.validate("column_stats")
     # Writers stop writing a dropped index; a re-created one is complete again.
     t.upsert(_rows(rng, list(range(50, 150))))
-    assert "column_stats" not in mt.indexes_on_storage()
+    assert part not in mt.indexes_on_storage()
     t.indexes.create("column_stats")
     t.upsert(_rows(rng, list(range(30))))
     assert t.indexes.validate()["mismatches"] == []
@@ -176,8 +177,9 @@ def test_validate_reports_a_damaged_entry(tmp_path: Path) -> None:
     # Simulate a lost delta: the newest instant's entries vanish.
     mt = MetadataTable(t.storage)
     last = t.timeline.last_completed()
-    assert last is not None and mt.has_updates("bloom_filters", last.id)
-    for info in t.storage.list_files(t.storage.path(mt.rel_dir("bloom_filters"))):
+    [part] = [d.partition for d in t.indexes.list()]
+    assert last is not None and mt.has_updates(part, last.id)
+    for info in t.storage.list_files(t.storage.path(mt.rel_dir(part))):
         if f"delta_{last.id}_" in info.path:
             t.storage.delete(info.path)
     report = t.indexes.validate("bloom_filters")
@@ -200,7 +202,8 @@ def test_ndv_per_table_and_partition_and_metadata_compaction(tmp_path: Path) -> 
     before = t.scan(filter=pc.field("id") < 100).explain()
     assert t.indexes.compact()
     mt = MetadataTable(t.storage)
-    names = [i.path.rsplit("/", 1)[-1] for i in t.storage.list_files(t.storage.path(mt.rel_dir("column_stats")))]
+    [part] = [d.partition for d in t.indexes.list()]
+    names = [i.path.rsplit("/", 1)[-1] for i in t.storage.list_files(t.storage.path(mt.rel_dir(part)))]
     assert len(names) == 1 and names[0].startswith("base_")
     assert t.scan(filter=pc.field("id") < 100).explain() == before
     assert t.indexes.validate()["mismatches"] == []
@@ -226,7 +229,7 @@ def test_failed_write_leaves_no_index_entries(tmp_path: Path, kind: str) -> None
         faults.disarm_all()
     failed = [i for i in t.timeline.instants() if i.state == "rolled_back"]
     assert len(failed) == 1
-    for ix in ("column_stats", "bloom_filters"):
+    for ix in (d.partition for d in t.indexes.list()):
         assert not mt.has_updates(ix, failed[0].id)
     assert t.indexes.validate()["mismatches"] == []
     assert t.to_arrow(filter=pc.field("id") >= 200).num_rows == 0
@@ -302,7 +305,8 @@ def test_a_writer_that_read_the_index_states_before_a_create_still_writes_entrie
         r = t.insert(_rows(rng, list(range(100, 200))))
     finally:
         faults.disarm_all()
-    written = MetadataTable(t.storage).has_updates("column_stats", r.instant.id)  # type: ignore[union-attr]
+    [part] = [d.partition for d in t.indexes.list() if d.name == "column_stats"]
+    written = MetadataTable(t.storage).has_updates(part, r.instant.id)  # type: ignore[union-attr]
     assert written, "the writer completed after the index became building without writing its entries"
 
 

@@ -100,8 +100,8 @@ def test_commit_between_schedule_and_build(tmp_path: Path, kind: str) -> None:
     other = Table.open(t.path)
     landed: list[Any] = []
     faults.on("indexing.after_requested", lambda: landed.append(other.upsert(rows([5, 150, 400], ts=2))))
-    t.indexes.create("column_stats")
-    assert landed and MetadataTable(t.storage).has_updates("column_stats", landed[0].instant.id), \
+    part = t.indexes.create("column_stats").partition
+    assert landed and MetadataTable(t.storage).has_updates(part, landed[0].instant.id), \
         "the writer saw the index building and wrote its own entries"
     assert_exact(t, "column_stats")
 
@@ -209,7 +209,7 @@ def test_two_processes_create_the_same_index(tmp_path: Path) -> None:
 @pytest.mark.parametrize("kind", ["cow", "mor"])
 def test_drop_while_writers_write(tmp_path: Path, kind: str) -> None:
     t = make(tmp_path, kind)
-    t.indexes.create("column_stats")
+    part = t.indexes.create("column_stats").partition
     # A writer that wrote its entries for the index, then waits to complete.
     w = Paused(t, "commit.before_complete", lambda h: h.insert(rows(range(900, 950)))).start()
     t.indexes.drop("column_stats")
@@ -219,7 +219,7 @@ def test_drop_while_writers_write(tmp_path: Path, kind: str) -> None:
     assert "column_stats" not in [d.name for d in t.indexes.list()]
     leftovers = [p for p in MetadataTable(t.storage).indexes_on_storage()
                  if list(Path(t.storage.path(MetadataTable(t.storage).rel_dir(p))).glob("*.parquet"))]
-    assert "column_stats" not in leftovers, "the writer's entries for the dropped index were left behind"
+    assert part not in leftovers, "the writer's entries for the dropped index were left behind"
     assert t.to_arrow().num_rows == 350
     with pytest.raises(IndexNotFoundError):
         t.indexes.drop("column_stats")
