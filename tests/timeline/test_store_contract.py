@@ -125,6 +125,25 @@ def test_heartbeats(store_factory: StoreFactory) -> None:
     assert store.last_beats() == {9: 300}
 
 
+def test_heartbeats_are_per_attempt(store_factory: StoreFactory) -> None:
+    """Two executors of one instant (a service attempt re-claimed it) keep separate
+    beats: neither replaces nor clears the other's (issue 11, item 3)."""
+    store = store_factory()
+    store.beat(7, 100)  # a writer's beat: the empty attempt
+    store.beat(8, 100, "a1")
+    store.beat(8, 300, "b2")
+    store.beat(8, 200, "a1")  # a1's newer beat replaces only a1's
+    assert store.beats() == {(7, ""): 100, (8, "a1"): 200, (8, "b2"): 300}
+    assert store_factory.reopen(store).beats() == store.beats()
+    assert store.last_beats() == {7: 100, 8: 300}  # the newest beat of each instant
+    store.clear_beat(8, "a1")  # the loser clears its own beat only
+    store.clear_beat(8)  # the empty attempt of 8 has none: nothing happens
+    assert store.beats() == {(7, ""): 100, (8, "b2"): 300}
+    store.clear_beat(8, "b2")
+    store.clear_beat(7)
+    assert store.beats() == {} and store.last_beats() == {}
+
+
 def test_heartbeats_are_per_table(store_factory: StoreFactory) -> None:
     a, b = store_factory(), store_factory()
     a.beat(1, 10)
