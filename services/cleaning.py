@@ -29,6 +29,13 @@ metadata table. *Execute* re-reads the timeline and skips every file that became
 protected meanwhile (a savepoint made after the plan, a new pending plan), deletes
 the rest (a missing file is fine: a re-run after a crash finds some gone) with the
 fault point ``clean.mid_delete`` after each, and completes with counts.
+
+The plan is fixed in the ``requested`` event and execute deletes nothing else; it
+reads the timeline once, *after* its claiming ``inflight`` event landed. A savepoint
+whose event lands before that claim is therefore honoured; one that would land after
+it and pin a planned file is refused by the savepoint's own append check
+(:mod:`lakeline.services.savepoints`), so there is no window between the re-check and
+the deletes.
 """
 
 from __future__ import annotations
@@ -298,8 +305,9 @@ class CleaningService(TableService):
         plan = instant.plan
         storage = table.storage
         paths = [p for ps in plan.get("files", {}).values() for p in ps]
-        # Re-checked now: whatever became protected since the plan (a savepoint, a
-        # pending plan) is skipped.
+        # Re-checked now, after this attempt's claim landed: whatever became protected
+        # since the plan (a savepoint, a pending plan) is skipped. A savepoint landing
+        # from here on that pins a planned file is refused (see the module docstring).
         tl = table.log.refresh()
         guard = protected_files(table, tl)
         age_ms = int(plan.get("orphan_age_ms", 0))

@@ -10,20 +10,36 @@ reading any local state (:mod:`lakeline.timeline.retention` reads them). It is a
 
 Both go ``requested → inflight → completed`` at once. A savepoint is active from its
 ``requested`` event (a creator that died before completing still pins: keeping files
-costs space, never rows) until a completed release names it. The creator checks that
-the pinned snapshot's files still exist *after* its event landed: a cleaner that
-planned before the savepoint re-checks the pins before it deletes, and one that
-deleted meanwhile makes the creation fail with :class:`SnapshotExpiredError` (and the
-savepoint is released) rather than pin a snapshot that is already broken.
+costs space, never rows) until a completed release names it.
+
+**Savepoints against a running clean** (no window between a check and a delete). A
+clean deletes only the files its plan lists, and that plan is fixed in its
+``requested`` event; it reads the savepoints once, after its claiming ``inflight``
+event landed, and skips every file they pin. So a savepoint whose ``requested`` event
+lands before the clean's first ``inflight`` is honoured by the cleaner; one landing
+after it could be missed, and is therefore refused: the ``requested`` append carries a
+check, run against the exact log prefix it lands on, that no inflight clean's plan
+lists a file of the pinned snapshot (other than files a savepoint older than that
+clean's ``inflight`` already pins). Refused means :class:`SavepointConflictError` (a
+:class:`SnapshotExpiredError`: the clean is expiring that snapshot) and nothing
+appended. Whichever event wins its slot first decides, so no interleaving lets a
+savepoint succeed and its files be deleted.
+
+The creator also checks that the pinned snapshot's files still exist *after* its
+event landed: a clean that completed before the savepoint (or a stale cleaner) may
+have deleted them, and then the creation fails with :class:`SnapshotExpiredError`
+(and the savepoint is released) rather than pin a snapshot that is already broken.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..timeline.errors import InstantNotFoundError, SnapshotExpiredError
+from ..timeline.errors import InstantNotFoundError, SavepointConflictError, SnapshotExpiredError
 from ..timeline.instant import Action, Instant, State
+from ..timeline.log import AppendCheck
 from ..timeline.retention import OP_CREATE, OP_RELEASE, Savepoint, active_savepoints, pinned_seqs
+from ..timeline.timeline import Timeline
 
 if TYPE_CHECKING:
     from ..table.table import Table
@@ -32,9 +48,9 @@ __all__ = ["OP_CREATE", "OP_RELEASE", "Savepoint", "active_savepoints", "create_
            "release_savepoint"]
 
 
-def _append_done(table: "Table", plan: dict[str, Any]) -> Instant:
+def _append_done(table: "Table", plan: dict[str, Any], check: AppendCheck | None = None) -> Instant:
     log = table.log
-    ev = log.append(Action.SAVEPOINT, State.REQUESTED, plan)
+    ev = log.append(Action.SAVEPOINT, State.REQUESTED, plan, check=check)
     log.append(Action.SAVEPOINT, State.INFLIGHT, {}, instant=ev.instant)
     log.append(Action.SAVEPOINT, State.COMPLETED, dict(plan), instant=ev.instant)
     return log.refresh().get(ev.instant)
@@ -45,6 +61,7 @@ def create_savepoint(table: "Table", instant_id: int | None = None) -> Instant:
 
     Raises:
         InstantNotFoundError: no such completed instant (or an empty table).
+        SavepointConflictError: an inflight clean is deleting files of that snapshot.
         SnapshotExpiredError: that snapshot's files were already cleaned.
     """
     tl = table.log.refresh()
@@ -55,7 +72,9 @@ def create_savepoint(table: "Table", instant_id: int | None = None) -> Instant:
         instant_id = last.id
     snap = tl.as_of_instant(instant_id)  # raises when not completed
     target = tl.get(instant_id)
-    done = _append_done(table, {"op": OP_CREATE, "instant": instant_id, "seq": target.completed_seq})
+    pinned = {f.path for f in table.view(snap).files()}
+    done = _append_done(table, {"op": OP_CREATE, "instant": instant_id, "seq": target.completed_seq},
+                        check=_no_clean_deleting(table, instant_id, pinned))
     # Checked after the event landed: from now on a cleaner skips these files.
     storage = table.storage
     gone = storage.missing(storage.path(f.path) for f in table.view(snap).files())
@@ -64,6 +83,40 @@ def create_savepoint(table: "Table", instant_id: int | None = None) -> Instant:
         raise SnapshotExpiredError(f"snapshot as of {instant_id} is outside retention: {len(gone)} of its "
                                    f"files were cleaned, e.g. {gone[0]}")
     return done
+
+
+def _first_claim(timeline: Timeline, instant_id: int) -> int | None:
+    """Sequence number of the first ``inflight`` event of ``instant_id``."""
+    return next((ev.seq for ev in timeline.events_after(instant_id)
+                 if ev.instant == instant_id and ev.state is State.INFLIGHT), None)
+
+
+def _no_clean_deleting(table: "Table", instant_id: int, pinned: set[str]) -> AppendCheck:
+    """The check of a savepoint's ``requested`` append (see the module docstring)."""
+    seen: dict[int, set[str]] = {}  # snapshot seq -> its files, computed once
+
+    def files_of(tl: Timeline, seq: int) -> set[str]:
+        if seq not in seen:
+            seen[seq] = {f.path for f in table.view(tl.as_of_seq(seq)).files()}
+        return seen[seq]
+
+    def check(tl: Timeline) -> None:
+        for clean in tl.pending():
+            if clean.action_kind is not Action.CLEAN or clean.state_kind is not State.INFLIGHT:
+                continue
+            claimed = _first_claim(tl, clean.id)
+            doomed = {p for ps in clean.plan.get("files", {}).values() for p in ps} & pinned
+            for sp in active_savepoints(tl):
+                if not doomed:
+                    break
+                if claimed is not None and sp.id < claimed:
+                    doomed -= files_of(tl, sp.seq)  # the cleaner read this one and skips its files
+            if doomed:
+                raise SavepointConflictError(
+                    f"cannot savepoint the snapshot as of {instant_id}: clean {clean.id} is deleting "
+                    f"{len(doomed)} of its files (e.g. {sorted(doomed)[0]}); it is outside that clean's retention")
+
+    return check
 
 
 def release_savepoint(table: "Table", savepoint_id: int) -> Instant:

@@ -176,3 +176,8 @@ class ServiceStateError(ServiceError, ValueError):
 class StaleAttemptError(ServiceError):
     """An execution attempt of a service instant is no longer the one the timeline says
     holds it (another attempt re-claimed it, or it ended): the log refuses its effects."""
+
+
+class SavepointConflictError(SnapshotExpiredError):
+    """A savepoint would pin files that an inflight clean is deleting: its snapshot is
+    being expired right now (the clean's plan, fixed when it was requested, names them)."""

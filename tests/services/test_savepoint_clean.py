@@ -1,0 +1,132 @@
+"""A savepoint made while a clean is deleting (issue 11, item 4).
+
+Why: DESIGN.md section 3 says cleaning never deletes a file of a savepoint. Before the
+fix the cleaner read the savepoints once and then deleted: a savepoint landing during
+the deletes succeeded, the cleaner deleted the files it pinned, and the savepointed
+read failed. Now the clean's plan is fixed in its ``requested`` event, the cleaner
+reads the savepoints after its claim, and a savepoint that lands after that claim and
+pins a planned file is refused (:class:`SavepointConflictError`) by a check on its own
+append; whichever event lands first decides. The tests make the savepoint at the
+``clean.mid_delete`` fault point, in-process and from another process, and check that
+every savepoint that succeeded still reads.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lakeline.table import Table
+from lakeline.timeline import faults
+from lakeline.timeline.errors import SavepointConflictError, SnapshotExpiredError
+from lakeline.timeline.faults import CRASH_EXIT_CODE
+from tests.helpers import finish, run_script, start_script, wait_for_files
+from tests.services.test_cleaning import CHILD, COLUMNS, data_ids, history, make_table, snapshot_files
+from tests.services.test_compaction import _no_faults, timeline  # noqa: F401
+from tests.table.model import TableModel, table_rows
+from tests.table.workers import check_files_on_disk
+
+
+def prepared(tmp_path: Path, timeline: str | None) -> tuple[Table, int, list[Any]]:
+    """A table with old versions, an old instant whose files a ``retain=1`` clean
+    deletes, and that snapshot's rows."""
+    t = make_table(tmp_path, timeline, table_type="cow")
+    history(t, TableModel())
+    old = data_ids(t)[1]
+    planned = set(t.services.clean(retain=1, dry_run=True).stats["files"])
+    assert snapshot_files(t, old) & planned, "the clean would delete files of the old snapshot"
+    return t, old, table_rows(t.to_arrow(as_of=old), COLUMNS)
+
+
+def reads_every_savepoint(t: Table, expected: dict[int, list[Any]]) -> None:
+    pinned = {s.instant for s in t.services.savepoints()}
+    assert pinned == set(expected)
+    for instant, rows in expected.items():
+        assert table_rows(t.to_arrow(as_of=instant), COLUMNS) == rows
+
+
+def test_savepoint_during_the_deletes_is_refused(tmp_path: Path, timeline: str | None) -> None:
+    t, old, old_rows = prepared(tmp_path, timeline)
+    latest = data_ids(t)[-1]
+    latest_rows = table_rows(t.to_arrow(as_of=latest), COLUMNS)
+    other = Table.open(t.path, timeline=timeline)
+    outcome: dict[str, Any] = {}
+
+    def meanwhile() -> None:
+        try:
+            outcome["old"] = other.services.savepoint(old)
+        except SavepointConflictError as e:
+            outcome["old"] = e
+        outcome["latest"] = other.services.savepoint(latest)  # files no clean touches
+
+    faults.on("clean.mid_delete", meanwhile)
+    r = t.services.clean(retain=1)
+    assert r.instant is not None and r.instant.state == "completed" and r.stats["files_deleted"] > 1
+    assert isinstance(outcome["old"], SavepointConflictError), f"a savepoint during the deletes: {outcome['old']}"
+    assert outcome["latest"].state == "completed"
+    reads_every_savepoint(t, {latest: latest_rows})
+    with pytest.raises(SnapshotExpiredError):
+        t.to_arrow(as_of=old)  # nobody claims it is pinned
+    assert old_rows  # it was readable before the clean
+    check_files_on_disk(t)
+
+
+def test_savepoint_from_another_process_during_the_deletes(tmp_path: Path, timeline: str | None) -> None:
+    t, old, old_rows = prepared(tmp_path, timeline)
+    fault_dir = tmp_path / "faults"
+    fault_dir.mkdir()
+    proc = start_script(CHILD, [t.path, timeline, 1], faults="clean.mid_delete=wait",
+                        env={"LAKELINE_FAULT_DIR": str(fault_dir)})
+    try:
+        wait_for_files([fault_dir / "clean.mid_delete.reached"])
+        with pytest.raises(SavepointConflictError):
+            t.services.savepoint(old)
+        assert t.services.savepoints() == []
+    finally:
+        (fault_dir / "clean.mid_delete.release").write_text("go")
+        rc, out, err = finish(proc)
+    assert rc == 0, err[-3000:]
+    assert json.loads(out)["files_deleted"] > 1
+    with pytest.raises(SnapshotExpiredError):
+        t.services.savepoint(old)  # the clean finished: that snapshot is gone
+    check_files_on_disk(t)
+
+
+def test_a_snapshot_already_pinned_can_be_pinned_again_during_the_deletes(tmp_path: Path) -> None:
+    """The refusal is exact: files a savepoint older than the clean's claim pins are
+    skipped by the cleaner, so a second savepoint of them is safe and succeeds."""
+    t, old, old_rows = prepared(tmp_path, None)
+    plan = t.services.schedule("cleaning", retain=1)  # lists files of the old snapshot
+    first = t.services.savepoint(old)  # after the plan, before the claim: the cleaner skips them
+    made: list[Any] = []
+    faults.on("clean.mid_delete", lambda: made.append(Table.open(t.path).services.savepoint(old)))
+    r = t.services.execute(plan)
+    assert r.stats["files_deleted"] > 0 and r.stats["files_skipped"] > 0
+    [second] = made
+    t.services.release_savepoint(first.id)
+    assert [s.id for s in t.services.savepoints()] == [second.id]
+    reads_every_savepoint(t, {old: old_rows})
+
+
+def test_a_crashed_clean_keeps_refusing_until_it_is_finished(tmp_path: Path, timeline: str | None) -> None:
+    """A clean killed mid-delete stays inflight: a savepoint of a snapshot it is deleting
+    is refused until the clean is run again (and then that snapshot is gone)."""
+    t, old, _ = prepared(tmp_path, timeline)
+    latest = data_ids(t)[-1]
+    rc, out, err = run_script(CHILD, [t.path, timeline, 1], faults="clean.mid_delete=crash")
+    assert rc == CRASH_EXIT_CODE, err[-3000:]
+    with pytest.raises(SavepointConflictError):
+        t.services.savepoint(old)
+    kept = t.services.savepoint(latest)
+    time.sleep(0.3)  # the dead clean's heartbeat expires
+    t.services.clean(retain=1)
+    assert t.timeline.pending() == []
+    assert [s.id for s in t.services.savepoints()] == [kept.id]
+    with pytest.raises(SnapshotExpiredError):
+        t.services.savepoint(old)
+    t.to_arrow(as_of=latest)
+    check_files_on_disk(t)
