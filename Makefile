@@ -53,6 +53,13 @@ test: venv postgres
 soak: venv postgres
 	$(WITH_PG) $(PY) -m pytest -m soak $(PYTEST_ARGS)
 
+# The schedule explorer (tests/explorer): a seeded campaign of random schedules plus every
+# small scenario enumerated with a crash; prints each violation and a summary.
+EXPLORE_ARGS ?= --campaign 1000 --budget 600 --scenarios --preemptions 2 --crashes 1 --max-runs 60 --keep-going
+.PHONY: explore
+explore: venv
+	$(PY) -m tests.explorer $(EXPLORE_ARGS)
+
 demo: venv
 	$(VENV)/bin/lakeline demo
 

@@ -19,7 +19,7 @@ from .explorer import PrefixChooser, RunReport, exhaustive, parse_choices, run_r
 from .scenarios import SCENARIOS
 
 
-def _campaign(args: argparse.Namespace) -> list[RunReport]:
+def _campaign(args: argparse.Namespace) -> tuple[int, list[RunReport]]:
     bad: list[RunReport] = []
     started = time.perf_counter()
     n = 0
@@ -37,11 +37,12 @@ def _campaign(args: argparse.Namespace) -> list[RunReport]:
             print(f"seed {seed}: ok, {r.steps} steps, {r.seconds:.1f} s", flush=True)
     print(f"random schedules run: {n} (seeds {args.start}..{args.start + n - 1}), violations: {len(bad)}, "
           f"{time.perf_counter() - started:.0f} s", flush=True)
-    return bad
+    return n, bad
 
 
-def _enumerate(names: list[str], args: argparse.Namespace) -> list[RunReport]:
+def _enumerate(names: list[str], args: argparse.Namespace) -> tuple[int, list[RunReport]]:
     bad: list[RunReport] = []
+    total = 0
     for name in names:
         started = time.perf_counter()
         runs = 0
@@ -54,7 +55,8 @@ def _enumerate(names: list[str], args: argparse.Namespace) -> list[RunReport]:
         print(f"scenario {name}: {runs} schedules (preemptions <= {args.preemptions}, crashes <= "
               f"{args.crashes}), violations: {sum(1 for b in bad if name in b.replay)}, "
               f"{time.perf_counter() - started:.0f} s", flush=True)
-    return bad
+        total += runs
+    return total, bad
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,19 +78,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args(argv)
     bad: list[RunReport] = []
+    runs = 0
     if args.seed is not None:
         r = run_random(args.seed, args.actors, args.ops)
         print(r.format())
         bad += [] if r.ok else [r]
+        runs += 1
     if args.scenario and args.choices:
         r = run_schedule(SCENARIOS[args.scenario], PrefixChooser(parse_choices(args.choices)),
                          replay=f"python -m tests.explorer --scenario {args.scenario} --choices {args.choices}")
         print(r.format())
         bad += [] if r.ok else [r]
+        runs += 1
     elif args.scenario or args.scenarios:
-        bad += _enumerate([args.scenario] if args.scenario else sorted(SCENARIOS), args)
+        n, found = _enumerate([args.scenario] if args.scenario else sorted(SCENARIOS), args)
+        runs, bad = runs + n, bad + found
     if args.campaign:
-        bad += _campaign(args)
+        n, found = _campaign(args)
+        runs, bad = runs + n, bad + found
+    kinds = sorted({v.kind for r in bad for v in r.violations})
+    print(f"explorer summary: {runs} schedules run, {len(bad)} with violations {kinds if kinds else ''}")
     return 1 if bad else 0
 
 

@@ -32,7 +32,7 @@ from lakeline.table import Table
 from tests.table.model import SCHEMA
 
 from .checks import Checker, Violation
-from .ops import Op, initial_rows, random_op
+from .ops import Op, hot_keys, initial_rows, random_op
 from .scheduler import OP_START, Scheduler, StepTimeout
 
 HEARTBEAT_MS = 50
@@ -115,6 +115,35 @@ class RandomChooser(Chooser):
         if last in enabled and self.rng.random() < self.stay:
             return Decision(last)
         return Decision(self.rng.choice(enabled))
+
+
+class PCTChooser(Chooser):
+    """Probabilistic concurrency testing (Burckhardt et al., ASPLOS 2010): actors get
+    random distinct priorities and the highest enabled one runs; at ``depth - 1`` random
+    steps the running actor drops below everyone. So one actor typically runs whole
+    protocols while another waits mid-way, which is the shape of most ordering bugs,
+    and a bug of depth d is found with probability about 1 / (n * k^(d-1)). A crash,
+    at most ``max_crashes``, hits the actor about to run, at a random step."""
+
+    def __init__(self, seed: int, actors: int, est_steps: int, depth: int | None = None,
+                 crash_p: float = 0.25, max_crashes: int = 1) -> None:
+        self.rng = random.Random(seed * 7919 + 2)
+        self.prio = self.rng.sample(range(actors, 2 * actors), actors)
+        d = depth or self.rng.randint(2, 4)
+        self.changes = set(self.rng.sample(range(max(est_steps, d)), d - 1))
+        self.low = actors
+        self.crash_at = self.rng.randrange(max(est_steps, 1)) if self.rng.random() < crash_p else -1
+        self.crashes_left = max_crashes
+
+    def choose(self, step: int, enabled: list[int], crashable: list[int], last: int | None) -> Decision:
+        if step in self.changes and last is not None:
+            self.low -= 1
+            self.prio[last] = self.low
+        best = max(enabled, key=lambda a: self.prio[a])
+        if step >= self.crash_at >= 0 and self.crashes_left and best in crashable:
+            self.crashes_left -= 1
+            return Decision(best, crash=True)
+        return Decision(best)
 
 
 class PrefixChooser(Chooser):
@@ -286,14 +315,27 @@ def random_spec(seed: int, actors: int | None = None, ops: int | None = None) ->
     rng = random.Random(seed)
     table_type = "mor" if rng.random() < 0.6 else "cow"
     n = actors or rng.randint(2, 4)
-    return RunSpec(table_type, tuple(tuple(random_op(rng, table_type) for _ in range(ops or rng.randint(1, 3)))
+    hot = hot_keys(rng)
+    return RunSpec(table_type, tuple(tuple(random_op(rng, table_type, hot) for _ in range(ops or rng.randint(1, 4)))
                                      for _ in range(n)))
+
+
+#: Fault points a write passes (about): spreads PCT's priority changes over a run.
+STEPS_PER_OP = 25
+
+
+def random_chooser(seed: int, spec: RunSpec) -> Chooser:
+    """Seeds alternate: odd ones a sticky random walk, even ones PCT."""
+    if seed % 2:
+        return RandomChooser(seed)
+    return PCTChooser(seed, len(spec.actors), STEPS_PER_OP * sum(len(a) for a in spec.actors))
 
 
 def run_random(seed: int, actors: int | None = None, ops: int | None = None, **kw: Any) -> RunReport:
     spec = random_spec(seed, actors, ops)
     extra = "".join(f" --{k.replace('_', '-')} {v}" for k, v in (("actors", actors), ("ops", ops)) if v)
-    return run_schedule(spec, RandomChooser(seed), replay=f"python -m tests.explorer --seed {seed}{extra}", **kw)
+    return run_schedule(spec, random_chooser(seed, spec), replay=f"python -m tests.explorer --seed {seed}{extra}",
+                        **kw)
 
 
 def _preemptions(decisions: list[Decision], options: list[tuple[list[int], list[int], int | None]]) -> int:

@@ -23,9 +23,11 @@ if TYPE_CHECKING:
 Row = dict[str, Any]
 #: The two partitions of every explorer table.
 DAYS = ("2026-01-01", "2026-01-02")
-#: Keys 0..KEYS-1; HOT of them are picked more often.
+#: Keys 0..KEYS-1. Each random schedule picks one or two hot keys among EDGES (the
+#: lowest and highest keys of the setup's file groups, where a compaction that drops a
+#: key moves the group's key range) and uses them three times in four.
 KEYS = 24
-HOT = 4
+EDGES = (0, 1, 9, 11, 14, 15)
 
 WRITES = ("insert", "upsert", "delete", "delete_where", "overwrite")
 SERVICES = ("compact", "cluster", "clean", "archive", "rollback", "savepoint", "release",
@@ -56,7 +58,7 @@ class Op:
         if self.keys:
             return f"{self.kind}({', '.join(map(str, self.keys))})"
         if self.pred is not None:
-            return f"{self.kind}({self.pred})"
+            return f"{self.kind}({pred_text(self.pred)})"
         return f"{self.kind}({self.name})" if self.name else self.kind
 
     def run(self, t: "Table") -> Any:
@@ -113,44 +115,62 @@ class Op:
             model.delete_where(self.pred)
 
 
-def _key(rng: random.Random) -> int:
-    return rng.randrange(HOT) if rng.random() < 0.5 else rng.randrange(KEYS)
+def pred_text(p: Pred) -> str:
+    """A predicate on one line (Arrow prints value sets over several)."""
+    if p.kind == "cmp":
+        return f"{p.col} {p.op} {p.value!r}"
+    if p.kind == "isin":
+        return f"{p.col} in {list(p.values)}"
+    if p.kind == "isnull":
+        return f"{p.col} is null"
+    if p.kind == "not":
+        return f"not ({pred_text(p.args[0])})"
+    return f"({pred_text(p.args[0])} {p.kind} {pred_text(p.args[1])})"
 
 
-def _rows(rng: random.Random, n: int, day: str | None = None) -> tuple[tuple[int, int, str, int], ...]:
+def hot_keys(rng: random.Random) -> tuple[int, ...]:
+    return tuple(rng.sample(EDGES, rng.randint(1, 2)))
+
+
+def _key(rng: random.Random, hot: tuple[int, ...]) -> int:
+    return rng.choice(hot) if rng.random() < 0.75 else rng.randrange(KEYS)
+
+
+def _rows(rng: random.Random, hot: tuple[int, ...], n: int,
+          day: str | None = None) -> tuple[tuple[int, int, str, int], ...]:
     out: dict[tuple[int, str], tuple[int, int, str, int]] = {}
     for _ in range(n):
-        d = day or rng.choice(DAYS)
-        i = _key(rng)
+        d = day or (DAYS[0] if rng.random() < 0.7 else DAYS[1])
+        i = _key(rng, hot)
         out[(i, d)] = (i, rng.randint(0, 3), d, rng.randint(0, 99))
     return tuple(out.values())
 
 
-def random_write(rng: random.Random, kind: str) -> Op:
+def random_write(rng: random.Random, kind: str, hot: tuple[int, ...]) -> Op:
     if kind in ("insert", "upsert"):
-        return Op(kind, rows=_rows(rng, rng.randint(1, 3)))
+        return Op(kind, rows=_rows(rng, hot, rng.randint(1, 3)))
     if kind == "overwrite":
-        return Op(kind, rows=_rows(rng, rng.randint(2, 6), day=rng.choice(DAYS)))
+        return Op(kind, rows=_rows(rng, hot, rng.randint(2, 6), day=rng.choice(DAYS)))
     if kind == "delete":
-        return Op(kind, keys=tuple(sorted({_key(rng) for _ in range(rng.randint(1, 2))})))
+        return Op(kind, keys=tuple(sorted({_key(rng, hot) for _ in range(rng.randint(1, 2))})))
     if kind == "delete_where":
         if rng.random() < 0.6:
-            return Op(kind, pred=Pred("isin", col="id", values=tuple(sorted({_key(rng) for _ in range(2)}))))
+            return Op(kind, pred=Pred("isin", col="id", values=tuple(sorted({_key(rng, hot) for _ in range(2)}))))
         return Op(kind, pred=random_pred(rng, list(DAYS), depth=1))
     raise ValueError(kind)
 
 
 #: Relative weights of random operations (merge-on-read tables add compaction).
-WEIGHTS = {"upsert": 8, "delete": 6, "insert": 3, "delete_where": 2, "overwrite": 1, "compact": 4,
+WEIGHTS = {"upsert": 8, "delete": 6, "insert": 3, "delete_where": 2, "overwrite": 1, "compact": 5,
            "cluster": 2, "clean": 2, "archive": 1, "rollback": 2, "savepoint": 1.5, "release": 1,
            "index_create": 1, "index_drop": 0.6, "index_run": 0.4}
 
 
-def random_op(rng: random.Random, table_type: str) -> Op:
+def random_op(rng: random.Random, table_type: str, hot: tuple[int, ...]) -> Op:
     kinds = [k for k in WEIGHTS if table_type == "mor" or k != "compact"]
     kind = rng.choices(kinds, weights=[WEIGHTS[k] for k in kinds])[0]
     if kind in WRITES:
-        return random_write(rng, kind)
+        return random_write(rng, kind, hot)
     if kind.startswith("index_") and kind != "index_run":
         return Op(kind, name=rng.choice(sorted(INDEX_KINDS)))
     return Op(kind)
@@ -165,4 +185,4 @@ def initial_rows(rng: random.Random | None = None, n: int = 16) -> list[Row]:
     return out
 
 
-__all__ = ["DAYS", "Op", "SCHEMA", "SERVICES", "WRITES", "initial_rows", "random_op", "random_write"]
+__all__ = ["DAYS", "Op", "SCHEMA", "SERVICES", "WRITES", "hot_keys", "initial_rows", "random_op", "random_write"]
