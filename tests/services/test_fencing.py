@@ -36,11 +36,9 @@ from lakeline.timeline.errors import ServiceBusyError
 from lakeline.timeline.instant import Action, Instant, State
 from lakeline.timeline.timeline import Timeline
 
-from tests.helpers import finish, start_script, wait_for_files
+from tests.helpers import finish, start_script
 
-HERE = Path(__file__).parent
-INDEXER = HERE / "indexer_child.py"
-COMPACTOR = HERE / "compaction_child.py"
+CHILD = Path(__file__).with_name("fencing_child.py")
 SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("v", pa.string())])
 HEARTBEAT = {"heartbeat.interval-ms": 100, "heartbeat.tolerable-misses": 1}
 EXPIRY_S = 0.1 * (1 + 1)
@@ -79,7 +77,14 @@ class Stalled:
                                                         env={"LAKELINE_FAULT_DIR": str(self.dir)})
 
     def stall(self) -> "Stalled":
-        wait_for_files([self.dir / f"{self.point}.reached"])
+        reached = self.dir / f"{self.point}.reached"
+        deadline = time.monotonic() + 60
+        while not reached.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.proc.kill()
+                _, err = self.proc.communicate()
+                raise AssertionError(f"child never reached {self.point}: {err[-3000:]}")
+            time.sleep(0.01)
         os.kill(self.proc.pid, signal.SIGSTOP)
         (self.dir / f"{self.point}.release").write_text("")  # seen once it runs again
         time.sleep(EXPIRY_S * 3)  # its heartbeat expires
@@ -124,7 +129,7 @@ def test_stale_indexer_that_wakes_after_another_completed(tmp_path: Path, reques
     partition of the index B had just made ready (``validate`` then lists every file)."""
     url = request.getfixturevalue("pg_url") if timeline == "postgresql" else None
     t = make(tmp_path, timeline=url)
-    a = Stalled(tmp_path, INDEXER, ["create", t.path, "column_stats", None], "indexing.before_finalize")
+    a = Stalled(tmp_path, CHILD, ["create", t.path, url, "column_stats"], "indexing.before_finalize")
     try:
         a.stall()
         [inst] = [i for i in t.timeline.pending() if i.action_kind is Action.INDEXING]
@@ -152,7 +157,7 @@ def test_stale_indexer_that_wakes_while_another_finalizes(tmp_path: Path) -> Non
     A's ``completed`` landed, B's was refused and B's abort dropped the partition of
     the index A had made ready."""
     t = make(tmp_path)
-    a = Stalled(tmp_path, INDEXER, ["create", t.path, "column_stats", None], "indexing.before_finalize")
+    a = Stalled(tmp_path, CHILD, ["create", t.path, None, "column_stats"], "indexing.before_finalize")
     woke: list[tuple[int, str, str]] = []
     try:
         a.stall()
@@ -175,7 +180,7 @@ def test_recreated_index_is_not_touched_by_a_stale_builder_of_the_old_one(tmp_pa
     creating instant, A's late bulk build replaced the new definition's base with its
     own old one and its refused completion dropped the new index's partition."""
     t = make(tmp_path)
-    a = Stalled(tmp_path, INDEXER, ["create", t.path, "column_stats", None], "indexing.after_build")
+    a = Stalled(tmp_path, CHILD, ["create", t.path, None, "column_stats"], "indexing.after_build")
     try:
         a.stall()
         [old] = [i for i in t.timeline.pending() if i.action_kind is Action.INDEXING]
@@ -208,7 +213,7 @@ def test_stale_compaction_cannot_abort_the_holders_work(tmp_path: Path) -> None:
     t = make(tmp_path, "mor")
     t.upsert(rows(range(0, 300, 7), ts=2))
     expected = t.to_arrow().sort_by("id")
-    a = Stalled(tmp_path, COMPACTOR, [t.path, None], "compaction.before_complete",
+    a = Stalled(tmp_path, CHILD, ["compact", t.path, None], "compaction.before_complete",
                 more_faults="log.before_append.completed=raise")
     woke: list[tuple[int, str, str]] = []
     try:
