@@ -32,7 +32,7 @@ from lakeline.table import Table
 from tests.table.model import SCHEMA
 
 from .checks import Checker, Violation
-from .ops import Op, hot_keys, initial_rows, random_op
+from .ops import DAYS, EDGES, Op, hot_keys, initial_rows, random_op
 from .scheduler import OP_START, Scheduler, StepTimeout
 
 HEARTBEAT_MS = 50
@@ -297,7 +297,8 @@ def _recover(harness: Table, setup: dict[int, Op], checker: Checker, report: Run
         report.violations.append(Violation("recovery failed", repr(e)))
         return
     report.violations.extend(checker.recovered())
-    op = Op("upsert", rows=((0, 9, "2026-01-01", 999), (23, 9, "2026-01-02", 999)))
+    # Every edge key in both partitions: a key some group lost track of shows up twice.
+    op = Op("upsert", rows=tuple((k, 9, d, 999) for d in DAYS for k in (*EDGES, 23)))
     try:
         r = op.run(harness)
         setup[r.instant.id] = op
