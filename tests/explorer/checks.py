@@ -195,7 +195,8 @@ class Checker:
                 tl = tl or self.t.timeline
                 op = a.ops[n]
                 mine = self.instants_of(a.index, n)
-                done = [i for i in mine if (x := tl.find(i)) is not None and x.is_completed and x.action_kind.writes_data]
+                done = [i for i in mine
+                        if (x := tl.find(i)) is not None and x.is_completed and x.action_kind.writes_data]
                 o.instants = mine
                 if o.error is not None and not isinstance(o.error, LakelineError):
                     out.append(Violation("untyped error", f"{a.name} {o.label}: {o.error!r}"))
