@@ -311,9 +311,10 @@ def test_leftovers_of_a_dropped_index_are_removed(tmp_path: Path) -> None:
     t.insert(to_arrow([row(i, 1) for i in range(6)]))
     t.indexes.create("column_stats", wait=True)
     t.indexes.create("bloom_filters", wait=True)
-    name = t.indexes.list()[0].name
-    t.indexes.drop(name)
-    leftover = Path(t.path) / ".lakeline" / "metadata" / name / "delta_1_0000abcd.parquet"
+    index = t.indexes.list()[0]
+    t.indexes.drop(index.name)
+    # Its partition is named by its definition (<name>@<creating instant>).
+    leftover = Path(t.path) / ".lakeline" / "metadata" / index.partition / "delta_1_0000abcd.parquet"
     leftover.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.table({"path": ["x"]}), leftover)  # a late writer's entries
     r = t.services.clean()
