@@ -87,16 +87,18 @@ def actor_name(n: int) -> str:
 class Decision:
     actor: int
     crash: bool = False
+    revive: bool = False  # a crashed actor wakes up: a stale process
 
     def __str__(self) -> str:
-        return f"{'x' if self.crash else ''}{actor_name(self.actor)}"
+        return f"{'x' if self.crash else 'r' if self.revive else ''}{actor_name(self.actor)}"
 
 
 class Chooser:
     """Picks the next decision from the actors that may run (``enabled``) and those
-    parked at a fault point (``crashable``)."""
+    parked at a fault point (``crashable``); ``crashed`` ones may be woken up."""
 
-    def choose(self, step: int, enabled: list[int], crashable: list[int], last: int | None) -> Decision:
+    def choose(self, step: int, enabled: list[int], crashable: list[int], last: int | None,
+               crashed: tuple[int, ...] = ()) -> Decision:
         raise NotImplementedError
 
 
@@ -104,11 +106,15 @@ class RandomChooser(Chooser):
     """Seeded: mostly stays with the last actor (so one actor often runs a whole
     protocol while another is parked mid-way), sometimes switches, rarely crashes."""
 
-    def __init__(self, seed: int, stay: float = 0.6, crash_p: float = 0.015, max_crashes: int = 1) -> None:
+    def __init__(self, seed: int, stay: float = 0.6, crash_p: float = 0.015, max_crashes: int = 1,
+                 revive_p: float = 0.01) -> None:
         self.rng = random.Random(seed * 7919 + 1)
-        self.stay, self.crash_p, self.crashes_left = stay, crash_p, max_crashes
+        self.stay, self.crash_p, self.crashes_left, self.revive_p = stay, crash_p, max_crashes, revive_p
 
-    def choose(self, step: int, enabled: list[int], crashable: list[int], last: int | None) -> Decision:
+    def choose(self, step: int, enabled: list[int], crashable: list[int], last: int | None,
+               crashed: tuple[int, ...] = ()) -> Decision:
+        if crashed and self.rng.random() < self.revive_p:
+            return Decision(self.rng.choice(crashed), revive=True)
         if crashable and self.crashes_left and self.rng.random() < self.crash_p:
             self.crashes_left -= 1
             return Decision(self.rng.choice(crashable), crash=True)
@@ -123,7 +129,8 @@ class PCTChooser(Chooser):
     steps the running actor drops below everyone. So one actor typically runs whole
     protocols while another waits mid-way, which is the shape of most ordering bugs,
     and a bug of depth d is found with probability about 1 / (n * k^(d-1)). A crash,
-    at most ``max_crashes``, hits the actor about to run, at a random step."""
+    at most ``max_crashes``, hits the actor about to run, at a random step; in half the
+    runs with a crash the dead actor wakes up again later, as a stale process."""
 
     def __init__(self, seed: int, actors: int, est_steps: int, depth: int | None = None,
                  crash_p: float = 0.25, max_crashes: int = 1) -> None:
@@ -134,8 +141,14 @@ class PCTChooser(Chooser):
         self.low = actors
         self.crash_at = self.rng.randrange(max(est_steps, 1)) if self.rng.random() < crash_p else -1
         self.crashes_left = max_crashes
+        self.revive_at = (self.crash_at + 1 + self.rng.randrange(max(est_steps // 2, 1))
+                          if self.crash_at >= 0 and self.rng.random() < 0.5 else -1)
 
-    def choose(self, step: int, enabled: list[int], crashable: list[int], last: int | None) -> Decision:
+    def choose(self, step: int, enabled: list[int], crashable: list[int], last: int | None,
+               crashed: tuple[int, ...] = ()) -> Decision:
+        if crashed and step >= self.revive_at >= 0:
+            self.revive_at = -1
+            return Decision(crashed[0], revive=True)
         if step in self.changes and last is not None:
             self.low -= 1
             self.prio[last] = self.low
@@ -156,11 +169,13 @@ class PrefixChooser(Chooser):
         self.options: list[tuple[list[int], list[int], int | None]] = []
         self.diverged = False
 
-    def choose(self, step: int, enabled: list[int], crashable: list[int], last: int | None) -> Decision:
+    def choose(self, step: int, enabled: list[int], crashable: list[int], last: int | None,
+               crashed: tuple[int, ...] = ()) -> Decision:
         self.options.append((list(enabled), list(crashable), last))
         if step < len(self.prefix):
             d = self.prefix[step]
-            if (d.crash and d.actor in crashable) or (not d.crash and d.actor in enabled):
+            if ((d.crash and d.actor in crashable) or (d.revive and d.actor in crashed)
+                    or (not d.crash and not d.revive and d.actor in enabled)):
                 self.taken.append(d)
                 return d
             self.diverged = True
@@ -236,7 +251,8 @@ def _loop(spec: RunSpec, sched: Scheduler, chooser: Chooser, checker: Checker, r
         if not enabled:
             return
         crashable = [a.index for a in sched.actors if a.state == "parked" and a.point != OP_START]
-        d = chooser.choose(step, enabled, crashable, last)
+        crashed = tuple(a.index for a in sched.actors if a.state == "crashed" and not a.killed)
+        d = chooser.choose(step, enabled, crashable, last, crashed)
         report.decisions.append(d)
         actor = sched.actors[d.actor]
         if d.crash:
@@ -244,6 +260,9 @@ def _loop(spec: RunSpec, sched: Scheduler, chooser: Chooser, checker: Checker, r
             crashed_at = time.monotonic()
             report.history.append(f"{step:3d} {actor.name} CRASHES at {actor.point}")
             continue
+        if d.revive:
+            actor.revive()
+            report.history.append(f"{step:3d} {actor.name} WAKES UP at {actor.point} (stale process)")
         wait = crashed_at + EXPIRY_S - time.monotonic()
         if wait > 0:
             time.sleep(wait)  # the dead actor's beat has expired before anyone looks
@@ -383,8 +402,7 @@ def parse_choices(text: str) -> list[Decision]:
     for c in filter(None, text.split(",")):
         if c == "-":
             continue
-        crash = c.startswith("x")
-        out.append(Decision("ABCDEFGHIJ".index(c[-1]), crash=crash))
+        out.append(Decision("ABCDEFGHIJ".index(c[-1]), crash=c.startswith("x"), revive=c.startswith("r")))
     return out
 
 

@@ -152,6 +152,13 @@ class Actor:
         with self.sched.cond:
             self.state = "crashed"
 
+    def revive(self) -> None:
+        """A crashed actor wakes up where it stopped (a stale process): it beats again
+        and runs on when given turns."""
+        with self.sched.cond:
+            if self.state == "crashed":
+                self.state = "parked"
+
     def kill(self) -> None:
         with self.sched.cond:
             self.killed = True
