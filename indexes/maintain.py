@@ -245,6 +245,27 @@ def build_task(task: BuildTask) -> pa.Table:
     return rows.append_column(INSTANT, pa.array([task.instant] * rows.num_rows, pa.int64()))
 
 
+def try_build_task(task: BuildTask) -> pa.Table | str:
+    """:func:`build_task`, or the file's path when it no longer exists (replaced after
+    the build's base and cleaned since): the caller decides whether that is sound
+    (:func:`gone_but_live`)."""
+    try:
+        return build_task(task)
+    except FileNotFoundError:
+        return task.entries.path
+
+
+def gone_but_live(gone: Collection[str], newest: Timeline) -> list[str]:
+    """Of the data files a build or catch-up found missing, those still live in the
+    ``newest`` timeline (their entries cannot be left out). A file that is no longer live
+    needs no entry: readers and ``validate`` only ever ask about live files, and a file
+    never becomes live again."""
+    if not gone:
+        return []
+    live = {f.path for f, _ in live_files(FileSystemView(newest))}
+    return sorted(p for p in gone if p in live)
+
+
 def build_tasks(storage: Storage, view: FileSystemView, target: IndexTarget, schema: pa.Schema) -> list[BuildTask]:
     """One :class:`BuildTask` per live data file of ``view``, largest file first: an
     engine's workers then finish together (a large base left for last would keep one
@@ -291,7 +312,7 @@ def _live_entries(target: IndexTarget, storage: Storage, schema: pa.Schema, file
         except FileNotFoundError as e:
             if refresh is None:
                 raise IndexBuildError(f"index {target.name!r}: a data file vanished while indexed: {e}") from e
-            live = {f.path for f, _ in live_files(FileSystemView(refresh()))}
+            live = set(gone_but_live([p for p, _ in todo], refresh()))
             still = [(p, part) for p, part in todo if p in live]
             if len(still) == len(todo):
                 raise IndexBuildError(f"index {target.name!r}: a live data file cannot be read: {e}") from e

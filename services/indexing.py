@@ -52,10 +52,19 @@ from ..indexes.lifecycle import (
     dropped_partition,
     partition_of,
 )
-from ..indexes.maintain import IndexTarget, build_task, build_tasks, built, catch_up, missing_updates, resolve
+from ..indexes.maintain import (
+    IndexTarget,
+    build_tasks,
+    built,
+    catch_up,
+    gone_but_live,
+    missing_updates,
+    resolve,
+    try_build_task,
+)
 from ..indexes.metadata_table import MetadataTable
 from ..timeline import faults
-from ..timeline.errors import IndexExistsError, LakelineError
+from ..timeline.errors import IndexBuildError, IndexExistsError, LakelineError
 from ..timeline.instant import Action, Instant, State
 from ..timeline.timeline import Timeline
 from .framework import table_lock
@@ -119,7 +128,8 @@ class IndexingService(TableService):
         name = str(instant.plan["index"])
         if instant.plan.get("op") == OP_DROP:
             partition = dropped_partition(table.log.timeline, instant)
-            MetadataTable(table.storage).drop(partition)
+            fence(instant.id)(table.log.refresh())  # a stale attempt stops here (not needed
+            MetadataTable(table.storage).drop(partition)  # for safety: the partition is dead)
             return {"op": OP_DROP, "index": name, "partition": partition}
         cfg = table.config
         try:
@@ -131,6 +141,10 @@ class IndexingService(TableService):
         started = time.perf_counter()
         rows, files = self._build(table, base, target, progress)
         build_s = time.perf_counter() - started
+        # A stale attempt is stopped here already (cheaper than being refused at
+        # completion). The check is not atomic with the write below, which is why that
+        # write reaches only this definition's partition and never past a newer base.
+        fence(instant.id)(table.log.refresh())
         faults.point("indexing.after_build")
         MetadataTable(storage).rebuild(target.partition, base, rows)
         caught_up = catch_up(storage, table.log.refresh(), base.last_seq, target, cfg.schema, table.log.refresh)
@@ -142,10 +156,22 @@ class IndexingService(TableService):
 
     def _build(self, table: "Table", base: Timeline, target: IndexTarget,
                progress: Progress | None) -> tuple[pa.Table, int]:
-        """Entries of every live data file at the base (with ``_instant``), and how many files."""
+        """Entries of every live data file at the base (with ``_instant``), and how many files.
+
+        A file replaced since the base and cleaned meanwhile is left out once it is no
+        longer live (issue 11, item 8).
+
+        Raises:
+            IndexBuildError: a file that is still live cannot be read.
+        """
         tasks = build_tasks(table.storage, table.view(base), target, table.config.schema)
-        parts = map_in_batches(table.service_engine, build_task, tasks, _BATCH, progress)
-        return built(target, parts), len(tasks)
+        parts = map_in_batches(table.service_engine, try_build_task, tasks, _BATCH, progress)
+        gone = [p for p in parts if isinstance(p, str)]
+        lost = gone_but_live(gone, table.log.refresh())
+        if lost:
+            raise IndexBuildError(f"index {target.name!r}: {len(lost)} live data file(s) cannot be read, "
+                                  f"e.g. {lost[0]}")
+        return built(target, [p for p in parts if not isinstance(p, str)]), len(tasks)
 
     def complete(self, table: "Table", instant: Instant, metadata: dict[str, Any]) -> Instant:
         """Finalize: under the table lock, catch up and complete with the check that no

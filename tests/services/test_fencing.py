@@ -32,7 +32,7 @@ from lakeline.services.indexing import IndexingService
 from lakeline.services.service import ATTEMPT
 from lakeline.table import Table
 from lakeline.timeline import faults
-from lakeline.timeline.errors import ServiceBusyError
+from lakeline.timeline.errors import IndexBuildError, ServiceBusyError
 from lakeline.timeline.instant import Action, Instant, State
 from lakeline.timeline.timeline import Timeline
 
@@ -309,3 +309,32 @@ def test_catch_up_leaves_out_a_file_cleaned_meanwhile(tmp_path: Path) -> None:
     assert seen and d.state == "ready"
     assert_exact(t, "column_stats")
     assert t.to_arrow().num_rows == 310
+
+
+def test_build_leaves_out_base_files_that_vanished_and_refuses_a_lost_live_one(tmp_path: Path) -> None:
+    """Right after the index's base is fixed (its requested event), a clustering replaces
+    every file of that snapshot and the replaced files disappear (the cleaner protects a
+    pending build's base, so they are removed by hand here, as a clean of an older
+    version would). Before the fix the bulk build failed with a bare FileNotFoundError;
+    files that are no longer live are now left out and the index validates. A *live*
+    file that is missing is a typed IndexBuildError, and the build is rolled back."""
+    t = make(tmp_path)
+    other = Table.open(t.path)
+    old = {f.path for f in t.view(t.timeline).files()}
+
+    def replace_and_remove() -> None:
+        assert other.services.cluster().instant is not None
+        for p in old:
+            other.storage.delete(other.storage.path(p))
+
+    faults.on("indexing.after_requested", replace_and_remove)
+    d = t.indexes.create("column_stats")
+    assert d.state == "ready"
+    assert_exact(t, "column_stats")
+    assert t.to_arrow().num_rows == 300
+    faults.disarm_all()
+    live = t.view(t.timeline).files()[0].path
+    t.storage.delete(t.storage.path(live))
+    with pytest.raises(IndexBuildError, match="live data file"):
+        t.indexes.create("bloom_filters")
+    assert [i.state for i in t.timeline.instants() if i.plan.get("index") == "bloom_filters"] == ["rolled_back"]
