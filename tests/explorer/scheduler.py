@@ -251,8 +251,8 @@ class Scheduler:
 
     def _hook(self, name: str) -> None:
         actor = self.by_thread.get(threading.get_ident())
-        if actor is None:
-            return
+        if actor is None or actor.thread is not threading.current_thread():
+            return  # not an actor (thread ids are reused once an actor's thread ended)
         if actor.killed:
             raise ActorKilled()
         if actor.lock_depth > 0 or not self.yield_at(name):
@@ -271,6 +271,8 @@ class Scheduler:
         @contextmanager
         def counted_lock(table: Any) -> Iterator[None]:
             actor = self.by_thread.get(threading.get_ident())
+            if actor is not None and actor.thread is not threading.current_thread():
+                actor = None
             with original(table):
                 if actor is not None:
                     actor.lock_depth += 1

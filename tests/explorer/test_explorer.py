@@ -84,5 +84,5 @@ def test_soak_random_schedules(tmp_path: Path) -> None:
 @pytest.mark.soak
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_soak_scenarios_with_a_crash(name: str) -> None:
-    reports = list(exhaustive(SCENARIOS[name], name, max_preemptions=2, max_crashes=1, max_runs=150))
+    reports = list(exhaustive(SCENARIOS[name], name, max_preemptions=2, max_crashes=1, max_runs=100))
     _fail([r for r in reports if not r.ok], len(reports))
