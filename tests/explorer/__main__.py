@@ -19,6 +19,10 @@ from .explorer import PrefixChooser, RunReport, exhaustive, parse_choices, run_r
 from .scenarios import SCENARIOS
 
 
+def _kinds(args: argparse.Namespace) -> tuple[str, ...] | None:
+    return tuple(k.strip() for k in args.kinds.split(",")) if args.kinds else None
+
+
 def _campaign(args: argparse.Namespace) -> tuple[int, list[RunReport]]:
     bad: list[RunReport] = []
     started = time.perf_counter()
@@ -26,7 +30,7 @@ def _campaign(args: argparse.Namespace) -> tuple[int, list[RunReport]]:
     for seed in range(args.start, args.start + args.campaign):
         if args.budget and time.perf_counter() - started > args.budget:
             break
-        r = run_random(seed, args.actors, args.ops)
+        r = run_random(seed, args.actors, args.ops, _kinds(args), args.table_type)
         n += 1
         if not r.ok:
             bad.append(r)
@@ -68,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget", type=float, default=0, help="stop a campaign after this many seconds")
     p.add_argument("--actors", type=int)
     p.add_argument("--ops", type=int)
+    p.add_argument("--kinds", help="random operations only of these kinds (comma-separated, e.g. upsert,delete)")
+    p.add_argument("--table-type", choices=["cow", "mor"])
     p.add_argument("--scenario", choices=sorted(SCENARIOS))
     p.add_argument("--scenarios", action="store_true", help="enumerate every scenario")
     p.add_argument("--choices", help="replay these decisions of --scenario (A,B,xA: A crashes)")
@@ -80,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     bad: list[RunReport] = []
     runs = 0
     if args.seed is not None:
-        r = run_random(args.seed, args.actors, args.ops)
+        r = run_random(args.seed, args.actors, args.ops, _kinds(args), args.table_type)
         print(r.format())
         bad += [] if r.ok else [r]
         runs += 1

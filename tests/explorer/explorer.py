@@ -330,14 +330,17 @@ def _recover(harness: Table, setup: dict[int, Op], checker: Checker, report: Run
 # -- generating schedules ------------------------------------------------------------------
 
 
-def random_spec(seed: int, actors: int | None = None, ops: int | None = None) -> RunSpec:
-    """The actors and operations of random schedule ``seed``."""
+def random_spec(seed: int, actors: int | None = None, ops: int | None = None,
+                kinds: tuple[str, ...] | None = None, table_type: str | None = None) -> RunSpec:
+    """The actors and operations of random schedule ``seed`` (optionally only operations
+    of ``kinds``, on a table of ``table_type``)."""
     rng = random.Random(seed)
-    table_type = "mor" if rng.random() < 0.6 else "cow"
+    tt = "mor" if rng.random() < 0.6 else "cow"
+    tt = table_type or tt
     n = actors or rng.randint(2, 4)
     hot = hot_keys(rng)
-    return RunSpec(table_type, tuple(tuple(random_op(rng, table_type, hot) for _ in range(ops or rng.randint(1, 4)))
-                                     for _ in range(n)))
+    return RunSpec(tt, tuple(tuple(random_op(rng, tt, hot, kinds) for _ in range(ops or rng.randint(1, 4)))
+                             for _ in range(n)))
 
 
 #: Fault points a write passes (about): spreads PCT's priority changes over a run.
@@ -351,9 +354,12 @@ def random_chooser(seed: int, spec: RunSpec) -> Chooser:
     return PCTChooser(seed, len(spec.actors), STEPS_PER_OP * sum(len(a) for a in spec.actors))
 
 
-def run_random(seed: int, actors: int | None = None, ops: int | None = None, **kw: Any) -> RunReport:
-    spec = random_spec(seed, actors, ops)
-    extra = "".join(f" --{k.replace('_', '-')} {v}" for k, v in (("actors", actors), ("ops", ops)) if v)
+def run_random(seed: int, actors: int | None = None, ops: int | None = None,
+               kinds: tuple[str, ...] | None = None, table_type: str | None = None, **kw: Any) -> RunReport:
+    spec = random_spec(seed, actors, ops, kinds, table_type)
+    extra = "".join(f" --{k.replace('_', '-')} {v}" for k, v in (("actors", actors), ("ops", ops),
+                                                                  ("kinds", ",".join(kinds or ())),
+                                                                  ("table-type", table_type)) if v)
     return run_schedule(spec, random_chooser(seed, spec), replay=f"python -m tests.explorer --seed {seed}{extra}",
                         **kw)
 

@@ -166,8 +166,10 @@ WEIGHTS = {"upsert": 8, "delete": 6, "insert": 3, "delete_where": 2, "overwrite"
            "index_create": 1, "index_drop": 0.6, "index_run": 0.4}
 
 
-def random_op(rng: random.Random, table_type: str, hot: tuple[int, ...]) -> Op:
-    kinds = [k for k in WEIGHTS if table_type == "mor" or k != "compact"]
+def random_op(rng: random.Random, table_type: str, hot: tuple[int, ...],
+              only: tuple[str, ...] | None = None) -> Op:
+    """A random operation (of the kinds in ``only``, if given)."""
+    kinds = [k for k in WEIGHTS if (table_type == "mor" or k != "compact") and (only is None or k in only)]
     kind = rng.choices(kinds, weights=[WEIGHTS[k] for k in kinds])[0]
     if kind in WRITES:
         return random_write(rng, kind, hot)
