@@ -23,12 +23,15 @@ Commands:
       between) several times while cleaning runs, then release the savepoint. One
       line per round: {"instant", "seq", "savepoint", "rows" (its first read),
       "reads", "mismatches"}; a read error is logged as {"error", "message"} too.
-  torture PATH TIMELINE NAME READY SEED
-      For the kill -9 torture (``tests/table/test_torture.py``): writes READY, then
-      runs service NAME over and over until the test kills it: the explicit call
-      of compaction, clustering, cleaning or archival; for "indexing", drop the
-      index "torture_stats" if it is there, then create it (a column_stats build);
-      for "rollback", ``rollback_failed()``. Any error ends the process.
+  torture PATH TIMELINE NAME READY GO LOG SEED
+      For the kill -9 torture (``tests/table/test_torture.py``): warms up, writes
+      READY, waits for GO (the kill's clock starts there), then runs service NAME
+      over and over until the test kills it: the explicit call of compaction,
+      clustering, cleaning or archival; for "indexing", drop the index
+      "torture_stats" if it is there, then create it (a column_stats build); for
+      "rollback", ``rollback_failed()``. Appends {"call": n, "end_s": seconds since
+      GO} to LOG after each call (the test sizes its kill delays by them). Any error
+      ends the process.
 """
 
 from __future__ import annotations
@@ -156,20 +159,23 @@ def reader(path: str, timeline: str | None, stop: str, log: str, ready: str, go:
                 t.services.release_savepoint(sp.id)
 
 
-def torture(path: str, timeline: str | None, name: str, ready: str, seed: int) -> None:
+def torture(path: str, timeline: str | None, name: str, ready: str, go: str, log: str, seed: int) -> None:
     rng = random.Random(seed)
-    t = Table.open(path, timeline=timeline)
-    t.to_arrow()  # connect and warm up before the kill's clock starts
-    Path(ready).write_text(str(os.getpid()))
-    while True:
-        if name == "indexing":
-            if any(d.name == "torture_stats" for d in t.indexes.list()):
-                t.indexes.drop("torture_stats")
-            t.indexes.create("column_stats", name="torture_stats")
-        elif name == "rollback":
-            t.services.rollback_failed()
-        else:
-            _call(t, name, True, rng)
+    t = _start(path, timeline, ready, go)
+    t0 = time.monotonic()
+    with open(log, "a", encoding="utf-8") as out:
+        n = 0
+        while True:
+            if name == "indexing":
+                if any(d.name == "torture_stats" for d in t.indexes.list()):
+                    t.indexes.drop("torture_stats")
+                t.indexes.create("column_stats", name="torture_stats")
+            elif name == "rollback":
+                t.services.rollback_failed()
+            else:
+                _call(t, name, True, rng)
+            _write(out, {"call": n, "end_s": time.monotonic() - t0})
+            n += 1
 
 
 COMMANDS = {"service": service, "reader": reader, "torture": torture}

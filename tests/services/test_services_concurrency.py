@@ -19,8 +19,9 @@ Afterwards (and after ``rollback_failed``, which must find nothing to do and lea
 nothing pending): the table equals the completion-order model of
 ``tests/table/test_concurrency.py`` (the writers' committed operations applied in
 ``t.timeline.completed()`` order to a plain ``key -> value`` dict: an upsert sets its
-keys, a delete removes every key it names whatever its snapshot held), no key is twice, every completed data instant is a reported write or a
-service's, every service completed at least once, every snapshot inside the last
+keys, a delete removes every key it names whatever its snapshot held), no key is
+twice, every completed data instant is a reported write or a service's, every
+service completed at least once, every snapshot inside the last
 clean's retention has all its files and reads exactly the model's rows as of it, the
 files on disk agree with the timeline, the indexes validate, and every read of the
 reader equals its first read, which equals the model as of the pinned instant (and

@@ -7,8 +7,12 @@ section 3 promises that after any crash ``rollback_failed`` brings the table bac
 interrupted operation either happened entirely or not at all.
 
 Each round starts a child (``tests/table/workers.py torture`` for the writer,
-``tests/services/service_workers.py torture`` for a service), waits until it is
-working, sleeps a random delay and sends SIGKILL. Then, like an operator would, it
+``tests/services/service_workers.py torture`` for a service), lets it start working
+(a GO file; the child imported and opened the table while the test checked the round
+before), sleeps a random delay and sends SIGKILL. A writer's delay is up to 1 s (it
+writes in a loop); a service's is up to 1.3 x the median time its first run took in
+earlier rounds, so most kills land inside a run rather than in the idle loop after
+it (each service test requires that some kill left an instant of it pending). Then, like an operator would, it
 waits for the heartbeat to expire (the tables beat every 100 ms and tolerate 1 miss),
 runs ``t.services.rollback_failed()`` and, after a killed service, runs that service
 again so it finishes or aborts its pending instant. Then:
@@ -35,22 +39,25 @@ import json
 import os
 import random
 import signal
+import statistics
 import subprocess
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import pyarrow as pa
 import pytest
 
 from lakeline.table import Table
+from lakeline.timeline.faults import CRASH_EXIT_CODE
 from lakeline.timeline.instant import Action, Instant
 from lakeline.timeline.retention import last_retain_seq
-from tests.helpers import finish, run_script, start_script, wait_for_files
+from tests.helpers import finish, start_script, wait_for_files
 from tests.services.service_workers import SERVICE_WORKERS_PY
 from tests.table.test_concurrency import CompletionOrderModel
-from tests.table.workers import WORKERS_PY, check_files_on_disk
+from tests.table.workers import WORKERS_PY, check_files_on_disk, run_op
 
 SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.string())])
 KEYS = 64
@@ -66,6 +73,10 @@ SERVICES = ["compaction", "clustering", "cleaning", "archival", "indexing", "rol
 PROPERTIES: dict[str, Any] = {
     **HEARTBEAT,
     "commit.max-retries": 3,
+    # A killed holder of the table lock blocks planners until its lease ends: keep it
+    # short; and fail fast (not after 2 minutes) if a kill wedges the lock for good.
+    "lock.lease-ms": 1000,
+    "lock.acquire-timeout-ms": 15000,
     "engine.parallelism": 1,
     "write.target-file-size-bytes": 8 * 1024,
     "write.small-file-limit-bytes": 0,
@@ -88,12 +99,26 @@ def base_seed() -> int:
     return int(env) if env else random.randrange(10**6)
 
 
+@dataclass
+class Child:
+    """A child process of one round, started ahead and held at its GO file."""
+
+    n: int
+    proc: "subprocess.Popen[str]"
+    ready: Path
+    go: Path
+    log: Path
+
+
 class Torture:
     """One table, its model, and the bookkeeping of the rounds run on it."""
 
-    def __init__(self, tmp_path: Path, table_type: str, timeline: str | None, seed: int) -> None:
+    def __init__(self, tmp_path: Path, table_type: str, timeline: str | None, seed: int, role: str,
+                 script: Path, args: Callable[[int, Path, Path, Path], list[Any]]) -> None:
         self.tmp = tmp_path
         self.seed = seed
+        self.role, self.script, self.args = role, script, args
+        self.first_runs_s: list[float] = []  # seconds each service child's first run took
         self.rng = random.Random(seed)
         path = str(tmp_path / f"table-{table_type}")
         self.t = Table.create(path, SCHEMA, record_key="id", table_type=table_type, properties=PROPERTIES,
@@ -109,8 +134,6 @@ class Torture:
 
     def write(self, spec: dict[str, Any], tag: str) -> None:
         """A write by the test itself, applied to the model."""
-        from tests.table.workers import run_op
-
         r = run_op(self.t, spec)
         if r.instant is not None:
             inst = self.t.log.refresh().get(r.instant.id)
@@ -126,25 +149,38 @@ class Torture:
         keys = self.rng.sample(range(KEYS), 2)
         self.write({"op": "delete", "keys": [{"id": k} for k in keys]}, f"{tag}-del")
 
-    # -- a round -----------------------------------------------------------------------
+    # -- children ----------------------------------------------------------------------
 
-    def kill_child(self, script: Path, args: list[Any], ready: Path, role: str,
-                   ) -> tuple[float, "subprocess.Popen[str]"]:
-        """Start a child, wait until it works, kill it with SIGKILL after a random delay."""
-        proc = start_script(script, args)
+    def spawn(self, n: int) -> Child:
+        """Start round ``n``'s child; it warms up (imports, opens the table) while the
+        test still checks the previous round, and waits for its GO file."""
+        ready, go, log = (self.tmp / f"{self.role}-{n}.{x}" for x in ("ready", "go", "jsonl"))
+        return Child(n, start_script(self.script, self.args(n, ready, go, log)), ready, go, log)
+
+    def kill(self, child: Child) -> float:
+        """Let ``child`` work for a random delay from GO, then SIGKILL it; the delay."""
         try:
-            wait_for_files([ready], timeout=120)
+            wait_for_files([child.ready], timeout=120)
         except AssertionError:
-            proc.kill()
-            _, _, err = finish(proc)
-            raise AssertionError(f"the {role} child never started:\n{err[-3000:]}") from None
-        delay = self.rng.uniform(0, MAX_DELAY_S[role])
+            child.proc.kill()
+            _, _, err = finish(child.proc)
+            raise AssertionError(f"the {self.role} child {child.n} never started:\n{err[-3000:]}") from None
+        delay = self.rng.uniform(0, self.max_delay())
+        child.go.write_text("go")
         time.sleep(delay)
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-        rc, _, err = finish(proc)
-        assert rc == -signal.SIGKILL, f"the {role} child ended by itself before its kill (rc={rc}):\n{err[-4000:]}"
-        return delay, proc
+        if child.proc.poll() is None:
+            os.kill(child.proc.pid, signal.SIGKILL)
+        rc, _, err = finish(child.proc)
+        assert rc == -signal.SIGKILL, \
+            f"the {self.role} child {child.n} ended by itself before its kill (rc={rc}):\n{err[-4000:]}"
+        return delay
+
+    def max_delay(self) -> float:
+        """Kills fall in [0, this): 1.3 x the median time a service child took for its
+        first run (measured in earlier rounds), so most land inside a run."""
+        if not self.first_runs_s:
+            return MAX_DELAY_S[self.role]
+        return max(0.02, 1.3 * statistics.median(self.first_runs_s))
 
     def recover(self, service: str | None = None) -> None:
         """What an operator does after a crash: wait for the heartbeat, roll back, rerun."""
@@ -174,7 +210,8 @@ class Torture:
                 if inst.action_kind.writes_data and (inst.completed_seq or 0) >= retain:
                     missing = self.t.storage.missing(self.t.scan(as_of=inst.id).files())
                     assert not missing, f"{what}: snapshot as of {inst.id} (retained from {retain}) lost {missing[:3]}"
-                    self.model.check(read(self.t, inst.id), inst.completed_seq, f"{what}: snapshot as of {inst.id}")
+                    self.model.check(read(self.t, inst.id), inst.completed_seq or 0,
+                                     f"{what}: snapshot as of {inst.id}")
         # The table accepts the next write.
         key = self.rng.randrange(KEYS)
         self.write({"op": "upsert", "rows": [{"id": key, "v": f"next-{what}"}]}, f"next-{what}")
@@ -208,12 +245,12 @@ def parse_log(log: Path) -> tuple[dict[int, dict[str, Any]], dict[str, Any] | No
 # -- the writer ---------------------------------------------------------------------------
 
 
-def writer_round(tt: Torture, n: int) -> None:
-    seed = tt.seed * 1000 + n
-    log, ready = tt.tmp / f"writer-{n}.jsonl", tt.tmp / f"writer-ready-{n}"
-    delay, _ = tt.kill_child(WORKERS_PY, ["torture", tt.t.path, tt.t.timeline_url, seed, str(log), str(ready), KEYS],
-                             ready, "writer")
-    what = f"writer round {n} (seed {seed}, killed after {delay:.3f} s)"
+def writer_round(tt: Torture, child: Child, last: bool) -> Child | None:
+    """Kill round ``child.n``'s writer, recover, check; returns the next round's child."""
+    n, log = child.n, child.log
+    delay = tt.kill(child)
+    nxt = None if last else tt.spawn(n + 1)
+    what = f"writer round {n} (seed {tt.seed * 1000 + n}, killed {delay:.3f} s after its start)"
     completed_before = tt.counts["interrupted_completed"]
     try:
         pending_at_kill = [i for i in tt.t.log.refresh().pending() if i.action_kind.writes_data]
@@ -236,8 +273,12 @@ def writer_round(tt: Torture, n: int) -> None:
         tt.check(what)
     except AssertionError as e:
         print(f"FAILED {what}; log tail:\n" + "\n".join(line[:300] for line in parse_tail(log)))
+        if nxt is not None:
+            nxt.proc.kill()
+            finish(nxt.proc)
         raise AssertionError(f"{what}: {e}") from e
     tt.counts["kills"] += 1
+    return nxt
 
 
 def parse_tail(log: Path, n: int = 8) -> list[str]:
@@ -247,9 +288,13 @@ def parse_tail(log: Path, n: int = 8) -> list[str]:
 def run_writer_torture(tmp_path: Path, table_type: str, timeline: str | None, kills: int) -> None:
     seed = base_seed()
     print(f"torture seed {seed} (LAKELINE_TORTURE_SEED={seed} replays it)")
-    tt = Torture(tmp_path, table_type, timeline, seed)
+    path = str(tmp_path / f"table-{table_type}")
+    tt = Torture(tmp_path, table_type, timeline, seed, "writer", WORKERS_PY, lambda n, ready, go, log: [
+        "torture", path, timeline, seed * 1000 + n, str(log), str(ready), str(go), KEYS])
+    child: Child | None = tt.spawn(0)
     for n in range(kills):
-        writer_round(tt, n)
+        assert child is not None
+        child = writer_round(tt, child, last=n == kills - 1)
     print(f"writer {table_type} {'pg' if timeline else 'fs'} seed {seed}: {dict(tt.counts)}")
     assert tt.counts["kills"] == kills
 
@@ -272,48 +317,64 @@ def _service_instant(inst: Instant) -> bool:
     return inst.action_kind is Action.COMPACTION or inst.plan.get("service") == "clustering"
 
 
-def crash_a_write(tt: Torture, n: int) -> None:
-    """A write that dies before completing, so the rollback service has work."""
+def start_crash_write(tt: Torture, n: int) -> "subprocess.Popen[str]":
+    """A writer that dies before completing, so the rollback service has work (started
+    while the test writes; ``finish`` it before the round's kill)."""
     ids = tt.rng.sample(range(KEYS), 4)
     spec = {"op": "upsert", "rows": [{"id": k, "v": f"crashed-{n}"} for k in ids]}
-    rc, _, err = run_script(WORKERS_PY, ["op", tt.t.path, tt.t.timeline_url, spec],
-                            faults="commit.before_complete=crash")
-    assert rc != 0, f"the write meant to crash completed:\n{err[-2000:]}"
+    return start_script(WORKERS_PY, ["op", tt.t.path, tt.t.timeline_url, spec], faults="commit.before_complete=crash")
 
 
-def service_round(tt: Torture, service: str, n: int) -> None:
+def service_round(tt: Torture, service: str, child: Child, last: bool) -> Child | None:
+    """Give the service work, kill round ``child.n``'s service child, recover, check;
+    returns the next round's child."""
+    n = child.n
+    crasher = start_crash_write(tt, n) if service == "rollback" else None
     tt.random_writes(3, f"r{n}")
-    if service == "rollback":
-        crash_a_write(tt, n)
-        time.sleep(EXPIRY_S)
+    if crasher is not None:
+        rc, _, err = finish(crasher)
+        assert rc == CRASH_EXIT_CODE, f"the write meant to crash did not (rc={rc}):\n{err[-2000:]}"
+        time.sleep(EXPIRY_S)  # so the rollback child has an expired write to roll back
     before = {i.id for i in tt.t.log.refresh().instants()}
-    ready = tt.tmp / f"{service}-ready-{n}"
-    delay, _ = tt.kill_child(SERVICE_WORKERS_PY, ["torture", tt.t.path, tt.t.timeline_url, service, str(ready),
-                                                  tt.seed * 1000 + n], ready, service)
-    what = f"{service} round {n} (seed {tt.seed}, killed after {delay:.3f} s)"
+    delay = tt.kill(child)
+    nxt = None if last else tt.spawn(n + 1)
+    what = f"{service} round {n} (seed {tt.seed}, killed {delay:.3f} s after its start)"
+    runs = [json.loads(line) for line in child.log.read_text().splitlines()] if child.log.exists() else []
+    if runs:
+        tt.first_runs_s.append(runs[0]["end_s"])
     tl = tt.t.log.refresh()
-    interrupted = [i.id for i in tl.pending() if i.id not in before or i.action == "rollback"]
-    tt.counts["kills_with_an_instant_pending" if interrupted else "kills_between_runs"] += 1
+    interrupted = [i.id for i in tl.pending() if i.id not in before or i.action == Action.ROLLBACK.value]
+    tt.counts["kills_with_an_instant_pending" if interrupted else "kills_between_instants"] += 1
     try:
         tt.recover(service)
         for inst in tt.new_data_instants():
-            assert _service_instant(inst), f"{what}: a data instant that no writer made: {inst.id} {inst.action}"
+            assert _service_instant(inst), f"a data instant that no writer made: {inst.id} {inst.action}"
             tt.applied.add(inst.id)
         ended = [tt.t.log.refresh().get(i).state for i in interrupted]
         tt.counts.update(f"interrupted_then_{s}" for s in ended)
         tt.check(what, retained=True)
     except AssertionError as e:
+        if nxt is not None:
+            nxt.proc.kill()
+            finish(nxt.proc)
         raise AssertionError(f"{what}: {e}") from e
     tt.counts["kills"] += 1
+    return nxt
 
 
 def run_service_torture(tmp_path: Path, service: str, table_type: str, timeline: str | None, kills: int) -> None:
     seed = base_seed()
     print(f"torture seed {seed} (LAKELINE_TORTURE_SEED={seed} replays it)")
-    tt = Torture(tmp_path, table_type, timeline, seed)
+    path = str(tmp_path / f"table-{table_type}")
+    tt = Torture(tmp_path, table_type, timeline, seed, service, SERVICE_WORKERS_PY, lambda n, ready, go, log: [
+        "torture", path, timeline, service, str(ready), str(go), str(log), seed * 1000 + n])
+    child: Child | None = tt.spawn(0)
     for n in range(kills):
-        service_round(tt, service, n)
-    print(f"{service} {table_type} {'pg' if timeline else 'fs'} seed {seed}: {dict(tt.counts)}")
+        assert child is not None
+        child = service_round(tt, service, child, last=n == kills - 1)
+    median = statistics.median(tt.first_runs_s) if tt.first_runs_s else None
+    print(f"{service} {table_type} {'pg' if timeline else 'fs'} seed {seed}: {dict(tt.counts)}, "
+          f"median first run {median} s")
     assert tt.counts["kills"] == kills
     assert tt.counts["kills_with_an_instant_pending"] > 0, \
         f"no kill interrupted a {service} instant: the torture proved nothing ({dict(tt.counts)})"

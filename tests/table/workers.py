@@ -25,9 +25,10 @@ Commands:
       "<ErrorClassName>", "message": "..."}.
   rollback PATH TIMELINE
       ``t.services.rollback_failed()``; prints {"instant": id or null, "stats": {...}}.
-  torture PATH TIMELINE SEED LOG READY [KEYS]
+  torture PATH TIMELINE SEED LOG READY GO [KEYS]
       The only writer of a table (``id`` int64, ``v`` string), killed with SIGKILL by
-      the test at a random moment: writes READY, then loops forever over random
+      the test at a random moment: warms up, writes READY, waits for GO (the kill's
+      clock starts there), reads the live keys, then loops forever over random
       upserts, deletes, inserts (of keys it knows are absent), ``delete_where`` of a
       key range and (rarely) overwrites, of keys in range(KEYS). Before each write it
       appends {"begin": n, **spec} to LOG, after it {"end": n, "outcome":
@@ -182,11 +183,14 @@ def apply_spec(live: set[int], spec: dict[str, Any]) -> None:
         live.update(r["id"] for r in spec["rows"])
 
 
-def torture(path: str, timeline: str | None, seed: int, log: str, ready: str, keys: int = 64) -> None:
+def torture(path: str, timeline: str | None, seed: int, log: str, ready: str, go: str, keys: int = 64) -> None:
     rng = random.Random(seed)
     t = Table.open(path, timeline=timeline)
-    live = set(t.to_arrow(columns=["id"]).column("id").to_pylist())
+    t.to_arrow()  # connect and warm up before the kill's clock starts
     Path(ready).write_text(str(os.getpid()))
+    while not os.path.exists(go):
+        time.sleep(0.002)
+    live = set(t.to_arrow(columns=["id"]).column("id").to_pylist())
     with open(log, "a", encoding="utf-8") as out:
         n = 0
         while True:
