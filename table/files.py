@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 from ..indexes.hashing import ColumnHashes
 from ..indexes.maintain import IndexJob, IndexTarget
 from ..timeline.commit_metadata import WriteStat
+from ..timeline.errors import SnapshotExpiredError
 from ..timeline.storage import Storage
 from ..timeline.markers import write_marker
 from .records import OP, OP_DELETE
@@ -138,6 +139,21 @@ def read_file(task: FileRead) -> pa.Table:
     path = task.storage.path(task.rel_path)
     with task.storage.fs.open_input_file(path) as f:
         return pq.read_table(f, columns=list(task.columns) if task.columns else None)
+
+
+def read_snapshot_file(task: FileRead) -> pa.Table:
+    """:func:`read_file` for a file of a snapshot being read or planned on.
+
+    Raises:
+        SnapshotExpiredError: the file is gone: a clean removed it, so the snapshot left
+            retention while it was read (a writer plans again on a fresh snapshot; a
+            reader gets the typed error, never an untyped ``FileNotFoundError``).
+    """
+    try:
+        return read_file(task)
+    except FileNotFoundError as e:
+        raise SnapshotExpiredError(f"{task.rel_path} of the snapshot being read was cleaned meanwhile: "
+                                   "the snapshot left retention") from e
 
 
 def with_columns_of(table: pa.Table, schema: pa.Schema) -> pa.Table:

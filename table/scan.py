@@ -31,7 +31,7 @@ from ..timeline.file_group import FileSlice, partition_values
 from ..timeline.fs_view import FileSystemView
 from ..timeline.storage import Storage
 from ..timeline.timeline import Timeline
-from .files import FileRead, read_file, with_columns_of
+from .files import FileRead, read_snapshot_file, with_columns_of
 from .merge import merge_onto
 from .records import OP, SEQ, check_columns, check_filter
 
@@ -134,11 +134,11 @@ class SliceRead:
 def read_slice(task: SliceRead) -> pa.Table:
     """The live rows of a slice (every column of the schema)."""
     s = task.slice
-    base = read_file(FileRead(task.storage, s.base.path)) if s.base else task.schema.empty_table()
+    base = read_snapshot_file(FileRead(task.storage, s.base.path)) if s.base else task.schema.empty_table()
     base = with_columns_of(base, task.schema)
     if not s.logs:
         return base
-    logs = [read_file(FileRead(task.storage, f.path)) for f in s.logs]
+    logs = [read_snapshot_file(FileRead(task.storage, f.path)) for f in s.logs]
     log_schema = task.schema.append(pa.field(OP, pa.string()))
     logs = [with_columns_of(lg.sort_by(SEQ).drop_columns([SEQ]), log_schema) for lg in logs]
     log_rows = pa.concat_tables(logs, promote_options="permissive")
@@ -203,6 +203,18 @@ class Scan:
         yield from self.to_arrow().to_batches()
 
     def to_arrow(self) -> pa.Table:
+        """The snapshot's rows, filtered and projected.
+
+        Raises:
+            SnapshotExpiredError: a file of the snapshot was cleaned meanwhile (it left
+                retention while it was read).
+        """
+        try:
+            return self._read()
+        except FileNotFoundError as e:
+            raise SnapshotExpiredError(f"a file of the snapshot being read was cleaned meanwhile: {e}") from e
+
+    def _read(self) -> pa.Table:
         cfg = self.table.config
         schema = cfg.schema
         out_schema = schema if self.columns is None else pa.schema([schema.field(c) for c in self.columns])

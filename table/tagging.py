@@ -23,7 +23,7 @@ from ..indexes.bloom import FileBloom, key_hashes
 from ..timeline.file_group import FileSlice
 from ..timeline.storage import Storage
 from .engine import Engine
-from .files import FileRead, read_file
+from .files import FileRead, read_snapshot_file
 from .merge import fold, with_order
 from .records import OP, OP_UPSERT, constant
 
@@ -59,7 +59,7 @@ def slice_live_keys(task: SliceKeys) -> pa.Table:
     start = 0
     live: pa.Table | None = None
     if s.base is not None:
-        base = read_file(FileRead(task.storage, s.base.path, task.key))
+        base = read_snapshot_file(FileRead(task.storage, s.base.path, task.key))
         if not s.logs:
             live = base
         else:
@@ -68,7 +68,7 @@ def slice_live_keys(task: SliceKeys) -> pa.Table:
             start += base.num_rows
     if live is None:
         for log in s.logs:
-            t = read_file(FileRead(task.storage, log.path, task.key + (OP,)))
+            t = read_snapshot_file(FileRead(task.storage, log.path, task.key + (OP,)))
             parts.append(with_order(t, start))
             start += t.num_rows
         live = fold(pa.concat_tables(parts, promote_options="permissive"), task.key, None)

@@ -23,7 +23,7 @@ from ..indexes.upkeep import after_commit
 from ..timeline import faults
 from ..timeline.commit_metadata import CommitMetadata
 from ..timeline.conflicts import KeyCheck
-from ..timeline.errors import CommitConflictError, CommitOutcomeUnknownError, LakelineError
+from ..timeline.errors import CommitConflictError, CommitOutcomeUnknownError, LakelineError, SnapshotExpiredError
 from ..timeline.file_group import data_file_name, new_file_group_id
 from ..timeline.fs_view import FileSystemView
 from ..timeline.heartbeat import is_expired
@@ -75,7 +75,7 @@ def run_write(table: "Table", operation: str, action: Action, planner: Planner,
     """
     props = table.config.resolved_properties()
     retries = int(props["commit.max-retries"])
-    last: ConflictDetected | None = None
+    last: LakelineError | None = None
     started = time.perf_counter()
     for _ in range(retries + 1):
         snapshot = table.log.refresh()
@@ -84,7 +84,13 @@ def run_write(table: "Table", operation: str, action: Action, planner: Planner,
             snapshot = table.log.refresh()
         view = table.view(snapshot)
         t0 = time.perf_counter()
-        plan = planner(snapshot, view)
+        try:
+            plan = planner(snapshot, view)
+        except SnapshotExpiredError as e:
+            # A clean removed files of the snapshot while we planned on it (it had left
+            # retention): plan again on a fresh one, as after a conflict.
+            last = e
+            continue
         timings = {"plan_s": time.perf_counter() - t0, "tag_s": plan.timings.get("tag_s", 0.0)}
         if plan.empty:
             timings["total_s"] = time.perf_counter() - started
@@ -199,13 +205,20 @@ def _eager_rollback(table: "Table", snapshot: Timeline) -> None:
             rollback_instant(table.log, table.storage, inst.id, "eager rollback (single-writer table)")
 
 
+#: Instants appended requested -> inflight -> completed in one go, with no heartbeat:
+#: pending past the heartbeat expiry, the process that appended them died.
+_ONE_SHOT = frozenset({Action.SAVEPOINT, Action.SCHEMA})
+
+
 def expired_writers(table: "Table", snapshot: Timeline) -> list[Instant]:
-    """Pending write instants whose heartbeat expired."""
+    """Pending write instants whose heartbeat expired, and savepoint or schema instants
+    left pending as long (their process died between ``requested`` and ``completed``;
+    rolled back, they did not happen, which is what their caller saw)."""
     props = table.config.resolved_properties()
     beats = table.log.store.last_beats()
     return [
         i for i in snapshot.pending()
-        if i.plan.get("writer")
+        if (i.plan.get("writer") or i.action_kind in _ONE_SHOT)
         and is_expired(i, beats, props["heartbeat.interval-ms"], props["heartbeat.tolerable-misses"])
     ]
 
