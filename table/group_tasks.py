@@ -15,7 +15,7 @@ from ..timeline.commit_metadata import WriteStat
 from ..timeline.file_group import FileSlice, data_file_name
 from ..timeline.storage import Storage
 from ..indexes.maintain import IndexJob
-from .files import FileRead, FileWrite, Written, key_range, read_file, with_columns_of, write_indexed
+from .files import FileRead, FileWrite, Written, key_range, read_snapshot_file, with_columns_of, write_indexed
 from .merge import merge_onto
 from .records import OP, SEQ
 
@@ -58,7 +58,9 @@ def rewrite_group(task: RewriteTask) -> Written | None:
     st = task.settings
     s = task.slice
     assert s.base is not None
-    base = with_columns_of(read_file(FileRead(st.storage, s.base.path)), st.schema)
+    # A clean may have removed the base since the plan (it was replaced meanwhile): a
+    # typed SnapshotExpiredError, and the writer replays on a fresh snapshot.
+    base = with_columns_of(read_snapshot_file(FileRead(st.storage, s.base.path)), st.schema)
     if task.predicate is not None:
         # Keep rows where the predicate is false or null: delete only what matches.
         hits = _evaluate(base, task.predicate)

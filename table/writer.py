@@ -120,7 +120,9 @@ def run_write(table: "Table", operation: str, action: Action, planner: Planner,
             timings.update(write_s=t1 - t0, index_s=t2 - t1, commit_s=done - t2, upkeep_s=end - done,
                            total_s=end - started)
             return WriteResult(inst, dict(metadata.stats), timings)
-        except ConflictDetected as e:
+        except (ConflictDetected, SnapshotExpiredError) as e:
+            # SnapshotExpiredError: a file the plan rewrites was cleaned meanwhile, so a
+            # concurrent commit replaced it: a conflict, replayed like one.
             commit.abort(str(e))
             last = e
         except CommitOutcomeUnknownError:

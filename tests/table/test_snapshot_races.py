@@ -131,3 +131,24 @@ def test_a_schema_change_whose_writer_died_is_ended_by_rollback_failed(tmp_path:
     assert t.schema.names == ["id", "v"]
     t.upsert(pa.table({"id": [1], "v": ["a"], "extra": [1]}))
     assert Table.open(path).schema.names == ["id", "v", "extra"]
+
+
+def test_a_rewrite_whose_base_was_cleaned_before_it_ran_replays(tmp_path: Path) -> None:
+    """Copy-on-write: the upsert planned to rewrite a base that, before its task read it,
+    was replaced by two overwrites and cleaned (explorer seed 487, with clustering there).
+    A conflict: the attempt is rolled back and replayed, never an untyped error."""
+    path = make(tmp_path, "cow")
+
+    def replace_and_clean() -> None:
+        faults.disarm_all()
+        other = Table.open(path)
+        other.overwrite(pa.table({"id": [1, 2, 3], "v": ["o", "o", "o"]}, schema=SCHEMA))
+        other.overwrite(pa.table({"id": [1, 2], "v": ["p", "p"]}, schema=SCHEMA))
+        assert other.services.clean(policy="keep_latest_commits", retain=1, dry_run=False).stats["files_deleted"]
+
+    faults.on("commit.after_inflight", replace_and_clean)
+    t = Table.open(path)
+    r = t.upsert(pa.table({"id": [1], "v": ["u"]}, schema=SCHEMA))
+    assert r.instant is not None
+    assert sorted(map(tuple, (d.values() for d in Table.open(path).to_arrow().to_pylist()))) == [(1, "u"), (2, "p")]
+    assert [i.plan.get("operation") for i in t.timeline.instants() if i.state == "rolled_back"] == ["upsert"]
