@@ -86,12 +86,7 @@ class FileLock(Lock):
         return json.dumps({"owner": self.owner, "expires_us": expires}).encode()
 
     def _read(self) -> dict[str, object] | None:
-        try:
-            return json.loads(self.path.read_bytes() or b"null")
-        except FileNotFoundError:
-            return None
-        except ValueError:
-            return {}  # half-written by a holder that died while creating it: expired
+        return _lease_in(self.path, self.lease_ms)
 
     def try_acquire(self) -> bool:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -111,10 +106,7 @@ class FileLock(Lock):
                 os.rename(self.path, broken)
             except FileNotFoundError:
                 return False
-            try:
-                moved = json.loads(broken.read_bytes() or b"null")
-            except ValueError:
-                moved = {}
+            moved = _lease_in(broken, self.lease_ms)
             if moved != held:
                 # Between our read and the rename another breaker replaced the expired
                 # lease with a live one (or its owner renewed it): that is not ours to
@@ -146,3 +138,26 @@ class FileLock(Lock):
                 os.unlink(self.path)
             except FileNotFoundError:
                 pass
+
+
+def _lease_in(path: Path, lease_ms: int) -> dict[str, object] | None:
+    """The lease a lock file holds, None when there is no file.
+
+    A file that is empty or half-written was created by a holder that is writing it
+    right now or died between creating and writing it (kill -9): its lease ends
+    ``lease_ms`` after the file was made. (Read as "no lease", such a file used to wedge
+    the lock for good.)
+    """
+    try:
+        raw = path.read_bytes()
+        made_us = path.stat().st_mtime_ns // 1000
+    except FileNotFoundError:
+        return None
+    try:
+        held = json.loads(raw)
+    except ValueError:
+        held = None
+    if isinstance(held, dict):
+        return held
+    return {"expires_us": made_us + lease_ms * 1000}
+

@@ -153,3 +153,21 @@ def test_file_lock_does_not_break_a_lease_taken_after_it_read_the_expired_one(tm
     assert not a.try_acquire()
     b.renew()  # still b's
     assert json.loads(path.read_bytes())["owner"] == b.owner
+
+
+@pytest.mark.parametrize("content", [b"", b'{"owner": "x", "exp'], ids=["empty", "half-written"])
+def test_file_lock_left_empty_by_a_killed_holder_expires_after_a_lease(tmp_path: Path, content: bytes) -> None:
+    """kill -9 between creating the lock file and writing its lease left an empty file
+    that read as "no lease" forever, so every later acquire timed out (found by the
+    kill -9 torture of the table services). Such a file's lease ends a lease after it
+    was made; before that it is held (its creator may be writing it right now)."""
+    from lakeline.timeline.lock import FileLock
+
+    path = tmp_path / "table.lock"
+    path.write_bytes(content)
+    me = FileLock(path, lease_ms=300)
+    assert not me.try_acquire()  # young: its creator may still be writing it
+    me.acquire(timeout_s=5)
+    assert me.try_acquire()  # ours now
+    me.release()
+    assert not path.exists()
