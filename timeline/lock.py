@@ -160,4 +160,3 @@ def _lease_in(path: Path, lease_ms: int) -> dict[str, object] | None:
     if isinstance(held, dict):
         return held
     return {"expires_us": made_us + lease_ms * 1000}
-
