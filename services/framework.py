@@ -183,6 +183,10 @@ def execute(table: "Table", service: TableService, instant_id: int,
             now = log.refresh().get(instant_id)
             if now.state_kind is State.COMPLETED:
                 return ServiceResult(now, dict(now.metadata))
+            if now.state_kind is State.ROLLED_BACK and service.abortable(now):
+                # Ended for good: whatever any attempt wrote is garbage, ours included
+                # (written after the abort cleaned up, so nobody else will delete it).
+                service.abort(table, now, f"stale attempt {attempt.id} after the instant was rolled back")
             raise StaleAttemptError(f"{service.name} instant {instant_id}: attempt {attempt.id} is stale "
                                     f"({now.state}): {e}") from e
         except Exception as e:

@@ -17,9 +17,9 @@ import pyarrow.parquet as pq
 from ..indexes.hashing import ColumnHashes
 from ..indexes.maintain import IndexJob, IndexTarget
 from ..timeline.commit_metadata import WriteStat
-from ..timeline.errors import SnapshotExpiredError
+from ..timeline.errors import InvalidTransitionError, SnapshotExpiredError
 from ..timeline.storage import Storage
-from ..timeline.markers import write_marker
+from ..timeline.markers import marker_path, write_marker
 from .records import OP, OP_DELETE
 
 _JSON_KEY_TYPES = (int, str, float, bool)
@@ -105,6 +105,11 @@ def write_indexed(task: FileWrite) -> Written:
         pq.write_table(task.rows, sink, compression=compression, row_group_size=task.row_group_rows,
                        use_dictionary=dictionary_columns(task.rows))
         size = sink.tell()
+    if not task.storage.exists(marker_path(task.storage, task.instant, task.rel_path)):
+        # The instant was rolled back while this (stalled) task wrote: the rollback
+        # removed the marker, maybe before this file existed, so nobody else will delete it.
+        task.storage.delete(path)
+        raise InvalidTransitionError(f"instant {task.instant} was rolled back while it wrote {task.rel_path}")
     deletes = 0
     if task.kind == "log":
         deletes = pc.sum(pc.equal(task.rows.column(OP), OP_DELETE).cast(pa.int64())).as_py() or 0

@@ -152,3 +152,35 @@ def test_a_rewrite_whose_base_was_cleaned_before_it_ran_replays(tmp_path: Path) 
     assert r.instant is not None
     assert sorted(map(tuple, (d.values() for d in Table.open(path).to_arrow().to_pylist()))) == [(1, "u"), (2, "p")]
     assert [i.plan.get("operation") for i in t.timeline.instants() if i.state == "rolled_back"] == ["upsert"]
+
+
+@pytest.mark.parametrize("table_type", ["mor", "cow"])
+def test_a_stale_writer_leaves_no_file_after_its_rollback(tmp_path: Path, table_type: str) -> None:
+    """Explorer seeds 1161 and 1593: a writer stalls after creating a marker and before
+    writing the file; its instant is rolled back meanwhile (the rollback deletes what the
+    markers name, the file does not exist yet, then the markers); the writer wakes and
+    writes the file. The file must not outlive the instant: the writer sees its marker
+    gone, deletes the file and stops, refused like any stale writer."""
+    from lakeline.table.rollback import rollback_instant
+    from lakeline.timeline.errors import InvalidTransitionError
+
+    path = make(tmp_path, table_type)
+    t = Table.open(path)
+
+    def roll_it_back() -> None:
+        faults.disarm_all()
+        other = Table.open(path)
+        pending = other.timeline.pending()
+        assert len(pending) == 1
+        assert rollback_instant(other.log, other.storage, pending[0].id, "as rollback_failed would") is not None
+
+    faults.on("marker.after_create", roll_it_back)
+    with pytest.raises(InvalidTransitionError):
+        t.upsert(pa.table({"id": [1, 9], "v": ["s", "s"]}, schema=SCHEMA))
+    t = Table.open(path)
+    gone = [i.id for i in t.timeline.instants() if i.state == "rolled_back"]
+    assert len(gone) == 1
+    left = [p for p in Path(path).rglob("*.parquet") if f"_{gone[0]}_" in p.name and ".lakeline" not in p.parts]
+    assert left == []
+    assert t.timeline.pending() == []
+    assert sorted(r["id"] for r in t.to_arrow().to_pylist()) == [1, 2, 3]
