@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Protocol
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..indexes.lifecycle import written_indexes
 from ..indexes.maintain import IndexJob, Precomputed, index_job, unhandled_indexes, write_commit_updates
@@ -34,8 +33,7 @@ from .files import FileWrite, Written
 from .key_check import KeyClaims
 from .key_check import key_check as check_keys_at_completion
 from .group_tasks import LogTask, RewriteTask, WriteSettings, is_unchanged, rel_path, write_task
-from .plan import PARTITION, WritePlan
-from .records import OP, OP_UPSERT, constant
+from .plan import WritePlan
 from .rollback import rollback_instant
 
 if TYPE_CHECKING:
