@@ -30,7 +30,7 @@ from ..timeline.errors import CommitOutcomeUnknownError, LakelineError
 from ..timeline.heartbeat import Heartbeat
 from ..timeline.instant import Action, Instant, State
 from ..timeline.timeline import Timeline
-from ..timeline.markers import delete_markers, is_instant_file
+from ..timeline.markers import delete_markers
 from .rollback import rollback_instant
 
 if TYPE_CHECKING:
@@ -54,8 +54,6 @@ class Commit:
         self.snapshot = snapshot
         self.instant_id: int = -1
         self._heartbeat: Heartbeat | None = None
-        #: Data files this attempt wrote (relative paths), once known: deleted on abort.
-        self.written: list[str] = []
         self._done = False
 
     def begin(self) -> int:
@@ -150,15 +148,10 @@ class Commit:
             return
         self._done = True
         self._stop_heartbeat(clear=False)
-        if rollback_instant(self.table.log, self.table.storage, self.instant_id, reason) is None:
-            return  # it completed after all: its files are live
-        # A writer that stalled past its heartbeat may have been rolled back by another
-        # process while it wrote: that rollback deleted the markers it knew of, not the
-        # files this writer created afterwards. It knows them; delete them too.
-        storage = self.table.storage
-        for rel in self.written:
-            if is_instant_file(rel, self.instant_id):
-                storage.delete(storage.path(rel))
+        # Files written after another process rolled this instant back are not behind
+        # markers any more: the file task that wrote them deleted them itself
+        # (:func:`~.files.write_indexed` re-checks its marker).
+        rollback_instant(self.table.log, self.table.storage, self.instant_id, reason)
 
     def _stop_heartbeat(self, clear: bool) -> None:
         if self._heartbeat is not None:

@@ -192,6 +192,5 @@ def _their_rows(storage: Storage, schema: pa.Schema, f: WriteStat, key: tuple[st
     columns = None if whole_rows else key + ((OP,) if f.kind == "log" else ())
     rows = read_file(FileRead(storage, f.path, columns))
     if f.kind == "log":
-        rows = rows.filter(pc.equal(rows.column(OP), OP_UPSERT))
-    return with_columns_of(rows.drop_columns([OP]) if OP in rows.column_names else rows, schema) \
-        if whole_rows else rows
+        rows = rows.filter(pc.equal(rows.column(OP), OP_UPSERT)).drop_columns([OP])
+    return with_columns_of(rows, schema) if whole_rows else rows

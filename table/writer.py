@@ -101,7 +101,6 @@ def run_write(table: "Table", operation: str, action: Action, planner: Planner,
         try:
             t0 = time.perf_counter()
             metadata, entries = _execute(table, commit.instant_id, plan, snapshot.last_seq)
-            commit.written = [f.path for f in metadata.files]
             t1 = time.perf_counter()
             # Entries for every index building or ready now, behind this instant's markers
             # (the write tasks computed those of the indexes they knew of).

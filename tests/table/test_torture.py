@@ -273,12 +273,17 @@ def writer_round(tt: Torture, child: Child, last: bool) -> Child | None:
         tt.check(what)
     except AssertionError as e:
         print(f"FAILED {what}; log tail:\n" + "\n".join(line[:300] for line in parse_tail(log)))
-        if nxt is not None:
-            nxt.proc.kill()
-            finish(nxt.proc)
-        raise AssertionError(f"{what}: {e}") from e
+        raise _failed_round(what, e, nxt) from e
     tt.counts["kills"] += 1
     return nxt
+
+
+def _failed_round(what: str, error: AssertionError, nxt: Any) -> AssertionError:
+    """Stop the child started ahead for the next round; the error to raise for this one."""
+    if nxt is not None:
+        nxt.proc.kill()
+        finish(nxt.proc)
+    return AssertionError(f"{what}: {error}")
 
 
 def parse_tail(log: Path, n: int = 8) -> list[str]:
@@ -355,10 +360,7 @@ def service_round(tt: Torture, service: str, child: Child, last: bool) -> Child 
         tt.counts.update(f"interrupted_then_{s}" for s in ended)
         tt.check(what, retained=True)
     except AssertionError as e:
-        if nxt is not None:
-            nxt.proc.kill()
-            finish(nxt.proc)
-        raise AssertionError(f"{what}: {e}") from e
+        raise _failed_round(what, e, nxt) from e
     tt.counts["kills"] += 1
     return nxt
 
