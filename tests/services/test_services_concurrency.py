@@ -80,7 +80,7 @@ WRITER_PAUSE_S, SERVICE_PAUSE_S, READER_PAUSE_S = 0.05, 0.2, 0.05
 #: the 9 processes and the checks add about 5-10 s per combination on 2 idle cores, so a
 #: combination takes about 15 s, 60 s in all), and under ``-m soak`` 4 x 150 s = 10
 #: minutes (issue 11).
-SHORT_S, SOAK_S = 10.0, 150.0
+SHORT_S, SOAK_S = 15.0, 150.0
 #: Errors a service loop may log: refusals of a plan that lost a race, by design.
 TOLERATED_SERVICE_ERRORS = {"ServiceBusyError"}
 
