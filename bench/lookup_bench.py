@@ -45,7 +45,13 @@ from typing import Any
 
 from . import lookup_systems as ls
 from .report import ROOT, add_run_options, command_line, today, update_section
-from .write_bench import APPENDS, DEFAULT_ROWS, READ_KEYS, default_timeout, prepare_inputs
+from .write_bench import (
+    APPENDS,
+    DEFAULT_ROWS,
+    READ_KEYS,
+    default_timeout,
+    prepare_inputs,
+)
 from .write_bench import run_step as run_write_step
 from .write_report import Run, StepResult, Target, _fmt_b, _ratio, machine_line
 from .write_systems import BASELINE, LAKELINE

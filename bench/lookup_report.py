@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .report import today
-from .write_report import StepResult, _fmt_b, _ratio, _version, _verdict, machine_line
+from .write_report import StepResult, _fmt_b, _ratio, _verdict, _version, machine_line
 from .write_systems import BASELINE
 
 if TYPE_CHECKING:

@@ -50,7 +50,15 @@ from . import services_steps as ss
 from .lookup_bench import median_of
 from .report import add_run_options, command_line, today, update_section
 from .write_bench import APPENDS, READ_KEYS, child_main, prepare_inputs, run_step
-from .write_report import StepResult, Target, _fmt_b, _ratio, _version, machine_line, source_state
+from .write_report import (
+    StepResult,
+    Target,
+    _fmt_b,
+    _ratio,
+    _version,
+    machine_line,
+    source_state,
+)
 
 SECTION = "services-bench"
 RESULT_MARK = "SERVICES_BENCH_RESULT "

@@ -120,6 +120,7 @@ def _plain(workdir: Path) -> dict[str, Any]:
     many as the merged slice has (updates only: the base's count)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
+
     # The writers' choice of dictionary-encoded columns, so both write the same encoding:
     # pyarrow's default (every column) writes larger files, slower.
     from lakeline.table.files import dictionary_columns

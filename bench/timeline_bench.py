@@ -28,8 +28,8 @@ from typing import Any
 from lakeline.timeline.instant import Action, State
 from lakeline.timeline.log import EventLog
 from lakeline.timeline.storage import Storage
-from lakeline.timeline.store import TimelineStore
 from lakeline.timeline.stores import open_store
+from lakeline.timeline.stores.protocol import TimelineStore
 from rich.console import Console
 from rich.progress import (
     BarColumn,

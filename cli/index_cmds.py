@@ -17,8 +17,8 @@ import click
 from rich.markup import escape
 from rich.table import Table as RichTable
 
-from ..indexes.lifecycle import IndexDef
-from ..indexes.maintain import resolve
+from ..indexes.entries import resolve
+from ..indexes.states import IndexDef
 from ..table import Table
 from ..timeline.errors import IndexNotFoundError, InvalidIndexError
 from .create_cmd import split_columns

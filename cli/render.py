@@ -20,7 +20,14 @@ import pyarrow as pa
 from rich.console import Console
 from rich.json import JSON
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table as RichTable
 
 from ..timeline.instant import Action, Event, Instant, State

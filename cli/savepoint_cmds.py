@@ -13,7 +13,6 @@ from dataclasses import asdict
 import click
 
 from ..timeline.instant import Instant
-
 from .options import json_option, opened_table, timeline_option
 from .render import console, print_json, rows_table
 

@@ -16,7 +16,7 @@ import click
 from rich.json import JSON
 from rich.markup import escape
 
-from ..services.service import ServiceResult
+from ..services.plugin import ServiceResult
 from ..timeline.errors import UnsupportedOperationError
 from .options import json_option, opened_table, timeline_option
 from .render import console, events_by_instant, instants_table, print_json, progress_bar

@@ -32,8 +32,8 @@ from ..timeline.file_group import DataFile, FileSlice
 from ..timeline.fs_view import FileSystemView
 from ..timeline.storage import Storage
 from ..timeline.timeline import Timeline
-from .lifecycle import FILES
 from .metadata_table import MetadataTable
+from .states import FILES
 
 #: Checkpoints kept besides the newest, so time travel to a recent snapshot still starts
 #: from one (older snapshots replay from the first event).

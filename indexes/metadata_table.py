@@ -1,7 +1,7 @@
 """The metadata table: index entries under ``.lakeline/metadata/<partition>/``.
 
 Each index definition is one partition folder (``<name>@<creating instant>``, see
-:func:`lakeline.indexes.lifecycle.partition_of`; the ``files`` index's is ``files``) of
+:func:`lakeline.indexes.states.partition_of`; the ``files`` index's is ``files``) of
 Parquet files of two kinds:
 
 * ``delta_<instant>_<token>.parquet``: the entries one data instant added. A writer puts
@@ -33,11 +33,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..timeline.markers import write_marker
 from ..timeline.errors import MetadataTableError
 from ..timeline.instant import State
-from ..timeline.storage import Storage
-from ..timeline.stores import META_DIR
+from ..timeline.markers import write_marker
+from ..timeline.storage import META_DIR, Storage
 from ..timeline.timeline import Timeline
 
 #: The column every stored entry carries: the data instant that caused it.

@@ -44,11 +44,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..timeline import faults
 from ..timeline.archive import EventArchive
-from ..timeline.errors import InvalidPropertyError, ServiceBusyError
+from ..timeline.errors import (
+    InvalidPropertyError,
+    ServiceAbortedError,
+    ServiceBusyError,
+)
 from ..timeline.instant import Action, Instant, State
 from ..timeline.retention import last_retain_seq, pinned_seqs
 from ..timeline.timeline import Timeline
-from .service import Progress, ServiceAbort, TableService
+from .plugin import Progress, TableService
 
 if TYPE_CHECKING:
     from ..table.table import Table
@@ -148,7 +152,7 @@ class ArchivalService(TableService):
         tl = table.log.refresh()
         stop, why = limit(tl, running=instant.id)
         if stop <= through:
-            raise ServiceAbort(f"archiving events {first}..{through} would pass {why}")
+            raise ServiceAbortedError(f"archiving events {first}..{through} would pass {why}")
         archive = archive_of(table)
         done = archive.last_seq()
         written = None

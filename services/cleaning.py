@@ -47,18 +47,20 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
-from ..indexes.lifecycle import FILES, index_states, partition_of
 from ..indexes.metadata_table import MetadataTable
+from ..indexes.states import FILES, index_states, partition_of
 from ..timeline import faults
 from ..timeline.commit_metadata import CommitMetadata
 from ..timeline.errors import InvalidPropertyError
 from ..timeline.file_group import FileSlice, parse_data_file_name
 from ..timeline.instant import Action, Instant, State
-from ..timeline.retention import last_retain_seq as last_retain_seq  # re-exported: the cleaner's retain point
+from ..timeline.retention import (
+    last_retain_seq as last_retain_seq,  # re-exported: the cleaner's retain point
+)
 from ..timeline.retention import pinned_seqs
-from ..timeline.stores import META_DIR
+from ..timeline.storage import META_DIR
 from ..timeline.timeline import Timeline
-from .service import Progress, TableService
+from .plugin import Progress, TableService
 
 if TYPE_CHECKING:
     from ..table.table import Table

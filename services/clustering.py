@@ -21,7 +21,7 @@ Following DESIGN.md sections 2 to 4 (issue 6, point 2):
   per partition into tasks of at most ``clustering.max-bytes-per-group``. Groups named
   by a pending plan (compaction, another clustering) are skipped either way. Sort
   columns and strategy (``linear``, ``zorder``) are checked before anything is appended.
-* *Execute* through the engine (:mod:`lakeline.table.cluster_tasks`): the slices are
+* *Execute* through the engine (:mod:`lakeline.services.clustering`): the slices are
   taken from the view at the ``requested`` event (so a write that completed while the
   plan was made is included), read merged, sorted, written as new file groups cut at
   the target size, behind markers.
@@ -41,21 +41,24 @@ Following DESIGN.md sections 2 to 4 (issue 6, point 2):
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ..table.cluster_tasks import ClusterTask, cluster_slices
+from ..table.files import FileWrite, write_file
+from ..table.group_tasks import WriteSettings, rel_path
+from ..table.scan import SliceRead, read_slice
 from ..table.writer import settings
-from ..table.zorder import STRATEGIES
+from ..table.zorder import STRATEGIES, sort_rows
 from ..timeline.commit_metadata import CommitMetadata, WriteStat
 from ..timeline.conflicts import find_input_conflict
 from ..timeline.errors import InvalidPropertyError, UnknownColumnError
-from ..timeline.file_group import FileSlice
+from ..timeline.file_group import FileSlice, data_file_name, new_file_group_id
 from ..timeline.instant import Action, Instant
 from ..timeline.timeline import Timeline
+from .plugin import Progress, map_in_batches
 from .rewrite import Group, RewriteService, planned_groups
-from .service import Progress, map_in_batches
 
 if TYPE_CHECKING:
     from ..table.table import Table
@@ -197,3 +200,54 @@ class ClusteringService(RewriteService):
         }
         return CommitMetadata(operation="cluster", snapshot_seq=instant.id, files=tuple(written),
                               replaced={p: tuple(g) for p, g in replaced.items()}, stats=stats).to_dict()
+
+
+# -- the engine task (runs on a LocalEngine thread, a worker process or a Spark executor) --
+
+@dataclass(frozen=True)
+class ClusterTask:
+    """Rewrite ``slices`` (all of one partition) as new file groups named for
+    ``settings.instant``, sorted by ``sort_by`` under ``strategy``, cut at
+    ``target_bytes`` on disk."""
+
+    settings: WriteSettings
+    partition: str
+    slices: tuple[FileSlice, ...]
+    sort_by: tuple[str, ...]
+    strategy: str
+    target_bytes: int
+
+
+def _rows_per_file(task: ClusterTask, rows: int) -> int:
+    """Rows in one output file, so that files come out between 0.75 and 1.5 times the
+    target: never small (a small output would be clustered again and again), and
+    spread evenly instead of leaving a stub at the end.
+
+    The size of a row is the inputs' on-disk bytes per row: they were written with the
+    same codec and schema (a sorted output compresses a little better, and merged logs
+    make it a little smaller, so files come out a little under, never far over).
+    """
+    if rows == 0:
+        return 1
+    on_disk = sum(s.bytes for s in task.slices)
+    per_file = max(1.0, task.target_bytes / max(on_disk / rows, 1e-9))
+    files = max(1, round(rows / per_file))
+    return -(-rows // files)
+
+
+def cluster_slices(task: ClusterTask) -> list[WriteStat]:
+    """Write the merged, sorted rows of the slices as new file groups; [] when no row
+    is left (every row of the inputs was deleted: the groups are retired all the same)."""
+    st = task.settings
+    read = [read_slice(SliceRead(st.storage, s, st.schema, st.key, st.ordering)) for s in task.slices]
+    rows = pa.concat_tables([t.cast(st.schema) for t in read]) if read else st.schema.empty_table()
+    rows = sort_rows(rows, task.sort_by, task.strategy)
+    out: list[WriteStat] = []
+    step = _rows_per_file(task, rows.num_rows)
+    for start in range(0, rows.num_rows, step):
+        fg = new_file_group_id()
+        name = data_file_name(fg, st.instant, "base")
+        out.append(write_file(FileWrite(st.storage, st.instant, rel_path(task.partition, name), task.partition, fg,
+                                        "base", rows.slice(start, step).combine_chunks(), st.key, st.compression,
+                                        st.row_group_rows, inserts=False)))
+    return out

@@ -14,7 +14,7 @@ Following DESIGN.md sections 2 and 3:
   completed), so a log that completed while the plan was being made is folded in, and
   a log completing after the event joins the new slice: writers never stop. Each slice
   is read merged and written as a base of the same group through the engine
-  (:mod:`lakeline.table.compact_tasks`), behind markers.
+  (:mod:`lakeline.services.compaction`), behind markers.
 * *Complete*: entries for every index building or ready (the writers' own completion,
   :func:`lakeline.table.writer.complete_with_indexes`), then the ``completed`` event,
   carrying commit metadata in the writers' shape, with a check against the exact log it
@@ -28,17 +28,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..table.compact_tasks import CompactTask, compact_slice
+from ..table.files import FileWrite, write_file
+from ..table.group_tasks import WriteSettings, rel_path
+from ..table.scan import SliceRead, read_slice
 from ..table.writer import settings
 from ..timeline.commit_metadata import CommitMetadata, WriteStat
 from ..timeline.errors import InvalidPropertyError
-from ..timeline.file_group import FileSlice
+from ..timeline.file_group import FileSlice, data_file_name
 from ..timeline.instant import Action, Instant
 from ..timeline.timeline import Timeline
+from .plugin import Progress, map_in_batches
 from .rewrite import Group, RewriteService, plan_groups, planned_groups
-from .service import Progress, map_in_batches
 
 if TYPE_CHECKING:
     from ..table.table import Table
@@ -150,3 +153,29 @@ class CompactionService(RewriteService):
         }
         return CommitMetadata(operation="compact", snapshot_seq=instant.id, files=tuple(written),
                               stats=stats).to_dict()
+
+
+# -- the engine task (runs on a LocalEngine thread, a worker process or a Spark executor) --
+
+@dataclass(frozen=True)
+class CompactTask:
+    """Compact one slice into a base file of the same group, named for ``settings.instant``."""
+
+    settings: WriteSettings
+    slice: FileSlice
+
+
+def compact_slice(task: CompactTask) -> WriteStat:
+    """Write the merged rows of the slice as the group's new base file.
+
+    A slice whose every row was deleted still gets a base, an empty one: retiring the
+    group instead would also drop the logs that writers append to it while the
+    compaction runs (they join the new slice).
+    """
+    st, s = task.settings, task.slice
+    rows = read_slice(SliceRead(st.storage, s, st.schema, st.key, st.ordering))
+    name = data_file_name(s.file_group, st.instant, "base")
+    return write_file(
+        FileWrite(st.storage, st.instant, rel_path(s.partition, name), s.partition, s.file_group, "base",
+                  rows.cast(st.schema), st.key, st.compression, st.row_group_rows, inserts=False)
+    )

@@ -25,7 +25,7 @@ Following DESIGN.md section 3 (after Hudi RFC-45, fixed where Hudi is weak):
    inflight for another executor to finish, never rolled back: its files may be half
    gone, and a rolled-back drop would make the index ``ready`` again.
 
-Fencing (issue 11, item 3; :mod:`.framework`): every event of an execution is appended
+Fencing (issue 11, item 3; :mod:`.phases`): every event of an execution is appended
 only while its attempt holds the instant, and the partition a build, catch-up, abort or
 drop touches is that of one definition (``<name>@<creating instant>``). So an executor
 that stalled while another completed the build can neither complete, roll back nor drop
@@ -41,7 +41,17 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import pyarrow as pa
 
-from ..indexes.lifecycle import (
+from ..indexes.build import (
+    build_tasks,
+    built,
+    catch_up,
+    gone_but_live,
+    missing_updates,
+    try_build_task,
+)
+from ..indexes.entries import IndexTarget, resolve
+from ..indexes.metadata_table import MetadataTable
+from ..indexes.states import (
     OP_CREATE,
     OP_DROP,
     IndexDef,
@@ -52,23 +62,18 @@ from ..indexes.lifecycle import (
     dropped_partition,
     partition_of,
 )
-from ..indexes.maintain import (
-    IndexTarget,
-    build_tasks,
-    built,
-    catch_up,
-    gone_but_live,
-    missing_updates,
-    resolve,
-    try_build_task,
-)
-from ..indexes.metadata_table import MetadataTable
 from ..timeline import faults
-from ..timeline.errors import IndexBuildError, IndexExistsError, LakelineError
+from ..timeline.errors import (
+    IndexBuildError,
+    IndexExistsError,
+    LakelineError,
+    ServiceAbortedError,
+    UnindexedCommitError,
+)
 from ..timeline.instant import Action, Instant, State
 from ..timeline.timeline import Timeline
-from .framework import table_lock
-from .service import Progress, ServiceAbort, TableService, fence, map_in_batches
+from .phases import table_lock
+from .plugin import Progress, TableService, fence, map_in_batches
 
 if TYPE_CHECKING:
     from ..table.table import Table
@@ -77,10 +82,6 @@ if TYPE_CHECKING:
 _BATCH = 64
 #: Finalize attempts, each catching up on writers that completed during the last one.
 _FINALIZE_ROUNDS = 100
-
-
-class _Unindexed(LakelineError):
-    """Internal: a data instant completed without entries; catch up and try again."""
 
 
 def index_def(plan: Mapping[str, Any], instant: int) -> IndexDef:
@@ -135,7 +136,7 @@ class IndexingService(TableService):
         try:
             target = resolve(index_def(instant.plan, instant.id), cfg.schema, cfg.record_key)
         except LakelineError as e:
-            raise ServiceAbort(f"index {name!r} cannot be built: {e}") from e
+            raise ServiceAbortedError(f"index {name!r} cannot be built: {e}") from e
         storage = table.storage
         base = table.log.refresh().as_of_seq(instant.id)  # the requested event is the base
         started = time.perf_counter()
@@ -189,7 +190,7 @@ class IndexingService(TableService):
 
                 def nothing_unindexed(now: Timeline) -> None:
                     if missing_updates(storage, now, base_seq, target.partition):
-                        raise _Unindexed(target.name)
+                        raise UnindexedCommitError(target.name)
 
                 try:
                     # Checked in this order against the prefix it lands on: this attempt
@@ -197,9 +198,9 @@ class IndexingService(TableService):
                     ev = log.append(self.action, State.COMPLETED, metadata, instant=instant.id,
                                     check=fence(instant.id, nothing_unindexed))
                     return log.timeline.get(ev.instant)
-                except _Unindexed:
+                except UnindexedCommitError:
                     continue
-        raise ServiceAbort(f"index {target.name!r} could not catch up with writers")
+        raise ServiceAbortedError(f"index {target.name!r} could not catch up with writers")
 
     def abort(self, table: "Table", instant: Instant, reason: str) -> None:
         """Remove the partition of the definition this create instant made, and only it

@@ -16,19 +16,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..indexes.maintain import write_commit_updates
-from ..indexes.upkeep import after_commit
+from ..indexes.on_commit import after_commit, write_commit_updates
 from ..table.rollback import delete_instant_files
 from ..table.writer import complete_with_indexes
 from ..timeline import faults
 from ..timeline.commit_metadata import CommitMetadata
 from ..timeline.conflicts import KeyCheck
-from ..timeline.errors import ServiceBusyError
+from ..timeline.errors import ServiceAbortedError, ServiceBusyError
 from ..timeline.instant import Action, Instant, State
 from ..timeline.markers import delete_markers, list_markers
 from ..timeline.storage import Storage
 from ..timeline.timeline import Timeline
-from .service import ServiceAbort, TableService, fence
+from .plugin import TableService, fence
 
 if TYPE_CHECKING:
     from ..table.table import Table
@@ -84,7 +83,7 @@ class _Completion:
             stale(tl)  # a stale attempt (another executor re-claimed the instant) is refused
             reason = self.conflict(tl, self.instant_id, self.groups)
             if reason is not None:
-                raise ServiceAbort(reason)
+                raise ServiceAbortedError(reason)
             if also_check is not None:
                 also_check(tl)
 
@@ -126,7 +125,7 @@ class RewriteService(TableService):
 
     def complete(self, table: "Table", instant: Instant, metadata: dict[str, Any]) -> Instant:
         """Index entries for the new files, then ``completed`` unless the conflict rule
-        says the inputs changed (:class:`ServiceAbort`)."""
+        says the inputs changed (:class:`ServiceAbortedError`)."""
         md = CommitMetadata.from_dict(metadata)
         cfg = table.config
         handled = write_commit_updates(table.storage, table.log.refresh(), instant.id, md, cfg.schema,

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..table.rollback import delete_files_of, end_instant
-from ..table.writer import expired_writers
+from ..table.rollback import delete_files_of, end_instant, expired_writers
 from ..timeline import faults
 from ..timeline.instant import Action, Instant, State
 from ..timeline.markers import delete_markers, instants_with_markers
 from ..timeline.timeline import Timeline
-from .service import Progress, TableService
+from .plugin import Progress, TableService
 
 if TYPE_CHECKING:
     from ..table.table import Table
@@ -34,7 +33,9 @@ class RollbackService(TableService):
     action = Action.ROLLBACK
 
     def plan(self, table: "Table", snapshot: Timeline, **options: Any) -> dict[str, Any] | None:
-        targets = [i.id for i in expired_writers(table, snapshot)]
+        props = table.config.resolved_properties()
+        targets = [i.id for i in expired_writers(table.log, snapshot, props["heartbeat.interval-ms"],
+                                                 props["heartbeat.tolerable-misses"])]
         marked = [(i, x.state_kind) for i in instants_with_markers(table.storage)
                   if (x := snapshot.find(i)) is not None]
         leftovers = [i for i, state in marked if state is State.ROLLED_BACK]

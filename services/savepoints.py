@@ -35,10 +35,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..timeline.errors import InstantNotFoundError, SavepointConflictError, SnapshotExpiredError
+from ..timeline.errors import (
+    InstantNotFoundError,
+    SavepointConflictError,
+    SnapshotExpiredError,
+)
 from ..timeline.instant import Action, Instant, State
 from ..timeline.log import AppendCheck
-from ..timeline.retention import OP_CREATE, OP_RELEASE, Savepoint, active_savepoints, pinned_seqs
+from ..timeline.retention import (
+    OP_CREATE,
+    OP_RELEASE,
+    Savepoint,
+    active_savepoints,
+    pinned_seqs,
+)
 from ..timeline.timeline import Timeline
 
 if TYPE_CHECKING:

@@ -26,11 +26,14 @@ from typing import TYPE_CHECKING, Callable
 from ..timeline import faults
 from ..timeline.commit_metadata import CommitMetadata
 from ..timeline.conflicts import KeyCheck, find_conflict
-from ..timeline.errors import CommitOutcomeUnknownError, LakelineError
+from ..timeline.errors import (
+    CommitOutcomeUnknownError,
+    ConcurrentCommitError,
+)
 from ..timeline.heartbeat import Heartbeat
 from ..timeline.instant import Action, Instant, State
-from ..timeline.timeline import Timeline
 from ..timeline.markers import delete_markers
+from ..timeline.timeline import Timeline
 from .rollback import rollback_instant
 
 if TYPE_CHECKING:
@@ -38,10 +41,6 @@ if TYPE_CHECKING:
 
 
 _log = logging.getLogger(__name__)
-
-
-class ConflictDetected(LakelineError):
-    """This attempt conflicts with a concurrent commit (internal: the writer retries)."""
 
 
 class Commit:
@@ -100,7 +99,7 @@ class Commit:
         else: the instant stays inflight for the caller to try again).
 
         Raises:
-            ConflictDetected: a concurrent commit conflicts (the attempt is rolled back).
+            ConcurrentCommitError: a concurrent commit conflicts (the attempt is rolled back).
             InvalidTransitionError: the instant was rolled back meanwhile (stale writer).
             CommitOutcomeUnknownError: the store failed; nothing was deleted.
         """
@@ -110,7 +109,7 @@ class Commit:
             concurrent = [i for i in tl.completed_after(p) if i.id != self.instant_id]
             reason = find_conflict(metadata, concurrent, key_check)
             if reason is not None:
-                raise ConflictDetected(f"instant {self.instant_id} ({self.operation}): {reason}")
+                raise ConcurrentCommitError(f"instant {self.instant_id} ({self.operation}): {reason}")
             if also_check is not None:
                 also_check(tl)
 

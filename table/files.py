@@ -14,12 +14,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ..indexes.entries import IndexJob, IndexTarget
 from ..indexes.hashing import ColumnHashes
-from ..indexes.maintain import IndexJob, IndexTarget
 from ..timeline.commit_metadata import WriteStat
 from ..timeline.errors import InvalidTransitionError, SnapshotExpiredError
-from ..timeline.storage import Storage
 from ..timeline.markers import marker_path, write_marker
+from ..timeline.storage import Storage
 from .records import OP, OP_DELETE
 
 _JSON_KEY_TYPES = (int, str, float, bool)

@@ -11,11 +11,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..indexes.entries import IndexJob
 from ..timeline.commit_metadata import WriteStat
 from ..timeline.file_group import FileSlice, data_file_name
 from ..timeline.storage import Storage
-from ..indexes.maintain import IndexJob
-from .files import FileRead, FileWrite, Written, key_range, read_snapshot_file, with_columns_of, write_indexed
+from .files import (
+    FileRead,
+    FileWrite,
+    Written,
+    key_range,
+    read_snapshot_file,
+    with_columns_of,
+    write_indexed,
+)
 from .merge import merge_onto
 from .records import OP, SEQ
 

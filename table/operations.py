@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..indexes.reader import key_blooms
+from ..indexes.pruning import key_blooms
 from ..timeline.errors import DuplicateKeyError, UnknownColumnError
 from ..timeline.file_group import FileSlice
 from ..timeline.fs_view import FileSystemView

@@ -15,7 +15,6 @@ import pyarrow.compute as pc
 
 from ..timeline.file_group import FileSlice
 
-
 #: Column of ``WritePlan.new_keys`` naming each key's partition folder.
 PARTITION = "_partition"
 

@@ -20,10 +20,12 @@ from dataclasses import dataclass
 
 from ..timeline import faults
 from ..timeline.errors import InvalidTransitionError
-from ..timeline.instant import State
+from ..timeline.heartbeat import is_expired
+from ..timeline.instant import Action, Instant, State
 from ..timeline.log import EventLog
 from ..timeline.markers import delete_markers, is_instant_file, list_markers
 from ..timeline.storage import Storage
+from ..timeline.timeline import Timeline
 
 _log = logging.getLogger(__name__)
 
@@ -83,3 +85,27 @@ def end_instant(log: EventLog, storage: Storage, instant: int, reason: str) -> D
     deleted = delete_files_of(storage, instant)
     log.store.clear_beat(instant)
     return deleted
+
+
+def rollback_pending_writes(log: EventLog, storage: Storage, snapshot: Timeline) -> None:
+    """Single-writer tables: any pending write belongs to a writer that died."""
+    for inst in snapshot.pending():
+        if inst.plan.get("writer"):
+            rollback_instant(log, storage, inst.id, "eager rollback (single-writer table)")
+
+
+#: Instants appended requested -> inflight -> completed in one go, with no heartbeat:
+#: pending past the heartbeat expiry, the process that appended them died.
+_ONE_SHOT = frozenset({Action.SAVEPOINT, Action.SCHEMA})
+
+
+def expired_writers(log: EventLog, snapshot: Timeline, interval_ms: int, tolerable_misses: int) -> list[Instant]:
+    """Pending write instants whose heartbeat expired, and savepoint or schema instants
+    left pending as long (their process died between ``requested`` and ``completed``;
+    rolled back, they did not happen, which is what their caller saw)."""
+    beats = log.store.last_beats()
+    return [
+        i for i in snapshot.pending()
+        if (i.plan.get("writer") or i.action_kind in _ONE_SHOT)
+        and is_expired(i, beats, interval_ms, tolerable_misses)
+    ]

@@ -9,7 +9,7 @@ are merged per group through the engine (base + logs folded by key), then filter
 Pruning uses Arrow's own expression simplification: each slice becomes a fragment
 whose *guarantee* is what its rows satisfy (its partition values; then the range of
 record keys its files hold), and Arrow drops the fragments the filter contradicts; the
-ready indexes prune further (:mod:`lakeline.indexes.reader`). The key-range stage is
+ready indexes prune further (:mod:`lakeline.indexes.pruning`). The key-range stage is
 counted with the stats stage in ``explain()``. Pruning can only drop a slice when no
 row of it can match.
 """
@@ -24,11 +24,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from ..indexes.reader import prune as prune_with_indexes
+from ..indexes.pruning import prune as prune_with_indexes
 from ..timeline.errors import SnapshotExpiredError
-from ..timeline.retention import check_retained
 from ..timeline.file_group import FileSlice, partition_values
 from ..timeline.fs_view import FileSystemView
+from ..timeline.retention import check_retained
 from ..timeline.storage import Storage
 from ..timeline.timeline import Timeline
 from .files import FileRead, read_snapshot_file, with_columns_of

@@ -7,7 +7,6 @@ write path (:mod:`.writer`), the read path (:mod:`.scan`) and the services.
 
 from __future__ import annotations
 
-import json
 import os
 import uuid
 from dataclasses import replace
@@ -31,7 +30,8 @@ from ..timeline.fs_view import FileSystemView
 from ..timeline.instant import Action, State
 from ..timeline.log import EventLog
 from ..timeline.storage import Storage
-from ..timeline.stores import META_DIR, check_timeline_arg, open_store, pointer_path, read_pointer
+from ..timeline.stores import check_timeline_arg, open_store
+from ..timeline.stores.pointer import read_pointer, write_pointer
 from ..timeline.table_config import TableConfig
 from ..timeline.timeline import Timeline
 from .changes import changes
@@ -44,13 +44,20 @@ from .operations import (
     plan_overwrite,
     plan_upsert,
 )
-from .records import check_filter, check_keys, conform, conform_column, deduplicate, to_arrow_table
+from .records import (
+    check_filter,
+    check_keys,
+    conform,
+    conform_column,
+    deduplicate,
+    to_arrow_table,
+)
 from .scan import Scan
 from .writer import WriteResult, run_write
 
 if TYPE_CHECKING:
-    from ..services.index_api import TableIndexes
     from ..services import TableServices
+    from ..services.table_indexes import TableIndexes
 
 
 #: Views kept per handle: the current snapshot's, and a few earlier ones (``changes``
@@ -111,13 +118,7 @@ class Table:
             schema, record_key, ordering_field, partition_by, table_type, properties, table_uuid
         )
         store = open_store(storage, timeline, table_uuid)
-        pointer = {
-            "format": 1,
-            "table_uuid": table_uuid,
-            "timeline": store.kind,
-            "location": storage.uri,
-        }
-        _write_pointer(storage, pointer)
+        write_pointer(storage, table_uuid, store.kind)
         log = EventLog(store, archive=EventArchive(storage))
 
         def must_be_empty(tl: Timeline) -> None:
@@ -352,36 +353,18 @@ class Table:
     @property
     def indexes(self) -> "TableIndexes":
         """Index API: create, list, drop, validate (state lives on the timeline)."""
-        from ..services.index_api import TableIndexes
+        from ..services.table_indexes import TableIndexes
 
         return TableIndexes(self)
 
     @property
     def services(self) -> "TableServices":
         """Table services (rollback, and later compaction, clustering, cleaning...)."""
-        from ..services import TableServices  # services sit above tables in the layering
+        from ..services import (
+            TableServices,  # services sit above tables in the layering
+        )
 
         return TableServices(self)
 
 
-def _write_pointer(storage: Storage, pointer: dict[str, Any]) -> None:
-    path = pointer_path(storage)
-    data = json.dumps(pointer, indent=2).encode()
-    if storage.is_local:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            raise TableExistsError(f"a table already exists at {storage.uri}") from None
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        return
-    if storage.exists(path):
-        raise TableExistsError(f"a table already exists at {storage.uri}")
-    storage.write_bytes(path, data)
-
-
-__all__ = ["META_DIR", "Table", "WriteResult"]
+__all__ = ["Table", "WriteResult"]

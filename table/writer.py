@@ -16,25 +16,38 @@ from typing import TYPE_CHECKING, Callable, Protocol
 
 import pyarrow as pa
 
-from ..indexes.lifecycle import written_indexes
-from ..indexes.maintain import IndexJob, Precomputed, index_job, unhandled_indexes, write_commit_updates
-from ..indexes.upkeep import after_commit
+from ..indexes.entries import IndexJob, Precomputed, index_job
+from ..indexes.on_commit import after_commit, unhandled_indexes, write_commit_updates
+from ..indexes.states import written_indexes
 from ..timeline import faults
 from ..timeline.commit_metadata import CommitMetadata
 from ..timeline.conflicts import KeyCheck
-from ..timeline.errors import CommitConflictError, CommitOutcomeUnknownError, LakelineError, SnapshotExpiredError
+from ..timeline.errors import (
+    CommitConflictError,
+    CommitOutcomeUnknownError,
+    ConcurrentCommitError,
+    IndexesBehindError,
+    LakelineError,
+    SnapshotExpiredError,
+)
 from ..timeline.file_group import data_file_name, new_file_group_id
 from ..timeline.fs_view import FileSystemView
-from ..timeline.heartbeat import is_expired
 from ..timeline.instant import Action, Instant
 from ..timeline.timeline import Timeline
-from .commit import Commit, ConflictDetected
+from .commit import Commit
 from .files import FileWrite, Written
+from .group_tasks import (
+    LogTask,
+    RewriteTask,
+    WriteSettings,
+    is_unchanged,
+    rel_path,
+    write_task,
+)
 from .key_check import KeyClaims
 from .key_check import key_check as check_keys_at_completion
-from .group_tasks import LogTask, RewriteTask, WriteSettings, is_unchanged, rel_path, write_task
 from .plan import WritePlan
-from .rollback import rollback_instant
+from .rollback import rollback_pending_writes
 
 if TYPE_CHECKING:
     from .table import Table
@@ -78,7 +91,7 @@ def run_write(table: "Table", operation: str, action: Action, planner: Planner,
     for _ in range(retries + 1):
         snapshot = table.log.refresh()
         if props["write.concurrency-mode"] == "single-writer":
-            _eager_rollback(table, snapshot)
+            rollback_pending_writes(table.log, table.storage, snapshot)
             snapshot = table.log.refresh()
         view = table.view(snapshot)
         t0 = time.perf_counter()
@@ -118,7 +131,7 @@ def run_write(table: "Table", operation: str, action: Action, planner: Planner,
             timings.update(write_s=t1 - t0, index_s=t2 - t1, commit_s=done - t2, upkeep_s=end - done,
                            total_s=end - started)
             return WriteResult(inst, dict(metadata.stats), timings)
-        except (ConflictDetected, SnapshotExpiredError) as e:
+        except (ConcurrentCommitError, SnapshotExpiredError) as e:
             # SnapshotExpiredError: a file the plan rewrites was cleaned meanwhile, so a
             # concurrent commit replaced it: a conflict, replayed like one.
             commit.abort(str(e))
@@ -129,10 +142,6 @@ def run_write(table: "Table", operation: str, action: Action, planner: Planner,
             commit.abort(f"write failed: {e!r}")
             raise
     raise CommitConflictError(f"{operation} gave up after {retries} retries: {last}")
-
-
-class _IndexesBehind(LakelineError):
-    """Internal: an index became building after this writer wrote its entries."""
 
 
 class Completion(Protocol):
@@ -160,13 +169,13 @@ def complete_with_indexes(table: "Table", commit: Completion, metadata: CommitMe
 
     def indexes_current(tl: Timeline) -> None:
         if unhandled_indexes(tl, done):
-            raise _IndexesBehind("an index started building")
+            raise IndexesBehindError("an index started building")
 
     cfg = table.config
     for _ in range(_INDEX_ROUNDS):
         try:
             inst = commit.complete(metadata, key_check, also_check=indexes_current)
-        except _IndexesBehind:
+        except IndexesBehindError:
             more = write_commit_updates(table.storage, table.log.refresh(), commit.instant_id, metadata,
                                         cfg.schema, cfg.record_key, skip=done, map_fn=table.engine.map)
             written.extend(more)
@@ -196,31 +205,6 @@ def _drop_stale_updates(table: "Table", written: list[tuple[str, int, str | None
     for name, created, rel in written:
         if rel is not None and (name, created) not in live:
             table.storage.delete(table.storage.path(rel))
-
-
-def _eager_rollback(table: "Table", snapshot: Timeline) -> None:
-    """Single-writer tables: any pending write belongs to a writer that died."""
-    for inst in snapshot.pending():
-        if inst.plan.get("writer"):
-            rollback_instant(table.log, table.storage, inst.id, "eager rollback (single-writer table)")
-
-
-#: Instants appended requested -> inflight -> completed in one go, with no heartbeat:
-#: pending past the heartbeat expiry, the process that appended them died.
-_ONE_SHOT = frozenset({Action.SAVEPOINT, Action.SCHEMA})
-
-
-def expired_writers(table: "Table", snapshot: Timeline) -> list[Instant]:
-    """Pending write instants whose heartbeat expired, and savepoint or schema instants
-    left pending as long (their process died between ``requested`` and ``completed``;
-    rolled back, they did not happen, which is what their caller saw)."""
-    props = table.config.resolved_properties()
-    beats = table.log.store.last_beats()
-    return [
-        i for i in snapshot.pending()
-        if (i.plan.get("writer") or i.action_kind in _ONE_SHOT)
-        and is_expired(i, beats, props["heartbeat.interval-ms"], props["heartbeat.tolerable-misses"])
-    ]
 
 
 def settings(table: "Table", instant: int, indexes: IndexJob | None = None) -> WriteSettings:

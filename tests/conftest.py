@@ -20,7 +20,12 @@ from typing import Iterator
 
 import pytest
 
-from tests.helpers import PostgresUnavailable, StoreFactory, ThrowawayPostgres, start_throwaway_postgres
+from tests.helpers import (
+    PostgresUnavailable,
+    StoreFactory,
+    ThrowawayPostgres,
+    start_throwaway_postgres,
+)
 
 PG_URL_VAR = "LAKELINE_TEST_PG_URL"
 STORE_KINDS = ["filesystem", "postgresql"]
@@ -33,7 +38,7 @@ def _under_ci() -> bool:
 def _check_reachable(url: str) -> str | None:
     """None if a store can talk to ``url``, else why not."""
     from lakeline.timeline.errors import TimelineError
-    from lakeline.timeline.pg_store import PostgresStore
+    from lakeline.timeline.stores.postgresql import PostgresStore
 
     store = PostgresStore(url, "__probe__", "")
     try:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Mapping, Sequence
 
-from lakeline.timeline.store import TimelineStore
+from lakeline.timeline.stores.protocol import TimelineStore
 
 REPO = Path(__file__).resolve().parents[1]
 WITH_POSTGRES = REPO / "scripts" / "with-postgres.sh"
@@ -50,17 +50,17 @@ def store_spec(store: TimelineStore) -> StoreSpec:
 def open_spec(spec: Mapping[str, str]) -> TimelineStore:
     """A new store object for the table a spec describes (imports psycopg only for PG)."""
     if spec["kind"] == "filesystem":
-        from lakeline.timeline.fs_store import FileSystemStore
+        from lakeline.timeline.stores.filesystem import FileSystemStore
 
         return FileSystemStore(spec["meta_dir"])
-    from lakeline.timeline.pg_store import PostgresStore
+    from lakeline.timeline.stores.postgresql import PostgresStore
 
     return PostgresStore(spec["dsn"], spec["table_id"], spec["location"])
 
 
 def new_pg_store(pg_url: str, location: str | os.PathLike[str]) -> TimelineStore:
     """A PostgreSQL store for a brand-new table (a fresh uuid)."""
-    from lakeline.timeline.pg_store import PostgresStore
+    from lakeline.timeline.stores.postgresql import PostgresStore
 
     return PostgresStore(pg_url, uuid.uuid4().hex, str(location))
 
@@ -78,11 +78,11 @@ class StoreFactory:
         """A store for a new, empty table."""
         location = self._base / f"table-{uuid.uuid4().hex[:8]}"
         if self.kind == "filesystem":
-            from lakeline.timeline.fs_store import FileSystemStore
+            from lakeline.timeline.stores.filesystem import FileSystemStore
 
             store: TimelineStore = FileSystemStore(location / ".lakeline")
         else:
-            from lakeline.timeline.pg_store import PostgresStore
+            from lakeline.timeline.stores.postgresql import PostgresStore
 
             assert self._pg_url is not None
             store = PostgresStore(self._pg_url, uuid.uuid4().hex, str(location))

@@ -42,11 +42,17 @@ def _package_folders() -> set[str]:
     } - NOT_INSTALLED
 
 
+def _subpackages(folder: str) -> list[str]:
+    """``lakeline.<folder>`` and every package folder below it."""
+    return [f"lakeline.{'.'.join(p.parent.relative_to(ROOT).parts)}" for p in (ROOT / folder).rglob("__init__.py")
+            if "__pycache__" not in p.parts]
+
+
 def test_packages_match_folders() -> None:
     setuptools = _pyproject()["tool"]["setuptools"]
     folders = _package_folders()
     assert folders == SUBSYSTEMS
-    assert sorted(setuptools["packages"]) == sorted(f"lakeline.{f}" for f in folders)
+    assert sorted(setuptools["packages"]) == sorted(p for f in folders for p in _subpackages(f))
     assert setuptools["package-dir"] == {f"lakeline.{f}": f for f in folders}
 
 
@@ -102,6 +108,7 @@ def test_wheel_layout(tmp_path: Path) -> None:
     (wheel,) = out.glob("lakeline-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for required in ("lakeline/timeline/__init__.py", "lakeline/timeline/log.py", "lakeline/table/table.py",
+                     "lakeline/timeline/stores/postgresql.py",
                      "lakeline/config/defaults.toml", "lakeline/cli/__main__.py", "lakeline/cli/main.py"):
         assert required in names, required
     # Only the lakeline namespace: nothing under a generic top-level name.

@@ -94,6 +94,14 @@ class StorageNotSupportedError(TimelineError):
     """The storage cannot put-if-absent, so it cannot hold an event log."""
 
 
+class TimelineConfigError(TimelineError, ValueError):
+    """The timeline argument does not fit the table (e.g. missing PostgreSQL URL)."""
+
+
+class StoreUnavailableError(TimelineError, ConnectionError):
+    """The PostgreSQL server cannot be reached, or a statement failed on it."""
+
+
 class CommitOutcomeUnknownError(TimelineError):
     """The store failed while an event was being appended and re-reading could not tell
     whether it landed. Nothing is deleted while the outcome is unknown."""
@@ -129,6 +137,12 @@ class FaultInjectedError(LakelineError):
 # --- indexes and the metadata table -------------------------------------------------
 
 
+class ConcurrentCommitError(LakelineError):
+    """Internal: this write attempt conflicts with a concurrent commit; the writer rolls
+    the attempt back and replays it (users see :class:`CommitConflictError` once the
+    retries ran out)."""
+
+
 class LakelineIndexError(LakelineError):
     """Base for errors about indexes (not ``IndexError``: that builtin means a bad
     sequence position)."""
@@ -146,6 +160,16 @@ class InvalidIndexError(LakelineIndexError, ValueError):
     """An index definition is malformed: unknown kind, unknown or empty columns."""
 
 
+class IndexesBehindError(LakelineIndexError):
+    """Internal: an index became building after this writer wrote its entries; the
+    completion writes them and tries again."""
+
+
+class UnindexedCommitError(LakelineIndexError):
+    """Internal: a data instant completed without entries for the index being built;
+    the builder catches up and tries again."""
+
+
 class IndexBuildError(LakelineIndexError):
     """An index build failed or was aborted; its instant was rolled back (the index is absent)."""
 
@@ -159,6 +183,11 @@ class MetadataTableError(LakelineError):
 
 class ServiceError(LakelineError):
     """Base of table-service errors."""
+
+
+class ServiceAbortedError(ServiceError):
+    """Raised by a service's ``execute`` when it must give up: its instant is ended as
+    rolled back, :meth:`TableService.abort` cleans up, and nothing else fails."""
 
 
 class UnknownServiceError(ServiceError, ValueError):

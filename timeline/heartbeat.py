@@ -8,7 +8,7 @@ A process that dies stops beating, which is the whole point: no coordination wit
 is needed.
 
 A beat belongs to an *attempt*: writers beat with the empty attempt, a service
-executor with the attempt id its claiming event carries (:mod:`lakeline.services.framework`).
+executor with the attempt id its claiming event carries (:mod:`lakeline.services.phases`).
 Two executors of one instant (the loser of a claim race, a stale executor that woke
 up) therefore never overwrite or clear each other's beat, and expiry is judged on the
 beat of the attempt the timeline names (:func:`attempt_expired`).
@@ -20,7 +20,7 @@ import threading
 
 from .instant import Instant, datetime_to_micros
 from .log import now_us
-from .store import TimelineStore
+from .stores.protocol import TimelineStore
 
 
 def expiry_us(interval_ms: int, tolerable_misses: int) -> int:

@@ -75,7 +75,7 @@ TRANSITIONS: Mapping[State | None, frozenset[State]] = {
     None: frozenset({State.REQUESTED}),
     State.REQUESTED: frozenset({State.INFLIGHT, State.ROLLED_BACK}),
     # ``inflight -> inflight`` is a service's re-claim of an instant whose executor
-    # stopped beating: the event names the new attempt (services.framework fences the
+    # stopped beating: the event names the new attempt (services.phases fences the
     # old one with append checks against it).
     State.INFLIGHT: frozenset({State.INFLIGHT, State.COMPLETED, State.ROLLED_BACK}),
     State.COMPLETED: frozenset(),

@@ -37,7 +37,7 @@ from .errors import (
     TimelineGapError,
 )
 from .instant import Action, Event, State, check_transition
-from .store import TimelineStore
+from .stores.protocol import TimelineStore
 from .timeline import Timeline
 
 #: A check run against the fresh timeline right before each put attempt; it raises to

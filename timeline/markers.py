@@ -28,8 +28,7 @@ import re
 
 from . import faults
 from .file_group import parse_data_file_name
-from .storage import Storage
-from .stores import META_DIR
+from .storage import META_DIR, Storage
 
 MARKER_SUFFIX = ".marker"
 #: Metadata-table deltas an instant writes behind its markers

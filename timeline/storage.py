@@ -15,6 +15,10 @@ from typing import Iterable
 
 import pyarrow.fs as pafs
 
+#: The folder under a table's base path that holds lakeline's own files (the pointer,
+#: the filesystem event log, markers, heartbeats, the metadata table).
+META_DIR = ".lakeline"
+
 
 @dataclass(frozen=True)
 class Storage:

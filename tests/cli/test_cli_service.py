@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 from lakeline.cli.main import cli
-from lakeline.services import ServiceAbort
+from lakeline.services import ServiceAbortedError
 from lakeline.table import Table
 from lakeline.timeline import faults
 from lakeline.timeline.instant import Action, State
@@ -116,7 +116,7 @@ def test_an_aborted_run_exits_1_and_says_why(runner: CliRunner, table: Table) ->
     inst = _pending_build(table)
 
     def give_up() -> None:
-        raise ServiceAbort("inputs changed under the build")
+        raise ServiceAbortedError("inputs changed under the build")
 
     faults.on("indexing.after_build", give_up)
     try:

@@ -15,7 +15,14 @@ import argparse
 import sys
 import time
 
-from .explorer import PrefixChooser, RunReport, exhaustive, parse_choices, run_random, run_schedule
+from .explorer import (
+    PrefixChooser,
+    RunReport,
+    exhaustive,
+    parse_choices,
+    run_random,
+    run_schedule,
+)
 from .scenarios import SCENARIOS
 
 

@@ -30,6 +30,7 @@ from lakeline.timeline.file_group import parse_data_file_name
 from lakeline.timeline.instant import Action, State
 from lakeline.timeline.markers import instants_with_markers
 from lakeline.timeline.retention import furthest_retain_seq, pinned_seqs
+
 from tests.table.model import COLUMNS, ModelDuplicateKey, TableModel, table_rows
 
 from .ops import Op

@@ -26,13 +26,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lakeline.services.facade import service_named
-from lakeline.services.framework import run_pending
+from lakeline.services.phases import run_pending
+from lakeline.services.table_services import service_named
 from lakeline.table import Table
+
 from tests.table.model import SCHEMA
 
 from .checks import Checker, Violation
-from .choosers import Chooser, Decision, PCTChooser, PrefixChooser, RandomChooser, actor_name
+from .choosers import (
+    Chooser,
+    Decision,
+    PCTChooser,
+    PrefixChooser,
+    RandomChooser,
+    actor_name,
+)
 from .ops import DAYS, EDGES, Op, hot_keys, initial_rows, random_op
 from .scheduler import OP_START, Scheduler, StepTimeout
 

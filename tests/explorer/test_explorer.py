@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.explorer.explorer import PrefixChooser, RunReport, exhaustive, run_random, run_schedule
+from tests.explorer.explorer import (
+    PrefixChooser,
+    RunReport,
+    exhaustive,
+    run_random,
+    run_schedule,
+)
 from tests.explorer.scenarios import SCENARIOS
 
 #: make test: random schedules for about this long (seconds), then the scenarios below.

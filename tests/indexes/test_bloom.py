@@ -7,7 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
-from lakeline.indexes.bloom import BloomBits, FileBloom, bloom_table, file_bloom_rows, key_hashes
+from lakeline.indexes.bloom import (
+    BloomBits,
+    FileBloom,
+    bloom_table,
+    file_bloom_rows,
+    key_hashes,
+)
 from lakeline.indexes.hashing import hash_array
 from lakeline.timeline.errors import MetadataTableError, UnknownColumnError
 

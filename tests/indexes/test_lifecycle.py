@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from lakeline.indexes.lifecycle import (
+from lakeline.indexes.states import (
     check_can_create,
     check_can_drop,
     create_plan,

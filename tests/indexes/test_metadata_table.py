@@ -9,10 +9,10 @@ import pyarrow as pa
 import pytest
 from lakeline.indexes.metadata_table import INSTANT, MetadataTable
 from lakeline.table import Table
-from lakeline.timeline.markers import list_markers
 from lakeline.table.rollback import rollback_instant
 from lakeline.timeline.errors import MetadataTableError
 from lakeline.timeline.instant import Action, State
+from lakeline.timeline.markers import list_markers
 from lakeline.timeline.storage import Storage
 
 from tests.indexes._timeline import Events

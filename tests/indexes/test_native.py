@@ -12,7 +12,6 @@ import os
 import numpy as np
 import pyarrow as pa
 import pytest
-
 from lakeline.indexes import bloom, hashing, hll
 from lakeline.indexes.native import NATIVE
 

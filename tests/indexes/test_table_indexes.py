@@ -291,7 +291,7 @@ def test_a_writer_that_read_the_index_states_before_a_create_still_writes_entrie
     """The writer plans and writes its entries with no index in sight; the index is
     requested (building) right before the writer completes: the writer must notice at
     completion and write the entries, since the indexer may already have caught up."""
-    from lakeline.indexes.lifecycle import create_plan
+    from lakeline.indexes.states import create_plan
     from lakeline.timeline import faults
     from lakeline.timeline.instant import Action, State
 

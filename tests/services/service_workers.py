@@ -46,8 +46,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import pyarrow as pa
-
-from lakeline.services.service import ServiceResult
+from lakeline.services.plugin import ServiceResult
 from lakeline.table import Table
 from lakeline.table.scan import SliceRead, read_slice
 from lakeline.timeline.errors import LakelineError

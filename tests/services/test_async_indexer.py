@@ -21,7 +21,7 @@ from lakeline.timeline import faults
 from lakeline.timeline.errors import IndexExistsError, IndexNotFoundError
 from lakeline.timeline.faults import CRASH_EXIT_CODE
 
-from tests.helpers import run_script, start_script, finish
+from tests.helpers import finish, run_script, start_script
 
 CHILD = Path(__file__).with_name("indexer_child.py")
 SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("v", pa.string())])

@@ -24,13 +24,18 @@ import pytest
 from click.testing import CliRunner
 from lakeline.cli.main import cli
 from lakeline.table import Table
-from lakeline.timeline.errors import InstantNotFoundError, InvalidPropertyError, SnapshotExpiredError
+from lakeline.timeline.errors import (
+    InstantNotFoundError,
+    InvalidPropertyError,
+    SnapshotExpiredError,
+)
 from lakeline.timeline.faults import CRASH_EXIT_CODE
 from lakeline.timeline.instant import Action, State
 
+from tests.helpers import finish, run_script, start_script, wait_for_files
+
 # The store fixture (both timelines), fault reset and row builders of the compaction tests.
 from tests.services.test_compaction import _no_faults, keys, row, timeline  # noqa: F401
-from tests.helpers import finish, run_script, start_script, wait_for_files
 from tests.table.model import DAYS, SCHEMA, TableModel, table_rows, to_arrow
 from tests.table.workers import WORKERS_PY, check_files_on_disk, data_files_on_disk
 

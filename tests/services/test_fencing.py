@@ -23,13 +23,13 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from lakeline.indexes.lifecycle import partition_of
 from lakeline.indexes.metadata_table import MetadataTable
+from lakeline.indexes.states import partition_of
 from lakeline.services import TableService
 from lakeline.services.compaction import CompactionService
-from lakeline.services.framework import execute, schedule
 from lakeline.services.indexing import IndexingService
-from lakeline.services.service import ATTEMPT
+from lakeline.services.phases import execute, schedule
+from lakeline.services.plugin import ATTEMPT
 from lakeline.table import Table
 from lakeline.timeline import faults
 from lakeline.timeline.errors import IndexBuildError, ServiceBusyError

@@ -11,8 +11,8 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from lakeline.services import ServiceAbort, ServiceResult, TableService
-from lakeline.services.framework import execute, lock_hold_s, schedule
+from lakeline.services import ServiceAbortedError, ServiceResult, TableService
+from lakeline.services.phases import execute, lock_hold_s, schedule
 from lakeline.table import Table
 from lakeline.table.engine import LocalEngine
 from lakeline.timeline import faults
@@ -41,7 +41,7 @@ class Counting(TableService):
     def execute(self, table: Table, instant: Instant, progress: Any = None) -> dict[str, Any]:
         Counting.runs.append(instant.id)
         if instant.plan.get("n", 0) < 0:
-            raise ServiceAbort("inputs changed")
+            raise ServiceAbortedError("inputs changed")
         faults.point("counting.work")
         return {"done": True}
 
@@ -106,7 +106,7 @@ def test_a_live_executor_is_not_taken_over_but_a_dead_one_is(table: Table) -> No
 
 
 def test_unknown_services(table: Table) -> None:
-    from lakeline.services.facade import SERVICES
+    from lakeline.services.table_services import SERVICES
 
     assert set(SERVICES) == {"indexing", "rollback", "compaction", "clustering", "cleaning", "archival"}
     with pytest.raises(UnknownServiceError, match="unknown service 'nope'; known: indexing"):

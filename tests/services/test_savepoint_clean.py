@@ -19,13 +19,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from lakeline.table import Table
 from lakeline.timeline import faults
 from lakeline.timeline.errors import SavepointConflictError, SnapshotExpiredError
 from lakeline.timeline.faults import CRASH_EXIT_CODE
+
 from tests.helpers import finish, run_script, start_script, wait_for_files
-from tests.services.test_cleaning import CHILD, COLUMNS, data_ids, history, make_table, snapshot_files
+from tests.services.test_cleaning import (
+    CHILD,
+    COLUMNS,
+    data_ids,
+    history,
+    make_table,
+    snapshot_files,
+)
 from tests.services.test_compaction import _no_faults, timeline  # noqa: F401
 from tests.table.model import TableModel, table_rows
 from tests.table.workers import check_files_on_disk

@@ -20,7 +20,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-
 from lakeline.table import Table
 from lakeline.timeline import faults
 

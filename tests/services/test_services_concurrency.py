@@ -47,11 +47,11 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-
 from lakeline.table import Table
 from lakeline.timeline.errors import SnapshotExpiredError
 from lakeline.timeline.instant import Action, Instant
 from lakeline.timeline.retention import last_retain_seq, pinned_seqs
+
 from tests.helpers import finish, start_script, wait_for_files
 from tests.services.service_workers import SERVICE_WORKERS_PY
 from tests.table.test_concurrency import KEYS, CompletionOrderModel

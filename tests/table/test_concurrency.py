@@ -32,9 +32,9 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-
 from lakeline.table import Table
 from lakeline.timeline.instant import Instant
+
 from tests.helpers import finish, start_script, wait_for_files
 from tests.table.workers import (
     WORKERS_PY,

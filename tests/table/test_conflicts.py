@@ -32,8 +32,8 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-
 from lakeline.table import Table
+
 from tests.helpers import finish, start_script, wait_for_files
 from tests.table.workers import WORKERS_PY, check_files_on_disk, data_instants, run_op
 

@@ -26,11 +26,11 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-
 from lakeline.table import Table
-from lakeline.timeline.markers import is_instant_file, list_markers, marker_dir
 from lakeline.timeline.faults import CRASH_EXIT_CODE
-from lakeline.timeline.fs_store import event_file_name
+from lakeline.timeline.markers import is_instant_file, list_markers, marker_dir
+from lakeline.timeline.stores.filesystem import event_file_name
+
 from tests.helpers import finish, run_script, start_script, wait_for_files
 from tests.table.workers import (
     WORKERS_PY,

@@ -16,7 +16,6 @@ from typing import Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-
 from lakeline.table import Table
 from lakeline.timeline import faults
 

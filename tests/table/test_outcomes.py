@@ -26,14 +26,22 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-
 from lakeline.table import Table
 from lakeline.timeline import faults
-from lakeline.timeline.errors import CommitOutcomeUnknownError, FaultInjectedError
+from lakeline.timeline.errors import (
+    CommitOutcomeUnknownError,
+    FaultInjectedError,
+    StoreUnavailableError,
+)
 from lakeline.timeline.instant import Event, State
 from lakeline.timeline.markers import instants_with_markers, list_markers
-from lakeline.timeline.pg_store import StoreUnavailableError
-from tests.table.workers import check_files_on_disk, data_files_on_disk, data_instants, referenced_files
+
+from tests.table.workers import (
+    check_files_on_disk,
+    data_files_on_disk,
+    data_instants,
+    referenced_files,
+)
 
 SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.string())])
 HEARTBEAT = {"heartbeat.interval-ms": 100, "heartbeat.tolerable-misses": 1}

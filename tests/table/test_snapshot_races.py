@@ -14,11 +14,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import lakeline.table.scan as scan_module
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-
-import lakeline.table.scan as scan_module
 from lakeline.table import Table
 from lakeline.timeline import faults
 from lakeline.timeline.errors import FaultInjectedError, SnapshotExpiredError

@@ -43,17 +43,17 @@ import statistics
 import subprocess
 import time
 from collections import Counter
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 import pyarrow as pa
 import pytest
-
 from lakeline.table import Table
 from lakeline.timeline.faults import CRASH_EXIT_CODE
 from lakeline.timeline.instant import Action, Instant
 from lakeline.timeline.retention import last_retain_seq
+
 from tests.helpers import finish, start_script, wait_for_files
 from tests.services.service_workers import SERVICE_WORKERS_PY
 from tests.table.test_concurrency import CompletionOrderModel

@@ -52,7 +52,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-
 from lakeline.table import Table
 from lakeline.timeline.errors import CommitConflictError, LakelineError
 
@@ -251,8 +250,8 @@ def check_files_on_disk(t: Table) -> None:
     instant or belongs to a still pending one (no orphans); no file and no marker of a
     rolled-back instant is left; markers exist only for pending instants.
     """
-    from lakeline.timeline.markers import instants_with_markers
     from lakeline.timeline.file_group import parse_data_file_name
+    from lakeline.timeline.markers import instants_with_markers
 
     tl = t.timeline
     disk = data_files_on_disk(t)

@@ -16,10 +16,10 @@ from typing import Any, Callable
 import pytest
 from lakeline.timeline.errors import CorruptEventError
 from lakeline.timeline.faults import CRASH_EXIT_CODE
-from lakeline.timeline.fs_store import FileSystemStore, event_file_name
 from lakeline.timeline.instant import Action, Event, State
 from lakeline.timeline.log import EventLog
-from lakeline.timeline.store import TimelineStore
+from lakeline.timeline.stores.filesystem import FileSystemStore, event_file_name
+from lakeline.timeline.stores.protocol import TimelineStore
 
 from tests.helpers import StoreFactory, run_script, store_spec
 

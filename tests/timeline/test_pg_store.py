@@ -18,12 +18,13 @@ import pytest
 from lakeline.timeline.errors import (
     CommitOutcomeUnknownError,
     SlotTakenError,
+    StoreUnavailableError,
     TimelineError,
 )
 from lakeline.timeline.heartbeat import Heartbeat
 from lakeline.timeline.instant import Action, Event, State
 from lakeline.timeline.log import EventLog
-from lakeline.timeline.pg_store import PostgresStore, StoreUnavailableError, _ensure_schema, safe_dsn
+from lakeline.timeline.stores.postgresql import PostgresStore, _ensure_schema, safe_dsn
 
 # Nothing listens on port 1; a refused connection fails at once.
 DEAD_DSN = "postgresql://lakeline:sekrit@127.0.0.1:1/nowhere?connect_timeout=3"
@@ -209,7 +210,7 @@ def test_table_keeps_its_timeline_in_postgresql(pg_url: str, tmp_path: Path) -> 
     # The path Table.create/open take through stores.open_store to this store.
     import pyarrow as pa
     from lakeline.table import Table
-    from lakeline.timeline.stores import TimelineConfigError
+    from lakeline.timeline.errors import TimelineConfigError
 
     path = tmp_path / "events"
     table = Table.create(path, pa.schema([("id", pa.int64())]), record_key="id", timeline=pg_url)

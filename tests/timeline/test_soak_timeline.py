@@ -16,7 +16,7 @@ import pytest
 from lakeline.timeline.errors import InvalidTransitionError
 from lakeline.timeline.faults import CRASH_EXIT_CODE
 from lakeline.timeline.instant import TRANSITIONS, Event, State
-from lakeline.timeline.store import TimelineStore
+from lakeline.timeline.stores.protocol import TimelineStore
 
 from tests.helpers import StoreFactory, finish, start_script, store_spec, wait_for_files
 

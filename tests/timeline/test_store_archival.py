@@ -15,11 +15,16 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from lakeline.timeline.archive import ARCHIVE_DIR, EventArchive
-from lakeline.timeline.errors import CorruptArchiveError, EventsArchivedError, SlotTakenError, TimelineGapError
+from lakeline.timeline.errors import (
+    CorruptArchiveError,
+    EventsArchivedError,
+    SlotTakenError,
+    TimelineGapError,
+)
 from lakeline.timeline.instant import Action, Event, State
 from lakeline.timeline.log import EventLog
 from lakeline.timeline.storage import Storage
-from lakeline.timeline.store import TimelineStore
+from lakeline.timeline.stores.protocol import TimelineStore
 
 from tests.helpers import StoreFactory
 

@@ -17,9 +17,16 @@ import pytest
 from lakeline.timeline.errors import SlotTakenError, TimelineGapError
 from lakeline.timeline.instant import Action, Event, State
 from lakeline.timeline.log import EventLog
-from lakeline.timeline.store import TimelineStore
+from lakeline.timeline.stores.protocol import TimelineStore
 
-from tests.helpers import StoreFactory, finish, run_script, start_script, store_spec, wait_for_files
+from tests.helpers import (
+    StoreFactory,
+    finish,
+    run_script,
+    start_script,
+    store_spec,
+    wait_for_files,
+)
 
 CHILD = Path(__file__).with_name("_child.py")
 

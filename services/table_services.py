@@ -1,6 +1,6 @@
 """``t.services``: the per-table entry point to table services.
 
-Every service goes through the same two phases (:mod:`.framework`): ``schedule(name)``
+Every service goes through the same two phases (:mod:`.phases`): ``schedule(name)``
 appends a plan as a ``requested`` instant; ``execute(instant)`` runs it, in this process
 or any other, later. ``run(name)`` does both for what is due, after finishing pending
 plans of that service whose executor died.
@@ -14,14 +14,20 @@ from typing import TYPE_CHECKING, Any
 from ..timeline.errors import UnknownServiceError
 from ..timeline.instant import Instant
 from .archival import ArchivalService
-from .framework import execute, run_pending, schedule
 from .cleaning import CleaningService
-from .clustering import ALL as EVERY_GROUP, ClusteringService, check_options
+from .clustering import ALL as EVERY_GROUP
+from .clustering import ClusteringService, check_options
 from .compaction import ALL, CompactionService
 from .indexing import IndexingService
+from .phases import execute, run_pending, schedule
+from .plugin import Progress, ServiceResult, TableService
 from .rollback import RollbackService
-from .savepoints import Savepoint, active_savepoints, create_savepoint, release_savepoint
-from .service import Progress, ServiceResult, TableService
+from .savepoints import (
+    Savepoint,
+    active_savepoints,
+    create_savepoint,
+    release_savepoint,
+)
 
 if TYPE_CHECKING:
     from ..table.table import Table

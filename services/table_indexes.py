@@ -17,16 +17,29 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..indexes.build import build, validate
 from ..indexes.column_stats import STATS_SCHEMA, NdvEstimate, ndv
+from ..indexes.entries import resolve
 from ..indexes.files_index import FILES, validate_checkpoint, write_checkpoint
-from ..indexes.lifecycle import OP_CREATE, OP_DROP, IndexDef, check_can_drop, list_indexes, readable_indexes
-from ..indexes.maintain import build, resolve, validate
 from ..indexes.metadata_table import MetadataTable, visible_paths
-from ..timeline.errors import IndexBuildError, IndexNotFoundError, LakelineError, LockTimeoutError
+from ..indexes.states import (
+    OP_CREATE,
+    OP_DROP,
+    IndexDef,
+    check_can_drop,
+    list_indexes,
+    readable_indexes,
+)
+from ..timeline.errors import (
+    IndexBuildError,
+    IndexNotFoundError,
+    LakelineError,
+    LockTimeoutError,
+)
 from ..timeline.fs_view import FileSystemView
-from .framework import execute, schedule
 from .indexing import IndexingService
-from .service import Progress
+from .phases import execute, schedule
+from .plugin import Progress
 
 if TYPE_CHECKING:
     from ..table.table import Table

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .errors import LockLostError
-from .lock import Lock
+from ..errors import LockLostError
+from ..lock import Lock
 
 if TYPE_CHECKING:
-    from .pg_store import PostgresStore
+    from .postgresql import PostgresStore
 
 # Server time in microseconds since the epoch.
 _NOW_US = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint"

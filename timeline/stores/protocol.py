@@ -5,8 +5,8 @@ free (put-if-absent, the single atomic step the whole protocol relies on), read 
 from a sequence number on, remove an archived prefix of the log (archival), and keep
 heartbeats of inflight instants. Everything else
 (retries, transitions, conflict checks) is built on top in :mod:`.log`, once, for every
-store. Two stores ship: :class:`~lakeline.timeline.fs_store.FileSystemStore` and
-:class:`~lakeline.timeline.pg_store.PostgresStore`.
+store. Two stores ship: :class:`~lakeline.timeline.stores.filesystem.FileSystemStore` and
+:class:`~lakeline.timeline.stores.postgresql.PostgresStore`.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING
 
-from .instant import Event
+from ..instant import Event
 
 if TYPE_CHECKING:
-    from .lock import Lock
+    from ..lock import Lock
 
 
 class TimelineStore(ABC):

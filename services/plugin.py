@@ -3,7 +3,7 @@
 A table service is a two-phase action on the timeline. *Plan* decides what to do from a
 snapshot and becomes the ``requested`` event (so any process can pick it up later);
 *execute* does the work through the table's engine and returns what goes into the
-``completed`` event. The framework (:mod:`.framework`) owns everything around those two
+``completed`` event. The framework (:mod:`.phases`) owns everything around those two
 calls: the table lock while planning, the transitions, the heartbeat, re-running an
 interrupted execution, and aborting. A service only knows its own work.
 """
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ..timeline import faults
-from ..timeline.errors import LakelineError, StaleAttemptError
+from ..timeline.errors import StaleAttemptError
 from ..timeline.instant import Action, Instant, State
 from ..timeline.timeline import Timeline
 
@@ -124,11 +124,6 @@ class ServiceResult:
     aborted: str | None = None
 
 
-class ServiceAbort(LakelineError):
-    """Raised by a service's ``execute`` when it must give up: its instant is ended as
-    rolled back, :meth:`TableService.abort` cleans up, and nothing else fails."""
-
-
 class TableService(ABC):
     """One kind of table service (indexing, rollback, compaction, ...)."""
 
@@ -163,7 +158,7 @@ class TableService(ABC):
         re-runs an inflight instant whose executor died.
 
         Raises:
-            ServiceAbort: give up; the instant is rolled back.
+            ServiceAbortedError: give up; the instant is rolled back.
         """
 
     def complete(self, table: "Table", instant: Instant, metadata: dict[str, Any]) -> Instant:
@@ -171,7 +166,7 @@ class TableService(ABC):
         table lock).
 
         Raises:
-            ServiceAbort: the work can no longer be completed; the instant is rolled back.
+            ServiceAbortedError: the work can no longer be completed; the instant is rolled back.
         """
         ev = table.log.append(self.action, State.COMPLETED, metadata, instant=instant.id, check=fence(instant.id))
         return table.log.timeline.get(ev.instant)

@@ -24,11 +24,16 @@ import re
 import uuid
 from pathlib import Path
 
-from . import faults
-from .errors import CorruptEventError, EventsArchivedError, SlotTakenError, TimelineGapError
-from .instant import Event
-from .lock import FileLock, Lock
-from .store import TimelineStore
+from .. import faults
+from ..errors import (
+    CorruptEventError,
+    EventsArchivedError,
+    SlotTakenError,
+    TimelineGapError,
+)
+from ..instant import Event
+from ..lock import FileLock, Lock
+from .protocol import TimelineStore
 
 _EVENT_NAME = re.compile(r"^(\d{20})\.json$")
 #: ``<instant>.hb`` (a writer's beat) or ``<instant>@<attempt>.hb`` (a service attempt's).

@@ -4,7 +4,7 @@
 appends it as the ``requested`` event. The lock keeps planners from racing each other
 (two compaction plans over the same file groups, two creations of one index) and is
 held only for the planning itself; safety does not depend on it, because the event is
-appended with the service's :meth:`~.service.TableService.check_plan` run against the
+appended with the service's :meth:`~.plugin.TableService.check_plan` run against the
 exact log prefix it lands on.
 
 *Execute* runs a scheduled plan in any process, later: ``inflight``, the work under a
@@ -13,7 +13,7 @@ heartbeat, then ``completed`` with the service's metadata. Exactly once: the
 executors only one moves the instant. An executor that dies leaves the instant inflight
 with a heartbeat that stops; once it has expired any process may execute the instant
 again (services make their work idempotent). An execution that fails with an error,
-or whose service gives up (:class:`~.service.ServiceAbort`), is ended as
+or whose service gives up (:class:`~lakeline.timeline.errors.ServiceAbortedError`), is ended as
 ``rolled_back`` and cleaned up: a service never makes a writer fail.
 
 *Fencing* (issue 11, item 3). Each execution attempt has an id, recorded in the event
@@ -22,7 +22,7 @@ an instant whose current attempt stopped beating. A claim is appended with the c
 that the attempt the claimant saw still holds the instant, so of two claimants of one
 round exactly one wins. Every later event of an attempt (``completed``,
 ``rolled_back``) is appended with the check that it still holds the instant
-(:func:`~.service.fence`), and a service's clean-up (:meth:`TableService.abort`) runs
+(:func:`~.plugin.fence`), and a service's clean-up (:meth:`TableService.abort`) runs
 only after the attempt's own ``rolled_back`` event landed. A stale attempt (one that
 stalled past its heartbeat while another took over) can therefore neither complete,
 abort nor clean up, whatever the timing. Its heartbeat is its own (the store keeps
@@ -38,11 +38,25 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ..timeline import faults
-from ..timeline.errors import InvalidTransitionError, ServiceBusyError, ServiceStateError, StaleAttemptError
+from ..timeline.errors import (
+    InvalidTransitionError,
+    ServiceAbortedError,
+    ServiceBusyError,
+    ServiceStateError,
+    StaleAttemptError,
+)
 from ..timeline.heartbeat import Heartbeat, attempt_expired
 from ..timeline.instant import Instant, State
 from ..timeline.timeline import Timeline
-from .service import ATTEMPT, Attempt, Progress, ServiceAbort, ServiceResult, TableService, claim_of, running
+from .plugin import (
+    ATTEMPT,
+    Attempt,
+    Progress,
+    ServiceResult,
+    TableService,
+    claim_of,
+    running,
+)
 
 if TYPE_CHECKING:
     from ..table.table import Table
@@ -176,7 +190,7 @@ def execute(table: "Table", service: TableService, instant_id: int,
         try:
             metadata = service.execute(table, inst, progress)
             done = service.complete(table, inst, metadata)
-        except ServiceAbort as e:
+        except ServiceAbortedError as e:
             return _abort(table, service, inst, attempt, str(e))
         except (StaleAttemptError, InvalidTransitionError) as e:
             # Another attempt holds or ended the instant: nothing of ours takes effect.

@@ -28,7 +28,7 @@ transaction, which is all put-if-absent needs), opened lazily on first use. A st
 that crossed a fork or a pickle connects afresh in its new process; a broken
 connection is replaced and the statement retried once, which is safe because every
 statement here is idempotent (an event insert that may have landed is recognised by its
-token). psycopg is imported only here and in :mod:`.pg_lock`.
+token). psycopg is imported only here and in :mod:`.postgresql_lock`.
 
 Archival removes a prefix of a table's rows (:meth:`PostgresStore.delete_through`): the
 mark in ``lakeline_archived`` is committed first, then the rows are deleted. A deleted
@@ -48,18 +48,18 @@ from typing import Any, Callable, Sequence, TypeVar
 import psycopg
 from psycopg import conninfo as pg_conninfo
 
-from . import faults
-from .errors import (
+from .. import faults
+from ..errors import (
     CommitOutcomeUnknownError,
     CorruptEventError,
     EventsArchivedError,
     SlotTakenError,
-    TimelineError,
+    StoreUnavailableError,
     TimelineGapError,
 )
-from .instant import EVENT_FORMAT_VERSION, Event
-from .lock import Lock
-from .store import TimelineStore
+from ..instant import EVENT_FORMAT_VERSION, Event
+from ..lock import Lock
+from .protocol import TimelineStore
 
 T = TypeVar("T")
 
@@ -127,10 +127,6 @@ _READ_EVENTS = """
       ON e.table_id = %(t)s AND e.seq >= %(seq)s AND e.seq > mark.floor
     ORDER BY e.seq"""
 _READ_MARK = "SELECT COALESCE(max(seq), -1) FROM lakeline_archived WHERE table_id = %s"
-
-
-class StoreUnavailableError(TimelineError, ConnectionError):
-    """The PostgreSQL server cannot be reached, or a statement failed on it."""
 
 
 def safe_dsn(dsn: str) -> str:
@@ -232,7 +228,7 @@ class PostgresStore(TimelineStore):
         self, sql: str, params: Sequence[Any] | dict[str, Any], what: str
     ) -> tuple[int, list[tuple[Any, ...]]]:
         """Run one idempotent statement; returns ``(rowcount, rows)`` (rows empty when
-        the statement returns none). Used by :class:`~.pg_lock.PostgresLock` too."""
+        the statement returns none). Used by :class:`~.postgresql_lock.PostgresLock` too."""
 
         def go(conn: psycopg.Connection[Any]) -> tuple[int, list[tuple[Any, ...]]]:
             cur = conn.execute(sql, params)
@@ -398,7 +394,7 @@ class PostgresStore(TimelineStore):
     # -- locks and catalog -------------------------------------------------------------
 
     def lock(self, name: str, lease_ms: int) -> Lock:
-        from .pg_lock import PostgresLock
+        from .postgresql_lock import PostgresLock
 
         return PostgresLock(self, name, lease_ms)
 

@@ -1,0 +1,203 @@
+"""Building an index in bulk, catching it up with commits, and validating it.
+
+The async indexer (:mod:`lakeline.services.indexing`) builds an index from the live
+files of a snapshot (:func:`build`, one engine task per file), then catches up with the
+commits that completed meanwhile and did not write entries for it (:func:`catch_up`).
+``validate`` recomputes the entries of every live file with the same function a writer
+uses (:func:`~.entries.file_entries`) and compares them with what the metadata table holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from ..timeline import faults
+from ..timeline.commit_metadata import CommitMetadata
+from ..timeline.errors import IndexBuildError
+from ..timeline.file_group import DataFile
+from ..timeline.fs_view import FileSystemView
+from ..timeline.storage import Storage
+from ..timeline.timeline import Timeline
+from .entries import (
+    EntriesTask,
+    IndexTarget,
+    entries_for,
+    entries_schema,
+    entries_task,
+    file_entries,
+)
+from .metadata_table import INSTANT, MetadataTable
+
+
+def live_files(view: FileSystemView) -> list[tuple[DataFile, str]]:
+    """Every live data file of a view (bases and logs of the latest slices), with its
+    partition: what an index holds entries for."""
+    return [(f, s.partition) for s in view.latest_slices() for f in s.files]
+
+
+@dataclass(frozen=True)
+class BuildTask:
+    """The entries of one live data file for a build, tagged with the instant that wrote
+    it (a picklable engine task)."""
+
+    entries: EntriesTask
+    instant: int
+
+
+def build_task(task: BuildTask) -> pa.Table:
+    rows = entries_task(task.entries)[0]
+    return rows.append_column(INSTANT, pa.array([task.instant] * rows.num_rows, pa.int64()))
+
+
+def try_build_task(task: BuildTask) -> pa.Table | str:
+    """:func:`build_task`, or the file's path when it no longer exists (replaced after
+    the build's base and cleaned since): the caller decides whether that is sound
+    (:func:`gone_but_live`)."""
+    try:
+        return build_task(task)
+    except FileNotFoundError:
+        return task.entries.path
+
+
+def gone_but_live(gone: Collection[str], newest: Timeline) -> list[str]:
+    """Of the data files a build or catch-up found missing, those still live in the
+    ``newest`` timeline (their entries cannot be left out). A file that is no longer live
+    needs no entry: readers and ``validate`` only ever ask about live files, and a file
+    never becomes live again."""
+    if not gone:
+        return []
+    live = {f.path for f, _ in live_files(FileSystemView(newest))}
+    return sorted(p for p in gone if p in live)
+
+
+def build_tasks(storage: Storage, view: FileSystemView, target: IndexTarget, schema: pa.Schema) -> list[BuildTask]:
+    """One :class:`BuildTask` per live data file of ``view``, largest file first: an
+    engine's workers then finish together (a large base left for last would keep one
+    worker busy while the others idle)."""
+    files = sorted(live_files(view), key=lambda fp: -fp[0].bytes)
+    return [BuildTask(EntriesTask((target,), storage, schema, f.path, partition), f.instant)
+            for f, partition in files]
+
+
+def built(target: IndexTarget, parts: Sequence[pa.Table]) -> pa.Table:
+    """The results of a build's tasks as one table (an empty one for no files)."""
+    if not parts:
+        return entries_schema(target.kind).empty_table().append_column(INSTANT, pa.array([], pa.int64()))
+    return pa.concat_tables(parts)
+
+
+def build(storage: Storage, view: FileSystemView, target: IndexTarget, schema: pa.Schema) -> pa.Table:
+    """Entries of every live data file of a snapshot, with ``_instant`` per entry."""
+    return built(target, [build_task(t) for t in build_tasks(storage, view, target, schema)])
+
+
+#: Times a catch-up re-reads the timeline because a file it indexes was deleted under it.
+_CATCH_UP_ROUNDS = 5
+
+
+def _live_entries(target: IndexTarget, storage: Storage, schema: pa.Schema, files: list[tuple[str, str]],
+                  refresh: Callable[[], Timeline] | None) -> pa.Table:
+    """Entries of ``files`` (path, partition), leaving out files that are no longer live.
+
+    A concurrent instant's file can be deleted while it is being indexed: replaced by
+    a compaction, clustering or overwrite and then removed by a clean. A file that is not
+    live in the newest snapshot needs no entry (readers and ``validate`` only ask about
+    live files), so on a missing file the timeline is read again and only the files
+    still live are indexed.
+
+    Raises:
+        IndexBuildError: a file that is still live cannot be read (or the files kept
+            vanishing): the build gives up cleanly instead of leaving an entry out.
+    """
+    todo = list(files)
+    for _ in range(_CATCH_UP_ROUNDS):
+        try:
+            return entries_for(target, storage, schema, todo)
+        except FileNotFoundError as e:
+            if refresh is None:
+                raise IndexBuildError(f"index {target.name!r}: a data file vanished while indexed: {e}") from e
+            live = set(gone_but_live([p for p, _ in todo], refresh()))
+            still = [(p, part) for p, part in todo if p in live]
+            if len(still) == len(todo):
+                raise IndexBuildError(f"index {target.name!r}: a live data file cannot be read: {e}") from e
+            todo = still
+    raise IndexBuildError(f"index {target.name!r}: data files kept vanishing while indexed")
+
+
+def catch_up(storage: Storage, timeline: Timeline, after_seq: int, target: IndexTarget,
+             schema: pa.Schema, refresh: Callable[[], Timeline] | None = None) -> int:
+    """Index the data files of data instants completed after ``after_seq`` that did not
+    write entries themselves (they completed before they saw the index building).
+    Returns how many instants were indexed.
+
+    ``refresh`` reads the newest timeline: a file deleted meanwhile (replaced, then
+    cleaned) is left out once it is no longer live (:func:`_live_entries`).
+
+    Raises:
+        IndexBuildError: a live file cannot be read.
+    """
+    mt = MetadataTable(storage)
+    n = 0
+    for inst in timeline.completed_after(after_seq):
+        if not inst.action_kind.writes_data or mt.has_updates(target.partition, inst.id):
+            continue
+        md = CommitMetadata.from_dict(inst.metadata)
+        added = [(f.path, f.partition) for f in md.files]
+        faults.point("indexing.catch_up_instant")
+        rows = _live_entries(target, storage, schema, added, refresh)
+        mt.write_updates(target.partition, inst.id, rows, marker=False)
+        n += 1
+    return n
+
+
+def missing_updates(storage: Storage, timeline: Timeline, after_seq: int, partition: str) -> list[int]:
+    """Data instants completed after ``after_seq`` with data files but no entries in
+    the index partition ``partition``."""
+    mt = MetadataTable(storage)
+    out = []
+    for inst in timeline.completed_after(after_seq):
+        if not inst.action_kind.writes_data or mt.has_updates(partition, inst.id):
+            continue
+        if inst.metadata.get("files"):
+            out.append(inst.id)
+    return out
+
+
+def _comparable(kind: str, row: dict[str, Any]) -> dict[str, Any]:
+    # Every stored field must equal its recomputation: bloom filters and HLL sketches
+    # are deterministic functions of the values (no random seeds), so byte-identical.
+    return {k: v for k, v in row.items() if k != INSTANT}
+
+
+def validate(storage: Storage, view: FileSystemView, snapshot: Timeline, target: IndexTarget,
+             schema: pa.Schema) -> tuple[int, list[dict[str, Any]]]:
+    """Recompute ``target`` from the live data files and compare with the metadata table.
+
+    Returns (files checked, mismatches); a mismatch names the index, the file, and
+    what differs (``missing`` entry, or the entry ``stored`` vs ``expected``).
+    """
+    stored = MetadataTable(storage).read(target.partition, snapshot)
+    key_cols = ["path", "column"] if target.kind == "column_stats" else ["path"]
+    have: dict[tuple[Any, ...], dict[str, Any]] = {}
+    if stored is not None:
+        for r in stored.to_pylist():
+            have[tuple(r[c] for c in key_cols)] = _comparable(target.kind, r)
+    mismatches: list[dict[str, Any]] = []
+    checked = 0
+    for f, partition in live_files(view):
+        checked += 1
+        expected = file_entries(target, storage, schema, f.path, partition).to_pylist()
+        for e in expected:
+            k = tuple(e[c] for c in key_cols)
+            got = have.get(k)
+            if got is None:
+                mismatches.append({"index": target.name, "path": f.path, "key": list(k), "problem": "missing"})
+            elif got != _comparable(target.kind, e):
+                diff = sorted(c for c in e if got.get(c) != e[c])
+                mismatches.append({"index": target.name, "path": f.path, "key": list(k),
+                                   "problem": "differs", "fields": diff})
+    return checked, mismatches

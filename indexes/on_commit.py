@@ -1,0 +1,123 @@
+"""What a commit does to the indexes: entries for the files it wrote, and the upkeep after.
+
+Before its ``completed`` event, every write (and every service that writes data files)
+writes, behind its own markers, the entries of its new files for every index that is
+building or ready in the timeline it completes on (:func:`write_commit_updates`); the
+completion re-checks that no index appeared meanwhile (:func:`unhandled_indexes`).
+
+After the commit landed, two chores keep reads of the metadata table cheap as a table
+ages, and both ride on commits so no service has to be running for them
+(:func:`after_commit`): saving a checkpoint of the file-system view into the ``files``
+index every ``metadata.files.checkpoint-commits`` data commits, and folding the deltas of
+a ready index into a new base once it holds more than ``metadata.compact.max-deltas`` of
+them. The commit is already durable when this runs, so upkeep never raises: a failure is
+logged and the next commit tries again. Building indexes are not folded: their builder
+may still write catch-up deltas for instants completed before a fold (see
+:meth:`MetadataTable.compact`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from ..timeline import faults
+from ..timeline.commit_metadata import CommitMetadata
+from ..timeline.errors import InvalidIndexError, LakelineError
+from ..timeline.fs_view import FileSystemView
+from ..timeline.storage import Storage
+from ..timeline.timeline import Timeline
+from .entries import (
+    EntriesTask,
+    IndexTarget,
+    MapFn,
+    Precomputed,
+    entries_schema,
+    entries_task,
+    resolve,
+    serial_map,
+)
+from .files_index import commits_since_checkpoint, write_checkpoint
+from .metadata_table import MetadataTable
+from .states import IndexDef, readable_indexes, written_indexes
+
+log = logging.getLogger(__name__)
+
+
+def after_commit(storage: Storage, timeline: Timeline, view_of: Callable[[Timeline], FileSystemView],
+                 props: Mapping[str, Any]) -> list[str]:
+    """Checkpoint the view and fold index deltas where due; returns what was written.
+
+    Args:
+        storage: the table's storage.
+        timeline: the timeline right after the commit (its view is what is saved).
+        view_of: builds (or returns a cached) view of a snapshot.
+        props: the table's resolved properties.
+    """
+    written: list[str] = []
+    try:
+        faults.point("metadata.upkeep")
+        if commits_since_checkpoint(storage, timeline) >= int(props["metadata.files.checkpoint-commits"]):
+            written.append(write_checkpoint(storage, view_of(timeline)))
+        mt = MetadataTable(storage)
+        limit = int(props["metadata.compact.max-deltas"])
+        for idx in readable_indexes(timeline):
+            if mt.delta_count(idx.partition) > limit and (rel := mt.compact(idx.partition, timeline)) is not None:
+                written.append(rel)
+    except (OSError, pa.ArrowException, LakelineError) as e:
+        log.warning("metadata-table upkeep after event %s failed (the commit stands): %r", timeline.last_seq, e)
+    return written
+
+
+def write_commit_updates(storage: Storage, timeline: Timeline, instant: int, metadata: CommitMetadata,
+                         schema: pa.Schema, record_key: Sequence[str],
+                         skip: Collection[tuple[str, int]] = (),
+                         map_fn: MapFn = serial_map,
+                         precomputed: Precomputed | None = None) -> list[tuple[str, int, str | None]]:
+    """Write, behind ``instant``'s markers, the entries of the data files it added for
+    every index that is building or ready in ``timeline`` (read right before the
+    completion) and not in ``skip``; entries in ``precomputed`` (computed by the write
+    tasks from the rows they wrote) are taken as they are, the others are computed
+    from the files. Returns ``(name, create instant, delta path or
+    None)`` of every index handled, so the writer can tell at completion whether one
+    appeared since, and remove its delta of one that was dropped meanwhile.
+
+    An index whose columns no longer resolve (a dropped column) is handled by writing
+    nothing: its builder, not the writer, owns that problem, and a writer must never
+    fail for it.
+    """
+    done: list[tuple[str, int, str | None]] = []
+    targets: list[tuple[IndexDef, IndexTarget]] = []
+    for idx in written_indexes(timeline):
+        if (idx.name, idx.instant) in skip:
+            continue
+        try:
+            targets.append((idx, resolve(idx, schema, record_key)))
+        except InvalidIndexError:
+            done.append((idx.name, idx.instant, None))
+    # One task per file for every index its write task did not cover (one read, each
+    # column hashed once), and the files in parallel through the engine.
+    have = precomputed or {}
+    todo = [(f, tuple(dict.fromkeys(t for _, t in targets if t not in have.get(f.path, {}))))
+            for f in metadata.files]
+    todo = [(f, ts) for f, ts in todo if ts]
+    computed = map_fn(entries_task, [EntriesTask(ts, storage, schema, f.path, f.partition) for f, ts in todo])
+    per_file: dict[str, dict[IndexTarget, pa.Table]] = {f.path: dict(have.get(f.path, {})) for f in metadata.files}
+    for (f, ts), entries in zip(todo, computed):
+        per_file[f.path].update(zip(ts, entries))
+    mt = MetadataTable(storage)
+    for idx, target in targets:
+        parts = [per_file[f.path][target] for f in metadata.files]
+        rows = pa.concat_tables(parts) if parts else entries_schema(target.kind).empty_table()
+        done.append((idx.name, idx.instant, mt.write_updates(idx.partition, instant, rows)))
+    return done
+
+
+def unhandled_indexes(timeline: Timeline, handled: Collection[tuple[str, int]]) -> list[IndexDef]:
+    """Indexes building or ready in ``timeline`` that a writer has not written entries
+    for: a writer checks this against the timeline it completes on, so an index
+    created after the writer read the index states still gets its entries."""
+    return [d for d in written_indexes(timeline) if (d.name, d.instant) not in handled]
