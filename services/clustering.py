@@ -26,7 +26,7 @@ Following DESIGN.md sections 2 to 4 (issue 6, point 2):
   plan was made is included), read merged, sorted, written as new file groups cut at
   the target size, behind markers.
 * *Complete*: index entries for every index building or ready, through the writers'
-  own completion (:func:`lakeline.table.writer.complete_with_indexes`), then the
+  own completion (the commit protocol, :mod:`lakeline.table.commit`), then the
   ``completed`` event with ``replaced`` naming the input groups, checked against the
   exact log it lands on: if any instant completed after the ``requested`` event wrote
   into or replaced an input group, the service aborts (writes beat services, DESIGN.md
@@ -49,7 +49,6 @@ import pyarrow as pa
 from ..table.files import FileWrite, write_file
 from ..table.group_tasks import WriteSettings, rel_path
 from ..table.scan import SliceRead, read_slice
-from ..table.writer import settings
 from ..table.zorder import STRATEGIES, sort_rows
 from ..timeline.commit_metadata import CommitMetadata, WriteStat
 from ..timeline.conflicts import find_input_conflict
@@ -178,7 +177,7 @@ class ClusteringService(RewriteService):
             s = live.get((str(g["partition"]), str(g["file_group"])))
             if s is not None:  # gone if replaced between the plan's snapshot and its event
                 members.setdefault(int(g["cluster"]), []).append(s)
-        st = settings(table, instant.id)
+        st = WriteSettings.of(table.storage, table.config, instant.id)
         sort_by, strategy, target = tuple(plan["sort_by"]), str(plan["strategy"]), int(plan["target_bytes"])
         tasks = [ClusterTask(st, ss[0].partition, tuple(ss), sort_by, strategy, target)
                  for _, ss in sorted(members.items())]

@@ -16,7 +16,7 @@ Following DESIGN.md sections 2 and 3:
   is read merged and written as a base of the same group through the engine
   (:mod:`lakeline.services.compaction`), behind markers.
 * *Complete*: entries for every index building or ready (the writers' own completion,
-  :func:`lakeline.table.writer.complete_with_indexes`), then the ``completed`` event,
+  the commit protocol, :mod:`lakeline.table.commit`), then the ``completed`` event,
   carrying commit metadata in the writers' shape, with a check against the exact log it
   lands on: if a clustering or overwrite replaced one of the groups (or a base landed
   in one) after the ``requested`` event, the service aborts (writes beat services) and
@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..table.files import FileWrite, write_file
 from ..table.group_tasks import WriteSettings, rel_path
 from ..table.scan import SliceRead, read_slice
-from ..table.writer import settings
 from ..timeline.commit_metadata import CommitMetadata, WriteStat
 from ..timeline.errors import InvalidPropertyError
 from ..timeline.file_group import FileSlice, data_file_name
@@ -139,7 +138,7 @@ class CompactionService(RewriteService):
         view = table.view(table.log.refresh().as_of_seq(instant.id))
         slices = [s for p in sorted({p for p, _ in wanted}) for s in view.latest_slices(p)
                   if (s.partition, s.file_group) in wanted and s.logs]
-        st = settings(table, instant.id)
+        st = WriteSettings.of(table.storage, table.config, instant.id)
         tasks = [CompactTask(st, s) for s in slices]
         written: list[WriteStat] = map_in_batches(table.service_engine, compact_slice, tasks, _BATCH, progress,
                                                   "compaction.mid_write")

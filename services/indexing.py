@@ -7,7 +7,7 @@ Following DESIGN.md section 3 (after Hudi RFC-45, fixed where Hudi is weak):
    bulk, everything after it is caught up. From that event on the index is
    ``building``, and every writer that completes after it writes the index's entries:
    writers read the index states from the timeline they complete on, never from their
-   configuration (:func:`lakeline.table.writer.complete_with_indexes`), so no writer
+   configuration (:meth:`lakeline.table.commit.Commit.complete`), so no writer
    inflight at schedule time can slip through unindexed and the indexer never waits
    for writers.
 2. *Build* (no lock): entries for every live base file of the snapshot at the base,

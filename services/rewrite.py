@@ -2,7 +2,7 @@
 
 Both plan a set of file groups, write new data files for them through the engine behind
 markers, and complete like a writer: index entries for every index building or ready
-(:func:`lakeline.table.writer.complete_with_indexes`), then the ``completed`` event with a
+(the commit protocol, :mod:`lakeline.table.commit`), then the ``completed`` event with a
 check against the exact log it lands on, which is where each applies its own conflict
 rule (writes beat services: a service whose inputs changed aborts). Re-running an
 interrupted execution writes fresh files under new names; the dead attempt's files,
@@ -13,19 +13,16 @@ with them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..indexes.on_commit import after_commit, write_commit_updates
+from ..table.commit import Commit
 from ..table.rollback import delete_instant_files
-from ..table.writer import complete_with_indexes
 from ..timeline import faults
 from ..timeline.commit_metadata import CommitMetadata
-from ..timeline.conflicts import KeyCheck
 from ..timeline.errors import ServiceAbortedError, ServiceBusyError
 from ..timeline.instant import Action, Instant, State
-from ..timeline.markers import delete_markers, list_markers
-from ..timeline.storage import Storage
+from ..timeline.markers import list_markers
 from ..timeline.timeline import Timeline
 from .plugin import TableService, fence
 
@@ -49,48 +46,8 @@ def planned_groups(timeline: Timeline) -> set[Group]:
             for g in plan_groups(inst.plan)}
 
 
-def remove_leftovers(storage: Storage, instant: int, earlier: Iterable[str]) -> int:
-    """After completing: delete the files of earlier, interrupted attempts (data files
-    and index entries alike, named by markers older than this attempt), then the
-    markers. Returns how many files were deleted."""
-    deleted = sum(storage.delete(storage.path(rel)) for rel in earlier)
-    delete_markers(storage, instant)
-    return deleted
-
-
 #: ``conflict(timeline, instant id, groups)``: why the instant can no longer complete, or None.
 Conflict = Callable[[Timeline, int, set[Group]], str | None]
-
-
-class _Completion:
-    """The completion of a rewriting service's instant, in the shape the writers'
-    completion (with its index rounds) drives; its check is the service's conflict rule."""
-
-    def __init__(self, table: "Table", instant: Instant, groups: set[Group], earlier: list[str],
-                 conflict: Conflict) -> None:
-        self.table = table
-        self.instant_id = instant.id
-        self.action = instant.action_kind
-        self.groups = groups
-        self.earlier = earlier
-        self.conflict = conflict
-
-    def complete(self, metadata: CommitMetadata, key_check: KeyCheck | None = None,
-                 also_check: Callable[[Timeline], None] | None = None) -> Instant:
-        stale = fence(self.instant_id)
-
-        def check(tl: Timeline) -> None:
-            stale(tl)  # a stale attempt (another executor re-claimed the instant) is refused
-            reason = self.conflict(tl, self.instant_id, self.groups)
-            if reason is not None:
-                raise ServiceAbortedError(reason)
-            if also_check is not None:
-                also_check(tl)
-
-        log = self.table.log
-        ev = log.append(self.action, State.COMPLETED, metadata.to_dict(), instant=self.instant_id, check=check)
-        remove_leftovers(self.table.storage, self.instant_id, self.earlier)
-        return log.timeline.get(ev.instant)
 
 
 class RewriteService(TableService):
@@ -124,17 +81,26 @@ class RewriteService(TableService):
         self._earlier[instant.id] = list_markers(table.storage, instant.id)
 
     def complete(self, table: "Table", instant: Instant, metadata: dict[str, Any]) -> Instant:
-        """Index entries for the new files, then ``completed`` unless the conflict rule
-        says the inputs changed (:class:`ServiceAbortedError`)."""
+        """Complete through the commit protocol (:mod:`lakeline.table.commit`: index
+        entries for the new files, then ``completed``), with this service's conflict rule
+        as the completion rule: a stale attempt is refused, and an instant whose inputs
+        changed gives up (:class:`ServiceAbortedError`)."""
         md = CommitMetadata.from_dict(metadata)
-        cfg = table.config
-        handled = write_commit_updates(table.storage, table.log.refresh(), instant.id, md, cfg.schema,
-                                       cfg.record_key, map_fn=table.service_engine.map)
+        commit = Commit.resume(table.context(engine=table.service_engine), instant,
+                               leftovers=self._earlier.pop(instant.id, []))
+        commit.write_index_updates(md)
         faults.point(f"{self.name}.before_complete")
-        completion = _Completion(table, instant, self.rewritten_groups(instant, md),
-                                 self._earlier.pop(instant.id, []), self.conflict)
-        done = complete_with_indexes(table, completion, md, None, handled)
-        after_commit(table.storage, table.log.timeline, table.view, cfg.resolved_properties())
+        groups = self.rewritten_groups(instant, md)
+        stale = fence(instant.id)  # the attempt this thread runs, taken now
+
+        def rule(tl: Timeline) -> None:
+            stale(tl)
+            reason = self.conflict(tl, instant.id, groups)
+            if reason is not None:
+                raise ServiceAbortedError(reason)
+
+        done = commit.complete(md, rule)
+        commit.upkeep()
         return done
 
     def abort(self, table: "Table", instant: Instant, reason: str) -> None:

@@ -12,7 +12,7 @@ groups that existed at ``start`` (rows are compared as multisets of values).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -20,12 +20,12 @@ import pyarrow.compute as pc
 
 from ..timeline.commit_metadata import CommitMetadata
 from ..timeline.file_group import FileSlice
+from ..timeline.fs_view import FileSystemView
 from ..timeline.retention import check_retained
+from ..timeline.timeline import Timeline
+from .context import TableContext
 from .records import constant
 from .scan import SliceRead, read_slice
-
-if TYPE_CHECKING:
-    from .table import Table
 
 CHANGE_OP = "_op"
 #: The commit-metadata operation of a clustering (it moves rows, it changes none).
@@ -33,13 +33,13 @@ CLUSTER = "cluster"
 PART = "_partition"
 
 
-def _rows(table: "Table", slices: list[FileSlice]) -> pa.Table:
+def _rows(ctx: TableContext, slices: list[FileSlice]) -> pa.Table:
     """Live rows of ``slices``, with their partition folder in column ``_partition``
     (never null, unlike a null partition value, so it can be a join key)."""
-    cfg = table.config
-    tasks = [SliceRead(table.storage, s, cfg.schema, cfg.record_key, cfg.ordering_field) for s in slices]
+    cfg = ctx.config
+    tasks = [SliceRead(ctx.storage, s, cfg.schema, cfg.record_key, cfg.ordering_field) for s in slices]
     parts = [t.append_column(PART, constant(s.partition, t.num_rows))
-             for s, t in zip(slices, table.engine.map(read_slice, tasks))]
+             for s, t in zip(slices, ctx.engine.map(read_slice, tasks))]
     return pa.concat_tables(parts) if parts else cfg.schema.empty_table().append_column(PART, pa.array([], pa.string()))
 
 
@@ -66,15 +66,17 @@ def _label(t: pa.Table, op: str) -> pa.Table:
     return t.append_column(CHANGE_OP, constant(op, t.num_rows))
 
 
-def changes(table: "Table", start: int, end: int | None = None) -> pa.Table:
-    """Rows changed by instants completed after ``start`` up to and including ``end``.
+def changes(ctx: TableContext, view_of: Callable[[Timeline], FileSystemView], start: int,
+            end: int | None = None) -> pa.Table:
+    """Rows changed by instants completed after ``start`` up to and including ``end``
+    (``ctx``: the table now; ``view_of``: the file-system view of an earlier snapshot).
 
     Raises:
         InstantNotFoundError: ``start`` or ``end`` is not a completed instant.
         SnapshotExpiredError: the snapshot at ``start`` (or ``end``) is outside retention.
     """
-    cfg = table.config
-    tl = table.timeline
+    cfg = ctx.config
+    tl = ctx.snapshot
     old_tl = tl.as_of_instant(start)
     check_retained(tl, old_tl.last_seq, start)  # the old rows are read from that snapshot
     new_tl = tl.as_of_instant(end) if end is not None else tl
@@ -91,7 +93,7 @@ def changes(table: "Table", start: int, end: int | None = None) -> pa.Table:
     out_schema = cfg.schema.append(pa.field(CHANGE_OP, pa.string()))
     if not touched:
         return out_schema.empty_table()
-    old_view, new_view = table.view(old_tl), table.view(new_tl)
+    old_view, new_view = view_of(old_tl), view_of(new_tl)
     if not cfg.has_key:
         # The live rows, at ``end``, of the groups created in the range: a group that a
         # later instant of the range rewrote (delete_where) is read once, as it ended.
@@ -99,16 +101,16 @@ def changes(table: "Table", start: int, end: int | None = None) -> pa.Table:
                    if (s.partition, s.file_group) in touched and old_view.group(s.partition, s.file_group) is None]
         if not created:
             return out_schema.empty_table()
-        rows = _rows(table, created).drop_columns([PART])
+        rows = _rows(ctx, created).drop_columns([PART])
         # A clustering moved the rows of the groups it retired into groups it created:
         # those rows were there at ``start`` and are no insert.
         moved = [s for s in old_view.latest_slices() if (s.partition, s.file_group) in clustered]
         if moved:
-            rows = _minus(rows, _rows(table, moved).drop_columns([PART]))
+            rows = _minus(rows, _rows(ctx, moved).drop_columns([PART]))
         return _label(rows, "insert")
     pick = lambda view: [s for s in view.latest_slices() if (s.partition, s.file_group) in touched]  # noqa: E731
-    old = _rows(table, pick(old_view))
-    new = _rows(table, pick(new_view))
+    old = _rows(ctx, pick(old_view))
+    new = _rows(ctx, pick(new_view))
     # Identity is (partition, key); the folder stands for the partition values because
     # a join never matches null keys.
     ident = [PART] + list(cfg.record_key)

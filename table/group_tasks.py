@@ -15,6 +15,7 @@ from ..indexes.entries import IndexJob
 from ..timeline.commit_metadata import WriteStat
 from ..timeline.file_group import FileSlice, data_file_name
 from ..timeline.storage import Storage
+from ..timeline.table_config import TableConfig
 from .files import (
     FileRead,
     FileWrite,
@@ -38,6 +39,14 @@ class WriteSettings:
     compression: str
     row_group_rows: int
     indexes: IndexJob | None = None  # entries each written file computes from its rows
+
+    @classmethod
+    def of(cls, storage: Storage, config: TableConfig, instant: int, indexes: IndexJob | None = None) -> "WriteSettings":
+        """The settings of files ``instant`` writes under ``config``."""
+        props = config.resolved_properties()
+        return cls(storage=storage, instant=instant, schema=config.schema, key=config.record_key,
+                   ordering=config.ordering_field, compression=props["write.parquet-compression"],
+                   row_group_rows=props["write.row-group-rows"], indexes=indexes)
 
 
 def rel_path(partition: str, name: str) -> str:

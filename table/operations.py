@@ -7,7 +7,6 @@ read; :func:`lakeline.table.writer.run_write` executes and commits the plan.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -16,26 +15,23 @@ import pyarrow.compute as pc
 from ..indexes.pruning import key_blooms
 from ..timeline.errors import DuplicateKeyError, UnknownColumnError
 from ..timeline.file_group import FileSlice
-from ..timeline.fs_view import FileSystemView
-from ..timeline.timeline import Timeline
+from ..timeline.table_config import TableConfig
+from .context import TableContext
 from .plan import PARTITION, LogAppend, NewFiles, Rewrite, WritePlan
 from .records import OP, OP_DELETE, OP_UPSERT, constant, split_by_partition
 from .tagging import tag
 
-if TYPE_CHECKING:
-    from .table import Table
 
-
-def _tag(table: "Table", plan: WritePlan, snapshot: Timeline, slices: list[FileSlice], keys: pa.Table) -> pa.Array:
+def _tag(ctx: TableContext, plan: WritePlan, slices: list[FileSlice], keys: pa.Table) -> pa.Array:
     """``tag`` the keys, adding the time it took to ``plan.timings["tag_s"]``.
 
     The record-key bloom filters of the snapshot are read once per plan, on first use.
     """
     t0 = time.perf_counter()
-    cfg = table.config
+    cfg = ctx.config
     if plan.key_blooms is None:
-        plan.key_blooms = key_blooms(table.storage, snapshot, cfg.schema, cfg.record_key)
-    fgs = tag(table.storage, table.engine, slices, keys, cfg.record_key, plan.key_blooms)
+        plan.key_blooms = key_blooms(ctx.storage, ctx.snapshot, cfg.schema, cfg.record_key)
+    fgs = tag(ctx.storage, ctx.engine, slices, keys, cfg.record_key, plan.key_blooms)
     plan.timings["tag_s"] = plan.timings.get("tag_s", 0.0) + time.perf_counter() - t0
     return fgs
 
@@ -63,27 +59,26 @@ def _group_rows(rows: pa.Table, fgs: pa.Array) -> dict[str, pa.Table]:
     return out
 
 
-def _route_updates(table: "Table", plan: WritePlan, partition: str, slices: list[FileSlice],
+def _route_updates(cfg: TableConfig, plan: WritePlan, partition: str, slices: list[FileSlice],
                    rows: pa.Table, fgs: pa.Array, op: str) -> int:
     by_id = {s.file_group: s for s in slices}
     n = 0
     for fg, part_rows in _group_rows(rows, fgs).items():
         incoming = _with_op(part_rows, op)
         n += part_rows.num_rows
-        if table.config.table_type == "mor":
+        if cfg.table_type == "mor":
             plan.logs.append(LogAppend(partition, by_id[fg], incoming))
         else:
             plan.rewrites.append(Rewrite(partition, by_id[fg], incoming))
     return n
 
 
-def _route_inserts(table: "Table", plan: WritePlan, partition: str, slices: list[FileSlice],
+def _route_inserts(cfg: TableConfig, plan: WritePlan, partition: str, slices: list[FileSlice],
                    rows: pa.Table, taken: set[str]) -> None:
     """New keys: copy-on-write fills the partition's small files first, the rest (and
     every merge-on-read or append-only insert) starts new file groups."""
     if rows.num_rows == 0:
         return
-    cfg = table.config
     props = cfg.resolved_properties()
     target = int(props["write.target-file-size-bytes"])
     small_limit = min(int(props["write.small-file-limit-bytes"]), target)
@@ -108,22 +103,22 @@ def _route_inserts(table: "Table", plan: WritePlan, partition: str, slices: list
         plan.new_files.append(NewFiles(partition, rows.slice(start)))
 
 
-def plan_insert(table: "Table", rows: pa.Table, snapshot: Timeline, view: FileSystemView) -> WritePlan:
-    cfg = table.config
+def plan_insert(ctx: TableContext, rows: pa.Table) -> WritePlan:
+    cfg, view = ctx.config, ctx.view
     plan = WritePlan("insert", stats={"inserted": rows.num_rows})
     check = cfg.has_key and cfg.resolved_properties()["write.insert-key-check"]
     new_keys = []
     for partition, part in split_by_partition(rows, cfg.partition_by).items():
         slices = view.latest_slices(partition)
         if check and slices:
-            fgs = _tag(table, plan, snapshot, slices, part.select(list(cfg.record_key)))
+            fgs = _tag(ctx, plan, slices, part.select(list(cfg.record_key)))
             if fgs.null_count != len(fgs):
                 dupes = part.filter(pc.is_valid(fgs)).select(list(cfg.record_key)).slice(0, 5).to_pylist()
                 raise DuplicateKeyError(
                     f"insert carries {len(fgs) - fgs.null_count} key(s) the table already holds, e.g. {dupes}; "
                     "use upsert to update them"
                 )
-        _route_inserts(table, plan, partition, slices, part, set())
+        _route_inserts(cfg, plan, partition, slices, part, set())
         if cfg.has_key:
             new_keys.append(_keys_with_partition(part, cfg.record_key, partition))
     if new_keys:
@@ -131,19 +126,19 @@ def plan_insert(table: "Table", rows: pa.Table, snapshot: Timeline, view: FileSy
     return plan
 
 
-def plan_upsert(table: "Table", rows: pa.Table, snapshot: Timeline, view: FileSystemView) -> WritePlan:
-    cfg = table.config
+def plan_upsert(ctx: TableContext, rows: pa.Table) -> WritePlan:
+    cfg, view = ctx.config, ctx.view
     plan = WritePlan("upsert")
     updated = inserted = 0
     new_keys = []
     for partition, part in split_by_partition(rows, cfg.partition_by).items():
         slices = view.latest_slices(partition)
-        fgs = _tag(table, plan, snapshot, slices, part.select(list(cfg.record_key)))
-        updated += _route_updates(table, plan, partition, slices, part, fgs, OP_UPSERT)
+        fgs = _tag(ctx, plan, slices, part.select(list(cfg.record_key)))
+        updated += _route_updates(cfg, plan, partition, slices, part, fgs, OP_UPSERT)
         fresh = part.filter(pc.is_null(fgs))
         inserted += fresh.num_rows
         taken = {r.slice.file_group for r in plan.rewrites if r.partition == partition}
-        _route_inserts(table, plan, partition, slices, fresh, taken)
+        _route_inserts(cfg, plan, partition, slices, fresh, taken)
         new_keys.append(_keys_with_partition(fresh, cfg.record_key, partition))
     plan.new_keys = pa.concat_tables(new_keys) if new_keys else None
     plan.stats = {"inserted": inserted, "updated": updated}
@@ -166,11 +161,10 @@ def _merge_rewrites(plan: WritePlan) -> None:
     plan.rewrites = list(merged.values())
 
 
-def plan_delete(table: "Table", keys: pa.Table, snapshot: Timeline, view: FileSystemView,
-                operation: str = "delete") -> WritePlan:
+def plan_delete(ctx: TableContext, keys: pa.Table, operation: str = "delete") -> WritePlan:
     """Delete by key. With the partition columns present the search is narrowed to those
     partitions; without them every partition is searched."""
-    cfg = table.config
+    cfg, view = ctx.config, ctx.view
     plan = WritePlan(operation)
     have_parts = all(c in keys.column_names for c in cfg.partition_by)
     if have_parts:
@@ -189,37 +183,35 @@ def plan_delete(table: "Table", keys: pa.Table, snapshot: Timeline, view: FileSy
         slices = view.latest_slices(partition)
         if not slices:
             continue
-        fgs = _tag(table, plan, snapshot, slices, part.select(list(cfg.record_key)))
+        fgs = _tag(ctx, plan, slices, part.select(list(cfg.record_key)))
         # Delete records carry the keys; other columns are null.
         recs = pa.table({c: (part.column(c) if c in cfg.record_key else pa.nulls(part.num_rows, cfg.schema.field(c).type))
                          for c in schema_cols})
-        deleted += _route_updates(table, plan, partition, slices, recs, fgs, OP_DELETE)
+        deleted += _route_updates(cfg, plan, partition, slices, recs, fgs, OP_DELETE)
     plan.stats = {"deleted": deleted}
     return plan
 
 
-def plan_delete_where(table: "Table", predicate: pc.Expression, snapshot: Timeline,
-                      view: FileSystemView) -> WritePlan:
-    cfg = table.config
+def plan_delete_where(ctx: TableContext, predicate: pc.Expression) -> WritePlan:
+    cfg = ctx.config
     if cfg.has_key:
         from .scan import Scan
 
         cols = list(dict.fromkeys(list(cfg.record_key) + list(cfg.partition_by)))
-        hits = Scan(table, filter=predicate, columns=cols, snapshot=snapshot).to_arrow()
-        plan = plan_delete(table, hits, snapshot, view, operation="delete_where")
+        hits = Scan(ctx, filter=predicate, columns=cols).to_arrow()
+        plan = plan_delete(ctx, hits, operation="delete_where")
         plan.delete_predicate = predicate
         return plan
     plan = WritePlan("delete_where", delete_predicate=predicate)
     from .scan import prune_slices
 
-    for s in prune_slices(table, view.latest_slices(), predicate):
+    for s in prune_slices(ctx, ctx.view.latest_slices(), predicate):
         plan.rewrites.append(Rewrite(s.partition, s, None, predicate))
     return plan
 
 
-def plan_overwrite(table: "Table", rows: pa.Table, partitions: list[str] | None, snapshot: Timeline,
-                   view: FileSystemView) -> WritePlan:
-    cfg = table.config
+def plan_overwrite(ctx: TableContext, rows: pa.Table, partitions: list[str] | None) -> WritePlan:
+    cfg, view = ctx.config, ctx.view
     by_part = split_by_partition(rows, cfg.partition_by)
     targets = list(by_part) if partitions is None else partitions
     if not cfg.partition_by:
@@ -242,7 +234,7 @@ def plan_overwrite(table: "Table", rows: pa.Table, partitions: list[str] | None,
     return plan
 
 
-def partition_targets(table: "Table", partitions: list[object]) -> list[str]:
+def partition_targets(partition_by: tuple[str, ...], partitions: list[object]) -> list[str]:
     """Normalise ``overwrite(partitions=...)``: Hive paths or dicts of column values.
 
     Raises:
@@ -250,7 +242,7 @@ def partition_targets(table: "Table", partitions: list[object]) -> list[str]:
     """
     from ..timeline.file_group import partition_path
 
-    cols = table.config.partition_by
+    cols = partition_by
     out = []
     for p in partitions:
         if isinstance(p, str):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -27,16 +27,13 @@ import pyarrow.dataset as ds
 from ..indexes.pruning import prune as prune_with_indexes
 from ..timeline.errors import SnapshotExpiredError
 from ..timeline.file_group import FileSlice, partition_values
-from ..timeline.fs_view import FileSystemView
 from ..timeline.retention import check_retained
 from ..timeline.storage import Storage
 from ..timeline.timeline import Timeline
+from .context import TableContext
 from .files import FileRead, read_snapshot_file, with_columns_of
 from .merge import merge_onto
 from .records import OP, SEQ, check_columns, check_filter
-
-if TYPE_CHECKING:
-    from .table import Table
 
 
 def resolve_snapshot(tl: Timeline, as_of: int | datetime | None) -> Timeline:
@@ -52,6 +49,15 @@ def resolve_snapshot(tl: Timeline, as_of: int | datetime | None) -> Timeline:
     return tl.as_of_instant(int(as_of))
 
 
+def snapshot_of(current: Timeline, as_of: int | datetime | None) -> Timeline:
+    """The snapshot to read as of ``as_of`` (None: ``current``), refused when it is
+    outside retention, before anything is read."""
+    snapshot = resolve_snapshot(current, as_of)
+    if as_of is not None:
+        check_retained(current, snapshot.last_seq, as_of)
+    return snapshot
+
+
 def partition_guarantee(schema: pa.Schema, partition: str) -> pc.Expression:
     """What every row of a partition folder satisfies (its partition values)."""
     expr = pc.scalar(True)
@@ -65,37 +71,36 @@ def partition_guarantee(schema: pa.Schema, partition: str) -> pc.Expression:
     return expr
 
 
-def prune_slices(table: "Table", slices: list[FileSlice], filter: pc.Expression | None) -> list[FileSlice]:
+def prune_slices(ctx: TableContext, slices: list[FileSlice], filter: pc.Expression | None) -> list[FileSlice]:
     """The slices whose partition may hold a row matching ``filter``."""
-    if filter is None or not table.config.partition_by:
+    if filter is None or not ctx.config.partition_by:
         return list(slices)
-    schema = table.config.schema
+    schema, fs = ctx.config.schema, ctx.storage.fs
     cache: dict[str, bool] = {}
     fmt = ds.ParquetFileFormat()
     kept = []
     for s in slices:
         if s.partition not in cache:
             # A fragment carrying only the guarantee: Arrow decides if the filter can hold.
-            frag = fmt.make_fragment("unused", table.storage.fs,
-                                     partition_expression=partition_guarantee(schema, s.partition))
-            dset = ds.FileSystemDataset([frag], schema, fmt, table.storage.fs)
+            frag = fmt.make_fragment("unused", fs, partition_expression=partition_guarantee(schema, s.partition))
+            dset = ds.FileSystemDataset([frag], schema, fmt, fs)
             cache[s.partition] = bool(list(dset.get_fragments(filter=filter)))
         if cache[s.partition]:
             kept.append(s)
     return kept
 
 
-def prune_key_ranges(table: "Table", slices: list[FileSlice], filter: pc.Expression | None) -> list[FileSlice]:
+def prune_key_ranges(ctx: TableContext, slices: list[FileSlice], filter: pc.Expression | None) -> list[FileSlice]:
     """The slices whose record-key range (from the commit metadata every writer records,
     no index needed) may hold a row matching ``filter``.
 
     Sound for merge-on-read slices too: a merged row's key is a key of the base or of a
     log, so it lies within the union of their ranges. Single-column keys only.
     """
-    key = table.config.record_key
+    key, schema, fs = ctx.config.record_key, ctx.config.schema, ctx.storage.fs
     if filter is None or len(key) != 1 or key[0] not in str(filter):
         return list(slices)
-    typ = table.config.schema.field(key[0]).type
+    typ = schema.field(key[0]).type
     fmt = ds.ParquetFileFormat()
     frags, owners, kept = [], [], []
     for i, s in enumerate(slices):
@@ -108,11 +113,11 @@ def prune_key_ranges(table: "Table", slices: list[FileSlice], filter: pc.Express
             kept.append(i)
             continue
         guarantee = (pc.field(key[0]) >= lo) & (pc.field(key[0]) <= hi)
-        frags.append(fmt.make_fragment(str(len(frags)), table.storage.fs, partition_expression=guarantee))
+        frags.append(fmt.make_fragment(str(len(frags)), fs, partition_expression=guarantee))
         owners.append(i)
     if frags:
         try:
-            dset = ds.FileSystemDataset(frags, table.config.schema, fmt, table.storage.fs)
+            dset = ds.FileSystemDataset(frags, schema, fmt, fs)
             kept.extend(owners[int(f.path)] for f in dset.get_fragments(filter=filter))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
             return list(slices)  # a filter Arrow cannot simplify: prune nothing
@@ -146,38 +151,35 @@ def read_slice(task: SliceRead) -> pa.Table:
 
 
 class Scan:
-    """A planned read of one snapshot. Build with ``Table.scan``."""
+    """A planned read of one snapshot: the context's. Build with ``Table.scan``.
+
+    ``as_of`` is what the caller asked for (an instant id or a datetime), for the
+    retention check: the files of a time-travel snapshot must all still be there.
+    """
 
     def __init__(
         self,
-        table: "Table",
+        ctx: TableContext,
         filter: pc.Expression | None = None,
         columns: list[str] | None = None,
         as_of: int | datetime | None = None,
-        snapshot: Timeline | None = None,
     ) -> None:
-        cfg = table.config
+        cfg = ctx.config
         check_filter(cfg.schema, filter)
         self.columns = check_columns(cfg, columns)
         self.filter = filter
-        self.table = table
-        if snapshot is None:
-            current = table.timeline  # read once: the snapshot and the retention rule come from it
-            snapshot = resolve_snapshot(current, as_of)
-            if as_of is not None:  # refused before anything is read
-                check_retained(current, snapshot.last_seq, as_of)
-        self.snapshot = snapshot
-        view: FileSystemView = table.view(self.snapshot)
-        every = view.latest_slices()
+        self.ctx = ctx
+        self.snapshot = ctx.snapshot
+        every = ctx.view.latest_slices()
         self._total = sum(len(s.files) for s in every)
-        self.slices = prune_slices(table, every, filter)
+        self.slices = prune_slices(ctx, every, filter)
         self._after_partition = sum(len(s.files) for s in self.slices)
-        self.slices = prune_key_ranges(table, self.slices, filter)
-        pruned = prune_with_indexes(table.storage, self.snapshot, cfg.schema, cfg.record_key, self.slices, filter)
+        self.slices = prune_key_ranges(ctx, self.slices, filter)
+        pruned = prune_with_indexes(ctx.storage, self.snapshot, cfg.schema, cfg.record_key, self.slices, filter)
         self.slices = pruned.slices
         self._after_stats, self._after_bloom = pruned.files_after_stats, pruned.files_after_bloom
         if as_of is not None:
-            gone = table.storage.missing(table.storage.path(f.path) for s in self.slices for f in s.files)
+            gone = ctx.storage.missing(ctx.storage.path(f.path) for s in self.slices for f in s.files)
             if gone:
                 raise SnapshotExpiredError(
                     f"snapshot as of {as_of} is outside retention: {len(gone)} of its files were cleaned, "
@@ -186,7 +188,7 @@ class Scan:
 
     def files(self) -> list[str]:
         """Absolute paths of every file this scan reads."""
-        return [self.table.storage.path(f.path) for s in self.slices for f in s.files]
+        return [self.ctx.storage.path(f.path) for s in self.slices for f in s.files]
 
     def explain(self) -> dict[str, object]:
         """File counts after each pruning stage, and the snapshot read."""
@@ -215,20 +217,19 @@ class Scan:
             raise SnapshotExpiredError(f"a file of the snapshot being read was cleaned meanwhile: {e}") from e
 
     def _read(self) -> pa.Table:
-        cfg = self.table.config
+        cfg, storage = self.ctx.config, self.ctx.storage
         schema = cfg.schema
         out_schema = schema if self.columns is None else pa.schema([schema.field(c) for c in self.columns])
         plain = [s for s in self.slices if not s.logs and s.base is not None]
         merged = [s for s in self.slices if s.logs]
         parts: list[pa.Table] = []
         if plain:
-            fs = self.table.storage.fs
-            dset = ds.dataset([self.table.storage.path(s.base.path) for s in plain],  # type: ignore[union-attr]
-                              schema=schema, format="parquet", filesystem=fs)
+            dset = ds.dataset([storage.path(s.base.path) for s in plain],  # type: ignore[union-attr]
+                              schema=schema, format="parquet", filesystem=storage.fs)
             parts.append(dset.to_table(filter=self.filter, columns=self.columns))
         if merged:
-            tasks = [SliceRead(self.table.storage, s, schema, cfg.record_key, cfg.ordering_field) for s in merged]
-            for t in self.table.engine.map(read_slice, tasks):
+            tasks = [SliceRead(storage, s, schema, cfg.record_key, cfg.ordering_field) for s in merged]
+            for t in self.ctx.engine.map(read_slice, tasks):
                 if self.filter is not None:
                     t = ds.dataset(t).to_table(filter=self.filter)
                 parts.append(t.select(out_schema.names))

@@ -35,6 +35,7 @@ from ..timeline.stores.pointer import read_pointer, write_pointer
 from ..timeline.table_config import TableConfig
 from ..timeline.timeline import Timeline
 from .changes import changes
+from .context import TableContext
 from .engine import Engine, LocalEngine
 from .operations import (
     partition_targets,
@@ -52,7 +53,7 @@ from .records import (
     deduplicate,
     to_arrow_table,
 )
-from .scan import Scan
+from .scan import Scan, snapshot_of
 from .writer import WriteResult, run_write
 
 if TYPE_CHECKING:
@@ -197,6 +198,12 @@ class Table:
         props = self.config.resolved_properties()
         return LocalEngine(int(props["engine.parallelism"]) or None, nice=int(props["service.nice"]))
 
+    def context(self, snapshot: Timeline | None = None, engine: Engine | None = None) -> TableContext:
+        """The table at ``snapshot`` (None: the newest, read now) as one value, for the
+        steps of a write or a read; ``engine`` overrides the table's engine."""
+        snapshot = self.log.refresh() if snapshot is None else snapshot
+        return TableContext(self.storage, self.log, self.config, engine or self.engine, snapshot, self.view(snapshot))
+
     def view(self, snapshot: Timeline) -> FileSystemView:
         """The file-system view of a snapshot.
 
@@ -214,7 +221,7 @@ class Table:
 
     # -- writes ------------------------------------------------------------------------
 
-    def _prepared(self, data: Any, dedupe: bool = True) -> tuple[pa.Table, Callable[[], None] | None]:
+    def _prepared(self, data: Any, dedupe: bool = True) -> tuple[pa.Table, Callable[[], TableConfig] | None]:
         """Checked, deduplicated rows, and the schema change they need (None if none).
 
         The schema change is not made here: ``run_write`` makes it once the write has
@@ -229,13 +236,14 @@ class Table:
         rows = deduplicate(rows, ident, cfg.ordering_field) if dedupe else rows
         return rows, (lambda: self._evolve_schema(new_fields)) if new_fields else None
 
-    def _evolve_schema(self, new_fields: list[pa.Field]) -> None:
+    def _evolve_schema(self, new_fields: list[pa.Field]) -> TableConfig:
         cfg = self.config
         evolved = replace(cfg, schema=pa.schema(list(cfg.schema) + new_fields))
         req = self.log.append(Action.SCHEMA, State.REQUESTED, {"change": "add-columns",
                                                                "columns": [f.name for f in new_fields]})
         self.log.append(Action.SCHEMA, State.INFLIGHT, instant=req.instant)
         self.log.append(Action.SCHEMA, State.COMPLETED, {"config": evolved.to_dict()}, instant=req.instant)
+        return self.config
 
     def insert(self, data: Any) -> WriteResult:
         """Insert rows (a keyed table refuses keys it already holds).
@@ -252,8 +260,8 @@ class Table:
             CommitConflictError: concurrent commits kept conflicting.
         """
         rows, evolve = self._prepared(data)
-        return run_write(self, "insert", self.config.write_action,
-                         lambda snap, view: plan_insert(self, rows, snap, view), before_commit=evolve)
+        return run_write(self.context, "insert", self.config.write_action, lambda ctx: plan_insert(ctx, rows),
+                         before_commit=evolve)
 
     def upsert(self, data: Any) -> WriteResult:
         """Insert new keys and update existing ones (the larger ordering value wins).
@@ -265,8 +273,8 @@ class Table:
         """
         self._need_key("upsert")
         rows, evolve = self._prepared(data)
-        return run_write(self, "upsert", self.config.write_action,
-                         lambda snap, view: plan_upsert(self, rows, snap, view), before_commit=evolve)
+        return run_write(self.context, "upsert", self.config.write_action, lambda ctx: plan_upsert(ctx, rows),
+                         before_commit=evolve)
 
     def delete(self, keys: Any) -> WriteResult:
         """Delete rows by record key; keys the table does not hold are ignored.
@@ -293,8 +301,7 @@ class Table:
         table = pa.Table.from_arrays([conform_column(table.column(c), cfg.schema.field(c).with_nullable(True))
                                       for c in cols], names=cols)
         check_keys(table, cfg.record_key)
-        return run_write(self, "delete", cfg.write_action,
-                         lambda snap, view: plan_delete(self, table, snap, view))
+        return run_write(self.context, "delete", cfg.write_action, lambda ctx: plan_delete(ctx, table))
 
     def delete_where(self, predicate: pc.Expression) -> WriteResult:
         """Delete every row matching ``predicate``.
@@ -306,8 +313,7 @@ class Table:
             raise InvalidFilterError("delete_where needs a predicate (use overwrite to empty the table)")
         check_filter(self.config.schema, predicate)
         action = self.config.write_action if self.config.has_key else Action.COMMIT
-        return run_write(self, "delete_where", action,
-                         lambda snap, view: plan_delete_where(self, predicate, snap, view))
+        return run_write(self.context, "delete_where", action, lambda ctx: plan_delete_where(ctx, predicate))
 
     def overwrite(self, data: Any, partitions: list[Any] | None = None) -> WriteResult:
         """Replace the partitions present in ``data`` (all of an unpartitioned table).
@@ -319,10 +325,9 @@ class Table:
                 has no rows for them.
         """
         rows, evolve = self._prepared(data)
-        targets = partition_targets(self, partitions) if partitions is not None else None
-        return run_write(self, "overwrite", Action.REPLACE_COMMIT,
-                         lambda snap, view: plan_overwrite(self, rows, targets, snap, view),
-                         before_commit=evolve)
+        targets = partition_targets(self.config.partition_by, partitions) if partitions is not None else None
+        return run_write(self.context, "overwrite", Action.REPLACE_COMMIT,
+                         lambda ctx: plan_overwrite(ctx, rows, targets), before_commit=evolve)
 
     def _need_key(self, op: str) -> None:
         if not self.config.has_key:
@@ -339,7 +344,7 @@ class Table:
             InstantNotFoundError: ``as_of`` names no completed instant.
             SnapshotExpiredError: the snapshot's files were cleaned.
         """
-        return Scan(self, filter=filter, columns=columns, as_of=as_of)
+        return Scan(self.context(snapshot_of(self.timeline, as_of)), filter=filter, columns=columns, as_of=as_of)
 
     def to_arrow(self, filter: pc.Expression | None = None, columns: list[str] | None = None,
                  as_of: int | datetime | None = None) -> pa.Table:
@@ -348,7 +353,7 @@ class Table:
 
     def changes(self, start: int, end: int | None = None) -> pa.Table:
         """Rows changed by instants completed after ``start`` up to ``end`` (column ``_op``)."""
-        return changes(self, start, end)
+        return changes(self.context(), self.view, start, end)
 
     @property
     def indexes(self) -> "TableIndexes":

@@ -1,40 +1,38 @@
-"""The write path: plan, write, commit, and replay on conflict.
+"""The write path: plan, begin, write, validate, complete, and replay on conflict.
 
-Each public write is a loop of attempts. An attempt reads the snapshot, plans against
-it (tagging, small files, key checks: typed errors surface here, before anything is
-written), begins an instant, runs the plan's per-group tasks through the engine, and
-completes with the conflict rules. On a conflict the attempt is rolled back and the
-whole operation replayed from a fresh snapshot, up to ``commit.max-retries`` times.
+Each public write is a loop of attempts, and :func:`run_write` reads as one: an attempt
+takes a fresh :class:`~.context.TableContext` (one snapshot), **plans** against it
+(tagging, small files, key checks: typed errors surface here, before anything is
+written), **begins** an instant, **writes** the plan's files through the engine
+(:func:`write_files`) and their index entries, **validates** (the completion rule: the
+conflict rules and the key check) and **completes** through the commit protocol
+(:mod:`.commit`). On a conflict the attempt is rolled back and the whole operation
+replayed from a fresh snapshot, up to ``commit.max-retries`` times.
 """
 
 from __future__ import annotations
 
-import logging
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Protocol
 
 import pyarrow as pa
 
-from ..indexes.entries import IndexJob, Precomputed, index_job
-from ..indexes.on_commit import after_commit, unhandled_indexes, write_commit_updates
-from ..indexes.states import written_indexes
-from ..timeline import faults
+from ..indexes.entries import Precomputed, index_job
 from ..timeline.commit_metadata import CommitMetadata
-from ..timeline.conflicts import KeyCheck
 from ..timeline.errors import (
     CommitConflictError,
     CommitOutcomeUnknownError,
     ConcurrentCommitError,
-    IndexesBehindError,
     LakelineError,
     SnapshotExpiredError,
 )
 from ..timeline.file_group import data_file_name, new_file_group_id
-from ..timeline.fs_view import FileSystemView
 from ..timeline.instant import Action, Instant
-from ..timeline.timeline import Timeline
-from .commit import Commit
+from ..timeline.table_config import TableConfig
+from .commit import Commit, write_rule
+from .context import TableContext
 from .files import FileWrite, Written
 from .group_tasks import (
     LogTask,
@@ -49,15 +47,8 @@ from .key_check import key_check as check_keys_at_completion
 from .plan import WritePlan
 from .rollback import rollback_pending_writes
 
-if TYPE_CHECKING:
-    from .table import Table
-
-Planner = Callable[[Timeline, FileSystemView], WritePlan]
-
-_log = logging.getLogger(__name__)
-
-#: Completion attempts that may each find a newly created index (then write its entries).
-_INDEX_ROUNDS = 20
+#: Plans one write against an attempt's snapshot.
+Planner = Callable[[TableContext], WritePlan]
 
 
 @dataclass(frozen=True)
@@ -73,166 +64,96 @@ class WriteResult:
     timings: dict[str, float] = field(default_factory=dict)
 
 
-def run_write(table: "Table", operation: str, action: Action, planner: Planner,
-              before_commit: Callable[[], None] | None = None) -> WriteResult:
+class Phases:
+    """Seconds per phase of a write attempt, kept apart from the steps they time."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[f"{name}_s"] = self.seconds.get(f"{name}_s", 0.0) + time.perf_counter() - t0
+
+
+def run_write(open_context: Callable[[], TableContext], operation: str, action: Action, planner: Planner,
+              before_commit: Callable[[], TableConfig] | None = None) -> WriteResult:
     """Plan and commit one write, replaying it on conflicts.
 
+    ``open_context`` reads the timeline and returns a context of its newest snapshot;
     ``before_commit`` (a schema change the rows need) runs once, after the first plan
-    succeeded and before anything else is written.
+    succeeded and before anything else is written, and returns the new configuration.
 
     Raises:
         CommitConflictError: conflicts persisted through ``commit.max-retries`` replays.
         Whatever planning raises (typed input errors), before anything is written.
     """
-    props = table.config.resolved_properties()
-    retries = int(props["commit.max-retries"])
-    last: LakelineError | None = None
     started = time.perf_counter()
-    for _ in range(retries + 1):
-        snapshot = table.log.refresh()
-        if props["write.concurrency-mode"] == "single-writer":
-            rollback_pending_writes(table.log, table.storage, snapshot)
-            snapshot = table.log.refresh()
-        view = table.view(snapshot)
-        t0 = time.perf_counter()
-        try:
-            plan = planner(snapshot, view)
+    ctx = open_context()
+    retries = int(ctx.config.resolved_properties()["commit.max-retries"])
+    last: LakelineError | None = None
+    for attempt in range(retries + 1):
+        if attempt:
+            ctx = open_context()  # replay on a fresh snapshot
+        if ctx.config.resolved_properties()["write.concurrency-mode"] == "single-writer":
+            rollback_pending_writes(ctx.log, ctx.storage, ctx.snapshot)
+            ctx = open_context()
+        phases = Phases()
+        try:  # plan (tag)
+            with phases("plan"):
+                plan = planner(ctx)
         except SnapshotExpiredError as e:
             # A clean removed files of the snapshot while we planned on it (it had left
             # retention): plan again on a fresh one, as after a conflict.
             last = e
             continue
-        timings = {"plan_s": time.perf_counter() - t0, "tag_s": plan.timings.get("tag_s", 0.0)}
+        timings = {**phases.seconds, "tag_s": plan.timings.get("tag_s", 0.0)}
         if plan.empty:
-            timings["total_s"] = time.perf_counter() - started
-            return WriteResult(None, dict(plan.stats), timings)
+            return WriteResult(None, dict(plan.stats), {**timings, "total_s": time.perf_counter() - started})
         if before_commit is not None:
-            before_commit()
+            ctx = ctx.with_config(before_commit())
             before_commit = None
-        commit = Commit(table, action, operation, snapshot)
-        commit.begin()
+        commit = Commit.begin(ctx, action, operation)
         try:
-            t0 = time.perf_counter()
-            metadata, entries = _execute(table, commit.instant_id, plan, snapshot.last_seq)
-            t1 = time.perf_counter()
-            # Entries for every index building or ready now, behind this instant's markers
-            # (the write tasks computed those of the indexes they knew of).
-            handled = write_commit_updates(table.storage, table.log.refresh(), commit.instant_id, metadata,
-                                           table.config.schema, table.config.record_key, map_fn=table.engine.map,
-                                           precomputed=entries)
-            t2 = time.perf_counter()
-            key_check = check_keys_at_completion(table.storage, table.config.schema,
-                                                 KeyClaims.of(plan, table.config.record_key))
-            inst = complete_with_indexes(table, commit, metadata, key_check, handled)
-            done = time.perf_counter()
-            after_committed(f"metadata-table upkeep after instant {inst.id}",
-                            lambda: after_commit(table.storage, table.log.timeline, table.view, props))
-            end = time.perf_counter()
-            timings.update(write_s=t1 - t0, index_s=t2 - t1, commit_s=done - t2, upkeep_s=end - done,
-                           total_s=end - started)
-            return WriteResult(inst, dict(metadata.stats), timings)
+            with phases("write"):
+                metadata, entries = write_files(ctx, commit.instant_id, plan)
+            with phases("index"):
+                commit.write_index_updates(metadata, entries)
+            with phases("commit"):
+                key_check = check_keys_at_completion(ctx.storage, ctx.config.schema,
+                                                     KeyClaims.of(plan, ctx.config.record_key))
+                inst = commit.complete(metadata, write_rule(ctx, commit.instant_id, operation, metadata, key_check))
         except (ConcurrentCommitError, SnapshotExpiredError) as e:
             # SnapshotExpiredError: a file the plan rewrites was cleaned meanwhile, so a
             # concurrent commit replaced it: a conflict, replayed like one.
             commit.abort(str(e))
             last = e
+            continue
         except CommitOutcomeUnknownError:
             raise  # never delete files while the outcome is unknown
         except BaseException as e:
             commit.abort(f"write failed: {e!r}")
             raise
+        with phases("upkeep"):
+            commit.upkeep()
+        timings.update(phases.seconds, total_s=time.perf_counter() - started)
+        return WriteResult(inst, dict(metadata.stats), timings)
     raise CommitConflictError(f"{operation} gave up after {retries} retries: {last}")
 
 
-class Completion(Protocol):
-    """An instant about to complete: a write's :class:`~.commit.Commit`, or a table
-    service that writes data files (compaction) with its own completion check."""
-
-    instant_id: int
-
-    def complete(self, metadata: CommitMetadata, key_check: KeyCheck | None = None,
-                 also_check: Callable[[Timeline], None] | None = None) -> Instant: ...
-
-
-def complete_with_indexes(table: "Table", commit: Completion, metadata: CommitMetadata,
-                          key_check: KeyCheck | None, handled: list[tuple[str, int, str | None]]) -> Instant:
-    """Complete, first writing entries for every index that is building or ready in the
-    timeline the completion lands on.
-
-    The index states are read from the table's timeline at completion, never from the
-    writer's configuration: an index whose ``indexing`` instant was requested after this
-    writer last looked gets its entries before the ``completed`` event, so the indexer
-    never has to wait for writers that were inflight when it scheduled.
-    """
-    written = list(handled)
-    done = {(name, created) for name, created, _ in written}
-
-    def indexes_current(tl: Timeline) -> None:
-        if unhandled_indexes(tl, done):
-            raise IndexesBehindError("an index started building")
-
-    cfg = table.config
-    for _ in range(_INDEX_ROUNDS):
-        try:
-            inst = commit.complete(metadata, key_check, also_check=indexes_current)
-        except IndexesBehindError:
-            more = write_commit_updates(table.storage, table.log.refresh(), commit.instant_id, metadata,
-                                        cfg.schema, cfg.record_key, skip=done, map_fn=table.engine.map)
-            written.extend(more)
-            done.update((name, created) for name, created, _ in more)
-            continue
-        after_committed(f"dropping stale index entries of instant {inst.id}",
-                        lambda: _drop_stale_updates(table, written))
-        return inst
-    raise CommitConflictError(f"instant {commit.instant_id}: indexes kept being created while it completed")
-
-
-def after_committed(what: str, step: Callable[[], None]) -> None:
-    """Run a clean-up step that follows a ``completed`` event: it never fails the write,
-    which has landed (a caller told otherwise would retry it and write the rows twice).
-    What it leaves behind is redone later (the next commit's upkeep, the cleaner)."""
-    try:
-        faults.point("commit.cleanup")
-        step()
-    except Exception as e:  # noqa: BLE001 - anything here is after the commit point
-        _log.warning("%s failed after the commit landed (left for later): %r", what, e)
-
-
-def _drop_stale_updates(table: "Table", written: list[tuple[str, int, str | None]]) -> None:
-    """Remove this commit's entries for indexes dropped while it completed: the drop may
-    have removed the index's files before these were written, and nobody else would."""
-    live = {(d.name, d.instant) for d in written_indexes(table.log.timeline)}
-    for name, created, rel in written:
-        if rel is not None and (name, created) not in live:
-            table.storage.delete(table.storage.path(rel))
-
-
-def settings(table: "Table", instant: int, indexes: IndexJob | None = None) -> WriteSettings:
-    cfg = table.config
-    props = cfg.resolved_properties()
-    return WriteSettings(
-        storage=table.storage,
-        instant=instant,
-        schema=cfg.schema,
-        key=cfg.record_key,
-        ordering=cfg.ordering_field,
-        compression=props["write.parquet-compression"],
-        row_group_rows=props["write.row-group-rows"],
-        indexes=indexes,
-    )
-
-
-def _execute(table: "Table", instant: int, plan: WritePlan,
-             snapshot_seq: int) -> tuple[CommitMetadata, Precomputed]:
+def write_files(ctx: TableContext, instant: int, plan: WritePlan) -> tuple[CommitMetadata, Precomputed]:
     """Write the plan's files through the engine; returns the commit metadata and the
     index entries the tasks computed from the rows they wrote, by file path."""
-    cfg = table.config
-    st = settings(table, instant, index_job(table.log.timeline, cfg.schema, cfg.record_key))
-    props = table.config.resolved_properties()
+    cfg = ctx.config
+    st = WriteSettings.of(ctx.storage, cfg, instant, index_job(ctx.log.timeline, cfg.schema, cfg.record_key))
+    props = cfg.resolved_properties()
     target = int(props["write.target-file-size-bytes"])
     file_tasks: list[FileWrite] = []
     for nf in plan.new_files:
-        per_row = _bytes_per_row(table, nf.partition, nf.rows)
+        per_row = _bytes_per_row(ctx, nf.partition, nf.rows)
         rows_per_file = max(1, int(target // max(per_row, 1e-9)))
         for start in range(0, nf.rows.num_rows, rows_per_file):
             chunk = nf.rows.slice(start, rows_per_file).cast(st.schema)
@@ -245,7 +166,7 @@ def _execute(table: "Table", instant: int, plan: WritePlan,
     rewrites = [RewriteTask(st, r.slice, r.incoming, r.predicate, r.inserts, r.new_keys_only) for r in plan.rewrites]
     logs = [LogTask(st, lg.partition, lg.slice.file_group, lg.incoming) for lg in plan.logs]
     # One engine call for every file; rewrites first, as they are the longest tasks.
-    results = table.engine.map(write_task, [*rewrites, *file_tasks, *logs])
+    results = ctx.engine.map(write_task, [*rewrites, *file_tasks, *logs])
     rw_results, new_results = results[:len(rewrites)], results[len(rewrites):len(rewrites) + len(file_tasks)]
     written: list[Written] = [w for w in new_results if w is not None]
     replaced = {p: list(g) for p, g in plan.replaced.items()}
@@ -266,7 +187,7 @@ def _execute(table: "Table", instant: int, plan: WritePlan,
     counts["file_groups_replaced"] = sum(len(v) for v in replaced.values())
     return CommitMetadata(
         operation=plan.operation,
-        snapshot_seq=snapshot_seq,
+        snapshot_seq=ctx.snapshot.last_seq,
         files=tuple(stats),
         replaced={p: tuple(g) for p, g in replaced.items()},
         rewritten=tuple(rewritten),
@@ -275,10 +196,9 @@ def _execute(table: "Table", instant: int, plan: WritePlan,
     ), {w.stat.path: w.entries for w in written}
 
 
-def _bytes_per_row(table: "Table", partition: str, rows: pa.Table) -> float:
+def _bytes_per_row(ctx: TableContext, partition: str, rows: pa.Table) -> float:
     """On-disk bytes per row: from the partition's base files, else a guess from Arrow."""
-    view = table.view(table.log.timeline)
-    files = [s.base for s in view.latest_slices(partition) if s.base is not None and s.base.rows]
+    files = [s.base for s in ctx.view.latest_slices(partition) if s.base is not None and s.base.rows]
     if files:
         return sum(f.bytes for f in files) / sum(f.rows for f in files)
     return max(rows.nbytes / max(rows.num_rows, 1) * 0.4, 1.0)
