@@ -42,7 +42,7 @@ def read_schema(path: str) -> pa.Schema:
     try:
         return pq.read_schema(path).remove_metadata()
     except (pa.ArrowException, OSError) as e:
-        raise click.BadParameter(f"cannot read a Parquet schema from {path}: {e}", param_hint="--schema-from")
+        raise click.BadParameter(f"cannot read a Parquet schema from {path}: {e}", param_hint="--schema-from") from e
 
 
 def describe(table: Table) -> dict[str, Any]:

@@ -86,7 +86,8 @@ def run_demo(directory: str | os.PathLike[str] | None = None, con: Console | Non
     _index_while_writing(table, con)
 
     tl = table.timeline
-    con.print(instants_table(tl.instants(), events_by_instant(tl.events), f"timeline ({len(tl)} instants, times in UTC)"))
+    con.print(instants_table(tl.instants(), events_by_instant(tl.events),
+                             f"timeline ({len(tl)} instants, times in UTC)"))
     if hasattr(table, "to_arrow"):
         con.print(arrow_table(table.to_arrow().sort_by("id"), "now"))
         if first_write is not None:

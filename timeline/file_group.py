@@ -18,7 +18,8 @@ BASE_SUFFIX = ".parquet"
 LOG_SUFFIX = ".log.parquet"
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
-_NAME = re.compile(r"^(?P<fg>[0-9a-f]{32})_(?P<instant>\d+)_(?P<token>[0-9a-f]{8})(?P<suffix>\.log\.parquet|\.parquet)$")
+_NAME = re.compile(
+    r"^(?P<fg>[0-9a-f]{32})_(?P<instant>\d+)_(?P<token>[0-9a-f]{8})(?P<suffix>\.log\.parquet|\.parquet)$")
 
 
 def new_file_group_id() -> str:

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from . import faults
 from .archive import EventArchive
