@@ -110,7 +110,9 @@ def _index_while_writing(table: Table, con: Console) -> None:
         n = 0
         while not stop.is_set() or n < 3:
             ids = list(range(100 + 50 * (n % 400), 150 + 50 * (n % 400)))
-            commits.append(other.upsert(_rows(ids, ts=10 + n, amount=2.0)).instant.id)  # type: ignore[union-attr]
+            inst = other.upsert(_rows(ids, ts=10 + n, amount=2.0)).instant
+            assert inst is not None  # the rows are never empty, so there is a commit
+            commits.append(inst.id)
             n += 1
 
     def let_the_writer_in(done: int, total: int) -> None:

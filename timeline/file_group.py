@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import quote, unquote
 
 BASE_SUFFIX = ".parquet"
@@ -108,14 +109,15 @@ class FileSlice:
         may revive a key outside the range of a base that a compaction rewrote without
         it), or None when unknown: a file without a range, float keys (NaN fits no
         range), or bounds of types that do not compare (after a schema change)."""
-        lows, highs = [], []
+        lows: list[Any] = []  # keys of any orderable type; a mix that does not order is caught below
+        highs: list[Any] = []
         for f in self.files:
             if f.key_min is None or f.key_max is None or isinstance(f.key_min, float) or isinstance(f.key_max, float):
                 return None
             lows.append(f.key_min)
             highs.append(f.key_max)
         try:
-            return (min(lows), max(highs)) if lows else None  # type: ignore[type-var]
+            return (min(lows), max(highs)) if lows else None
         except TypeError:
             return None
 
