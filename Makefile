@@ -56,7 +56,7 @@ TYPECHECK_TREE := build/typecheck
 
 lint: venv
 	@status=0; \
-	echo "ruff check ."; $(VENV)/bin/ruff check . || status=1; \
+	echo "ruff check ."; $(VENV)/bin/ruff check --output-format concise . || status=1; \
 	$(PY) scripts/typecheck-tree.py $(TYPECHECK_TREE) || exit 1; \
 	echo "mypy -p lakeline"; \
 	set -o pipefail; $(VENV)/bin/mypy | sed -e 's#^$(TYPECHECK_TREE)/lakeline/##' || status=1; \
