@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args:
         worst = 0
-        for name, module in BENCHMARKS.items():
+        for module in BENCHMARKS.values():
             worst = max(worst, importlib.import_module(module).main([]))
         return worst
     name, rest = args[0], args[1:]

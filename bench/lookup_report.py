@@ -166,7 +166,8 @@ def markdown(run: LookupRun, command: str, notes: list[str]) -> str:
          "`DeltaTable(...).merge(...)` when-matched-update-all / when-not-matched-insert-all (deltalake); "
          "it runs 3 times per system, going round the systems, each on the table as the appends left it "
          "(restored from a copy, untimed), and the median run is shown (all three in brackets, phases "
-         "of the median run); the phases are lakeline's `WriteResult.timings`. Index build times are `t.indexes.create` each. "
+         "of the median run); the phases are lakeline's `WriteResult.timings`. Index build times are "
+         "`t.indexes.create` each. "
          "deltalake reads filter rows on string columns cast to `string`, because its merge writes "
          "`string_view`, which pyarrow cannot compare (delta-io/delta-rs#4579); the pruning filter is the "
          "plain one."),

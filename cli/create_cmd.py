@@ -42,13 +42,13 @@ def read_schema(path: str) -> pa.Schema:
     try:
         return pq.read_schema(path).remove_metadata()
     except (pa.ArrowException, OSError) as e:
-        raise click.BadParameter(f"cannot read a Parquet schema from {path}: {e}", param_hint="--schema-from")
+        raise click.BadParameter(f"cannot read a Parquet schema from {path}: {e}", param_hint="--schema-from") from e
 
 
 def describe(table: Table) -> dict[str, Any]:
     """What ``create`` reports about the new table."""
     cfg = table.config
-    tl = table.timeline
+    last = table.timeline.last_completed()
     return {
         "path": table.path,
         "table_uuid": cfg.table_uuid,
@@ -59,7 +59,7 @@ def describe(table: Table) -> dict[str, Any]:
         "properties": dict(cfg.properties),
         "timeline": table.log.store.kind,
         "schema": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in cfg.schema],
-        "schema_instant": tl.last_completed().id if tl.last_completed() else None,
+        "schema_instant": last.id if last else None,
     }
 
 

@@ -86,7 +86,8 @@ def run_demo(directory: str | os.PathLike[str] | None = None, con: Console | Non
     _index_while_writing(table, con)
 
     tl = table.timeline
-    con.print(instants_table(tl.instants(), events_by_instant(tl.events), f"timeline ({len(tl)} instants, times in UTC)"))
+    con.print(instants_table(tl.instants(), events_by_instant(tl.events),
+                             f"timeline ({len(tl)} instants, times in UTC)"))
     if hasattr(table, "to_arrow"):
         con.print(arrow_table(table.to_arrow().sort_by("id"), "now"))
         if first_write is not None:
@@ -109,7 +110,9 @@ def _index_while_writing(table: Table, con: Console) -> None:
         n = 0
         while not stop.is_set() or n < 3:
             ids = list(range(100 + 50 * (n % 400), 150 + 50 * (n % 400)))
-            commits.append(other.upsert(_rows(ids, ts=10 + n, amount=2.0)).instant.id)  # type: ignore[union-attr]
+            inst = other.upsert(_rows(ids, ts=10 + n, amount=2.0)).instant
+            assert inst is not None  # the rows are never empty, so there is a commit
+            commits.append(inst.id)
             n += 1
 
     def let_the_writer_in(done: int, total: int) -> None:

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -220,14 +221,14 @@ class FileBloom:
         }
 
     @classmethod
-    def from_row(cls, row: dict[str, object]) -> FileBloom:
+    def from_row(cls, row: Mapping[str, Any]) -> FileBloom:
         return cls(
             tuple(str(row["columns"]).split(",")),
-            BloomBits.from_bytes(row["filter"]),  # type: ignore[arg-type]
-            row["key_min"],  # type: ignore[arg-type]
-            row["key_max"],  # type: ignore[arg-type]
-            int(row["entries"]),  # type: ignore[arg-type]
-            float(row["fpp"]),  # type: ignore[arg-type]
+            BloomBits.from_bytes(row["filter"]),
+            row["key_min"],
+            row["key_max"],
+            int(row["entries"]),
+            float(row["fpp"]),
         )
 
     def might_contain(self, hashes: np.ndarray) -> np.ndarray:

@@ -14,8 +14,9 @@ bounds, and a reader never prunes on a null bound.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -151,7 +152,7 @@ def ndv(stats: pa.Table, column: str, partition: str | None = None,
 MAX_NULL_SPLITS = 4
 
 
-def guarantees(stats_rows: Iterable[dict[str, object]], schema: pa.Schema,
+def guarantees(stats_rows: Iterable[Mapping[str, Any]], schema: pa.Schema,
                mentioned: Callable[[str], bool] = lambda name: True) -> list[pc.Expression]:
     """Guarantees of one file, from its stats rows (one per column): every row of the
     file satisfies at least one of them.
@@ -169,7 +170,7 @@ def guarantees(stats_rows: Iterable[dict[str, object]], schema: pa.Schema,
         if name not in schema.names or not mentioned(name):
             continue
         typ = schema.field(name).type
-        nulls, count = int(row["null_count"]), int(row["value_count"])  # type: ignore[arg-type]
+        nulls, count = int(row["null_count"]), int(row["value_count"])
         field = pc.field(name)
         if count == 0:
             continue
@@ -177,8 +178,8 @@ def guarantees(stats_rows: Iterable[dict[str, object]], schema: pa.Schema,
             base = base & field.is_null()
             continue
         try:
-            lo = decode_bound(row["min"], typ)  # type: ignore[arg-type]
-            hi = decode_bound(row["max"], typ)  # type: ignore[arg-type]
+            lo = decode_bound(row["min"], typ)
+            hi = decode_bound(row["max"], typ)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
             continue  # the column's type changed since: no pruning on it
         if lo is None or hi is None:

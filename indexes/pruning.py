@@ -18,7 +18,7 @@ certainty is simply not bloom-pruned.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -43,7 +43,7 @@ _FMT = ds.ParquetFileFormat()
 _FS = pafs.LocalFileSystem()
 
 
-def _mentioned(filter: pc.Expression) -> callable[[str], bool]:  # type: ignore[valid-type]
+def _mentioned(filter: pc.Expression) -> Callable[[str], bool]:
     text = str(filter)
     return lambda name: name in text
 
@@ -57,7 +57,7 @@ def stats_keep(filter: pc.Expression | None, schema: pa.Schema,
     if filter is None:
         return [True] * len(paths)
     mentioned = _mentioned(filter)
-    frags = []
+    frags: list[ds.Fragment] = []
     owners: list[int] = []
     keep = [True] * len(paths)
     for i, p in enumerate(paths):
@@ -183,9 +183,9 @@ def _verified(filter: pc.Expression, column: str, schema: pa.Schema, values: lis
     typ = schema.field(column).type
     pinned = {v.as_py() for v in values}
     if pa.types.is_string(typ) or pa.types.is_large_string(typ):
-        probes: list[object] = ["", max(pinned, default="") + "\uffff\x01lakeline"]  # type: ignore[type-var]
+        probes: list[object] = ["", max(pinned, default="") + "\uffff\x01lakeline"]
     elif pa.types.is_integer(typ):
-        probes = [min(pinned, default=0) - 1, max(pinned, default=0) + 1]  # type: ignore[type-var]
+        probes = [min(pinned, default=0) - 1, max(pinned, default=0) + 1]
     else:
         return False
     probes = [p for p in probes if p not in pinned]
@@ -218,12 +218,13 @@ def _leaf_values(leaf: str, column: str, typ: pa.DataType) -> list[pa.Scalar] | 
         items = [x.strip().rstrip(",") for x in m.group("body").strip().split("\n") if x.strip()]
         if any(x == "null" for x in items):
             return None  # null matches null rows, which no bloom filter holds
-        vals = [_literal(x, typ) for x in items]
-        if any(v is None or not v.is_valid for v in vals):
+        literals = [_literal(x, typ) for x in items]
+        vals = [v for v in literals if v is not None and v.is_valid]
+        if len(vals) != len(literals):
             return None
         try:
             set_type = pa.type_for_alias(m.group("typ"))
-            arr = pa.array([v.as_py() for v in vals], typ).cast(set_type)  # type: ignore[union-attr]
+            arr = pa.array([v.as_py() for v in vals], typ).cast(set_type)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError):
             return None
         nm = m.group("nm").lower()
@@ -231,7 +232,7 @@ def _leaf_values(leaf: str, column: str, typ: pa.DataType) -> list[pa.Scalar] | 
             pc.field(column), value_set=arr, skip_nulls=True)
         if str(rebuilt) != leaf:
             return None
-        return vals  # type: ignore[return-value]
+        return vals
     return None
 
 

@@ -15,8 +15,8 @@ Tests that use PostgreSQL are marked ``postgres`` automatically.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

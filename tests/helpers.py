@@ -19,9 +19,10 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Mapping, Sequence
+from typing import IO, Any
 
 from lakeline.timeline.stores.protocol import TimelineStore
 
@@ -118,7 +119,7 @@ def start_script(
     args: Sequence[Any],
     faults: str | None = None,
     env: Mapping[str, str] | None = None,
-) -> "subprocess.Popen[str]":
+) -> subprocess.Popen[str]:
     """Start ``python script args...``, each argument JSON-encoded."""
     argv = [sys.executable, str(script)] + [json.dumps(a) for a in args]
     return subprocess.Popen(
@@ -130,7 +131,7 @@ def start_script(
     )
 
 
-def finish(proc: "subprocess.Popen[str]", timeout: float = 120.0) -> tuple[int, str, str]:
+def finish(proc: subprocess.Popen[str], timeout: float = 120.0) -> tuple[int, str, str]:
     """Wait for a child; returns ``(returncode, stdout, stderr)``. Kills it on timeout."""
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -174,7 +175,7 @@ class ThrowawayPostgres:
     """
 
     url: str
-    proc: "subprocess.Popen[str]"
+    proc: subprocess.Popen[str]
 
     def stop(self) -> None:
         stdin: IO[str] | None = self.proc.stdin

@@ -4,16 +4,26 @@ Each top-level subsystem folder is installed as ``lakeline.<folder>`` through an
 list in ``pyproject.toml``; a folder added without being listed would silently be
 missing from ``pip install .``, and heavy optional dependencies leaking into
 ``lakeline.table`` would make every user pay for Spark and PostgreSQL.
+
+The layering: imports point ``config → timeline → indexes → table → services → spark, cli``
+(docs/architecture.md). The tests below read the imports of every module of the package
+from its source (``ast``: top-level, inside functions and under ``TYPE_CHECKING`` alike,
+because a late import is still a dependency) and check the direction, the one declared
+seam, and which modules may import the heavy optional dependencies.
 """
 
 from __future__ import annotations
 
+import ast
+import fnmatch
 import json
 import shutil
 import subprocess
 import sys
 import tomllib
 import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -118,3 +128,173 @@ def test_wheel_layout(tmp_path: Path) -> None:
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "[console_scripts]" in text
     assert "lakeline = lakeline.cli.main:main" in text
+
+
+# --- layering ---------------------------------------------------------------------------
+
+#: Rank of each subsystem in the import direction. A module may import its own subsystem
+#: and any subsystem of a lower rank; spark and cli share the top rank as peers, so
+#: neither imports the other.
+RANK = {"config": 0, "timeline": 1, "indexes": 2, "table": 3, "services": 4, "spark": 5, "cli": 5}
+
+#: The one declared seam against the direction: the ``Table`` handle is the user's facade,
+#: and its ``t.services`` and ``t.indexes`` properties hand out the service and index APIs,
+#: which sit above it (they run on tables). Only these two edges, importer to imported
+#: module, are allowed; anything else in ``lakeline.services`` stays out of ``table/``.
+SEAM = {
+    ("lakeline.table.table", "lakeline.services.table_services"),
+    ("lakeline.table.table", "lakeline.services.table_indexes"),
+}
+
+#: Which modules may import each heavy optional dependency (fnmatch patterns on module names).
+HEAVY_IMPORTERS = {
+    "pyspark": ("lakeline.spark", "lakeline.spark.*"),
+    "psycopg": ("lakeline.timeline.stores.postgresql*",),
+    "apscheduler": ("lakeline.services.runner", "lakeline.services.runner.*"),
+}
+assert set(HEAVY_IMPORTERS) == set(HEAVY)
+
+
+@dataclass(frozen=True)
+class Import:
+    """One imported module, as written at one place of one module."""
+
+    importer: str  # the importing module, e.g. lakeline.table.table
+    target: str  # absolute module name, e.g. lakeline.services.table_services or pyarrow.compute
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.importer} (line {self.line}) imports {self.target}"
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of the package by its installed name; a package is named by its
+    ``__init__.py``."""
+    mods = {}
+    for folder in SUBSYSTEMS:
+        for path in (ROOT / folder).rglob("*.py"):
+            if "__pycache__" in path.parts:
+                continue
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            mods[".".join(("lakeline", *parts))] = path
+    return mods
+
+
+def _package_of(module: str, path: Path) -> str:
+    """The package a relative import in ``module`` is resolved against."""
+    return module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+
+def imports_of(module: str, path: Path, known: set[str] | dict[str, Path]) -> Iterator[Import]:
+    """The modules ``module`` imports anywhere in its source, as absolute names.
+
+    ``from X import name`` counts as importing ``X.name`` when that is a module of the
+    package (``from ..services import table_services``), else as importing ``X``.
+    """
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield Import(module, alias.name, node.lineno)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                package = _package_of(module, path).split(".")
+                if node.level - 1 >= len(package):
+                    raise AssertionError(f"{module} line {node.lineno}: relative import beyond the top")
+                base = ".".join(package[:len(package) - (node.level - 1)])
+                source = f"{base}.{node.module}" if node.module else base
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                sub = f"{source}.{alias.name}"
+                yield Import(module, sub if sub in known else source, node.lineno)
+
+
+def _subsystem(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "lakeline" and len(parts) > 1 else None
+
+
+def layering_violations(modules: dict[str, Path]) -> list[str]:
+    """Every import of ``modules`` that breaks the rules, one line each."""
+    problems = []
+    for module, path in sorted(modules.items()):
+        own = _subsystem(module)
+        assert own in RANK, module
+        for imp in imports_of(module, path, modules):
+            top = imp.target.split(".")[0]
+            if top in RANK:
+                problems.append(f"{imp}: a bare subsystem name; write lakeline.{imp.target} or a relative import")
+            elif top in HEAVY_IMPORTERS:
+                if not any(fnmatch.fnmatchcase(module, pat) for pat in HEAVY_IMPORTERS[top]):
+                    allowed = ", ".join(HEAVY_IMPORTERS[top])
+                    problems.append(f"{imp}: only {allowed} may import {top}")
+            elif top == "lakeline":
+                target = _subsystem(imp.target)
+                if target is None:
+                    problems.append(f"{imp}: the bare namespace; import from a subsystem")
+                elif target not in RANK:
+                    problems.append(f"{imp}: {target} is no subsystem")
+                elif target != own and RANK[target] >= RANK[own] and (module, imp.target) not in SEAM:
+                    problems.append(f"{imp}: {own} may not import {target} (the direction is "
+                                    "config -> timeline -> indexes -> table -> services -> spark, cli)")
+    return problems
+
+
+def test_imports_follow_the_layering() -> None:
+    """Every module of the package imports only its own subsystem and those before it
+    (plus the declared seam), and the heavy optional dependencies only where allowed."""
+    modules = _modules()
+    assert len(modules) > 50, "the package's modules were not found"
+    problems = layering_violations(modules)
+    assert problems == [], "layering violations:\n" + "\n".join(problems)
+
+
+def test_seam_is_in_use() -> None:
+    """The declared seam names modules that exist and an import that is really there,
+    so a stale entry cannot silently widen the rules."""
+    modules = _modules()
+    edges = {(imp.importer, imp.target) for importer in {i for i, _ in SEAM}
+             for imp in imports_of(importer, modules[importer], modules)}
+    assert SEAM <= edges
+
+
+@pytest.mark.parametrize(("importer", "source", "expected"), [
+    # a relative import in a module resolves against its package...
+    ("lakeline.timeline.stores.filesystem", "from ..errors import TimelineError", "lakeline.timeline.errors"),
+    ("lakeline.timeline.stores.filesystem", "from .protocol import TimelineStore", "lakeline.timeline.stores.protocol"),
+    # ...in a package's __init__ against the package itself
+    ("lakeline.timeline.stores", "from .protocol import TimelineStore", "lakeline.timeline.stores.protocol"),
+    ("lakeline.timeline.stores", "from ..errors import TimelineError", "lakeline.timeline.errors"),
+    ("lakeline.table.table", "from ..services import table_indexes", "lakeline.services.table_indexes"),
+    ("lakeline.table.table", "from .. import services", "lakeline.services"),
+    ("lakeline.table.table", "import pyspark.sql", "pyspark.sql"),
+])
+def test_import_resolution(tmp_path: Path, importer: str, source: str, expected: str) -> None:
+    name = "__init__.py" if importer == "lakeline.timeline.stores" else "module.py"
+    path = tmp_path / name
+    path.write_text(f"def late():\n    {source}\n")
+    known = {"lakeline.services", "lakeline.services.table_indexes", "lakeline.timeline.stores.protocol"}
+    assert [i.target for i in imports_of(importer, path, known)] == [expected]
+
+
+@pytest.mark.parametrize(("module", "source", "fragment"), [
+    ("lakeline.timeline.log", "from ..table.table import Table", "timeline may not import table"),
+    ("lakeline.table.scan", "from ..services.table_indexes import TableIndexes", "table may not import services"),
+    ("lakeline.cli.main", "from ..spark import engine", "cli may not import spark"),
+    ("lakeline.spark.engine", "from ..cli import main", "spark may not import cli"),
+    ("lakeline.table.table", "from ..services import TableServices", "table may not import services"),
+    ("lakeline.indexes.bloom", "import pyspark", "may import pyspark"),
+    ("lakeline.timeline.storage", "from psycopg import sql", "may import psycopg"),
+    ("lakeline.services.phases", "import apscheduler.schedulers", "may import apscheduler"),
+    ("lakeline.table.scan", "from timeline.log import EventLog", "bare subsystem name"),
+])
+def test_planted_violation_is_caught(tmp_path: Path, module: str, source: str, fragment: str) -> None:
+    """The checker itself: each kind of violation, planted in a module under ``TYPE_CHECKING``,
+    is reported."""
+    path = tmp_path / "module.py"
+    path.write_text(f"from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    {source}\n")
+    problems = layering_violations({module: path})
+    assert len(problems) == 1 and fragment in problems[0], problems

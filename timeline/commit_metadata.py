@@ -8,8 +8,9 @@ they are the table's source of truth; the metadata table indexes them for speed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ class WriteStat:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> "WriteStat":
+    def from_dict(cls, raw: Mapping[str, Any]) -> WriteStat:
         return cls(**{k: raw[k] for k in cls.__dataclass_fields__ if k in raw})
 
 
@@ -69,7 +70,7 @@ class CommitMetadata:
         }
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> "CommitMetadata":
+    def from_dict(cls, raw: Mapping[str, Any]) -> CommitMetadata:
         return cls(
             operation=raw.get("operation", ""),
             snapshot_seq=int(raw.get("snapshot_seq", -1)),

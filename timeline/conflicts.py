@@ -9,7 +9,7 @@ callback supplied by the write path. Writes beat services: conflicts here make t
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from .commit_metadata import CommitMetadata
 from .instant import Action, Instant

@@ -12,13 +12,15 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import quote, unquote
 
 BASE_SUFFIX = ".parquet"
 LOG_SUFFIX = ".log.parquet"
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
-_NAME = re.compile(r"^(?P<fg>[0-9a-f]{32})_(?P<instant>\d+)_(?P<token>[0-9a-f]{8})(?P<suffix>\.log\.parquet|\.parquet)$")
+_NAME = re.compile(
+    r"^(?P<fg>[0-9a-f]{32})_(?P<instant>\d+)_(?P<token>[0-9a-f]{8})(?P<suffix>\.log\.parquet|\.parquet)$")
 
 
 def new_file_group_id() -> str:
@@ -107,14 +109,15 @@ class FileSlice:
         may revive a key outside the range of a base that a compaction rewrote without
         it), or None when unknown: a file without a range, float keys (NaN fits no
         range), or bounds of types that do not compare (after a schema change)."""
-        lows, highs = [], []
+        lows: list[Any] = []  # keys of any orderable type; a mix that does not order is caught below
+        highs: list[Any] = []
         for f in self.files:
             if f.key_min is None or f.key_max is None or isinstance(f.key_min, float) or isinstance(f.key_max, float):
                 return None
             lows.append(f.key_min)
             highs.append(f.key_max)
         try:
-            return (min(lows), max(highs)) if lows else None  # type: ignore[type-var]
+            return (min(lows), max(highs)) if lows else None
         except TypeError:
             return None
 

@@ -52,7 +52,7 @@ class FileSystemView:
         self._latest: dict[str, list[FileSlice]] = {}
 
     @classmethod
-    def from_state(cls, groups: GroupSlices, seq: int, timeline: Timeline) -> "FileSystemView":
+    def from_state(cls, groups: GroupSlices, seq: int, timeline: Timeline) -> FileSystemView:
         """A view from a saved state: ``groups`` are the slices of every live group right
         after event ``seq``; the instants of ``timeline`` completed after ``seq`` are
         replayed on top.
@@ -68,7 +68,7 @@ class FileSystemView:
 
     @classmethod
     def _continued(cls, parts: dict[str, dict[str, tuple[FileSlice, ...]]], seq: int,
-                   timeline: Timeline) -> "FileSystemView":
+                   timeline: Timeline) -> FileSystemView:
         if timeline.last_seq < seq:
             raise ValueError(f"a view saved at event {seq} cannot serve a timeline ending at {timeline.last_seq}")
         view = cls.__new__(cls)
@@ -76,7 +76,7 @@ class FileSystemView:
         view._replay(timeline.completed_after(seq))
         return view
 
-    def extended(self, timeline: Timeline) -> "FileSystemView":
+    def extended(self, timeline: Timeline) -> FileSystemView:
         """The view of ``timeline``, a later snapshot of the same log, replaying only the
         instants completed after this view's last event.
 

@@ -59,7 +59,7 @@ class Heartbeat:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def start(self) -> "Heartbeat":
+    def start(self) -> Heartbeat:
         self.store.beat(self.instant, now_us(), self.attempt)
         self._thread = threading.Thread(target=self._run, name=f"heartbeat-{self.instant}", daemon=True)
         self._thread.start()
@@ -80,7 +80,7 @@ class Heartbeat:
         if clear:
             self.store.clear_beat(self.instant, self.attempt)
 
-    def __enter__(self) -> "Heartbeat":
+    def __enter__(self) -> Heartbeat:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

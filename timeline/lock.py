@@ -47,7 +47,7 @@ class Lock(ABC):
     def release(self) -> None:
         """Give the lock up if we hold it."""
 
-    def acquire(self, timeout_s: float = 60.0, poll_s: float = 0.005) -> "Lock":
+    def acquire(self, timeout_s: float = 60.0, poll_s: float = 0.005) -> Lock:
         """Block until the lock is ours.
 
         Raises:
@@ -62,7 +62,7 @@ class Lock(ABC):
             delay = min(delay * 2, 0.1)
         return self
 
-    def __enter__(self) -> "Lock":
+    def __enter__(self) -> Lock:
         return self.acquire()
 
     def __exit__(

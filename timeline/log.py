@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from . import faults
 from .archive import EventArchive
@@ -87,19 +88,20 @@ class EventLog:
                 active = None
             if active and active[0].seq != start and self.archive is not None:
                 active = None  # the log starts later than the archive ends: archived meanwhile
-            self._extend(archived + (active or []))
+            timeline = self._extend(archived + (active or []))
             if active is not None:
-                return self._timeline  # type: ignore[return-value]
+                return timeline
             # Archival moved events we have not read; they are in the archive by now
             # (it is written before the active log loses them).
             from_archive = True
         raise TimelineGapError(f"events of {self.store!r} are neither in the archive nor in the active log")
 
-    def _extend(self, events: list[Event]) -> None:
+    def _extend(self, events: list[Event]) -> Timeline:
         if self._timeline is None:
             self._timeline = Timeline(events)
         elif events:
             self._timeline = self._timeline.extended(events)
+        return self._timeline
 
     @property
     def timeline(self) -> Timeline:

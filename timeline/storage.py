@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 import posixpath
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import pyarrow.fs as pafs
 
@@ -28,7 +28,7 @@ class Storage:
     base: str
 
     @classmethod
-    def for_uri(cls, uri: str | os.PathLike[str]) -> "Storage":
+    def for_uri(cls, uri: str | os.PathLike[str]) -> Storage:
         """Resolve a local path or URI to a filesystem and a normalised base path."""
         text = os.fspath(uri)
         if "://" not in text:

@@ -9,8 +9,8 @@ wall-clock time. It never changes; reading the log again gives a new one.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Iterable, Sequence
 
 from .errors import InstantNotFoundError
 from .instant import Action, Event, Instant, State, datetime_to_micros
@@ -29,7 +29,7 @@ class Timeline:
         self._completed_seqs: list[int] = [i.completed_seq or 0 for i in self._completed]
         self._apply(events)
 
-    def extended(self, new_events: Sequence[Event]) -> "Timeline":
+    def extended(self, new_events: Sequence[Event]) -> Timeline:
         """A new view with ``new_events`` (which follow this view's last event) applied.
 
         Cheaper than rebuilding: only the new events are replayed.
@@ -142,14 +142,14 @@ class Timeline:
 
     # -- time travel -------------------------------------------------------------------
 
-    def as_of_seq(self, seq: int) -> "Timeline":
+    def as_of_seq(self, seq: int) -> Timeline:
         """The timeline as it was right after event ``seq``."""
         if not self._events or seq >= self.last_seq:
             return self
         first = self._events[0].seq
         return Timeline(self._events[: max(0, seq + 1 - first)], self._archived)
 
-    def as_of_instant(self, instant_id: int) -> "Timeline":
+    def as_of_instant(self, instant_id: int) -> Timeline:
         """The timeline right after instant ``instant_id`` completed.
 
         Raises:
@@ -161,7 +161,7 @@ class Timeline:
             raise InstantNotFoundError(f"instant {instant_id} is not a completed instant ({state})")
         return self.as_of_seq(inst.completed_seq)
 
-    def as_of_time(self, when: datetime) -> "Timeline":
+    def as_of_time(self, when: datetime) -> Timeline:
         """The timeline as of the last instant completed at or before ``when``.
 
         Raises:

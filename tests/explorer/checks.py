@@ -83,7 +83,7 @@ class Checker:
     """Checks one run's table; reads through its own handle (a thread the scheduler
     never parks)."""
 
-    def __init__(self, table: "Table", root: str, sched: "Scheduler", setup_ops: dict[int, Op]) -> None:
+    def __init__(self, table: Table, root: str, sched: Scheduler, setup_ops: dict[int, Op]) -> None:
         self.t = table
         self.root = root
         self.sched = sched

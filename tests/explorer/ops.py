@@ -61,7 +61,7 @@ class Op:
             return f"{self.kind}({pred_text(self.pred)})"
         return f"{self.kind}({self.name})" if self.name else self.kind
 
-    def run(self, t: "Table") -> Any:
+    def run(self, t: Table) -> Any:
         """Do it on ``t``; whatever lakeline raises propagates."""
         k = self.kind
         if k == "insert":

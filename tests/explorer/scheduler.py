@@ -62,7 +62,7 @@ class OpOutcome:
 class Actor:
     """One logical process: a thread running its operations in order on its own handle."""
 
-    def __init__(self, index: int, name: str, table: "Table", ops: list[Any], sched: "Scheduler") -> None:
+    def __init__(self, index: int, name: str, table: Table, ops: list[Any], sched: Scheduler) -> None:
         self.index = index
         self.name = name
         self.table = table
@@ -244,7 +244,7 @@ class Scheduler:
         self._previous_hook: Callable[[str], None] | None = None
         self._restore: list[tuple[Any, str, Any]] = []
 
-    def add(self, name: str, table: "Table", ops: list[Any]) -> Actor:
+    def add(self, name: str, table: Table, ops: list[Any]) -> Actor:
         actor = Actor(len(self.actors), name, table, ops, self)
         self.actors.append(actor)
         return actor
@@ -260,7 +260,7 @@ class Scheduler:
         actor.park(name)
 
     @contextmanager
-    def installed(self) -> Iterator["Scheduler"]:
+    def installed(self) -> Iterator[Scheduler]:
         """Install the hook and the lock patch, start the actor threads (each parks at
         its first operation); on exit kill and join every actor and undo the patches."""
         import lakeline.services.indexing as indexing
@@ -284,8 +284,8 @@ class Scheduler:
 
         for mod in (framework, indexing):
             if hasattr(mod, "table_lock"):
-                self._restore.append((mod, "table_lock", getattr(mod, "table_lock")))
-                setattr(mod, "table_lock", counted_lock)
+                self._restore.append((mod, "table_lock", mod.table_lock))
+                mod.table_lock = counted_lock
         self._previous_hook = faults.set_hook(self._hook)
         try:
             for a in self.actors:

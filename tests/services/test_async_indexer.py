@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -76,7 +77,7 @@ class Paused:
         except BaseException as e:  # noqa: BLE001 - reported by join()
             self.error = e
 
-    def start(self) -> "Paused":
+    def start(self) -> Paused:
         def hold() -> None:
             self.reached.set()
             assert self.release.wait(30)

@@ -14,7 +14,7 @@ import json
 import os
 import random
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -180,7 +180,7 @@ def test_keep_latest_hours(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     expected = disk - set().union(*(files[i] for i in retained))
     assert set(r.stats["files"]) == expected
     check_after_clean(t, before, files, retained)
-    at = datetime.fromtimestamp(pivot.completed_us / 1e6 + 0.0000005, tz=timezone.utc)
+    at = datetime.fromtimestamp(pivot.completed_us / 1e6 + 0.0000005, tz=UTC)
     assert table_rows(t.to_arrow(as_of=at), COLUMNS) == before[ids[4]]
 
 

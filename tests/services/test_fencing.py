@@ -76,7 +76,7 @@ class Stalled:
         self.proc: subprocess.Popen[str] = start_script(script, args, faults=spec,
                                                         env={"LAKELINE_FAULT_DIR": str(self.dir)})
 
-    def stall(self) -> "Stalled":
+    def stall(self) -> Stalled:
         reached = self.dir / f"{self.point}.reached"
         deadline = time.monotonic() + 60
         while not reached.exists():

@@ -138,7 +138,7 @@ def run_all(tmp_path: Path, table_type: str, timeline: str | None, duration_s: f
 
     for w in range(WRITERS):
         opts = {"stop": str(stop), "ts": 0, "pause_s": WRITER_PAUSE_S}
-        start(f"writer-{w}", WORKERS_PY, lambda log, ready, w=w: [
+        start(f"writer-{w}", WORKERS_PY, lambda log, ready, w=w, opts=opts: [
             "stress", path, timeline, w, 10**9, seed * 1000 + w, log, ready, str(go), KEYS, opts])
     for n, name in enumerate(SERVICES):
         start(name, SERVICE_WORKERS_PY, lambda log, ready, name=name, n=n: [

@@ -145,13 +145,14 @@ def random_leaf(rng: random.Random, days: Sequence[str | None], partition_col: s
     kind = rng.choices(["cmp", "isin", "isnull"], weights=[6, 2, 1])[0]
     if kind == "isnull":
         return Pred("isnull", col=col)
-    if col in ("id", "ts", "v"):
-        hi = {"id": 40, "ts": 4, "v": 100}[col]
-        pick = lambda: rng.randint(-1, hi)
-    elif col == "s":
-        pick = lambda: rng.choice(["a", "b", "c", "d"])
-    else:
-        pick = lambda: rng.choice([d for d in days if d is not None])
+
+    def pick() -> object:
+        if col in ("id", "ts", "v"):
+            return rng.randint(-1, {"id": 40, "ts": 4, "v": 100}[col])
+        if col == "s":
+            return rng.choice(["a", "b", "c", "d"])
+        return rng.choice([d for d in days if d is not None])
+
     if kind == "isin":
         return Pred("isin", col=col, values=tuple({pick() for _ in range(rng.randint(1, 3))}))
     return Pred("cmp", col=col, op=rng.choice(list(_CMP)), value=pick())

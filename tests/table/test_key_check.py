@@ -10,8 +10,8 @@ is interleaved at an exact step of the protocol with an in-process fault hook
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc

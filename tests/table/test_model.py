@@ -249,9 +249,11 @@ def step_overwrite(run: Run) -> Step:
     n = 0 if rng.random() < 0.15 else rng.randint(1, 40)
     rows = [run.row(rng.randrange(KEY_SPACE * 2), rng.choice(days)) for _ in range(n)]
     if not run.partitioned:
-        return Step(f"overwrite {rows}", lambda: run.table.overwrite(to_arrow(rows)), lambda m: m.overwrite(rows), rows=rows)
+        return Step(f"overwrite {rows}", lambda: run.table.overwrite(to_arrow(rows)), lambda m: m.overwrite(rows),
+                    rows=rows)
     if rng.random() < 0.6:
-        return Step(f"overwrite {rows}", lambda: run.table.overwrite(to_arrow(rows)), lambda m: m.overwrite(rows), rows=rows)
+        return Step(f"overwrite {rows}", lambda: run.table.overwrite(to_arrow(rows)), lambda m: m.overwrite(rows),
+                    rows=rows)
     # Explicit partitions: those of the data, plus one more that is emptied.
     targets = sorted({r["day"] for r in rows} | {rng.choice(run.days())}, key=lambda d: (d is None, d or ""))
     spec: list[Any] = [

@@ -94,8 +94,9 @@ def two_level(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     """A table partitioned by (region, bucket) after inserts, upserts and deletes
     (shared by the tests of this module, which only read it)."""
     rng = random.Random(7)
-    t = Table.create(tmp_path_factory.mktemp("two_level") / "t", PSCHEMA, record_key="id", partition_by=["region", "bucket"],
-                     table_type=request.param, properties={"write.target-file-size-bytes": 2048})
+    t = Table.create(tmp_path_factory.mktemp("two_level") / "t", PSCHEMA, record_key="id",
+                     partition_by=["region", "bucket"], table_type=request.param,
+                     properties={"write.target-file-size-bytes": 2048})
     m = TableModel(("id",), None, ("region", "bucket"), tuple(PCOLS))
     rows = [_prow(rng, i) for i in range(200)]
     t.insert(to_arrow(rows, PSCHEMA))

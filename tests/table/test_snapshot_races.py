@@ -23,7 +23,8 @@ from lakeline.timeline import faults
 from lakeline.timeline.errors import FaultInjectedError, SnapshotExpiredError
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
-PROPS = {"engine.parallelism": 1, "heartbeat.interval-ms": 50, "heartbeat.tolerable-misses": 0, "clean.orphan-age-ms": 0}
+PROPS = {"engine.parallelism": 1, "heartbeat.interval-ms": 50, "heartbeat.tolerable-misses": 0,
+         "clean.orphan-age-ms": 0}
 
 
 @pytest.fixture(autouse=True)

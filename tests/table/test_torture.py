@@ -43,9 +43,10 @@ import statistics
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -104,7 +105,7 @@ class Child:
     """A child process of one round, started ahead and held at its GO file."""
 
     n: int
-    proc: "subprocess.Popen[str]"
+    proc: subprocess.Popen[str]
     ready: Path
     go: Path
     log: Path
@@ -323,7 +324,7 @@ def _service_instant(inst: Instant) -> bool:
     return inst.action_kind is Action.COMPACTION or inst.plan.get("service") == "clustering"
 
 
-def start_crash_write(tt: Torture, n: int) -> "subprocess.Popen[str]":
+def start_crash_write(tt: Torture, n: int) -> subprocess.Popen[str]:
     """A writer that dies before completing, so the rollback service has work (started
     while the test writes; ``finish`` it before the round's kill)."""
     ids = tt.rng.sample(range(KEYS), 4)

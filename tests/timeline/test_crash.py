@@ -10,8 +10,9 @@ misread, because a skipped completion would silently change what a snapshot hold
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from lakeline.timeline.errors import CorruptEventError

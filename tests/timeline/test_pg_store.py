@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import threading
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import psycopg
 import pytest

@@ -8,8 +8,8 @@ is why event timestamps may never go backwards.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
-from typing import Callable, Iterator
 
 import pytest
 from lakeline.timeline.errors import InstantNotFoundError

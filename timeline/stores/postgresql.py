@@ -42,8 +42,9 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import conninfo as pg_conninfo

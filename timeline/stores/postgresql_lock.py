@@ -55,7 +55,7 @@ class PostgresLock(Lock):
     lock costs no extra connection and reconnects with its store.
     """
 
-    def __init__(self, store: "PostgresStore", name: str, lease_ms: int) -> None:
+    def __init__(self, store: PostgresStore, name: str, lease_ms: int) -> None:
         super().__init__(lease_ms)
         self.store = store
         self.name = name

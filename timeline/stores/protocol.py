@@ -91,7 +91,7 @@ class TimelineStore(ABC):
         """Forget the heartbeat of one attempt of a finished instant (idempotent)."""
 
     @abstractmethod
-    def lock(self, name: str, lease_ms: int) -> "Lock":
+    def lock(self, name: str, lease_ms: int) -> Lock:
         """A lease-based lock named ``name`` for this table, of this store's kind."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
