@@ -57,7 +57,7 @@ from .scan import Scan, snapshot_of
 from .writer import WriteResult, run_write
 
 if TYPE_CHECKING:
-    from ..services import TableServices
+    from ..services.table_services import TableServices
     from ..services.table_indexes import TableIndexes
 
 
@@ -358,16 +358,14 @@ class Table:
     @property
     def indexes(self) -> "TableIndexes":
         """Index API: create, list, drop, validate (state lives on the timeline)."""
-        from ..services.table_indexes import TableIndexes
+        from ..services.table_indexes import TableIndexes  # the declared seam (tests/test_layout.py)
 
         return TableIndexes(self)
 
     @property
     def services(self) -> "TableServices":
-        """Table services (rollback, and later compaction, clustering, cleaning...)."""
-        from ..services import (
-            TableServices,  # services sit above tables in the layering
-        )
+        """Table services: compaction, clustering, cleaning, archival, rollback, indexing."""
+        from ..services.table_services import TableServices  # the declared seam (tests/test_layout.py)
 
         return TableServices(self)
 
