@@ -31,7 +31,7 @@ from ..timeline.errors import (
 from ..timeline.file_group import data_file_name, new_file_group_id
 from ..timeline.instant import Action, Instant
 from ..timeline.table_config import TableConfig
-from .commit import Commit, write_rule
+from .commit import Commit, CompletionRule, write_rule
 from .context import TableContext
 from .files import FileWrite, Written
 from .group_tasks import (
@@ -123,9 +123,8 @@ def run_write(open_context: Callable[[], TableContext], operation: str, action: 
             with phases("index"):
                 commit.write_index_updates(metadata, entries)
             with phases("commit"):
-                key_check = check_keys_at_completion(ctx.storage, ctx.config.schema,
-                                                     KeyClaims.of(plan, ctx.config.record_key))
-                inst = commit.complete(metadata, write_rule(ctx, commit.instant_id, operation, metadata, key_check))
+                rule = validate(ctx, commit.instant_id, plan, metadata)
+                inst = commit.complete(metadata, rule)
         except (ConcurrentCommitError, SnapshotExpiredError) as e:
             # SnapshotExpiredError: a file the plan rewrites was cleaned meanwhile, so a
             # concurrent commit replaced it: a conflict, replayed like one.
@@ -142,6 +141,14 @@ def run_write(open_context: Callable[[], TableContext], operation: str, action: 
         timings.update(phases.seconds, total_s=time.perf_counter() - started)
         return WriteResult(inst, dict(metadata.stats), timings)
     raise CommitConflictError(f"{operation} gave up after {retries} retries: {last}")
+
+
+def validate(ctx: TableContext, instant: int, plan: WritePlan, metadata: CommitMetadata) -> CompletionRule:
+    """What the write must still pass when it completes, on the log it completes on: the
+    conflict rules against every commit that landed since its snapshot, with the key
+    check for the keys this plan inserts, upserts and deletes."""
+    key_check = check_keys_at_completion(ctx.storage, ctx.config.schema, KeyClaims.of(plan, ctx.config.record_key))
+    return write_rule(ctx, instant, plan.operation, metadata, key_check)
 
 
 def write_files(ctx: TableContext, instant: int, plan: WritePlan) -> tuple[CommitMetadata, Precomputed]:
