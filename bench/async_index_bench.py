@@ -109,7 +109,7 @@ def run(rows: int, seconds: float, rounds: int = 5) -> dict[str, Any]:
     build see the same files and the same load), and the median over rounds is
     reported for each index.
     """
-    from lakeline.services import phases as framework
+    from lakeline.timeline import metrics
 
     root = Path(tempfile.mkdtemp(prefix="lakeline-async-index-"))
     try:
@@ -128,20 +128,20 @@ def run(rows: int, seconds: float, rounds: int = 5) -> dict[str, Any]:
                 time.sleep(0.05)
             time.sleep(seconds / 2)  # baseline: no build (half now, half after the builds)
             serial_read_s = plain_read_s(t)
-            framework.lock_hold_s.clear()
-            for r in range(rounds):
-                if r:
-                    for _, name in INDEXES:
-                        t.indexes.drop(name)
-                    time.sleep(seconds / (2 * rounds))
-                # The read each build is compared with: same load (the writer), same
-                # engine (the service threads, at service.nice), right before it.
-                reads.append(plain_read_s(t, t.service_engine, repeat=1))
-                b0 = time.time()
-                for kind, name in INDEXES:
-                    d = t.indexes.create(kind, name=name)
-                    builds[name].append(float(t.timeline.get(d.instant).metadata["build_s"]))
-                windows.append((b0, time.time()))
+            with metrics.recording() as sink:  # the indexer's lock holds during the rounds
+                for r in range(rounds):
+                    if r:
+                        for _, name in INDEXES:
+                            t.indexes.drop(name)
+                        time.sleep(seconds / (2 * rounds))
+                    # The read each build is compared with: same load (the writer), same
+                    # engine (the service threads, at service.nice), right before it.
+                    reads.append(plain_read_s(t, t.service_engine, repeat=1))
+                    b0 = time.time()
+                    for kind, name in INDEXES:
+                        d = t.indexes.create(kind, name=name)
+                        builds[name].append(float(t.timeline.get(d.instant).metadata["build_s"]))
+                    windows.append((b0, time.time()))
             # Baseline again after the builds: the writer's commits slow down as its logs
             # pile up (tagging reads them), so a baseline only before the builds would
             # flatter them and one only after would flatter the builds.
@@ -157,7 +157,7 @@ def run(rows: int, seconds: float, rounds: int = 5) -> dict[str, Any]:
         # Every commit that overlapped a build counts as "during" it.
         base = [c["s"] for c in commits if not overlaps(c)]
         during = [c["s"] for c in commits if overlaps(c)]
-        holds = list(framework.lock_hold_s)
+        holds = sink.values("service.lock_hold_seconds")
         # The bulk build (step 2 of the protocol) as the indexer timed it; the rest of a
         # create is waiting for the writer's inflight commits to land.
         ratios = {name: statistics.median(rd / b for rd, b in zip(reads, bs)) for name, bs in builds.items()}

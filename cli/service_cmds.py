@@ -55,7 +55,7 @@ def run(path: str, name: str, dry_run: bool, execute: bool, as_json: bool, timel
 
     NAME: one of the table's services (compaction, clustering, cleaning,
     archival, rollback, indexing; one this version lacks is refused). Cleaning
-    deletes files, so it only lists them unless --execute is given (DESIGN.md section 3).
+    deletes files, so it only lists them unless --execute is given (docs/services.md, "Cleaning").
     """
     if name in DRY_BY_DEFAULT and not execute:
         dry_run = True

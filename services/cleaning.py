@@ -1,6 +1,6 @@
 """The cleaning service: delete file versions no retained snapshot needs.
 
-DESIGN.md section 3: the cleaner never deletes a file of a snapshot inside retention,
+docs/services.md, "Cleaning": the cleaner never deletes a file of a snapshot inside retention,
 of a savepoint, of a pending plan or of an inflight writer, and nothing younger than
 ``clean.orphan-age-ms``. Hudi's cleaner deletes files a reader still needs; here every
 protection is derived from the timeline, read again right before deleting.

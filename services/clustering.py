@@ -1,6 +1,6 @@
 """The clustering service: gather small file groups into fewer, sorted ones.
 
-Following DESIGN.md sections 2 to 4 (issue 6, point 2):
+As docs/services.md ("Clustering") describes it (issue 6, point 2):
 
 * *Action.* A clustering instant is a ``replacecommit`` (:attr:`Action.REPLACE_COMMIT`),
   as the public contract says ("write actions are ... ``replacecommit`` (overwrite,
@@ -29,10 +29,11 @@ Following DESIGN.md sections 2 to 4 (issue 6, point 2):
   own completion (the commit protocol, :mod:`lakeline.table.commit`), then the
   ``completed`` event with ``replaced`` naming the input groups, checked against the
   exact log it lands on: if any instant completed after the ``requested`` event wrote
-  into or replaced an input group, the service aborts (writes beat services, DESIGN.md
-  §3) and its files are deleted. Inserts and appends land in new groups and are never
-  touched. Writers that planned before the clustering completed and target a replaced
-  group retry by the writers' own rules (:func:`lakeline.timeline.conflicts.find_conflict`).
+  into or replaced an input group, the service aborts (writes beat services:
+  docs/concurrency.md §2) and its files are deleted. Inserts and appends land in new
+  groups and are never touched. Writers that planned before the clustering completed
+  and target a replaced group retry by the writers' own rules
+  (:func:`lakeline.timeline.conflicts.find_conflict`).
   Re-running an interrupted execution is safe the way every rewriting service's is
   (:mod:`.rewrite`): fresh files, and the dead attempt's files are deleted once the
   re-run completed.

@@ -1,6 +1,6 @@
 """The compaction service: fold the logs of merge-on-read file slices into new bases.
 
-Following DESIGN.md sections 2 and 3:
+As docs/services.md ("Compaction") describes it:
 
 * *Plan* (under the table lock, through the framework): the latest slices that have
   logs, minus the file groups named by a pending plan (another compaction, a

@@ -1,6 +1,6 @@
 """The async indexer: build an index while writers keep writing, exact when it is ready.
 
-Following DESIGN.md section 3 (after Hudi RFC-45, fixed where Hudi is weak):
+As docs/indexes.md ("Lifecycle") describes it (after Hudi RFC-45, fixed where Hudi is weak):
 
 1. *Schedule* (under the table lock, briefly): the ``indexing.requested`` event carries
    the plan. Its position is the *base*: every instant completed before it is built in

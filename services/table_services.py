@@ -149,12 +149,14 @@ class TableServices:
         results = self.run("rollback")
         return results[-1] if results else ServiceResult(None, {"rolled_back": 0, "files_deleted": 0})
 
-    def clean(self, policy: str | None = None, retain: int | None = None, dry_run: bool = False,
+    def clean(self, policy: str | None = None, retain: int | None = None, dry_run: bool = True,
               orphan_age_ms: int | None = None, progress: Progress | None = None) -> ServiceResult:
         """Delete the files no snapshot inside retention needs (policy and retain default
-        to ``clean.policy``/``clean.retain``: keep_latest_commits, 10). ``stats["files"]``
-        lists what was (or, with ``dry_run``, would be) deleted; ``instant`` is None when
-        there was nothing to delete or on a dry run, which deletes nothing.
+        to ``clean.policy``/``clean.retain``: keep_latest_commits, 10). A dry run by
+        default, like the CLI and delta-rs's ``vacuum``: it only lists; pass
+        ``dry_run=False`` to delete. ``stats["files"]`` lists what was (or, on a dry run,
+        would be) deleted; ``instant`` is None when there was nothing to delete or on a
+        dry run, which deletes nothing.
         """
         opts = {"policy": policy, "retain": retain, "orphan_age_ms": orphan_age_ms}
         if dry_run:

@@ -8,7 +8,8 @@ snapshot) wrote. A hit is a conflict: the attempt is rolled back and the write r
 from a fresh snapshot, where tagging sees the concurrent commit.
 
 This is what makes every snapshot equal the committed writes applied one after another
-in completion order (DESIGN.md §3, "Isolation"), with no key twice:
+in completion order (docs/concurrency.md §2, "serializable in completion order"), with
+no key twice:
 
 1. *Keys we insert as new* (new file groups, small files filled) against keys they
    inserted or upserted through a log: both would hold the key, in two groups.

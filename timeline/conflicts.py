@@ -1,4 +1,4 @@
-"""The conflict rules of DESIGN.md §3, unit: file group.
+"""The conflict rules (the table of docs/concurrency.md §2), unit: file group.
 
 A commit is checked, right before its completion event is put, against every
 data-writing instant that completed after the writer's snapshot. This module decides
@@ -72,8 +72,9 @@ def find_input_conflict(
     A concurrent instant that replaced one of the groups, or added any file to one,
     changed the service's inputs. ``logs_ok``: a log appended to a group is fine (a
     compaction: the log joins the slice it writes). A clustering takes ``logs_ok=False``:
-    it retires its input groups, so a log landing in one would be lost with it (DESIGN.md
-    §3, "clustering (execute) vs upsert/delete same group: service aborts").
+    it retires its input groups, so a log landing in one would be lost with it
+    (docs/concurrency.md §2: "clustering (execute)" vs "upsert/delete same group": the
+    service aborts).
     """
     for inst in concurrent:
         if not inst.action_kind.writes_data:

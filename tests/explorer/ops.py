@@ -80,7 +80,7 @@ class Op:
         if k == "cluster":
             return t.services.cluster()
         if k == "clean":
-            return t.services.clean(policy="keep_latest_commits", retain=2, orphan_age_ms=0)
+            return t.services.clean(policy="keep_latest_commits", retain=2, orphan_age_ms=0, dry_run=False)
         if k == "archive":
             return t.services.archive()
         if k == "rollback":

@@ -2,7 +2,7 @@
 (``LAKELINE_FAULTS``) can kill it mid-delete, as a machine loss would.
 
 Arguments (JSON): PATH TIMELINE RETAIN, TIMELINE null (filesystem store) or a
-``postgresql://`` URL. Runs ``t.services.clean(retain=RETAIN)`` and prints
+``postgresql://`` URL. Runs ``t.services.clean(retain=RETAIN, dry_run=False)`` and prints
 {"instant": id or null, "files_deleted": n}.
 """
 
@@ -16,7 +16,7 @@ from lakeline.table import Table
 
 def main(argv: list[str]) -> None:
     path, timeline, retain = (json.loads(a) for a in argv)
-    r = Table.open(path, timeline=timeline).services.clean(retain=retain)
+    r = Table.open(path, timeline=timeline).services.clean(retain=retain, dry_run=False)
     print(json.dumps({"instant": r.instant.id if r.instant else None,
                       "files_deleted": r.stats.get("files_deleted", 0)}), flush=True)
 

@@ -80,7 +80,7 @@ def _call(t: Table, name: str, explicit: bool, rng: random.Random) -> tuple[str,
         strategy = rng.choice(["linear", "zorder"])
         return f"cluster-{strategy}", [t.services.cluster(strategy=strategy)]
     if name == "cleaning":
-        return "clean", [t.services.clean()]
+        return "clean", [t.services.clean(dry_run=False)]
     if name == "archival":
         return "archive", [t.services.archive()]
     raise ValueError(f"unknown service {name!r}")

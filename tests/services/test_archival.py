@@ -180,7 +180,7 @@ def test_never_passes_a_savepoint(tmp_path: Path, timeline: str | None) -> None:
 def test_never_passes_the_cleaners_retain_point(tmp_path: Path) -> None:
     t = make_table(tmp_path, None, table_type="cow")
     commits(t, 16)
-    c = t.services.clean(policy="keep_latest_commits", retain=12, orphan_age_ms=0)
+    c = t.services.clean(policy="keep_latest_commits", retain=12, orphan_age_ms=0, dry_run=False)
     assert c.instant is not None
     retain_seq = int(c.instant.metadata["retain_seq"])
     r = t.services.archive()

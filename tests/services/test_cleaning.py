@@ -125,7 +125,7 @@ def test_keep_latest_commits_deletes_exactly_what_no_retained_snapshot_reads(
     retained = ids[-3:]
     expected = disk - set().union(*(files[i] for i in retained))
     assert expected, "the history left no old version to clean"
-    r = t.services.clean(retain=3)
+    r = t.services.clean(retain=3, dry_run=False)
     assert r.instant is not None and r.instant.action == "clean" and r.instant.state == "completed"
     assert set(r.stats["files"]) == expected and r.stats["files_deleted"] == len(expected)
     assert r.stats["retain_seq"] == t.timeline.get(retained[0]).completed_seq
@@ -136,7 +136,7 @@ def test_keep_latest_commits_deletes_exactly_what_no_retained_snapshot_reads(
         t.to_arrow(as_of=ids[0])
     assert t.indexes.validate()["mismatches"] == []
     check_files_on_disk(t)
-    assert t.services.clean(retain=3).instant is None  # nothing left to do
+    assert t.services.clean(retain=3, dry_run=False).instant is None  # nothing left to do
 
 
 def test_keep_latest_file_versions(tmp_path: Path) -> None:
@@ -155,7 +155,7 @@ def test_keep_latest_file_versions(tmp_path: Path) -> None:
     expected = {p for grp, paths in versions.items()
                 for p in paths[:len(paths) - (keep - 1 if grp in retired else keep)]}
     assert expected
-    r = t.services.clean(policy="keep_latest_file_versions", retain=keep)
+    r = t.services.clean(policy="keep_latest_file_versions", retain=keep, dry_run=False)
     assert set(r.stats["files"]) == expected
     assert table_rows(t.to_arrow(), COLUMNS) == model.sorted()
     # The retain point: every snapshot from it on is whole and readable, every one before
@@ -174,7 +174,7 @@ def test_keep_latest_hours(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     pivot = t.timeline.get(ids[4])
     # "Now" is one hour after the pivot completed: the snapshot as of then is the oldest kept.
     monkeypatch.setattr(cleaning, "_now_ns", lambda: (pivot.completed_us + 3_600_000_000) * 1000 + 500)
-    r = t.services.clean(policy="keep_latest_hours", retain=1)
+    r = t.services.clean(policy="keep_latest_hours", retain=1, dry_run=False)
     assert r.stats["retain_seq"] == pivot.completed_seq
     retained = ids[4:]
     expected = disk - set().union(*(files[i] for i in retained))
@@ -193,9 +193,9 @@ def test_dry_run_lists_and_deletes_nothing(tmp_path: Path) -> None:
     [run] = t.services.run("cleaning", dry_run=True, retain=1)
     assert run.instant is None and run.stats["plan"]["files"]
     assert data_files_on_disk(t) == disk and len(t.timeline) == n
-    assert set(t.services.clean(retain=1).stats["files"]) == set(dry.stats["files"])
+    assert set(t.services.clean(retain=1, dry_run=False).stats["files"]) == set(dry.stats["files"])
     with pytest.raises(InvalidPropertyError):
-        t.services.clean(policy="keep_everything")
+        t.services.clean(policy="keep_everything", dry_run=False)
 
 
 def test_savepoint_keeps_its_snapshot_until_released(tmp_path: Path) -> None:
@@ -207,7 +207,7 @@ def test_savepoint_keeps_its_snapshot_until_released(tmp_path: Path) -> None:
     sp = t.services.savepoint(old)
     assert sp.action == "savepoint" and sp.state == "completed"
     assert [(s.id, s.instant) for s in t.services.savepoints()] == [(sp.id, old)]
-    r = t.services.clean(retain=1)
+    r = t.services.clean(retain=1, dry_run=False)
     assert r.stats["files_deleted"] > 0
     assert snapshot_files(t, old) <= data_files_on_disk(t)
     assert table_rows(t.to_arrow(as_of=old), COLUMNS) == rows
@@ -220,7 +220,7 @@ def test_savepoint_keeps_its_snapshot_until_released(tmp_path: Path) -> None:
     assert t.services.savepoints() == []
     with pytest.raises(InstantNotFoundError):
         t.services.release_savepoint(sp.id)
-    assert t.services.clean(retain=1).stats["files_deleted"] > 0
+    assert t.services.clean(retain=1, dry_run=False).stats["files_deleted"] > 0
     with pytest.raises(SnapshotExpiredError):
         t.to_arrow(as_of=old)
     with pytest.raises(InstantNotFoundError):
@@ -253,10 +253,10 @@ def test_pending_compaction_inputs_are_kept(tmp_path: Path) -> None:
     model.overwrite(fresh)
     t.upsert(to_arrow([row(1, 31)]))
     model.upsert([row(1, 31)])
-    t.services.clean(retain=1)
+    t.services.clean(retain=1, dry_run=False)
     assert inputs <= data_files_on_disk(t), "a pending compaction's inputs were deleted"
     assert t.services.execute(inst).aborted  # the overwrite replaced its groups
-    t.services.clean(retain=1)
+    t.services.clean(retain=1, dry_run=False)
     assert not inputs & data_files_on_disk(t) - {f.path for f in t.view(t.timeline).files()}
     assert table_rows(t.to_arrow(), COLUMNS) == model.sorted()
 
@@ -276,7 +276,7 @@ def test_an_inflight_writers_files_are_kept(tmp_path: Path) -> None:
         [pending] = t.timeline.pending()
         written = {p for p in data_files_on_disk(t) if f"_{pending.id}_" in p}
         assert written
-        t.services.clean(retain=1)
+        t.services.clean(retain=1, dry_run=False)
         assert written <= data_files_on_disk(t), "an inflight writer's files were deleted"
     finally:
         (fault_dir / "commit.before_complete.release").write_text("go")
@@ -304,7 +304,7 @@ def test_orphans_and_rolled_back_leftovers(tmp_path: Path) -> None:
     old_orphan, young_orphan = stray(done, 1, 600), stray(done, 2, 0)
     old_dead, young_dead = stray(failed, 3, 600), stray(failed, 4, 0)
     unknown = stray(10_000, 5, 600)  # an instant this timeline does not know: a writer just starting
-    r = t.services.clean()
+    r = t.services.clean(dry_run=False)
     assert r.instant.plan["reasons"] == {old_orphan: "orphan", old_dead: "rolled_back"}
     left = data_files_on_disk(t)
     assert {young_orphan, young_dead, unknown} <= left and not {old_orphan, old_dead} & left
@@ -322,7 +322,7 @@ def test_leftovers_of_a_dropped_index_are_removed(tmp_path: Path) -> None:
     leftover = Path(t.path) / ".lakeline" / "metadata" / index.partition / "delta_1_0000abcd.parquet"
     leftover.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.table({"path": ["x"]}), leftover)  # a late writer's entries
-    r = t.services.clean()
+    r = t.services.clean(dry_run=False)
     assert r.stats["index_files_deleted"] == 1 and not leftover.exists()
     assert t.indexes.validate()["mismatches"] == []
 
@@ -338,7 +338,7 @@ def test_killed_mid_delete_is_finished_by_the_next_run(tmp_path: Path, timeline:
     [pending] = t.timeline.pending()
     assert pending.action == "clean" and len(expected & data_files_on_disk(t)) == len(expected) - 1
     time.sleep(0.3)  # its heartbeat expires: interval 100 ms x (1 + 1)
-    r = t.services.clean(retain=1)
+    r = t.services.clean(retain=1, dry_run=False)
     assert r.instant.id == pending.id and r.instant.state == "completed"
     assert r.stats["files_missing"] == 1 and not expected & data_files_on_disk(t)
     assert table_rows(t.to_arrow(), COLUMNS) == model.sorted()
@@ -394,7 +394,7 @@ def test_reads_outside_retention_are_refused_by_rule_and_savepoints_lift_it(tmp_
         t.upsert(to_arrow([row(0, 2 + n)]))
     ids = data_ids(t)
     before = reads(t, ids)
-    r = t.services.clean(retain=2)
+    r = t.services.clean(retain=2, dry_run=False)
     assert r.instant is not None and r.stats["files_deleted"] == 1  # the first upsert's version
     retain = r.stats["retain_seq"]
     refused = 0

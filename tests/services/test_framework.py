@@ -12,10 +12,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from lakeline.services import ServiceAbortedError, ServiceResult, TableService
-from lakeline.services.phases import execute, lock_hold_s, schedule
+from lakeline.services.phases import execute, schedule
 from lakeline.table import Table
 from lakeline.table.engine import LocalEngine
-from lakeline.timeline import faults
+from lakeline.timeline import faults, metrics
 from lakeline.timeline.errors import (
     FaultInjectedError,
     ServiceBusyError,
@@ -56,8 +56,9 @@ def table(tmp_path: Path) -> Table:
 
 
 def test_schedule_then_execute_once(table: Table) -> None:
-    lock_hold_s.clear()
-    inst = schedule(table, Counting())
+    with metrics.recording() as sink:
+        inst = schedule(table, Counting())
+    lock_hold_s = sink.values("service.lock_hold_seconds")
     assert inst is not None and inst.state == "requested" and inst.plan["service"] == "counting"
     assert lock_hold_s and max(lock_hold_s) < 5
     r = execute(table, Counting(), inst.id)

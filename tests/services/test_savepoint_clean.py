@@ -71,7 +71,7 @@ def test_savepoint_during_the_deletes_is_refused(tmp_path: Path, timeline: str |
         outcome["latest"] = other.services.savepoint(latest)  # files no clean touches
 
     faults.on("clean.mid_delete", meanwhile)
-    r = t.services.clean(retain=1)
+    r = t.services.clean(retain=1, dry_run=False)
     assert r.instant is not None and r.instant.state == "completed" and r.stats["files_deleted"] > 1
     assert isinstance(outcome["old"], SavepointConflictError), f"a savepoint during the deletes: {outcome['old']}"
     assert outcome["latest"].state == "completed"
@@ -130,7 +130,7 @@ def test_a_crashed_clean_keeps_refusing_until_it_is_finished(tmp_path: Path, tim
         t.services.savepoint(old)
     kept = t.services.savepoint(latest)
     time.sleep(0.3)  # the dead clean's heartbeat expires
-    t.services.clean(retain=1)
+    t.services.clean(retain=1, dry_run=False)
     assert t.timeline.pending() == []
     assert [s.id for s in t.services.savepoints()] == [kept.id]
     with pytest.raises(SnapshotExpiredError):
