@@ -134,7 +134,7 @@ class RewriteService(TableService):
         completion = _Completion(table, instant, self.rewritten_groups(instant, md),
                                  self._earlier.pop(instant.id, []), self.conflict)
         done = complete_with_indexes(table, completion, md, None, handled)
-        after_commit(table.storage, table.log.timeline, table.view, cfg.resolved_properties())
+        after_commit(table.storage, table.log.timeline, table.view, cfg.props)
         return done
 
     def abort(self, table: "Table", instant: Instant, reason: str) -> None:

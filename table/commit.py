@@ -63,8 +63,8 @@ class Commit:
         ev = log.append(self.action, State.REQUESTED, plan)
         self.instant_id = ev.instant
         try:
-            props = self.table.config.resolved_properties()
-            self._heartbeat = Heartbeat(log.store, self.instant_id, props["heartbeat.interval-ms"]).start()
+            interval_ms = self.table.config.props.heartbeat_interval_ms
+            self._heartbeat = Heartbeat(log.store, self.instant_id, interval_ms).start()
             faults.point("commit.after_requested")
             log.append(self.action, State.INFLIGHT, {}, instant=self.instant_id)
             faults.point("commit.after_inflight")

@@ -84,13 +84,13 @@ def run_write(table: "Table", operation: str, action: Action, planner: Planner,
         CommitConflictError: conflicts persisted through ``commit.max-retries`` replays.
         Whatever planning raises (typed input errors), before anything is written.
     """
-    props = table.config.resolved_properties()
-    retries = int(props["commit.max-retries"])
+    props = table.config.props
+    retries = props.commit_max_retries
     last: LakelineError | None = None
     started = time.perf_counter()
     for _ in range(retries + 1):
         snapshot = table.log.refresh()
-        if props["write.concurrency-mode"] == "single-writer":
+        if props.write_concurrency_mode == "single-writer":
             rollback_pending_writes(table.log, table.storage, snapshot)
             snapshot = table.log.refresh()
         view = table.view(snapshot)
@@ -209,15 +209,15 @@ def _drop_stale_updates(table: "Table", written: list[tuple[str, int, str | None
 
 def settings(table: "Table", instant: int, indexes: IndexJob | None = None) -> WriteSettings:
     cfg = table.config
-    props = cfg.resolved_properties()
+    props = cfg.props
     return WriteSettings(
         storage=table.storage,
         instant=instant,
         schema=cfg.schema,
         key=cfg.record_key,
         ordering=cfg.ordering_field,
-        compression=props["write.parquet-compression"],
-        row_group_rows=props["write.row-group-rows"],
+        compression=props.write_parquet_compression,
+        row_group_rows=props.write_row_group_rows,
         indexes=indexes,
     )
 
@@ -228,8 +228,7 @@ def _execute(table: "Table", instant: int, plan: WritePlan,
     index entries the tasks computed from the rows they wrote, by file path."""
     cfg = table.config
     st = settings(table, instant, index_job(table.log.timeline, cfg.schema, cfg.record_key))
-    props = table.config.resolved_properties()
-    target = int(props["write.target-file-size-bytes"])
+    target = table.config.props.write_target_file_size_bytes
     file_tasks: list[FileWrite] = []
     for nf in plan.new_files:
         per_row = _bytes_per_row(table, nf.partition, nf.rows)
