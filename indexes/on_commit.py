@@ -19,11 +19,11 @@ may still write catch-up deltas for instants completed before a fold (see
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Sequence
 
 import pyarrow as pa
 
+from ..config import TableProperties
 from ..timeline import faults
 from ..timeline.commit_metadata import CommitMetadata
 from ..timeline.errors import InvalidIndexError, LakelineError
@@ -48,22 +48,22 @@ log = logging.getLogger(__name__)
 
 
 def after_commit(storage: Storage, timeline: Timeline, view_of: Callable[[Timeline], FileSystemView],
-                 props: Mapping[str, Any]) -> list[str]:
+                 props: TableProperties) -> list[str]:
     """Checkpoint the view and fold index deltas where due; returns what was written.
 
     Args:
         storage: the table's storage.
         timeline: the timeline right after the commit (its view is what is saved).
         view_of: builds (or returns a cached) view of a snapshot.
-        props: the table's resolved properties.
+        props: the table's properties.
     """
     written: list[str] = []
     try:
         faults.point("metadata.upkeep")
-        if commits_since_checkpoint(storage, timeline) >= int(props["metadata.files.checkpoint-commits"]):
+        if commits_since_checkpoint(storage, timeline) >= props.metadata_files_checkpoint_commits:
             written.append(write_checkpoint(storage, view_of(timeline)))
         mt = MetadataTable(storage)
-        limit = int(props["metadata.compact.max-deltas"])
+        limit = props.metadata_compact_max_deltas
         for idx in readable_indexes(timeline):
             if mt.delta_count(idx.partition) > limit and (rel := mt.compact(idx.partition, timeline)) is not None:
                 written.append(rel)

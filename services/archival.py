@@ -130,8 +130,8 @@ class ArchivalService(TableService):
         """
         if options:
             raise InvalidPropertyError(f"archival takes no options {sorted(options)}; it takes force=")
-        props = table.config.resolved_properties()
-        lo, hi = int(props["archive.min-active-instants"]), int(props["archive.max-active-instants"])
+        props = table.config.props
+        lo, hi = props.archive_min_active_instants, props.archive_max_active_instants
         if lo > hi:
             raise InvalidPropertyError(f"archive.min-active-instants ({lo}) is above archive.max-active-instants ({hi})")
         if self.pending(snapshot):

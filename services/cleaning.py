@@ -125,7 +125,7 @@ def resolve_retain(table: "Table", policy: str, retain: int | None) -> int:
     if retain is not None:
         return int(retain)
     if "clean.retain" in table.config.properties:
-        return int(table.config.resolved_properties()["clean.retain"])
+        return table.config.props.clean_retain
     return POLICY_RETAIN[policy]
 
 
@@ -256,12 +256,12 @@ class CleaningService(TableService):
         if options:
             raise InvalidPropertyError(f"cleaning takes no options {sorted(options)}; "
                                        "it takes policy=, retain=, orphan_age_ms=")
-        props = table.config.resolved_properties()
-        policy = policy or str(props["clean.policy"])
+        props = table.config.props
+        policy = policy or props.clean_policy
         if policy not in POLICIES:
             raise InvalidPropertyError(f"clean policy {policy!r} is not one of {', '.join(POLICIES)}")
         retain = resolve_retain(table, policy, retain)
-        age_ms = int(orphan_age_ms if orphan_age_ms is not None else props["clean.orphan-age-ms"])
+        age_ms = int(orphan_age_ms) if orphan_age_ms is not None else props.clean_orphan_age_ms
         if retain < 1 or age_ms < 0:
             raise InvalidPropertyError(f"clean retain must be at least 1 and the orphan age not negative "
                                        f"(got {retain}, {age_ms})")

@@ -81,12 +81,12 @@ def check_options(table: "Table", sort_by: Sequence[str] | str | None,
         UnknownColumnError: a sort column the table does not have.
     """
     cfg = table.config
-    props = cfg.resolved_properties()
-    strategy = strategy or str(props["clustering.strategy"])
+    props = cfg.props
+    strategy = strategy or props.clustering_strategy
     if strategy not in STRATEGIES:
         raise InvalidPropertyError(f"clustering strategy {strategy!r} is not one of {', '.join(STRATEGIES)}")
     if sort_by is None:
-        configured = [c.strip() for c in str(props["clustering.sort-columns"]).split(",") if c.strip()]
+        configured = [c.strip() for c in props.clustering_sort_columns.split(",") if c.strip()]
         sort_by = configured or list(cfg.record_key)
     cols = (sort_by,) if isinstance(sort_by, str) else tuple(sort_by)
     unknown = [c for c in cols if c not in cfg.schema.names]
@@ -148,17 +148,17 @@ class ClusteringService(RewriteService):
         if scope not in (SMALL_FILES, ALL):
             raise InvalidPropertyError(f"clustering scope {scope!r} is not one of {SMALL_FILES}, {ALL}")
         cols, strategy = check_options(table, sort_by, strategy)
-        props = table.config.resolved_properties()
-        target = int(props["write.target-file-size-bytes"])
+        props = table.config.props
+        target = props.write_target_file_size_bytes
         busy = planned_groups(snapshot)
         view = table.view(snapshot)
         clusters: list[list[FileSlice]] = []
         for p in view.partitions():
             free = [s for s in view.latest_slices(p) if (s.partition, s.file_group) not in busy]
             if scope == ALL:
-                clusters.extend(pack(free, int(props["clustering.max-bytes-per-group"]), 1))
+                clusters.extend(pack(free, props.clustering_max_bytes_per_group, 1))
             else:
-                limit = float(props["clustering.small-file-ratio"]) * target
+                limit = props.clustering_small_file_ratio * target
                 clusters.extend(pack([s for s in free if s.bytes < limit], target, 2))
         if not clusters:
             return None

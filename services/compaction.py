@@ -27,10 +27,10 @@ As docs/services.md ("Compaction") describes it:
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..config import TableProperties
 from ..table.files import FileWrite, write_file
 from ..table.group_tasks import WriteSettings, rel_path
 from ..table.scan import SliceRead, read_slice
@@ -58,17 +58,17 @@ def _completed_us(timeline: Timeline, instant: int) -> int | None:
     return None if inst is None else inst.completed_us
 
 
-def is_due(s: FileSlice, trigger: str, props: Mapping[str, Any], timeline: Timeline, now_us: int) -> bool:
+def is_due(s: FileSlice, trigger: str, props: TableProperties, timeline: Timeline, now_us: int) -> bool:
     """Whether a slice with logs should be compacted under ``trigger``."""
     if trigger == ALL:
         return True
     checks: dict[str, Callable[[], bool]] = {
         # Delta commits, not log files: one commit writes one log per group it touches.
-        "delta-commits": lambda: len({f.instant for f in s.logs}) >= int(props["compaction.delta-commits"]),
-        "log-ratio": lambda: sum(f.bytes for f in s.logs) >= float(props["compaction.log-ratio"]) * (
+        "delta-commits": lambda: len({f.instant for f in s.logs}) >= props.compaction_delta_commits,
+        "log-ratio": lambda: sum(f.bytes for f in s.logs) >= props.compaction_log_ratio * (
             s.base.bytes if s.base is not None else 0),
         "time": lambda: s.base is None or now_us - (_completed_us(timeline, s.base.instant) or now_us)
-        >= int(props["compaction.interval-ms"]) * 1000,
+        >= props.compaction_interval_ms * 1000,
     }
     if trigger == "any":
         return any(check() for check in checks.values())
@@ -115,8 +115,8 @@ class CompactionService(RewriteService):
         """
         if options:
             raise InvalidPropertyError(f"compaction takes no options {sorted(options)}; it takes trigger=")
-        props = table.config.resolved_properties()
-        trigger = trigger or str(props["compaction.trigger"])
+        props = table.config.props
+        trigger = trigger or props.compaction_trigger
         if trigger not in TRIGGERS + (ALL,):
             raise InvalidPropertyError(f"compaction trigger {trigger!r} is not one of {', '.join(TRIGGERS + (ALL,))}")
         if table.config.table_type != "mor":

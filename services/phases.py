@@ -73,9 +73,9 @@ def table_lock(table: "Table") -> Iterator[None]:
     Raises:
         LockTimeoutError: not acquired within ``lock.acquire-timeout-ms``.
     """
-    props = table.config.resolved_properties()
-    lock = table.log.store.lock(TABLE_LOCK, int(props["lock.lease-ms"]))
-    lock.acquire(timeout_s=int(props["lock.acquire-timeout-ms"]) / 1000.0)
+    props = table.config.props
+    lock = table.log.store.lock(TABLE_LOCK, props.lock_lease_ms)
+    lock.acquire(timeout_s=props.lock_acquire_timeout_ms / 1000.0)
     try:
         with metrics.timed("service.lock_hold_seconds"):
             yield
@@ -106,8 +106,8 @@ def schedule(table: "Table", service: TableService, **options: Any) -> Instant |
 
 
 def _heartbeat_settings(table: "Table") -> tuple[int, int]:
-    props = table.config.resolved_properties()
-    return int(props["heartbeat.interval-ms"]), int(props["heartbeat.tolerable-misses"])
+    props = table.config.props
+    return props.heartbeat_interval_ms, props.heartbeat_tolerable_misses
 
 
 def claimable(table: "Table", instant: Instant, timeline: Timeline | None = None) -> bool:

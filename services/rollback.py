@@ -33,9 +33,9 @@ class RollbackService(TableService):
     action = Action.ROLLBACK
 
     def plan(self, table: "Table", snapshot: Timeline, **options: Any) -> dict[str, Any] | None:
-        props = table.config.resolved_properties()
-        targets = [i.id for i in expired_writers(table.log, snapshot, props["heartbeat.interval-ms"],
-                                                 props["heartbeat.tolerable-misses"])]
+        props = table.config.props
+        targets = [i.id for i in expired_writers(table.log, snapshot, props.heartbeat_interval_ms,
+                                                 props.heartbeat_tolerable_misses)]
         marked = [(i, x.state_kind) for i in instants_with_markers(table.storage)
                   if (x := snapshot.find(i)) is not None]
         leftovers = [i for i, state in marked if state is State.ROLLED_BACK]

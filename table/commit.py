@@ -127,8 +127,8 @@ class Commit:
         ev = ctx.log.append(action, State.REQUESTED, plan)
         commit = cls(ctx, action, ev.instant, writer=True)
         try:
-            props = ctx.config.resolved_properties()
-            commit._heartbeat = Heartbeat(ctx.log.store, ev.instant, props["heartbeat.interval-ms"]).start()
+            interval_ms = ctx.config.props.heartbeat_interval_ms
+            commit._heartbeat = Heartbeat(ctx.log.store, ev.instant, interval_ms).start()
             faults.point("commit.after_requested")
             ctx.log.append(action, State.INFLIGHT, {}, instant=ev.instant)
             faults.point("commit.after_inflight")
@@ -254,7 +254,7 @@ class Commit:
 
         def upkeep() -> None:
             after_commit(ctx.storage, ctx.log.timeline, lambda tl: load_view(ctx.storage, tl, [ctx.view]),
-                         ctx.config.resolved_properties())
+                         ctx.config.props)
 
         # A write's upkeep is one of its fault points (commit.cleanup); a service's is not.
         (after_committed if self._writer else _logged)(f"metadata-table upkeep after instant {self.instant_id}",

@@ -43,10 +43,9 @@ class WriteSettings:
     @classmethod
     def of(cls, storage: Storage, config: TableConfig, instant: int, indexes: IndexJob | None = None) -> "WriteSettings":
         """The settings of files ``instant`` writes under ``config``."""
-        props = config.resolved_properties()
         return cls(storage=storage, instant=instant, schema=config.schema, key=config.record_key,
-                   ordering=config.ordering_field, compression=props["write.parquet-compression"],
-                   row_group_rows=props["write.row-group-rows"], indexes=indexes)
+                   ordering=config.ordering_field, compression=config.props.write_parquet_compression,
+                   row_group_rows=config.props.write_row_group_rows, indexes=indexes)
 
 
 def rel_path(partition: str, name: str) -> str:

@@ -79,9 +79,8 @@ def _route_inserts(cfg: TableConfig, plan: WritePlan, partition: str, slices: li
     every merge-on-read or append-only insert) starts new file groups."""
     if rows.num_rows == 0:
         return
-    props = cfg.resolved_properties()
-    target = int(props["write.target-file-size-bytes"])
-    small_limit = min(int(props["write.small-file-limit-bytes"]), target)
+    target = cfg.props.write_target_file_size_bytes
+    small_limit = min(cfg.props.write_small_file_limit_bytes, target)
     start = 0
     if cfg.table_type == "cow" and cfg.has_key and small_limit > 0:
         small = sorted(
@@ -106,7 +105,7 @@ def _route_inserts(cfg: TableConfig, plan: WritePlan, partition: str, slices: li
 def plan_insert(ctx: TableContext, rows: pa.Table) -> WritePlan:
     cfg, view = ctx.config, ctx.view
     plan = WritePlan("insert", stats={"inserted": rows.num_rows})
-    check = cfg.has_key and cfg.resolved_properties()["write.insert-key-check"]
+    check = cfg.has_key and cfg.props.write_insert_key_check
     new_keys = []
     for partition, part in split_by_partition(rows, cfg.partition_by).items():
         slices = view.latest_slices(partition)

@@ -181,7 +181,7 @@ class Table:
     def engine(self) -> Engine:
         """The engine data work runs on (a ``LocalEngine`` unless one was set)."""
         if self._engine is None:
-            self._engine = LocalEngine(int(self.config.resolved_properties()["engine.parallelism"]) or None)
+            self._engine = LocalEngine(self.config.props.engine_parallelism or None)
         return self._engine
 
     @engine.setter
@@ -195,8 +195,8 @@ class Table:
         set (e.g. Spark), else a local engine whose threads run at ``service.nice``."""
         if self._engine_chosen and self._engine is not None:
             return self._engine
-        props = self.config.resolved_properties()
-        return LocalEngine(int(props["engine.parallelism"]) or None, nice=int(props["service.nice"]))
+        props = self.config.props
+        return LocalEngine(props.engine_parallelism or None, nice=props.service_nice)
 
     def context(self, snapshot: Timeline | None = None, engine: Engine | None = None) -> TableContext:
         """The table at ``snapshot`` (None: the newest, read now) as one value, for the
@@ -228,7 +228,7 @@ class Table:
         planned without error, so refused input (null or duplicate keys) leaves no trace.
         """
         cfg = self.config
-        evolve = cfg.resolved_properties()["write.schema-evolution"] == "add-columns"
+        evolve = cfg.props.write_schema_evolution == "add-columns"
         rows, new_fields = conform(data, cfg, allow_new_columns=evolve)
         check_keys(rows, cfg.record_key)
         # Record identity is (partition values, key): one key in two partitions is two records.

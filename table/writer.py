@@ -93,12 +93,12 @@ def run_write(open_context: Callable[[], TableContext], operation: str, action: 
     """
     started = time.perf_counter()
     ctx = open_context()
-    retries = int(ctx.config.resolved_properties()["commit.max-retries"])
+    retries = ctx.config.props.commit_max_retries
     last: LakelineError | None = None
     for attempt in range(retries + 1):
         if attempt:
             ctx = open_context()  # replay on a fresh snapshot
-        if ctx.config.resolved_properties()["write.concurrency-mode"] == "single-writer":
+        if ctx.config.props.write_concurrency_mode == "single-writer":
             rollback_pending_writes(ctx.log, ctx.storage, ctx.snapshot)
             ctx = open_context()
         phases = Phases()
@@ -156,8 +156,7 @@ def write_files(ctx: TableContext, instant: int, plan: WritePlan) -> tuple[Commi
     index entries the tasks computed from the rows they wrote, by file path."""
     cfg = ctx.config
     st = WriteSettings.of(ctx.storage, cfg, instant, index_job(ctx.log.timeline, cfg.schema, cfg.record_key))
-    props = cfg.resolved_properties()
-    target = int(props["write.target-file-size-bytes"])
+    target = cfg.props.write_target_file_size_bytes
     file_tasks: list[FileWrite] = []
     for nf in plan.new_files:
         per_row = _bytes_per_row(ctx, nf.partition, nf.rows)

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 
-from ..config import PropertyProblem, explicit, resolve
+from ..config import PropertyProblem, TableProperties, explicit
 from .errors import InvalidPropertyError, SchemaMismatchError, UnknownColumnError
 from .instant import Action
 from .timeline import Timeline
@@ -112,19 +112,18 @@ class TableConfig:
     def write_action(self) -> Action:
         return Action.DELTA_COMMIT if self.table_type == "mor" else Action.COMMIT
 
-    def resolved_properties(self) -> dict[str, Any]:
-        """Stored properties merged over the documented defaults, typed."""
-        return dict(self._resolved)
-
     @cached_property
-    def _resolved(self) -> dict[str, Any]:
+    def props(self) -> TableProperties:
+        """Stored properties merged over the documented defaults, typed (``props.to_dict()``
+        lists them by dotted key).
+
+        Raises:
+            InvalidPropertyError: a stored property is unknown to this version or malformed.
+        """
         try:
-            return resolve(self.properties)
+            return TableProperties.resolve(self.properties)
         except PropertyProblem as e:
             raise InvalidPropertyError(str(e)) from None
-
-    def prop(self, key: str) -> Any:
-        return self.resolved_properties()[key]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -150,7 +149,7 @@ class TableConfig:
             properties=dict(raw.get("properties") or {}),
             table_uuid=raw.get("table_uuid", ""),
         )
-        cfg.resolved_properties()  # a property this version does not know fails on open
+        _ = cfg.props  # a property this version does not know fails on open
         return cfg
 
     @classmethod

@@ -192,7 +192,7 @@ def check_against_model(t: Table, records: list[dict[str, Any]]) -> Counter[str]
     assert [i.id for i in done if i.id not in committed] == [], "completed instants no worker reported"
     assert sorted(committed) == sorted(i.id for i in done), "reported commits missing from the timeline"
     rolled_back = [i for i in data_instants(tl) if i.state == "rolled_back"]
-    retries = int(t.config.resolved_properties()["commit.max-retries"])
+    retries = t.config.props.commit_max_retries
     assert len(rolled_back) >= (retries + 1) * outcomes["conflict"], (
         "each CommitConflictError ends max-retries + 1 attempts, each rolled back"
     )

@@ -388,8 +388,8 @@ def test_valid_properties_are_accepted_in_string_form(tmp_path: Path) -> None:
     t = Table.create(tmp_path / "t", SCHEMA, record_key="id",
                      properties={"write.target-file-size-bytes": "4096", "write.insert-key-check": "false",
                                  "user.owner": "me"})
-    props = t.config.resolved_properties()
-    assert props["write.target-file-size-bytes"] == 4096 and props["write.insert-key-check"] is False
+    props = t.config.props
+    assert props.write_target_file_size_bytes == 4096 and props.write_insert_key_check is False
 
 
 @pytest.mark.parametrize(
