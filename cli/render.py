@@ -97,11 +97,11 @@ def _short(text: str, width: int = SUMMARY_WIDTH) -> str:
 def summarize(instant: Instant, events: Sequence[Event] = ()) -> str:
     """A one-line description of what an instant did or plans to do."""
     plan, meta = dict(instant.plan), dict(instant.metadata)
-    if instant.state_kind is State.ROLLED_BACK:
+    if instant.state is State.ROLLED_BACK:
         reason = next((e.payload.get("reason") for e in reversed(events) if e.state is State.ROLLED_BACK), None)
         what = plan.get("operation", instant.action)
         return _short(f"{what}; rolled back" + (f": {reason}" if reason else ""))
-    if instant.action_kind is Action.SCHEMA:
+    if instant.action is Action.SCHEMA:
         cfg = meta.get("config")
         if not isinstance(cfg, Mapping):
             return _short(f"schema change: {plan.get('change', '?')}")
@@ -143,7 +143,7 @@ def instants_table(instants: Sequence[Instant], events: Mapping[int, Sequence[Ev
     table.add_column("completed_at", no_wrap=True)
     table.add_column("summary", overflow="fold")
     for inst in instants:
-        style = _STATE_STYLE.get(inst.state_kind, "")
+        style = _STATE_STYLE.get(inst.state, "")
         table.add_row(
             str(inst.id),
             inst.action,
@@ -176,7 +176,7 @@ def instant_detail(instant: Instant, events: Sequence[Event]) -> dict[str, Any]:
 
 def print_instant(con: Console, instant: Instant, events: Sequence[Event]) -> None:
     """The human view of ``timeline inspect``: header, events, then plan and metadata."""
-    style = _STATE_STYLE.get(instant.state_kind, "")
+    style = _STATE_STYLE.get(instant.state, "")
     con.print(f"[bold]instant {instant.id}[/bold]  {instant.action}  [{style}]{instant.state}[/{style}]")
     con.print(f"requested_at  {fmt_time(instant.requested_at)}")
     con.print(f"completed_at  {fmt_time(instant.completed_at)}"

@@ -154,7 +154,7 @@ def dropped_partition(timeline: Timeline, drop: Instant) -> str:
 def _state_of(inst: Instant) -> IndexState | None:
     """The state an indexing instant gives its index; None when it changes nothing."""
     op = inst.plan.get("op")
-    s = inst.state_kind
+    s = inst.state
     if op == OP_CREATE:
         if s is State.COMPLETED:
             return IndexState.READY

@@ -93,7 +93,7 @@ def choose(timeline: Timeline, after: int, min_active: int, max_active: int, for
     keeps ``min_active`` completed instants active and stays below :func:`limit`."""
     active = [i for i in timeline.instants() if i.id > after]
     # Archival's own instants are not counted: each run would otherwise make the next due.
-    counted = [i.is_completed and i.action_kind is not Action.ARCHIVE for i in active]
+    counted = [i.is_completed and i.action is not Action.ARCHIVE for i in active]
     completed = sum(counted)
     if completed <= (min_active if force else max_active):
         return None
@@ -101,7 +101,7 @@ def choose(timeline: Timeline, after: int, min_active: int, max_active: int, for
     best: tuple[int, int, int] | None = None  # (through seq, instants, completed archived)
     through, done = after, 0
     for n, inst in enumerate(active):
-        if inst.id >= stop or not inst.state_kind.is_terminal or completed - done <= min_active:
+        if inst.id >= stop or not inst.state.is_terminal or completed - done <= min_active:
             break
         through = max(through, inst.last_seq)
         done += counted[n]
@@ -178,5 +178,5 @@ class ArchivalService(TableService):
         archived = [i for i in tl.instants() if first <= i.id <= through]
         return {"first_seq": first, "through_seq": through, "events_archived": through + 1 - first,
                 "instants_archived": len(archived),
-                "completed_archived": sum(1 for i in archived if i.state_kind is State.COMPLETED),
+                "completed_archived": sum(1 for i in archived if i.state is State.COMPLETED),
                 "archive_file": written}

@@ -96,7 +96,7 @@ def protected_files(table: "Table", timeline: Timeline) -> set[str]:
     for seq in pinned_seqs(timeline):
         out |= snapshot_files(table, timeline, seq)
     for inst in timeline.pending():
-        if inst.action_kind in _NO_READS:
+        if inst.action in _NO_READS:
             continue
         seqs = {inst.id}
         if isinstance(inst.plan.get("snapshot_seq"), int):
@@ -130,7 +130,7 @@ def resolve_retain(table: "Table", policy: str, retain: int | None) -> int:
 
 
 def _data_instants(timeline: Timeline) -> list[Instant]:
-    return [i for i in timeline.completed() if i.action_kind.writes_data]
+    return [i for i in timeline.completed() if i.action.writes_data]
 
 
 def retain_seq(policy: str, retain: int, timeline: Timeline, now_us: int) -> int:
@@ -278,7 +278,7 @@ class CleaningService(TableService):
         else:
             seq = retain_seq(policy, retain, tl, now_ns // 1000)
             needed = snapshot_files(table, tl, seq) | {
-                f["path"] for i in tl.completed_after(seq) if i.action_kind.writes_data
+                f["path"] for i in tl.completed_after(seq) if i.action.writes_data
                 for f in i.metadata.get("files", ())}
             expired = referenced - needed
         guard = protected_files(table, tl)
@@ -289,7 +289,7 @@ class CleaningService(TableService):
             if path in expired:
                 reasons[path] = "expired"
             elif path not in referenced:
-                state = tl.get(parse_data_file_name(path).instant).state_kind  # type: ignore[union-attr]
+                state = tl.get(parse_data_file_name(path).instant).state  # type: ignore[union-attr]
                 reasons[path] = "rolled_back" if state is State.ROLLED_BACK else "orphan"
         index_files = _dropped_index_files(table, tl, now_ns, age_ms)
         if not reasons and not index_files:

@@ -86,7 +86,7 @@ def _inputs_changed(timeline: Timeline, instant: int, groups: set[Group]) -> str
     its ``requested`` event replaced one of its groups or wrote a base into one (log
     appends are fine: they join the new slice). None when it can."""
     for other in timeline.completed_after(instant):
-        if not other.action_kind.writes_data or other.id == instant:
+        if not other.action.writes_data or other.id == instant:
             continue
         md = CommitMetadata.from_dict(other.metadata)
         hit = groups & (md.groups_replaced() | {(f.partition, f.file_group) for f in md.files if f.kind == "base"})

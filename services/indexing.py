@@ -205,7 +205,7 @@ class IndexingService(TableService):
     def abort(self, table: "Table", instant: Instant, reason: str) -> None:
         """Remove the partition of the definition this create instant made, and only it
         (the framework calls this once this attempt's own ``rolled_back`` landed)."""
-        if instant.plan.get("op") != OP_DROP and table.log.refresh().get(instant.id).state_kind is State.ROLLED_BACK:
+        if instant.plan.get("op") != OP_DROP and table.log.refresh().get(instant.id).state is State.ROLLED_BACK:
             MetadataTable(table.storage).drop(partition_of(str(instant.plan["index"]), instant.id))
 
     def abortable(self, instant: Instant) -> bool:

@@ -117,9 +117,9 @@ def _heartbeat_settings(table: "Table") -> tuple[int, int]:
 def claimable(table: "Table", instant: Instant, timeline: Timeline | None = None) -> bool:
     """Whether this process may execute ``instant`` now: requested, or inflight with the
     holding attempt's heartbeat expired (its executor died or stalled)."""
-    if instant.state_kind is State.REQUESTED:
+    if instant.state is State.REQUESTED:
         return True
-    if instant.state_kind is not State.INFLIGHT:
+    if instant.state is not State.INFLIGHT:
         return False
     attempt, since_us = claim_of(timeline if timeline is not None else table.log.refresh(), instant.id)
     interval, misses = _heartbeat_settings(table)
@@ -174,11 +174,11 @@ def execute(table: "Table", service: TableService, instant_id: int,
     log = table.log
     tl = log.refresh()
     inst = tl.get(instant_id)
-    if inst.action_kind is not service.action or not service.owns(inst):
+    if inst.action is not service.action or not service.owns(inst):
         raise ServiceStateError(f"instant {instant_id} is a {inst.action}, not a {service.name} instant")
-    if inst.state_kind is State.COMPLETED:
+    if inst.state is State.COMPLETED:
         return ServiceResult(inst, dict(inst.metadata))
-    if inst.state_kind is State.ROLLED_BACK:
+    if inst.state is State.ROLLED_BACK:
         raise ServiceStateError(f"{service.name} instant {instant_id} was rolled back")
     if not claimable(table, inst, tl):
         raise ServiceBusyError(f"{service.name} instant {instant_id} is being executed by a live process")
@@ -195,9 +195,9 @@ def execute(table: "Table", service: TableService, instant_id: int,
         except (StaleAttemptError, InvalidTransitionError) as e:
             # Another attempt holds or ended the instant: nothing of ours takes effect.
             now = log.refresh().get(instant_id)
-            if now.state_kind is State.COMPLETED:
+            if now.state is State.COMPLETED:
                 return ServiceResult(now, dict(now.metadata))
-            if now.state_kind is State.ROLLED_BACK and service.abortable(now):
+            if now.state is State.ROLLED_BACK and service.abortable(now):
                 # Ended for good: whatever any attempt wrote is garbage, ours included
                 # (written after the abort cleaned up, so nobody else will delete it).
                 service.abort(table, now, f"stale attempt {attempt.id} after the instant was rolled back")

@@ -186,7 +186,7 @@ class TableService(ABC):
 
     def pending(self, timeline: Timeline) -> list[Instant]:
         """This service's pending instants, oldest first."""
-        return [i for i in timeline.pending() if i.action_kind is self.action and self.owns(i)]
+        return [i for i in timeline.pending() if i.action is self.action and self.owns(i)]
 
     def owns(self, instant: Instant) -> bool:
         """Whether ``instant`` is one of this service's (several services may share an action)."""

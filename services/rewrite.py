@@ -45,7 +45,7 @@ def plan_groups(plan: Mapping[str, Any]) -> set[Group]:
 
 def planned_groups(timeline: Timeline) -> set[Group]:
     """File groups named by a pending plan (compaction, clustering): not to be planned again."""
-    return {g for inst in timeline.pending() if inst.action_kind in _PLANNING_ACTIONS
+    return {g for inst in timeline.pending() if inst.action in _PLANNING_ACTIONS
             for g in plan_groups(inst.plan)}
 
 
@@ -70,7 +70,7 @@ class _Completion:
                  conflict: Conflict) -> None:
         self.table = table
         self.instant_id = instant.id
-        self.action = instant.action_kind
+        self.action = instant.action
         self.groups = groups
         self.earlier = earlier
         self.conflict = conflict
@@ -144,5 +144,5 @@ class RewriteService(TableService):
         re-claimed or completed, never gets here), so no attempt can complete with those
         files any more; the state check stays as a second guard."""
         self._earlier.pop(instant.id, None)
-        if table.log.refresh().get(instant.id).state_kind is not State.COMPLETED:
+        if table.log.refresh().get(instant.id).state is not State.COMPLETED:
             delete_instant_files(table.storage, instant.id)

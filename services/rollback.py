@@ -36,7 +36,7 @@ class RollbackService(TableService):
         props = table.config.resolved_properties()
         targets = [i.id for i in expired_writers(table.log, snapshot, props["heartbeat.interval-ms"],
                                                  props["heartbeat.tolerable-misses"])]
-        marked = [(i, x.state_kind) for i in instants_with_markers(table.storage)
+        marked = [(i, x.state) for i in instants_with_markers(table.storage)
                   if (x := snapshot.find(i)) is not None]
         leftovers = [i for i, state in marked if state is State.ROLLED_BACK]
         finished = [i for i, state in marked if state is State.COMPLETED]

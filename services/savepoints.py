@@ -112,7 +112,7 @@ def _no_clean_deleting(table: "Table", instant_id: int, pinned: set[str]) -> App
 
     def check(tl: Timeline) -> None:
         for clean in tl.pending():
-            if clean.action_kind is not Action.CLEAN or clean.state_kind is not State.INFLIGHT:
+            if clean.action is not Action.CLEAN or clean.state is not State.INFLIGHT:
                 continue
             claimed = _first_claim(tl, clean.id)
             doomed = {p for ps in clean.plan.get("files", {}).values() for p in ps} & pinned

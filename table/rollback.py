@@ -73,13 +73,13 @@ def rollback_instant(log: EventLog, storage: Storage, instant: int, reason: str)
 def end_instant(log: EventLog, storage: Storage, instant: int, reason: str) -> Deleted | None:
     """:func:`rollback_instant`, telling also which marker paths were refused."""
     inst = log.refresh().get(instant)
-    if inst.state_kind is State.COMPLETED:
+    if inst.state is State.COMPLETED:
         return None
-    if inst.state_kind is not State.ROLLED_BACK:
+    if inst.state is not State.ROLLED_BACK:
         try:
-            log.append(inst.action_kind, State.ROLLED_BACK, {"reason": reason}, instant=instant)
+            log.append(inst.action, State.ROLLED_BACK, {"reason": reason}, instant=instant)
         except InvalidTransitionError:
-            if log.refresh().get(instant).state_kind is State.COMPLETED:
+            if log.refresh().get(instant).state is State.COMPLETED:
                 return None
     faults.point("rollback.after_event")
     deleted = delete_files_of(storage, instant)
@@ -106,6 +106,6 @@ def expired_writers(log: EventLog, snapshot: Timeline, interval_ms: int, tolerab
     beats = log.store.last_beats()
     return [
         i for i in snapshot.pending()
-        if (i.plan.get("writer") or i.action_kind in _ONE_SHOT)
+        if (i.plan.get("writer") or i.action in _ONE_SHOT)
         and is_expired(i, beats, interval_ms, tolerable_misses)
     ]

@@ -48,7 +48,7 @@ def active_savepoints(timeline: Timeline) -> list[Savepoint]:
     gone = _released(timeline)
     return [Savepoint(i.id, int(i.plan["instant"]), int(i.plan["seq"]), i.state)
             for i in timeline.by_action(Action.SAVEPOINT)
-            if i.plan.get("op") == OP_CREATE and i.id not in gone and i.state_kind is not State.ROLLED_BACK]
+            if i.plan.get("op") == OP_CREATE and i.id not in gone and i.state is not State.ROLLED_BACK]
 
 
 def pinned_seqs(timeline: Timeline) -> list[int]:
@@ -60,7 +60,7 @@ def pinned_seqs(timeline: Timeline) -> list[int]:
 def last_retain_seq(timeline: Timeline) -> int | None:
     """The retain point of the last completed clean (archival must not pass it), None
     when the table was never cleaned."""
-    cleans = [i for i in timeline.completed() if i.action_kind is Action.CLEAN]
+    cleans = [i for i in timeline.completed() if i.action is Action.CLEAN]
     return int(cleans[-1].metadata["retain_seq"]) if cleans and "retain_seq" in cleans[-1].metadata else None
 
 
@@ -69,7 +69,7 @@ def furthest_retain_seq(timeline: Timeline) -> int | None:
     lost files to one of them (a later clean with a looser policy does not bring them
     back). None when the table was never cleaned."""
     seqs = [int(i.metadata["retain_seq"]) for i in timeline.completed()
-            if i.action_kind is Action.CLEAN and i.metadata.get("retain_seq") is not None]
+            if i.action is Action.CLEAN and i.metadata.get("retain_seq") is not None]
     return max(seqs) if seqs else None
 
 
