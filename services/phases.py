@@ -47,6 +47,7 @@ from ..timeline.errors import (
 )
 from ..timeline.heartbeat import Heartbeat, attempt_expired
 from ..timeline.instant import Instant, State
+from ..timeline.plans import SERVICE
 from ..timeline.timeline import Timeline
 from .plugin import (
     ATTEMPT,
@@ -103,8 +104,8 @@ def schedule(table: "Table", service: TableService, **options: Any) -> Instant |
         plan = service.plan(table, snapshot, **options)
         if plan is None:
             return None
-        plan = {"service": service.name, **plan}
-        ev = log.append(service.action, State.REQUESTED, plan, check=lambda tl: service.check_plan(tl, plan))
+        ev = log.append(service.action, State.REQUESTED, {SERVICE: service.name, **plan.to_dict()},
+                        check=lambda tl: service.check_plan(tl, plan))
     faults.point(f"{service.name}.after_requested")
     return log.timeline.get(ev.instant)
 

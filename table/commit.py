@@ -33,6 +33,7 @@ from ..timeline.errors import (
 from ..timeline.heartbeat import Heartbeat
 from ..timeline.instant import Action, Instant, State
 from ..timeline.markers import delete_markers
+from ..timeline.plans import WriteRequestPlan
 from ..timeline.timeline import Timeline
 from .rollback import rollback_instant
 
@@ -58,7 +59,7 @@ class Commit:
     def begin(self) -> int:
         """Append requested and inflight, start the heartbeat; return the instant id."""
         log = self.table.log
-        plan = {"operation": self.operation, "snapshot_seq": self.snapshot.last_seq, "writer": True}
+        plan = WriteRequestPlan(self.operation, self.snapshot.last_seq, writer=True).to_dict()
         faults.point("commit.before_requested")
         ev = log.append(self.action, State.REQUESTED, plan)
         self.instant_id = ev.instant

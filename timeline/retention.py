@@ -22,10 +22,8 @@ from dataclasses import dataclass
 
 from .errors import SnapshotExpiredError
 from .instant import Action, State
+from .plans import SavepointCreatePlan, SavepointReleasePlan, savepoint_plan
 from .timeline import Timeline
-
-OP_CREATE = "create"
-OP_RELEASE = "release"
 
 
 @dataclass(frozen=True)
@@ -39,16 +37,17 @@ class Savepoint:
 
 
 def _released(timeline: Timeline) -> set[int]:
-    return {int(i.plan["savepoint"]) for i in timeline.by_action(Action.SAVEPOINT)
-            if i.plan.get("op") == OP_RELEASE and i.is_completed}
+    return {p.savepoint for i in timeline.by_action(Action.SAVEPOINT)
+            if i.is_completed and isinstance(p := savepoint_plan(i.plan), SavepointReleasePlan)}
 
 
 def active_savepoints(timeline: Timeline) -> list[Savepoint]:
     """Savepoints that pin a snapshot in ``timeline`` (pending creations included), by id."""
     gone = _released(timeline)
-    return [Savepoint(i.id, int(i.plan["instant"]), int(i.plan["seq"]), i.state)
+    return [Savepoint(i.id, p.instant, p.seq, i.state)
             for i in timeline.by_action(Action.SAVEPOINT)
-            if i.plan.get("op") == OP_CREATE and i.id not in gone and i.state is not State.ROLLED_BACK]
+            if isinstance(p := savepoint_plan(i.plan), SavepointCreatePlan) and i.id not in gone
+            and i.state is not State.ROLLED_BACK]
 
 
 def pinned_seqs(timeline: Timeline) -> list[int]:

@@ -231,6 +231,13 @@ def test_stale_compaction_cannot_abort_the_holders_work(tmp_path: Path) -> None:
     assert all(not s.logs for s in t.view(t.timeline).latest_slices()), "B's bases are in place"
 
 
+class _HeldPlan:
+    """The toy service's plan: nothing to say."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {}
+
+
 class _Held(TableService):
     """A toy service (on the savepoint action) whose work waits for an event."""
 
@@ -239,8 +246,8 @@ class _Held(TableService):
     working = threading.Event()
     release = threading.Event()
 
-    def plan(self, table: Table, snapshot: Timeline, **options: Any) -> dict[str, Any] | None:
-        return {}
+    def plan(self, table: Table, snapshot: Timeline, **options: Any) -> _HeldPlan:
+        return _HeldPlan()
 
     def execute(self, table: Table, instant: Instant, progress: Any = None) -> dict[str, Any]:
         _Held.working.set()
