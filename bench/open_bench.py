@@ -40,7 +40,7 @@ t2 = time.perf_counter()
 files = t.scan().files()
 t3 = time.perf_counter()
 print(json.dumps({"import_s": t1 - t0, "open_s": t2 - t1, "plan_s": t3 - t2, "files": len(files),
-                  "commits": sum(1 for i in t.timeline.completed() if i.action_kind.writes_data)}))
+                  "commits": sum(1 for i in t.timeline.completed() if i.action.writes_data)}))
 """
 
 

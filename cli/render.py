@@ -31,6 +31,7 @@ from rich.progress import (
 from rich.table import Table as RichTable
 
 from ..timeline.instant import Action, Event, Instant, State
+from ..timeline.plans import SchemaChangePlan, WriteRequestPlan
 
 #: Longest summary shown in a listing; ``inspect`` shows everything.
 SUMMARY_WIDTH = 72
@@ -97,27 +98,29 @@ def _short(text: str, width: int = SUMMARY_WIDTH) -> str:
 def summarize(instant: Instant, events: Sequence[Event] = ()) -> str:
     """A one-line description of what an instant did or plans to do."""
     plan, meta = dict(instant.plan), dict(instant.metadata)
-    if instant.state_kind is State.ROLLED_BACK:
+    write = WriteRequestPlan.from_dict(plan)
+    if instant.state is State.ROLLED_BACK:
         reason = next((e.payload.get("reason") for e in reversed(events) if e.state is State.ROLLED_BACK), None)
-        what = plan.get("operation", instant.action)
+        what = write.operation or instant.action
         return _short(f"{what}; rolled back" + (f": {reason}" if reason else ""))
-    if instant.action_kind is Action.SCHEMA:
+    if instant.action is Action.SCHEMA:
+        change = SchemaChangePlan.from_dict(plan)
         cfg = meta.get("config")
         if not isinstance(cfg, Mapping):
-            return _short(f"schema change: {plan.get('change', '?')}")
-        parts = [f"{plan.get('change', 'schema')}: {cfg.get('table_type')}", f"{len(cfg.get('fields', []))} columns"]
+            return _short(f"schema change: {change.change or '?'}")
+        parts = [f"{change.change or 'schema'}: {cfg.get('table_type')}", f"{len(cfg.get('fields', []))} columns"]
         if cfg.get("record_key"):
             parts.append("key " + ",".join(cfg["record_key"]))
         if cfg.get("partition_by"):
             parts.append("partitioned by " + ",".join(cfg["partition_by"]))
-        if plan.get("columns"):
-            parts.append("added " + ",".join(plan["columns"]))
+        if change.columns:
+            parts.append("added " + ",".join(change.columns))
         return _short(", ".join(parts))
-    if "operation" in meta or "operation" in plan:
-        op = meta.get("operation") or plan.get("operation")
+    if "operation" in meta or write.operation:
+        op = meta.get("operation") or write.operation
         counts = _counts(meta.get("stats") or {})
         if instant.is_pending:
-            counts = f"planned at seq {plan['snapshot_seq']}" if "snapshot_seq" in plan else ""
+            counts = f"planned at seq {write.snapshot_seq}" if write.snapshot_seq is not None else ""
         return _short(f"{op} {counts}".strip())
     return _short(_fields(meta if meta else plan))
 
@@ -143,7 +146,7 @@ def instants_table(instants: Sequence[Instant], events: Mapping[int, Sequence[Ev
     table.add_column("completed_at", no_wrap=True)
     table.add_column("summary", overflow="fold")
     for inst in instants:
-        style = _STATE_STYLE.get(inst.state_kind, "")
+        style = _STATE_STYLE.get(inst.state, "")
         table.add_row(
             str(inst.id),
             inst.action,
@@ -176,7 +179,7 @@ def instant_detail(instant: Instant, events: Sequence[Event]) -> dict[str, Any]:
 
 def print_instant(con: Console, instant: Instant, events: Sequence[Event]) -> None:
     """The human view of ``timeline inspect``: header, events, then plan and metadata."""
-    style = _STATE_STYLE.get(instant.state_kind, "")
+    style = _STATE_STYLE.get(instant.state, "")
     con.print(f"[bold]instant {instant.id}[/bold]  {instant.action}  [{style}]{instant.state}[/{style}]")
     con.print(f"requested_at  {fmt_time(instant.requested_at)}")
     con.print(f"completed_at  {fmt_time(instant.completed_at)}"

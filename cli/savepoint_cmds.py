@@ -13,6 +13,7 @@ from dataclasses import asdict
 import click
 
 from ..timeline.instant import Instant
+from ..timeline.plans import SavepointCreatePlan, SavepointReleasePlan
 from .options import json_option, opened_table, timeline_option
 from .render import console, print_json, rows_table
 
@@ -38,7 +39,8 @@ def create(path: str, instant: int | None, as_json: bool, timeline_url: str | No
     """Pin the snapshot as of completed INSTANT (default: the latest) of the table at PATH."""
     with opened_table(path, timeline_url) as table:
         sp = table.services.savepoint(instant)
-    _report(sp, as_json, f"savepoint {sp.id} pins the snapshot as of instant {sp.plan['instant']}")
+    pinned = SavepointCreatePlan.from_dict(sp.plan).instant
+    _report(sp, as_json, f"savepoint {sp.id} pins the snapshot as of instant {pinned}")
 
 
 @savepoint.command("release")
@@ -50,7 +52,8 @@ def release(path: str, savepoint_id: int, as_json: bool, timeline_url: str | Non
     """End SAVEPOINT (its id, or the pinned instant's) on the table at PATH."""
     with opened_table(path, timeline_url) as table:
         done = table.services.release_savepoint(savepoint_id)
-    _report(done, as_json, f"savepoint {done.plan['savepoint']} released; the next clean may remove what it kept")
+    released = SavepointReleasePlan.from_dict(done.plan).savepoint
+    _report(done, as_json, f"savepoint {released} released; the next clean may remove what it kept")
 
 
 @savepoint.command("list")

@@ -143,7 +143,7 @@ def catch_up(storage: Storage, timeline: Timeline, after_seq: int, target: Index
     mt = MetadataTable(storage)
     n = 0
     for inst in timeline.completed_after(after_seq):
-        if not inst.action_kind.writes_data or mt.has_updates(target.partition, inst.id):
+        if not inst.action.writes_data or mt.has_updates(target.partition, inst.id):
             continue
         md = CommitMetadata.from_dict(inst.metadata)
         added = [(f.path, f.partition) for f in md.files]
@@ -160,7 +160,7 @@ def missing_updates(storage: Storage, timeline: Timeline, after_seq: int, partit
     mt = MetadataTable(storage)
     out = []
     for inst in timeline.completed_after(after_seq):
-        if not inst.action_kind.writes_data or mt.has_updates(partition, inst.id):
+        if not inst.action.writes_data or mt.has_updates(partition, inst.id):
             continue
         if inst.metadata.get("files"):
             out.append(inst.id)

@@ -150,7 +150,7 @@ def commits_since_checkpoint(storage: Storage, timeline: Timeline) -> int:
     """Data instants completed after the newest checkpoint (all of them without one)."""
     bases = _checkpoints(storage)
     seq = bases[-1][0] if bases else -1
-    return sum(1 for i in timeline.completed_after(seq) if i.action_kind.writes_data)
+    return sum(1 for i in timeline.completed_after(seq) if i.action.writes_data)
 
 
 def write_checkpoint(storage: Storage, view: FileSystemView) -> str:

@@ -162,7 +162,7 @@ class MetadataTable:
             parts.append(base)
         for instant, paths in deltas.items():
             inst = snapshot.find(instant)
-            if inst is None or inst.state_kind is not State.COMPLETED:
+            if inst is None or inst.state is not State.COMPLETED:
                 continue  # pending or rolled back in this snapshot: not there yet (or ever)
             if (inst.completed_seq or 0) <= base_seq:
                 continue  # folded into the base
@@ -190,9 +190,9 @@ class MetadataTable:
         """
         bases, deltas = self._listing(index)
         folded = [p for i, ps in deltas.items()
-                  if (inst := timeline.find(i)) is not None and inst.state_kind is State.COMPLETED for p in ps]
+                  if (inst := timeline.find(i)) is not None and inst.state is State.COMPLETED for p in ps]
         dead = [p for i, ps in deltas.items()
-                if (inst := timeline.find(i)) is not None and inst.state_kind is State.ROLLED_BACK for p in ps]
+                if (inst := timeline.find(i)) is not None and inst.state is State.ROLLED_BACK for p in ps]
         if not folded and len(bases) <= 1:
             for p in dead:
                 self.storage.delete(p)
@@ -232,7 +232,7 @@ class MetadataTable:
                 self.storage.delete(p)
         for i, ps in deltas.items():
             inst = timeline.find(i)
-            if inst is not None and inst.state_kind in (State.COMPLETED, State.ROLLED_BACK):
+            if inst is not None and inst.state in (State.COMPLETED, State.ROLLED_BACK):
                 for p in ps:
                     self.storage.delete(p)
         return rel
@@ -248,7 +248,7 @@ def _visible_latest(rows: pa.Table, snapshot: Timeline) -> pa.Table:
     order: dict[int, int] = {}
     for i in instants:
         inst = snapshot.find(int(i))
-        if inst is not None and inst.state_kind is State.COMPLETED:
+        if inst is not None and inst.state is State.COMPLETED:
             order[int(i)] = inst.completed_seq or 0
     rows = rows.filter(pc.is_in(rows.column(INSTANT), pa.array(list(order), pa.int64())))
     if rows.num_rows == 0:

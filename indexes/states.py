@@ -36,6 +36,7 @@ from typing import Any
 
 from ..timeline.errors import IndexExistsError, IndexNotFoundError, InvalidIndexError
 from ..timeline.instant import Action, Instant, State
+from ..timeline.plans import IndexCreatePlan, IndexDropPlan, index_plan
 from ..timeline.timeline import Timeline
 
 #: The index kinds this version builds.
@@ -44,9 +45,6 @@ KINDS = ("column_stats", "bloom_filters")
 #: The metadata-table partition of the always-on ``files`` index (the file-system view's
 #: checkpoints): created with the table, never created or dropped through the API.
 FILES = "files"
-
-OP_CREATE = "create"
-OP_DROP = "drop"
 
 
 def partition_of(name: str, created: int) -> str:
@@ -105,7 +103,7 @@ class IndexDef:
 
 
 def create_plan(name: str, kind: str, columns: Sequence[str] | None = None,
-                options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                options: Mapping[str, Any] | None = None) -> IndexCreatePlan:
     """The plan of an ``indexing`` instant that creates an index.
 
     Raises:
@@ -119,11 +117,10 @@ def create_plan(name: str, kind: str, columns: Sequence[str] | None = None,
         raise InvalidIndexError(f"{FILES!r} is the always-on files index; choose another name")
     if columns is not None and not list(columns):
         raise InvalidIndexError("an index needs at least one column (None means the default)")
-    return {"op": OP_CREATE, "index": name, "kind": kind,
-            "columns": list(columns or []), "options": dict(options or {})}
+    return IndexCreatePlan(name, kind, tuple(columns or ()), dict(options or {}))
 
 
-def drop_plan(name: str, created: int | None = None) -> dict[str, Any]:
+def drop_plan(name: str, created: int | None = None) -> IndexDropPlan:
     """The plan of an ``indexing`` instant that drops an index; ``created`` names the
     definition it drops (the instant that created it), so its execution removes that
     definition's partition and no other.
@@ -133,35 +130,32 @@ def drop_plan(name: str, created: int | None = None) -> dict[str, Any]:
     """
     if name == FILES:
         raise InvalidIndexError(f"the {FILES!r} index is always on and cannot be dropped")
-    plan: dict[str, Any] = {"op": OP_DROP, "index": name}
-    if created is not None:
-        plan["created"] = created
-    return plan
+    return IndexDropPlan(name, created)
 
 
 def dropped_partition(timeline: Timeline, drop: Instant) -> str:
     """The partition a drop instant removes: that of the definition its plan names, or
     (a plan without ``created``) the latest create of the name requested before it."""
-    name = str(drop.plan["index"])
-    created = drop.plan.get("created")
+    plan = IndexDropPlan.from_dict(drop.plan)
+    name, created = plan.index, plan.created
     if created is None:
         creates = [i.id for i in timeline.by_action(Action.INDEXING)
-                   if i.id < drop.id and i.plan.get("op") == OP_CREATE and i.plan.get("index") == name]
+                   if i.id < drop.id and isinstance(p := index_plan(i.plan), IndexCreatePlan) and p.index == name]
         created = creates[-1] if creates else -1
     return partition_of(name, int(created))
 
 
 def _state_of(inst: Instant) -> IndexState | None:
     """The state an indexing instant gives its index; None when it changes nothing."""
-    op = inst.plan.get("op")
-    s = inst.state_kind
-    if op == OP_CREATE:
+    plan = index_plan(inst.plan)
+    s = inst.state
+    if isinstance(plan, IndexCreatePlan):
         if s is State.COMPLETED:
             return IndexState.READY
         if s is State.ROLLED_BACK:
             return IndexState.ABSENT
         return IndexState.BUILDING
-    if op == OP_DROP:
+    if isinstance(plan, IndexDropPlan):
         if s is State.ROLLED_BACK:
             return None
         return IndexState.ABSENT if s is State.COMPLETED else IndexState.DROPPING
@@ -172,23 +166,23 @@ def index_states(timeline: Timeline) -> dict[str, IndexDef]:
     """Every index that is building, ready or dropping in ``timeline``, by name."""
     out: dict[str, IndexDef] = {}
     for inst in timeline.by_action(Action.INDEXING):  # by id
-        name = inst.plan.get("index")
-        if not isinstance(name, str):
+        plan = index_plan(inst.plan)
+        if plan is None:
             continue
+        name = plan.index
         state = _state_of(inst)
         if state is None:
             continue
         if state is IndexState.ABSENT:
             out.pop(name, None)
             continue
-        if inst.plan.get("op") == OP_DROP:
+        if isinstance(plan, IndexDropPlan):
             prev = out.get(name)
             if prev is None:
                 continue  # dropping what does not exist: nothing to stop using
             out[name] = IndexDef(prev.name, prev.kind, prev.columns, state.value, prev.instant, prev.options)
             continue
-        out[name] = IndexDef(name, str(inst.plan.get("kind")), tuple(inst.plan.get("columns") or ()),
-                             state.value, inst.id, dict(inst.plan.get("options") or {}))
+        out[name] = IndexDef(name, plan.kind, plan.columns, state.value, inst.id, dict(plan.options))
     return out
 
 

@@ -39,7 +39,6 @@ write and finishes the removal.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..timeline import faults
@@ -50,6 +49,7 @@ from ..timeline.errors import (
     ServiceBusyError,
 )
 from ..timeline.instant import Action, Instant, State
+from ..timeline.plans import ArchivalPlan, Plan
 from ..timeline.retention import last_retain_seq, pinned_seqs
 from ..timeline.timeline import Timeline
 from .plugin import Progress, TableService
@@ -88,12 +88,12 @@ def limit(timeline: Timeline, running: int | None = None) -> tuple[int, str]:
     return min(bounds)
 
 
-def choose(timeline: Timeline, after: int, min_active: int, max_active: int, force: bool) -> dict[str, Any] | None:
+def choose(timeline: Timeline, after: int, min_active: int, max_active: int, force: bool) -> ArchivalPlan | None:
     """The closed prefix to archive: events ``after + 1 ..`` up to the largest end that
     keeps ``min_active`` completed instants active and stays below :func:`limit`."""
     active = [i for i in timeline.instants() if i.id > after]
     # Archival's own instants are not counted: each run would otherwise make the next due.
-    counted = [i.is_completed and i.action_kind is not Action.ARCHIVE for i in active]
+    counted = [i.is_completed and i.action is not Action.ARCHIVE for i in active]
     completed = sum(counted)
     if completed <= (min_active if force else max_active):
         return None
@@ -101,7 +101,7 @@ def choose(timeline: Timeline, after: int, min_active: int, max_active: int, for
     best: tuple[int, int, int] | None = None  # (through seq, instants, completed archived)
     through, done = after, 0
     for n, inst in enumerate(active):
-        if inst.id >= stop or not inst.state_kind.is_terminal or completed - done <= min_active:
+        if inst.id >= stop or not inst.state.is_terminal or completed - done <= min_active:
             break
         through = max(through, inst.last_seq)
         done += counted[n]
@@ -112,8 +112,7 @@ def choose(timeline: Timeline, after: int, min_active: int, max_active: int, for
     if best is None:
         return None
     through, count, _ = best
-    return {"first_seq": after + 1, "through_seq": through, "instants": count, "events": through - after,
-            "active_completed": completed, "min_active": min_active, "max_active": max_active}
+    return ArchivalPlan(after + 1, through, count, through - after, completed, min_active, max_active)
 
 
 class ArchivalService(TableService):
@@ -122,7 +121,7 @@ class ArchivalService(TableService):
     name = "archival"
     action = Action.ARCHIVE
 
-    def plan(self, table: "Table", snapshot: Timeline, force: bool = False, **options: Any) -> dict[str, Any] | None:
+    def plan(self, table: "Table", snapshot: Timeline, force: bool = False, **options: Any) -> ArchivalPlan | None:
         """The prefix to archive, or None.
 
         Raises:
@@ -138,17 +137,18 @@ class ArchivalService(TableService):
             return None  # finished first by run(); one archival at a time
         return choose(snapshot, archived_through(table), lo, hi, force)
 
-    def check_plan(self, timeline: Timeline, plan: Mapping[str, Any]) -> None:
+    def check_plan(self, timeline: Timeline, plan: Plan) -> None:
         """Refuse a second archival, or a prefix that passes a bound set meanwhile."""
         if self.pending(timeline):
             raise ServiceBusyError("another archival is pending")
         stop, why = limit(timeline)
-        if int(plan["through_seq"]) >= stop:
+        assert isinstance(plan, ArchivalPlan)
+        if plan.through_seq >= stop:
             raise ServiceBusyError(f"the archival plan passes {why}")
 
     def execute(self, table: "Table", instant: Instant, progress: Progress | None = None) -> dict[str, Any]:
-        plan = instant.plan
-        first, through = int(plan["first_seq"]), int(plan["through_seq"])
+        plan = ArchivalPlan.from_dict(instant.plan)
+        first, through = plan.first_seq, plan.through_seq
         tl = table.log.refresh()
         stop, why = limit(tl, running=instant.id)
         if stop <= through:
@@ -178,5 +178,5 @@ class ArchivalService(TableService):
         archived = [i for i in tl.instants() if first <= i.id <= through]
         return {"first_seq": first, "through_seq": through, "events_archived": through + 1 - first,
                 "instants_archived": len(archived),
-                "completed_archived": sum(1 for i in archived if i.state_kind is State.COMPLETED),
+                "completed_archived": sum(1 for i in archived if i.state is State.COMPLETED),
                 "archive_file": written}

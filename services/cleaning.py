@@ -54,6 +54,14 @@ from ..timeline.commit_metadata import CommitMetadata
 from ..timeline.errors import InvalidPropertyError
 from ..timeline.file_group import FileSlice, parse_data_file_name
 from ..timeline.instant import Action, Instant, State
+from ..timeline.plans import (
+    CleanPlan,
+    ClusteringPlan,
+    CompactionPlan,
+    WriteRequestPlan,
+    index_plan,
+    plan_of,
+)
 from ..timeline.retention import (
     last_retain_seq as last_retain_seq,  # re-exported: the cleaner's retain point
 )
@@ -96,27 +104,23 @@ def protected_files(table: "Table", timeline: Timeline) -> set[str]:
     for seq in pinned_seqs(timeline):
         out |= snapshot_files(table, timeline, seq)
     for inst in timeline.pending():
-        if inst.action_kind in _NO_READS:
+        if inst.action in _NO_READS:
             continue
+        plan = plan_of(inst.action, inst.plan)
+        groups = plan.groups if isinstance(plan, (CompactionPlan, ClusteringPlan)) else ()
         seqs = {inst.id}
-        if isinstance(inst.plan.get("snapshot_seq"), int):
-            seqs.add(int(inst.plan["snapshot_seq"]))
+        if isinstance(plan, (WriteRequestPlan, CompactionPlan, ClusteringPlan)) and plan.snapshot_seq is not None:
+            seqs.add(plan.snapshot_seq)
         for seq in seqs:
             view = table.view(timeline.as_of_seq(seq))
             out |= {f.path for f in view.files()}
-            for g in inst.plan.get("groups", ()):
-                grp = view.group(str(g.get("partition", "")), str(g.get("file_group", "")))
+            for g in groups:
+                grp = view.group(g.partition, g.file_group)
                 if grp is not None:
                     out |= _files(grp.slices)
-        for g in inst.plan.get("groups", ()):
-            out |= {str(p) for k in ("base", "logs", "files") for p in _as_list(g.get(k))}
+        for g in groups:
+            out |= set(g.paths())
     return out
-
-
-def _as_list(value: Any) -> list[Any]:
-    if value is None:
-        return []
-    return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
 def resolve_retain(table: "Table", policy: str, retain: int | None) -> int:
@@ -130,7 +134,7 @@ def resolve_retain(table: "Table", policy: str, retain: int | None) -> int:
 
 
 def _data_instants(timeline: Timeline) -> list[Instant]:
-    return [i for i in timeline.completed() if i.action_kind.writes_data]
+    return [i for i in timeline.completed() if i.action.writes_data]
 
 
 def retain_seq(policy: str, retain: int, timeline: Timeline, now_us: int) -> int:
@@ -211,7 +215,8 @@ def _dropped_index_files(table: "Table", timeline: Timeline, now_ns: int, age_ms
     partition a late writer wrote to, or a drop that died before removing it)."""
     mt = MetadataTable(table.storage)
     live = {d.partition for d in index_states(timeline).values()} | {FILES}
-    named = {partition_of(str(i.plan.get("index")), i.id) for i in timeline.by_action(Action.INDEXING)}
+    named = {partition_of(p.index, i.id) for i in timeline.by_action(Action.INDEXING)
+             if (p := index_plan(i.plan)) is not None}
     out = []
     for name in mt.indexes_on_storage():
         # Only partitions the timeline once knew: a folder of an index whose create is
@@ -247,7 +252,7 @@ class CleaningService(TableService):
     action = Action.CLEAN
 
     def plan(self, table: "Table", snapshot: Timeline, policy: str | None = None, retain: int | None = None,
-             orphan_age_ms: int | None = None, **options: Any) -> dict[str, Any] | None:
+             orphan_age_ms: int | None = None, **options: Any) -> CleanPlan | None:
         """The files to delete; None when there are none (or another clean is pending).
 
         Raises:
@@ -278,7 +283,7 @@ class CleaningService(TableService):
         else:
             seq = retain_seq(policy, retain, tl, now_ns // 1000)
             needed = snapshot_files(table, tl, seq) | {
-                f["path"] for i in tl.completed_after(seq) if i.action_kind.writes_data
+                f["path"] for i in tl.completed_after(seq) if i.action.writes_data
                 for f in i.metadata.get("files", ())}
             expired = referenced - needed
         guard = protected_files(table, tl)
@@ -289,7 +294,7 @@ class CleaningService(TableService):
             if path in expired:
                 reasons[path] = "expired"
             elif path not in referenced:
-                state = tl.get(parse_data_file_name(path).instant).state_kind  # type: ignore[union-attr]
+                state = tl.get(parse_data_file_name(path).instant).state  # type: ignore[union-attr]
                 reasons[path] = "rolled_back" if state is State.ROLLED_BACK else "orphan"
         index_files = _dropped_index_files(table, tl, now_ns, age_ms)
         if not reasons and not index_files:
@@ -300,19 +305,19 @@ class CleaningService(TableService):
         files: dict[str, list[str]] = {}
         for path in reasons:
             files.setdefault(posixpath.dirname(path), []).append(path)
-        return {"policy": policy, "retain": retain, "retain_seq": int(seq), "orphan_age_ms": age_ms,
-                "snapshot_seq": tl.last_seq, "files": files, "reasons": reasons, "index_files": index_files}
+        return CleanPlan(policy, retain, int(seq), age_ms, tl.last_seq, {d: tuple(ps) for d, ps in files.items()},
+                         reasons, tuple(index_files))
 
     def execute(self, table: "Table", instant: Instant, progress: Progress | None = None) -> dict[str, Any]:
-        plan = instant.plan
+        plan = CleanPlan.from_dict(instant.plan)
         storage = table.storage
-        paths = [p for ps in plan.get("files", {}).values() for p in ps]
+        paths = plan.paths()
         # Re-checked now, after this attempt's claim landed: whatever became protected
         # since the plan (a savepoint, a pending plan) is skipped. A savepoint landing
         # from here on that pins a planned file is refused (see the module docstring).
         tl = table.log.refresh()
         guard = protected_files(table, tl)
-        age_ms = int(plan.get("orphan_age_ms", 0))
+        age_ms = plan.orphan_age_ms
         now_ns = _now_ns()
         infos = dict(zip(paths, storage.fs.get_file_info([storage.path(p) for p in paths]))) if paths else {}
         deleted, skipped, missing, freed = [], [], 0, 0
@@ -332,11 +337,11 @@ class CleaningService(TableService):
                 progress(n + 1, len(paths))
         live_indexes = {d.partition for d in index_states(tl).values()} | {FILES}
         index_deleted = 0
-        for rel in plan.get("index_files", ()):
+        for rel in plan.index_files:
             if _index_of(rel) in live_indexes:
                 continue  # re-created under the same name since the plan
             index_deleted += storage.delete(storage.path(rel))
-        return {"policy": plan.get("policy"), "retain": plan.get("retain"), "retain_seq": plan.get("retain_seq"),
+        return {"policy": plan.policy, "retain": plan.retain, "retain_seq": plan.retain_seq,
                 "files_deleted": len(deleted), "files_missing": missing, "files_skipped": len(skipped),
                 "bytes_deleted": freed, "index_files_deleted": index_deleted,
                 "deleted": deleted, "skipped": skipped}

@@ -56,6 +56,7 @@ from ..timeline.conflicts import find_input_conflict
 from ..timeline.errors import InvalidPropertyError, UnknownColumnError
 from ..timeline.file_group import FileSlice, data_file_name, new_file_group_id
 from ..timeline.instant import Action, Instant
+from ..timeline.plans import ClusteringGroup, ClusteringPlan, service_of
 from ..timeline.timeline import Timeline
 from .plugin import Progress, map_in_batches
 from .rewrite import Group, RewriteService, planned_groups
@@ -132,11 +133,11 @@ class ClusteringService(RewriteService):
 
     def owns(self, instant: Instant) -> bool:
         """Only clustering's ``replacecommit`` instants: overwrites share the action."""
-        return instant.plan.get("service") == self.name
+        return service_of(instant.plan) == self.name
 
     def plan(self, table: "Table", snapshot: Timeline, scope: str = SMALL_FILES,
              sort_by: Sequence[str] | str | None = None, strategy: str | None = None,
-             **options: Any) -> dict[str, Any] | None:
+             **options: Any) -> ClusteringPlan | None:
         """Clustering groups (see the module docstring); None when nothing is worth it.
 
         Raises:
@@ -162,24 +163,23 @@ class ClusteringService(RewriteService):
                 clusters.extend(pack([s for s in free if s.bytes < limit], target, 2))
         if not clusters:
             return None
-        groups = [{"partition": s.partition, "file_group": s.file_group, "cluster": n, "bytes": s.bytes}
-                  for n, c in enumerate(clusters) for s in sorted(c, key=lambda s: s.file_group)]
-        return {"scope": scope, "snapshot_seq": snapshot.last_seq, "sort_by": list(cols), "strategy": strategy,
-                "target_bytes": target, "clusters": len(clusters), "groups": groups}
+        groups = tuple(ClusteringGroup(s.partition, s.file_group, n, s.bytes)
+                       for n, c in enumerate(clusters) for s in sorted(c, key=lambda s: s.file_group))
+        return ClusteringPlan(scope, snapshot.last_seq, tuple(cols), strategy, target, len(clusters), groups)
 
     def execute(self, table: "Table", instant: Instant, progress: Progress | None = None) -> dict[str, Any]:
-        plan = instant.plan
+        plan = ClusteringPlan.from_dict(instant.plan)
         self.start_attempt(table, instant)
         # The view at the requested event: what the plan's groups held when it landed.
         view = table.view(table.log.refresh().as_of_seq(instant.id))
         live = {(s.partition, s.file_group): s for s in view.latest_slices()}
         members: dict[int, list[FileSlice]] = {}
-        for g in plan.get("groups", ()):
-            s = live.get((str(g["partition"]), str(g["file_group"])))
+        for g in plan.groups:
+            s = live.get((g.partition, g.file_group))
             if s is not None:  # gone if replaced between the plan's snapshot and its event
-                members.setdefault(int(g["cluster"]), []).append(s)
+                members.setdefault(g.cluster, []).append(s)
         st = WriteSettings.of(table.storage, table.config, instant.id)
-        sort_by, strategy, target = tuple(plan["sort_by"]), str(plan["strategy"]), int(plan["target_bytes"])
+        sort_by, strategy, target = plan.sort_by, plan.strategy, plan.target_bytes
         tasks = [ClusterTask(st, ss[0].partition, tuple(ss), sort_by, strategy, target)
                  for _, ss in sorted(members.items())]
         written: list[WriteStat] = [f for files in map_in_batches(table.service_engine, cluster_slices, tasks, _BATCH,

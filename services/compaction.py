@@ -38,6 +38,7 @@ from ..timeline.commit_metadata import CommitMetadata, WriteStat
 from ..timeline.errors import InvalidPropertyError
 from ..timeline.file_group import FileSlice, data_file_name
 from ..timeline.instant import Action, Instant
+from ..timeline.plans import CompactionGroup, CompactionPlan
 from ..timeline.timeline import Timeline
 from .plugin import Progress, map_in_batches
 from .rewrite import Group, RewriteService, plan_groups, planned_groups
@@ -75,9 +76,9 @@ def is_due(s: FileSlice, trigger: str, props: TableProperties, timeline: Timelin
     return checks[trigger]()
 
 
-def _slice_plan(s: FileSlice) -> dict[str, Any]:
-    return {"partition": s.partition, "file_group": s.file_group, "base_instant": s.base_instant,
-            "base": s.base.path if s.base is not None else None, "logs": [f.path for f in s.logs]}
+def _slice_plan(s: FileSlice) -> CompactionGroup:
+    return CompactionGroup(s.partition, s.file_group, s.base_instant, s.base.path if s.base is not None else None,
+                           tuple(f.path for f in s.logs))
 
 
 def _inputs_changed(timeline: Timeline, instant: int, groups: set[Group]) -> str | None:
@@ -85,7 +86,7 @@ def _inputs_changed(timeline: Timeline, instant: int, groups: set[Group]) -> str
     its ``requested`` event replaced one of its groups or wrote a base into one (log
     appends are fine: they join the new slice). None when it can."""
     for other in timeline.completed_after(instant):
-        if not other.action_kind.writes_data or other.id == instant:
+        if not other.action.writes_data or other.id == instant:
             continue
         md = CommitMetadata.from_dict(other.metadata)
         hit = groups & (md.groups_replaced() | {(f.partition, f.file_group) for f in md.files if f.kind == "base"})
@@ -106,7 +107,7 @@ class CompactionService(RewriteService):
         return _inputs_changed(timeline, instant, groups)
 
     def plan(self, table: "Table", snapshot: Timeline, trigger: str | None = None,
-             **options: Any) -> dict[str, Any] | None:
+             **options: Any) -> CompactionPlan | None:
         """Slices with logs that are due under ``trigger`` (default: the table's
         ``compaction.trigger``; ``"all"``: every one); None on other table types.
 
@@ -128,11 +129,11 @@ class CompactionService(RewriteService):
                   and is_due(s, trigger, props, snapshot, now_us)]
         if not slices:
             return None
-        return {"trigger": trigger, "snapshot_seq": snapshot.last_seq,
-                "groups": [_slice_plan(s) for s in sorted(slices, key=lambda s: (s.partition, s.file_group))]}
+        return CompactionPlan(trigger, snapshot.last_seq,
+                              tuple(_slice_plan(s) for s in sorted(slices, key=lambda s: (s.partition, s.file_group))))
 
     def execute(self, table: "Table", instant: Instant, progress: Progress | None = None) -> dict[str, Any]:
-        wanted = plan_groups(instant.plan)
+        wanted = plan_groups(CompactionPlan.from_dict(instant.plan))
         self.start_attempt(table, instant)
         # The view at the requested event: what the new bases supersede (module docstring).
         view = table.view(table.log.refresh().as_of_seq(instant.id))

@@ -37,7 +37,7 @@ base (:meth:`MetadataTable.rebuild`), so a late one cannot undo a fold done sinc
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -52,8 +52,6 @@ from ..indexes.build import (
 from ..indexes.entries import IndexTarget, resolve
 from ..indexes.metadata_table import MetadataTable
 from ..indexes.states import (
-    OP_CREATE,
-    OP_DROP,
     IndexDef,
     check_can_create,
     check_can_drop,
@@ -71,6 +69,15 @@ from ..timeline.errors import (
     UnindexedCommitError,
 )
 from ..timeline.instant import Action, Instant, State
+from ..timeline.plans import (
+    OP_CREATE,
+    OP_DROP,
+    IndexCreatePlan,
+    IndexDropPlan,
+    IndexPlan,
+    Plan,
+    index_plan,
+)
 from ..timeline.timeline import Timeline
 from .phases import table_lock
 from .plugin import Progress, TableService, fence, map_in_batches
@@ -84,10 +91,21 @@ _BATCH = 64
 _FINALIZE_ROUNDS = 100
 
 
-def index_def(plan: Mapping[str, Any], instant: int) -> IndexDef:
+def index_def(plan: IndexCreatePlan, instant: int) -> IndexDef:
     """The index an ``indexing`` create plan defines."""
-    return IndexDef(str(plan["index"]), str(plan["kind"]), tuple(plan.get("columns") or ()), "building",
-                    instant, dict(plan.get("options") or {}))
+    return IndexDef(plan.index, plan.kind, plan.columns, "building", instant, dict(plan.options))
+
+
+def _plan(instant: Instant) -> IndexPlan:
+    """The plan of one of this service's instants.
+
+    Raises:
+        ServiceAbortedError: a plan this version does not know.
+    """
+    plan = index_plan(instant.plan)
+    if plan is None:
+        raise ServiceAbortedError(f"indexing instant {instant.id} has a plan this version does not know")
+    return plan
 
 
 class IndexingService(TableService):
@@ -96,7 +114,7 @@ class IndexingService(TableService):
     name = "indexing"
     action = Action.INDEXING
 
-    def plan(self, table: "Table", snapshot: Timeline, **options: Any) -> dict[str, Any] | None:
+    def plan(self, table: "Table", snapshot: Timeline, **options: Any) -> IndexPlan | None:
         """``op="create"`` with ``index, kind, columns, options``, or ``op="drop"`` with ``index``.
 
         Raises:
@@ -107,7 +125,7 @@ class IndexingService(TableService):
         if options.get("op", OP_CREATE) == OP_DROP:
             name = str(options["index"])
             drop_plan(name)  # refuses the always-on files index first
-            plan = drop_plan(name, check_can_drop(snapshot, name).instant)
+            plan: IndexPlan = drop_plan(name, check_can_drop(snapshot, name).instant)
         else:
             kind = str(options["kind"])
             plan = create_plan(str(options.get("index") or kind), kind, options.get("columns"), options.get("options"))
@@ -116,25 +134,27 @@ class IndexingService(TableService):
         self.check_plan(snapshot, plan)
         return plan
 
-    def check_plan(self, timeline: Timeline, plan: Mapping[str, Any]) -> None:
-        if plan.get("op") == OP_DROP:
-            cur = check_can_drop(timeline, str(plan["index"]))
-            if plan.get("created", cur.instant) != cur.instant:
+    def check_plan(self, timeline: Timeline, plan: Plan) -> None:
+        assert isinstance(plan, (IndexCreatePlan, IndexDropPlan))
+        if isinstance(plan, IndexDropPlan):
+            cur = check_can_drop(timeline, plan.index)
+            if plan.created is not None and plan.created != cur.instant:
                 raise IndexExistsError(f"index {cur.name!r} was re-created (instant {cur.instant}) "
-                                       f"since the drop of instant {plan['created']} was planned")
+                                       f"since the drop of instant {plan.created} was planned")
         else:
-            check_can_create(timeline, str(plan["index"]))
+            check_can_create(timeline, plan.index)
 
     def execute(self, table: "Table", instant: Instant, progress: Progress | None = None) -> dict[str, Any]:
-        name = str(instant.plan["index"])
-        if instant.plan.get("op") == OP_DROP:
+        plan = _plan(instant)
+        name = plan.index
+        if isinstance(plan, IndexDropPlan):
             partition = dropped_partition(table.log.timeline, instant)
             fence(instant.id)(table.log.refresh())  # a stale attempt stops here (not needed
             MetadataTable(table.storage).drop(partition)  # for safety: the partition is dead)
             return {"op": OP_DROP, "index": name, "partition": partition}
         cfg = table.config
         try:
-            target = resolve(index_def(instant.plan, instant.id), cfg.schema, cfg.record_key)
+            target = resolve(index_def(plan, instant.id), cfg.schema, cfg.record_key)
         except LakelineError as e:
             raise ServiceAbortedError(f"index {name!r} cannot be built: {e}") from e
         storage = table.storage
@@ -177,10 +197,11 @@ class IndexingService(TableService):
     def complete(self, table: "Table", instant: Instant, metadata: dict[str, Any]) -> Instant:
         """Finalize: under the table lock, catch up and complete with the check that no
         data instant completed after the base without entries."""
-        if instant.plan.get("op") == OP_DROP:
+        plan = _plan(instant)
+        if isinstance(plan, IndexDropPlan):
             return super().complete(table, instant, metadata)
         cfg = table.config
-        target = resolve(index_def(instant.plan, instant.id), cfg.schema, cfg.record_key)
+        target = resolve(index_def(plan, instant.id), cfg.schema, cfg.record_key)
         log, storage, base_seq = table.log, table.storage, instant.id
         faults.point("indexing.before_finalize")
         with table_lock(table):
@@ -205,9 +226,10 @@ class IndexingService(TableService):
     def abort(self, table: "Table", instant: Instant, reason: str) -> None:
         """Remove the partition of the definition this create instant made, and only it
         (the framework calls this once this attempt's own ``rolled_back`` landed)."""
-        if instant.plan.get("op") != OP_DROP and table.log.refresh().get(instant.id).state_kind is State.ROLLED_BACK:
-            MetadataTable(table.storage).drop(partition_of(str(instant.plan["index"]), instant.id))
+        plan = index_plan(instant.plan)
+        if isinstance(plan, IndexCreatePlan) and table.log.refresh().get(instant.id).state is State.ROLLED_BACK:
+            MetadataTable(table.storage).drop(partition_of(plan.index, instant.id))
 
     def abortable(self, instant: Instant) -> bool:
         """A drop is never rolled back once it ran: it is finished by another executor."""
-        return instant.plan.get("op") != OP_DROP
+        return not isinstance(index_plan(instant.plan), IndexDropPlan)

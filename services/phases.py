@@ -46,6 +46,7 @@ from ..timeline.errors import (
 )
 from ..timeline.heartbeat import Heartbeat, attempt_expired
 from ..timeline.instant import Instant, State
+from ..timeline.plans import SERVICE
 from ..timeline.timeline import Timeline
 from .plugin import (
     ATTEMPT,
@@ -99,8 +100,8 @@ def schedule(table: "Table", service: TableService, **options: Any) -> Instant |
         plan = service.plan(table, snapshot, **options)
         if plan is None:
             return None
-        plan = {"service": service.name, **plan}
-        ev = log.append(service.action, State.REQUESTED, plan, check=lambda tl: service.check_plan(tl, plan))
+        ev = log.append(service.action, State.REQUESTED, {SERVICE: service.name, **plan.to_dict()},
+                        check=lambda tl: service.check_plan(tl, plan))
     faults.point(f"{service.name}.after_requested")
     return log.timeline.get(ev.instant)
 
@@ -113,9 +114,9 @@ def _heartbeat_settings(table: "Table") -> tuple[int, int]:
 def claimable(table: "Table", instant: Instant, timeline: Timeline | None = None) -> bool:
     """Whether this process may execute ``instant`` now: requested, or inflight with the
     holding attempt's heartbeat expired (its executor died or stalled)."""
-    if instant.state_kind is State.REQUESTED:
+    if instant.state is State.REQUESTED:
         return True
-    if instant.state_kind is not State.INFLIGHT:
+    if instant.state is not State.INFLIGHT:
         return False
     attempt, since_us = claim_of(timeline if timeline is not None else table.log.refresh(), instant.id)
     interval, misses = _heartbeat_settings(table)
@@ -170,11 +171,11 @@ def execute(table: "Table", service: TableService, instant_id: int,
     log = table.log
     tl = log.refresh()
     inst = tl.get(instant_id)
-    if inst.action_kind is not service.action or not service.owns(inst):
+    if inst.action is not service.action or not service.owns(inst):
         raise ServiceStateError(f"instant {instant_id} is a {inst.action}, not a {service.name} instant")
-    if inst.state_kind is State.COMPLETED:
+    if inst.state is State.COMPLETED:
         return ServiceResult(inst, dict(inst.metadata))
-    if inst.state_kind is State.ROLLED_BACK:
+    if inst.state is State.ROLLED_BACK:
         raise ServiceStateError(f"{service.name} instant {instant_id} was rolled back")
     if not claimable(table, inst, tl):
         raise ServiceBusyError(f"{service.name} instant {instant_id} is being executed by a live process")
@@ -191,9 +192,9 @@ def execute(table: "Table", service: TableService, instant_id: int,
         except (StaleAttemptError, InvalidTransitionError) as e:
             # Another attempt holds or ended the instant: nothing of ours takes effect.
             now = log.refresh().get(instant_id)
-            if now.state_kind is State.COMPLETED:
+            if now.state is State.COMPLETED:
                 return ServiceResult(now, dict(now.metadata))
-            if now.state_kind is State.ROLLED_BACK and service.abortable(now):
+            if now.state is State.ROLLED_BACK and service.abortable(now):
                 # Ended for good: whatever any attempt wrote is garbage, ours included
                 # (written after the abort cleaned up, so nobody else will delete it).
                 service.abort(table, now, f"stale attempt {attempt.id} after the instant was rolled back")

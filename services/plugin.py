@@ -11,7 +11,7 @@ interrupted execution, and aborting. A service only knows its own work.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from ..timeline import faults
 from ..timeline.errors import StaleAttemptError
 from ..timeline.instant import Action, Instant, State
+from ..timeline.plans import Plan, service_of
 from ..timeline.timeline import Timeline
 
 if TYPE_CHECKING:
@@ -133,8 +134,10 @@ class TableService(ABC):
     action: ClassVar[Action]
 
     @abstractmethod
-    def plan(self, table: "Table", snapshot: Timeline, **options: Any) -> dict[str, Any] | None:
-        """What to do, as the ``requested`` event's plan; None when there is nothing to do.
+    def plan(self, table: "Table", snapshot: Timeline, **options: Any) -> Plan | None:
+        """What to do, as a typed plan (:mod:`lakeline.timeline.plans`) that the framework
+        writes as the ``requested`` event (``to_dict()``, plus the service's name); None
+        when there is nothing to do.
 
         Runs under the table lock with ``snapshot`` read inside it: keep it brief.
 
@@ -142,7 +145,7 @@ class TableService(ABC):
             LakelineError: the request is refused (nothing is appended).
         """
 
-    def check_plan(self, timeline: Timeline, plan: Mapping[str, Any]) -> None:
+    def check_plan(self, timeline: Timeline, plan: Plan) -> None:
         """Re-checked against the exact log prefix the ``requested`` event lands on (the
         lock is a liveness aid, this is what makes planning safe without it).
 
@@ -186,8 +189,8 @@ class TableService(ABC):
 
     def pending(self, timeline: Timeline) -> list[Instant]:
         """This service's pending instants, oldest first."""
-        return [i for i in timeline.pending() if i.action_kind is self.action and self.owns(i)]
+        return [i for i in timeline.pending() if i.action is self.action and self.owns(i)]
 
     def owns(self, instant: Instant) -> bool:
         """Whether ``instant`` is one of this service's (several services may share an action)."""
-        return instant.plan.get("service", self.name) == self.name
+        return service_of(instant.plan, self.name) == self.name

@@ -13,7 +13,7 @@ with them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..table.commit import Commit
@@ -23,6 +23,7 @@ from ..timeline.commit_metadata import CommitMetadata
 from ..timeline.errors import ServiceAbortedError, ServiceBusyError
 from ..timeline.instant import Action, Instant, State
 from ..timeline.markers import list_markers
+from ..timeline.plans import ClusteringPlan, CompactionPlan, Plan, RewritePlan, plan_of
 from ..timeline.timeline import Timeline
 from .plugin import TableService, fence
 
@@ -35,15 +36,20 @@ Group = tuple[str, str]  # (partition, file group id)
 _PLANNING_ACTIONS = (Action.COMPACTION, Action.CLUSTERING, Action.REPLACE_COMMIT)
 
 
-def plan_groups(plan: Mapping[str, Any]) -> set[Group]:
+def plan_groups(plan: RewritePlan) -> set[Group]:
     """The file groups a compaction or clustering plan names."""
-    return {(str(g["partition"]), str(g["file_group"])) for g in plan.get("groups", ())}
+    return {(g.partition, g.file_group) for g in plan.groups}
 
 
 def planned_groups(timeline: Timeline) -> set[Group]:
     """File groups named by a pending plan (compaction, clustering): not to be planned again."""
-    return {g for inst in timeline.pending() if inst.action_kind in _PLANNING_ACTIONS
-            for g in plan_groups(inst.plan)}
+    out: set[Group] = set()
+    for inst in timeline.pending():
+        if inst.action in _PLANNING_ACTIONS:
+            plan = plan_of(inst.action, inst.plan)
+            if isinstance(plan, (CompactionPlan, ClusteringPlan)):
+                out |= plan_groups(plan)
+    return out
 
 
 #: ``conflict(timeline, instant id, groups)``: why the instant can no longer complete, or None.
@@ -67,11 +73,12 @@ class RewriteService(TableService):
 
     def rewritten_groups(self, instant: Instant, metadata: CommitMetadata) -> set[Group]:
         """The groups whose concurrent changes the conflict rule checks."""
-        return plan_groups(instant.plan)
+        return plan_groups(CompactionPlan.from_dict(instant.plan))
 
-    def check_plan(self, timeline: Timeline, plan: Mapping[str, Any]) -> None:
+    def check_plan(self, timeline: Timeline, plan: Plan) -> None:
         """Refuse a plan whose groups another pending plan took meanwhile (the lock makes
         it rare; this makes it impossible)."""
+        assert isinstance(plan, (CompactionPlan, ClusteringPlan))
         taken = plan_groups(plan) & planned_groups(timeline)
         if taken:
             raise ServiceBusyError(f"{len(taken)} file group(s) of this {self.name} plan are in another pending plan")
@@ -110,5 +117,5 @@ class RewriteService(TableService):
         re-claimed or completed, never gets here), so no attempt can complete with those
         files any more; the state check stays as a second guard."""
         self._earlier.pop(instant.id, None)
-        if table.log.refresh().get(instant.id).state_kind is not State.COMPLETED:
+        if table.log.refresh().get(instant.id).state is not State.COMPLETED:
             delete_instant_files(table.storage, instant.id)

@@ -19,6 +19,7 @@ from ..table.rollback import delete_files_of, end_instant, expired_writers
 from ..timeline import faults
 from ..timeline.instant import Action, Instant, State
 from ..timeline.markers import delete_markers, instants_with_markers
+from ..timeline.plans import RollbackPlan
 from ..timeline.timeline import Timeline
 from .plugin import Progress, TableService
 
@@ -32,26 +33,26 @@ class RollbackService(TableService):
     name = "rollback"
     action = Action.ROLLBACK
 
-    def plan(self, table: "Table", snapshot: Timeline, **options: Any) -> dict[str, Any] | None:
+    def plan(self, table: "Table", snapshot: Timeline, **options: Any) -> RollbackPlan | None:
         props = table.config.props
         targets = [i.id for i in expired_writers(table.log, snapshot, props.heartbeat_interval_ms,
                                                  props.heartbeat_tolerable_misses)]
-        marked = [(i, x.state_kind) for i in instants_with_markers(table.storage)
+        marked = [(i, x.state) for i in instants_with_markers(table.storage)
                   if (x := snapshot.find(i)) is not None]
         leftovers = [i for i, state in marked if state is State.ROLLED_BACK]
         finished = [i for i, state in marked if state is State.COMPLETED]
         if not targets and not leftovers and not finished:
             return None
-        return {"targets": targets, "leftovers": leftovers, "completed_markers": finished}
+        return RollbackPlan(tuple(targets), tuple(leftovers), tuple(finished))
 
     def execute(self, table: "Table", instant: Instant, progress: Progress | None = None) -> dict[str, Any]:
-        plan = instant.plan
+        plan = RollbackPlan.from_dict(instant.plan)
         log, storage = table.log, table.storage
         faults.point("rollback.after_inflight")
         deleted = 0
         done = []
         refused: list[str] = []  # marker paths that are not files of their instant: kept
-        targets = list(plan.get("targets", ()))
+        targets = list(plan.targets)
         for n, t in enumerate(targets):
             ended = end_instant(log, storage, t, f"heartbeat expired; rolled back by {instant.id}")
             if ended is not None:
@@ -60,10 +61,10 @@ class RollbackService(TableService):
                 done.append(t)
             if progress is not None:
                 progress(n + 1, len(targets))
-        for t in plan.get("leftovers", ()):
+        for t in plan.leftovers:
             left = delete_files_of(storage, t)
             deleted += left.count
             refused.extend(left.refused)
-        for t in plan.get("completed_markers", ()):
+        for t in plan.completed_markers:
             delete_markers(storage, t)
         return {"rolled_back": len(done), "instants": done, "files_deleted": deleted, "refused": refused}

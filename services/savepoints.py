@@ -33,7 +33,7 @@ have deleted them, and then the creation fails with :class:`SnapshotExpiredError
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..timeline.errors import (
     InstantNotFoundError,
@@ -42,9 +42,15 @@ from ..timeline.errors import (
 )
 from ..timeline.instant import Action, Instant, State
 from ..timeline.log import AppendCheck
-from ..timeline.retention import (
+from ..timeline.plans import (
     OP_CREATE,
     OP_RELEASE,
+    CleanPlan,
+    Plan,
+    SavepointCreatePlan,
+    SavepointReleasePlan,
+)
+from ..timeline.retention import (
     Savepoint,
     active_savepoints,
     pinned_seqs,
@@ -58,11 +64,11 @@ __all__ = ["OP_CREATE", "OP_RELEASE", "Savepoint", "active_savepoints", "create_
            "release_savepoint"]
 
 
-def _append_done(table: "Table", plan: dict[str, Any], check: AppendCheck | None = None) -> Instant:
+def _append_done(table: "Table", plan: Plan, check: AppendCheck | None = None) -> Instant:
     log = table.log
-    ev = log.append(Action.SAVEPOINT, State.REQUESTED, plan, check=check)
+    ev = log.append(Action.SAVEPOINT, State.REQUESTED, plan.to_dict(), check=check)
     log.append(Action.SAVEPOINT, State.INFLIGHT, {}, instant=ev.instant)
-    log.append(Action.SAVEPOINT, State.COMPLETED, dict(plan), instant=ev.instant)
+    log.append(Action.SAVEPOINT, State.COMPLETED, plan.to_dict(), instant=ev.instant)
     return log.refresh().get(ev.instant)
 
 
@@ -83,7 +89,8 @@ def create_savepoint(table: "Table", instant_id: int | None = None) -> Instant:
     snap = tl.as_of_instant(instant_id)  # raises when not completed
     target = tl.get(instant_id)
     pinned = {f.path for f in table.view(snap).files()}
-    done = _append_done(table, {"op": OP_CREATE, "instant": instant_id, "seq": target.completed_seq},
+    assert target.completed_seq is not None  # as_of_instant refused one that is not completed
+    done = _append_done(table, SavepointCreatePlan(instant_id, target.completed_seq),
                         check=_no_clean_deleting(table, instant_id, pinned))
     # Checked after the event landed: from now on a cleaner skips these files.
     storage = table.storage
@@ -112,10 +119,10 @@ def _no_clean_deleting(table: "Table", instant_id: int, pinned: set[str]) -> App
 
     def check(tl: Timeline) -> None:
         for clean in tl.pending():
-            if clean.action_kind is not Action.CLEAN or clean.state_kind is not State.INFLIGHT:
+            if clean.action is not Action.CLEAN or clean.state is not State.INFLIGHT:
                 continue
             claimed = _first_claim(tl, clean.id)
-            doomed = {p for ps in clean.plan.get("files", {}).values() for p in ps} & pinned
+            doomed = set(CleanPlan.from_dict(clean.plan).paths()) & pinned
             for sp in active_savepoints(tl):
                 if not doomed:
                     break
@@ -140,4 +147,4 @@ def release_savepoint(table: "Table", savepoint_id: int) -> Instant:
     match = [s for s in active if s.id == savepoint_id] or [s for s in active if s.instant == savepoint_id]
     if not match:
         raise InstantNotFoundError(f"no active savepoint {savepoint_id}")
-    return _append_done(table, {"op": OP_RELEASE, "savepoint": match[0].id})
+    return _append_done(table, SavepointReleasePlan(match[0].id))

@@ -23,8 +23,6 @@ from ..indexes.entries import resolve
 from ..indexes.files_index import FILES, validate_checkpoint, write_checkpoint
 from ..indexes.metadata_table import MetadataTable, visible_paths
 from ..indexes.states import (
-    OP_CREATE,
-    OP_DROP,
     IndexDef,
     check_can_drop,
     list_indexes,
@@ -37,6 +35,7 @@ from ..timeline.errors import (
     LockTimeoutError,
 )
 from ..timeline.fs_view import FileSystemView
+from ..timeline.plans import OP_CREATE, OP_DROP, IndexCreatePlan
 from .indexing import IndexingService
 from .phases import execute, schedule
 from .plugin import Progress
@@ -86,16 +85,17 @@ class TableIndexes:
         inst = schedule(self.table, service, op=OP_CREATE, index=name or kind, kind=kind,
                         columns=None if columns is None else list(columns), options=options)
         assert inst is not None  # creating always has something to do
+        plan = IndexCreatePlan.from_dict(inst.plan)
         if not wait:
             thread = threading.Thread(target=self._build_quietly, args=(service, inst.id, progress),
-                                      name=f"lakeline-index-{inst.plan['index']}")
+                                      name=f"lakeline-index-{plan.index}")
             thread.start()
             self._threads.append(thread)
-            return self._definition(str(inst.plan["index"]), inst.id)
+            return self._definition(plan.index, inst.id)
         result = execute(self.table, service, inst.id, progress)
         if result.aborted is not None:
-            raise IndexBuildError(f"index {inst.plan['index']!r} was not built: {result.aborted}")
-        return self._definition(str(inst.plan["index"]), inst.id)
+            raise IndexBuildError(f"index {plan.index!r} was not built: {result.aborted}")
+        return self._definition(plan.index, inst.id)
 
     def _build_quietly(self, service: IndexingService, instant: int, progress: Progress | None) -> None:
         try:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..timeline.errors import UnknownServiceError
 from ..timeline.instant import Instant
+from ..timeline.plans import service_of
 from .archival import ArchivalService
 from .cleaning import CleaningService
 from .clustering import ALL as EVERY_GROUP
@@ -51,7 +52,7 @@ def service_named(name: str) -> TableService:
 
 
 def _service_of(instant: Instant) -> TableService:
-    name = str(instant.plan.get("service") or instant.action)
+    name = service_of(instant.plan) or instant.action.value
     return service_named(name)
 
 
@@ -97,7 +98,8 @@ class TableServices:
         if dry_run:
             plan = None if name == "indexing" else service.plan(self.table, self.table.log.refresh(), **options)
             pending = [i.id for i in service.pending(self.table.log.refresh())]
-            return [ServiceResult(None, {"dry_run": True, "plan": plan, "pending": pending})]
+            return [ServiceResult(None, {"dry_run": True, "plan": None if plan is None else plan.to_dict(),
+                                         "pending": pending})]
         results = run_pending(self.table, service, progress)
         if name != "indexing" and (inst := schedule(self.table, service, **options)) is not None:
             results.append(execute(self.table, service, inst.id, progress))
@@ -161,8 +163,9 @@ class TableServices:
         opts = {"policy": policy, "retain": retain, "orphan_age_ms": orphan_age_ms}
         if dry_run:
             plan = CleaningService().plan(self.table, self.table.log.refresh(), **opts)
-            files = sorted(p for ps in (plan or {}).get("files", {}).values() for p in ps)
-            return ServiceResult(None, {"dry_run": True, "plan": plan, "files": files, "files_deleted": 0,
+            files = sorted(plan.paths()) if plan is not None else []
+            return ServiceResult(None, {"dry_run": True, "plan": None if plan is None else plan.to_dict(),
+                                        "files": files, "files_deleted": 0,
                                         "files_to_delete": len(files)})
         results = self.run("cleaning", progress=progress, **opts)
         if not results:

@@ -82,7 +82,7 @@ def changes(ctx: TableContext, view_of: Callable[[Timeline], FileSystemView], st
     new_tl = tl.as_of_instant(end) if end is not None else tl
     if end is not None:
         check_retained(tl, new_tl.last_seq, end)
-    between = [i for i in new_tl.completed_after(old_tl.last_seq) if i.action_kind.writes_data]
+    between = [i for i in new_tl.completed_after(old_tl.last_seq) if i.action.writes_data]
     touched: set[tuple[str, str]] = set()
     clustered: set[tuple[str, str]] = set()  # groups a clustering of the range retired
     for inst in between:

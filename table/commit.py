@@ -52,6 +52,7 @@ from ..timeline.errors import (
 from ..timeline.heartbeat import Heartbeat
 from ..timeline.instant import Action, Instant, State
 from ..timeline.markers import delete_markers
+from ..timeline.plans import WriteRequestPlan
 from ..timeline.timeline import Timeline
 from .context import TableContext
 from .rollback import rollback_instant
@@ -122,7 +123,7 @@ class Commit:
     @classmethod
     def begin(cls, ctx: TableContext, action: Action, operation: str) -> "Commit":
         """Append ``requested`` and ``inflight`` for a write, start its heartbeat."""
-        plan = {"operation": operation, "snapshot_seq": ctx.snapshot.last_seq, "writer": True}
+        plan = WriteRequestPlan(operation, ctx.snapshot.last_seq, writer=True).to_dict()
         faults.point("commit.before_requested")
         ev = ctx.log.append(action, State.REQUESTED, plan)
         commit = cls(ctx, action, ev.instant, writer=True)
@@ -145,7 +146,7 @@ class Commit:
         ``leftovers`` are the files earlier attempts wrote (named by the markers there
         were when this attempt started), deleted once it completed: an executor presumed
         dead may still wake up and complete with them until then."""
-        return cls(ctx, instant.action_kind, instant.id, leftovers=leftovers)
+        return cls(ctx, instant.action, instant.id, leftovers=leftovers)
 
     def _end_failed_begin(self, error: BaseException) -> None:
         """Stop the beat, then roll the instant back (nothing was written yet). If even

@@ -24,6 +24,7 @@ from ..timeline.heartbeat import is_expired
 from ..timeline.instant import Action, Instant, State
 from ..timeline.log import EventLog
 from ..timeline.markers import delete_markers, is_instant_file, list_markers
+from ..timeline.plans import WriteRequestPlan
 from ..timeline.storage import Storage
 from ..timeline.timeline import Timeline
 
@@ -73,13 +74,13 @@ def rollback_instant(log: EventLog, storage: Storage, instant: int, reason: str)
 def end_instant(log: EventLog, storage: Storage, instant: int, reason: str) -> Deleted | None:
     """:func:`rollback_instant`, telling also which marker paths were refused."""
     inst = log.refresh().get(instant)
-    if inst.state_kind is State.COMPLETED:
+    if inst.state is State.COMPLETED:
         return None
-    if inst.state_kind is not State.ROLLED_BACK:
+    if inst.state is not State.ROLLED_BACK:
         try:
-            log.append(inst.action_kind, State.ROLLED_BACK, {"reason": reason}, instant=instant)
+            log.append(inst.action, State.ROLLED_BACK, {"reason": reason}, instant=instant)
         except InvalidTransitionError:
-            if log.refresh().get(instant).state_kind is State.COMPLETED:
+            if log.refresh().get(instant).state is State.COMPLETED:
                 return None
     faults.point("rollback.after_event")
     deleted = delete_files_of(storage, instant)
@@ -90,7 +91,7 @@ def end_instant(log: EventLog, storage: Storage, instant: int, reason: str) -> D
 def rollback_pending_writes(log: EventLog, storage: Storage, snapshot: Timeline) -> None:
     """Single-writer tables: any pending write belongs to a writer that died."""
     for inst in snapshot.pending():
-        if inst.plan.get("writer"):
+        if WriteRequestPlan.from_dict(inst.plan).writer:  # only a live writer's plan says so
             rollback_instant(log, storage, inst.id, "eager rollback (single-writer table)")
 
 
@@ -106,6 +107,6 @@ def expired_writers(log: EventLog, snapshot: Timeline, interval_ms: int, tolerab
     beats = log.store.last_beats()
     return [
         i for i in snapshot.pending()
-        if (i.plan.get("writer") or i.action_kind in _ONE_SHOT)
+        if (WriteRequestPlan.from_dict(i.plan).writer or i.action in _ONE_SHOT)
         and is_expired(i, beats, interval_ms, tolerable_misses)
     ]

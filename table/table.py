@@ -29,6 +29,7 @@ from ..timeline.errors import (
 from ..timeline.fs_view import FileSystemView
 from ..timeline.instant import Action, State
 from ..timeline.log import EventLog
+from ..timeline.plans import SchemaChangePlan
 from ..timeline.storage import Storage
 from ..timeline.stores import check_timeline_arg, open_store
 from ..timeline.stores.pointer import read_pointer, write_pointer
@@ -126,7 +127,7 @@ class Table:
             if tl.last_seq >= 0:
                 raise TableExistsError(f"a table already exists at {storage.uri}")
 
-        req = log.append(Action.SCHEMA, State.REQUESTED, {"change": "create"}, check=must_be_empty)
+        req = log.append(Action.SCHEMA, State.REQUESTED, SchemaChangePlan("create").to_dict(), check=must_be_empty)
         faults.point("create.after_requested")
         log.append(Action.SCHEMA, State.INFLIGHT, instant=req.instant)
         log.append(Action.SCHEMA, State.COMPLETED, {"config": config.to_dict()}, instant=req.instant)
@@ -239,8 +240,8 @@ class Table:
     def _evolve_schema(self, new_fields: list[pa.Field]) -> TableConfig:
         cfg = self.config
         evolved = replace(cfg, schema=pa.schema(list(cfg.schema) + new_fields))
-        req = self.log.append(Action.SCHEMA, State.REQUESTED, {"change": "add-columns",
-                                                               "columns": [f.name for f in new_fields]})
+        req = self.log.append(Action.SCHEMA, State.REQUESTED,
+                              SchemaChangePlan("add-columns", tuple(f.name for f in new_fields)).to_dict())
         self.log.append(Action.SCHEMA, State.INFLIGHT, instant=req.instant)
         self.log.append(Action.SCHEMA, State.COMPLETED, {"config": evolved.to_dict()}, instant=req.instant)
         return self.config

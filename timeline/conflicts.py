@@ -38,7 +38,7 @@ def find_conflict(
     rewritten = set(ours.rewritten)
     replaced = ours.groups_replaced()
     for inst in concurrent:
-        if not inst.action_kind.writes_data:
+        if not inst.action.writes_data:
             continue
         theirs = CommitMetadata.from_dict(inst.metadata)
         touched = theirs.groups_written() | theirs.groups_replaced()
@@ -48,9 +48,9 @@ def find_conflict(
         if rewritten & touched:
             return f"{where} wrote file groups this commit rewrites"
         # A compaction only wrote a new version of rows the replacement retires anyway.
-        if replaced & touched and inst.action_kind is not Action.COMPACTION:
+        if replaced & touched and inst.action is not Action.COMPACTION:
             return f"{where} wrote file groups this commit replaces"
-        if ours.replaced_partitions and inst.action_kind is not Action.COMPACTION:
+        if ours.replaced_partitions and inst.action is not Action.COMPACTION:
             hit = set(ours.replaced_partitions) & theirs.partitions_written()
             if hit:
                 return f"{where} wrote partitions this commit overwrites: {sorted(hit)}"
@@ -77,7 +77,7 @@ def find_input_conflict(
     service aborts).
     """
     for inst in concurrent:
-        if not inst.action_kind.writes_data:
+        if not inst.action.writes_data:
             continue
         theirs = CommitMetadata.from_dict(inst.metadata)
         written = {(f.partition, f.file_group) for f in theirs.files if not (logs_ok and f.kind == "log")}

@@ -99,7 +99,7 @@ class FileSystemView:
             return parts[partition]
 
         for inst in instants:
-            if not inst.action_kind.writes_data:
+            if not inst.action.writes_data:
                 continue
             md = CommitMetadata.from_dict(inst.metadata)
             done = inst.completed_seq or 0

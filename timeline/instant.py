@@ -22,8 +22,8 @@ from .errors import CorruptEventError, InvalidTransitionError
 EVENT_FORMAT_VERSION = 1
 
 
-class Action(str, enum.Enum):
-    """What an instant does. Values are Hudi's wire names."""
+class Action(enum.StrEnum):
+    """What an instant does. Values are Hudi's wire names; ``str()`` is the value."""
 
     COMMIT = "commit"
     DELTA_COMMIT = "deltacommit"
@@ -48,8 +48,8 @@ _DATA_ACTIONS = frozenset(
 )
 
 
-class State(str, enum.Enum):
-    """Where an instant is in its life. Values are Hudi's wire names."""
+class State(enum.StrEnum):
+    """Where an instant is in its life. Values are Hudi's wire names; ``str()`` is the value."""
 
     REQUESTED = "requested"
     INFLIGHT = "inflight"
@@ -211,8 +211,8 @@ class Instant:
     """
 
     id: int
-    action_kind: Action
-    state_kind: State
+    action: Action
+    state: State
     requested_us: int
     completed_us: int | None = None
     plan: Mapping[str, Any] = field(default_factory=dict)
@@ -231,29 +231,24 @@ class Instant:
         return None if self.completed_us is None else micros_to_datetime(self.completed_us)
 
     @property
-    def action(self) -> str:
-        """The action's wire name (``"commit"``, ``"deltacommit"``, ...)."""
-        return self.action_kind.value
-
-    @property
-    def state(self) -> str:
-        """The state's wire name (``"requested"``, ``"inflight"``, ...)."""
-        return self.state_kind.value
-
-    @property
     def is_completed(self) -> bool:
-        return self.state_kind is State.COMPLETED
+        return self.state is State.COMPLETED
 
     @property
     def is_pending(self) -> bool:
-        return self.state_kind.is_pending
+        return self.state.is_pending
+
+    def __str__(self) -> str:
+        return f"Instant({self.id} {self.action.value} {self.state.value})"
+
+    __repr__ = __str__
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready view, as the CLI prints it."""
         return {
             "id": self.id,
-            "action": self.action,
-            "state": self.state,
+            "action": self.action.value,
+            "state": self.state.value,
             "requested_at": self.requested_at.isoformat(),
             "completed_at": self.completed_at.isoformat() if self.completed_at else None,
             "completed_seq": self.completed_seq,

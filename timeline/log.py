@@ -146,11 +146,11 @@ class EventLog:
                 if cur is None:
                     check_transition(instant, None, state)
                 else:
-                    if cur.action_kind is not action:
+                    if cur.action is not action:
                         raise InvalidTransitionError(
                             f"instant {instant} is a {cur.action}, not a {action.value}"
                         )
-                    check_transition(instant, cur.state_kind, state)
+                    check_transition(instant, cur.state, state)
             if check is not None:
                 check(tl)
             seq = tl.last_seq + 1

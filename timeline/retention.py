@@ -22,10 +22,8 @@ from dataclasses import dataclass
 
 from .errors import SnapshotExpiredError
 from .instant import Action, State
+from .plans import SavepointCreatePlan, SavepointReleasePlan, savepoint_plan
 from .timeline import Timeline
-
-OP_CREATE = "create"
-OP_RELEASE = "release"
 
 
 @dataclass(frozen=True)
@@ -39,16 +37,17 @@ class Savepoint:
 
 
 def _released(timeline: Timeline) -> set[int]:
-    return {int(i.plan["savepoint"]) for i in timeline.by_action(Action.SAVEPOINT)
-            if i.plan.get("op") == OP_RELEASE and i.is_completed}
+    return {p.savepoint for i in timeline.by_action(Action.SAVEPOINT)
+            if i.is_completed and isinstance(p := savepoint_plan(i.plan), SavepointReleasePlan)}
 
 
 def active_savepoints(timeline: Timeline) -> list[Savepoint]:
     """Savepoints that pin a snapshot in ``timeline`` (pending creations included), by id."""
     gone = _released(timeline)
-    return [Savepoint(i.id, int(i.plan["instant"]), int(i.plan["seq"]), i.state)
+    return [Savepoint(i.id, p.instant, p.seq, i.state)
             for i in timeline.by_action(Action.SAVEPOINT)
-            if i.plan.get("op") == OP_CREATE and i.id not in gone and i.state_kind is not State.ROLLED_BACK]
+            if isinstance(p := savepoint_plan(i.plan), SavepointCreatePlan) and i.id not in gone
+            and i.state is not State.ROLLED_BACK]
 
 
 def pinned_seqs(timeline: Timeline) -> list[int]:
@@ -60,7 +59,7 @@ def pinned_seqs(timeline: Timeline) -> list[int]:
 def last_retain_seq(timeline: Timeline) -> int | None:
     """The retain point of the last completed clean (archival must not pass it), None
     when the table was never cleaned."""
-    cleans = [i for i in timeline.completed() if i.action_kind is Action.CLEAN]
+    cleans = [i for i in timeline.completed() if i.action is Action.CLEAN]
     return int(cleans[-1].metadata["retain_seq"]) if cleans and "retain_seq" in cleans[-1].metadata else None
 
 
@@ -69,7 +68,7 @@ def furthest_retain_seq(timeline: Timeline) -> int | None:
     lost files to one of them (a later clean with a looser policy does not bring them
     back). None when the table was never cleaned."""
     seqs = [int(i.metadata["retain_seq"]) for i in timeline.completed()
-            if i.action_kind is Action.CLEAN and i.metadata.get("retain_seq") is not None]
+            if i.action is Action.CLEAN and i.metadata.get("retain_seq") is not None]
     return max(seqs) if seqs else None
 
 

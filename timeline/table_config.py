@@ -156,6 +156,6 @@ class TableConfig:
     def from_timeline(cls, timeline: Timeline) -> "TableConfig | None":
         """The configuration of the latest completed schema instant, if any."""
         for inst in reversed(timeline.completed()):
-            if inst.action_kind is Action.SCHEMA:
+            if inst.action is Action.SCHEMA:
                 return cls.from_dict(inst.metadata["config"])
         return None

@@ -58,13 +58,13 @@ class Timeline:
                 # The instant's requested event was archived away; keep what we know.
                 cur = Instant(ev.instant, ev.action, state, ev.ts_us)
             if state is completed:
-                done = Instant(cur.id, cur.action_kind, completed, cur.requested_us, ev.ts_us, cur.plan,
+                done = Instant(cur.id, cur.action, completed, cur.requested_us, ev.ts_us, cur.plan,
                                ev.payload, ev.seq, ev.seq)
                 by_id[ev.instant] = done
                 self._completed.append(done)  # events arrive in order: completion order
                 self._completed_seqs.append(ev.seq)
             else:
-                by_id[ev.instant] = Instant(cur.id, cur.action_kind, state, cur.requested_us, cur.completed_us,
+                by_id[ev.instant] = Instant(cur.id, cur.action, state, cur.requested_us, cur.completed_us,
                                             cur.plan, cur.metadata, cur.completed_seq, ev.seq)
         self._events = self._events + tuple(events)
 
@@ -126,7 +126,7 @@ class Timeline:
     def by_action(self, *actions: Action | str) -> list[Instant]:
         """Instants of the given actions, by id."""
         wanted = {Action(a) for a in actions}
-        return [i for i in self.instants() if i.action_kind in wanted]
+        return [i for i in self.instants() if i.action in wanted]
 
     def completed_after(self, seq: int) -> list[Instant]:
         """Instants whose completing event comes after ``seq``, in completion order."""

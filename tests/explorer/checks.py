@@ -75,7 +75,7 @@ def _pending_retain(tl: Any) -> int | None:
     files it already deleted (and are then refused with ``SnapshotExpiredError``) or may
     still read in full; both are accepted until the clean completes."""
     seqs = [int(i.plan["retain_seq"]) for i in tl.pending()
-            if i.action_kind is Action.CLEAN and i.plan.get("retain_seq") is not None]
+            if i.action is Action.CLEAN and i.plan.get("retain_seq") is not None]
     return max(seqs) if seqs else None
 
 
@@ -113,7 +113,7 @@ class Checker:
         model = TableModel()
         snaps = []
         for inst in self.t.timeline.completed():
-            if not inst.action_kind.writes_data:
+            if not inst.action.writes_data:
                 continue
             op = self.op_of(inst.id)
             if op is not None and op.is_write:
@@ -197,7 +197,7 @@ class Checker:
                 op = a.ops[n]
                 mine = self.instants_of(a.index, n)
                 done = [i for i in mine
-                        if (x := tl.find(i)) is not None and x.is_completed and x.action_kind.writes_data]
+                        if (x := tl.find(i)) is not None and x.is_completed and x.action.writes_data]
                 o.instants = mine
                 if o.error is not None and not isinstance(o.error, LakelineError):
                     out.append(Violation("untyped error", f"{a.name} {o.label}: {o.error!r}"))
@@ -233,7 +233,7 @@ class Checker:
         pending = [f"{i.id} {i.action} {i.state} {dict(i.plan)}"[:160] for i in tl.pending()]
         if pending:
             out.append(Violation("pending after recovery", "; ".join(pending)))
-        rolled = {i.id for i in tl.instants() if i.state_kind is State.ROLLED_BACK}
+        rolled = {i.id for i in tl.instants() if i.state is State.ROLLED_BACK}
         left = sorted(f for f in data_files(self.root)
                       if (p := parse_data_file_name(f)) is not None and p.instant in rolled)
         if left:

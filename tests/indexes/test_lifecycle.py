@@ -30,7 +30,7 @@ def _states(ev: Events) -> dict[str, str]:
 
 def test_create_is_building_then_ready() -> None:
     ev = Events()
-    c = ev.request(IX, create_plan("bloom_filters", "bloom_filters", ["id"], {"fpp": 0.001}))
+    c = ev.request(IX, create_plan("bloom_filters", "bloom_filters", ["id"], {"fpp": 0.001}).to_dict())
     assert _states(ev) == {"bloom_filters": "building"}
     d = list_indexes(ev.timeline())[0]
     assert d.kind == "bloom_filters" and d.columns == ("id",) and d.instant == c and d.options == {"fpp": 0.001}
@@ -46,18 +46,18 @@ def test_create_is_building_then_ready() -> None:
 
 def test_aborted_build_is_absent_and_can_be_created_again() -> None:
     ev = Events()
-    c = ev.request(IX, create_plan("s", "column_stats"))
+    c = ev.request(IX, create_plan("s", "column_stats").to_dict())
     ev.roll_back(c, IX)
     assert _states(ev) == {}
     check_can_create(ev.timeline(), "s")
-    ev.request(IX, create_plan("s", "column_stats"))
+    ev.request(IX, create_plan("s", "column_stats").to_dict())
     assert _states(ev) == {"s": "building"}
 
 
 def test_drop_is_dropping_until_completed_and_wins_over_a_later_completion() -> None:
     ev = Events()
-    c = ev.request(IX, create_plan("s", "column_stats"))
-    d = ev.request(IX, drop_plan("s"))
+    c = ev.request(IX, create_plan("s", "column_stats").to_dict())
+    d = ev.request(IX, drop_plan("s").to_dict())
     assert _states(ev) == {"s": "dropping"}
     ev.complete(c, IX)  # the build completes after the drop was requested: still dropping
     assert _states(ev) == {"s": "dropping"}
@@ -68,23 +68,23 @@ def test_drop_is_dropping_until_completed_and_wins_over_a_later_completion() -> 
 
 def test_rolled_back_drop_changes_nothing() -> None:
     ev = Events()
-    c = ev.request(IX, create_plan("s", "column_stats"))
+    c = ev.request(IX, create_plan("s", "column_stats").to_dict())
     ev.complete(c, IX)
-    d = ev.request(IX, drop_plan("s"))
+    d = ev.request(IX, drop_plan("s").to_dict())
     ev.roll_back(d, IX)
     assert _states(ev) == {"s": "ready"}
 
 
 def test_checks_and_time_travel() -> None:
     ev = Events()
-    c = ev.request(IX, create_plan("s", "column_stats"))
+    c = ev.request(IX, create_plan("s", "column_stats").to_dict())
     done = ev.complete(c, IX)
     with pytest.raises(IndexExistsError):
         check_can_create(ev.timeline(), "s")
     with pytest.raises(IndexNotFoundError):
         check_can_drop(ev.timeline(), "nope")
     assert check_can_drop(ev.timeline(), "s").state == "ready"
-    ev.request(IX, drop_plan("s"))
+    ev.request(IX, drop_plan("s").to_dict())
     with pytest.raises(IndexNotFoundError):
         check_can_drop(ev.timeline(), "s")
     # An older snapshot sees the index as it was then.
@@ -94,7 +94,7 @@ def test_checks_and_time_travel() -> None:
 
 def test_drop_of_unknown_index_and_invalid_plans() -> None:
     ev = Events()
-    ev.request(IX, drop_plan("ghost"))
+    ev.request(IX, drop_plan("ghost").to_dict())
     assert _states(ev) == {}
     with pytest.raises(InvalidIndexError):
         create_plan("x", "record_index")

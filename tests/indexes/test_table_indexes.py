@@ -300,7 +300,7 @@ def test_a_writer_that_read_the_index_states_before_a_create_still_writes_entrie
     t.insert(_rows(rng, list(range(100))))
     other = Table.open(t.path)
     faults.on("commit.before_complete", lambda: other.log.append(
-        Action.INDEXING, State.REQUESTED, create_plan("column_stats", "column_stats")) and None)
+        Action.INDEXING, State.REQUESTED, create_plan("column_stats", "column_stats").to_dict()) and None)
     try:
         r = t.insert(_rows(rng, list(range(100, 200))))
     finally:

@@ -131,7 +131,7 @@ def reader(path: str, timeline: str | None, stop: str, log: str, ready: str, go:
     t = _start(path, timeline, ready, go)
     with open(log, "a", encoding="utf-8") as out:
         while not os.path.exists(stop):
-            writes = [i for i in t.timeline.completed() if i.action_kind.writes_data]
+            writes = [i for i in t.timeline.completed() if i.action.writes_data]
             if not writes:
                 time.sleep(0.05)
                 continue

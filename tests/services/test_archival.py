@@ -73,7 +73,7 @@ def reads(t: Table) -> dict[str, Any]:
     """Everything a reader can ask: the table now, as of every completed instant, and
     what changed after every third data instant."""
     tl = t.timeline
-    data = [i.id for i in tl.completed() if i.action_kind.writes_data]
+    data = [i.id for i in tl.completed() if i.action.writes_data]
     return {
         "now": table_rows(t.to_arrow(), COLUMNS),
         "as_of": {i: table_rows(t.to_arrow(as_of=i), COLUMNS) for i in data},

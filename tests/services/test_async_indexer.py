@@ -153,7 +153,7 @@ def test_inflight_writer_that_dies_during_catch_up(tmp_path: Path) -> None:
                               ["op", t.path, None, {"op": "upsert", "rows": [{"id": 1, "ts": 9, "v": "dead"}]}],
                               faults="commit.before_complete=crash")
     assert rc == CRASH_EXIT_CODE, err[-2000:]
-    [dead] = [i for i in t.timeline.pending() if i.action_kind.writes_data]
+    [dead] = [i for i in t.timeline.pending() if i.action.writes_data]
     faults.on("indexing.mid_catchup", lambda: time.sleep(EXPIRY_S + 0.1))  # its heartbeat expires
     t.indexes.create("column_stats")  # does not wait for the dead writer
     assert_exact(t, "column_stats")

@@ -78,7 +78,7 @@ def history(t: Table, model: TableModel, seed: int = 3) -> None:
 
 
 def data_ids(t: Table) -> list[int]:
-    return [i.id for i in t.timeline.completed() if i.action_kind.writes_data]
+    return [i.id for i in t.timeline.completed() if i.action.writes_data]
 
 
 def snapshot_files(t: Table, instant: int) -> set[str]:
@@ -147,7 +147,7 @@ def test_keep_latest_file_versions(tmp_path: Path) -> None:
     versions: dict[tuple[str, str], list[str]] = {}
     retired: set[tuple[str, str]] = set()
     for inst in t.timeline.completed():
-        if inst.action_kind.writes_data:
+        if inst.action.writes_data:
             for f in inst.metadata["files"]:
                 versions.setdefault((f["partition"], f["file_group"]), []).append(f["path"])
             retired |= {(p, g) for p, gs in inst.metadata.get("replaced", {}).items() for g in gs}

@@ -132,7 +132,7 @@ def test_stale_indexer_that_wakes_after_another_completed(tmp_path: Path, reques
     a = Stalled(tmp_path, CHILD, ["create", t.path, url, "column_stats"], "indexing.before_finalize")
     try:
         a.stall()
-        [inst] = [i for i in t.timeline.pending() if i.action_kind is Action.INDEXING]
+        [inst] = [i for i in t.timeline.pending() if i.action is Action.INDEXING]
         t.upsert(rows([1, 2, 500], ts=2))  # a writer's entries land in the partition too
         [done] = t.services.run("indexing")  # B re-claims the expired instant and completes it
         assert done.instant is not None and done.instant.state == "completed"
@@ -161,7 +161,7 @@ def test_stale_indexer_that_wakes_while_another_finalizes(tmp_path: Path) -> Non
     woke: list[tuple[int, str, str]] = []
     try:
         a.stall()
-        [inst] = [i for i in t.timeline.pending() if i.action_kind is Action.INDEXING]
+        [inst] = [i for i in t.timeline.pending() if i.action is Action.INDEXING]
         faults.on("indexing.before_finalize", lambda: woke.append(a.wake()))
         result = execute(t, IndexingService(), inst.id)
     finally:
@@ -183,7 +183,7 @@ def test_recreated_index_is_not_touched_by_a_stale_builder_of_the_old_one(tmp_pa
     a = Stalled(tmp_path, CHILD, ["create", t.path, None, "column_stats"], "indexing.after_build")
     try:
         a.stall()
-        [old] = [i for i in t.timeline.pending() if i.action_kind is Action.INDEXING]
+        [old] = [i for i in t.timeline.pending() if i.action is Action.INDEXING]
         [done] = t.services.run("indexing")
         assert done.instant is not None and done.instant.state == "completed"
         t.indexes.drop("column_stats")
@@ -218,7 +218,7 @@ def test_stale_compaction_cannot_abort_the_holders_work(tmp_path: Path) -> None:
     woke: list[tuple[int, str, str]] = []
     try:
         a.stall()
-        [inst] = [i for i in t.timeline.pending() if i.action_kind is Action.COMPACTION]
+        [inst] = [i for i in t.timeline.pending() if i.action is Action.COMPACTION]
         faults.on("compaction.before_complete", lambda: woke.append(a.wake()))
         result = execute(t, CompactionService(), inst.id)
     finally:
@@ -231,6 +231,13 @@ def test_stale_compaction_cannot_abort_the_holders_work(tmp_path: Path) -> None:
     assert all(not s.logs for s in t.view(t.timeline).latest_slices()), "B's bases are in place"
 
 
+class _HeldPlan:
+    """The toy service's plan: nothing to say."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {}
+
+
 class _Held(TableService):
     """A toy service (on the savepoint action) whose work waits for an event."""
 
@@ -239,8 +246,8 @@ class _Held(TableService):
     working = threading.Event()
     release = threading.Event()
 
-    def plan(self, table: Table, snapshot: Timeline, **options: Any) -> dict[str, Any] | None:
-        return {}
+    def plan(self, table: Table, snapshot: Timeline, **options: Any) -> _HeldPlan:
+        return _HeldPlan()
 
     def execute(self, table: Table, instant: Instant, progress: Any = None) -> dict[str, Any]:
         _Held.working.set()

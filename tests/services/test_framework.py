@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,16 @@ from lakeline.timeline.timeline import Timeline
 SCHEMA = pa.schema([("id", pa.int64())])
 
 
+@dataclass(frozen=True)
+class CountingPlan:
+    """The toy service's typed plan (a service's ``plan()`` returns one; the framework writes it)."""
+
+    n: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n": self.n}
+
+
 class Counting(TableService):
     """A toy service on the ``savepoint`` action: its plan names a marker file it creates."""
 
@@ -35,8 +46,8 @@ class Counting(TableService):
     action = Action.SAVEPOINT
     runs: list[int] = []
 
-    def plan(self, table: Table, snapshot: Timeline, **options: Any) -> dict[str, Any] | None:
-        return None if options.get("nothing") else {"n": len(snapshot)}
+    def plan(self, table: Table, snapshot: Timeline, **options: Any) -> CountingPlan | None:
+        return None if options.get("nothing") else CountingPlan(len(snapshot))
 
     def execute(self, table: Table, instant: Instant, progress: Any = None) -> dict[str, Any]:
         Counting.runs.append(instant.id)

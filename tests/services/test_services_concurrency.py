@@ -114,7 +114,7 @@ def _read(t: Table, instant: int | None = None) -> list[tuple[int, str]]:
 
 def _service_instant(inst: Instant) -> bool:
     """Whether a completed data instant is a service's (compaction or clustering)."""
-    return inst.action_kind is Action.COMPACTION or inst.plan.get("service") == "clustering"
+    return inst.action is Action.COMPACTION or inst.plan.get("service") == "clustering"
 
 
 def run_all(tmp_path: Path, table_type: str, timeline: str | None, duration_s: float, phases: dict[str, float],
@@ -204,7 +204,7 @@ def check(t: Table, table_type: str, records: dict[str, list[dict[str, Any]]]) -
     assert rolled.instant is None, f"every process ended cleanly, yet rollback found work: {rolled.stats}"
     tl = t.log.refresh()
     assert tl.pending() == [], f"instants left pending: {tl.pending()}"
-    done = [i for i in tl.completed() if i.action_kind.writes_data]
+    done = [i for i in tl.completed() if i.action.writes_data]
     seed = done[0]  # the test's own upsert of every key, before the processes started
     assert seed.id not in committed and not _service_instant(seed)
     strangers = [i.id for i in done[1:] if i.id not in committed and not _service_instant(i)]

@@ -188,7 +188,7 @@ def check_against_model(t: Table, records: list[dict[str, Any]]) -> Counter[str]
 
     tl = t.timeline
     assert tl.pending() == [], f"instants left pending: {tl.pending()}"
-    done = [i for i in tl.completed() if i.action_kind.writes_data]
+    done = [i for i in tl.completed() if i.action.writes_data]
     assert [i.id for i in done if i.id not in committed] == [], "completed instants no worker reported"
     assert sorted(committed) == sorted(i.id for i in done), "reported commits missing from the timeline"
     rolled_back = [i for i in data_instants(tl) if i.state == "rolled_back"]

@@ -102,7 +102,7 @@ def crash_writer(t: Table, faults: str, spec: dict[str, Any] | None = None) -> N
 
 
 def pending_writes(t: Table) -> list[Any]:
-    return [i for i in t.timeline.pending() if i.action_kind.writes_data]
+    return [i for i in t.timeline.pending() if i.action.writes_data]
 
 
 def orphan_files(t: Table) -> set[str]:

@@ -194,7 +194,7 @@ class Torture:
 
     def new_data_instants(self) -> list[Instant]:
         tl = self.t.log.refresh()
-        return [i for i in tl.completed() if i.action_kind.writes_data and i.id not in self.applied]
+        return [i for i in tl.completed() if i.action.writes_data and i.id not in self.applied]
 
     def check(self, what: str, retained: bool = False) -> None:
         """Every post-recovery check of the module docstring, then the next write."""
@@ -208,7 +208,7 @@ class Torture:
         assert report["mismatches"] == [], f"{what}: ready indexes disagree with the data: {report['mismatches'][:5]}"
         if retained and (retain := last_retain_seq(tl)) is not None:
             for inst in tl.completed():
-                if inst.action_kind.writes_data and (inst.completed_seq or 0) >= retain:
+                if inst.action.writes_data and (inst.completed_seq or 0) >= retain:
                     missing = self.t.storage.missing(self.t.scan(as_of=inst.id).files())
                     assert not missing, f"{what}: snapshot as of {inst.id} (retained from {retain}) lost {missing[:3]}"
                     self.model.check(read(self.t, inst.id), inst.completed_seq or 0,
@@ -254,7 +254,7 @@ def writer_round(tt: Torture, child: Child, last: bool) -> Child | None:
     what = f"writer round {n} (seed {tt.seed * 1000 + n}, killed {delay:.3f} s after its start)"
     completed_before = tt.counts["interrupted_completed"]
     try:
-        pending_at_kill = [i for i in tt.t.log.refresh().pending() if i.action_kind.writes_data]
+        pending_at_kill = [i for i in tt.t.log.refresh().pending() if i.action.writes_data]
         tt.recover()
         committed, interrupted, lines = parse_log(log)
         for inst in tt.new_data_instants():
@@ -321,7 +321,7 @@ def test_soak_writer_killed_at_random_moments(tmp_path: Path, table_type: str, t
 
 
 def _service_instant(inst: Instant) -> bool:
-    return inst.action_kind is Action.COMPACTION or inst.plan.get("service") == "clustering"
+    return inst.action is Action.COMPACTION or inst.plan.get("service") == "clustering"
 
 
 def start_crash_write(tt: Torture, n: int) -> subprocess.Popen[str]:

@@ -221,7 +221,7 @@ WORKERS_PY = Path(__file__).resolve()
 
 def data_instants(tl: Any) -> list[Any]:
     """Every data-writing instant on a timeline, by id."""
-    return [i for i in tl.instants() if i.action_kind.writes_data]
+    return [i for i in tl.instants() if i.action.writes_data]
 
 
 def data_files_on_disk(t: Table) -> set[str]:
@@ -238,7 +238,7 @@ def referenced_files(t: Table) -> set[str]:
     """Every file any completed data instant added (all versions, not only the live)."""
     out: set[str] = set()
     for inst in t.timeline.completed():
-        if inst.action_kind.writes_data:
+        if inst.action.writes_data:
             out.update(f["path"] for f in inst.metadata.get("files", ()))
     return out
 

@@ -173,3 +173,15 @@ def test_instant_to_dict_is_json_ready(story: tuple[EventLog, dict[str, int]]) -
     d = log.refresh().get(i["A"]).to_dict()
     assert json.loads(json.dumps(d))["completed_seq"] == 6
     assert d["state"] == "completed" and d["action"] == "commit"
+
+
+def test_instant_is_typed_and_prints_as_one_short_line(story: tuple[EventLog, dict[str, int]]) -> None:
+    """``action``/``state`` are the str enums of DESIGN section 4; ``repr``/``str`` is one
+    short line, not the plan and metadata (a log or a debugger prints thousands)."""
+    log, ids = story
+    b = log.timeline.get(ids["B"])
+    assert b.action is Action.DELTA_COMMIT and b.state is State.COMPLETED
+    assert b.action == "deltacommit" and b.state == "completed"  # still plain strings
+    assert repr(b) == str(b) == f"Instant({ids['B']} deltacommit completed)"
+    assert f"{b.action} {b.state}" == "deltacommit completed"
+    assert b.to_dict()["action"] == "deltacommit" and type(b.to_dict()["state"]) is str

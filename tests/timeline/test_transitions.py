@@ -58,7 +58,7 @@ def test_legal_paths(store_factory: StoreFactory, path: list[State]) -> None:
         ev = log.append(Action.COMPACTION, state, {"s": state.value}, instant=first.instant)
         assert ev.instant == first.instant
     inst = log.refresh().get(first.instant)
-    assert inst.state_kind is path[-1]
+    assert inst.state is path[-1]
     assert inst.plan == {"plan": [1]}
     if path[-1] is State.COMPLETED:
         assert inst.metadata == {"s": "completed"} and inst.completed_seq == len(path) - 1
@@ -74,7 +74,7 @@ def test_illegal_moves_are_refused_and_append_nothing(
     with pytest.raises(InvalidTransitionError, match=f"from {current.value} to {target.value}"):
         log.append(Action.COMMIT, target, instant=inst)
     assert log.refresh().last_seq == before
-    assert log.timeline.get(inst).state_kind is current
+    assert log.timeline.get(inst).state is current
 
 
 def test_requested_only_for_new_instants(store_factory: StoreFactory) -> None:
@@ -104,11 +104,11 @@ def test_stale_writer_cannot_complete_a_rolled_back_instant(store_factory: Store
     # Meanwhile the rollback service (another process, another store object) ends it.
     service = EventLog(store_factory.reopen(store))
     service.append(Action.COMMIT, State.ROLLED_BACK, {"reason": "heartbeat expired"}, instant=inst)
-    assert writer_view.get(inst).state_kind is State.INFLIGHT
+    assert writer_view.get(inst).state is State.INFLIGHT
     with pytest.raises(InvalidTransitionError, match="rolled_back to completed"):
         writer.append(Action.COMMIT, State.COMPLETED, {"files": ["x"]}, instant=inst)
     final = EventLog(store_factory.reopen(store)).refresh()
-    assert final.get(inst).state_kind is State.ROLLED_BACK
+    assert final.get(inst).state is State.ROLLED_BACK
     assert final.completed() == []
 
 
@@ -139,7 +139,7 @@ def test_check_sees_the_fresh_timeline_and_can_refuse(store_factory: StoreFactor
 
     def no_concurrent_replace(tl: Timeline) -> None:
         seen.append(tl.last_seq)
-        if any(i.action_kind is Action.REPLACE_COMMIT for i in tl.completed_after(1)):
+        if any(i.action is Action.REPLACE_COMMIT for i in tl.completed_after(1)):
             raise Refused(f"instant {other_inst} replaced my file groups")
 
     before = mine.refresh().last_seq
