@@ -44,8 +44,11 @@ _COMPARE = {"Eq": "==", "NotEq": "!=", "Lt": "<", "LtEq": "<=", "Gt": ">", "GtEq
 _FLIP = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _NO_LITERAL = object()
 
-# A translation: the Arrow expression (None: nothing usable) and whether it is exact
-# (true on exactly the rows where the Polars predicate is true) or only implied by it.
+# A translation: the Arrow expression (None: nothing usable) and whether it is exact.
+# Always: where the Polars predicate is true, the Arrow one is true (so filtering by it
+# keeps every matching row). Exact: also, where the Polars predicate is false, the Arrow
+# one is false, which is what a negation needs (null rows may differ: ``~is_in`` is true
+# on a null in Arrow, null in Polars; Polars' own filter afterwards drops them).
 Translation = tuple[pc.Expression | None, bool]
 
 
@@ -119,7 +122,10 @@ class _Translator:
         typ = self.schema.field(col).type
         if not _pushable(typ, value):
             return None, False
-        field, lit = pc.field(col), _scalar(typ, value)
+        try:
+            field, lit = pc.field(col), _scalar(typ, value)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            return None, False  # e.g. a literal out of the column type's range: left to Polars
         expr = {"==": field == lit, "!=": field != lit, "<": field < lit, "<=": field <= lit,
                 ">": field > lit, ">=": field >= lit}[op]
         return expr, True
@@ -141,7 +147,10 @@ class _Translator:
             typ = self.schema.field(col).type
             if not values or not all(_pushable(typ, v) for v in values):
                 return None, False  # nulls in the list: Polars' nulls_equal rules, leave them to Polars
-            return pc.field(col).isin(pa.array(values, typ)), True
+            try:
+                return pc.field(col).isin(pa.array(values, typ)), True
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+                return None, False
         if isinstance(boolean, dict) and "IsBetween" in boolean and len(inputs) == 3:
             closed = boolean["IsBetween"].get("closed") if isinstance(boolean["IsBetween"], dict) else None
             if closed not in ("Both", "Left", "Right", "None"):

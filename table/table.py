@@ -354,7 +354,7 @@ class Table:
         """Read the table into one Arrow table (see :meth:`scan`)."""
         return self.scan(filter=filter, columns=columns, as_of=as_of).to_arrow()
 
-    def to_pyarrow_dataset(self, as_of: int | datetime | None = None) -> "pyarrow.dataset.Dataset":
+    def to_pyarrow_dataset(self, as_of: int | datetime | None = None) -> pyarrow.dataset.Dataset:
         """The snapshot (now, or as of an instant id or a datetime) as a Parquet
         ``pyarrow.dataset.Dataset`` for DuckDB, Polars and other Arrow consumers: one
         fragment per base file, carrying its partition values and key range, so their
@@ -369,7 +369,7 @@ class Table:
 
         return snapshot_dataset(self.context(snapshot_of(self.timeline, as_of)), as_of=as_of)
 
-    def to_polars(self, as_of: int | datetime | None = None) -> "polars.LazyFrame":
+    def to_polars(self, as_of: int | datetime | None = None) -> polars.LazyFrame:
         """The snapshot (pinned now, or as of ``as_of``) as a Polars ``LazyFrame``
         through an IO plugin: projection, predicate and row limit reach lakeline's
         pruning, merge-on-read included (:mod:`.polars_source`). Needs ``polars``."""
