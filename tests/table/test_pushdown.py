@@ -345,3 +345,23 @@ def test_importing_lakeline_table_does_not_import_duckdb_or_polars() -> None:
     code = ("import sys, lakeline.table; "
             "bad = [m for m in ('duckdb', 'polars') if m in sys.modules]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_polars_source_uses_the_ready_indexes(tmp_path: Path) -> None:
+    """Files whose key ranges all overlap: only the indexes can prune them, and do so
+    through the source (column stats for ``w``, bloom filters for ``id ==``)."""
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("w", pa.int64())])
+    t = Table.create(tmp_path / "t", schema, record_key="id", table_type="mor")
+    for batch in range(4):  # each write: ids spread over the whole range, w one block per write
+        ids = list(range(batch, 400, 4))
+        t.insert(pa.table({"id": ids, "w": [batch * 1000 + i for i in range(len(ids))]}, schema=schema))
+    t.indexes.create("column_stats", columns=["w"], wait=True)
+    t.indexes.create("bloom_filters", columns=["id"], wait=True)
+    eager = pl.from_arrow(t.to_arrow())
+    source = PolarsSource(t.context())
+    lazy = source.lazy_frame()
+    for pred, stage in [(pl.col("w") < 1050, "files_after_stats_pruning"),
+                        (pl.col("id") == 201, "files_after_bloom_pruning")]:
+        assert sorted(lazy.filter(pred).collect().rows()) == sorted(eager.filter(pred).rows())
+        ex = source.explains[-1]
+        assert int(str(ex[stage])) < int(str(ex["files_total"])) == 4, ex
