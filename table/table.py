@@ -58,6 +58,9 @@ from .scan import Scan, snapshot_of
 from .writer import WriteResult, run_write
 
 if TYPE_CHECKING:
+    import polars
+    import pyarrow.dataset
+
     from ..services.table_services import TableServices
     from ..services.table_indexes import TableIndexes
 
@@ -351,6 +354,29 @@ class Table:
                  as_of: int | datetime | None = None) -> pa.Table:
         """Read the table into one Arrow table (see :meth:`scan`)."""
         return self.scan(filter=filter, columns=columns, as_of=as_of).to_arrow()
+
+    def to_pyarrow_dataset(self, as_of: int | datetime | None = None) -> pyarrow.dataset.Dataset:
+        """The snapshot (now, or as of an instant id or a datetime) as a Parquet
+        ``pyarrow.dataset.Dataset`` for DuckDB, Polars and other Arrow consumers: one
+        fragment per base file, carrying its partition values and key range, so their
+        filters prune files and row groups (:mod:`.dataset`).
+
+        Raises:
+            UnmergedLogsError: a live slice has unmerged log files (compact first, or use
+                :meth:`scan` / :meth:`to_polars`).
+            InstantNotFoundError, SnapshotExpiredError: as for :meth:`scan`.
+        """
+        from .dataset import snapshot_dataset
+
+        return snapshot_dataset(self.context(snapshot_of(self.timeline, as_of)), as_of=as_of)
+
+    def to_polars(self, as_of: int | datetime | None = None) -> polars.LazyFrame:
+        """The snapshot (pinned now, or as of ``as_of``) as a Polars ``LazyFrame``
+        through an IO plugin: projection, predicate and row limit reach lakeline's
+        pruning, merge-on-read included (:mod:`.polars_source`). Needs ``polars``."""
+        from .polars_source import PolarsSource
+
+        return PolarsSource(self.context(snapshot_of(self.timeline, as_of)), as_of=as_of).lazy_frame()
 
     def changes(self, start: int, end: int | None = None) -> pa.Table:
         """Rows changed by instants completed after ``start`` up to ``end`` (column ``_op``)."""

@@ -130,6 +130,11 @@ class SnapshotExpiredError(LakelineError, LookupError):
     """The requested snapshot is outside retention: its files are no longer kept."""
 
 
+class UnmergedLogsError(UnsupportedOperationError):
+    """A read that only sees base files (``Table.to_pyarrow_dataset``) met a file slice
+    with log files not yet merged into its base: compact first, or read with ``scan``."""
+
+
 class FaultInjectedError(LakelineError):
     """A fault point armed with ``raise`` was reached (tests only)."""
 
