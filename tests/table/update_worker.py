@@ -7,7 +7,8 @@ before it completes. Arguments are JSON; the first is the command. The table has
 
 Commands:
   one PATH SPEC
-      One write: {"op": "update", "id": K} (``n = n + 1`` where ``id == K``) or
+      One write: {"op": "update", "id": K} (``n = n + 1`` where ``id == K``, and
+      ``n < B`` with "below": B) or
       {"op": "upsert", "id": K, "n": V}. Prints {"ok": true, "instant": id, "stats": {...}}
       or {"ok": false, "error": "<ErrorClassName>", "message": "..."}.
   loop PATH ROLE COUNT READY GO LOG
@@ -34,7 +35,10 @@ from lakeline.timeline.errors import CommitConflictError, LakelineError
 
 def run(t: Table, spec: dict[str, Any]) -> WriteResult:
     if spec["op"] == "update":
-        return t.update(where=pc.field("id") == spec["id"], set={"n": pc.field("n") + 1})
+        where = pc.field("id") == spec["id"]
+        if "below" in spec:
+            where = where & (pc.field("n") < spec["below"])
+        return t.update(where=where, set={"n": pc.field("n") + 1})
     rows = pa.Table.from_pylist([{"id": spec["id"], "ts": 0, "n": spec["n"]}], schema=t.schema)
     return t.upsert(rows)
 
