@@ -96,14 +96,17 @@ CONFIGS = [
     pytest.param(tt, part, "id", id=f"{tt}-{'part' if part else 'flat'}")
     for tt in ("cow", "mor") for part in (True, False)
 ] + [
+    # A two-column key (day is part of it and so never null; unpartitioned).
+    pytest.param("cow", False, "id+day", id="cow-composite"),
+    pytest.param("mor", False, "id+day", id="mor-composite"),
     pytest.param("cow", True, "", id="append-part"),
     pytest.param("cow", False, "", id="append-flat"),
 ]
 
 
-def _row(rng: random.Random, id_: int, partitioned: bool, keyed: bool, serial: int) -> Row:
+def _row(rng: random.Random, id_: int, partitioned: bool, keyed: bool, serial: int, composite: bool) -> Row:
     return {"id": id_, "ts": rng.choice([None, 0, 1, 2, 3]),
-            "day": rng.choice(DAYS + [None]) if partitioned else None,
+            "day": rng.choice(DAYS) if composite else rng.choice(DAYS + [None]) if partitioned else None,
             "v": rng.randint(0, 100) if keyed else serial, "s": rng.choice([None, "a", "b", "c"])}
 
 
@@ -112,10 +115,12 @@ def _row(rng: random.Random, id_: int, partitioned: bool, keyed: bool, serial: i
 def test_update_matches_model(tmp_path: Path, table_type: str, partitioned: bool, key: str, seed: int) -> None:
     rng = random.Random(seed)
     keyed = bool(key)
-    t = Table.create(tmp_path / "t", SCHEMA, record_key=key or None, ordering_field="ts" if keyed else None,
-                     partition_by=["day"] if partitioned else None, table_type=table_type,
+    composite = key == "id+day"
+    t = Table.create(tmp_path / "t", SCHEMA, record_key=key.split("+") if keyed else None,
+                     ordering_field="ts" if keyed else None, partition_by=["day"] if partitioned else None,
+                     table_type=table_type,
                      properties={"write.target-file-size-bytes": 2048, "engine.parallelism": 1})
-    m = TableModel(key=("id",) if keyed else (), ordering="ts" if keyed else None,
+    m = TableModel(key=tuple(key.split("+")) if keyed else (), ordering="ts" if keyed else None,
                    partition_by=("day",) if partitioned else ())
     trace: list[str] = []
     serial = 0
@@ -125,7 +130,7 @@ def test_update_matches_model(tmp_path: Path, table_type: str, partitioned: bool
             rows = []
             for _ in range(rng.randint(1, 25)):
                 serial += 1
-                rows.append(_row(rng, rng.randrange(KEY_SPACE), partitioned, keyed, serial))
+                rows.append(_row(rng, rng.randrange(KEY_SPACE), partitioned, keyed, serial, composite))
             if keyed:
                 t.upsert(to_arrow(rows))
                 m.upsert(rows)
@@ -137,7 +142,8 @@ def test_update_matches_model(tmp_path: Path, table_type: str, partitioned: bool
             t.services.compact()
             trace.append("compact")
         else:
-            pred = None if rng.random() < 0.1 else random_pred(rng, DAYS, partition_col="day" if partitioned else None)
+            pred = None if rng.random() < 0.1 else random_pred(
+                rng, DAYS, partition_col="day" if partitioned or composite else None)
             set_, change = random_assign(rng, keyed)
             trace.append(f"update where {pred} set {set_}")
             r = t.update(where=None if pred is None else pred.expr(), set=set_)
