@@ -3,8 +3,10 @@
 from ..timeline.errors import (
     CommitConflictError,
     DuplicateKeyError,
+    ImmutableColumnError,
     InvalidFilterError,
     InvalidPropertyError,
+    InvalidUpdateError,
     LakelineError,
     NullKeyError,
     SchemaMismatchError,
@@ -19,8 +21,10 @@ from .table import Table
 __all__ = [
     "CommitConflictError",
     "DuplicateKeyError",
+    "ImmutableColumnError",
     "InvalidFilterError",
     "InvalidPropertyError",
+    "InvalidUpdateError",
     "LakelineError",
     "NullKeyError",
     "SchemaMismatchError",

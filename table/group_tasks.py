@@ -67,6 +67,7 @@ class RewriteTask:
     predicate: pc.Expression | None
     inserts: bool
     new_keys_only: bool = False
+    assign: tuple[tuple[str, pc.Expression], ...] | None = None  # an append-only update
 
 
 def rewrite_group(task: RewriteTask) -> Written | None:
@@ -77,7 +78,13 @@ def rewrite_group(task: RewriteTask) -> Written | None:
     # A clean may have removed the base since the plan (it was replaced meanwhile): a
     # typed SnapshotExpiredError, and the writer replays on a fresh snapshot.
     base = with_columns_of(read_snapshot_file(FileRead(st.storage, s.base.path)), st.schema)
-    if task.predicate is not None:
+    if task.predicate is not None and task.assign is not None:
+        from .assign import apply_where
+
+        result, hits_n = apply_where(base, task.predicate, task.assign, st.schema)
+        if hits_n == 0:
+            return _unchanged(s)
+    elif task.predicate is not None:
         # Keep rows where the predicate is false or null: delete only what matches.
         hits = _evaluate(base, task.predicate)
         if not pc.any(hits).as_py():

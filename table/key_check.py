@@ -24,6 +24,11 @@ no key twice:
    upserted, rewritten): a row matching the predicate now is one our delete, applied
    last, would remove; and a key we delete that they upserted may no longer match, so
    rule 3 applies without its exception.
+5. *Keys we update* (``update``: read, then rewritten with new values) against every
+   record they wrote for those keys, upserts and deletes alike: our new values were
+   computed from a version their commit replaced, so applied last they would undo it
+   (a lost update, or a deleted row revived). ``update`` also carries its ``where`` as
+   the predicate of rule 4: a row they wrote that matches it is a row it must change.
 
 Compaction and clustering outputs are never hits: they move no key that a concurrent
 write could see differently (a write into their input groups aborts them, and a write
@@ -68,11 +73,13 @@ class KeyClaims:
     deleted_in_group: pa.Table | None = None
     #: ``delete_where``'s predicate (rule 4), also for tables without a record key.
     predicate: pc.Expression | None = None
+    #: Keys an update read and rewrote (rule 5), with ``_partition``.
+    updated: pa.Table | None = None
 
     @property
     def empty(self) -> bool:
         return self.predicate is None and not any(
-            t is not None and t.num_rows for t in (self.inserted, self.log_upserted, self.deleted))
+            t is not None and t.num_rows for t in (self.inserted, self.log_upserted, self.deleted, self.updated))
 
     @classmethod
     def of(cls, plan: WritePlan, key: tuple[str, ...]) -> "KeyClaims":
@@ -94,6 +101,7 @@ class KeyClaims:
             deleted=plan.deleted_keys,
             deleted_in_group=pa.concat_tables(deletes) if deletes else None,
             predicate=plan.delete_predicate,
+            updated=plan.updated_keys,
         )
 
 
@@ -145,6 +153,8 @@ def key_check(storage: Storage, schema: pa.Schema, claims: KeyClaims) -> KeyChec
             return False
         for f in theirs.files:
             new_rows = f.inserts or f.kind == "log"  # rows whose keys they made live
+            if new_rows and _updated_meets(storage, f, claims, key):
+                return True
             if not new_rows and claims.predicate is None:
                 continue
             p = f.partition
@@ -176,6 +186,18 @@ def key_check(storage: Storage, schema: pa.Schema, claims: KeyClaims) -> KeyChec
         return False
 
     return check
+
+
+def _updated_meets(storage: Storage, f: WriteStat, claims: KeyClaims, key: tuple[str, ...]) -> bool:
+    """Rule 5: whether their file holds a record (upsert or delete) of a key we updated."""
+    mine = _in_partition(claims.updated, f.partition, key)
+    if mine is None or _outside_range(f, [mine], key):
+        return False
+    try:
+        keys = read_file(FileRead(storage, f.path, key))
+    except FileNotFoundError:
+        return True  # cleaned meanwhile: a later commit replaced it; replay
+    return _meets(keys, mine, key)
 
 
 def _in_group(keys: pa.Table | None, group: str) -> pa.Table | None:

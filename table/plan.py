@@ -39,6 +39,9 @@ class Rewrite:
     predicate: pc.Expression | None = None
     inserts: bool = False
     new_keys_only: bool = False  # every incoming key is new to the group: append, no merge
+    #: An append-only update: apply these (column, expression) pairs to the rows
+    #: ``predicate`` matches instead of deleting them (:mod:`.assign`).
+    assign: tuple[tuple[str, pc.Expression], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,9 @@ class WritePlan:
     deleted_keys: pa.Table | None = None
     #: ``delete_where``'s predicate: rows a concurrent commit wrote that match it conflict.
     delete_predicate: pc.Expression | None = None
+    #: Keys an update read and rewrote, with ``_partition``: any concurrent version of
+    #: one of them, an upsert or a delete, is a conflict (the key check).
+    updated_keys: pa.Table | None = None
     stats: dict[str, int] = field(default_factory=dict)
     #: Seconds spent in planning phases (``tag_s``: locating keys), for ``WriteResult.timings``.
     timings: dict[str, float] = field(default_factory=dict)

@@ -55,6 +55,7 @@ from .records import (
     to_arrow_table,
 )
 from .scan import Scan, snapshot_of
+from .update import plan_update
 from .writer import WriteResult, run_write
 
 if TYPE_CHECKING:
@@ -332,6 +333,35 @@ class Table:
         targets = partition_targets(self.config.partition_by, partitions) if partitions is not None else None
         return run_write(self.context, "overwrite", Action.REPLACE_COMMIT,
                          lambda ctx: plan_overwrite(ctx, rows, targets), before_commit=evolve)
+
+    def update(self, where: pc.Expression | None = None, set: Mapping[str, Any] | None = None) -> WriteResult:
+        """Change the rows ``where`` matches (None: every row), SQL's ``UPDATE ... SET``.
+
+        Args:
+            where: a filter over the current values; a null result leaves the row as it is.
+            set: column name -> Arrow expression over the row's current values
+                (``pc.field("n") + 1``) or a literal; every one is computed from the
+                values before the update.
+
+        Returns:
+            ``WriteResult`` with ``stats["updated"]``, the number of rows matched.
+
+        Raises:
+            UnknownColumnError, InvalidFilterError: a bad ``where`` or an unknown column.
+            ImmutableColumnError: ``set`` names a record-key or partition column.
+            InvalidUpdateError: ``set`` is empty or holds something that is neither an
+                expression nor a literal.
+            SchemaMismatchError: a value does not cast to its column's type.
+            CommitConflictError: concurrent commits kept conflicting.
+            Nothing is written when any of these but the last is raised.
+        """
+        from .assign import check_assignments
+
+        cfg = self.config
+        check_filter(cfg.schema, where)
+        assignments = check_assignments(cfg, set)
+        action = cfg.write_action if cfg.has_key else Action.COMMIT
+        return run_write(self.context, "update", action, lambda ctx: plan_update(ctx, where, assignments))
 
     def _need_key(self, op: str) -> None:
         if not self.config.has_key:

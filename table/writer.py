@@ -169,7 +169,8 @@ def write_files(ctx: TableContext, instant: int, plan: WritePlan) -> tuple[Commi
                           nf.partition, fg, "base", chunk, st.key, st.compression, st.row_group_rows, nf.inserts,
                           indexes=st.indexes)
             )
-    rewrites = [RewriteTask(st, r.slice, r.incoming, r.predicate, r.inserts, r.new_keys_only) for r in plan.rewrites]
+    rewrites = [RewriteTask(st, r.slice, r.incoming, r.predicate, r.inserts, r.new_keys_only, r.assign)
+                for r in plan.rewrites]
     logs = [LogTask(st, lg.partition, lg.slice.file_group, lg.incoming) for lg in plan.logs]
     # One engine call for every file; rewrites first, as they are the longest tasks.
     results = ctx.engine.map(write_task, [*rewrites, *file_tasks, *logs])

@@ -53,6 +53,16 @@ class UnsupportedOperationError(LakelineError, ValueError):
     """The operation does not apply to this table (e.g. upsert on an append-only table)."""
 
 
+class InvalidUpdateError(LakelineError, ValueError):
+    """An update's ``set`` is malformed: empty, not a mapping of column names, or a value
+    that is neither an Arrow expression nor a literal, or cannot be evaluated."""
+
+
+class ImmutableColumnError(InvalidUpdateError, UnsupportedOperationError):
+    """An update sets a record-key or partition column (a row's identity and place are
+    fixed; delete and insert the row instead)."""
+
+
 # --- the timeline ---------------------------------------------------------------
 
 
