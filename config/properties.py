@@ -12,10 +12,11 @@ This module is the bottom of the import graph and raises :class:`PropertyProblem
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Mapping
+from typing import Any
 
 USER_PREFIX = "user."
 

@@ -22,9 +22,9 @@ Each definition has its own metadata-table partition, named by the instant that 
 it (:func:`partition_of`: ``<name>@<instant>``), so two definitions of one name (create,
 drop, create again) never share files: a stale builder or dropper of the first can only
 touch the first's partition, whatever it does and whenever it wakes up. Readers and
-writers find the partition of the live definition through :attr:`IndexDef.partition`. Nothing here reads local configuration: every
-writer and reader that asks the same timeline gets the same answer, which is what
-makes Hudi's "writers trust their own config" failure impossible.
+writers find the partition of the live definition through :attr:`IndexDef.partition`.
+Nothing here reads local configuration: every writer and reader that asks the same
+timeline gets the same answer, which is what makes Hudi's "writers trust their own config" failure impossible.
 """
 
 from __future__ import annotations

@@ -27,8 +27,9 @@ changed could archive nothing, since its schema instant is the first of the log.
 *Plan* (under the table lock): ``{"first_seq", "through_seq", "instants", "events",
 "active_completed", "min_active", "max_active"}``; nothing when at most the maximum is
 active (archival's own ``archive`` instants are not counted, or every run would make
-the next one due; they are archived with the rest) (``t.services.archive()`` passes ``force=True``: down to the minimum whenever more
-are active), or when the bounds above leave nothing to move. One archival at a time.
+the next one due; they are archived with the rest) (``t.services.archive()`` passes
+``force=True``: down to the minimum whenever more are active), or when the bounds above
+leave nothing to move. One archival at a time.
 *Execute*: re-check the bounds against the fresh timeline (a savepoint made since the
 plan aborts it); write the events not yet archived as one archive file (fault point
 ``archival.after_write``); then remove them from the active store oldest first, in
@@ -61,11 +62,11 @@ if TYPE_CHECKING:
 _DELETE_CHUNK = 256
 
 
-def archive_of(table: "Table") -> EventArchive:
+def archive_of(table: Table) -> EventArchive:
     return table.log.archive if table.log.archive is not None else EventArchive(table.storage)
 
 
-def archived_through(table: "Table") -> int:
+def archived_through(table: Table) -> int:
     """The last archived sequence number (-1 when nothing is): the active log starts
     after it. An archive file written by a run that died before removing its events
     counts as archived (readers already take those events from it)."""
@@ -121,7 +122,7 @@ class ArchivalService(TableService):
     name = "archival"
     action = Action.ARCHIVE
 
-    def plan(self, table: "Table", snapshot: Timeline, force: bool = False, **options: Any) -> ArchivalPlan | None:
+    def plan(self, table: Table, snapshot: Timeline, force: bool = False, **options: Any) -> ArchivalPlan | None:
         """The prefix to archive, or None.
 
         Raises:
@@ -132,7 +133,8 @@ class ArchivalService(TableService):
         props = table.config.props
         lo, hi = props.archive_min_active_instants, props.archive_max_active_instants
         if lo > hi:
-            raise InvalidPropertyError(f"archive.min-active-instants ({lo}) is above archive.max-active-instants ({hi})")
+            raise InvalidPropertyError(
+                f"archive.min-active-instants ({lo}) is above archive.max-active-instants ({hi})")
         if self.pending(snapshot):
             return None  # finished first by run(); one archival at a time
         return choose(snapshot, archived_through(table), lo, hi, force)
@@ -146,7 +148,7 @@ class ArchivalService(TableService):
         if plan.through_seq >= stop:
             raise ServiceBusyError(f"the archival plan passes {why}")
 
-    def execute(self, table: "Table", instant: Instant, progress: Progress | None = None) -> dict[str, Any]:
+    def execute(self, table: Table, instant: Instant, progress: Progress | None = None) -> dict[str, Any]:
         plan = ArchivalPlan.from_dict(instant.plan)
         first, through = plan.first_seq, plan.through_seq
         tl = table.log.refresh()

@@ -91,12 +91,12 @@ def _files(slices: Iterable[FileSlice]) -> set[str]:
     return {f.path for s in slices for f in s.files}
 
 
-def snapshot_files(table: "Table", timeline: Timeline, seq: int) -> set[str]:
+def snapshot_files(table: Table, timeline: Timeline, seq: int) -> set[str]:
     """Relative paths of every file a read of the snapshot at event ``seq`` opens."""
     return {f.path for f in table.view(timeline.as_of_seq(seq)).files()}
 
 
-def protected_files(table: "Table", timeline: Timeline) -> set[str]:
+def protected_files(table: Table, timeline: Timeline) -> set[str]:
     """Files no policy may delete in ``timeline``: the latest snapshot's, every active
     savepoint's, and every pending instant's (the snapshot it planned or reads against,
     the groups its plan names at its requested event, the paths its plan lists)."""
@@ -123,7 +123,7 @@ def protected_files(table: "Table", timeline: Timeline) -> set[str]:
     return out
 
 
-def resolve_retain(table: "Table", policy: str, retain: int | None) -> int:
+def resolve_retain(table: Table, policy: str, retain: int | None) -> int:
     """The N a clean under ``policy`` keeps: the call's, else the table's
     ``clean.retain`` when it sets one, else the policy's own default."""
     if retain is not None:
@@ -161,7 +161,7 @@ def _versions(slices: tuple[FileSlice, ...]) -> list[tuple[set[str], int]]:
     return out
 
 
-def _old_versions(table: "Table", timeline: Timeline, retain: int,
+def _old_versions(table: Table, timeline: Timeline, retain: int,
                   on_disk: Mapping[str, Any]) -> dict[str, int]:
     """keep_latest_file_versions: path -> the seq from which no snapshot needs it, for
     every file outside the latest ``retain`` versions of its group."""
@@ -187,13 +187,13 @@ def _old_versions(table: "Table", timeline: Timeline, retain: int,
             continue  # nothing of the retired groups is left: no replay needed
         before = table.view(timeline.as_of_seq(int(inst.completed_seq or 0) - 1))
         for p, fg in gone:
-            grp = before.group(p, fg)
-            if grp is not None:
-                drop(_versions(grp.slices), retain - 1, int(inst.completed_seq or 0))
+            retired = before.group(p, fg)
+            if retired is not None:
+                drop(_versions(retired.slices), retain - 1, int(inst.completed_seq or 0))
     return old
 
 
-def _list_data_files(table: "Table") -> dict[str, pafs.FileInfo]:
+def _list_data_files(table: Table) -> dict[str, pafs.FileInfo]:
     """Data files lakeline named under the table (``.lakeline/`` excluded), by relative path."""
     storage = table.storage
     out = {}
@@ -210,7 +210,7 @@ def _young(info: pafs.FileInfo, now_ns: int, age_ms: int) -> bool:
     return mtime is None or now_ns - mtime < age_ms * 1_000_000
 
 
-def _dropped_index_files(table: "Table", timeline: Timeline, now_ns: int, age_ms: int) -> list[str]:
+def _dropped_index_files(table: Table, timeline: Timeline, now_ns: int, age_ms: int) -> list[str]:
     """Metadata-table files of indexes no longer on the timeline (a dropped index whose
     partition a late writer wrote to, or a drop that died before removing it)."""
     mt = MetadataTable(table.storage)
@@ -251,7 +251,7 @@ class CleaningService(TableService):
     name = "cleaning"
     action = Action.CLEAN
 
-    def plan(self, table: "Table", snapshot: Timeline, policy: str | None = None, retain: int | None = None,
+    def plan(self, table: Table, snapshot: Timeline, policy: str | None = None, retain: int | None = None,
              orphan_age_ms: int | None = None, **options: Any) -> CleanPlan | None:
         """The files to delete; None when there are none (or another clean is pending).
 
@@ -308,7 +308,7 @@ class CleaningService(TableService):
         return CleanPlan(policy, retain, int(seq), age_ms, tl.last_seq, {d: tuple(ps) for d, ps in files.items()},
                          reasons, tuple(index_files))
 
-    def execute(self, table: "Table", instant: Instant, progress: Progress | None = None) -> dict[str, Any]:
+    def execute(self, table: Table, instant: Instant, progress: Progress | None = None) -> dict[str, Any]:
         plan = CleanPlan.from_dict(instant.plan)
         storage = table.storage
         paths = plan.paths()

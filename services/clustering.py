@@ -71,7 +71,7 @@ SMALL_FILES, ALL = "small-files", "all"
 _BATCH = 4
 
 
-def check_options(table: "Table", sort_by: Sequence[str] | str | None,
+def check_options(table: Table, sort_by: Sequence[str] | str | None,
                   strategy: str | None) -> tuple[tuple[str, ...], str]:
     """The sort columns and strategy a run uses: the given ones, else the table's
     ``clustering.sort-columns`` (empty: the record key) and ``clustering.strategy``.
@@ -135,7 +135,7 @@ class ClusteringService(RewriteService):
         """Only clustering's ``replacecommit`` instants: overwrites share the action."""
         return service_of(instant.plan) == self.name
 
-    def plan(self, table: "Table", snapshot: Timeline, scope: str = SMALL_FILES,
+    def plan(self, table: Table, snapshot: Timeline, scope: str = SMALL_FILES,
              sort_by: Sequence[str] | str | None = None, strategy: str | None = None,
              **options: Any) -> ClusteringPlan | None:
         """Clustering groups (see the module docstring); None when nothing is worth it.
@@ -167,7 +167,7 @@ class ClusteringService(RewriteService):
                        for n, c in enumerate(clusters) for s in sorted(c, key=lambda s: s.file_group))
         return ClusteringPlan(scope, snapshot.last_seq, tuple(cols), strategy, target, len(clusters), groups)
 
-    def execute(self, table: "Table", instant: Instant, progress: Progress | None = None) -> dict[str, Any]:
+    def execute(self, table: Table, instant: Instant, progress: Progress | None = None) -> dict[str, Any]:
         plan = ClusteringPlan.from_dict(instant.plan)
         self.start_attempt(table, instant)
         # The view at the requested event: what the plan's groups held when it landed.

@@ -27,8 +27,9 @@ As docs/services.md ("Compaction") describes it:
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from ..config import TableProperties
 from ..table.files import FileWrite, write_file
@@ -106,7 +107,7 @@ class CompactionService(RewriteService):
     def conflict(self, timeline: Timeline, instant: int, groups: set[Group]) -> str | None:
         return _inputs_changed(timeline, instant, groups)
 
-    def plan(self, table: "Table", snapshot: Timeline, trigger: str | None = None,
+    def plan(self, table: Table, snapshot: Timeline, trigger: str | None = None,
              **options: Any) -> CompactionPlan | None:
         """Slices with logs that are due under ``trigger`` (default: the table's
         ``compaction.trigger``; ``"all"``: every one); None on other table types.
@@ -132,7 +133,7 @@ class CompactionService(RewriteService):
         return CompactionPlan(trigger, snapshot.last_seq,
                               tuple(_slice_plan(s) for s in sorted(slices, key=lambda s: (s.partition, s.file_group))))
 
-    def execute(self, table: "Table", instant: Instant, progress: Progress | None = None) -> dict[str, Any]:
+    def execute(self, table: Table, instant: Instant, progress: Progress | None = None) -> dict[str, Any]:
         wanted = plan_groups(CompactionPlan.from_dict(instant.plan))
         self.start_attempt(table, instant)
         # The view at the requested event: what the new bases supersede (module docstring).

@@ -114,7 +114,7 @@ class IndexingService(TableService):
     name = "indexing"
     action = Action.INDEXING
 
-    def plan(self, table: "Table", snapshot: Timeline, **options: Any) -> IndexPlan | None:
+    def plan(self, table: Table, snapshot: Timeline, **options: Any) -> IndexPlan | None:
         """``op="create"`` with ``index, kind, columns, options``, or ``op="drop"`` with ``index``.
 
         Raises:
@@ -144,7 +144,7 @@ class IndexingService(TableService):
         else:
             check_can_create(timeline, plan.index)
 
-    def execute(self, table: "Table", instant: Instant, progress: Progress | None = None) -> dict[str, Any]:
+    def execute(self, table: Table, instant: Instant, progress: Progress | None = None) -> dict[str, Any]:
         plan = _plan(instant)
         name = plan.index
         if isinstance(plan, IndexDropPlan):
@@ -175,7 +175,7 @@ class IndexingService(TableService):
                 "build_s": round(build_s, 4),
                 "caught_up": caught_up}
 
-    def _build(self, table: "Table", base: Timeline, target: IndexTarget,
+    def _build(self, table: Table, base: Timeline, target: IndexTarget,
                progress: Progress | None) -> tuple[pa.Table, int]:
         """Entries of every live data file at the base (with ``_instant``), and how many files.
 
@@ -194,7 +194,7 @@ class IndexingService(TableService):
                                   f"e.g. {lost[0]}")
         return built(target, [p for p in parts if not isinstance(p, str)]), len(tasks)
 
-    def complete(self, table: "Table", instant: Instant, metadata: dict[str, Any]) -> Instant:
+    def complete(self, table: Table, instant: Instant, metadata: dict[str, Any]) -> Instant:
         """Finalize: under the table lock, catch up and complete with the check that no
         data instant completed after the base without entries."""
         plan = _plan(instant)
@@ -223,7 +223,7 @@ class IndexingService(TableService):
                     continue
         raise ServiceAbortedError(f"index {target.name!r} could not catch up with writers")
 
-    def abort(self, table: "Table", instant: Instant, reason: str) -> None:
+    def abort(self, table: Table, instant: Instant, reason: str) -> None:
         """Remove the partition of the definition this create instant made, and only it
         (the framework calls this once this attempt's own ``rolled_back`` landed)."""
         plan = index_plan(instant.plan)

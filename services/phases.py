@@ -66,7 +66,7 @@ TABLE_LOCK = "table"
 
 
 @contextmanager
-def table_lock(table: "Table") -> Iterator[None]:
+def table_lock(table: Table) -> Iterator[None]:
     """Hold the table lock (a lease, renewed by nobody: keep the body short).
 
     Each hold is reported to the metrics sink as ``service.lock_hold_seconds``.
@@ -84,7 +84,7 @@ def table_lock(table: "Table") -> Iterator[None]:
         lock.release()
 
 
-def schedule(table: "Table", service: TableService, **options: Any) -> Instant | None:
+def schedule(table: Table, service: TableService, **options: Any) -> Instant | None:
     """Plan ``service`` under the table lock and append its ``requested`` event.
 
     Returns:
@@ -106,12 +106,12 @@ def schedule(table: "Table", service: TableService, **options: Any) -> Instant |
     return log.timeline.get(ev.instant)
 
 
-def _heartbeat_settings(table: "Table") -> tuple[int, int]:
+def _heartbeat_settings(table: Table) -> tuple[int, int]:
     props = table.config.props
     return props.heartbeat_interval_ms, props.heartbeat_tolerable_misses
 
 
-def claimable(table: "Table", instant: Instant, timeline: Timeline | None = None) -> bool:
+def claimable(table: Table, instant: Instant, timeline: Timeline | None = None) -> bool:
     """Whether this process may execute ``instant`` now: requested, or inflight with the
     holding attempt's heartbeat expired (its executor died or stalled)."""
     if instant.state is State.REQUESTED:
@@ -124,7 +124,7 @@ def claimable(table: "Table", instant: Instant, timeline: Timeline | None = None
                            table.log.store.beats(), interval, misses)
 
 
-def _claim(table: "Table", service: TableService, instant_id: int, seen: str | None) -> tuple[Attempt, Heartbeat]:
+def _claim(table: Table, service: TableService, instant_id: int, seen: str | None) -> tuple[Attempt, Heartbeat]:
     """Append the claiming ``inflight`` event of a new attempt, checked against the exact
     log prefix it lands on: the attempt ``seen`` when the claim was decided must still
     hold the instant (None: nobody did), so of two claimants exactly one wins.
@@ -154,7 +154,7 @@ def _claim(table: "Table", service: TableService, instant_id: int, seen: str | N
     return attempt, heartbeat
 
 
-def execute(table: "Table", service: TableService, instant_id: int,
+def execute(table: Table, service: TableService, instant_id: int,
             progress: Progress | None = None) -> ServiceResult:
     """Execute the scheduled instant ``instant_id`` of ``service``.
 
@@ -212,7 +212,7 @@ def execute(table: "Table", service: TableService, instant_id: int,
         heartbeat.stop(clear=True)
 
 
-def _abort(table: "Table", service: TableService, inst: Instant, attempt: Attempt, reason: str) -> ServiceResult:
+def _abort(table: Table, service: TableService, inst: Instant, attempt: Attempt, reason: str) -> ServiceResult:
     """End ``inst`` as rolled back by ``attempt`` and clean up, only if that event is
     ours: an instant ended by someone else, or re-claimed by another attempt, is not
     this attempt's to clean up."""
@@ -227,7 +227,7 @@ def _abort(table: "Table", service: TableService, inst: Instant, attempt: Attemp
     return ServiceResult(table.log.refresh().get(inst.id), {"aborted": reason}, aborted=reason)
 
 
-def run_pending(table: "Table", service: TableService, progress: Progress | None = None) -> list[ServiceResult]:
+def run_pending(table: Table, service: TableService, progress: Progress | None = None) -> list[ServiceResult]:
     """Execute every pending instant of ``service`` this process may claim, oldest first
     (others are skipped: a live process is on them)."""
     out = []

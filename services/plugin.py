@@ -33,7 +33,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-def map_in_batches(engine: "Engine", fn: Callable[[T], R], tasks: Sequence[T], batch: int,
+def map_in_batches(engine: Engine, fn: Callable[[T], R], tasks: Sequence[T], batch: int,
                    progress: Progress | None = None, fault: str | None = None) -> list[R]:
     """``engine.map(fn, tasks)`` a batch at a time, so a long service run reports
     ``progress`` and reaches its mid-work ``fault`` point between batches. Returns the
@@ -134,7 +134,7 @@ class TableService(ABC):
     action: ClassVar[Action]
 
     @abstractmethod
-    def plan(self, table: "Table", snapshot: Timeline, **options: Any) -> Plan | None:
+    def plan(self, table: Table, snapshot: Timeline, **options: Any) -> Plan | None:
         """What to do, as a typed plan (:mod:`lakeline.timeline.plans`) that the framework
         writes as the ``requested`` event (``to_dict()``, plus the service's name); None
         when there is nothing to do.
@@ -154,7 +154,7 @@ class TableService(ABC):
         """
 
     @abstractmethod
-    def execute(self, table: "Table", instant: Instant, progress: Progress | None = None) -> dict[str, Any]:
+    def execute(self, table: Table, instant: Instant, progress: Progress | None = None) -> dict[str, Any]:
         """Do the work of a scheduled ``instant`` and return its completion metadata.
 
         Must be safe to run again after an interruption at any point: the framework
@@ -164,7 +164,7 @@ class TableService(ABC):
             ServiceAbortedError: give up; the instant is rolled back.
         """
 
-    def complete(self, table: "Table", instant: Instant, metadata: dict[str, Any]) -> Instant:
+    def complete(self, table: Table, instant: Instant, metadata: dict[str, Any]) -> Instant:
         """Append the ``completed`` event (a service may check more first, e.g. under the
         table lock).
 
@@ -174,7 +174,7 @@ class TableService(ABC):
         ev = table.log.append(self.action, State.COMPLETED, metadata, instant=instant.id, check=fence(instant.id))
         return table.log.timeline.get(ev.instant)
 
-    def abort(self, table: "Table", instant: Instant, reason: str) -> None:
+    def abort(self, table: Table, instant: Instant, reason: str) -> None:
         """Undo what an aborted execution left (files, partitions); idempotent.
 
         The framework calls it only once this attempt's own ``rolled_back`` event

@@ -83,11 +83,11 @@ class RewriteService(TableService):
         if taken:
             raise ServiceBusyError(f"{len(taken)} file group(s) of this {self.name} plan are in another pending plan")
 
-    def start_attempt(self, table: "Table", instant: Instant) -> None:
+    def start_attempt(self, table: Table, instant: Instant) -> None:
         """Remember the files earlier attempts of ``instant`` left (call first in execute)."""
         self._earlier[instant.id] = list_markers(table.storage, instant.id)
 
-    def complete(self, table: "Table", instant: Instant, metadata: dict[str, Any]) -> Instant:
+    def complete(self, table: Table, instant: Instant, metadata: dict[str, Any]) -> Instant:
         """Complete through the commit protocol (:mod:`lakeline.table.commit`: index
         entries for the new files, then ``completed``), with this service's conflict rule
         as the completion rule: a stale attempt is refused, and an instant whose inputs
@@ -110,7 +110,7 @@ class RewriteService(TableService):
         commit.upkeep()
         return done
 
-    def abort(self, table: "Table", instant: Instant, reason: str) -> None:
+    def abort(self, table: Table, instant: Instant, reason: str) -> None:
         """Delete what every attempt wrote (data files and index entries, all behind the
         markers). The framework calls this only after this attempt's own
         ``rolled_back`` event landed (a stale attempt, whose instant another executor

@@ -33,7 +33,7 @@ class RollbackService(TableService):
     name = "rollback"
     action = Action.ROLLBACK
 
-    def plan(self, table: "Table", snapshot: Timeline, **options: Any) -> RollbackPlan | None:
+    def plan(self, table: Table, snapshot: Timeline, **options: Any) -> RollbackPlan | None:
         props = table.config.props
         targets = [i.id for i in expired_writers(table.log, snapshot, props.heartbeat_interval_ms,
                                                  props.heartbeat_tolerable_misses)]
@@ -45,7 +45,7 @@ class RollbackService(TableService):
             return None
         return RollbackPlan(tuple(targets), tuple(leftovers), tuple(finished))
 
-    def execute(self, table: "Table", instant: Instant, progress: Progress | None = None) -> dict[str, Any]:
+    def execute(self, table: Table, instant: Instant, progress: Progress | None = None) -> dict[str, Any]:
         plan = RollbackPlan.from_dict(instant.plan)
         log, storage = table.log, table.storage
         faults.point("rollback.after_inflight")

@@ -64,7 +64,7 @@ __all__ = ["OP_CREATE", "OP_RELEASE", "Savepoint", "active_savepoints", "create_
            "release_savepoint"]
 
 
-def _append_done(table: "Table", plan: Plan, check: AppendCheck | None = None) -> Instant:
+def _append_done(table: Table, plan: Plan, check: AppendCheck | None = None) -> Instant:
     log = table.log
     ev = log.append(Action.SAVEPOINT, State.REQUESTED, plan.to_dict(), check=check)
     log.append(Action.SAVEPOINT, State.INFLIGHT, {}, instant=ev.instant)
@@ -72,7 +72,7 @@ def _append_done(table: "Table", plan: Plan, check: AppendCheck | None = None) -
     return log.refresh().get(ev.instant)
 
 
-def create_savepoint(table: "Table", instant_id: int | None = None) -> Instant:
+def create_savepoint(table: Table, instant_id: int | None = None) -> Instant:
     """Pin the snapshot as of completed instant ``instant_id`` (default: the latest).
 
     Raises:
@@ -108,7 +108,7 @@ def _first_claim(timeline: Timeline, instant_id: int) -> int | None:
                  if ev.instant == instant_id and ev.state is State.INFLIGHT), None)
 
 
-def _no_clean_deleting(table: "Table", instant_id: int, pinned: set[str]) -> AppendCheck:
+def _no_clean_deleting(table: Table, instant_id: int, pinned: set[str]) -> AppendCheck:
     """The check of a savepoint's ``requested`` append (see the module docstring)."""
     seen: dict[int, set[str]] = {}  # snapshot seq -> its files, computed once
 
@@ -136,7 +136,7 @@ def _no_clean_deleting(table: "Table", instant_id: int, pinned: set[str]) -> App
     return check
 
 
-def release_savepoint(table: "Table", savepoint_id: int) -> Instant:
+def release_savepoint(table: Table, savepoint_id: int) -> Instant:
     """End savepoint ``savepoint_id`` (the id :func:`create_savepoint` returned, or the
     id of the pinned instant when one active savepoint pins it).
 

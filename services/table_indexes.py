@@ -11,6 +11,7 @@ the heartbeat expired). Writers keep writing throughout.
 
 from __future__ import annotations
 
+import builtins
 import logging
 import threading
 import time
@@ -169,7 +170,7 @@ class TableIndexes:
             return ndv(rows, column, partition)
         raise IndexNotFoundError(f"no ready column_stats index covers column {column!r}")
 
-    def rebuild(self, name: str | None = None) -> list[str]:
+    def rebuild(self, name: str | None = None) -> builtins.list[str]:
         """Recompute ready indexes (one, or all, and the ``files`` checkpoint) from the
         data files of the current snapshot, replacing what the metadata table holds;
         returns the new bases' paths. Writers may keep writing: deltas of instants that
@@ -195,7 +196,7 @@ class TableIndexes:
             out.append(MetadataTable(storage).rebuild(d.partition, snapshot, rows))
         return out
 
-    def compact(self, name: str | None = None) -> list[str]:
+    def compact(self, name: str | None = None) -> builtins.list[str]:
         """Fold the metadata-table deltas of completed instants into bases (one ready
         index, or every ready index); returns the new bases' paths.
 

@@ -59,7 +59,7 @@ def _service_of(instant: Instant) -> TableService:
 class TableServices:
     """Services of one table."""
 
-    def __init__(self, table: "Table") -> None:
+    def __init__(self, table: Table) -> None:
         self.table = table
 
     def schedule(self, name: str, **options: Any) -> Instant | None:
@@ -160,14 +160,14 @@ class TableServices:
         would be) deleted; ``instant`` is None when there was nothing to delete or on a
         dry run, which deletes nothing.
         """
-        opts = {"policy": policy, "retain": retain, "orphan_age_ms": orphan_age_ms}
         if dry_run:
-            plan = CleaningService().plan(self.table, self.table.log.refresh(), **opts)
+            plan = CleaningService().plan(self.table, self.table.log.refresh(), policy=policy, retain=retain,
+                                          orphan_age_ms=orphan_age_ms)
             files = sorted(plan.paths()) if plan is not None else []
             return ServiceResult(None, {"dry_run": True, "plan": None if plan is None else plan.to_dict(),
                                         "files": files, "files_deleted": 0,
                                         "files_to_delete": len(files)})
-        results = self.run("cleaning", progress=progress, **opts)
+        results = self.run("cleaning", progress=progress, policy=policy, retain=retain, orphan_age_ms=orphan_age_ms)
         if not results:
             return ServiceResult(None, {"files": [], "files_deleted": 0})
         last = results[-1]

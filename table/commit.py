@@ -121,7 +121,7 @@ class Commit:
     # -- 1. begin ---------------------------------------------------------------------
 
     @classmethod
-    def begin(cls, ctx: TableContext, action: Action, operation: str) -> "Commit":
+    def begin(cls, ctx: TableContext, action: Action, operation: str) -> Commit:
         """Append ``requested`` and ``inflight`` for a write, start its heartbeat."""
         plan = WriteRequestPlan(operation, ctx.snapshot.last_seq, writer=True).to_dict()
         faults.point("commit.before_requested")
@@ -141,7 +141,7 @@ class Commit:
         return commit
 
     @classmethod
-    def resume(cls, ctx: TableContext, instant: Instant, leftovers: Sequence[str] = ()) -> "Commit":
+    def resume(cls, ctx: TableContext, instant: Instant, leftovers: Sequence[str] = ()) -> Commit:
         """The commit of a service instant the framework began and this attempt holds;
         ``leftovers`` are the files earlier attempts wrote (named by the markers there
         were when this attempt started), deleted once it completed: an executor presumed
@@ -227,7 +227,8 @@ class Commit:
         what is left (a beat, markers of a completed instant, an orphan file) is harmless,
         and ``rollback_failed`` and the cleaner remove it."""
         storage = self.ctx.storage
-        _logged(f"instant {self.instant_id} completed; clearing its heartbeat", lambda: self._stop_heartbeat(clear=True))
+        _logged(f"instant {self.instant_id} completed; clearing its heartbeat",
+                lambda: self._stop_heartbeat(clear=True))
 
         def remove_files() -> None:
             if self._writer:

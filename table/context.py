@@ -34,7 +34,7 @@ class TableContext:
     snapshot: Timeline
     view: FileSystemView
 
-    def with_config(self, config: TableConfig) -> "TableContext":
+    def with_config(self, config: TableConfig) -> TableContext:
         """The same snapshot under a new configuration (after a schema change the
         incoming rows needed, made between planning and writing)."""
         return replace(self, config=config)

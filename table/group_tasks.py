@@ -6,6 +6,7 @@ Module-level functions over frozen task descriptions, run through an engine.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -41,7 +42,7 @@ class WriteSettings:
     indexes: IndexJob | None = None  # entries each written file computes from its rows
 
     @classmethod
-    def of(cls, storage: Storage, config: TableConfig, instant: int, indexes: IndexJob | None = None) -> "WriteSettings":
+    def of(cls, storage: Storage, config: TableConfig, instant: int, indexes: IndexJob | None = None) -> WriteSettings:
         """The settings of files ``instant`` writes under ``config``."""
         return cls(storage=storage, instant=instant, schema=config.schema, key=config.record_key,
                    ordering=config.ordering_field, compression=config.props.write_parquet_compression,
@@ -90,18 +91,19 @@ def rewrite_group(task: RewriteTask) -> Written | None:
         if not pc.any(hits).as_py():
             return _unchanged(s)
         result = base.filter(pc.invert(hits))
-    elif task.new_keys_only:
+    elif task.new_keys_only and task.incoming is not None:
         # Small-file filling with keys the planner proved new: nothing to merge.
-        result = pa.concat_tables([base, task.incoming.drop_columns([OP]).cast(base.schema)])  # type: ignore[union-attr]
+        result = pa.concat_tables([base, task.incoming.drop_columns([OP]).cast(base.schema)])
     else:
-        result = merge_onto(base, task.incoming, st.key, st.ordering)  # type: ignore[arg-type]
+        result = merge_onto(base, task.incoming, st.key, st.ordering)
     if result.num_rows == 0:
         return None
     known = None
     if task.new_keys_only and s.base.key_min is not None:
-        lo, hi = key_range(task.incoming, st.key)  # type: ignore[arg-type]
+        lo, hi = key_range(task.incoming, st.key)
         if lo is not None:
-            known = (min(lo, s.base.key_min), max(hi, s.base.key_max))  # type: ignore[type-var]
+            bounds: list[Any] = [lo, hi, s.base.key_min, s.base.key_max]  # one key type, compared as is
+            known = (min(bounds[0], bounds[2]), max(bounds[1], bounds[3]))
     name = data_file_name(s.file_group, st.instant, "base")
     return write_indexed(
         FileWrite(

@@ -82,9 +82,10 @@ class KeyClaims:
             t is not None and t.num_rows for t in (self.inserted, self.log_upserted, self.deleted, self.updated))
 
     @classmethod
-    def of(cls, plan: WritePlan, key: tuple[str, ...]) -> "KeyClaims":
+    def of(cls, plan: WritePlan, key: tuple[str, ...]) -> KeyClaims:
         """The claims of a planned attempt."""
-        upserts, deletes = [], []
+        upserts: list[pa.Table] = []
+        deletes: list[pa.Table] = []
         for lg in plan.logs:
             ops = lg.incoming.column(OP)
             for op, out in ((OP_UPSERT, upserts), (OP_DELETE, deletes)):

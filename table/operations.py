@@ -152,7 +152,7 @@ def _merge_rewrites(plan: WritePlan) -> None:
         k = (r.partition, r.slice.file_group)
         if k in merged:
             prev = merged[k]
-            both = pa.concat_tables([prev.incoming, r.incoming], promote_options="permissive")  # type: ignore[list-item]
+            both = pa.concat_tables([prev.incoming, r.incoming], promote_options="permissive")
             merged[k] = Rewrite(r.partition, r.slice, both, None, prev.inserts or r.inserts,
                                 prev.new_keys_only and r.new_keys_only)
         else:
@@ -184,8 +184,8 @@ def plan_delete(ctx: TableContext, keys: pa.Table, operation: str = "delete") ->
             continue
         fgs = _tag(ctx, plan, slices, part.select(list(cfg.record_key)))
         # Delete records carry the keys; other columns are null.
-        recs = pa.table({c: (part.column(c) if c in cfg.record_key else pa.nulls(part.num_rows, cfg.schema.field(c).type))
-                         for c in schema_cols})
+        recs = pa.table({c: (part.column(c) if c in cfg.record_key
+                             else pa.nulls(part.num_rows, cfg.schema.field(c).type)) for c in schema_cols})
         deleted += _route_updates(cfg, plan, partition, slices, recs, fgs, OP_DELETE)
     plan.stats = {"deleted": deleted}
     return plan

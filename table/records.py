@@ -7,7 +7,8 @@ no trace on the table.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -119,7 +120,10 @@ def constant(value: str, n: int) -> pa.Array:
     """A string column of ``n`` copies of ``value``, built from raw buffers: no per-row
     Python objects (this runs for every row written or merged)."""
     data = value.encode()
-    offsets = np.arange(0, (n + 1) * len(data), len(data) or 1, dtype=np.int32)[: n + 1] if data else np.zeros(n + 1, dtype=np.int32)
+    if data:
+        offsets = np.arange(0, (n + 1) * len(data), len(data), dtype=np.int32)[: n + 1]
+    else:
+        offsets = np.zeros(n + 1, dtype=np.int32)
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data * n)])
 
 

@@ -16,9 +16,9 @@ row of it can match.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -102,7 +102,9 @@ def prune_key_ranges(ctx: TableContext, slices: list[FileSlice], filter: pc.Expr
         return list(slices)
     typ = schema.field(key[0]).type
     fmt = ds.ParquetFileFormat()
-    frags, owners, kept = [], [], []
+    frags: list[ds.Fragment] = []
+    owners: list[int] = []
+    kept: list[int] = []
     for i, s in enumerate(slices):
         bounds = s.key_bounds()
         try:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -62,8 +63,8 @@ if TYPE_CHECKING:
     import polars
     import pyarrow.dataset
 
-    from ..services.table_services import TableServices
     from ..services.table_indexes import TableIndexes
+    from ..services.table_services import TableServices
 
 
 #: Views kept per handle: the current snapshot's, and a few earlier ones (``changes``
@@ -97,7 +98,7 @@ class Table:
         table_type: str = "cow",
         properties: Mapping[str, Any] | None = None,
         timeline: str | None = None,
-    ) -> "Table":
+    ) -> Table:
         """Create a new table.
 
         Args:
@@ -138,7 +139,7 @@ class Table:
         return cls(storage, log, timeline)
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], timeline: str | None = None) -> "Table":
+    def open(cls, path: str | os.PathLike[str], timeline: str | None = None) -> Table:
         """Open an existing table.
 
         Raises:
@@ -413,14 +414,14 @@ class Table:
         return changes(self.context(), self.view, start, end)
 
     @property
-    def indexes(self) -> "TableIndexes":
+    def indexes(self) -> TableIndexes:
         """Index API: create, list, drop, validate (state lives on the timeline)."""
         from ..services.table_indexes import TableIndexes  # the declared seam (tests/test_layout.py)
 
         return TableIndexes(self)
 
     @property
-    def services(self) -> "TableServices":
+    def services(self) -> TableServices:
         """Table services: compaction, clustering, cleaning, archival, rollback, indexing."""
         from ..services.table_services import TableServices  # the declared seam (tests/test_layout.py)
 

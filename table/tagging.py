@@ -104,7 +104,7 @@ def candidate_slices(slices: list[FileSlice], keys: pa.Table,
             continue
         lo_b, hi_b = bounds
         try:
-            if hi_b < kmin or lo_b > kmax:  # type: ignore[operator]
+            if hi_b < kmin or lo_b > kmax:
                 continue  # the whole batch lies outside this slice's range
             lo = pc.greater_equal(col, pa.scalar(lo_b, col.type))
             hi = pc.less_equal(col, pa.scalar(hi_b, col.type))

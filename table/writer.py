@@ -173,7 +173,8 @@ def write_files(ctx: TableContext, instant: int, plan: WritePlan) -> tuple[Commi
                 for r in plan.rewrites]
     logs = [LogTask(st, lg.partition, lg.slice.file_group, lg.incoming) for lg in plan.logs]
     # One engine call for every file; rewrites first, as they are the longest tasks.
-    results = ctx.engine.map(write_task, [*rewrites, *file_tasks, *logs])
+    tasks: list[FileWrite | RewriteTask | LogTask] = [*rewrites, *file_tasks, *logs]
+    results = ctx.engine.map(write_task, tasks)
     rw_results, new_results = results[:len(rewrites)], results[len(rewrites):len(rewrites) + len(file_tasks)]
     written: list[Written] = [w for w in new_results if w is not None]
     replaced = {p: list(g) for p, g in plan.replaced.items()}

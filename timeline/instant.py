@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import enum
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 from .errors import CorruptEventError, InvalidTransitionError
 
@@ -97,7 +98,7 @@ def check_transition(instant_id: int | None, current: State | None, target: Stat
 
 
 def micros_to_datetime(us: int) -> datetime:
-    return datetime.fromtimestamp(us / 1_000_000, tz=timezone.utc)
+    return datetime.fromtimestamp(us / 1_000_000, tz=UTC)
 
 
 def datetime_to_micros(dt: datetime) -> int:
@@ -152,7 +153,7 @@ class Event:
         )
 
     @classmethod
-    def from_json(cls, text: str | bytes, where: str) -> "Event":
+    def from_json(cls, text: str | bytes, where: str) -> Event:
         """Decode one event.
 
         Args:

@@ -62,7 +62,7 @@ class WriteRequestPlan:
         return {"operation": self.operation, "snapshot_seq": self.snapshot_seq, "writer": self.writer}
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> "WriteRequestPlan":
+    def from_dict(cls, raw: Mapping[str, Any]) -> WriteRequestPlan:
         seq = raw.get("snapshot_seq")
         return cls(str(raw.get("operation", "")), seq if isinstance(seq, int) else None, bool(raw.get("writer")))
 
@@ -88,7 +88,7 @@ class CompactionGroup:
                 "base": self.base, "logs": list(self.logs)}
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> "CompactionGroup":
+    def from_dict(cls, raw: Mapping[str, Any]) -> CompactionGroup:
         base = raw.get("base")
         return cls(str(raw.get("partition", "")), str(raw.get("file_group", "")), _opt_int(raw.get("base_instant")),
                    None if base is None else str(base), tuple(str(p) for p in raw.get("logs") or ()))
@@ -107,7 +107,7 @@ class CompactionPlan:
                 "groups": [g.to_dict() for g in self.groups]}
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> "CompactionPlan":
+    def from_dict(cls, raw: Mapping[str, Any]) -> CompactionPlan:
         trigger = raw.get("trigger")
         return cls(None if trigger is None else str(trigger), _opt_int(raw.get("snapshot_seq")),
                    tuple(CompactionGroup.from_dict(g) for g in raw.get("groups") or ()))
@@ -130,7 +130,7 @@ class ClusteringGroup:
                 "bytes": self.bytes}
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> "ClusteringGroup":
+    def from_dict(cls, raw: Mapping[str, Any]) -> ClusteringGroup:
         return cls(str(raw.get("partition", "")), str(raw.get("file_group", "")), int(raw.get("cluster", 0)),
                    int(raw.get("bytes", 0)))
 
@@ -153,7 +153,7 @@ class ClusteringPlan:
                 "groups": [g.to_dict() for g in self.groups]}
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> "ClusteringPlan":
+    def from_dict(cls, raw: Mapping[str, Any]) -> ClusteringPlan:
         return cls(str(raw.get("scope", "")), _opt_int(raw.get("snapshot_seq")), tuple(raw["sort_by"]),
                    str(raw["strategy"]), int(raw["target_bytes"]), int(raw.get("clusters", 0)),
                    tuple(ClusteringGroup.from_dict(g) for g in raw.get("groups") or ()))
@@ -189,7 +189,7 @@ class CleanPlan:
                 "index_files": list(self.index_files)}
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> "CleanPlan":
+    def from_dict(cls, raw: Mapping[str, Any]) -> CleanPlan:
         return cls(raw.get("policy"), raw.get("retain"),
                    _opt_int(raw.get("retain_seq")), int(raw.get("orphan_age_ms", 0)),
                    _opt_int(raw.get("snapshot_seq")),
@@ -216,7 +216,7 @@ class ArchivalPlan:
                 "min_active": self.min_active, "max_active": self.max_active}
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> "ArchivalPlan":
+    def from_dict(cls, raw: Mapping[str, Any]) -> ArchivalPlan:
         return cls(int(raw["first_seq"]), int(raw["through_seq"]),
                    *(int(raw.get(k, 0)) for k in ("instants", "events", "active_completed", "min_active",
                                                    "max_active")))
@@ -236,7 +236,7 @@ class RollbackPlan:
                 "completed_markers": list(self.completed_markers)}
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> "RollbackPlan":
+    def from_dict(cls, raw: Mapping[str, Any]) -> RollbackPlan:
         return cls(*(tuple(int(i) for i in raw.get(k) or ()) for k in ("targets", "leftovers", "completed_markers")))
 
 
@@ -259,7 +259,7 @@ class IndexCreatePlan:
                 "options": dict(self.options)}
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> "IndexCreatePlan":
+    def from_dict(cls, raw: Mapping[str, Any]) -> IndexCreatePlan:
         return cls(str(raw["index"]), str(raw.get("kind")), tuple(raw.get("columns") or ()),
                    dict(raw.get("options") or {}))
 
@@ -281,7 +281,7 @@ class IndexDropPlan:
         return out
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> "IndexDropPlan":
+    def from_dict(cls, raw: Mapping[str, Any]) -> IndexDropPlan:
         return cls(str(raw["index"]), _opt_int(raw.get("created")))
 
 
@@ -314,7 +314,7 @@ class SavepointCreatePlan:
         return {"op": OP_CREATE, "instant": self.instant, "seq": self.seq}
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> "SavepointCreatePlan":
+    def from_dict(cls, raw: Mapping[str, Any]) -> SavepointCreatePlan:
         return cls(int(raw["instant"]), int(raw["seq"]))
 
 
@@ -330,7 +330,7 @@ class SavepointReleasePlan:
         return {"op": OP_RELEASE, "savepoint": self.savepoint}
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> "SavepointReleasePlan":
+    def from_dict(cls, raw: Mapping[str, Any]) -> SavepointReleasePlan:
         return cls(int(raw["savepoint"]))
 
 
@@ -361,7 +361,7 @@ class SchemaChangePlan:
         return out
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> "SchemaChangePlan":
+    def from_dict(cls, raw: Mapping[str, Any]) -> SchemaChangePlan:
         change = raw.get("change")
         return cls(None if change is None else str(change), tuple(raw.get("columns") or ()))
 

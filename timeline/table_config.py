@@ -9,9 +9,10 @@ it from there at commit time rather than trusting its own local settings.
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Mapping
+from typing import Any
 
 import pyarrow as pa
 
@@ -61,7 +62,7 @@ class TableConfig:
         table_type: str,
         properties: Mapping[str, Any] | None,
         table_uuid: str,
-    ) -> "TableConfig":
+    ) -> TableConfig:
         """Validate user arguments into a configuration.
 
         Raises:
@@ -139,7 +140,7 @@ class TableConfig:
         }
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> "TableConfig":
+    def from_dict(cls, raw: Mapping[str, Any]) -> TableConfig:
         cfg = cls(
             schema=schema_from_text(raw["schema"]),
             record_key=tuple(raw.get("record_key") or ()),
@@ -153,7 +154,7 @@ class TableConfig:
         return cfg
 
     @classmethod
-    def from_timeline(cls, timeline: Timeline) -> "TableConfig | None":
+    def from_timeline(cls, timeline: Timeline) -> TableConfig | None:
         """The configuration of the latest completed schema instant, if any."""
         for inst in reversed(timeline.completed()):
             if inst.action is Action.SCHEMA:

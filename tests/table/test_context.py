@@ -15,7 +15,6 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-
 from lakeline.table import Table
 from lakeline.table.context import TableContext
 from lakeline.table.engine import LocalEngine
