@@ -207,3 +207,40 @@ def check_filter(schema: pa.Schema, expr: pc.Expression | None) -> None:
         raise InvalidFilterError(f"filter {expr} cannot be evaluated: {e}") from None
     except (pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
         raise InvalidFilterError(f"filter {expr} cannot be evaluated: {e}") from None
+
+
+def prepare_rows(data: Any, cfg: TableConfig, dedupe: bool = True) -> tuple[pa.Table, list[pa.Field]]:
+    """Rows of a write, conformed to the table, keys checked, deduplicated by record
+    identity (``dedupe``), and the new columns they bring (``write.schema-evolution``).
+
+    Raises:
+        SchemaMismatchError, NullKeyError: bad input (nothing is written).
+    """
+    evolve = cfg.props.write_schema_evolution == "add-columns"
+    rows, new_fields = conform(data, cfg, allow_new_columns=evolve)
+    check_keys(rows, cfg.record_key)
+    # Record identity is (partition values, key): one key in two partitions is two records.
+    ident = tuple(dict.fromkeys(cfg.partition_by + cfg.record_key)) if cfg.has_key else ()
+    rows = deduplicate(rows, ident, cfg.ordering_field) if dedupe else rows
+    return rows, new_fields
+
+
+def prepare_keys(keys: Any, cfg: TableConfig) -> pa.Table:
+    """The keys of a delete: the record-key columns (and the partition columns given),
+    in the table's types.
+
+    Raises:
+        SchemaMismatchError, NullKeyError: key columns missing, of another type than the
+            table's (no cast across types: ``1`` never deletes ``"1"``) or null.
+    """
+    table = to_arrow_table(keys)
+    missing = [k for k in cfg.record_key if k not in table.column_names]
+    if missing:
+        raise SchemaMismatchError(f"delete needs the record-key columns {missing}")
+    cols = [c for c in table.column_names if c in cfg.record_key or c in cfg.partition_by]
+    # Same typing rule as upserts: keys of another type are refused, never cast
+    # (an int key cast to a string column would silently delete nothing).
+    table = pa.Table.from_arrays([conform_column(table.column(c), cfg.schema.field(c).with_nullable(True))
+                                  for c in cols], names=cols)
+    check_keys(table, cfg.record_key)
+    return table

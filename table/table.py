@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -18,17 +17,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..indexes.files_index import load_view
-from ..timeline import faults
 from ..timeline.archive import EventArchive
 from ..timeline.errors import (
     InvalidFilterError,
-    SchemaMismatchError,
     TableExistsError,
     TableNotFoundError,
     UnsupportedOperationError,
 )
 from ..timeline.fs_view import FileSystemView
-from ..timeline.instant import Action, State
+from ..timeline.instant import Action
 from ..timeline.log import EventLog
 from ..timeline.plans import SchemaChangePlan
 from ..timeline.storage import Storage
@@ -49,13 +46,11 @@ from .operations import (
 )
 from .records import (
     check_filter,
-    check_keys,
-    conform,
-    conform_column,
-    deduplicate,
-    to_arrow_table,
+    prepare_keys,
+    prepare_rows,
 )
 from .scan import Scan, snapshot_of
+from .schema_change import add_columns, commit_schema
 from .update import plan_update
 from .writer import WriteResult, run_write
 
@@ -132,10 +127,7 @@ class Table:
             if tl.last_seq >= 0:
                 raise TableExistsError(f"a table already exists at {storage.uri}")
 
-        req = log.append(Action.SCHEMA, State.REQUESTED, SchemaChangePlan("create").to_dict(), check=must_be_empty)
-        faults.point("create.after_requested")
-        log.append(Action.SCHEMA, State.INFLIGHT, instant=req.instant)
-        log.append(Action.SCHEMA, State.COMPLETED, {"config": config.to_dict()}, instant=req.instant)
+        commit_schema(log, SchemaChangePlan("create"), config, check=must_be_empty, fault="create.after_requested")
         return cls(storage, log, timeline)
 
     @classmethod
@@ -234,22 +226,8 @@ class Table:
         planned without error, so refused input (null or duplicate keys) leaves no trace.
         """
         cfg = self.config
-        evolve = cfg.props.write_schema_evolution == "add-columns"
-        rows, new_fields = conform(data, cfg, allow_new_columns=evolve)
-        check_keys(rows, cfg.record_key)
-        # Record identity is (partition values, key): one key in two partitions is two records.
-        ident = tuple(dict.fromkeys(cfg.partition_by + cfg.record_key)) if cfg.has_key else ()
-        rows = deduplicate(rows, ident, cfg.ordering_field) if dedupe else rows
-        return rows, (lambda: self._evolve_schema(new_fields)) if new_fields else None
-
-    def _evolve_schema(self, new_fields: list[pa.Field]) -> TableConfig:
-        cfg = self.config
-        evolved = replace(cfg, schema=pa.schema(list(cfg.schema) + new_fields))
-        req = self.log.append(Action.SCHEMA, State.REQUESTED,
-                              SchemaChangePlan("add-columns", tuple(f.name for f in new_fields)).to_dict())
-        self.log.append(Action.SCHEMA, State.INFLIGHT, instant=req.instant)
-        self.log.append(Action.SCHEMA, State.COMPLETED, {"config": evolved.to_dict()}, instant=req.instant)
-        return self.config
+        rows, new_fields = prepare_rows(data, cfg, dedupe)
+        return rows, (lambda: add_columns(self.log, cfg, new_fields)) if new_fields else None
 
     def insert(self, data: Any) -> WriteResult:
         """Insert rows (a keyed table refuses keys it already holds).
@@ -297,16 +275,7 @@ class Table:
         """
         self._need_key("delete")
         cfg = self.config
-        table = to_arrow_table(keys)
-        missing = [k for k in cfg.record_key if k not in table.column_names]
-        if missing:
-            raise SchemaMismatchError(f"delete needs the record-key columns {missing}")
-        cols = [c for c in table.column_names if c in cfg.record_key or c in cfg.partition_by]
-        # Same typing rule as upserts: keys of another type are refused, never cast
-        # (an int key cast to a string column would silently delete nothing).
-        table = pa.Table.from_arrays([conform_column(table.column(c), cfg.schema.field(c).with_nullable(True))
-                                      for c in cols], names=cols)
-        check_keys(table, cfg.record_key)
+        table = prepare_keys(keys, cfg)
         return run_write(self.context, "delete", cfg.write_action, lambda ctx: plan_delete(ctx, table))
 
     def delete_where(self, predicate: pc.Expression) -> WriteResult:

@@ -24,7 +24,8 @@ from lakeline.timeline.errors import (
 from lakeline.timeline.heartbeat import Heartbeat
 from lakeline.timeline.instant import Action, Event, State
 from lakeline.timeline.log import EventLog
-from lakeline.timeline.stores.postgresql import PostgresStore, _ensure_schema, safe_dsn
+from lakeline.timeline.stores.postgresql import PostgresStore, safe_dsn
+from lakeline.timeline.stores.postgresql_schema import ensure_schema
 
 # Nothing listens on port 1; a refused connection fails at once.
 DEAD_DSN = "postgresql://lakeline:sekrit@127.0.0.1:1/nowhere?connect_timeout=3"
@@ -172,7 +173,7 @@ def test_schema_created_once_when_many_race_on_an_empty_database(pg_url: str, tm
         def create(conn: psycopg.Connection) -> None:  # type: ignore[type-arg]
             start.wait()
             try:
-                _ensure_schema(conn)
+                ensure_schema(conn)
             except BaseException as e:  # noqa: BLE001 - collect, assert below
                 errors.append(e)
 

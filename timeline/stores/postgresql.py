@@ -60,51 +60,10 @@ from ..errors import (
 )
 from ..instant import EVENT_FORMAT_VERSION, Event
 from ..lock import Lock
+from .postgresql_schema import ensure_schema
 from .protocol import TimelineStore
 
 T = TypeVar("T")
-
-#: Key of the advisory lock that serialises schema creation across processes:
-#: ``CREATE TABLE IF NOT EXISTS`` alone races (two creators collide on the catalog's
-#: unique index of type names). Arbitrary but fixed: "lakeline" in ASCII.
-_SCHEMA_LOCK_KEY = 0x6C616B656C696E65
-
-# Heartbeats live in ``lakeline_beats``, keyed by attempt too; the older
-# ``lakeline_heartbeats`` (one beat per instant) is no longer read or written.
-_TABLES = ("lakeline_tables", "lakeline_events", "lakeline_beats", "lakeline_locks", "lakeline_archived")
-
-_DDL = (
-    """CREATE TABLE IF NOT EXISTS lakeline_tables (
-        table_id   text PRIMARY KEY,
-        location   text NOT NULL,
-        created_at timestamptz NOT NULL DEFAULT now())""",
-    """CREATE TABLE IF NOT EXISTS lakeline_events (
-        table_id text     NOT NULL,
-        seq      bigint   NOT NULL,
-        ts_us    bigint   NOT NULL,
-        instant  bigint   NOT NULL,
-        action   text     NOT NULL,
-        state    text     NOT NULL,
-        token    text     NOT NULL DEFAULT '',
-        format   smallint NOT NULL DEFAULT 1,
-        payload  text     NOT NULL,
-        PRIMARY KEY (table_id, seq))""",
-    """CREATE TABLE IF NOT EXISTS lakeline_beats (
-        table_id text   NOT NULL,
-        instant  bigint NOT NULL,
-        attempt  text   NOT NULL DEFAULT '',
-        ts_us    bigint NOT NULL,
-        PRIMARY KEY (table_id, instant, attempt))""",
-    """CREATE TABLE IF NOT EXISTS lakeline_locks (
-        table_id   text   NOT NULL,
-        name       text   NOT NULL,
-        owner      text   NOT NULL,
-        expires_us bigint NOT NULL,
-        PRIMARY KEY (table_id, name))""",
-    """CREATE TABLE IF NOT EXISTS lakeline_archived (
-        table_id text   PRIMARY KEY,
-        seq      bigint NOT NULL)""",
-)
 
 # The catalog row is written in the same statement as the event, so a table is never
 # registered without its first event having been attempted, and later puts skip it.
@@ -193,7 +152,7 @@ class PostgresStore(TimelineStore):
             kwargs["connect_timeout"] = 10
         conn = psycopg.connect(self.dsn, **kwargs)
         try:
-            _ensure_schema(conn)
+            ensure_schema(conn)
         except BaseException:
             conn.close()
             raise
@@ -416,17 +375,3 @@ class PostgresStore(TimelineStore):
         finally:
             store.close()
         return [(str(t), str(loc)) for t, loc in rows]
-
-
-def _ensure_schema(conn: psycopg.Connection[Any]) -> None:
-    """Create the tables unless they all exist; safe when many processes race to it."""
-    cur = conn.execute("SELECT count(to_regclass(t)) FROM unnest(%s::text[]) AS t", (list(_TABLES),))
-    row = cur.fetchone()
-    if row is not None and row[0] == len(_TABLES):
-        return
-    with conn.transaction():
-        # Held to the end of this transaction: the first creator makes the tables, the
-        # others wait and then find them (IF NOT EXISTS).
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_KEY,))
-        for ddl in _DDL:
-            conn.execute(ddl)
