@@ -32,7 +32,8 @@ OP_DELETE = "D"
 
 
 def to_arrow_table(data: Any) -> pa.Table:
-    """Accept a pa.Table, RecordBatch(Reader) or pandas.DataFrame.
+    """Accept a pa.Table, RecordBatch(Reader), pandas.DataFrame, or any Arrow C stream or
+    array (``__arrow_c_stream__`` / ``__arrow_c_array__``).
 
     Raises:
         SchemaMismatchError: something else.
@@ -45,8 +46,14 @@ def to_arrow_table(data: Any) -> pa.Table:
         return data.read_all()
     if type(data).__module__.startswith("pandas"):
         return pa.Table.from_pandas(data, preserve_index=False)
+    # Anything that speaks the Arrow PyCapsule interface (Polars, DuckDB, a lakeline Scan...).
+    if hasattr(data, "__arrow_c_stream__"):
+        return pa.table(data)
+    if hasattr(data, "__arrow_c_array__"):
+        return pa.Table.from_batches([pa.record_batch(data)])
     raise SchemaMismatchError(
-        f"data must be a pyarrow Table, RecordBatchReader or pandas DataFrame, not {type(data).__name__}"
+        "data must be a pyarrow Table, RecordBatchReader, pandas DataFrame or an object with "
+        f"__arrow_c_stream__ / __arrow_c_array__, not {type(data).__name__}"
     )
 
 

@@ -203,8 +203,47 @@ class Scan:
             "file_groups": len(self.slices),
         }
 
+    @property
+    def schema(self) -> pa.Schema:
+        """The schema of the rows this scan returns (the projection's columns)."""
+        schema = self.ctx.config.schema
+        return schema if self.columns is None else pa.schema([schema.field(c) for c in self.columns])
+
     def to_batches(self) -> Iterator[pa.RecordBatch]:
-        yield from self.to_arrow().to_batches()
+        """The rows as record batches, streamed (see :meth:`to_reader`)."""
+        yield from self.to_reader()
+
+    def to_reader(self) -> pa.RecordBatchReader:
+        """The rows as a stream with bounded memory: slices without logs are read batch by
+        batch from their Parquet files, merge-on-read slices are merged one slice at a
+        time (never the whole table at once).
+
+        Raises (while streaming):
+            SnapshotExpiredError: a file of the snapshot was cleaned meanwhile.
+        """
+        return pa.RecordBatchReader.from_batches(self.schema, self._stream())
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        """The Arrow C stream interface: DuckDB, Polars and pyarrow read a scan directly."""
+        return self.to_reader().__arrow_c_stream__(requested_schema)
+
+    def _stream(self) -> Iterator[pa.RecordBatch]:
+        cfg, storage, out = self.ctx.config, self.ctx.storage, self.schema
+        plain = [s for s in self.slices if not s.logs and s.base is not None]
+        merged = [s for s in self.slices if s.logs]
+        try:
+            if plain:
+                dset = ds.dataset([storage.path(s.base.path) for s in plain],  # type: ignore[union-attr]
+                                  schema=cfg.schema, format="parquet", filesystem=storage.fs)
+                for batch in dset.to_batches(filter=self.filter, columns=self.columns):
+                    yield from pa.Table.from_batches([batch]).cast(out).to_batches()
+            for s in merged:
+                t = read_slice(SliceRead(storage, s, cfg.schema, cfg.record_key, cfg.ordering_field))
+                if self.filter is not None:
+                    t = ds.dataset(t).to_table(filter=self.filter)
+                yield from t.select(out.names).cast(out).to_batches()
+        except FileNotFoundError as e:
+            raise SnapshotExpiredError(f"a file of the snapshot being read was cleaned meanwhile: {e}") from e
 
     def to_arrow(self) -> pa.Table:
         """The snapshot's rows, filtered and projected.

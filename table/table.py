@@ -62,8 +62,7 @@ if TYPE_CHECKING:
     from ..services.table_services import TableServices
 
 
-#: Views kept per handle: the current snapshot's, and a few earlier ones (``changes``
-#: compares two; time travel reads one) to extend instead of replaying from scratch.
+#: Views kept per handle, extended instead of replayed (``changes`` compares two snapshots).
 _CACHED_VIEWS = 4
 
 
@@ -233,10 +232,8 @@ class Table:
         """Insert rows (a keyed table refuses keys it already holds).
 
         Args:
-            data: a pa.Table, pa.RecordBatchReader or pandas.DataFrame.
-
-        Returns:
-            ``WriteResult`` with the completed instant and counts.
+            data: a pa.Table, pa.RecordBatchReader, pandas.DataFrame or any object with
+                ``__arrow_c_stream__`` / ``__arrow_c_array__`` (Polars, DuckDB, ...).
 
         Raises:
             SchemaMismatchError, NullKeyError: bad input; nothing is written.
@@ -355,15 +352,18 @@ class Table:
         """Read the table into one Arrow table (see :meth:`scan`)."""
         return self.scan(filter=filter, columns=columns, as_of=as_of).to_arrow()
 
+    def to_pandas(self, filter: pc.Expression | None = None, columns: list[str] | None = None,
+                  as_of: int | datetime | None = None) -> Any:
+        """Read the table into a ``pandas.DataFrame`` (see :meth:`scan`)."""
+        return self.to_arrow(filter=filter, columns=columns, as_of=as_of).to_pandas()
+
     def to_pyarrow_dataset(self, as_of: int | datetime | None = None) -> pyarrow.dataset.Dataset:
-        """The snapshot (now, or as of an instant id or a datetime) as a Parquet
-        ``pyarrow.dataset.Dataset`` for DuckDB, Polars and other Arrow consumers: one
-        fragment per base file, carrying its partition values and key range, so their
-        filters prune files and row groups (:mod:`.dataset`).
+        """The snapshot (now, or as of ``as_of``) as a Parquet ``pyarrow.dataset.Dataset``
+        for DuckDB, Polars and other Arrow consumers, with partition values and key ranges
+        per file, so their filters prune (:mod:`.dataset`).
 
         Raises:
-            UnmergedLogsError: a live slice has unmerged log files (compact first, or use
-                :meth:`scan` / :meth:`to_polars`).
+            UnmergedLogsError: a live slice has unmerged logs (compact first, or use scan).
             InstantNotFoundError, SnapshotExpiredError: as for :meth:`scan`.
         """
         from .dataset import snapshot_dataset
