@@ -220,7 +220,7 @@ class PolarsSource:
         self.ctx = ctx
         self.as_of = as_of
         self.arrow_schema: pa.Schema = ctx.config.schema
-        self.schema: pl.Schema = pl.from_arrow(self.arrow_schema.empty_table()).schema  # type: ignore[union-attr]
+        self.schema: pl.Schema = pl.DataFrame(self.arrow_schema.empty_table()).schema
         self.explains: list[dict[str, object]] = []
 
     def lazy_frame(self) -> pl.LazyFrame:

@@ -227,15 +227,19 @@ class Scan:
         """The Arrow C stream interface: DuckDB, Polars and pyarrow read a scan directly."""
         return self.to_reader().__arrow_c_stream__(requested_schema)
 
+    def _plain(self, slices: list[FileSlice]) -> ds.Dataset:
+        """The base files of slices without logs, as one Parquet dataset."""
+        storage = self.ctx.storage
+        return ds.dataset([storage.path(s.base.path) for s in slices if s.base is not None],
+                          schema=self.ctx.config.schema, format="parquet", filesystem=storage.fs)
+
     def _stream(self) -> Iterator[pa.RecordBatch]:
         cfg, storage, out = self.ctx.config, self.ctx.storage, self.schema
         plain = [s for s in self.slices if not s.logs and s.base is not None]
         merged = [s for s in self.slices if s.logs]
         try:
             if plain:
-                dset = ds.dataset([storage.path(s.base.path) for s in plain],  # type: ignore[union-attr]
-                                  schema=cfg.schema, format="parquet", filesystem=storage.fs)
-                for batch in dset.to_batches(filter=self.filter, columns=self.columns):
+                for batch in self._plain(plain).to_batches(filter=self.filter, columns=self.columns):
                     yield from pa.Table.from_batches([batch]).cast(out).to_batches()
             for s in merged:
                 t = read_slice(SliceRead(storage, s, cfg.schema, cfg.record_key, cfg.ordering_field))
@@ -265,9 +269,7 @@ class Scan:
         merged = [s for s in self.slices if s.logs]
         parts: list[pa.Table] = []
         if plain:
-            dset = ds.dataset([storage.path(s.base.path) for s in plain],  # type: ignore[union-attr]
-                              schema=schema, format="parquet", filesystem=storage.fs)
-            parts.append(dset.to_table(filter=self.filter, columns=self.columns))
+            parts.append(self._plain(plain).to_table(filter=self.filter, columns=self.columns))
         if merged:
             tasks = [SliceRead(storage, s, schema, cfg.record_key, cfg.ordering_field) for s in merged]
             for t in self.ctx.engine.map(read_slice, tasks):
