@@ -31,7 +31,7 @@ from ..timeline.errors import (
     UnknownColumnError,
 )
 from ..timeline.table_config import TableConfig
-from .records import _castable, conform_column
+from .records import castable, conform_column, evaluation_errors
 
 #: Checked assignments: (column, expression) pairs in schema order (picklable, hashable).
 Assignments = tuple[tuple[str, pc.Expression], ...]
@@ -52,9 +52,9 @@ def _as_expression(column: str, value: Any) -> pc.Expression:
 
 def _same_family(src: pa.DataType, dst: pa.DataType) -> bool:
     """Whether a value of ``src`` may be assigned to a ``dst`` column: a lossless cast
-    (:func:`records._castable`), or one within a numeric or temporal family whose values
+    (:func:`records.castable`), or one within a numeric or temporal family whose values
     the safe cast checks row by row (``n + 1`` over an int32 column, a Python int literal)."""
-    if _castable(src, dst):
+    if castable(src, dst):
         return True
     for fam in (pa.types.is_integer, pa.types.is_floating, pa.types.is_decimal, pa.types.is_timestamp,
                 pa.types.is_date, pa.types.is_time, pa.types.is_duration):
@@ -94,14 +94,8 @@ def check_assignments(config: TableConfig, assignments: Any) -> Assignments:
         raise ImmutableColumnError(f"update cannot set record-key or partition column(s) {fixed}: they fix a "
                                    "row's identity and place (delete the rows and insert them anew)")
     exprs = {c: _as_expression(c, assignments[c]) for c in names}
-    try:
+    with evaluation_errors("update's set", InvalidUpdateError):
         typed = _evaluate(schema.empty_table(), exprs)
-    except pa.ArrowInvalid as e:
-        if "No match for FieldRef" in str(e):
-            raise UnknownColumnError(f"update's set names a column the table does not have: {e}") from None
-        raise InvalidUpdateError(f"update's set cannot be evaluated: {e}") from None
-    except (pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
-        raise InvalidUpdateError(f"update's set cannot be evaluated: {e}") from None
     for c in names:
         src, dst = typed.schema.field(c).type, schema.field(c).type
         if not _same_family(src, dst):

@@ -7,7 +7,8 @@ no trace on the table.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ import pyarrow.dataset as ds
 
 from ..timeline.errors import (
     InvalidFilterError,
+    LakelineError,
     NullKeyError,
     SchemaMismatchError,
     UnknownColumnError,
@@ -57,7 +59,7 @@ def to_arrow_table(data: Any) -> pa.Table:
     )
 
 
-def _castable(src: pa.DataType, dst: pa.DataType) -> bool:
+def castable(src: pa.DataType, dst: pa.DataType) -> bool:
     if src == dst:
         return True
     same_family = (
@@ -67,7 +69,7 @@ def _castable(src: pa.DataType, dst: pa.DataType) -> bool:
         or (pa.types.is_integer(src) and pa.types.is_floating(dst))
         or ({str(src), str(dst)} <= {"string", "large_string", "string_view"})
         or ({str(src), str(dst)} <= {"binary", "large_binary"})
-        or (pa.types.is_dictionary(src) and _castable(src.value_type, dst))
+        or (pa.types.is_dictionary(src) and castable(src.value_type, dst))
         or (pa.types.is_null(src))
     )
     return same_family
@@ -112,7 +114,7 @@ def conform_column(col: pa.ChunkedArray, f: pa.Field) -> pa.ChunkedArray:
         SchemaMismatchError: another type family (strings for integer keys, say), a
             narrowing cast, a value the cast refuses, or nulls in a non-nullable field.
     """
-    if not _castable(col.type, f.type):
+    if not castable(col.type, f.type):
         raise SchemaMismatchError(f"column {f.name!r} has type {col.type}, the table needs {f.type}")
     try:
         col = col.cast(f.type) if col.type != f.type else col
@@ -206,14 +208,22 @@ def check_filter(schema: pa.Schema, expr: pc.Expression | None) -> None:
         return
     if not isinstance(expr, pc.Expression):
         raise InvalidFilterError(f"filter must be a pyarrow.compute.Expression, not {type(expr).__name__}")
-    try:
+    with evaluation_errors(f"filter {expr}", InvalidFilterError):
         ds.dataset(schema.empty_table()).to_table(filter=expr)
+
+
+@contextmanager
+def evaluation_errors(what: str, error: type[LakelineError]) -> Iterator[None]:
+    """Arrow's errors evaluating an expression (``what``) over the table's schema, as
+    typed ones: a column the table lacks is UnknownColumnError, anything else ``error``."""
+    try:
+        yield
     except pa.ArrowInvalid as e:
         if "No match for FieldRef" in str(e):
-            raise UnknownColumnError(f"filter {expr} names a column the table does not have: {e}") from None
-        raise InvalidFilterError(f"filter {expr} cannot be evaluated: {e}") from None
+            raise UnknownColumnError(f"{what} names a column the table does not have: {e}") from None
+        raise error(f"{what} cannot be evaluated: {e}") from None
     except (pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
-        raise InvalidFilterError(f"filter {expr} cannot be evaluated: {e}") from None
+        raise error(f"{what} cannot be evaluated: {e}") from None
 
 
 def prepare_rows(data: Any, cfg: TableConfig, dedupe: bool = True) -> tuple[pa.Table, list[pa.Field]]:
