@@ -248,14 +248,25 @@ class PolarsSource:
                               "exact": exact, "columns": columns})
         if n_rows == 0:
             return
-        frame = pl.from_arrow(scan.to_arrow())
-        assert isinstance(frame, pl.DataFrame)
-        if predicate is not None:
-            frame = frame.filter(predicate)
-        if with_columns is not None:
-            frame = frame.select(with_columns)
-        if n_rows is not None:
-            frame = frame.head(n_rows)
-        step = batch_size or max(frame.height, 1)
-        for start in range(0, max(frame.height, 1), step):
-            yield frame.slice(start, step)
+        # Streamed (Scan.to_reader: a merge-on-read slice at a time), so memory stays
+        # bounded by a slice, not the snapshot.
+        left = n_rows
+        empty = True
+        for batch in scan.to_batches():
+            frame = pl.DataFrame(pa.Table.from_batches([batch], schema=scan.schema))
+            if predicate is not None:
+                frame = frame.filter(predicate)
+            if with_columns is not None:
+                frame = frame.select(with_columns)
+            if left is not None:
+                frame = frame.head(left)
+                left -= frame.height
+            step = batch_size or max(frame.height, 1)
+            for start in range(0, frame.height, step):
+                empty = False
+                yield frame.slice(start, step)
+            if left == 0:
+                return
+        if empty:  # no row: still one (empty) frame of the right columns
+            frame = pl.DataFrame(scan.schema.empty_table())
+            yield frame.select(with_columns) if with_columns is not None else frame
