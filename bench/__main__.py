@@ -19,6 +19,7 @@ BENCHMARKS: dict[str, str] = {
     "async-index": "bench.async_index_bench",
     "lookup": "bench.lookup_bench",
     "services": "bench.services_bench",
+    "stream": "bench.stream_bench",
 }
 
 
