@@ -25,7 +25,7 @@ PG_SERVER := /usr/lib/postgresql/15/bin/postgres
 WITH_PG := scripts/with-postgres.sh
 PYTEST_ARGS ?= -q
 
-.PHONY: test lint soak demo bench venv postgres clean distclean
+.PHONY: test lint soak demo bench venv postgres chromium clean distclean
 
 venv: $(STAMP)
 
@@ -62,7 +62,19 @@ lint: venv
 	set -o pipefail; $(VENV)/bin/mypy | sed -e 's#^$(TYPECHECK_TREE)/lakeline/##' || status=1; \
 	exit $$status
 
-test: venv lint postgres
+# The timeline report's test renders the page in a real headless browser (Debian's
+# chromium); installed only when missing. Under CI=true a missing browser fails that test.
+chromium:
+	@if ! command -v chromium >/dev/null 2>&1; then \
+	    if [ "$$(id -u)" -ne 0 ]; then \
+	        echo "chromium is not installed; run as root or: sudo apt-get install -y chromium" >&2; \
+	        exit 1; \
+	    fi; \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    apt-get update && apt-get install -y chromium; \
+	fi
+
+test: venv lint postgres chromium
 	$(WITH_PG) $(PY) -m pytest -m "not soak" $(PYTEST_ARGS)
 
 soak: venv postgres

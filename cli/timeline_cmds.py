@@ -91,3 +91,22 @@ def inspect(path: str, instant_id: int, as_json: bool, timeline_url: str | None)
         print_json(instant_detail(instant, events))
         return
     print_instant(console(), instant, events)
+
+
+@timeline.command("report")
+@click.argument("path")
+@click.option("--html", "html_file", required=True, type=click.Path(dir_okay=False, writable=True),
+              help="Write the page here (one self-contained HTML file).")
+@timeline_option
+def report(path: str, html_file: str, timeline_url: str | None) -> None:
+    """Write a picture of the timeline of the table at PATH as one HTML page: instants as
+    bars on a time axis (a lane per action, colour by state), files and sizes per
+    partition over time, and the indexes."""
+    from .timeline_report import render_html, report_data
+
+    with opened_table(path, timeline_url) as table:
+        data = report_data(table)
+    with open(html_file, "w", encoding="utf-8") as f:
+        f.write(render_html(data))
+    console().print(f"wrote {escape(html_file)}: {len(data.spans)} instants, "
+                    f"{len({p.partition for p in data.partitions})} partitions, {len(data.indexes)} indexes")
