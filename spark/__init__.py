@@ -1,0 +1,8 @@
+"""lakeline on Spark: the Spark engine, DataFrame writes and reads, the ``lakeline`` data
+source. The only package that imports pyspark (DESIGN.md section 1)."""
+
+from __future__ import annotations
+
+from .session import register, session
+
+__all__ = ["register", "session"]
