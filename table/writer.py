@@ -44,7 +44,7 @@ from .group_tasks import (
 )
 from .key_check import KeyClaims
 from .key_check import key_check as check_keys_at_completion
-from .plan import WritePlan
+from .plan import NewFiles, WritePlan
 from .rollback import rollback_pending_writes
 
 #: Plans one write against an attempt's snapshot.
@@ -156,52 +156,78 @@ def write_files(ctx: TableContext, instant: int, plan: WritePlan) -> tuple[Commi
     index entries the tasks computed from the rows they wrote, by file path."""
     cfg = ctx.config
     st = WriteSettings.of(ctx.storage, cfg, instant, index_job(ctx.log.timeline, cfg.schema, cfg.record_key))
-    target = cfg.props.write_target_file_size_bytes
-    file_tasks: list[FileWrite] = []
-    for nf in plan.new_files:
-        per_row = _bytes_per_row(ctx, nf.partition, nf.rows)
-        rows_per_file = max(1, int(target // max(per_row, 1e-9)))
-        for start in range(0, nf.rows.num_rows, rows_per_file):
-            chunk = nf.rows.slice(start, rows_per_file).cast(st.schema)
-            fg = new_file_group_id()
-            file_tasks.append(
-                FileWrite(st.storage, instant, rel_path(nf.partition, data_file_name(fg, instant, "base")),
-                          nf.partition, fg, "base", chunk, st.key, st.compression, st.row_group_rows, nf.inserts,
-                          indexes=st.indexes)
-            )
+    file_tasks = [new_file_task(st, nf.partition, new_file_group_id(), chunk, nf.inserts)
+                  for nf in plan.new_files for chunk in new_file_chunks(ctx, nf)]
     rewrites = [RewriteTask(st, r.slice, r.incoming, r.predicate, r.inserts, r.new_keys_only, r.assign)
                 for r in plan.rewrites]
     logs = [LogTask(st, lg.partition, lg.slice.file_group, lg.incoming) for lg in plan.logs]
     # One engine call for every file; rewrites first, as they are the longest tasks.
     tasks: list[FileWrite | RewriteTask | LogTask] = [*rewrites, *file_tasks, *logs]
     results = ctx.engine.map(write_task, tasks)
-    rw_results, new_results = results[:len(rewrites)], results[len(rewrites):len(rewrites) + len(file_tasks)]
-    written: list[Written] = [w for w in new_results if w is not None]
-    replaced = {p: list(g) for p, g in plan.replaced.items()}
-    rewritten: list[tuple[str, str]] = []
-    for r, res in zip(plan.rewrites, rw_results):
+    rewritten = [((r.partition, r.slice.file_group), res) for r, res in zip(plan.rewrites, results)]
+    written = [w for w in results[len(rewrites):] if w is not None]
+    metadata = commit_metadata(ctx, plan.operation, plan.stats, written, rewritten, plan.replaced,
+                               plan.replaced_partitions)
+    return metadata, entries_of(written, rewritten)
+
+
+def new_file_chunks(ctx: TableContext, nf: NewFiles) -> Iterator[pa.Table]:
+    """``nf``'s rows in chunks of about ``write.target-file-size-bytes`` on disk, one new
+    file group each."""
+    per_row = _bytes_per_row(ctx, nf.partition, nf.rows)
+    rows_per_file = max(1, int(ctx.config.props.write_target_file_size_bytes // max(per_row, 1e-9)))
+    for start in range(0, nf.rows.num_rows, rows_per_file):
+        yield nf.rows.slice(start, rows_per_file)
+
+
+def new_file_task(st: WriteSettings, partition: str, file_group: str, rows: pa.Table, inserts: bool) -> FileWrite:
+    """The task writing ``rows`` as the first base file of a new group."""
+    return FileWrite(st.storage, st.instant, rel_path(partition, data_file_name(file_group, st.instant, "base")),
+                     partition, file_group, "base", rows.cast(st.schema), st.key, st.compression, st.row_group_rows,
+                     inserts, indexes=st.indexes)
+
+
+#: A rewrite's outcome by (partition, file group): the new base, None when no row
+#: survived (the group is retired), or the "unchanged" marker of :mod:`.group_tasks`.
+Rewritten = list[tuple[tuple[str, str], Written | None]]
+
+
+def commit_metadata(ctx: TableContext, operation: str, plan_stats: dict[str, int], written: list[Written],
+                    rewritten: Rewritten, replaced: dict[str, list[str]],
+                    replaced_partitions: list[str]) -> CommitMetadata:
+    """The commit metadata of an attempt's files: new files and logs (``written``), the
+    outcomes of its rewrites, and the groups and partitions it replaces wholesale."""
+    files = [w.stat for w in written]
+    groups = {p: list(g) for p, g in replaced.items()}
+    changed: list[tuple[str, str]] = []
+    for (partition, group), res in rewritten:
         if is_unchanged(res):
             continue
-        rewritten.append((r.partition, r.slice.file_group))
+        changed.append((partition, group))
         if res is None:
-            replaced.setdefault(r.partition, []).append(r.slice.file_group)
+            groups.setdefault(partition, []).append(group)
         else:
-            written.append(res)
-    written.extend(w for w in results[len(rewrites) + len(file_tasks):] if w is not None)
-    stats = [w.stat for w in written]
-    counts = dict(plan.stats)
-    counts["files_added"] = len(stats)
-    counts["bytes_written"] = sum(s.bytes for s in stats)
-    counts["file_groups_replaced"] = sum(len(v) for v in replaced.values())
+            files.append(res.stat)
+    counts = dict(plan_stats)
+    counts["files_added"] = len(files)
+    counts["bytes_written"] = sum(s.bytes for s in files)
+    counts["file_groups_replaced"] = sum(len(v) for v in groups.values())
     return CommitMetadata(
-        operation=plan.operation,
+        operation=operation,
         snapshot_seq=ctx.snapshot.last_seq,
-        files=tuple(stats),
-        replaced={p: tuple(g) for p, g in replaced.items()},
-        rewritten=tuple(rewritten),
-        replaced_partitions=tuple(plan.replaced_partitions),
+        files=tuple(files),
+        replaced={p: tuple(g) for p, g in groups.items()},
+        rewritten=tuple(changed),
+        replaced_partitions=tuple(replaced_partitions),
         stats=counts,
-    ), {w.stat.path: w.entries for w in written}
+    )
+
+
+def entries_of(written: list[Written], rewritten: Rewritten) -> Precomputed:
+    """The index entries the file tasks computed, by file path."""
+    out = {w.stat.path: w.entries for w in written}
+    out.update((w.stat.path, w.entries) for _, w in rewritten if w is not None and not is_unchanged(w))
+    return out
 
 
 def _bytes_per_row(ctx: TableContext, partition: str, rows: pa.Table) -> float:
