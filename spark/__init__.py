@@ -4,5 +4,6 @@ source. The only package that imports pyspark (DESIGN.md section 1)."""
 from __future__ import annotations
 
 from .session import register, session
+from .write import write
 
-__all__ = ["register", "session"]
+__all__ = ["register", "session", "write"]

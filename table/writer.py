@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
 import pyarrow as pa
 
@@ -47,8 +48,27 @@ from .key_check import key_check as check_keys_at_completion
 from .plan import NewFiles, WritePlan
 from .rollback import rollback_pending_writes
 
-#: Plans one write against an attempt's snapshot.
-Planner = Callable[[TableContext], WritePlan]
+
+class Planned(Protocol):
+    """What a planner returns and :func:`run_write` carries from plan to commit: a
+    :class:`~.plan.WritePlan` for the local engine, the Spark writer's staged plan for
+    DataFrames (``lakeline.spark``)."""
+
+    @property
+    def empty(self) -> bool: ...
+
+    @property
+    def stats(self) -> dict[str, int]: ...
+
+    @property
+    def timings(self) -> dict[str, float]: ...
+
+
+P = TypeVar("P", bound=Planned)
+#: Writes an attempt's files: the commit metadata and the index entries computed.
+FileWriter = Callable[[TableContext, int, P], tuple[CommitMetadata, Precomputed]]
+#: The completion rule of an attempt: the conflict rules and its key check.
+Validator = Callable[[TableContext, int, P, CommitMetadata], CompletionRule]
 
 
 @dataclass(frozen=True)
@@ -79,13 +99,25 @@ class Phases:
             self.seconds[f"{name}_s"] = self.seconds.get(f"{name}_s", 0.0) + time.perf_counter() - t0
 
 
-def run_write(open_context: Callable[[], TableContext], operation: str, action: Action, planner: Planner,
+def run_write(open_context: Callable[[], TableContext], operation: str, action: Action,
+              planner: Callable[[TableContext], WritePlan],
               before_commit: Callable[[], TableConfig] | None = None) -> WriteResult:
+    """Plan and commit one write on the table's engine, replaying it on conflicts
+    (:func:`run_attempts` with :func:`write_files` and :func:`validate`)."""
+    return run_attempts(open_context, operation, action, planner, write_files, validate, before_commit)
+
+
+def run_attempts(open_context: Callable[[], TableContext], operation: str, action: Action,
+                 planner: Callable[[TableContext], P], write: FileWriter[P], rule: Validator[P],
+                 before_commit: Callable[[], TableConfig] | None = None) -> WriteResult:
     """Plan and commit one write, replaying it on conflicts.
 
     ``open_context`` reads the timeline and returns a context of its newest snapshot;
-    ``before_commit`` (a schema change the rows need) runs once, after the first plan
-    succeeded and before anything else is written, and returns the new configuration.
+    ``write`` writes a plan's files and ``rule`` gives its completion rule (the Spark
+    writer passes its own: executors write its files; it goes through the same attempts,
+    commit protocol and replays). ``before_commit`` (a schema change the rows need) runs
+    once, after the first plan succeeded and before anything else is written, and
+    returns the new configuration.
 
     Raises:
         CommitConflictError: conflicts persisted through ``commit.max-retries`` replays.
@@ -119,12 +151,12 @@ def run_write(open_context: Callable[[], TableContext], operation: str, action: 
         commit = Commit.begin(ctx, action, operation)
         try:
             with phases("write"):
-                metadata, entries = write_files(ctx, commit.instant_id, plan)
+                metadata, entries = write(ctx, commit.instant_id, plan)
             with phases("index"):
                 commit.write_index_updates(metadata, entries)
             with phases("commit"):
-                rule = validate(ctx, commit.instant_id, plan, metadata)
-                inst = commit.complete(metadata, rule)
+                completion = rule(ctx, commit.instant_id, plan, metadata)
+                inst = commit.complete(metadata, completion)
         except (ConcurrentCommitError, SnapshotExpiredError) as e:
             # SnapshotExpiredError: a file the plan rewrites was cleaned meanwhile, so a
             # concurrent commit replaced it: a conflict, replayed like one.

@@ -113,3 +113,20 @@ def instants_with_markers(storage: Storage) -> list[int]:
 
 def delete_markers(storage: Storage, instant: int) -> None:
     storage.delete_dir(marker_dir(storage, instant))
+
+
+def reconcile_markers(storage: Storage, instant: int, keep: set[str]) -> list[str]:
+    """Delete the files ``instant``'s markers name that are not in ``keep``, with their
+    markers, and return them.
+
+    A distributed write calls this before it completes: a failed or speculative task
+    attempt may have written a file that no result names. No reader would ever see it
+    (a snapshot reads only the files of commit metadata), but it is garbage. Removing
+    the marker also stops an attempt still running: a file task re-checks its marker
+    after writing and deletes its own file when the marker is gone.
+    """
+    orphans = [rel for rel in list_markers(storage, instant) if rel not in keep and is_instant_file(rel, instant)]
+    for rel in orphans:
+        storage.delete(storage.path(rel))
+        storage.delete(marker_path(storage, instant, rel))
+    return orphans
