@@ -177,6 +177,7 @@ class SparkPlan:
     replaced_partitions: list[str] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    chunks: list[NewChunk] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
@@ -223,6 +224,7 @@ class _Planner:
                     plan.stats[k] = plan.stats.get(k, 0) + v
             for k, v in s["timings"].items():
                 plan.timings[k] = max(plan.timings.get(k, 0.0), v)
+            plan.chunks.extend(s["chunks"])
         if self.operation == "overwrite" and plan.replaced:
             plan.stats["file_groups_replaced"] = sum(len(g) for g in plan.replaced.values())
         self._plans.append(plan)
@@ -258,9 +260,43 @@ def _empty_input(cfg: TableConfig, operation: str) -> pa.Table:
     return schema.empty_table()
 
 
-def _summary(plan: WritePlan, groups: int) -> dict[str, Any]:
+def _summary(plan: WritePlan, groups: int, chunks: list[NewChunk] | None = None) -> dict[str, Any]:
     return {"groups": groups, "replaced": plan.replaced, "replaced_partitions": plan.replaced_partitions,
-            "stats": plan.stats, "timings": plan.timings}
+            "stats": plan.stats, "timings": plan.timings, "chunks": chunks or []}
+
+
+@dataclass(frozen=True)
+class NewChunk:
+    """Rows of one planning task that start a new file group, and how many rows the
+    partition's files hold at the target size."""
+
+    id: str
+    partition: str
+    rows: int
+    rows_per_file: int
+
+
+def pack_chunks(chunks: list[NewChunk]) -> dict[str, str]:
+    """Which new file group each chunk's rows go to: the chunks of a partition packed
+    first-fit, largest first, into files of about the target size (so a small write
+    spread over many tasks still writes one file per partition). A chunk keeps its own
+    id when it starts a file; the map holds only the chunks that join another's."""
+    by_partition: dict[str, list[NewChunk]] = {}
+    for c in chunks:
+        by_partition.setdefault(c.partition, []).append(c)
+    joined: dict[str, str] = {}
+    for part in by_partition.values():
+        capacity = min(c.rows_per_file for c in part)
+        bins: list[tuple[str, int]] = []  # (file group, rows in it)
+        for c in sorted(part, key=lambda c: -c.rows):
+            for i, (group, used) in enumerate(bins):
+                if used + c.rows <= capacity:
+                    bins[i] = (group, used + c.rows)
+                    joined[c.id] = group
+                    break
+            else:
+                bins.append((c.id, c.rows))
+    return joined
 
 
 def _plan_task(ctx: TableContext, operation: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -277,11 +313,13 @@ def _plan_task(ctx: TableContext, operation: str) -> Callable[[Iterator[pa.Recor
             out.append(("rewrite", r.slice.file_group, r.partition, flags, _ipc(r.incoming)))
         for lg in plan.logs:
             out.append(("log", lg.slice.file_group, lg.partition, 0, _ipc(lg.incoming)))
+        chunks: list[NewChunk] = []
         for nf in plan.new_files:
-            for chunk in new_file_chunks(ctx, nf):
-                out.append(("new", new_file_group_id(), nf.partition, _INSERTS if nf.inserts else 0, _ipc(chunk)))
+            for chunk, per_file in new_file_chunks(ctx, nf):
+                chunks.append(NewChunk(new_file_group_id(), nf.partition, chunk.num_rows, per_file))
+                out.append(("new", chunks[-1].id, nf.partition, _INSERTS if nf.inserts else 0, _ipc(chunk)))
         out.append(("claims", None, None, 0, pickle.dumps(KeyClaims.of(plan, ctx.config.record_key))))
-        out.append(("plan", None, None, 0, pickle.dumps(_summary(plan, len(out) - 1))))
+        out.append(("plan", None, None, 0, pickle.dumps(_summary(plan, len(out) - 1, chunks))))
         for row in out:
             yield pa.RecordBatch.from_pylist([dict(zip(("kind", "fg", "part", "flags", "payload"), row))],
                                              schema=_PLANNED_SCHEMA)
@@ -315,6 +353,11 @@ def _write_planned(ctx: TableContext, instant: int, plan: SparkPlan) -> tuple[Co
     slices = {(s.partition, s.file_group): s for s in ctx.view.latest_slices()}
     task = _write_task(st, slices)
     groups = plan.planned.filter(F.col("kind").isin(*_GROUP_KINDS))
+    joined = pack_chunks(plan.chunks)
+    if joined:
+        spark = plan.planned.sparkSession
+        packing = spark.createDataFrame(list(joined.items()), "fg string, into string")
+        groups = groups.join(F.broadcast(packing), "fg", "left").withColumn("fg", F.coalesce("into", "fg"))
     try:
         results = [pickle.loads(r.result) for r in groups.groupBy("fg").applyInArrow(task, "result binary").collect()]
     except Exception as e:  # noqa: BLE001
