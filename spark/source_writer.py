@@ -1,0 +1,117 @@
+"""The write side of the ``lakeline`` data source: ``df.write.format("lakeline")``.
+
+Spark's Python data source API runs ``write`` in each task and ``commit`` once, in a
+Python worker on the driver's machine that has no SparkSession. So the tasks only
+*stage* their rows (Parquet files under ``.lakeline/staging/<write id>/``, one per task
+attempt), and ``commit`` makes one lakeline write of the staged files named by the
+successful attempts' messages, through the local write path: the same planning,
+conflict rules, key check, index entries and replays as ``Table.upsert`` and friends.
+Staged files of failed or speculative attempts are never named by a message, so they
+are never read; the staging folder goes away after the commit.
+
+``abort`` only removes the staging folder. Spark may call it after ``commit`` raised
+late (the lakeline commit had already landed): removing staged input can never undo a
+commit, so a landed write stays landed.
+
+For large DataFrames prefer :func:`lakeline.spark.write`, whose executors write the
+table's files themselves; here the commit reads the staged rows in one process.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+
+from ..table.table import Table
+from ..timeline.errors import SchemaMismatchError, UnsupportedOperationError
+from ..timeline.storage import META_DIR, Storage
+
+#: Operations of the ``operation`` option (``mode("overwrite")`` means overwrite).
+APPEND_OPERATIONS = ("insert", "upsert", "delete")
+
+
+@dataclass(frozen=True)
+class Staged(WriterCommitMessage):
+    """One task attempt's staged rows (``path`` relative to the table; None: no rows)."""
+
+    path: str | None
+    rows: int
+
+
+def write_operation(options: Mapping[str, str], overwrite: bool) -> str:
+    """The lakeline operation of a DataFrame write.
+
+    Raises:
+        UnsupportedOperationError: an unknown ``operation`` option, or one given with
+            overwrite mode.
+    """
+    op = options.get("operation")
+    if overwrite:
+        if op not in (None, "overwrite"):
+            raise UnsupportedOperationError(f"mode('overwrite') overwrites; the operation option {op!r} "
+                                            "goes with mode('append')")
+        return "overwrite"
+    op = op or "insert"
+    if op not in APPEND_OPERATIONS:
+        raise UnsupportedOperationError(f"unknown operation {op!r}; one of {', '.join(APPEND_OPERATIONS)} "
+                                        "(or mode('overwrite'))")
+    return op
+
+
+class LakelineWriter(DataSourceArrowWriter):
+    """Stages each task's rows, then commits them as one lakeline write."""
+
+    def __init__(self, path: str, options: Mapping[str, str], overwrite: bool) -> None:
+        self.path = path
+        self.timeline = options.get("timeline")
+        self.operation = write_operation(options, overwrite)
+        table = Table.open(path, self.timeline)  # fails here, on the driver, for a path that is not a table
+        self.storage: Storage = table.storage
+        self.staging = posixpath.join(META_DIR, "staging", uuid.uuid4().hex)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> Staged:
+        batches = [b for b in iterator if b.num_rows]
+        if not batches:
+            return Staged(None, 0)
+        rows = pa.Table.from_batches(batches)
+        rel = posixpath.join(self.staging, f"{uuid.uuid4().hex}.parquet")
+        target = self.storage.path(rel)
+        self.storage.mkdirs(posixpath.dirname(target))
+        with self.storage.fs.open_output_stream(target) as sink:
+            pq.write_table(rows, sink, compression="zstd")
+        return Staged(rel, rows.num_rows)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        try:
+            staged = [m for m in messages if isinstance(m, Staged) and m.path is not None]
+            tables = [pq.read_table(self.storage.path(m.path), filesystem=self.storage.fs) for m in staged]
+            t = Table.open(self.path, self.timeline)
+            if tables:
+                try:
+                    rows = pa.concat_tables(tables, promote_options="permissive")
+                except pa.ArrowInvalid as e:
+                    raise SchemaMismatchError(f"the staged rows do not share one schema: {e}") from None
+            else:
+                rows = _empty(t, self.operation)
+            getattr(t, self.operation)(rows)
+        finally:
+            self._remove_staging()
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        self._remove_staging()
+
+    def _remove_staging(self) -> None:
+        self.storage.delete_dir(self.storage.path(self.staging))
+
+
+def _empty(t: Table, operation: str) -> pa.Table:
+    cfg = t.config
+    if operation == "delete":
+        return pa.schema([cfg.schema.field(k) for k in cfg.record_key]).empty_table()
+    return cfg.schema.empty_table()
