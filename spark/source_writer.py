@@ -89,8 +89,8 @@ class LakelineWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         try:
-            staged = [m for m in messages if isinstance(m, Staged) and m.path is not None]
-            tables = [pq.read_table(self.storage.path(m.path), filesystem=self.storage.fs) for m in staged]
+            staged = [m.path for m in messages if isinstance(m, Staged) and m.path is not None]
+            tables = [pq.read_table(self.storage.path(rel), filesystem=self.storage.fs) for rel in staged]
             t = Table.open(self.path, self.timeline)
             if tables:
                 try:

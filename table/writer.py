@@ -189,7 +189,7 @@ def write_files(ctx: TableContext, instant: int, plan: WritePlan) -> tuple[Commi
     cfg = ctx.config
     st = WriteSettings.of(ctx.storage, cfg, instant, index_job(ctx.log.timeline, cfg.schema, cfg.record_key))
     file_tasks = [new_file_task(st, nf.partition, new_file_group_id(), chunk, nf.inserts)
-                  for nf in plan.new_files for chunk in new_file_chunks(ctx, nf)]
+                  for nf in plan.new_files for chunk, _ in new_file_chunks(ctx, nf)]
     rewrites = [RewriteTask(st, r.slice, r.incoming, r.predicate, r.inserts, r.new_keys_only, r.assign)
                 for r in plan.rewrites]
     logs = [LogTask(st, lg.partition, lg.slice.file_group, lg.incoming) for lg in plan.logs]
@@ -203,13 +203,13 @@ def write_files(ctx: TableContext, instant: int, plan: WritePlan) -> tuple[Commi
     return metadata, entries_of(written, rewritten)
 
 
-def new_file_chunks(ctx: TableContext, nf: NewFiles) -> Iterator[pa.Table]:
+def new_file_chunks(ctx: TableContext, nf: NewFiles) -> Iterator[tuple[pa.Table, int]]:
     """``nf``'s rows in chunks of about ``write.target-file-size-bytes`` on disk, one new
-    file group each."""
+    file group each, with the number of rows a file of that size holds."""
     per_row = _bytes_per_row(ctx, nf.partition, nf.rows)
     rows_per_file = max(1, int(ctx.config.props.write_target_file_size_bytes // max(per_row, 1e-9)))
     for start in range(0, nf.rows.num_rows, rows_per_file):
-        yield nf.rows.slice(start, rows_per_file)
+        yield nf.rows.slice(start, rows_per_file), rows_per_file
 
 
 def new_file_task(st: WriteSettings, partition: str, file_group: str, rows: pa.Table, inserts: bool) -> FileWrite:
