@@ -6,6 +6,9 @@ A test arms a point in-process with :func:`arm`, or for a child process through 
 environment variable ``LAKELINE_FAULTS``, a comma-separated list of ``name=action``:
 
 * ``crash`` — the process dies at once (``os._exit``), as if killed; nothing is flushed.
+* ``crash-once`` — like ``crash``, but only in the first process of a family that reaches
+  the point: it claims ``<name>.fired`` in ``$LAKELINE_FAULT_DIR`` first (exclusive
+  create). Kills one Spark executor's Python worker mid-task and lets its retry pass.
 * ``raise`` — :class:`~lakeline.timeline.errors.FaultInjectedError` is raised.
 * ``pause:SECONDS`` — sleep, then go on.
 * ``wait`` — write ``<name>.reached`` into ``$LAKELINE_FAULT_DIR`` and block until a file
@@ -118,6 +121,13 @@ def point(name: str) -> None:
         fault.call()
         return
     if action == "crash":
+        os._exit(CRASH_EXIT_CODE)
+    if action == "crash-once":
+        try:
+            fd = os.open(Path(os.environ.get(DIR_VAR, ".")) / f"{name}.fired", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return
+        os.close(fd)
         os._exit(CRASH_EXIT_CODE)
     if action == "raise":
         raise FaultInjectedError(f"fault injected at {name}")

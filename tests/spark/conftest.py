@@ -39,13 +39,18 @@ def pytest_collection_modifyitems(config: Any, items: list[pytest.Item]) -> None
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    """A ``local[2]`` SparkSession with the lakeline data source registered."""
+def spark_available() -> None:
+    """Java and pyspark are here (tests whose Spark applications run in child processes)."""
     problem = spark_missing()
     if problem is not None:
         if _under_ci():
             pytest.fail(f"Spark tests cannot run under CI=true: {problem}", pytrace=False)
         pytest.skip(problem)
+
+
+@pytest.fixture(scope="session")
+def spark(spark_available: None) -> Iterator[Any]:
+    """A ``local[2]`` SparkSession with the lakeline data source registered."""
     from lakeline.spark import session
 
     s = session("local[2]", "lakeline-tests")

@@ -146,12 +146,16 @@ def run_workers(
     table_type: str,
     timeline: str | None,
     workers: int,
-    commits: int,
+    commits: int | list[int],
     properties: dict[str, Any] | None = None,
     seed: int = 0,
     timeout: float = 600.0,
+    options: list[dict[str, Any]] | None = None,
+    keys: int = KEYS,
 ) -> tuple[Table, list[dict[str, Any]]]:
-    """Create a table, race ``workers`` processes on it, return it and their records."""
+    """Create a table, race ``workers`` processes on it, return it and their records
+    (``options``: the stress options of each worker, see tests/table/workers.py;
+    ``commits`` may then be a list, one per worker)."""
     path = str(tmp_path / f"table-{table_type}")
     props = {"commit.max-retries": MAX_RETRIES, "engine.parallelism": 1, **(properties or {})}
     Table.create(path, SCHEMA, record_key="id", table_type=table_type, properties=props, timeline=timeline)
@@ -160,8 +164,9 @@ def run_workers(
     for w in range(workers):
         ready.append(tmp_path / f"ready-{w}")
         logs.append(tmp_path / f"worker-{w}.jsonl")
-        procs.append(start_script(WORKERS_PY, ["stress", path, timeline, w, commits, seed * 1000 + w,
-                                               str(logs[-1]), str(ready[-1]), str(go), KEYS]))
+        n = commits[w] if isinstance(commits, list) else commits
+        procs.append(start_script(WORKERS_PY, ["stress", path, timeline, w, n, seed * 1000 + w, str(logs[-1]),
+                                               str(ready[-1]), str(go), keys, (options or [{}] * workers)[w]]))
     try:
         wait_for_files(ready, timeout=120)
     except AssertionError:
@@ -174,7 +179,7 @@ def run_workers(
         rc, _, err = finish(p, timeout=max(1.0, deadline - time.monotonic()))
         assert rc == 0, f"worker {w} failed (rc={rc}):\n{err[-4000:]}"
     records = [json.loads(line) for log in logs for line in log.read_text().splitlines()]
-    assert len(records) == workers * commits
+    assert len(records) == (sum(commits) if isinstance(commits, list) else workers * commits)
     return Table.open(path, timeline=timeline), records
 
 

@@ -12,7 +12,8 @@ Commands:
       JSON line to LOG: its rows or keys, and its outcome: "committed" (with the
       instant id), "conflict" (CommitConflictError) or "noop" (nothing to write).
       OPTIONS: {"upsert_share": 0.7, "max_rows": 4, "stop": null, "ts": null,
-      "pause_s": 0}: "stop" names a file whose existence ends the run early (COMMITS is
+      "pause_s": 0, "spark": false}: "spark" writes through ``lakeline.spark.write`` from a
+      Spark application of its own (``local[1]``), "stop" names a file whose existence ends the run early (COMMITS is
       then an upper bound; for runs of a set duration), "ts" a constant value of an
       ordering column "ts" in every row (a constant keeps the completion-order model
       exact: on equal ordering values the later commit wins), "pause_s" the most a
@@ -23,6 +24,8 @@ Commands:
       "delete_where", "range": [lo, hi]} (``lo <= id < hi``). Prints one JSON
       line: {"ok": true, "instant": id, "stats": {...}} or {"ok": false, "error":
       "<ErrorClassName>", "message": "..."}.
+  spark_op PATH TIMELINE SPEC [MASTER]
+      ``op`` through ``lakeline.spark.write`` from a Spark application of its own.
   rollback PATH TIMELINE
       ``t.services.rollback_failed()``; prints {"instant": id or null, "stats": {...}}.
   torture PATH TIMELINE SEED LOG READY GO [KEYS]
@@ -82,6 +85,21 @@ def run_op(t: Table, spec: dict[str, Any]) -> Any:
     raise ValueError(f"unknown op {op!r}")
 
 
+def spark_runner(timeline: str | None, master: str = "local[1]") -> Any:
+    """``run_op`` through ``lakeline.spark.write`` from a Spark application of this
+    process (started, and its Python workers warmed up, here)."""
+    from lakeline.spark import session, write
+
+    spark = session(master, f"lakeline-worker-{os.getpid()}")
+    spark.range(1).collect()
+
+    def run(t: Table, spec: dict[str, Any]) -> Any:
+        data = _rows(t, spec["rows"]) if "rows" in spec else _keys(t, spec["keys"])
+        return write(spark.createDataFrame(data.to_pandas()), t.path, spec["op"], timeline=timeline)
+
+    return run
+
+
 def op(path: str, timeline: str | None, spec: dict[str, Any]) -> None:
     t = Table.open(path, timeline=timeline)
     try:
@@ -89,6 +107,16 @@ def op(path: str, timeline: str | None, spec: dict[str, Any]) -> None:
     except LakelineError as e:
         print(json.dumps({"ok": False, "error": type(e).__name__, "message": str(e)}), flush=True)
         return
+    inst = r.instant.id if r.instant is not None else None
+    print(json.dumps({"ok": True, "instant": inst, "stats": dict(r.stats)}), flush=True)
+
+
+def spark_op(path: str, timeline: str | None, spec: dict[str, Any], master: str = "local[1]") -> None:
+    """``op`` through ``lakeline.spark.write`` (fault points arm the driver and, through the
+    environment the JVM passes on, the executors' Python workers)."""
+    t = Table.open(path, timeline=timeline)
+    run = spark_runner(timeline, master)
+    r = run(t, spec)
     inst = r.instant.id if r.instant is not None else None
     print(json.dumps({"ok": True, "instant": inst, "stats": dict(r.stats)}), flush=True)
 
@@ -112,11 +140,13 @@ def stress(
     keys: int = 64,
     options: dict[str, Any] | None = None,
 ) -> None:
-    opts = {"upsert_share": 0.7, "max_rows": 4, "stop": None, "ts": None, "pause_s": 0.0, **(options or {})}
+    opts = {"upsert_share": 0.7, "max_rows": 4, "stop": None, "ts": None, "pause_s": 0.0, "spark": False,
+            **(options or {})}
     extra = {} if opts["ts"] is None else {"ts": opts["ts"]}
     rng = random.Random(seed)
     t = Table.open(path, timeline=timeline)
     t.to_arrow()  # connect and warm up before the start line, not after it
+    run = spark_runner(timeline) if opts["spark"] else run_op
     Path(ready).write_text(str(os.getpid()))
     while not os.path.exists(go):
         time.sleep(0.005)
@@ -134,7 +164,7 @@ def stress(
                 rec = {"op": "delete", "keys": [{"id": i} for i in ids]}
             rec.update(worker=worker, n=n, tag=tag)
             try:
-                r = run_op(t, rec)
+                r = run(t, rec)
             except CommitConflictError as e:
                 rec.update(outcome="conflict", message=str(e))
             except BaseException as e:
@@ -211,7 +241,7 @@ def torture(path: str, timeline: str | None, seed: int, log: str, ready: str, go
             n += 1
 
 
-COMMANDS = {"stress": stress, "op": op, "rollback": rollback, "torture": torture}
+COMMANDS = {"stress": stress, "op": op, "spark_op": spark_op, "rollback": rollback, "torture": torture}
 
 
 # -- checks the parent (the test) runs ---------------------------------------------------

@@ -1,0 +1,96 @@
+"""A Spark write's driver killed at each commit fault point, and an executor's Python
+worker killed mid-task: ``rollback_failed`` restores the table, and no file of a failed
+attempt is ever read.
+
+The drivers are child processes (``spark_op`` of tests/table/workers.py) with
+``LAKELINE_FAULTS`` set; they run at once, each on its own table, to keep the Spark
+budget of ``make test``. The environment reaches the executors' Python workers too (the
+JVM passes it on), which is how ``marker.after_create=crash-once`` kills one of them in
+the middle of writing a file, after its marker and before its data.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lakeline.table import Table
+from lakeline.timeline.faults import CRASH_EXIT_CODE
+
+from tests.helpers import finish, start_script
+from tests.table.test_crash import EXPIRY_S, SEED, STATE_AT_CRASH, WRITE, make_table, orphan_files, state, upsert_spec
+from tests.table.workers import WORKERS_PY, check_files_on_disk, data_instants
+
+QUICK = ["commit.after_inflight", "commit.before_complete", "commit.after_complete"]
+MORE = ["commit.after_requested", "commit.delete_markers"]
+
+
+def crash_all(tmp_path: Path, points: list[str], table_type: str) -> dict[str, tuple[Table, set[int]]]:
+    """Start one crashing Spark driver per point at once; wait for all to die."""
+    runs: dict[str, Any] = {}
+    for point in points:
+        t = make_table(tmp_path / point, table_type, None)
+        before = {i.id for i in t.timeline.instants()}
+        proc = start_script(WORKERS_PY, ["spark_op", t.path, None, upsert_spec(WRITE)], faults=f"{point}=crash")
+        runs[point] = (t, before, proc)
+    out = {}
+    for point, (t, before, proc) in runs.items():
+        rc, stdout, err = finish(proc, timeout=240)
+        assert rc == CRASH_EXIT_CODE, f"the driver did not die at {point}: rc={rc}\n{stdout}\n{err[-3000:]}"
+        out[point] = (t, before)
+    return out
+
+
+def check_recovered(point: str, t: Table, before: set[int]) -> None:
+    new = [i for i in data_instants(t.timeline) if i.id not in before]
+    assert len(new) == 1
+    failed = new[0]
+    assert failed.state == STATE_AT_CRASH.get(point, "completed")
+    time.sleep(EXPIRY_S + 0.2)
+    t.services.rollback_failed()
+    tl = t.timeline
+    assert tl.pending() == [], f"left pending: {tl.pending()}"
+    expected = dict(SEED)
+    if point in ("commit.after_complete", "commit.delete_markers"):
+        assert tl.get(failed.id).state == "completed"
+        expected.update(WRITE)
+    else:
+        assert tl.get(failed.id).state == "rolled_back"
+    assert state(t) == expected
+    assert orphan_files(t) == set(), "files of the failed write are still on disk"
+    check_files_on_disk(t)
+
+
+@pytest.mark.parametrize("table_type", ["mor"])
+def test_driver_killed_at_commit_points(spark_available: None, tmp_path: Path, table_type: str) -> None:
+    for point, (t, before) in crash_all(tmp_path, QUICK, table_type).items():
+        check_recovered(point, t, before)
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("table_type", ["mor", "cow"])
+def test_driver_killed_at_every_commit_point(spark_available: None, tmp_path: Path, table_type: str) -> None:
+    for point, (t, before) in crash_all(tmp_path, QUICK + MORE, table_type).items():
+        check_recovered(point, t, before)
+
+
+@pytest.mark.parametrize("table_type", ["cow"])
+def test_executor_killed_mid_task_is_retried(spark_available: None, tmp_path: Path, table_type: str) -> None:
+    """One Python worker dies between a file's marker and its data; Spark retries the
+    task (``local[1,4]``: up to 4 attempts) and the write commits once, reading only the
+    files the successful attempts wrote; the dead attempt's marker is reconciled away."""
+    t = make_table(tmp_path, table_type, None)
+    fault_dir = tmp_path / "faults"
+    fault_dir.mkdir()
+    proc = start_script(WORKERS_PY, ["spark_op", t.path, None, upsert_spec(WRITE), "local[1,4]"],
+                        faults="marker.after_create=crash-once", env={"LAKELINE_FAULT_DIR": str(fault_dir)})
+    rc, stdout, err = finish(proc, timeout=240)
+    assert rc == 0, f"the write failed: {stdout}\n{err[-3000:]}"
+    assert (fault_dir / "marker.after_create.fired").exists(), "no executor was killed: the test proved nothing"
+    t = Table.open(t.path)
+    assert t.timeline.pending() == []
+    assert state(t) == {**SEED, **WRITE}
+    assert orphan_files(t) == set()
+    check_files_on_disk(t)
