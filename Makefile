@@ -25,7 +25,7 @@ PG_SERVER := /usr/lib/postgresql/15/bin/postgres
 WITH_PG := scripts/with-postgres.sh
 PYTEST_ARGS ?= -q
 
-.PHONY: test lint soak demo bench venv postgres chromium clean distclean
+.PHONY: test lint soak demo bench venv postgres chromium java clean distclean
 
 venv: $(STAMP)
 
@@ -74,10 +74,24 @@ chromium:
 	    apt-get update && apt-get install -y chromium; \
 	fi
 
-test: venv lint postgres chromium
+# Spark (the pyspark wheel) needs a Java 17 or newer; installed only when missing. Under
+# CI=true a missing Java fails the Spark tests (tests/spark/conftest.py).
+java:
+	@if ! command -v java >/dev/null 2>&1; then \
+	    if [ "$$(id -u)" -ne 0 ]; then \
+	        echo "Java is not installed; run as root or: sudo apt-get install -y openjdk-17-jre-headless" >&2; \
+	        exit 1; \
+	    fi; \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    apt-get update && apt-get install -y openjdk-17-jre-headless; \
+	fi; \
+	v=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1); \
+	if [ -n "$$v" ] && [ "$$v" -lt 17 ]; then echo "Spark 4 needs Java 17 or newer; found Java $$v" >&2; exit 1; fi
+
+test: venv lint postgres chromium java
 	$(WITH_PG) $(PY) -m pytest -m "not soak" $(PYTEST_ARGS)
 
-soak: venv postgres
+soak: venv postgres java
 	$(WITH_PG) $(PY) -m pytest -m soak $(PYTEST_ARGS)
 
 # The schedule explorer (tests/explorer): a seeded campaign of random schedules plus every
