@@ -20,6 +20,7 @@ BENCHMARKS: dict[str, str] = {
     "lookup": "bench.lookup_bench",
     "services": "bench.services_bench",
     "stream": "bench.stream_bench",
+    "spark": "bench.spark_bench",
 }
 
 

@@ -1,0 +1,186 @@
+"""Spark benchmark (issue 13): an upsert through ``lakeline.spark.write`` on ``local[2]``
+against the local engine's upsert of the same rows and against Spark writing the same
+rows as plain Parquet (the floor), and a compaction on ``SparkEngine`` against the local
+engine's.
+
+One run, the data of :mod:`bench.data`: a table of ``--rows`` rows (10 appends through
+the local API), copied once per system, then an upsert of ``--upsert`` rows (half
+updates spread over the table, half new keys) read from one Parquet file:
+
+1. **local**: ``Table.upsert`` in a fresh process (input read before the timer).
+2. **spark**: ``lakeline.spark.write(spark.read.parquet(input), path, "upsert")`` on a
+   ``local[2]`` session started (and warmed up) before the timer.
+3. **spark parquet**: ``spark.read.parquet(input).write.parquet(out)``: what Spark
+   needs to read and write the same rows with no table format at all.
+4. **compaction** (merge-on-read): ``t.services.compact()`` of the table the Spark
+   upsert left, on ``SparkEngine(spark)`` and on the local engine (a fresh process).
+
+Targets: Spark upsert <= 2x the local engine, and <= 3x Spark's plain Parquet write.
+Both tables must hold the same rows afterwards (count and a checksum of the keys).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from . import data
+from .report import add_run_options, command_line, machine, today, update_section
+
+UPSERT_TARGET = 2.0
+PARQUET_TARGET = 3.0
+
+
+def build_base(path: Path, rows: int, table_type: str) -> None:
+    from lakeline.table import Table
+
+    t = Table.create(str(path), data.SCHEMA, record_key="key", ordering_field="ts", table_type=table_type)
+    for i in range(10):
+        t.insert(data.append_batch(i, rows // 10))
+
+
+def _child(code: str) -> dict[str, Any]:
+    """Run ``code`` (which prints one JSON line last) in a fresh Python process."""
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parents[1])
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def local_upsert(path: Path, input_path: Path) -> dict[str, Any]:
+    return _child(f"""
+import json, time, pyarrow.parquet as pq
+from lakeline.table import Table
+rows = pq.read_table({str(input_path)!r})
+t = Table.open({str(path)!r})
+t0 = time.perf_counter(); r = t.upsert(rows); s = time.perf_counter() - t0
+print(json.dumps({{"seconds": s, "stats": r.stats}}))
+""")
+
+
+def local_compact(path: Path) -> dict[str, Any]:
+    return _child(f"""
+import json, time
+from lakeline.table import Table
+t = Table.open({str(path)!r})
+t0 = time.perf_counter(); r = t.services.compact(); s = time.perf_counter() - t0
+print(json.dumps({{"seconds": s, "stats": r.stats}}))
+""")
+
+
+def checksum(path: Path) -> tuple[int, int]:
+    import pyarrow.compute as pc
+    from lakeline.table import Table
+
+    keys = Table.open(str(path)).to_arrow(columns=["key", "ts"])
+    return keys.num_rows, int(pc.sum(keys.column("ts")).as_py())
+
+
+def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    import pyarrow.parquet as pq
+    from lakeline.spark import session, write
+
+    base, input_path = work / "base", work / "upsert.parquet"
+    t0 = time.perf_counter()
+    build_base(base, args.rows, args.table_type)
+    pq.write_table(data.upsert_batch(args.rows, args.upsert), input_path)
+    print(f"base table of {args.rows:,} rows and the input in {time.perf_counter() - t0:.1f} s", flush=True)
+    local_path, spark_path = work / "local", work / "spark"
+    shutil.copytree(base, local_path)
+    shutil.copytree(base, spark_path)
+
+    result: dict[str, Any] = {"rows": args.rows, "upsert": args.upsert, "table_type": args.table_type}
+    result["local"] = local_upsert(local_path, input_path)
+    print(f"local upsert: {result['local']['seconds']:.2f} s", flush=True)
+
+    spark = session("local[2]", "lakeline-bench", **{"spark.driver.memory": args.driver_memory})
+    spark.range(100).mapInArrow(lambda it: it, "id long").collect()  # start the Python workers
+    t0 = time.perf_counter()
+    r = write(spark.read.parquet(str(input_path)), str(spark_path), "upsert")
+    result["spark"] = {"seconds": time.perf_counter() - t0, "stats": dict(r.stats),
+                       "timings": dict(r.timings)}
+    print(f"spark upsert: {result['spark']['seconds']:.2f} s", flush=True)
+    t0 = time.perf_counter()
+    spark.read.parquet(str(input_path)).write.parquet(str(work / "plain"))
+    result["parquet"] = {"seconds": time.perf_counter() - t0}
+    print(f"spark plain parquet: {result['parquet']['seconds']:.2f} s", flush=True)
+    result["same_rows"] = checksum(local_path) == checksum(spark_path)
+
+    if args.table_type == "mor":
+        try:
+            from lakeline.spark import SparkEngine  # type: ignore[attr-defined]
+        except ImportError:
+            SparkEngine = None  # noqa: N806
+        if SparkEngine is not None:
+            from lakeline.table import Table
+
+            shutil.copytree(spark_path, work / "compact-local")
+            t = Table.open(str(spark_path))
+            t.engine = SparkEngine(spark)
+            t0 = time.perf_counter()
+            t.services.compact()
+            result["compact_spark"] = {"seconds": time.perf_counter() - t0}
+            result["compact_local"] = local_compact(work / "compact-local")
+            print(f"compaction: spark {result['compact_spark']['seconds']:.2f} s, "
+                  f"local {result['compact_local']['seconds']:.2f} s", flush=True)
+    spark.stop()
+    return result
+
+
+def report(result: dict[str, Any], command: str) -> str:
+    local, spark_s, parquet = result["local"]["seconds"], result["spark"]["seconds"], result["parquet"]["seconds"]
+    lines = [
+        "## Spark: upsert through `lakeline.spark.write`, compaction on `SparkEngine`",
+        "",
+        f"{today()}, {machine()}. Command: `{command}`",
+        "",
+        f"Upsert of {result['upsert']:,} rows (half updates, half new keys) into a "
+        f"{result['table_type']} table of {result['rows']:,} rows; Spark is `local[2]`, its start not timed.",
+        "",
+        "| step | seconds | ratio | target |",
+        "|---|---:|---:|---|",
+        f"| local engine upsert | {local:.2f} | 1.00 | |",
+        f"| `lakeline.spark.write` upsert | {spark_s:.2f} | {spark_s / local:.2f}x local | <= {UPSERT_TARGET}x |",
+        f"| Spark plain Parquet write of the same rows | {parquet:.2f} | spark upsert = "
+        f"{spark_s / parquet:.2f}x this | <= {PARQUET_TARGET}x |",
+    ]
+    if "compact_spark" in result:
+        cs, cl = result["compact_spark"]["seconds"], result["compact_local"]["seconds"]
+        lines.append(f"| compaction on SparkEngine | {cs:.2f} | {cs / cl:.2f}x local ({cl:.2f} s) | |")
+    lines += ["", f"Both tables hold the same rows afterwards: {'yes' if result['same_rows'] else 'NO'}."]
+    timings = result["spark"].get("timings", {})
+    if timings:
+        lines.append("Spark upsert phases (s): " + ", ".join(f"{k} {v:.2f}" for k, v in timings.items()) + ".")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench spark", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=50_000_000, help="rows of the table (default 50M)")
+    parser.add_argument("--upsert", type=int, default=5_000_000, help="rows upserted (default 5M)")
+    parser.add_argument("--table-type", choices=["mor", "cow"], default="mor")
+    parser.add_argument("--driver-memory", default="6g")
+    add_run_options(parser)
+    args = parser.parse_args(argv)
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="lakeline-spark-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        result = run(args, work)
+    finally:
+        if args.workdir is None and not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    text = report(result, command_line("spark", argv, with_postgres=False))
+    print(text)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+    if not args.no_docs:
+        update_section("spark-bench", text)
+    ok = result["same_rows"] and result["spark"]["seconds"] <= UPSERT_TARGET * result["local"]["seconds"] \
+        and result["spark"]["seconds"] <= PARQUET_TARGET * result["parquet"]["seconds"]
+    return 1 if args.check and not ok else 0
