@@ -1,0 +1,283 @@
+"""The executor side of a Spark write: the three task kinds and the staging they share.
+
+Each task reads what it needs from, and leaves what it produces in, the write's staging
+folder on the table's own storage (``.lakeline/staging/<write id>/``), and returns only a
+small description to the driver: Spark moves no rows between the stages (no shuffle, no
+cache), and the driver never holds them. Storage every executor can reach is what a
+lakeline table needs anyway, since executors write its data files.
+
+1. :func:`split_input` (``mapInArrow`` over the user's DataFrame): each input batch is
+   split by a hash of the record identity into buckets, written as Arrow IPC files.
+2. :func:`plan_part` (one task per group of buckets, per attempt): the rows are
+   checked, conformed and deduplicated, then planned by the local planner against the
+   attempt's snapshot; each file group's incoming rows go to an IPC file, the key
+   claims to a pickle the driver reads only if a concurrent commit needs them.
+3. :func:`write_group` (one task per file group): the local file task (a rewrite, a
+   log, a new file) over that group's incoming rows.
+"""
+
+from __future__ import annotations
+
+import pickle
+import posixpath
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ..indexes.bloom import key_hashes
+from ..table.context import TableContext
+from ..table.files import Written
+from ..table.group_tasks import LogTask, RewriteTask, WriteSettings, write_task
+from ..table.key_check import KeyClaims
+from ..table.operations import plan_delete, plan_insert, plan_overwrite, plan_upsert
+from ..table.plan import WritePlan
+from ..table.records import prepare_keys, prepare_rows
+from ..table.writer import new_file_chunks, new_file_task
+from ..timeline.file_group import FileSlice, new_file_group_id
+from ..timeline.storage import META_DIR, Storage
+from ..timeline.table_config import TableConfig
+
+
+@dataclass(frozen=True)
+class Staging:
+    """The staging folder of one Spark write, on the table's storage."""
+
+    storage: Storage
+    folder: str  # relative to the table
+
+    @classmethod
+    def new(cls, storage: Storage) -> Staging:
+        return cls(storage, posixpath.join(META_DIR, "staging", uuid.uuid4().hex))
+
+    def put(self, kind: str, data: bytes) -> str:
+        """Store ``data`` under a fresh name; returns its relative path."""
+        rel = posixpath.join(self.folder, kind, uuid.uuid4().hex)
+        self.storage.write_bytes(self.storage.path(rel), data)
+        return rel
+
+    def get(self, rel: str) -> bytes:
+        return self.storage.read_bytes(self.storage.path(rel))
+
+    def remove(self, kind: str | None = None) -> None:
+        self.storage.delete_dir(self.storage.path(self.folder if kind is None else posixpath.join(self.folder, kind)))
+
+
+def to_ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as w:
+        w.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def from_ipc(data: bytes) -> pa.Table:
+    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+
+
+# -- 1. split ----------------------------------------------------------------------------------
+
+STAGED_SCHEMA = "bucket int, path string, rows long"
+
+
+def split_input(staging: Staging, identity: list[str], buckets: int
+                ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function of stage 1: every copy of a record lands in one bucket.
+
+    A task keeps its rows per bucket and writes each bucket once, when its input ends
+    or the bucket reaches :data:`_FLUSH_ROWS`: few, large staged files."""
+
+    def split(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        held: dict[int, list[pa.Table]] = {}
+        sizes: dict[int, int] = {}
+
+        def flush(value: int) -> pa.RecordBatch:
+            rows = pa.concat_tables(held.pop(value))
+            sizes.pop(value)
+            path = staging.put("input", to_ipc(rows))
+            return pa.RecordBatch.from_pydict({"bucket": pa.array([value], pa.int32()), "path": [path],
+                                               "rows": pa.array([rows.num_rows], pa.int64())})
+
+        for i, batch in enumerate(batches):
+            if not batch.num_rows:
+                continue
+            rows = pa.Table.from_batches([batch])
+            if identity:
+                bucket = (key_hashes(rows, identity) % np.uint64(buckets)).astype(np.int32)
+            else:  # nothing to keep together: spread the batches
+                bucket = np.full(rows.num_rows, (i + uuid.uuid4().int) % buckets, dtype=np.int32)
+            order = np.argsort(bucket, kind="stable")
+            values, starts = np.unique(bucket[order], return_index=True)
+            for value, start, end in zip(values.tolist(), starts, [*starts[1:], len(order)]):
+                held.setdefault(value, []).append(rows.take(pa.array(order[start:end])))
+                sizes[value] = sizes.get(value, 0) + int(end - start)
+                if sizes[value] >= _FLUSH_ROWS:
+                    yield flush(value)
+        for value in list(held):
+            yield flush(value)
+
+    return split
+
+
+#: Rows of one bucket a stage-1 task holds before it writes them out.
+_FLUSH_ROWS = 1_000_000
+
+
+# -- 2. plan -----------------------------------------------------------------------------------
+
+INSERTS, NEW_KEYS_ONLY = 1, 2
+
+
+@dataclass(frozen=True)
+class GroupPart:
+    """One planning task's incoming rows for one file group (``kind``: "rewrite" or
+    "log" of an existing group, "new" for a group it starts)."""
+
+    kind: str
+    file_group: str
+    partition: str
+    flags: int
+    path: str
+    rows: int
+    rows_per_file: int = 0  # "new": rows a file of the target size holds
+
+
+@dataclass(frozen=True)
+class PlanPart:
+    """What one planning task returns: its groups, where its key claims are, and the
+    plan's own facts (replaced groups, stats, timings)."""
+
+    groups: tuple[GroupPart, ...]
+    claims: str | None
+    replaced: dict[str, list[str]] = field(default_factory=dict)
+    replaced_partitions: tuple[str, ...] = ()
+    stats: dict[str, int] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, plan: WritePlan, groups: tuple[GroupPart, ...] = (), claims: str | None = None) -> PlanPart:
+        return cls(groups, claims, dict(plan.replaced), tuple(plan.replaced_partitions), dict(plan.stats),
+                   dict(plan.timings))
+
+
+@dataclass(frozen=True)
+class PlanTask:
+    ctx: TableContext
+    operation: str
+    staging: Staging
+    attempt: str  # staging kind of this attempt's files
+    inputs: tuple[str, ...]
+
+
+def local_plan(ctx: TableContext, operation: str, rows: pa.Table) -> WritePlan:
+    if operation == "insert":
+        return plan_insert(ctx, rows)
+    if operation == "upsert":
+        return plan_upsert(ctx, rows)
+    if operation == "delete":
+        return plan_delete(ctx, rows)
+    return plan_overwrite(ctx, rows, None)
+
+
+def prepared(cfg: TableConfig, operation: str, rows: pa.Table) -> pa.Table:
+    """Rows checked, conformed and deduplicated by the local rules."""
+    if operation == "delete":
+        return prepare_keys(rows, cfg)
+    return prepare_rows(rows, cfg)[0]
+
+
+def plan_part(task: PlanTask) -> PlanPart:
+    """Stage 2: plan a group of buckets; each touched group's rows go to staging."""
+    ctx, staging = task.ctx, task.staging
+    rows = prepared(ctx.config, task.operation, pa.concat_tables([from_ipc(staging.get(p)) for p in task.inputs]))
+    plan = local_plan(ctx, task.operation, rows)
+    groups: list[GroupPart] = []
+
+    def put(kind: str, group: str, partition: str, flags: int, incoming: pa.Table, per_file: int = 0) -> None:
+        path = staging.put(task.attempt, to_ipc(incoming))
+        groups.append(GroupPart(kind, group, partition, flags, path, incoming.num_rows, per_file))
+
+    for r in plan.rewrites:
+        assert r.incoming is not None and r.predicate is None  # no predicates on these writes
+        put("rewrite", r.slice.file_group, r.partition,
+            (INSERTS if r.inserts else 0) | (NEW_KEYS_ONLY if r.new_keys_only else 0), r.incoming)
+    for lg in plan.logs:
+        put("log", lg.slice.file_group, lg.partition, 0, lg.incoming)
+    for nf in plan.new_files:
+        for chunk, per_file in new_file_chunks(ctx, nf):
+            put("new", new_file_group_id(), nf.partition, INSERTS if nf.inserts else 0, chunk, per_file)
+    claims = staging.put(task.attempt, pickle.dumps(KeyClaims.of(plan, ctx.config.record_key)))
+    return PlanPart.of(plan, tuple(groups), claims)
+
+
+# -- 3. write ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GroupWrite:
+    """Write one file group from the parts the planning tasks staged for it."""
+
+    settings: WriteSettings
+    staging: Staging
+    slice: FileSlice | None  # the group's latest slice ("rewrite")
+    parts: tuple[GroupPart, ...]
+    file_group: str  # a new group's id may be another part's: new chunks are packed
+
+
+def write_group(task: GroupWrite) -> tuple[str, str, str, Written | None]:
+    """Stage 3: (kind, partition, file group, what the file task returned)."""
+    st, first = task.settings, task.parts[0]
+    incoming = pa.concat_tables([from_ipc(task.staging.get(p.path)) for p in task.parts],
+                                promote_options="permissive")
+    outcome: Written | None
+    if first.kind == "new":
+        outcome = write_task(new_file_task(st, first.partition, task.file_group, incoming, bool(first.flags & INSERTS)))
+    elif first.kind == "log":
+        outcome = write_task(LogTask(st, first.partition, task.file_group, incoming))
+    else:
+        assert task.slice is not None
+        outcome = write_task(RewriteTask(st, task.slice, incoming, None, any(p.flags & INSERTS for p in task.parts),
+                                         all(p.flags & NEW_KEYS_ONLY for p in task.parts)))
+    return first.kind, first.partition, task.file_group, outcome
+
+
+def group_writes(settings: WriteSettings, staging: Staging, slices: dict[tuple[str, str], FileSlice],
+                 parts: list[GroupPart]) -> list[GroupWrite]:
+    """One task per file group: an existing group's parts together; new chunks of a
+    partition packed first-fit, largest first, into files of about the target size (so
+    a small write spread over many tasks still writes one file per partition)."""
+    existing: dict[tuple[str, str], list[GroupPart]] = {}
+    new: dict[str, list[GroupPart]] = {}
+    for p in parts:
+        if p.kind == "new":
+            new.setdefault(p.partition, []).append(p)
+        else:
+            existing.setdefault((p.partition, p.file_group), []).append(p)
+    out = [GroupWrite(settings, staging, slices.get(k), tuple(ps), k[1]) for k, ps in existing.items()]
+    for chunks in new.values():
+        capacity = min(c.rows_per_file for c in chunks)
+        bins: list[list[GroupPart]] = []
+        for c in sorted(chunks, key=lambda c: -c.rows):
+            home = next((b for b in bins if sum(x.rows for x in b) + c.rows <= capacity), None)
+            if home is None:
+                bins.append([c])
+            else:
+                home.append(c)
+        out.extend(GroupWrite(settings, staging, None, tuple(b), b[0].file_group) for b in bins)
+    # The longest tasks first, so the last wave is short.
+    return sorted(out, key=lambda g: -sum(p.rows for p in g.parts))
+
+
+def claims_of(staging: Staging, key: tuple[str, ...], paths: list[str]) -> KeyClaims:
+    """One attempt's key claims from its planning tasks' claims."""
+    parts: list[KeyClaims] = [pickle.loads(staging.get(p)) for p in paths]
+
+    def concat(name: str) -> Any:
+        tables = [getattr(c, name) for c in parts if getattr(c, name) is not None]
+        return pa.concat_tables(tables, promote_options="permissive") if tables else None
+
+    return KeyClaims(key=key, inserted=concat("inserted"), log_upserted=concat("log_upserted"),
+                     deleted=concat("deleted"), deleted_in_group=concat("deleted_in_group"),
+                     updated=concat("updated"))
