@@ -113,22 +113,18 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     result["same_rows"] = checksum(local_path) == checksum(spark_path)
 
     if args.table_type == "mor":
-        try:
-            from lakeline.spark import SparkEngine  # type: ignore[attr-defined]
-        except ImportError:
-            SparkEngine = None  # noqa: N806
-        if SparkEngine is not None:
-            from lakeline.table import Table
+        from lakeline.spark import SparkEngine
+        from lakeline.table import Table
 
-            shutil.copytree(spark_path, work / "compact-local")
-            t = Table.open(str(spark_path))
-            t.engine = SparkEngine(spark)
-            t0 = time.perf_counter()
-            t.services.compact()
-            result["compact_spark"] = {"seconds": time.perf_counter() - t0}
-            result["compact_local"] = local_compact(work / "compact-local")
-            print(f"compaction: spark {result['compact_spark']['seconds']:.2f} s, "
-                  f"local {result['compact_local']['seconds']:.2f} s", flush=True)
+        shutil.copytree(spark_path, work / "compact-local")
+        t = Table.open(str(spark_path))
+        t.engine = SparkEngine(spark)
+        t0 = time.perf_counter()
+        t.services.compact()
+        result["compact_spark"] = {"seconds": time.perf_counter() - t0}
+        result["compact_local"] = local_compact(work / "compact-local")
+        print(f"compaction: spark {result['compact_spark']['seconds']:.2f} s, "
+              f"local {result['compact_local']['seconds']:.2f} s", flush=True)
     spark.stop()
     return result
 

@@ -4,7 +4,7 @@ The async indexer (:mod:`lakeline.services.indexing`) builds an index from the l
 files of a snapshot (:func:`build`, one engine task per file), then catches up with the
 commits that completed meanwhile and did not write entries for it (:func:`catch_up`).
 ``validate`` recomputes the entries of every live file with the same function a writer
-uses (:func:`~.entries.file_entries`) and compares them with what the metadata table holds.
+uses (:func:`~.entries.entries_task`, one engine task per file) and compares them with what the metadata table holds.
 """
 
 from __future__ import annotations
@@ -25,10 +25,11 @@ from ..timeline.timeline import Timeline
 from .entries import (
     EntriesTask,
     IndexTarget,
+    MapFn,
     entries_for,
     entries_schema,
     entries_task,
-    file_entries,
+    serial_map,
 )
 from .metadata_table import INSTANT, MetadataTable
 
@@ -174,8 +175,9 @@ def _comparable(kind: str, row: dict[str, Any]) -> dict[str, Any]:
 
 
 def validate(storage: Storage, view: FileSystemView, snapshot: Timeline, target: IndexTarget,
-             schema: pa.Schema) -> tuple[int, list[dict[str, Any]]]:
-    """Recompute ``target`` from the live data files and compare with the metadata table.
+             schema: pa.Schema, map_fn: MapFn = serial_map) -> tuple[int, list[dict[str, Any]]]:
+    """Recompute ``target`` from the live data files (one ``map_fn`` task per file: an
+    engine's ``map``, serial by default) and compare with the metadata table.
 
     Returns (files checked, mismatches); a mismatch names the index, the file, and
     what differs (``missing`` entry, or the entry ``stored`` vs ``expected``).
@@ -187,17 +189,17 @@ def validate(storage: Storage, view: FileSystemView, snapshot: Timeline, target:
         for r in stored.to_pylist():
             have[tuple(r[c] for c in key_cols)] = _comparable(target.kind, r)
     mismatches: list[dict[str, Any]] = []
-    checked = 0
-    for f, partition in live_files(view):
-        checked += 1
-        expected = file_entries(target, storage, schema, f.path, partition).to_pylist()
-        for e in expected:
+    tasks = build_tasks(storage, view, target, schema)
+    results = map_fn(build_task, tasks)
+    for task, rows in zip(tasks, results):
+        path = task.entries.path
+        for e in rows.drop_columns([INSTANT]).to_pylist():
             k = tuple(e[c] for c in key_cols)
             got = have.get(k)
             if got is None:
-                mismatches.append({"index": target.name, "path": f.path, "key": list(k), "problem": "missing"})
+                mismatches.append({"index": target.name, "path": path, "key": list(k), "problem": "missing"})
             elif got != _comparable(target.kind, e):
                 diff = sorted(c for c in e if got.get(c) != e[c])
-                mismatches.append({"index": target.name, "path": f.path, "key": list(k),
+                mismatches.append({"index": target.name, "path": path, "key": list(k),
                                    "problem": "differs", "fields": diff})
-    return checked, mismatches
+    return len(tasks), mismatches

@@ -43,6 +43,7 @@ from __future__ import annotations
 import posixpath
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
@@ -66,7 +67,7 @@ from ..timeline.retention import (
     last_retain_seq as last_retain_seq,  # re-exported: the cleaner's retain point
 )
 from ..timeline.retention import pinned_seqs
-from ..timeline.storage import META_DIR
+from ..timeline.storage import META_DIR, Storage
 from ..timeline.timeline import Timeline
 from .plugin import Progress, TableService
 
@@ -80,6 +81,29 @@ POLICY_RETAIN = {"keep_latest_commits": 10, "keep_latest_file_versions": 3, "kee
 #: Pending instants that read no data files: their snapshots need no protection.
 _NO_READS = (Action.CLEAN, Action.ARCHIVE, Action.ROLLBACK, Action.SAVEPOINT)
 _HOUR_US = 3_600_000_000
+
+
+#: Files one delete task removes.
+_DELETES_PER_TASK = 500
+
+
+@dataclass(frozen=True)
+class DeleteFiles:
+    """Delete some planned files (a picklable engine task)."""
+
+    storage: Storage
+    paths: tuple[str, ...]
+
+
+def delete_files(task: DeleteFiles) -> list[bool]:
+    """Whether each file was deleted (False: it was already gone)."""
+    out = []
+    for path in task.paths:
+        ok = task.storage.delete(task.storage.path(path))
+        out.append(ok)
+        if ok:
+            faults.point("clean.mid_delete")
+    return out
 
 
 def _now_ns() -> int:
@@ -320,21 +344,29 @@ class CleaningService(TableService):
         age_ms = plan.orphan_age_ms
         now_ns = _now_ns()
         infos = dict(zip(paths, storage.fs.get_file_info([storage.path(p) for p in paths]))) if paths else {}
-        deleted, skipped, missing, freed = [], [], 0, 0
-        for n, path in enumerate(paths):
+        deleted, skipped, doomed, missing, freed = [], [], [], 0, 0
+        for path in paths:
             info = infos[path]
             if info.type == pafs.FileType.NotFound:
                 missing += 1
             elif path in guard or _instant_alive(tl, path) or _young(info, now_ns, age_ms):
                 skipped.append(path)
-            elif storage.delete(storage.path(path)):
-                deleted.append(path)
-                freed += info.size or 0
-                faults.point("clean.mid_delete")
             else:
-                missing += 1
+                doomed.append(path)
+        # The deletes go through the engine in batches (on Spark, executors delete).
+        batches = [tuple(doomed[i:i + _DELETES_PER_TASK]) for i in range(0, len(doomed), _DELETES_PER_TASK)]
+        done = 0
+        for batch, gone in zip(batches, table.service_engine.map(delete_files, [DeleteFiles(storage, b)
+                                                                              for b in batches])):
+            for path, ok in zip(batch, gone):
+                if ok:
+                    deleted.append(path)
+                    freed += infos[path].size or 0
+                else:
+                    missing += 1
+            done += len(batch)
             if progress is not None:
-                progress(n + 1, len(paths))
+                progress(done, len(doomed))
         live_indexes = {d.partition for d in index_states(tl).values()} | {FILES}
         index_deleted = 0
         for rel in plan.index_files:

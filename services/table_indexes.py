@@ -231,7 +231,8 @@ class TableIndexes:
             defs = [d for d in list_indexes(snapshot) if d.is_written]
         view = self.table.view(snapshot)
         for d in defs:
-            n, bad = validate(self.table.storage, view, snapshot, resolve(d, cfg.schema, cfg.record_key), cfg.schema)
+            n, bad = validate(self.table.storage, view, snapshot, resolve(d, cfg.schema, cfg.record_key), cfg.schema,
+                              self.table.service_engine.map)
             checked += n
             mismatches.extend(bad)
         return {"files_checked": checked, "mismatches": mismatches}

@@ -3,7 +3,8 @@ source. The only package that imports pyspark (DESIGN.md section 1)."""
 
 from __future__ import annotations
 
+from .engine import SparkEngine
 from .session import register, session
 from .write import write
 
-__all__ = ["register", "session", "write"]
+__all__ = ["SparkEngine", "register", "session", "write"]

@@ -31,9 +31,8 @@ small files (two tasks could fill the same one); clustering packs them.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -53,6 +52,7 @@ from ..timeline.errors import SchemaMismatchError, UnsupportedOperationError
 from ..timeline.instant import Action
 from ..timeline.markers import reconcile_markers
 from ..timeline.table_config import TableConfig
+from .engine import SparkEngine
 from .errors import reraise_typed
 from .write_tasks import (
     STAGED_SCHEMA,
@@ -72,10 +72,6 @@ OPERATIONS = ("insert", "upsert", "delete", "overwrite")
 #: Rows a planning task takes at most (more tasks than cores beyond that): bounds the
 #: memory of a task; fewer tasks means fewer reads of the same candidate files' keys.
 _ROWS_PER_PLAN_TASK = 4_000_000
-
-T = TypeVar("T")
-R = TypeVar("R")
-
 
 def write(df: DataFrame, path: str, operation: str = "upsert", timeline: str | None = None,
           hooks: Any = None) -> WriteResult:
@@ -129,18 +125,6 @@ def _check_columns(df: DataFrame, cfg: TableConfig, operation: str) -> None:
     if unknown:
         raise SchemaMismatchError(f"columns {unknown} are not in the table's schema (Spark writes do not add "
                                   "columns: evolve the schema with the local API first)")
-
-
-def _map(spark: SparkSession, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
-    """``fn`` over ``items`` on the executors, one task each, results in input order;
-    an executor's lakeline error is raised as itself."""
-    if not items:
-        return []
-    try:
-        return spark.sparkContext.parallelize(list(items), len(items)).map(fn).collect()
-    except Exception as e:  # noqa: BLE001 - an executor's typed error is re-raised as itself
-        reraise_typed(e)
-        raise
 
 
 # -- 1. stage -----------------------------------------------------------------------------
@@ -213,7 +197,7 @@ class _Planner:
         self.attempts += 1
         t0 = time.perf_counter()
         remote = _executor_context(ctx)
-        parts = _map(self.spark, plan_part, [PlanTask(remote, self.operation, self.staging, attempt, paths)
+        parts = SparkEngine(self.spark).map(plan_part, [PlanTask(remote, self.operation, self.staging, attempt, paths)
                                             for paths in self.inputs])
         plan = SparkPlan(self.operation, self.staging)
         # The plan of no rows: an overwrite of an unpartitioned table replaces everything
@@ -254,7 +238,7 @@ class _Writer:
         cfg = ctx.config
         st = WriteSettings.of(ctx.storage, cfg, instant, index_job(ctx.log.timeline, cfg.schema, cfg.record_key))
         slices = {(s.partition, s.file_group): s for s in ctx.view.latest_slices()}
-        results = _map(self.spark, write_group, group_writes(st, plan.staging, slices, plan.parts))
+        results = SparkEngine(self.spark).map(write_group, group_writes(st, plan.staging, slices, plan.parts))
         written: list[Written] = []
         rewritten: list[tuple[tuple[str, str], Written | None]] = []
         for kind, partition, group, outcome in results:

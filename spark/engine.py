@@ -1,0 +1,61 @@
+"""``SparkEngine``: the engine protocol (:mod:`lakeline.table.engine`) on a Spark cluster.
+
+The same module-level task functions and picklable task descriptions the local engine
+runs go to executors, one Spark task per item (items are file-sized units of work:
+a file group to compact, a file to index, a slice to validate), and the results come
+back to the driver in input order. Each call is one Spark job whose description names
+the function, so the Spark UI and logs say what lakeline ran. An executor's lakeline
+error (``SnapshotExpiredError``, ``IndexBuildError``...) is raised on the driver as
+itself (:mod:`.errors`), so callers handle it as with the local engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from pyspark.sql import SparkSession
+
+from ..timeline.errors import UnsupportedOperationError
+from .errors import reraise_typed
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class SparkEngine:
+    """Runs ``map(fn, items)`` as one Spark job, one task per item.
+
+    Args:
+        spark: the session whose cluster runs the tasks.
+        max_tasks: at most this many tasks per job (items are then batched per task, in
+            order); None: one task per item.
+    """
+
+    def __init__(self, spark: SparkSession, max_tasks: int | None = None) -> None:
+        self.spark = spark
+        self.max_tasks = max_tasks
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        items = list(items)
+        if not items:
+            return []
+        sc = self.spark.sparkContext
+        name = getattr(fn, "__qualname__", repr(fn))
+        slices = len(items) if self.max_tasks is None else max(1, min(len(items), self.max_tasks))
+        previous = sc.getLocalProperty("spark.job.description")
+        sc.setJobDescription(f"lakeline {getattr(fn, '__module__', '')}.{name} over {len(items)} item(s)")
+        try:
+            return sc.parallelize(items, slices).map(fn).collect()
+        except Exception as e:  # noqa: BLE001 - an executor's typed error is re-raised as itself
+            reraise_typed(e)
+            raise
+        finally:
+            sc.setJobDescription(previous)  # type: ignore[arg-type]
+
+    def __reduce__(self) -> Any:
+        # A task that captured the engine would try to ship the SparkSession to executors.
+        raise UnsupportedOperationError("a SparkEngine lives on the driver; tasks must not carry it")
+
+    def __repr__(self) -> str:
+        return f"SparkEngine({self.spark.sparkContext.master})"
