@@ -1,10 +1,30 @@
-"""The ``lakeline`` Spark data source (``spark.read.format("lakeline")``,
-``df.write.format("lakeline")``). Placeholder for the read side."""
+"""The ``lakeline`` Spark data source: ``spark.read.format("lakeline")`` and
+``df.write.format("lakeline")``.
+
+Options: ``as_of`` (an instant id or an ISO date-time), ``timeline`` (the table's
+timeline store, as for ``Table.open``) and, for writes, ``operation``. Reads plan on
+the driver (the snapshot and its slices) and read one Spark partition per file slice
+through the tasks of :mod:`.read`; writes stage and commit through
+:mod:`.source_writer`. A table that does not exist is created by
+``lakeline.spark.create_table``, never by a write.
+
+Spark's filter pushdown for Python data sources is not used (pyspark 4.3 keeps pushed
+filters on a reused DataFrame: see :mod:`.filters`); ``lakeline.spark.read(filter=...)``
+prunes instead.
+"""
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, DataSourceWriter
+from collections.abc import Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter, InputPartition
 from pyspark.sql.types import StructType
+
+from ..table.table import Table
+from ..timeline.errors import TableNotFoundError
+from .read import SliceRows, as_of_value, plan, slice_batches
+from .types import spark_readable, to_spark_schema
 
 
 class LakelineDataSource(DataSource):
@@ -12,9 +32,43 @@ class LakelineDataSource(DataSource):
     def name(cls) -> str:
         return "lakeline"
 
+    def _table(self) -> Table:
+        path = self.options.get("path")
+        if not path:
+            raise TableNotFoundError("the lakeline data source needs a path: load(path) / save(path)")
+        return Table.open(path, self.options.get("timeline"))
+
+    def schema(self) -> StructType:
+        return to_spark_schema(spark_readable(self._table().config.schema))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return LakelineReader(self._table(), as_of_value(self.options.get("as_of")))
+
     # -- writes (spark/source_writer.py) --------------------------------------------------
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from .source_writer import LakelineWriter
 
         return LakelineWriter(self.options["path"], self.options, overwrite)
+
+
+class SlicePartition(InputPartition):
+    """One file slice of the snapshot read."""
+
+    def __init__(self, task: SliceRows) -> None:
+        super().__init__(task.slice.file_group if task.slice is not None else None)
+        self.task = task
+
+
+class LakelineReader(DataSourceReader):
+    """Reads a snapshot planned when the query is planned (on the driver)."""
+
+    def __init__(self, table: Table, as_of: object) -> None:
+        self.tasks, _ = plan(table, None, None, as_of)  # type: ignore[arg-type]
+
+    def partitions(self) -> list[InputPartition]:
+        return [SlicePartition(t) for t in self.tasks]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, SlicePartition)
+        yield from slice_batches(partition.task)

@@ -1,0 +1,139 @@
+"""Reads into Spark: ``read(spark, path, filter=, columns=, as_of=)``.
+
+The driver plans the read exactly as the local ``Scan`` does (the snapshot now or as of
+an instant id or a time, and pruning by partitions, record-key ranges, column stats and
+bloom filters from the filter), then Spark reads **one partition per file slice**: each
+task reads its slice's base file, or merges the base with its logs with lakeline's own
+merge (``read_slice``), and hands Spark Arrow batches. Rows never pass through the
+driver. Spark applies the filter to the rows itself: pruning (:mod:`.filters`) only
+skips slices that cannot match.
+
+The ``lakeline`` data source (:mod:`.source`) reads through the same slice tasks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
+
+from ..table.files import FileRead, read_snapshot_file, with_columns_of
+from ..table.records import check_columns
+from ..table.scan import Scan, SliceRead, read_slice
+from ..table.table import Table
+from ..timeline.errors import InvalidFilterError, SnapshotExpiredError, UnknownColumnError
+from ..timeline.file_group import FileSlice
+from ..timeline.storage import Storage
+from .filters import to_arrow_filter
+from .types import spark_readable, to_spark_schema
+
+
+@dataclass(frozen=True)
+class SliceRows:
+    """Read one file slice for Spark: the base alone, or merged with its logs."""
+
+    storage: Storage
+    slice: FileSlice | None  # None: an empty read (a snapshot without files)
+    schema: pa.Schema  # the table's
+    key: tuple[str, ...]
+    ordering: str | None
+    columns: tuple[str, ...]  # what Spark gets, in this order
+    out: pa.Schema  # ``columns`` in the types Spark reads
+
+
+def slice_batches(task: SliceRows) -> Iterator[pa.RecordBatch]:
+    """The slice's live rows as Spark-ready batches.
+
+    Raises:
+        SnapshotExpiredError: a file of the snapshot was cleaned meanwhile.
+    """
+    s = task.slice
+    if s is None:
+        return
+    try:
+        if s.logs:
+            rows = read_slice(SliceRead(task.storage, s, task.schema, task.key, task.ordering))
+        elif s.base is not None:
+            rows = with_columns_of(read_snapshot_file(FileRead(task.storage, s.base.path, task.columns)),
+                                   pa.schema([task.schema.field(c) for c in task.columns]))
+        else:
+            return
+    except FileNotFoundError as e:
+        raise SnapshotExpiredError(f"a file of the snapshot being read was cleaned meanwhile: {e}") from e
+    yield from rows.select(list(task.columns)).cast(task.out).to_batches(max_chunksize=65_536)
+
+
+def as_of_value(text: str | None) -> int | datetime | None:
+    """An ``as_of`` option: an instant id, or an ISO time (``2026-11-24T10:00:00+00:00``)."""
+    if text is None or text == "":
+        return None
+    text = str(text).strip()
+    if text.isdigit():
+        return int(text)
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidFilterError(f"as_of must be an instant id or an ISO date-time, not {text!r}") from None
+
+
+def plan(table: Table, filter: pc.Expression | None, columns: list[str] | None,
+         as_of: int | datetime | None) -> tuple[list[SliceRows], pa.Schema]:
+    """The slice tasks of a read and the Arrow schema Spark gets (planned on the driver).
+
+    Raises:
+        UnknownColumnError: ``columns`` names a column the table does not have.
+        InstantNotFoundError, SnapshotExpiredError: a bad ``as_of``.
+    """
+    cfg = table.config
+    wanted = tuple(check_columns(cfg, columns) or cfg.schema.names)
+    try:
+        scan = table.scan(filter=filter, as_of=as_of)
+    except (InvalidFilterError, UnknownColumnError, pa.ArrowException):
+        scan = table.scan(as_of=as_of)  # a translation Arrow rejects: prune nothing, Spark filters
+    out = spark_readable(pa.schema([cfg.schema.field(c) for c in wanted]))
+    slices: list[FileSlice | None] = list(scan.slices) or [None]
+    return [SliceRows(table.storage, s, cfg.schema, cfg.record_key, cfg.ordering_field, wanted, out)
+            for s in _largest_first(scan, slices)], out
+
+
+def _largest_first(scan: Scan, slices: list[FileSlice | None]) -> list[FileSlice | None]:
+    return sorted(slices, key=lambda s: -(s.bytes if s is not None else 0))
+
+
+def read(spark: SparkSession, path: str, filter: Any = None, columns: list[str] | None = None,
+         as_of: int | datetime | str | None = None, timeline: str | None = None) -> DataFrame:
+    """The table at ``path`` (now, or as of an instant id or a datetime) as a DataFrame,
+    one Spark partition per file slice.
+
+    Args:
+        filter: a Spark SQL string (``"day = '2026-01-01' and id > 5"``) or a ``Column``;
+            slices that cannot match are not read, and Spark filters the rows.
+        columns: the columns to return (all by default).
+
+    Raises:
+        TableNotFoundError, UnknownColumnError, InstantNotFoundError,
+        SnapshotExpiredError: before any Spark job runs.
+    """
+    table = Table.open(path, timeline)
+    snapshot_as_of = as_of_value(as_of) if isinstance(as_of, str) else as_of
+    check_columns(table.config, columns)
+    # With a filter, its columns must be read too: project after Spark filtered.
+    read_columns = columns if filter is None else None
+    tasks, out = plan(table, to_arrow_filter(filter, table.config.schema), read_columns, snapshot_as_of)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for i in batch.column(0).to_pylist():
+                yield from slice_batches(tasks[i])
+
+    df = spark.range(0, len(tasks), 1, numPartitions=len(tasks)).mapInArrow(run, to_spark_schema(out))
+    if filter is not None:
+        df = df.filter(filter)
+        if columns is not None:
+            df = df.select(*columns)
+    return df

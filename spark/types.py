@@ -1,0 +1,155 @@
+"""The Spark <-> Arrow type mapping, and ``create_table`` from a Spark schema.
+
+lakeline tables have Arrow schemas; Spark sees them through this mapping (built on
+pyspark's own Arrow conversion, the one ``mapInArrow`` and the Python data source use,
+so what lakeline declares is what Spark converts):
+
+==============================  =======================================================
+Spark                           Arrow (in a lakeline table)
+==============================  =======================================================
+Boolean, Byte, Short, Int, Long bool, int8, int16, int32, int64
+Float, Double                   float32, float64
+Decimal(p, s)                   decimal128(p, s)
+String (also Char/Varchar)      string (large_string and dictionary<string> read as String)
+Binary                          binary (large_binary reads as Binary)
+Date                            date32
+Timestamp (with time zone)      timestamp[us, tz=UTC]: an instant; shown in the session
+                                time zone (``session()`` sets UTC)
+TimestampNTZ                    timestamp[us] without time zone: a wall-clock value
+Array, Struct, Map              list, struct, map (nested types map element-wise)
+==============================  =======================================================
+
+Arrow timestamps of other units (s, ms, ns) read as Spark microseconds (ns values are
+truncated to microseconds on the way). Not supported, refused with a
+``SchemaMismatchError`` naming the column: unsigned integers and float16 (Spark has no
+such types), Spark's intervals (Parquet has no duration type), Variant and Null
+columns, and Arrow types Spark has no equivalent for (unions, ...).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql.pandas.types import from_arrow_type, to_arrow_type
+from pyspark.sql.types import (
+    ArrayType,
+    CalendarIntervalType,
+    CharType,
+    DataType,
+    DayTimeIntervalType,
+    MapType,
+    NullType,
+    StructField,
+    StructType,
+    VarcharType,
+    VariantType,
+    YearMonthIntervalType,
+)
+
+from ..table.table import Table
+from ..timeline.errors import SchemaMismatchError
+
+_UTC = "UTC"
+
+
+def to_spark_schema(schema: pa.Schema) -> StructType:
+    """The Spark schema of an Arrow schema.
+
+    Raises:
+        SchemaMismatchError: a column has a type Spark cannot hold (named).
+    """
+    return StructType([to_spark_field(f) for f in schema])
+
+
+def to_spark_field(field: pa.Field) -> StructField:
+    try:
+        return StructField(field.name, from_arrow_type(field.type), field.nullable)
+    except (TypeError, ValueError, AssertionError) as e:
+        raise SchemaMismatchError(f"column {field.name!r} has type {field.type}, which Spark cannot hold: "
+                                  f"{_short(e)}") from None
+
+
+def to_arrow_schema(schema: StructType) -> pa.Schema:
+    """The Arrow schema of a Spark schema (timestamps with time zone as UTC instants).
+
+    Raises:
+        SchemaMismatchError: a column has a type lakeline cannot store (named).
+    """
+    return pa.schema([to_arrow_field(f) for f in schema.fields])
+
+
+def to_arrow_field(field: StructField) -> pa.Field:
+    try:
+        typ = _to_arrow_type(field.dataType)
+    except (TypeError, ValueError, AssertionError) as e:
+        raise SchemaMismatchError(f"column {field.name!r} has Spark type {field.dataType.simpleString()}, "
+                                  f"which lakeline cannot store: {_short(e)}") from None
+    return pa.field(field.name, _large_to_plain(typ), field.nullable)
+
+
+def _to_arrow_type(typ: DataType) -> pa.DataType:
+    if isinstance(typ, (CharType, VarcharType)):
+        return pa.string()
+    if isinstance(typ, _REFUSED):
+        # Parquet has no duration or interval type; a variant or null column holds nothing
+        # lakeline can index, compare or merge.
+        raise TypeError(f"{typ.simpleString()} is not supported")
+    if isinstance(typ, ArrayType):
+        return pa.list_(_to_arrow_type(typ.elementType))
+    if isinstance(typ, MapType):
+        return pa.map_(_to_arrow_type(typ.keyType), _to_arrow_type(typ.valueType))
+    if isinstance(typ, StructType):
+        return pa.struct([pa.field(f.name, _to_arrow_type(f.dataType), f.nullable) for f in typ.fields])
+    return to_arrow_type(typ, timezone=_UTC)
+
+
+_REFUSED = (DayTimeIntervalType, YearMonthIntervalType, CalendarIntervalType, VariantType, NullType)
+
+
+def spark_readable(schema: pa.Schema) -> pa.Schema:
+    """``schema`` as Spark reads it back from Arrow: what a slice's rows are cast to
+    before they cross into Spark (timestamps in microseconds, no unsigned types)."""
+    return to_arrow_schema(to_spark_schema(schema))
+
+
+def _large_to_plain(typ: pa.DataType) -> pa.DataType:
+    """pyspark may map to large types; lakeline tables use the plain ones."""
+    if pa.types.is_large_string(typ):
+        return pa.string()
+    if pa.types.is_large_binary(typ):
+        return pa.binary()
+    if pa.types.is_large_list(typ):
+        return pa.list_(_large_to_plain(typ.value_type))
+    if pa.types.is_list(typ):
+        return pa.list_(pa.field(typ.value_field.name, _large_to_plain(typ.value_type), typ.value_field.nullable))
+    if pa.types.is_struct(typ):
+        return pa.struct([f.with_type(_large_to_plain(f.type)) for f in typ])
+    if pa.types.is_map(typ):
+        return pa.map_(_large_to_plain(typ.key_type), _large_to_plain(typ.item_type))
+    return typ
+
+
+def _short(error: BaseException) -> str:
+    return str(error).splitlines()[0][:200]
+
+
+def create_table(path: str | os.PathLike[str], df_or_schema: DataFrame | StructType, record_key: Any = "id",
+                 ordering_field: str | None = None, partition_by: list[str] | None = None, table_type: str = "cow",
+                 properties: dict[str, Any] | None = None, timeline: str | None = None) -> Table:
+    """``Table.create`` from a Spark schema (or a DataFrame's): the table's Arrow schema
+    follows the mapping of this module. Nothing is written from a DataFrame; write its
+    rows with :func:`lakeline.spark.write`.
+
+    Raises:
+        SchemaMismatchError: a column's type cannot be stored (named).
+        whatever ``Table.create`` raises (TableExistsError, UnknownColumnError, ...).
+    """
+    struct = df_or_schema.schema if isinstance(df_or_schema, DataFrame) else df_or_schema
+    if not isinstance(struct, StructType):
+        raise SchemaMismatchError(f"create_table needs a DataFrame or a StructType, not {type(struct).__name__}")
+    return Table.create(path, to_arrow_schema(struct), record_key=record_key, ordering_field=ordering_field,
+                        partition_by=partition_by, table_type=table_type, properties=properties, timeline=timeline)
+
