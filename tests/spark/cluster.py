@@ -1,0 +1,95 @@
+"""A real Spark standalone cluster for tests: one master and two workers, started from
+the pyspark wheel with ``spark-class`` (no ``start-master.sh``), bound to 127.0.0.1,
+and stopped by their process groups whatever happens (``stop()`` in a ``finally`` and
+at interpreter exit). Their logs stay in the cluster's folder for failure messages.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def spark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent
+
+
+@dataclass
+class Cluster:
+    folder: Path
+    workers: int = 2
+    master_port: int = field(default_factory=free_port)
+    ui_port: int = field(default_factory=free_port)
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"spark://127.0.0.1:{self.master_port}"
+
+    def _start(self, name: str, *args: str) -> None:
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_HOME": str(spark_home()),
+               "SPARK_LOG_DIR": str(self.folder), "SPARK_WORKER_DIR": str(self.folder / "work")}
+        log = open(self.folder / f"{name}.log", "wb")  # noqa: SIM115 - kept open for the process's life
+        self.procs.append(subprocess.Popen([str(spark_home() / "bin" / "spark-class"), *args], env=env,
+                                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+
+    def start(self, timeout: float = 90.0) -> Cluster:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        atexit.register(self.stop)
+        self._start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                    "--port", str(self.master_port), "--webui-port", str(self.ui_port))
+        for w in range(self.workers):
+            self._start(f"worker-{w}", "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
+                        "--cores", "1", "--memory", "1g", "--webui-port", str(free_port()),
+                        "--work-dir", str(self.folder / f"work-{w}"))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.alive_workers() >= self.workers:
+                return self
+            if any(p.poll() is not None for p in self.procs):
+                break
+            time.sleep(0.5)
+        self.stop()
+        raise RuntimeError(f"the standalone cluster did not come up with {self.workers} workers:\n{self.logs()}")
+
+    def alive_workers(self) -> int:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=2) as r:
+                return int(json.load(r).get("aliveworkers", 0))
+        except OSError:
+            return 0
+
+    def logs(self) -> str:
+        logs = sorted(self.folder.glob("*.log"))
+        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in logs)
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        for p in self.procs:
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        self.procs.clear()
