@@ -1,9 +1,9 @@
 /*
  * lakeline.indexes._native: the inner loops of index entries, in C.
  *
- * Index entries (HyperLogLog sketches of every column, bloom filters of keys) are
+ * Index entries (DataSketches HLL coupons of every column, bloom filters of keys) are
  * computed for every data file a writer or an index build produces, so they sit on
- * the write path. The numpy versions in hashing.py, hll.py and bloom.py make one
+ * the write path. The numpy versions in hashing.py, coupons.py and bloom.py make one
  * pass over memory per arithmetic step; these loops make one pass in all, and run
  * without the GIL so an engine's threads use every core.
  *
@@ -76,13 +76,11 @@ static inline int64_t offset_at(const void *offsets, int wide, Py_ssize_t i) {
     return wide ? ((const int64_t *)offsets)[i] : (int64_t)((const int32_t *)offsets)[i];
 }
 
-static inline void hll_add(uint8_t *r, int p, uint64_t h);
-
 /* Hash strings data[offsets[i]:offsets[i+1]] for i < n (checked against the data) into
- * `out`, or, when `regs` is set, into those 2^p HLL registers. Runs without the GIL.
+ * `out`. Runs without the GIL.
  * Returns 0, or -1 with a Python error for offsets outside the data. */
 static int each_text_hash(Py_buffer *data, Py_buffer *offsets, int wide, Py_ssize_t n, uint64_t seed,
-                          uint64_t *out, uint8_t *regs, int p) {
+                          uint64_t *out) {
     const uint8_t *d = (const uint8_t *)data->buf;
     const Py_ssize_t len = data->len;
     int bad = 0;
@@ -94,11 +92,7 @@ static int each_text_hash(Py_buffer *data, Py_buffer *offsets, int wide, Py_ssiz
             break;
         }
         const uint64_t h = text_hash(d + a, b - a, len - a, seed);
-        if (regs != NULL) {
-            hll_add(regs, p, h);
-        } else {
-            out[i] = h;
-        }
+        out[i] = h;
     }
     Py_END_ALLOW_THREADS
     if (bad) {
@@ -123,7 +117,7 @@ static PyObject *hash_text(PyObject *self, PyObject *args) {
     if (check_size(&offsets, (n + 1) * width, "offsets") || check_size(&out, n * 8, "out")) {
         goto done;
     }
-    if (each_text_hash(&data, &offsets, wide, n, (uint64_t)seed, (uint64_t *)out.buf, NULL, 0)) {
+    if (each_text_hash(&data, &offsets, wide, n, (uint64_t)seed, (uint64_t *)out.buf)) {
         goto done;
     }
     result = Py_NewRef(Py_None);
@@ -212,105 +206,6 @@ done:
     return result;
 }
 
-/* The HLL register update of one hash (see hll_update). */
-static inline void hll_add(uint8_t *r, int p, uint64_t h) {
-    const int q = 64 - p;
-    const uint64_t low = h & ((1ULL << q) - 1);
-    const uint8_t rank = low ? (uint8_t)(q - (63 - __builtin_clzll(low))) : (uint8_t)(q + 1);
-    const uint64_t at = h >> q;
-    if (rank > r[at]) {
-        r[at] = rank;
-    }
-}
-
-static int hll_args(int p, Py_buffer *regs) {
-    if (p < 4 || p > 18) {
-        PyErr_Format(PyExc_ValueError, "HLL precision %d outside 4..18", p);
-        return -1;
-    }
-    return check_size(regs, (Py_ssize_t)1 << p, "registers");
-}
-
-/* hll_words(words, seed, p, registers): hll_update of hash_words(words, seed) in one
- * pass, without the hashes in memory (an NDV sketch needs nothing else of them). */
-static PyObject *hll_words(PyObject *self, PyObject *args) {
-    Py_buffer words, regs;
-    unsigned long long seed;
-    int p;
-    if (!PyArg_ParseTuple(args, "y*Kiw*", &words, &seed, &p, &regs)) {
-        return NULL;
-    }
-    PyObject *result = NULL;
-    if (hll_args(p, &regs)) {
-        goto done;
-    }
-    const uint64_t *w = (const uint64_t *)words.buf;
-    const Py_ssize_t n = words.len / 8;
-    uint8_t *r = (uint8_t *)regs.buf;
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n; i++) {
-        hll_add(r, p, fmix64(w[i] ^ (uint64_t)seed));
-    }
-    Py_END_ALLOW_THREADS
-    result = Py_NewRef(Py_None);
-done:
-    PyBuffer_Release(&words);
-    PyBuffer_Release(&regs);
-    return result;
-}
-
-/* hll_text(data, offsets, wide, n, seed, p, registers): hll_update of hash_text(...) in
- * one pass. */
-static PyObject *hll_text(PyObject *self, PyObject *args) {
-    Py_buffer data, offsets, regs;
-    int wide, p;
-    Py_ssize_t n;
-    unsigned long long seed;
-    if (!PyArg_ParseTuple(args, "y*y*pnKiw*", &data, &offsets, &wide, &n, &seed, &p, &regs)) {
-        return NULL;
-    }
-    PyObject *result = NULL;
-    if (hll_args(p, &regs) || check_size(&offsets, (n + 1) * (wide ? 8 : 4), "offsets")) {
-        goto done;
-    }
-    if (each_text_hash(&data, &offsets, wide, n, (uint64_t)seed, NULL, (uint8_t *)regs.buf, p)) {
-        goto done;
-    }
-    result = Py_NewRef(Py_None);
-done:
-    PyBuffer_Release(&data);
-    PyBuffer_Release(&offsets);
-    PyBuffer_Release(&regs);
-    return result;
-}
-
-/* hll_update(hashes, p, registers): registers[h >> (64 - p)] = max(itself, rank), the
- * rank being the leading zeros of the low 64 - p bits plus one (65 - p when zero). */
-static PyObject *hll_update(PyObject *self, PyObject *args) {
-    Py_buffer hashes, regs;
-    int p;
-    if (!PyArg_ParseTuple(args, "y*iw*", &hashes, &p, &regs)) {
-        return NULL;
-    }
-    PyObject *result = NULL;
-    if (hll_args(p, &regs)) {
-        goto done;
-    }
-    const uint64_t *h = (const uint64_t *)hashes.buf;
-    const Py_ssize_t n = hashes.len / 8;
-    uint8_t *r = (uint8_t *)regs.buf;
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n; i++) {
-        hll_add(r, p, h[i]);
-    }
-    Py_END_ALLOW_THREADS
-    result = Py_NewRef(Py_None);
-done:
-    PyBuffer_Release(&hashes);
-    PyBuffer_Release(&regs);
-    return result;
-}
-
 /* Probe i of hash h is the 32-bit (h1 + i * h2) mapped onto [0, m) by multiply-shift;
  * h1 = low 32 bits, h2 = high 32 bits | 1, h1 accumulating in 64 bits (as bloom.py). */
 #define FOR_EACH_PROBE(hv, m, k, pos, body)                          \
@@ -392,15 +287,136 @@ done:
     return result;
 }
 
+/* -- DataSketches HLL coupons ---------------------------------------------------------
+ * The NDV sketches of column_stats are Apache DataSketches HLL sketches, so Spark's
+ * hll_* functions and the datasketches library read and merge them. A value enters a
+ * DataSketches sketch as a "coupon" of its MurmurHash3_x64_128 (seed 9001): the low 26
+ * bits of the first half, and 1 + the leading zeros of the second half (at most 63) in
+ * the bits above. Longs are hashed as their 8 little-endian bytes (ints widened, as
+ * Spark's hll_sketch_agg does), strings and binaries as their bytes; an empty string
+ * is not a value (coupon 0 here: a real coupon is never 0). */
+
+static const uint64_t MM_C1 = 0x87C37B91114253D5ULL;
+static const uint64_t MM_C2 = 0x4CF5AD432745937FULL;
+static const uint64_t DS_SEED = 9001ULL;
+
+static inline uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+
+static inline void murmur3_128(const uint8_t *key, int64_t len, uint64_t seed, uint64_t *o1, uint64_t *o2) {
+    const int64_t nblocks = len / 16;
+    uint64_t h1 = seed, h2 = seed;
+    for (int64_t i = 0; i < nblocks; i++) {
+        uint64_t k1 = load_le(key + 16 * i, 8), k2 = load_le(key + 16 * i + 8, 8);
+        k1 *= MM_C1; k1 = rotl64(k1, 31); k1 *= MM_C2; h1 ^= k1;
+        h1 = rotl64(h1, 27); h1 += h2; h1 = h1 * 5 + 0x52DCE729;
+        k2 *= MM_C2; k2 = rotl64(k2, 33); k2 *= MM_C1; h2 ^= k2;
+        h2 = rotl64(h2, 31); h2 += h1; h2 = h2 * 5 + 0x38495AB5;
+    }
+    const uint8_t *tail = key + 16 * nblocks;
+    const int64_t rest = len & 15;
+    if (rest > 8) {
+        uint64_t k2 = load_le(tail + 8, rest - 8);
+        k2 *= MM_C2; k2 = rotl64(k2, 33); k2 *= MM_C1; h2 ^= k2;
+    }
+    if (rest > 0) {
+        uint64_t k1 = load_le(tail, rest > 8 ? 8 : rest);
+        k1 *= MM_C1; k1 = rotl64(k1, 31); k1 *= MM_C2; h1 ^= k1;
+    }
+    h1 ^= (uint64_t)len; h2 ^= (uint64_t)len;
+    h1 += h2; h2 += h1;
+    h1 = fmix64(h1); h2 = fmix64(h2);
+    h1 += h2; h2 += h1;
+    *o1 = h1; *o2 = h2;
+}
+
+static inline uint32_t ds_coupon(uint64_t h1, uint64_t h2) {
+    int lz = h2 == 0 ? 64 : __builtin_clzll(h2);
+    uint32_t value = (uint32_t)((lz > 62 ? 62 : lz) + 1);
+    return (value << 26) | (uint32_t)(h1 & 0x3FFFFFFULL);
+}
+
+/* ds_coupons_words(words, out): out[i] = the coupon of the 8 bytes of words[i]. */
+static PyObject *ds_coupons_words(PyObject *self, PyObject *args) {
+    Py_buffer words, out;
+    if (!PyArg_ParseTuple(args, "y*w*", &words, &out)) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    const Py_ssize_t n = words.len / 8;
+    if (check_size(&out, n * 4, "out")) {
+        goto done;
+    }
+    const uint64_t *w = (const uint64_t *)words.buf;
+    uint32_t *o = (uint32_t *)out.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint8_t b[8];
+        uint64_t v = w[i], h1, h2;
+        for (int j = 0; j < 8; j++) { b[j] = (uint8_t)(v >> (8 * j)); }
+        murmur3_128(b, 8, DS_SEED, &h1, &h2);
+        o[i] = ds_coupon(h1, h2);
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&words);
+    PyBuffer_Release(&out);
+    return result;
+}
+
+/* ds_coupons_text(data, offsets, wide, n, out): out[i] = the coupon of the bytes of
+ * value i, 0 for an empty value. */
+static PyObject *ds_coupons_text(PyObject *self, PyObject *args) {
+    Py_buffer data, offsets, out;
+    int wide;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "y*y*pnw*", &data, &offsets, &wide, &n, &out)) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (check_size(&offsets, (n + 1) * (wide ? 8 : 4), "offsets") || check_size(&out, n * 4, "out")) {
+        goto done;
+    }
+    const uint8_t *d = (const uint8_t *)data.buf;
+    const Py_ssize_t len = data.len;
+    uint32_t *o = (uint32_t *)out.buf;
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const int64_t a = offset_at(offsets.buf, wide, i), b = offset_at(offsets.buf, wide, i + 1);
+        if (a < 0 || b < a || b > len) {
+            bad = 1;
+            break;
+        }
+        if (b == a) {
+            o[i] = 0;
+            continue;
+        }
+        uint64_t h1, h2;
+        murmur3_128(d + a, b - a, DS_SEED, &h1, &h2);
+        o[i] = ds_coupon(h1, h2);
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "offsets point outside the data buffer");
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&offsets);
+    PyBuffer_Release(&out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"hash_text", hash_text, METH_VARARGS, "hash_text(data, offsets, wide, n, seed, out)"},
     {"text_min_max", text_min_max, METH_VARARGS, "text_min_max(data, offsets, wide, n) -> (i, j)"},
     {"hash_words", hash_words, METH_VARARGS, "hash_words(words, seed, out)"},
-    {"hll_update", hll_update, METH_VARARGS, "hll_update(hashes, p, registers)"},
-    {"hll_words", hll_words, METH_VARARGS, "hll_words(words, seed, p, registers)"},
-    {"hll_text", hll_text, METH_VARARGS, "hll_text(data, offsets, wide, n, seed, p, registers)"},
     {"bloom_set", bloom_set, METH_VARARGS, "bloom_set(hashes, num_bits, num_hashes, bits)"},
     {"bloom_test", bloom_test, METH_VARARGS, "bloom_test(hashes, num_bits, num_hashes, bits, out)"},
+    {"ds_coupons_words", ds_coupons_words, METH_VARARGS, "ds_coupons_words(words, out)"},
+    {"ds_coupons_text", ds_coupons_text, METH_VARARGS, "ds_coupons_text(data, offsets, wide, n, out)"},
     {NULL, NULL, 0, NULL},
 };
 

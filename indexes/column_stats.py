@@ -18,17 +18,17 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .hashing import ColumnHashes, hash_array, sketch_registers
+from .coupons import column_coupons
+from .hashing import ColumnHashes
 from .hll import Hll, merge_all
 
 #: lg(k) of the HLL sketches: 2^14 registers give a relative standard error of ~0.8 %,
 #: so estimates stay within the 3 % the issue asks for with a wide margin, at ~7.5 KiB
 #: per file and column at most (compressed; a few bytes for few distinct values).
-DEFAULT_LG_K = 14
+DEFAULT_LG_K = 12
 
 #: The metadata-table schema of the ``column_stats`` index partition (without the
 #: columns the metadata table adds itself).
@@ -55,21 +55,10 @@ def _sketchable(typ: pa.DataType) -> bool:
     return not (pa.types.is_nested(typ) or pa.types.is_dictionary(typ))
 
 
-def sketch_values(column: pa.ChunkedArray | pa.Array, lg_k: int = DEFAULT_LG_K,
-                  hashes: np.ndarray | None = None) -> bytes:
-    """A serialized HLL sketch of the distinct non-null values of ``column``.
-
-    Values are hashed by :func:`.hashing.hash_array` (fixed-width values by value,
-    binary by bytes, everything else by text), the same way in every file, so sketches
-    of one column merge correctly. ``hashes``: those of the non-null values, when the
-    caller has them already.
-    """
-    if hashes is None:
-        registers = sketch_registers(column, lg_k)
-        if registers is not None:
-            return Hll(lg_k, registers).to_bytes()
-        hashes = hash_array(column.drop_null())
-    return Hll.of(hashes, lg_k).to_bytes()
+def sketch_values(column: pa.ChunkedArray | pa.Array, lg_k: int = DEFAULT_LG_K) -> bytes:
+    """A serialized DataSketches HLL sketch of the distinct non-null values of ``column``
+    (:mod:`.hll`; values hashed as DataSketches and Spark hash them, :mod:`.coupons`)."""
+    return Hll.of_coupons(column_coupons(column), lg_k).to_bytes()
 
 
 def file_stats(path: str, partition: str, rows: pa.Table, columns: Sequence[str] | None = None,
@@ -98,7 +87,7 @@ def file_stats(path: str, partition: str, rows: pa.Table, columns: Sequence[str]
         out["max"].append(hi)
         out["null_count"].append(nulls)
         out["value_count"].append(len(col))
-        out["ndv_sketch"].append(sketch_values(col, lg_k, hashes.known_valid(name)) if _sketchable(typ) else None)
+        out["ndv_sketch"].append(sketch_values(col, lg_k) if _sketchable(typ) else None)
     return pa.Table.from_pydict(out, schema=STATS_SCHEMA)
 
 

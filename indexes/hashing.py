@@ -197,28 +197,6 @@ def hash_array(array: pa.Array | pa.ChunkedArray, seed: int = 0) -> np.ndarray:
     return hash_text(array, seed)
 
 
-def sketch_registers(array: pa.Array | pa.ChunkedArray, p: int) -> np.ndarray | None:
-    """The HLL registers (``2^p``, see :mod:`.hll`) of a column's hashes, hashed and
-    added in one pass by the C loops without the hashes in memory; None when that path
-    does not apply (no extension, or nulls: the caller hashes the valid values)."""
-    if NATIVE is None or array.null_count:
-        return None
-    registers = np.zeros(1 << p, dtype=np.uint8)
-    words = _as_words(array)
-    if words is not None:
-        NATIVE.hll_words(np.ascontiguousarray(words), 0, p, registers)
-        return registers
-    typ = array.type
-    if not (pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_binary(typ)
-            or pa.types.is_large_binary(typ)):
-        array = pc.cast(array, pa.string())
-    for chunk in (array.chunks if isinstance(array, pa.ChunkedArray) else [array]):
-        if len(chunk):
-            data, offsets = _text_buffers(chunk)
-            NATIVE.hll_text(data, offsets, offsets.dtype == np.int64, len(chunk), 0, p, registers)
-    return registers
-
-
 def _text_buffers(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """The data bytes and the (int32 or int64) offsets of a string or binary array."""
     large = pa.types.is_large_string(array.type) or pa.types.is_large_binary(array.type)
@@ -279,11 +257,6 @@ class ColumnHashes:
         if col.null_count == 0:
             return self.of(name)
         return self.of(name)[pc.is_valid(col).to_numpy(zero_copy_only=False)]
-
-    def known_valid(self, name: str) -> np.ndarray | None:
-        """``of_valid(name)`` when the hashes are in memory already, else None (a sketch
-        then hashes in one pass without keeping them)."""
-        return self.of_valid(name) if name in self._memo else None
 
     def bounds(self, name: str) -> tuple[str | None, str | None]:
         if name not in self._bounds:

@@ -1,76 +1,103 @@
-"""HyperLogLog sketches of distinct values, built over whole columns (C or numpy).
+"""NDV sketches in the Apache DataSketches HLL format, built by lakeline's own loops.
 
-``column_stats`` keeps one sketch per file and column so the number of distinct values
+``column_stats`` keeps one sketch per file and column, so the number of distinct values
 (NDV) of a partition or a table is a merge of sketches, never a re-read of the data.
-Sketches are built for every base file a writer or an index build produces, so they are
-built from :mod:`.hashing`'s vectorized hashes: the datasketches bindings take one
-Python call per value, which made column statistics cost 5-10x a plain read of the
-file (``docs/decisions.md`` has the measurement).
+The sketches are DataSketches HLL sketches (``HLL_8``, ``lg_k`` 12 by default, Spark's
+own default), byte-compatible with what the ``datasketches`` library writes, so Spark's
+``hll_union_agg`` / ``hll_sketch_estimate`` and the datasketches library merge and
+estimate them (``lakeline.spark.ndv``). They are still built from whole columns at
+once: the datasketches bindings take one Python call per value, which made column
+statistics cost 5-10x a plain read of the file (``docs/decisions.md``).
 
-A sketch is ``2^p`` registers, each the largest "leading zeros + 1" of the hashes routed
-to it; merging is the register-wise maximum, so the sketch of a union is exact whatever
-the order of files. The estimate is Ertl's improved raw estimator ("New cardinality
-estimation algorithms for HyperLogLog sketches", 2017), accurate from 0 to far beyond
-any table without empirical bias tables; its relative standard error is about
-``1.04 / sqrt(2^p)`` (0.8 % at the default p = 14).
+A value becomes a *coupon* (:mod:`.hashing`: MurmurHash3_x64_128, seed 9001, low 26
+bits of the first half, 1 + leading zeros of the second above them). A sketch is, as
+in DataSketches, either the set of its coupons while there are few (``LIST`` up to 7,
+then ``SET`` up to 3/4 of 2^(lg_k-3): exact counts for small files), or ``2^lg_k``
+registers, each the largest value of the coupons whose low bits select it (``HLL``).
+Merging is the union of coupons or the register-wise maximum, so the sketch of a union
+is exact whatever the order of files. lakeline's own estimate of a register sketch is
+Ertl's improved raw estimator; Spark and datasketches use their composite estimator
+on the same registers (serialized sketches are marked *out of order*, as the result of
+a union is), so the numbers differ within the sketch's error (~1.6% at lg_k 12).
 
-On disk a sketch is a magic, ``p``, and the registers compressed with zlib (files with
-few distinct values leave most registers at zero, so their sketches are a few bytes).
+Sketches written before this format (lakeline's own ``LLHL1``: another hash) cannot be
+merged with these: reading one raises :class:`MetadataTableError` asking for
+``t.indexes.rebuild("column_stats")``.
 """
 
 from __future__ import annotations
 
 import math
-import zlib
+import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..timeline.errors import MetadataTableError
-from .native import NATIVE
 
-_MAGIC = b"LLHL1"
-_HASH_BITS = 64
-#: Up to this many hashes a sketch is built by a scatter-max into the registers.
-_SMALL = 200_000
+_LEGACY_MAGIC = b"LLHL1"
+_FAMILY, _SER_VER = 7, 1
+_LIST, _SET, _HLL = 0, 1, 2
+_HLL_8 = 2
+_COMPACT, _OUT_OF_ORDER, _EMPTY = 8, 16, 4
+_LIST_MAX = 7  # coupons of a LIST (lgArr 3): it becomes a SET when full
+_KEY_MASK = (1 << 26) - 1
+
+
+def set_max(lg_k: int) -> int:
+    """Most coupons a SET holds before the sketch becomes registers."""
+    return 3 * (1 << (lg_k - 3)) // 4
 
 
 @dataclass(frozen=True)
 class Hll:
-    """A HyperLogLog sketch: ``2^p`` registers of ranks."""
+    """A DataSketches HLL sketch: coupons (few values) or ``2^lg_k`` registers."""
 
-    p: int
-    registers: np.ndarray  # uint8, length 2^p
+    p: int  # lg_k
+    registers: np.ndarray | None = None  # uint8, HLL mode
+    coupons: np.ndarray | None = None  # sorted unique uint32, LIST/SET mode
 
     @classmethod
     def empty(cls, p: int) -> Hll:
-        return cls(p, np.zeros(1 << p, dtype=np.uint8))
+        return cls(p, None, np.zeros(0, dtype=np.uint32))
 
     @classmethod
-    def of(cls, hashes: np.ndarray, p: int) -> Hll:
-        """The sketch of a set of 64-bit hashes (repeats change nothing)."""
-        h = np.ascontiguousarray(hashes, dtype=np.uint64)
-        if NATIVE is not None:
-            registers = np.zeros(1 << p, dtype=np.uint8)
-            NATIVE.hll_update(h, p, registers)
-            return cls(p, registers)
-        return cls(p, registers_numpy(h, p))
+    def of_coupons(cls, coupons: np.ndarray, p: int) -> Hll:
+        """The sketch of some coupons (repeats and zeros, i.e. skipped values, ignored)."""
+        unique = np.unique(np.asarray(coupons, dtype=np.uint32))
+        if len(unique) and unique[0] == 0:
+            unique = unique[1:]
+        if len(unique) <= set_max(p):
+            return cls(p, None, unique)
+        return cls(p, _registers(unique, p), None)
+
+    @property
+    def is_hll(self) -> bool:
+        return self.registers is not None
 
     def merge(self, other: Hll) -> Hll:
         """The sketch of the union.
 
         Raises:
-            MetadataTableError: the sketches have different precisions.
+            MetadataTableError: the sketches have different lg_k.
         """
         if other.p != self.p:
-            raise MetadataTableError(f"cannot merge HLL sketches of precision {self.p} and {other.p}")
-        return Hll(self.p, np.maximum(self.registers, other.registers))
+            raise MetadataTableError(f"cannot merge HLL sketches of lg_k {self.p} and {other.p}")
+        if self.registers is None and other.registers is None:
+            assert self.coupons is not None and other.coupons is not None
+            return Hll.of_coupons(np.concatenate([self.coupons, other.coupons]), self.p)
+        mine = self.registers if self.registers is not None else _registers(self.coupons, self.p)
+        theirs = other.registers if other.registers is not None else _registers(other.coupons, other.p)
+        return Hll(self.p, np.maximum(mine, theirs), None)
 
     def estimate(self) -> float:
-        """The estimated number of distinct hashes added."""
+        """The estimated number of distinct values added."""
+        if self.registers is None:
+            assert self.coupons is not None
+            return float(len(self.coupons))
         m = 1 << self.p
-        q = _HASH_BITS - self.p
+        q = 62  # values are 1..63: leading zeros of a 64-bit half, capped
         counts = np.bincount(self.registers, minlength=q + 2).astype(np.float64)
         z = m * _tau(1.0 - counts[q + 1] / m)
         for k in range(q, 0, -1):
@@ -81,56 +108,73 @@ class Hll:
         return m * m / (2.0 * math.log(2.0)) / z
 
     def bounds(self, deviations: float = 2.0) -> tuple[float, float]:
-        """``estimate`` minus and plus ``deviations`` relative standard errors."""
+        """``estimate`` minus and plus ``deviations`` relative standard errors (exact in
+        coupon mode)."""
         est = self.estimate()
+        if self.registers is None:
+            return est, est
         rse = 1.04 / math.sqrt(1 << self.p)
         return max(0.0, est * (1 - deviations * rse)), est * (1 + deviations * rse)
 
     def to_bytes(self) -> bytes:
-        return _MAGIC + bytes([self.p]) + zlib.compress(self.registers.tobytes(), 1)
+        """The DataSketches compact image (HLL_8 target)."""
+        mode_byte = lambda mode: mode | (_HLL_8 << 2)  # noqa: E731
+        if self.registers is None:
+            coupons = self.coupons if self.coupons is not None else np.zeros(0, dtype=np.uint32)
+            n = len(coupons)
+            body = coupons.astype("<u4").tobytes()
+            flags = _COMPACT | (_EMPTY if n == 0 else 0)
+            if n <= _LIST_MAX:
+                return bytes([2, _SER_VER, _FAMILY, self.p, 3, flags, n, mode_byte(_LIST)]) + body
+            lg_arr = 5
+            while n > 3 * (1 << lg_arr) // 4:
+                lg_arr += 1
+            head = bytes([3, _SER_VER, _FAMILY, self.p, lg_arr, flags, 0, mode_byte(_SET)])
+            return head + struct.pack("<i", n) + body
+        regs = self.registers
+        low = regs[regs < 32].astype(np.int64)
+        high = regs[regs >= 32].astype(np.int64)
+        kxq0 = float(np.sum(np.ldexp(1.0, -low))) if len(low) else 0.0
+        kxq1 = float(np.sum(np.ldexp(1.0, -high))) if len(high) else 0.0
+        zeros = int(np.count_nonzero(regs == 0))
+        head = bytes([10, _SER_VER, _FAMILY, self.p, 0, _COMPACT | _OUT_OF_ORDER, 0, mode_byte(_HLL)])
+        return head + struct.pack("<dddii", 0.0, kxq0, kxq1, zeros, 0) + regs.astype(np.uint8).tobytes()
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> Hll:
-        """Raises:
-            MetadataTableError: not a serialized lakeline sketch."""
-        if raw[:len(_MAGIC)] != _MAGIC or len(raw) <= len(_MAGIC):
+        """A sketch from its DataSketches image (LIST, SET, or HLL_8; HLL_4/6 are not read).
+
+        Raises:
+            MetadataTableError: not such an image, or an old lakeline sketch.
+        """
+        if raw[:len(_LEGACY_MAGIC)] == _LEGACY_MAGIC:
+            raise MetadataTableError("NDV sketch in lakeline's pre-DataSketches format; rebuild the index: "
+                                     "t.indexes.rebuild('column_stats')")
+        if len(raw) < 8 or raw[2] != _FAMILY or raw[1] != _SER_VER:
             raise MetadataTableError("NDV sketch in an unknown format; rebuild the column_stats index")
-        p = raw[len(_MAGIC)]
+        pre_ints, lg_k, mode = raw[0], raw[3], raw[7] & 3
         try:
-            regs = np.frombuffer(zlib.decompress(raw[len(_MAGIC) + 1:]), dtype=np.uint8)
-        except zlib.error as e:
+            if mode == _LIST:
+                n = raw[6]
+                return cls(lg_k, None, np.sort(np.frombuffer(raw, "<u4", n, 4 * pre_ints).astype(np.uint32)))
+            if mode == _SET:
+                (n,) = struct.unpack_from("<i", raw, 8)
+                return cls(lg_k, None, np.sort(np.frombuffer(raw, "<u4", n, 4 * pre_ints).astype(np.uint32)))
+            if raw[7] >> 2 != _HLL_8:
+                raise MetadataTableError("NDV sketch is not an HLL_8 sketch; lakeline writes only those")
+            regs = np.frombuffer(raw, np.uint8, 1 << lg_k, 4 * pre_ints).copy()
+        except ValueError as e:
             raise MetadataTableError(f"NDV sketch is corrupt: {e}") from e
-        if len(regs) != 1 << p:
-            raise MetadataTableError(f"NDV sketch has {len(regs)} registers, expected {1 << p}")
-        return cls(p, regs)
+        return cls(lg_k, regs, None)
 
 
-def registers_numpy(h: np.ndarray, p: int) -> np.ndarray:
-    """The registers of :meth:`Hll.of` in numpy (the reference the C loop must equal)."""
-    q = _HASH_BITS - p
-    # Rank = leading zeros of the q low bits + 1 (q + 1 when they are all zero). The q
-    # bits (<= 53) convert to a float exactly, whose exponent field e is the position of
-    # the highest set bit plus 1023, so rank = q + 1023 - e; zero has e = 0, which the
-    # minimum turns into q + 1.
-    low = (h & np.uint64((1 << q) - 1)).astype(np.float64)
-    exponent = low.view(np.uint64) >> np.uint64(52)
-    rank = np.minimum(np.uint64(q + 1023) - exponent, np.uint64(q + 1))
-    registers_of = h >> np.uint64(q)
-    if len(h) <= _SMALL:
-        # Up to ~200k values (log files, small bases) a scatter-max costs less than
-        # allocating and scanning the mark table.
-        registers = np.zeros(1 << p, dtype=np.uint8)
-        np.maximum.at(registers, registers_of.astype(np.intp), rank.astype(np.uint8))
-        return registers
-    # Many values: mark (register, rank) pairs, then take each register's last mark (the
-    # scatter-max slows down once the registers no longer stay in cache).
-    seen = np.zeros((1 << p, q + 2), dtype=bool)
-    flat = registers_of
-    flat *= np.uint64(q + 2)
-    flat += rank
-    seen.reshape(-1)[flat] = True
-    last = q + 1 - np.argmax(seen[:, ::-1], axis=1)
-    return np.where(seen.any(axis=1), last, 0).astype(np.uint8)
+def _registers(coupons: np.ndarray | None, p: int) -> np.ndarray:
+    """HLL-mode registers of coupons: each slot keeps the largest value routed to it."""
+    registers = np.zeros(1 << p, dtype=np.uint8)
+    if coupons is not None and len(coupons):
+        c = coupons.astype(np.uint32)
+        np.maximum.at(registers, (c & np.uint32((1 << p) - 1)).astype(np.intp), (c >> np.uint32(26)).astype(np.uint8))
+    return registers
 
 
 def merge_all(sketches: Iterable[Hll], p: int) -> Hll:

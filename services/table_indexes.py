@@ -18,6 +18,9 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from ..indexes.build import build, validate
 from ..indexes.column_stats import STATS_SCHEMA, NdvEstimate, ndv
 from ..indexes.entries import resolve
@@ -155,6 +158,28 @@ class TableIndexes:
         Raises:
             IndexNotFoundError: no ready column_stats index (of that name) covers it.
         """
+        return ndv(self._stats_of(column, name), column, partition)
+
+    def sketches(self, column: str, name: str | None = None) -> pa.Table:
+        """The NDV sketch of ``column`` in every live base file now (``partition``,
+        ``path``, ``file_group``, ``sketch``: an Apache DataSketches HLL image that Spark's
+        ``hll_union_agg`` and the datasketches library merge).
+
+        Raises:
+            IndexNotFoundError: no ready column_stats index (of that name) covers it.
+        """
+        rows = self._stats_of(column, name)
+        rows = rows.filter(pc.equal(rows.column("column"), column))
+        groups = {s.base.path: s.file_group for s in self.table.view(self.table.timeline).latest_slices()
+                  if s.base is not None}
+        paths = rows.column("path").to_pylist()
+        return pa.table({"partition": rows.column("partition"), "path": rows.column("path"),
+                         "file_group": pa.array([groups.get(p) for p in paths], pa.string()),
+                         "sketch": rows.column("ndv_sketch")})
+
+    def _stats_of(self, column: str, name: str | None) -> pa.Table:
+        """The column_stats entries of the live base files from a ready index covering
+        ``column``."""
         snapshot = self.table.timeline
         ready = [d for d in readable_indexes(snapshot, "column_stats") if name is None or d.name == name]
         cfg = self.table.config
@@ -165,9 +190,7 @@ class TableIndexes:
             # (counting both would count replaced values), as in Hudi until compaction.
             paths = [s.base.path for s in self.table.view(snapshot).latest_slices() if s.base is not None]
             rows = visible_paths(MetadataTable(self.table.storage).read(d.partition, snapshot), paths)
-            if rows is None:
-                rows = STATS_SCHEMA.empty_table()
-            return ndv(rows, column, partition)
+            return rows if rows is not None else STATS_SCHEMA.empty_table()
         raise IndexNotFoundError(f"no ready column_stats index covers column {column!r}")
 
     def rebuild(self, name: str | None = None) -> builtins.list[str]:

@@ -4,9 +4,10 @@ source. The only package that imports pyspark (DESIGN.md section 1)."""
 from __future__ import annotations
 
 from .engine import SparkEngine
+from .ndv import ndv
 from .read import read
 from .session import register, session
 from .types import create_table
 from .write import write
 
-__all__ = ["SparkEngine", "create_table", "read", "register", "session", "write"]
+__all__ = ["SparkEngine", "create_table", "ndv", "read", "register", "session", "write"]

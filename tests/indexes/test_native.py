@@ -12,7 +12,7 @@ import os
 import numpy as np
 import pyarrow as pa
 import pytest
-from lakeline.indexes import bloom, hashing, hll
+from lakeline.indexes import bloom, hashing
 from lakeline.indexes.native import NATIVE
 
 pytestmark = pytest.mark.skipif(NATIVE is None and os.environ.get("CI") != "true",
@@ -54,13 +54,17 @@ def test_text_hash_refuses_offsets_outside_the_data() -> None:
         hashing.hash_text_buffers(np.zeros(4, np.uint8), np.array([0, 9], np.int32))
 
 
-@pytest.mark.parametrize("p", [4, 10, 14])
 @pytest.mark.parametrize("n", [0, 1, 1000, 300_000])
-def test_hll_registers_equal_the_numpy_reference(p: int, n: int) -> None:
-    rng = np.random.default_rng(n + p)
-    h = rng.integers(0, 2**64, n, dtype=np.uint64)
-    h[::11] &= np.uint64(0xFFFF000000000000)  # all-zero low bits: the q + 1 rank
-    np.testing.assert_array_equal(hll.Hll.of(h, p).registers, hll.registers_numpy(h, p))
+def test_datasketches_coupons_equal_the_numpy_and_python_references(n: int) -> None:
+    from lakeline.indexes import coupons
+
+    rng = np.random.default_rng(n)
+    w = rng.integers(0, 2**64, n, dtype=np.uint64)
+    w[::7] &= np.uint64(0xFF)  # small values: long runs of leading zeros in the hash
+    native = coupons.word_coupons(w)
+    np.testing.assert_array_equal(native, coupons.word_coupons_numpy(w))
+    ref = [coupons.coupon(*coupons.murmur3_128(int(x).to_bytes(8, "little"))) for x in w[:200]]
+    assert native[:200].tolist() == ref
 
 
 @pytest.mark.parametrize("n", [1, 999, 200_000])
@@ -117,15 +121,14 @@ def test_min_max_text_is_arrows_text_of_the_bounds(arr: pa.Array) -> None:
 
 
 @pytest.mark.parametrize("arr", [
-    pa.array(np.arange(-5000, 300_000, 3), pa.int64()),
-    pa.array(np.linspace(-1, 1, 50_000)),
-    pa.chunked_array([pa.array([f"v{i}" for i in range(20_000)]), pa.array(["", "x" * 40, "v7"])]),
-    pa.array([b"\x00\x01", b"", b"\xff" * 9], pa.binary()),
-    pa.array([1, 2, 3], pa.int32()).cast(pa.date32()),
+    pa.chunked_array([pa.array([f"v{i}" for i in range(20_000)]), pa.array(["", "x" * 40, "v7", "é" * 17])]),
+    pa.array([b"\x00\x01", b"", b"\xff" * 9, b"0123456789abcdef0"], pa.binary()),
 ], ids=lambda a: str(a.type))
-def test_one_pass_sketch_equals_hashing_then_sketching(arr: pa.Array) -> None:
-    for p in (10, 14):
-        registers = hashing.sketch_registers(arr, p)
-        assert registers is not None
-        np.testing.assert_array_equal(registers, hll.registers_numpy(hashing.hash_array(arr), p))
-    assert hashing.sketch_registers(pa.array([1, None], pa.int64()), 14) is None  # nulls: the caller's path
+def test_text_coupons_equal_the_python_reference(arr: pa.Array) -> None:
+    from lakeline.indexes import coupons
+
+    got = coupons.column_coupons(arr).tolist()
+    values = arr.to_pylist()
+    want = [0 if not v else coupons.coupon(*coupons.murmur3_128(v.encode() if isinstance(v, str) else v))
+            for v in values]
+    assert got == want
