@@ -101,8 +101,12 @@ EXPLORE_ARGS ?= --campaign 1000 --budget 600 --scenarios --preemptions 2 --crash
 explore: venv
 	$(PY) -m tests.explorer $(EXPLORE_ARGS)
 
-demo: venv
-	$(VENV)/bin/lakeline demo
+# The walk-through on the embedded engine, then the same table from a local Spark
+# application (lakeline.spark.demo): a DataFrame upsert, a data-source delete, a
+# compaction on SparkEngine and a read.
+demo: venv java
+	@d="$${DEMO_DIR:-$$(mktemp -d -t lakeline-demo-XXXXXX)}"; \
+	$(VENV)/bin/lakeline demo "$$d" && $(PY) -m lakeline.spark.demo "$$d"
 
 bench: venv
 	$(PY) -m bench
