@@ -69,9 +69,11 @@ from .write_tasks import (
 )
 
 OPERATIONS = ("insert", "upsert", "delete", "overwrite")
-#: Rows a planning task takes at most (more tasks than cores beyond that): bounds the
-#: memory of a task; fewer tasks means fewer reads of the same candidate files' keys.
-_ROWS_PER_PLAN_TASK = 4_000_000
+#: Rows a planning task takes at most: bounds a task's memory. Up to that one task plans
+#: with a thread per core (tagging reads the candidate files' keys once, as the local
+#: engine does); beyond, each further task reads the candidate files again, since
+#: buckets are by key hash, not by file (a bucket per key range is the next step).
+_ROWS_PER_PLAN_TASK = 8_000_000
 
 def write(df: DataFrame, path: str, operation: str = "upsert", timeline: str | None = None,
           hooks: Any = None) -> WriteResult:
@@ -183,7 +185,7 @@ class _Planner:
                  inputs: list[tuple[int, str, int]]) -> None:
         self.spark, self.staging, self.operation = spark, staging, operation
         total = sum(rows for _, _, rows in inputs)
-        tasks = max(spark.sparkContext.defaultParallelism, -(-total // _ROWS_PER_PLAN_TASK), 1)
+        tasks = max(-(-total // _ROWS_PER_PLAN_TASK), 1)
         by_task: dict[int, list[str]] = {}
         for bucket, path, _ in inputs:
             by_task.setdefault(bucket % tasks, []).append(path)
@@ -218,11 +220,12 @@ def _no_rows(cfg: TableConfig, operation: str) -> pa.Table:
 
 
 def _executor_context(ctx: TableContext) -> TableContext:
-    """The attempt's context as the planning tasks get it: a small local engine inside
-    each executor, and no small-file filling (two tasks could fill the same file)."""
+    """The attempt's context as the planning tasks get it: a local engine with a thread
+    per core inside the executor (it reads candidate files for tagging), and no
+    small-file filling (two tasks could fill the same file)."""
     cfg = ctx.config
     props = {**cfg.properties, "write.small-file-limit-bytes": 0}
-    return replace(ctx, engine=LocalEngine(1), config=replace(cfg, properties=props))
+    return replace(ctx, engine=LocalEngine(None), config=replace(cfg, properties=props))
 
 
 # -- 3. write -----------------------------------------------------------------------------
