@@ -18,8 +18,10 @@ lakeline table needs anyway, since executors write its data files.
 
 from __future__ import annotations
 
+import os
 import pickle
 import posixpath
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -189,7 +191,22 @@ def prepared(cfg: TableConfig, operation: str, rows: pa.Table) -> pa.Table:
 
 
 def plan_part(task: PlanTask) -> PlanPart:
-    """Stage 2: plan a group of buckets; each touched group's rows go to staging."""
+    """Stage 2: plan a group of buckets; each touched group's rows go to staging.
+
+    pyspark starts Python workers with ``OMP_NUM_THREADS`` of one task's cores, which
+    also caps pyarrow's thread pool; a planning task is one of few (one per 8M rows)
+    and reads, joins and sorts millions of keys, so it widens the pool to the machine
+    while it runs."""
+    started = time.perf_counter()
+    threads = pa.cpu_count()
+    pa.set_cpu_count(max(threads, os.cpu_count() or 1))
+    try:
+        return _plan_part(task, started)
+    finally:
+        pa.set_cpu_count(threads)
+
+
+def _plan_part(task: PlanTask, started: float) -> PlanPart:
     ctx, staging = task.ctx, task.staging
     rows = prepared(ctx.config, task.operation, pa.concat_tables([from_ipc(staging.get(p)) for p in task.inputs]))
     plan = local_plan(ctx, task.operation, rows)
@@ -209,6 +226,7 @@ def plan_part(task: PlanTask) -> PlanPart:
         for chunk, per_file in new_file_chunks(ctx, nf):
             put("new", new_file_group_id(), nf.partition, INSERTS if nf.inserts else 0, chunk, per_file)
     claims = staging.put(task.attempt, pickle.dumps(KeyClaims.of(plan, ctx.config.record_key)))
+    plan.timings["plan_task_s"] = time.perf_counter() - started  # the longest task's, in the result
     return PlanPart.of(plan, tuple(groups), claims)
 
 

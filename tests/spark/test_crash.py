@@ -23,8 +23,8 @@ from tests.helpers import finish, start_script
 from tests.table.test_crash import EXPIRY_S, SEED, STATE_AT_CRASH, WRITE, make_table, orphan_files, state, upsert_spec
 from tests.table.workers import WORKERS_PY, check_files_on_disk, data_instants
 
-QUICK = ["commit.after_inflight", "commit.before_complete", "commit.after_complete"]
-MORE = ["commit.after_requested", "commit.delete_markers"]
+QUICK = ["commit.before_complete", "commit.after_complete"]
+MORE = ["commit.after_requested", "commit.after_inflight", "commit.delete_markers"]
 
 
 def crash_all(tmp_path: Path, points: list[str], table_type: str) -> dict[str, tuple[Table, set[int]]]:
@@ -63,10 +63,13 @@ def check_recovered(point: str, t: Table, before: set[int]) -> None:
     check_files_on_disk(t)
 
 
-@pytest.mark.parametrize("table_type", ["mor"])
-def test_driver_killed_at_commit_points(spark_available: None, tmp_path: Path, table_type: str) -> None:
-    for point, (t, before) in crash_all(tmp_path, QUICK, table_type).items():
+def test_driver_killed_at_commit_points_and_an_executor_mid_task(spark_available: None, tmp_path: Path) -> None:
+    """The quick run of make test: the drivers killed at two commit points and the
+    executor-kill write run at once (three Spark applications), then each is checked."""
+    executor = start_executor_kill(tmp_path / "executor", "cow")
+    for point, (t, before) in crash_all(tmp_path, QUICK, "mor").items():
         check_recovered(point, t, before)
+    check_executor_kill(*executor)
 
 
 @pytest.mark.soak
@@ -76,16 +79,19 @@ def test_driver_killed_at_every_commit_point(spark_available: None, tmp_path: Pa
         check_recovered(point, t, before)
 
 
-@pytest.mark.parametrize("table_type", ["cow"])
-def test_executor_killed_mid_task_is_retried(spark_available: None, tmp_path: Path, table_type: str) -> None:
+def start_executor_kill(tmp: Path, table_type: str) -> tuple[Table, Path, Any]:
     """One Python worker dies between a file's marker and its data; Spark retries the
     task (``local[1,4]``: up to 4 attempts) and the write commits once, reading only the
     files the successful attempts wrote; the dead attempt's marker is reconciled away."""
-    t = make_table(tmp_path, table_type, None)
-    fault_dir = tmp_path / "faults"
+    t = make_table(tmp, table_type, None)
+    fault_dir = tmp / "faults"
     fault_dir.mkdir()
     proc = start_script(WORKERS_PY, ["spark_op", t.path, None, upsert_spec(WRITE), "local[1,4]"],
                         faults="marker.after_create=crash-once", env={"LAKELINE_FAULT_DIR": str(fault_dir)})
+    return t, fault_dir, proc
+
+
+def check_executor_kill(t: Table, fault_dir: Path, proc: Any) -> None:
     rc, stdout, err = finish(proc, timeout=240)
     assert rc == 0, f"the write failed: {stdout}\n{err[-3000:]}"
     assert (fault_dir / "marker.after_create.fired").exists(), "no executor was killed: the test proved nothing"
@@ -94,3 +100,8 @@ def test_executor_killed_mid_task_is_retried(spark_available: None, tmp_path: Pa
     assert state(t) == {**SEED, **WRITE}
     assert orphan_files(t) == set()
     check_files_on_disk(t)
+
+
+@pytest.mark.soak
+def test_executor_killed_mid_task_is_retried_on_mor(spark_available: None, tmp_path: Path) -> None:
+    check_executor_kill(*start_executor_kill(tmp_path, "mor"))

@@ -21,10 +21,10 @@ def test_two_spark_applications_and_two_processes_match_the_model(spark_availabl
                                                                    table_type: str) -> None:
     spark_worker = {"spark": True, "max_rows": 6}
     python_worker = {"pause_s": 0.4, "max_rows": 6}
-    t, records = run_workers(tmp_path, table_type, None, workers=4, commits=[6, 6, 14, 14],
+    t, records = run_workers(tmp_path, table_type, None, workers=4, commits=[4, 4, 12, 12],
                              options=[spark_worker, spark_worker, python_worker, python_worker], keys=256,
                              timeout=300)
     counts = check_against_model(t, records)
     by_spark = [r for r in records if r["worker"] < 2 and r["outcome"] == "committed"]
-    assert len(by_spark) >= 4, f"the Spark applications committed too little to prove anything: {dict(counts)}"
+    assert len(by_spark) >= 3, f"the Spark applications committed too little to prove anything: {dict(counts)}"
     print(f"{table_type}: {dict(counts)}")
