@@ -73,7 +73,7 @@ def test_read_equals_the_local_read_for_random_filters_and_as_of(spark: Any, tmp
     full = spark.createDataFrame(t.to_arrow().to_pandas(), schema="id long, ts long, v long, s string, day string")
     assert rows_of(read(spark, t.path)) == rows_of(full)
     rng = random.Random(table_type)
-    for _ in range(6):
+    for _ in range(4):
         text = sql(random_pred(rng, DAYS))
         got = read(spark, t.path, filter=text)
         assert rows_of(got) == rows_of(full.filter(text)), text

@@ -52,7 +52,9 @@ def state(t: Table) -> list[tuple[Any, ...]]:
     return table_rows(Table.open(t.path).to_arrow(), COLUMNS)
 
 
-@pytest.mark.parametrize("table_type,partitioned", [("cow", True), ("mor", False), ("mor", True), ("cow", False)])
+@pytest.mark.parametrize("table_type,partitioned", [
+    ("mor", True), ("cow", False),
+    pytest.param("cow", True, marks=pytest.mark.soak), pytest.param("mor", False, marks=pytest.mark.soak)])
 def test_random_writes_equal_the_local_api(spark: Any, tmp_path: Path, table_type: str, partitioned: bool) -> None:
     rng = random.Random(f"{table_type}{partitioned}")
     local = make(tmp_path, "local", table_type, partitioned)
