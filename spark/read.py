@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from ..table.files import FileRead, read_snapshot_file, with_columns_of
 from ..table.records import check_columns
-from ..table.scan import Scan, SliceRead, read_slice
+from ..table.scan import SliceRead, read_slice
 from ..table.table import Table
 from ..timeline.errors import InvalidFilterError, SnapshotExpiredError, UnknownColumnError
 from ..timeline.file_group import FileSlice
@@ -98,10 +98,10 @@ def plan(table: Table, filter: pc.Expression | None, columns: list[str] | None,
     out = spark_readable(pa.schema([cfg.schema.field(c) for c in wanted]))
     slices: list[FileSlice | None] = list(scan.slices) or [None]
     return [SliceRows(table.storage, s, cfg.schema, cfg.record_key, cfg.ordering_field, wanted, out)
-            for s in _largest_first(scan, slices)], out
+            for s in _largest_first(slices)], out
 
 
-def _largest_first(scan: Scan, slices: list[FileSlice | None]) -> list[FileSlice | None]:
+def _largest_first(slices: list[FileSlice | None]) -> list[FileSlice | None]:
     return sorted(slices, key=lambda s: -(s.bytes if s is not None else 0))
 
 

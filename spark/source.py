@@ -16,6 +16,7 @@ prunes instead.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import datetime
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter, InputPartition
@@ -63,8 +64,8 @@ class SlicePartition(InputPartition):
 class LakelineReader(DataSourceReader):
     """Reads a snapshot planned when the query is planned (on the driver)."""
 
-    def __init__(self, table: Table, as_of: object) -> None:
-        self.tasks, _ = plan(table, None, None, as_of)  # type: ignore[arg-type]
+    def __init__(self, table: Table, as_of: int | datetime | None) -> None:
+        self.tasks, _ = plan(table, None, None, as_of)
 
     def partitions(self) -> list[InputPartition]:
         return [SlicePartition(t) for t in self.tasks]
