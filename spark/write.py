@@ -186,10 +186,13 @@ class _Planner:
         self.spark, self.staging, self.operation = spark, staging, operation
         total = sum(rows for _, _, rows in inputs)
         tasks = max(-(-total // _ROWS_PER_PLAN_TASK), 1)
-        by_task: dict[int, list[str]] = {}
-        for bucket, path, _ in inputs:
-            by_task.setdefault(bucket % tasks, []).append(path)
-        self.inputs = [tuple(paths) for _, paths in sorted(by_task.items())]
+        by_bucket: dict[int, list[str]] = {}
+        for bucket, path, _ in inputs:  # in input order: Spark collects partitions in order
+            by_bucket.setdefault(bucket, []).append(path)
+        by_task: dict[int, list[tuple[str, ...]]] = {}
+        for bucket, paths in sorted(by_bucket.items()):
+            by_task.setdefault(bucket % tasks, []).append(tuple(paths))
+        self.inputs = [tuple(buckets) for _, buckets in sorted(by_task.items())]
         self.attempts = 0
 
     def __call__(self, ctx: TableContext) -> SparkPlan:

@@ -170,7 +170,7 @@ class PlanTask:
     operation: str
     staging: Staging
     attempt: str  # staging kind of this attempt's files
-    inputs: tuple[str, ...]
+    inputs: tuple[tuple[str, ...], ...]  # per bucket, its staged files in input order
 
 
 def local_plan(ctx: TableContext, operation: str, rows: pa.Table) -> WritePlan:
@@ -208,7 +208,12 @@ def plan_part(task: PlanTask) -> PlanPart:
 
 def _plan_part(task: PlanTask, started: float) -> PlanPart:
     ctx, staging = task.ctx, task.staging
-    rows = prepared(ctx.config, task.operation, pa.concat_tables([from_ipc(staging.get(p)) for p in task.inputs]))
+    # Buckets split records by identity, so each bucket is deduplicated alone: the same
+    # rows as one deduplication of all, and a bucket of a sorted input is still sorted
+    # (the cheap no-repeats check holds) where the buckets' concatenation is not.
+    rows = pa.concat_tables([prepared(ctx.config, task.operation, pa.concat_tables([from_ipc(staging.get(p))
+                                                                                   for p in paths]))
+                             for paths in task.inputs])
     plan = local_plan(ctx, task.operation, rows)
     groups: list[GroupPart] = []
 

@@ -83,6 +83,28 @@ def test_random_writes_equal_the_local_api(spark: Any, tmp_path: Path, table_typ
         live = {r[1] for r in want}
 
 
+@pytest.mark.parametrize("table_type", ["mor", "cow"])
+def test_copies_of_a_key_across_input_partitions_fold_like_the_local_write(spark: Any, tmp_path: Path,
+                                                                           table_type: str) -> None:
+    """Three copies of every key, each in another DataFrame partition (so in another
+    staged file of the same bucket): the upsert keeps the largest ordering value, as
+    the local write does."""
+    rng = random.Random(7)
+    local = make(tmp_path, "local", table_type, True)
+    remote = make(tmp_path, "spark", table_type, True)
+    first = random_rows(rng, list(range(300)), 1, True)
+    local.insert(first)
+    write(df_of(spark, first), remote.path, "insert")
+    copies = [random_rows(rng, rng.sample(range(400), 400), ts, True) for ts in rng.sample([5, 6, 7], 3)]
+    local.upsert(pa.concat_tables(copies))
+    # One copy per partition, in an order unrelated to the ordering values.
+    rows = [tuple(r.values()) for c in copies for r in c.to_pylist()]  # parallelize slices evenly, in order
+    df = spark.createDataFrame(spark.sparkContext.parallelize(rows, 3), "id long, ts long, day string, v string")
+    assert df.rdd.glom().map(lambda part: len({r.ts for r in part})).collect() == [1, 1, 1]
+    write(df, remote.path, "upsert")
+    assert state(remote) == state(local)
+
+
 def test_bad_input_fails_typed_before_anything_is_written(spark: Any, tmp_path: Path) -> None:
     t = make(tmp_path, "t", "mor", True)
     write(df_of(spark, random_rows(random.Random(1), list(range(10)), 1, True)), t.path, "insert")
