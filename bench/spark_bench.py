@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -97,39 +98,47 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     build_base(base, args.rows, args.table_type)
     pq.write_table(data.upsert_batch(args.rows, args.upsert), input_path)
     print(f"base table of {args.rows:,} rows and the input in {time.perf_counter() - t0:.1f} s", flush=True)
-    local_path, spark_path = work / "local", work / "spark"
-    shutil.copytree(base, local_path)
-    shutil.copytree(base, spark_path)
-
-    result: dict[str, Any] = {"rows": args.rows, "upsert": args.upsert, "table_type": args.table_type}
-    result["local"] = local_upsert(local_path, input_path)
-    print(f"local upsert: {result['local']['seconds']:.2f} s", flush=True)
-
+    result: dict[str, Any] = {"rows": args.rows, "upsert": args.upsert, "table_type": args.table_type,
+                              "repeat": args.repeat}
     spark = session("local[2]", "lakeline-bench", **{"spark.driver.memory": args.driver_memory})
     # Start both kinds of Python workers (the DataFrame and the RDD path each keep their
     # own) with lakeline imported, as a long-running application's are: worker start is
     # paid once per application, not per write.
     spark.range(100).mapInArrow(lambda it: it, "id long").collect()
     spark.sparkContext.parallelize([1, 2], 2).map(_import_lakeline).collect()
-    # And one untimed pass over the input, so neither timed Spark step pays the JVM's
-    # warm-up (JIT) of the Parquet reader and the Arrow conversion alone.
+
     def transfer() -> None:
         spark.read.parquet(str(input_path)).mapInArrow(lambda it: (b.slice(0, 0) for b in it), "key string").count()
 
+    # One untimed pass over the input, so no timed Spark step pays the JVM's warm-up
+    # (JIT) of the Parquet reader and the Arrow conversion alone.
     transfer()
-    t0 = time.perf_counter()
-    transfer()  # timed: the floor of any Python work on a DataFrame's rows
-    result["transfer"] = {"seconds": time.perf_counter() - t0}
-    t0 = time.perf_counter()
-    r = write(spark.read.parquet(str(input_path)), str(spark_path), "upsert")
-    result["spark"] = {"seconds": time.perf_counter() - t0, "stats": dict(r.stats),
-                       "timings": dict(r.timings)}
-    print(f"spark upsert: {result['spark']['seconds']:.2f} s", flush=True)
-    t0 = time.perf_counter()
-    spark.read.parquet(str(input_path)).write.parquet(str(work / "plain"))
-    result["parquet"] = {"seconds": time.perf_counter() - t0}
-    print(f"spark plain parquet: {result['parquet']['seconds']:.2f} s", flush=True)
-    result["same_rows"] = checksum(local_path) == checksum(spark_path)
+    runs: dict[str, list[float]] = {"local": [], "spark": [], "parquet": [], "transfer": []}
+    # Rounds interleave the systems, so each sees the same load; every upsert starts
+    # from a fresh copy of the base table.
+    for i in range(args.repeat):
+        local_path, spark_path = work / f"local-{i}", work / f"spark-{i}"
+        shutil.copytree(base, local_path)
+        shutil.copytree(base, spark_path)
+        local = local_upsert(local_path, input_path)
+        runs["local"].append(local["seconds"])
+        t0 = time.perf_counter()
+        r = write(spark.read.parquet(str(input_path)), str(spark_path), "upsert")
+        runs["spark"].append(time.perf_counter() - t0)
+        result["spark_timings"] = dict(r.timings)
+        t0 = time.perf_counter()
+        spark.read.parquet(str(input_path)).write.parquet(str(work / f"plain-{i}"))
+        runs["parquet"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        transfer()  # the floor of any Python work on a DataFrame's rows
+        runs["transfer"].append(time.perf_counter() - t0)
+        print(f"round {i + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in runs.items()), flush=True)
+        result["same_rows"] = checksum(local_path) == checksum(spark_path)
+        if i + 1 < args.repeat:  # the last round's tables stay, for the compaction
+            for done in (local_path, spark_path, work / f"plain-{i}"):
+                shutil.rmtree(done)
+    for k, v in runs.items():
+        result[k] = {"seconds": statistics.median(v), "runs": v}
 
     if args.table_type == "mor":
         from lakeline.spark import SparkEngine
@@ -156,7 +165,8 @@ def report(result: dict[str, Any], command: str) -> str:
         f"{today()}, {machine()}. Command: `{command}`",
         "",
         f"Upsert of {result['upsert']:,} rows (half updates, half new keys) into a "
-        f"{result['table_type']} table of {result['rows']:,} rows; Spark is `local[2]`, its start not timed.",
+        f"{result['table_type']} table of {result['rows']:,} rows; Spark is `local[2]`, its start not timed. "
+        f"Each step's median of {result['repeat']} interleaved rounds (every upsert into a fresh copy of the table).",
         "",
         "| step | seconds | ratio | target |",
         "|---|---:|---:|---|",
@@ -173,11 +183,11 @@ def report(result: dict[str, Any], command: str) -> str:
         cs, cl = result["compact_spark"]["seconds"], result["compact_local"]["seconds"]
         lines.append(f"| compaction on SparkEngine | {cs:.2f} | {cs / cl:.2f}x local ({cl:.2f} s) | |")
     lines += ["", f"Both tables hold the same rows afterwards: {'yes' if result['same_rows'] else 'NO'}."]
-    timings = result["spark"].get("timings", {})
+    timings = result.get("spark_timings", {})
     if timings:
-        staged = spark_s - timings.get("total_s", spark_s)
-        lines.append(f"Spark upsert phases (s): stage (input to staging, before the attempt) {staged:.2f}, "
-                     + ", ".join(f"{k} {v:.2f}" for k, v in timings.items()) + ".")
+        staged = result["spark"]["runs"][-1] - timings.get("total_s", 0.0)
+        lines.append("Spark upsert phases of the last round (s): stage (input to staging, before the attempt) "
+                     f"{staged:.2f}, " + ", ".join(f"{k} {v:.2f}" for k, v in timings.items()) + ".")
     return "\n".join(lines)
 
 
@@ -187,6 +197,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--upsert", type=int, default=5_000_000, help="rows upserted (default 5M)")
     parser.add_argument("--table-type", choices=["mor", "cow"], default="mor")
     parser.add_argument("--driver-memory", default="6g")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds; the report gives each step's median")
     add_run_options(parser)
     args = parser.parse_args(argv)
     work = args.workdir or Path(tempfile.mkdtemp(prefix="lakeline-spark-bench-"))

@@ -6,12 +6,13 @@ same planners (:mod:`lakeline.table.operations`), file tasks
 (:func:`lakeline.table.writer.run_attempts`) run; only their data parts move to
 executors (:mod:`.write_tasks`):
 
-1. **stage** (once per write): executors split the DataFrame's rows by a hash of the
-   record identity (partition columns and record key) into buckets in the write's
-   staging folder, so every copy of a key meets in one planning task, and every attempt
-   replays from this same input even when the DataFrame's source is not repeatable.
-2. **plan** (per attempt, before the instant begins): one task per group of buckets
-   checks, conforms and deduplicates its rows with the local rules, runs the local
+1. **stage** (once per write): executors copy the DataFrame's rows into the write's
+   staging folder, each with a bucket from a hash of its record identity (partition
+   columns and record key), so every copy of a key meets in one planning task, and
+   every attempt replays from this same input even when the DataFrame's source is not
+   repeatable.
+2. **plan** (per attempt, before the instant begins): one task per 8M rows (its share
+   of the buckets) checks, conforms and deduplicates its rows with the local rules, runs the local
    planner against the attempt's snapshot and stages each touched file group's rows.
    Bad input (``SchemaMismatchError``, ``NullKeyError``) and planning errors
    (``DuplicateKeyError``) are raised here, before anything is written.
@@ -71,8 +72,9 @@ from .write_tasks import (
 OPERATIONS = ("insert", "upsert", "delete", "overwrite")
 #: Rows a planning task takes at most: bounds a task's memory. Up to that one task plans
 #: with a thread per core (tagging reads the candidate files' keys once, as the local
-#: engine does); beyond, each further task reads the candidate files again, since
-#: buckets are by key hash, not by file (a bucket per key range is the next step).
+#: engine does); beyond, each further task reads the candidate files again, and every
+#: staged file for its share of the buckets, since buckets are by key hash, not by file
+#: (a bucket per key range is the next step).
 _ROWS_PER_PLAN_TASK = 8_000_000
 
 def write(df: DataFrame, path: str, operation: str = "upsert", timeline: str | None = None,
@@ -132,16 +134,16 @@ def _check_columns(df: DataFrame, cfg: TableConfig, operation: str) -> None:
 # -- 1. stage -----------------------------------------------------------------------------
 
 
-def _stage(df: DataFrame, cfg: TableConfig, staging: Staging) -> list[tuple[int, str, int]]:
-    """Stage 1: the input as bucketed IPC files; returns (bucket, path, rows) of each."""
+def _stage(df: DataFrame, cfg: TableConfig, staging: Staging) -> list[tuple[str, int]]:
+    """Stage 1: the input as IPC files with a bucket per row; (path, rows) of each, in
+    input order (Spark collects partitions in order)."""
     identity = [c for c in dict.fromkeys(cfg.partition_by + cfg.record_key) if c in df.columns]
-    buckets = 8 * max(df.sparkSession.sparkContext.defaultParallelism, 1)
     try:
-        rows = df.mapInArrow(split_input(staging, identity, buckets), STAGED_SCHEMA).collect()
+        rows = df.mapInArrow(split_input(staging, identity), STAGED_SCHEMA).collect()
     except Exception as e:  # noqa: BLE001
         reraise_typed(e)
         raise
-    return [(r.bucket, r.path, r.rows) for r in rows]
+    return [(r.path, r.rows) for r in rows]
 
 
 # -- 2. plan ------------------------------------------------------------------------------
@@ -182,17 +184,11 @@ class _Planner:
     """Plans each attempt on the executors (stage 2) from the staged input."""
 
     def __init__(self, spark: SparkSession, staging: Staging, operation: str,
-                 inputs: list[tuple[int, str, int]]) -> None:
+                 inputs: list[tuple[str, int]]) -> None:
         self.spark, self.staging, self.operation = spark, staging, operation
-        total = sum(rows for _, _, rows in inputs)
-        tasks = max(-(-total // _ROWS_PER_PLAN_TASK), 1)
-        by_bucket: dict[int, list[str]] = {}
-        for bucket, path, _ in inputs:  # in input order: Spark collects partitions in order
-            by_bucket.setdefault(bucket, []).append(path)
-        by_task: dict[int, list[tuple[str, ...]]] = {}
-        for bucket, paths in sorted(by_bucket.items()):
-            by_task.setdefault(bucket % tasks, []).append(tuple(paths))
-        self.inputs = [tuple(buckets) for _, buckets in sorted(by_task.items())]
+        total = sum(rows for _, rows in inputs)
+        self.tasks = max(-(-total // _ROWS_PER_PLAN_TASK), 1)
+        self.inputs = tuple(path for path, _ in inputs)
         self.attempts = 0
 
     def __call__(self, ctx: TableContext) -> SparkPlan:
@@ -202,8 +198,9 @@ class _Planner:
         self.attempts += 1
         t0 = time.perf_counter()
         remote = _executor_context(ctx)
-        parts = SparkEngine(self.spark).map(plan_part, [PlanTask(remote, self.operation, self.staging, attempt, paths)
-                                            for paths in self.inputs])
+        parts = SparkEngine(self.spark).map(plan_part, [PlanTask(remote, self.operation, self.staging, attempt,
+                                                                 self.inputs, i, self.tasks)
+                                                        for i in range(self.tasks)])
         plan = SparkPlan(self.operation, self.staging)
         # The plan of no rows: an overwrite of an unpartitioned table replaces everything
         # even when every task's input was empty.

@@ -6,9 +6,9 @@ small description to the driver: Spark moves no rows between the stages (no shuf
 cache), and the driver never holds them. Storage every executor can reach is what a
 lakeline table needs anyway, since executors write its data files.
 
-1. :func:`split_input` (``mapInArrow`` over the user's DataFrame): each input batch is
-   split by a hash of the record identity into buckets, written as Arrow IPC files.
-2. :func:`plan_part` (one task per group of buckets, per attempt): the rows are
+1. :func:`split_input` (``mapInArrow`` over the user's DataFrame): the input batches,
+   each row with a bucket (a hash of its record identity), written as Arrow IPC files.
+2. :func:`plan_part` (one task per share of the buckets, per attempt): the rows are
    checked, conformed and deduplicated, then planned by the local planner against the
    attempt's snapshot; each file group's incoming rows go to an IPC file, the key
    claims to IPC files the driver reads only if a concurrent commit needs them.
@@ -67,9 +67,15 @@ class Staging:
         self.storage.delete_dir(self.storage.path(self.folder if kind is None else posixpath.join(self.folder, kind)))
 
 
+def _ipc_options() -> pa.ipc.IpcWriteOptions:
+    # A function, not a module constant: stage 1's closure is pickled by value with the
+    # globals it names, and IpcWriteOptions does not pickle.
+    return pa.ipc.IpcWriteOptions(compression="lz4")
+
+
 def to_ipc(table: pa.Table) -> bytes:
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as w:
+    with pa.ipc.new_stream(sink, table.schema, options=_ipc_options()) as w:
         w.write_table(table)
     return sink.getvalue().to_pybytes()
 
@@ -80,49 +86,69 @@ def from_ipc(data: bytes) -> pa.Table:
 
 # -- 1. split ----------------------------------------------------------------------------------
 
-STAGED_SCHEMA = "bucket int, path string, rows long"
+STAGED_SCHEMA = "path string, rows long"
+#: The staged input's bucket column: a hash of the record identity modulo
+#: :data:`BUCKETS`; planning task ``i`` of ``n`` takes the rows whose bucket is ``i`` modulo ``n``.
+BUCKET = "_bucket"
+BUCKETS = 4096
 
 
-def split_input(staging: Staging, identity: list[str], buckets: int
+def split_input(staging: Staging, identity: list[str]
                 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function of stage 1: every copy of a record lands in one bucket.
+    """The ``mapInArrow`` function of stage 1: the input as IPC files, each row with its
+    bucket, so every copy of a record goes to one planning task.
 
-    A task keeps its rows per bucket and writes each bucket once, when its input ends
-    or the bucket reaches :data:`_FLUSH_ROWS`: few, large staged files."""
+    Rows stay in input order (no sort by bucket): a planning task that takes every
+    bucket, the common case, reads the files as they are, and a sorted input stays
+    sorted. A task writes a file every :data:`_FLUSH_ROWS` rows, so its memory is
+    bounded."""
 
     def split(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        held: dict[int, list[pa.Table]] = {}
-        sizes: dict[int, int] = {}
+        sink: pa.BufferOutputStream | None = None
+        writer: pa.ipc.RecordBatchStreamWriter | None = None
+        held = 0
 
-        def flush(value: int) -> pa.RecordBatch:
-            rows = pa.concat_tables(held.pop(value))
-            sizes.pop(value)
-            path = staging.put("input", to_ipc(rows))
-            return pa.RecordBatch.from_pydict({"bucket": pa.array([value], pa.int32()), "path": [path],
-                                               "rows": pa.array([rows.num_rows], pa.int64())})
+        def flush() -> pa.RecordBatch:
+            assert sink is not None and writer is not None
+            writer.close()
+            path = staging.put("input", sink.getvalue().to_pybytes())
+            return pa.RecordBatch.from_pydict({"path": [path], "rows": pa.array([held], pa.int64())})
 
         for i, batch in enumerate(batches):
             if not batch.num_rows:
                 continue
-            rows = pa.Table.from_batches([batch])
             if identity:
-                bucket = (key_hashes(rows, identity) % np.uint64(buckets)).astype(np.int32)
+                bucket = key_hashes(pa.Table.from_batches([batch]), identity) % np.uint64(BUCKETS)
             else:  # nothing to keep together: spread the batches
-                bucket = np.full(rows.num_rows, (i + uuid.uuid4().int) % buckets, dtype=np.int32)
-            order = np.argsort(bucket, kind="stable")
-            values, starts = np.unique(bucket[order], return_index=True)
-            for value, start, end in zip(values.tolist(), starts, [*starts[1:], len(order)]):
-                held.setdefault(value, []).append(rows.take(pa.array(order[start:end])))
-                sizes[value] = sizes.get(value, 0) + int(end - start)
-                if sizes[value] >= _FLUSH_ROWS:
-                    yield flush(value)
-        for value in list(held):
-            yield flush(value)
+                bucket = np.full(batch.num_rows, (i + uuid.uuid4().int) % BUCKETS)
+            batch = batch.append_column(BUCKET, pa.array(bucket.astype(np.int16)))
+            if writer is None:
+                sink = pa.BufferOutputStream()
+                writer = pa.ipc.new_stream(sink, batch.schema, options=_ipc_options())
+            writer.write_batch(batch)
+            held += batch.num_rows
+            if held >= _FLUSH_ROWS:
+                yield flush()
+                sink, writer, held = None, None, 0
+        if writer is not None:
+            yield flush()
 
     return split
 
 
-#: Rows of one bucket a stage-1 task holds before it writes them out.
+def staged_rows(staging: Staging, paths: tuple[str, ...], task: int, tasks: int) -> pa.Table:
+    """Planning task ``task`` of ``tasks``: its rows of the staged input, in input order."""
+    parts = []
+    for path in paths:
+        rows = from_ipc(staging.get(path))
+        if tasks > 1:
+            bucket = rows.column(BUCKET).to_numpy()
+            rows = rows.filter(pa.array(bucket % tasks == task))
+        parts.append(rows.drop_columns([BUCKET]))
+    return pa.concat_tables(parts)
+
+
+#: Rows a stage-1 task writes per staged file.
 _FLUSH_ROWS = 1_000_000
 
 
@@ -169,7 +195,9 @@ class PlanTask:
     operation: str
     staging: Staging
     attempt: str  # staging kind of this attempt's files
-    inputs: tuple[tuple[str, ...], ...]  # per bucket, its staged files in input order
+    inputs: tuple[str, ...]  # the staged input files, in input order
+    task: int  # this task's number, of ``tasks``: it plans the buckets equal to it modulo ``tasks``
+    tasks: int
 
 
 def local_plan(ctx: TableContext, operation: str, rows: pa.Table) -> WritePlan:
@@ -190,7 +218,7 @@ def prepared(cfg: TableConfig, operation: str, rows: pa.Table) -> pa.Table:
 
 
 def plan_part(task: PlanTask) -> PlanPart:
-    """Stage 2: plan a group of buckets; each touched group's rows go to staging.
+    """Stage 2: plan a share of the buckets; each touched group's rows go to staging.
 
     pyspark starts Python workers with ``OMP_NUM_THREADS`` of one task's cores, which
     also caps pyarrow's thread pool; a planning task is one of few (one per 8M rows)
@@ -207,12 +235,7 @@ def plan_part(task: PlanTask) -> PlanPart:
 
 def _plan_part(task: PlanTask, started: float) -> PlanPart:
     ctx, staging = task.ctx, task.staging
-    # Buckets split records by identity, so each bucket is deduplicated alone: the same
-    # rows as one deduplication of all, and a bucket of a sorted input is still sorted
-    # (the cheap no-repeats check holds) where the buckets' concatenation is not.
-    rows = pa.concat_tables([prepared(ctx.config, task.operation, pa.concat_tables([from_ipc(staging.get(p))
-                                                                                   for p in paths]))
-                             for paths in task.inputs])
+    rows = prepared(ctx.config, task.operation, staged_rows(staging, task.inputs, task.task, task.tasks))
     plan = local_plan(ctx, task.operation, rows)
     groups: list[GroupPart] = []
 

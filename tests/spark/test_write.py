@@ -9,6 +9,7 @@ local write does.
 
 from __future__ import annotations
 
+import importlib
 import random
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,9 @@ from lakeline.timeline.errors import (
 )
 
 from tests.table.model import table_rows
+
+# The module, not the function the package exports under the same name.
+spark_write = importlib.import_module("lakeline.spark.write")
 
 SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("day", pa.string()), ("v", pa.string())])
 DAYS = ["d0", "d1", "d2"]
@@ -83,12 +87,14 @@ def test_random_writes_equal_the_local_api(spark: Any, tmp_path: Path, table_typ
         live = {r[1] for r in want}
 
 
-@pytest.mark.parametrize("table_type", ["mor", "cow"])
-def test_copies_of_a_key_across_input_partitions_fold_like_the_local_write(spark: Any, tmp_path: Path,
-                                                                           table_type: str) -> None:
+@pytest.mark.parametrize("table_type,plan_tasks", [("mor", 1), ("cow", 1), ("mor", 8)])
+def test_copies_of_a_key_across_input_partitions_fold_like_the_local_write(
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, table_type: str, plan_tasks: int) -> None:
     """Three copies of every key, each in another DataFrame partition (so in another
-    staged file of the same bucket): the upsert keeps the largest ordering value, as
-    the local write does."""
+    staged file): the upsert keeps the largest ordering value, as the local write does,
+    also when eight planning tasks share the buckets."""
+    if plan_tasks > 1:
+        monkeypatch.setattr(spark_write, "_ROWS_PER_PLAN_TASK", 1200 // plan_tasks)
     rng = random.Random(7)
     local = make(tmp_path, "local", table_type, True)
     remote = make(tmp_path, "spark", table_type, True)
