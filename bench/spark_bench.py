@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -120,6 +121,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         local_path, spark_path = work / f"local-{i}", work / f"spark-{i}"
         shutil.copytree(base, local_path)
         shutil.copytree(base, spark_path)
+        os.sync()  # the copies' write-back must not compete with the timed steps
         local = local_upsert(local_path, input_path)
         runs["local"].append(local["seconds"])
         t0 = time.perf_counter()

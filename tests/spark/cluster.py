@@ -18,10 +18,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free ports: bound all at once, since a port asked for one at a
+    time can come back twice while the JVM that was given it has not bound it yet."""
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def spark_home() -> Path:
@@ -34,9 +41,10 @@ def spark_home() -> Path:
 class Cluster:
     folder: Path
     workers: int = 2
-    master_port: int = field(default_factory=free_port)
-    ui_port: int = field(default_factory=free_port)
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.master_port, self.ui_port, *self.worker_ui_ports = free_ports(2 + self.workers)
 
     @property
     def url(self) -> str:
@@ -56,7 +64,7 @@ class Cluster:
                     "--port", str(self.master_port), "--webui-port", str(self.ui_port))
         for w in range(self.workers):
             self._start(f"worker-{w}", "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
-                        "--cores", "1", "--memory", "1g", "--webui-port", str(free_port()),
+                        "--cores", "1", "--memory", "1g", "--webui-port", str(self.worker_ui_ports[w]),
                         "--work-dir", str(self.folder / f"work-{w}"))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -72,7 +80,7 @@ class Cluster:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=2) as r:
                 return int(json.load(r).get("aliveworkers", 0))
-        except OSError:
+        except (OSError, ValueError):  # not up yet, or not the master's page
             return 0
 
     def logs(self) -> str:
