@@ -187,8 +187,9 @@ class _Planner:
                  inputs: list[tuple[str, int]]) -> None:
         self.spark, self.staging, self.operation = spark, staging, operation
         total = sum(rows for _, rows in inputs)
-        self.tasks = max(-(-total // _ROWS_PER_PLAN_TASK), 1)
         self.inputs = tuple(path for path, _ in inputs)
+        # No input, no planning task: the plan of no rows below still runs.
+        self.tasks = max(-(-total // _ROWS_PER_PLAN_TASK), 1) if self.inputs else 0
         self.attempts = 0
 
     def __call__(self, ctx: TableContext) -> SparkPlan:

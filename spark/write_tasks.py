@@ -24,6 +24,7 @@ import posixpath
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -136,16 +137,17 @@ def split_input(staging: Staging, identity: list[str]
     return split
 
 
-def staged_rows(staging: Staging, paths: tuple[str, ...], task: int, tasks: int) -> pa.Table:
+def staged_rows(staging: Staging, paths: tuple[str, ...], task: int, tasks: int, pool: Executor) -> pa.Table:
     """Planning task ``task`` of ``tasks``: its rows of the staged input, in input order."""
-    parts = []
-    for path in paths:
+
+    def share(path: str) -> pa.Table:
         rows = from_ipc(staging.get(path))
         if tasks > 1:
             bucket = rows.column(BUCKET).to_numpy()
             rows = rows.filter(pa.array(bucket % tasks == task))
-        parts.append(rows.drop_columns([BUCKET]))
-    return pa.concat_tables(parts)
+        return rows.drop_columns([BUCKET])
+
+    return pa.concat_tables(pool.map(share, paths))
 
 
 #: Rows a stage-1 task writes per staged file.
@@ -235,26 +237,29 @@ def plan_part(task: PlanTask) -> PlanPart:
 
 def _plan_part(task: PlanTask, started: float) -> PlanPart:
     ctx, staging = task.ctx, task.staging
-    rows = prepared(ctx.config, task.operation, staged_rows(staging, task.inputs, task.task, task.tasks))
-    plan = local_plan(ctx, task.operation, rows)
-    groups: list[GroupPart] = []
-
-    def put(kind: str, group: str, partition: str, flags: int, incoming: pa.Table, per_file: int = 0) -> None:
-        path = staging.put(task.attempt, to_ipc(incoming))
-        groups.append(GroupPart(kind, group, partition, flags, path, incoming.num_rows, per_file))
-
-    for r in plan.rewrites:
-        assert r.incoming is not None and r.predicate is None  # no predicates on these writes
-        put("rewrite", r.slice.file_group, r.partition,
-            (INSERTS if r.inserts else 0) | (NEW_KEYS_ONLY if r.new_keys_only else 0), r.incoming)
-    for lg in plan.logs:
-        put("log", lg.slice.file_group, lg.partition, 0, lg.incoming)
-    for nf in plan.new_files:
-        for chunk, per_file in new_file_chunks(ctx, nf):
-            put("new", new_file_group_id(), nf.partition, INSERTS if nf.inserts else 0, chunk, per_file)
-    claims = staging.put(task.attempt, _claims_bytes(KeyClaims.of(plan, ctx.config.record_key)))
+    # The task has the machine's cores (one of few tasks): staged files are read and
+    # written on a thread each, since IPC compression and file I/O release the GIL.
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        rows = prepared(ctx.config, task.operation, staged_rows(staging, task.inputs, task.task, task.tasks, pool))
+        plan = local_plan(ctx, task.operation, rows)
+        claims = pool.submit(lambda: staging.put(task.attempt,
+                                                 _claims_bytes(KeyClaims.of(plan, ctx.config.record_key))))
+        parts: list[tuple[str, str, str, int, pa.Table, int]] = []
+        for r in plan.rewrites:
+            assert r.incoming is not None and r.predicate is None  # no predicates on these writes
+            parts.append(("rewrite", r.slice.file_group, r.partition,
+                          (INSERTS if r.inserts else 0) | (NEW_KEYS_ONLY if r.new_keys_only else 0), r.incoming, 0))
+        for lg in plan.logs:
+            parts.append(("log", lg.slice.file_group, lg.partition, 0, lg.incoming, 0))
+        for nf in plan.new_files:
+            for chunk, per_file in new_file_chunks(ctx, nf):
+                parts.append(("new", new_file_group_id(), nf.partition, INSERTS if nf.inserts else 0, chunk, per_file))
+        paths = pool.map(lambda p: staging.put(task.attempt, to_ipc(p[4])), parts)
+        groups = tuple(GroupPart(kind, group, partition, flags, path, incoming.num_rows, per_file)
+                       for (kind, group, partition, flags, incoming, per_file), path in zip(parts, paths))
+        claims_path = claims.result()
     plan.timings["plan_task_s"] = time.perf_counter() - started  # the longest task's, in the result
-    return PlanPart.of(plan, tuple(groups), claims)
+    return PlanPart.of(plan, groups, claims_path)
 
 
 # -- 3. write ----------------------------------------------------------------------------------

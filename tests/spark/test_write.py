@@ -111,6 +111,23 @@ def test_copies_of_a_key_across_input_partitions_fold_like_the_local_write(
     assert state(remote) == state(local)
 
 
+@pytest.mark.parametrize("op", ["insert", "upsert", "delete", "overwrite"])
+def test_an_empty_dataframe_writes_what_the_local_api_writes(spark: Any, tmp_path: Path, op: str) -> None:
+    """No rows: no planning task runs; an overwrite of an unpartitioned table still
+    replaces everything, as the local overwrite of no rows does."""
+    local = make(tmp_path, "local", "mor", False)
+    remote = make(tmp_path, "spark", "mor", False)
+    first = random_rows(random.Random(3), list(range(50)), 1, False)
+    local.insert(first)
+    write(df_of(spark, first), remote.path, "insert")
+    empty = SCHEMA.empty_table() if op != "delete" else pa.table({"id": pa.array([], pa.int64())})
+    getattr(local, op)(empty)
+    write(spark.createDataFrame([], "id long" if op == "delete" else "id long, ts long, day string, v string"),
+          remote.path, op)
+    assert state(remote) == state(local)
+    assert (op == "overwrite") == (state(local) == [])
+
+
 def test_bad_input_fails_typed_before_anything_is_written(spark: Any, tmp_path: Path) -> None:
     t = make(tmp_path, "t", "mor", True)
     write(df_of(spark, random_rows(random.Random(1), list(range(10)), 1, True)), t.path, "insert")
