@@ -21,6 +21,7 @@ BENCHMARKS: dict[str, str] = {
     "services": "bench.services_bench",
     "stream": "bench.stream_bench",
     "spark": "bench.spark_bench",
+    "scale": "bench.scale_bench",
 }
 
 
