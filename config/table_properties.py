@@ -42,6 +42,7 @@ class TableProperties:
 
     write_target_file_size_bytes: int
     write_small_file_limit_bytes: int
+    write_parallel_file_min_bytes: int
     write_parquet_compression: Compression
     write_row_group_rows: int
     write_insert_key_check: bool

