@@ -140,10 +140,14 @@ class FileRead:
 
 
 def read_file(task: FileRead) -> pa.Table:
-    """Read one Parquet file (all row groups, the given columns)."""
+    """Read one Parquet file (all row groups, the given columns those of them it has: a
+    column the schema gained after the file was written is left to :func:`with_columns_of`)."""
     path = task.storage.path(task.rel_path)
     with task.storage.fs.open_input_file(path) as f:
-        return pq.read_table(f, columns=list(task.columns) if task.columns else None)
+        if not task.columns:
+            return pq.read_table(f)
+        pf = pq.ParquetFile(f)
+        return pf.read(columns=[c for c in task.columns if c in pf.schema_arrow.names])
 
 
 def read_snapshot_file(task: FileRead) -> pa.Table:

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..indexes.bloom import key_hashes
 from .records import OP, OP_DELETE, OP_UPSERT, constant
 
 ORD = "_ord"
@@ -72,10 +73,12 @@ def merge_onto(base: pa.Table, changes: pa.Table, key: tuple[str, ...], ordering
         return base
     if len(key) == 1:
         touched = pc.is_in(base.column(key[0]), value_set=changes.column(key[0]).combine_chunks())
-        untouched = base.filter(pc.invert(touched))
-        base = base.filter(touched)
     else:
-        untouched = base.slice(0, 0)
+        # A composite key: base rows whose key hash a change's has. A collision only
+        # sends an untouched row through the fold, which keeps it (its key is its own).
+        touched = pa.array(np.isin(key_hashes(base, key), key_hashes(changes, key, base.schema)))
+    untouched = base.filter(pc.invert(touched))
+    base = base.filter(touched)
     base_v = base.append_column(OP, constant(OP_UPSERT, base.num_rows))
     changes = changes.select(base_v.column_names).cast(base_v.schema)
     versions = pa.concat_tables([with_order(base_v, 0), with_order(changes, base.num_rows)],

@@ -139,13 +139,15 @@ class SliceRead:
 
 
 def read_slice(task: SliceRead) -> pa.Table:
-    """The live rows of a slice (every column of the schema)."""
+    """The live rows of a slice: the columns of ``task.schema``, which must hold the
+    record key and the ordering field (only those columns are read)."""
     s = task.slice
-    base = read_snapshot_file(FileRead(task.storage, s.base.path)) if s.base else task.schema.empty_table()
+    names = tuple(task.schema.names)
+    base = read_snapshot_file(FileRead(task.storage, s.base.path, names)) if s.base else task.schema.empty_table()
     base = with_columns_of(base, task.schema)
     if not s.logs:
         return base
-    logs = [read_snapshot_file(FileRead(task.storage, f.path)) for f in s.logs]
+    logs = [read_snapshot_file(FileRead(task.storage, f.path, (*names, OP, SEQ))) for f in s.logs]
     log_schema = task.schema.append(pa.field(OP, pa.string()))
     logs = [with_columns_of(lg.sort_by(SEQ).drop_columns([SEQ]), log_schema) for lg in logs]
     log_rows = pa.concat_tables(logs, promote_options="permissive")
@@ -242,12 +244,24 @@ class Scan:
                 for batch in self._plain(plain).to_batches(filter=self.filter, columns=self.columns):
                     yield from pa.Table.from_batches([batch]).cast(out).to_batches()
             for s in merged:
-                t = read_slice(SliceRead(storage, s, cfg.schema, cfg.record_key, cfg.ordering_field))
+                t = read_slice(SliceRead(storage, s, self._merge_schema(), cfg.record_key, cfg.ordering_field))
                 if self.filter is not None:
                     t = ds.dataset(t).to_table(filter=self.filter)
                 yield from t.select(out.names).cast(out).to_batches()
         except FileNotFoundError as e:
             raise SnapshotExpiredError(f"a file of the snapshot being read was cleaned meanwhile: {e}") from e
+
+    def _merge_schema(self) -> pa.Schema:
+        """The columns a merged slice is read with: those asked for, the record key and
+        the ordering field (the merge needs them), and every column whose name the
+        filter's text holds (a superset of the ones it references), so a read of three
+        columns does not read the other twenty of a file with logs."""
+        cfg = self.ctx.config
+        if self.columns is None:
+            return cfg.schema
+        text = "" if self.filter is None else str(self.filter)
+        needed = {*self.columns, *cfg.record_key, *([cfg.ordering_field] if cfg.ordering_field else [])}
+        return pa.schema([f for f in cfg.schema if f.name in needed or (text and f.name in text)])
 
     def to_arrow(self) -> pa.Table:
         """The snapshot's rows, filtered and projected.
@@ -271,7 +285,7 @@ class Scan:
         if plain:
             parts.append(self._plain(plain).to_table(filter=self.filter, columns=self.columns))
         if merged:
-            tasks = [SliceRead(storage, s, schema, cfg.record_key, cfg.ordering_field) for s in merged]
+            tasks = [SliceRead(storage, s, self._merge_schema(), cfg.record_key, cfg.ordering_field) for s in merged]
             for t in self.ctx.engine.map(read_slice, tasks):
                 if self.filter is not None:
                     t = ds.dataset(t).to_table(filter=self.filter)
