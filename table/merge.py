@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..indexes.bloom import key_hashes
+from ..indexes.hashing import hash_array
 from .records import OP, OP_DELETE, OP_UPSERT, constant
 
 ORD = "_ord"
@@ -76,7 +76,9 @@ def merge_onto(base: pa.Table, changes: pa.Table, key: tuple[str, ...], ordering
     else:
         # A composite key: base rows whose key hash a change's has. A collision only
         # sends an untouched row through the fold, which keeps it (its key is its own).
-        touched = pa.array(np.isin(key_hashes(base, key), key_hashes(changes, key, base.schema)))
+        # Arrow's is_in probes a hash set of the (few) changes; np.isin would sort every row.
+        touched = pc.is_in(pa.array(_row_hashes(base, key, base.schema)),
+                           value_set=pa.array(_row_hashes(changes, key, base.schema)))
     untouched = base.filter(pc.invert(touched))
     base = base.filter(touched)
     base_v = base.append_column(OP, constant(OP_UPSERT, base.num_rows))
@@ -85,3 +87,17 @@ def merge_onto(base: pa.Table, changes: pa.Table, key: tuple[str, ...], ordering
                                 promote_options="permissive")
     merged = fold(versions, key, ordering).cast(untouched.schema)
     return pa.concat_tables([untouched, merged]) if untouched.num_rows else merged
+
+
+def _row_hashes(rows: pa.Table, key: tuple[str, ...], schema: pa.Schema) -> np.ndarray:
+    """A 64-bit hash per row of a composite key, its columns cast to ``schema``'s types:
+    each column hashed on its own (integers by value, no text) and the hashes mixed.
+    Only compared within one merge, so it need not match the bloom filters' key hash."""
+    out = np.zeros(rows.num_rows, dtype=np.uint64)
+    for i, k in enumerate(key):
+        col = rows.column(k)
+        if col.type != schema.field(k).type:
+            col = col.cast(schema.field(k).type)
+        out ^= hash_array(col, seed=i + 1)
+        out *= np.uint64(0x9E3779B97F4A7C15)  # spread before the next column (order matters)
+    return out
