@@ -26,6 +26,8 @@ a wrong answer.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -231,6 +233,16 @@ def min_max_text(column: pa.Array | pa.ChunkedArray) -> tuple[str | None, str | 
         lo, hi = mm["min"].as_py(), mm["max"].as_py()
         return (None, None) if lo is None else (str(lo), str(hi))
     return _as_text(mm["min"]), _as_text(mm["max"])
+
+
+def min_max_values(column: pa.Array | pa.ChunkedArray) -> tuple[Any, Any]:
+    """The smallest and largest value of a column as Python values (None for no
+    non-null value): strings through the C loop of :func:`min_max_text` (Arrow's string
+    min/max is 4x slower), everything else through Arrow."""
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        return min_max_text(column)
+    mm = pc.min_max(column)
+    return mm["min"].as_py(), mm["max"].as_py()
 
 
 def _as_text(value: pa.Scalar) -> str | None:

@@ -25,7 +25,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
@@ -244,19 +244,21 @@ def _plan_part(task: PlanTask, started: float) -> PlanPart:
         plan = local_plan(ctx, task.operation, rows)
         claims = pool.submit(lambda: staging.put(task.attempt,
                                                  _claims_bytes(KeyClaims.of(plan, ctx.config.record_key))))
-        parts: list[tuple[str, str, str, int, pa.Table, int]] = []
+        pending: list[tuple[GroupPart, pa.Table]] = []  # each part and its rows, staged below
         for r in plan.rewrites:
             assert r.incoming is not None and r.predicate is None  # no predicates on these writes
-            parts.append(("rewrite", r.slice.file_group, r.partition,
-                          (INSERTS if r.inserts else 0) | (NEW_KEYS_ONLY if r.new_keys_only else 0), r.incoming, 0))
+            flags = (INSERTS if r.inserts else 0) | (NEW_KEYS_ONLY if r.new_keys_only else 0)
+            pending.append((GroupPart("rewrite", r.slice.file_group, r.partition, flags, "", r.incoming.num_rows),
+                            r.incoming))
         for lg in plan.logs:
-            parts.append(("log", lg.slice.file_group, lg.partition, 0, lg.incoming, 0))
+            pending.append((GroupPart("log", lg.slice.file_group, lg.partition, 0, "", lg.incoming.num_rows),
+                            lg.incoming))
         for nf in plan.new_files:
             for chunk, per_file in new_file_chunks(ctx, nf):
-                parts.append(("new", new_file_group_id(), nf.partition, INSERTS if nf.inserts else 0, chunk, per_file))
-        paths = pool.map(lambda p: staging.put(task.attempt, to_ipc(p[4])), parts)
-        groups = tuple(GroupPart(kind, group, partition, flags, path, incoming.num_rows, per_file)
-                       for (kind, group, partition, flags, incoming, per_file), path in zip(parts, paths))
+                pending.append((GroupPart("new", new_file_group_id(), nf.partition, INSERTS if nf.inserts else 0, "",
+                                          chunk.num_rows, per_file), chunk))
+        paths = pool.map(lambda p: staging.put(task.attempt, to_ipc(p[1])), pending)
+        groups = tuple(replace(part, path=path) for (part, _), path in zip(pending, paths))
         claims_path = claims.result()
     plan.timings["plan_task_s"] = time.perf_counter() - started  # the longest task's, in the result
     return PlanPart.of(plan, groups, claims_path)

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..indexes.entries import IndexJob, IndexTarget
-from ..indexes.hashing import ColumnHashes
+from ..indexes.hashing import ColumnHashes, min_max_values
 from ..timeline.commit_metadata import WriteStat
 from ..timeline.errors import InvalidTransitionError, SnapshotExpiredError
 from ..timeline.markers import marker_path, write_marker
@@ -64,8 +64,7 @@ def key_range(table: pa.Table, key: tuple[str, ...], facts: ColumnHashes | None 
         # key range and the file's index entries.
         lo, hi = (facts or ColumnHashes(table)).bounds(key[0])
     else:
-        mm = pc.min_max(col)
-        lo, hi = mm["min"].as_py(), mm["max"].as_py()
+        lo, hi = min_max_values(col)
     if not isinstance(lo, _JSON_KEY_TYPES) or not isinstance(hi, _JSON_KEY_TYPES):
         return None, None
     return lo, hi

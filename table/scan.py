@@ -243,8 +243,9 @@ class Scan:
             if plain:
                 for batch in self._plain(plain).to_batches(filter=self.filter, columns=self.columns):
                     yield from pa.Table.from_batches([batch]).cast(out).to_batches()
+            merge_schema = self._merge_schema()
             for s in merged:
-                t = read_slice(SliceRead(storage, s, self._merge_schema(), cfg.record_key, cfg.ordering_field))
+                t = read_slice(SliceRead(storage, s, merge_schema, cfg.record_key, cfg.ordering_field))
                 if self.filter is not None:
                     t = ds.dataset(t).to_table(filter=self.filter)
                 yield from t.select(out.names).cast(out).to_batches()
@@ -285,7 +286,8 @@ class Scan:
         if plain:
             parts.append(self._plain(plain).to_table(filter=self.filter, columns=self.columns))
         if merged:
-            tasks = [SliceRead(storage, s, self._merge_schema(), cfg.record_key, cfg.ordering_field) for s in merged]
+            merge_schema = self._merge_schema()
+            tasks = [SliceRead(storage, s, merge_schema, cfg.record_key, cfg.ordering_field) for s in merged]
             for t in self.ctx.engine.map(read_slice, tasks):
                 if self.filter is not None:
                     t = ds.dataset(t).to_table(filter=self.filter)

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..indexes.bloom import FileBloom, key_hashes
-from ..indexes.hashing import min_max_text
+from ..indexes.hashing import min_max_values
 from ..timeline.file_group import FileSlice
 from ..timeline.storage import Storage
 from .engine import Engine
@@ -96,13 +95,7 @@ def candidate_slices(slices: list[FileSlice], keys: pa.Table,
     if len(key) != 1 or keys.num_rows == 0:
         return [(s, None) for s in slices]
     col = keys.column(key[0])
-    kmin: Any
-    kmax: Any
-    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-        kmin, kmax = min_max_text(col)  # the C loop: Arrow's string min/max is 4x slower
-    else:
-        mm = pc.min_max(col)
-        kmin, kmax = mm["min"].as_py(), mm["max"].as_py()
+    kmin, kmax = min_max_values(col)
     out: list[tuple[FileSlice, np.ndarray | None]] = []
     for s in slices:
         bounds = s.key_bounds()
