@@ -32,6 +32,7 @@ small files (two tasks could fill the same one); clustering packs them.
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -46,7 +47,7 @@ from ..table.files import Written
 from ..table.group_tasks import WriteSettings
 from ..table.key_check import key_check
 from ..table.table import Table
-from ..table.writer import WriteResult, commit_metadata, entries_of, run_attempts
+from ..table.writer import Rewritten, WriteResult, commit_metadata, entries_of, run_attempts
 from ..timeline.commit_metadata import CommitMetadata
 from ..timeline.conflicts import KeyCheck
 from ..timeline.errors import SchemaMismatchError, UnsupportedOperationError
@@ -55,17 +56,16 @@ from ..timeline.markers import reconcile_markers
 from ..timeline.table_config import TableConfig
 from .engine import SparkEngine
 from .errors import reraise_typed
+from .staging import STAGED_SCHEMA, Staging, split_input
 from .write_tasks import (
-    STAGED_SCHEMA,
     GroupPart,
     PlanPart,
     PlanTask,
-    Staging,
     claims_of,
     group_writes,
     local_plan,
+    plan_and_write,
     plan_part,
-    split_input,
     write_group,
 )
 
@@ -107,11 +107,14 @@ def write(df: DataFrame, path: str, operation: str = "upsert", timeline: str | N
     spark = df.sparkSession
     spark.sparkContext.setJobDescription(f"lakeline {operation} into {path}")
     staging = Staging.new(table.storage)
+    planner: _Planner | None = None
     try:
         planner = _Planner(spark, staging, operation, _stage(df, cfg, staging))
         action = Action.REPLACE_COMMIT if operation == "overwrite" else cfg.write_action
         return run_attempts(table.context, operation, action, planner, _Writer(spark), _rule)
     finally:
+        if planner is not None:
+            planner.release()
         staging.remove()
         spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
 
@@ -161,13 +164,16 @@ class SparkPlan:
     replaced_partitions: list[str] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    job: _FusedJob | None = None  # the fused path's planning tasks, waiting for ``go``
+    waiting: int = 0  # of those, the tasks with files to write
 
     @property
     def empty(self) -> bool:
-        return not (self.parts or self.replaced)
+        return not (self.parts or self.replaced or self.waiting)
 
     def add(self, part: PlanPart) -> None:
         self.parts.extend(part.groups)
+        self.waiting += part.waits
         if part.claims is not None:
             self.claims.append(part.claims)
         for p, gs in part.replaced.items():
@@ -190,19 +196,37 @@ class _Planner:
         self.inputs = tuple(path for path, _ in inputs)
         # No input, no planning task: the plan of no rows below still runs.
         self.tasks = max(-(-total // _ROWS_PER_PLAN_TASK), 1) if self.inputs else 0
+        # Fused: one planning task, which writes its own plan's files. Not with more:
+        # buckets are by key, not by file group, so two tasks could each rewrite the
+        # same group from its old base, and their tasks would have to wait for each
+        # other (through the driver's ``go``), holding a task slot each.
+        self.fused = self.tasks == 1
         self.attempts = 0
+        self.job: _FusedJob | None = None
+
+    def release(self) -> None:
+        """End the last attempt's fused tasks if they still wait (no ``go`` came: the
+        attempt failed, or its plan was refused or empty)."""
+        if self.job is not None:
+            self.job.release()
+            self.job = None
 
     def __call__(self, ctx: TableContext) -> SparkPlan:
+        self.release()
         if self.attempts:  # an earlier attempt's staged rows are not needed any more
             self.staging.remove(f"attempt-{self.attempts - 1}")
         attempt = f"attempt-{self.attempts}"
         self.attempts += 1
         t0 = time.perf_counter()
         remote = _executor_context(ctx)
-        parts = SparkEngine(self.spark).map(plan_part, [PlanTask(remote, self.operation, self.staging, attempt,
-                                                                 self.inputs, i, self.tasks)
-                                                        for i in range(self.tasks)])
-        plan = SparkPlan(self.operation, self.staging)
+        tasks = [PlanTask(remote, self.operation, self.staging, attempt, self.inputs, i, self.tasks)
+                 for i in range(self.tasks)]
+        if self.fused:
+            self.job = _FusedJob(self.spark, self.staging, attempt, tasks)
+            parts = self.job.planned()
+        else:
+            parts = SparkEngine(self.spark).map(plan_part, tasks)
+        plan = SparkPlan(self.operation, self.staging, job=self.job)
         # The plan of no rows: an overwrite of an unpartitioned table replaces everything
         # even when every task's input was empty.
         for part in [PlanPart.of(local_plan(ctx, self.operation, _no_rows(ctx.config, self.operation))), *parts]:
@@ -211,6 +235,56 @@ class _Planner:
             plan.stats["file_groups_replaced"] = sum(len(g) for g in plan.replaced.values())
         plan.timings["plan_tasks_s"] = time.perf_counter() - t0
         return plan
+
+
+class _FusedJob:
+    """The fused path's planning job (:func:`~.write_tasks.plan_and_write`), run on a
+    thread of the driver while the attempt goes on: :meth:`planned` returns once every
+    task published its plan, :meth:`go` lets them write and returns what they wrote."""
+
+    def __init__(self, spark: SparkSession, staging: Staging, attempt: str, tasks: list[PlanTask]) -> None:
+        self.staging, self.attempt, self.tasks = staging, attempt, len(tasks)
+        self.released = False
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lakeline-plan")
+        self.future: Future[list[PlanPart]] = self.pool.submit(SparkEngine(spark).map, plan_and_write, tasks)
+
+    def planned(self) -> list[PlanPart]:
+        """Every task's plan facts, once all are published. A planning error (bad input,
+        a duplicate key) fails the job: it is raised here, before the instant begins."""
+        parts: dict[int, PlanPart] = {}
+        delay = 0.002
+        while len(parts) < self.tasks:
+            for i in range(self.tasks):
+                if i not in parts:
+                    found, part = self.staging.peek(f"{self.attempt}/planned-{i}")
+                    if found:
+                        parts[i] = part
+            if len(parts) < self.tasks:
+                if self.future.done():
+                    self.future.result()  # raises the job's (typed) error
+                    raise AssertionError("a planning task ended without publishing its plan")
+                time.sleep(delay)
+                delay = min(delay * 2, 0.02)
+        return [parts[i] for i in range(self.tasks)]
+
+    def go(self, settings: WriteSettings) -> list[PlanPart]:
+        """Publish the write settings of the begun instant; every task's outcome."""
+        self.staging.publish(f"{self.attempt}/go", settings)
+        self.released = True
+        try:
+            return self.future.result()
+        finally:
+            self.pool.shutdown()
+
+    def release(self) -> None:
+        if not self.released:
+            self.released = True
+            self.staging.publish(f"{self.attempt}/go", None)
+            try:
+                self.future.result()
+            except Exception:  # noqa: BLE001 - the attempt already failed or was refused
+                pass
+        self.pool.shutdown()
 
 
 def _no_rows(cfg: TableConfig, operation: str) -> pa.Table:
@@ -241,10 +315,16 @@ class _Writer:
     def __call__(self, ctx: TableContext, instant: int, plan: SparkPlan) -> tuple[CommitMetadata, Precomputed]:
         cfg = ctx.config
         st = WriteSettings.of(ctx.storage, cfg, instant, index_job(ctx.log.timeline, cfg.schema, cfg.record_key))
+        written: list[Written] = []
+        rewritten: Rewritten = []
+        if plan.job is not None:
+            for part in plan.job.go(st):
+                written.extend(part.written)
+                rewritten.extend(part.rewritten)
+                for k, v in part.timings.items():
+                    plan.timings[k] = max(plan.timings.get(k, 0.0), v)
         slices = {(s.partition, s.file_group): s for s in ctx.view.latest_slices()}
         results = SparkEngine(self.spark).map(write_group, group_writes(st, plan.staging, slices, plan.parts))
-        written: list[Written] = []
-        rewritten: list[tuple[tuple[str, str], Written | None]] = []
         for kind, partition, group, outcome in results:
             if kind == "rewrite":
                 rewritten.append(((partition, group), outcome))

@@ -1,36 +1,39 @@
-"""The executor side of a Spark write: the three task kinds and the staging they share.
+"""The executor side of a Spark write: its planning and writing tasks.
 
-Each task reads what it needs from, and leaves what it produces in, the write's staging
-folder on the table's own storage (``.lakeline/staging/<write id>/``), and returns only a
-small description to the driver: Spark moves no rows between the stages (no shuffle, no
-cache), and the driver never holds them. Storage every executor can reach is what a
-lakeline table needs anyway, since executors write its data files.
+Tasks read their rows from the write's staging folder (:mod:`.staging`, where stage 1
+copied the input) and return only small descriptions to the driver. A planning task
+checks, conforms and deduplicates its share of the rows, then plans them with the
+local planner against the attempt's snapshot; what happens next depends on how many
+planning tasks the write has:
 
-1. :func:`split_input` (``mapInArrow`` over the user's DataFrame): the input batches,
-   each row with a bucket (a hash of its record identity), written as Arrow IPC files.
-2. :func:`plan_part` (one task per share of the buckets, per attempt): the rows are
-   checked, conformed and deduplicated, then planned by the local planner against the
-   attempt's snapshot; each file group's incoming rows go to an IPC file, the key
-   claims to IPC files the driver reads only if a concurrent commit needs them.
-3. :func:`write_group` (one task per file group): the local file task (a rewrite, a
-   log, a new file) over that group's incoming rows.
+- **fused** (:func:`plan_and_write`, one task: up to 8M rows): the task publishes its
+  plan's facts, waits for the driver to begin the instant and publish the write
+  settings, and writes its plan's files with a thread per core, as the local write
+  does. The rows never leave the task: no second copy through staging, no second job.
+  A planning error (bad input, a duplicate key) reaches the driver before it begins
+  the instant, so nothing is written.
+- **staged** (:func:`plan_part` then :func:`write_group`, several tasks): each touched
+  file group's rows go to staging, and one task per file group writes them after
+  ``begin``, all parts of a group together (tasks share buckets by key, so two of
+  them may touch one group). Tasks never wait for the driver, so any number of them
+  can run in waves.
+
+Both publish the key claims to staging; the driver reads them only when a concurrent
+commit makes the key check need them.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
-import posixpath
 import time
-import uuid
-from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, ThreadPoolExecutor
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
-import numpy as np
 import pyarrow as pa
 
-from ..indexes.bloom import key_hashes
 from ..table.context import TableContext
 from ..table.files import Written
 from ..table.group_tasks import LogTask, RewriteTask, WriteSettings, write_task
@@ -38,121 +41,11 @@ from ..table.key_check import KeyClaims
 from ..table.operations import plan_delete, plan_insert, plan_overwrite, plan_upsert
 from ..table.plan import WritePlan
 from ..table.records import prepare_keys, prepare_rows
-from ..table.writer import new_file_chunks, new_file_task
+from ..table.writer import Rewritten, new_file_chunks, new_file_task, write_plan_files
+from ..timeline.errors import DriverGoneError
 from ..timeline.file_group import FileSlice, new_file_group_id
-from ..timeline.storage import META_DIR, Storage
 from ..timeline.table_config import TableConfig
-
-
-@dataclass(frozen=True)
-class Staging:
-    """The staging folder of one Spark write, on the table's storage."""
-
-    storage: Storage
-    folder: str  # relative to the table
-
-    @classmethod
-    def new(cls, storage: Storage) -> Staging:
-        return cls(storage, posixpath.join(META_DIR, "staging", uuid.uuid4().hex))
-
-    def put(self, kind: str, data: bytes) -> str:
-        """Store ``data`` under a fresh name; returns its relative path."""
-        rel = posixpath.join(self.folder, kind, uuid.uuid4().hex)
-        self.storage.write_bytes(self.storage.path(rel), data)
-        return rel
-
-    def get(self, rel: str) -> bytes:
-        return self.storage.read_bytes(self.storage.path(rel))
-
-    def remove(self, kind: str | None = None) -> None:
-        self.storage.delete_dir(self.storage.path(self.folder if kind is None else posixpath.join(self.folder, kind)))
-
-
-def _ipc_options() -> pa.ipc.IpcWriteOptions:
-    # A function, not a module constant: stage 1's closure is pickled by value with the
-    # globals it names, and IpcWriteOptions does not pickle.
-    return pa.ipc.IpcWriteOptions(compression="lz4")
-
-
-def to_ipc(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema, options=_ipc_options()) as w:
-        w.write_table(table)
-    return sink.getvalue().to_pybytes()
-
-
-def from_ipc(data: bytes) -> pa.Table:
-    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
-
-
-# -- 1. split ----------------------------------------------------------------------------------
-
-STAGED_SCHEMA = "path string, rows long"
-#: The staged input's bucket column: a hash of the record identity modulo
-#: :data:`BUCKETS`; planning task ``i`` of ``n`` takes the rows whose bucket is ``i`` modulo ``n``.
-BUCKET = "_bucket"
-BUCKETS = 4096
-
-
-def split_input(staging: Staging, identity: list[str]
-                ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function of stage 1: the input as IPC files, each row with its
-    bucket, so every copy of a record goes to one planning task.
-
-    Rows stay in input order (no sort by bucket): a planning task that takes every
-    bucket, the common case, reads the files as they are, and a sorted input stays
-    sorted. A task writes a file every :data:`_FLUSH_ROWS` rows, so its memory is
-    bounded."""
-
-    def split(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        sink: pa.BufferOutputStream | None = None
-        writer: pa.ipc.RecordBatchStreamWriter | None = None
-        held = 0
-
-        def flush() -> pa.RecordBatch:
-            assert sink is not None and writer is not None
-            writer.close()
-            path = staging.put("input", sink.getvalue().to_pybytes())
-            return pa.RecordBatch.from_pydict({"path": [path], "rows": pa.array([held], pa.int64())})
-
-        for i, batch in enumerate(batches):
-            if not batch.num_rows:
-                continue
-            if identity:
-                bucket = key_hashes(pa.Table.from_batches([batch]), identity) % np.uint64(BUCKETS)
-            else:  # nothing to keep together: spread the batches
-                bucket = np.full(batch.num_rows, (i + uuid.uuid4().int) % BUCKETS)
-            batch = batch.append_column(BUCKET, pa.array(bucket.astype(np.int16)))
-            if writer is None:
-                sink = pa.BufferOutputStream()
-                writer = pa.ipc.new_stream(sink, batch.schema, options=_ipc_options())
-            writer.write_batch(batch)
-            held += batch.num_rows
-            if held >= _FLUSH_ROWS:
-                yield flush()
-                sink, writer, held = None, None, 0
-        if writer is not None:
-            yield flush()
-
-    return split
-
-
-def staged_rows(staging: Staging, paths: tuple[str, ...], task: int, tasks: int, pool: Executor) -> pa.Table:
-    """Planning task ``task`` of ``tasks``: its rows of the staged input, in input order."""
-
-    def share(path: str) -> pa.Table:
-        rows = from_ipc(staging.get(path))
-        if tasks > 1:
-            bucket = rows.column(BUCKET).to_numpy()
-            rows = rows.filter(pa.array(bucket % tasks == task))
-        return rows.drop_columns([BUCKET])
-
-    return pa.concat_tables(pool.map(share, paths))
-
-
-#: Rows a stage-1 task writes per staged file.
-_FLUSH_ROWS = 1_000_000
-
+from .staging import Staging, from_ipc, staged_rows, to_ipc
 
 # -- 2. plan -----------------------------------------------------------------------------------
 
@@ -184,6 +77,11 @@ class PlanPart:
     replaced_partitions: tuple[str, ...] = ()
     stats: dict[str, int] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    # A fused task: whether it waits for ``go`` to write (its plan is not empty), then
+    # its files: what it wrote, and its rewrites' outcomes.
+    waits: bool = False
+    written: tuple[Written, ...] = ()
+    rewritten: Rewritten = field(default_factory=list)
 
     @classmethod
     def of(cls, plan: WritePlan, groups: tuple[GroupPart, ...] = (), claims: str | None = None) -> PlanPart:
@@ -219,20 +117,71 @@ def prepared(cfg: TableConfig, operation: str, rows: pa.Table) -> pa.Table:
     return prepare_rows(rows, cfg)[0]
 
 
-def plan_part(task: PlanTask) -> PlanPart:
-    """Stage 2: plan a share of the buckets; each touched group's rows go to staging.
+def plan_and_write(task: PlanTask) -> PlanPart:
+    """Plan a share of the buckets, then write that plan's files once the driver has
+    begun the instant (the fused path; see the module docstring).
 
-    pyspark starts Python workers with ``OMP_NUM_THREADS`` of one task's cores, which
+    The task publishes ``planned-<task>`` (its plan's facts) and waits for ``go`` (the
+    write settings, or None when the driver will not write: the attempt failed or
+    another task's plan was refused). A task whose plan is empty returns at once. A
+    retried task attempt plans again and, finding ``go`` published, writes at once;
+    the files of the attempt whose result Spark drops are removed by the driver's
+    marker reconciliation."""
+    started = time.perf_counter()
+    with _wide_arrow_pool(), ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        ctx, staging = task.ctx, task.staging
+        rows = prepared(ctx.config, task.operation, staged_rows(staging, task.inputs, task.task, task.tasks, pool))
+        plan = local_plan(ctx, task.operation, rows)
+        claims = staging.put(task.attempt, _claims_bytes(KeyClaims.of(plan, ctx.config.record_key)))
+    facts = replace(PlanPart.of(plan, (), claims), waits=not plan.empty)
+    staging.publish(f"{task.attempt}/planned-{task.task}", facts)
+    if plan.empty:
+        return facts
+    settings = _wait_for_go(staging, task.attempt)
+    if settings is None:
+        return facts
+    with _wide_arrow_pool():
+        written, rewritten = write_plan_files(ctx, settings, plan)
+    plan.timings["plan_task_s"] = time.perf_counter() - started
+    return replace(facts, written=tuple(written), rewritten=rewritten, timings=dict(plan.timings))
+
+
+#: Seconds a fused planning task waits for its driver to begin the instant.
+_GO_TIMEOUT_S = 600.0
+
+
+def _wait_for_go(staging: Staging, attempt: str) -> WriteSettings | None:
+    deadline = time.monotonic() + _GO_TIMEOUT_S
+    delay = 0.002
+    while True:
+        found, settings = staging.peek(f"{attempt}/go")
+        if found:
+            return settings
+        if time.monotonic() > deadline:
+            raise DriverGoneError(f"no word from the driver {_GO_TIMEOUT_S:.0f} s after planning {attempt}")
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
+@contextmanager
+def _wide_arrow_pool() -> Iterator[None]:
+    """pyspark starts Python workers with ``OMP_NUM_THREADS`` of one task's cores, which
     also caps pyarrow's thread pool; a planning task is one of few (one per 8M rows)
     and reads, joins and sorts millions of keys, so it widens the pool to the machine
     while it runs."""
-    started = time.perf_counter()
     threads = pa.cpu_count()
     pa.set_cpu_count(max(threads, os.cpu_count() or 1))
     try:
-        return _plan_part(task, started)
+        yield
     finally:
         pa.set_cpu_count(threads)
+
+
+def plan_part(task: PlanTask) -> PlanPart:
+    """The staged path's planning: plan a share of the buckets; each touched group's
+    rows go to staging, for :func:`write_group`."""
+    with _wide_arrow_pool():
+        return _plan_part(task, time.perf_counter())
 
 
 def _plan_part(task: PlanTask, started: float) -> PlanPart:

@@ -188,6 +188,16 @@ def write_files(ctx: TableContext, instant: int, plan: WritePlan) -> tuple[Commi
     index entries the tasks computed from the rows they wrote, by file path."""
     cfg = ctx.config
     st = WriteSettings.of(ctx.storage, cfg, instant, index_job(ctx.log.timeline, cfg.schema, cfg.record_key))
+    written, rewritten = write_plan_files(ctx, st, plan)
+    metadata = commit_metadata(ctx, plan.operation, plan.stats, written, rewritten, plan.replaced,
+                               plan.replaced_partitions)
+    return metadata, entries_of(written, rewritten)
+
+
+def write_plan_files(ctx: TableContext, st: WriteSettings, plan: WritePlan) -> tuple[list[Written], Rewritten]:
+    """Run the file tasks of ``plan`` on ``ctx.engine`` with the settings ``st``: the
+    new files and logs written, and each rewrite's outcome (a Spark planning task calls
+    this too, with the settings the driver sends once the instant began)."""
     file_tasks = [new_file_task(st, nf.partition, new_file_group_id(), chunk, nf.inserts)
                   for nf in plan.new_files for chunk, _ in new_file_chunks(ctx, nf)]
     rewrites = [RewriteTask(st, r.slice, r.incoming, r.predicate, r.inserts, r.new_keys_only, r.assign)
@@ -197,10 +207,7 @@ def write_files(ctx: TableContext, instant: int, plan: WritePlan) -> tuple[Commi
     tasks: list[FileWrite | RewriteTask | LogTask] = [*rewrites, *file_tasks, *logs]
     results = ctx.engine.map(write_task, tasks)
     rewritten = [((r.partition, r.slice.file_group), res) for r, res in zip(plan.rewrites, results)]
-    written = [w for w in results[len(rewrites):] if w is not None]
-    metadata = commit_metadata(ctx, plan.operation, plan.stats, written, rewritten, plan.replaced,
-                               plan.replaced_partitions)
-    return metadata, entries_of(written, rewritten)
+    return [w for w in results[len(rewrites):] if w is not None], rewritten
 
 
 def new_file_chunks(ctx: TableContext, nf: NewFiles) -> Iterator[tuple[pa.Table, int]]:

@@ -136,6 +136,11 @@ class CommitConflictError(LakelineError):
     operation cannot be replayed)."""
 
 
+class DriverGoneError(LakelineError, TimeoutError):
+    """A Spark planning task waited too long for its driver to begin the write's instant
+    (the driver died or hung after planning): it gives up without writing anything."""
+
+
 class SnapshotExpiredError(LakelineError, LookupError):
     """The requested snapshot is outside retention: its files are no longer kept."""
 

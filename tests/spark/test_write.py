@@ -56,10 +56,16 @@ def state(t: Table) -> list[tuple[Any, ...]]:
     return table_rows(Table.open(t.path).to_arrow(), COLUMNS)
 
 
-@pytest.mark.parametrize("table_type,partitioned", [
-    ("mor", True), ("cow", False),
-    pytest.param("cow", True, marks=pytest.mark.soak), pytest.param("mor", False, marks=pytest.mark.soak)])
-def test_random_writes_equal_the_local_api(spark: Any, tmp_path: Path, table_type: str, partitioned: bool) -> None:
+@pytest.mark.parametrize("table_type,partitioned,path", [
+    ("mor", True, "fused"), ("cow", False, "fused"), ("cow", True, "staged"),
+    pytest.param("mor", False, "staged", marks=pytest.mark.soak)])
+def test_random_writes_equal_the_local_api(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           table_type: str, partitioned: bool, path: str) -> None:
+    """``path``: "fused" (one planning task, which writes its plan's files) or "staged"
+    (several planning tasks: each file group is written by a task of its own from the
+    parts the planning tasks staged for it)."""
+    if path == "staged":
+        monkeypatch.setattr(spark_write, "_ROWS_PER_PLAN_TASK", 70)  # 3 to 5 tasks for 200-300 rows
     rng = random.Random(f"{table_type}{partitioned}")
     local = make(tmp_path, "local", table_type, partitioned)
     remote = make(tmp_path, "spark", table_type, partitioned)
@@ -87,7 +93,7 @@ def test_random_writes_equal_the_local_api(spark: Any, tmp_path: Path, table_typ
         live = {r[1] for r in want}
 
 
-@pytest.mark.parametrize("table_type,plan_tasks", [("mor", 1), ("cow", 1), ("mor", 8)])
+@pytest.mark.parametrize("table_type,plan_tasks", [("mor", 1), ("cow", 1), ("mor", 2), ("mor", 8)])
 def test_copies_of_a_key_across_input_partitions_fold_like_the_local_write(
         spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, table_type: str, plan_tasks: int) -> None:
     """Three copies of every key, each in another DataFrame partition (so in another
@@ -128,12 +134,20 @@ def test_an_empty_dataframe_writes_what_the_local_api_writes(spark: Any, tmp_pat
     assert (op == "overwrite") == (state(local) == [])
 
 
-def test_bad_input_fails_typed_before_anything_is_written(spark: Any, tmp_path: Path) -> None:
+def test_bad_input_fails_typed_before_anything_is_written(spark: Any, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     t = make(tmp_path, "t", "mor", True)
     write(df_of(spark, random_rows(random.Random(1), list(range(10)), 1, True)), t.path, "insert")
     before = len(Table.open(t.path).timeline.instants())
     with pytest.raises(DuplicateKeyError):
         write(df_of(spark, random_rows(random.Random(2), [3, 50], 2, True)), t.path, "insert")
+    # The same with two planning tasks (the staged path): one plans key 50, the other
+    # is refused for key 3; the write raises without beginning.
+    with monkeypatch.context() as m:
+        m.setattr(spark_write, "_ROWS_PER_PLAN_TASK", 1)
+        rows = random_rows(random.Random(2), [3, 50], 2, True)
+        with pytest.raises(DuplicateKeyError):
+            write(spark.createDataFrame(rows.to_pandas()).repartition(2), t.path, "insert")
     nulls = spark.createDataFrame([(None, 1, "d0", "x")], "id long, ts long, day string, v string")
     with pytest.raises(NullKeyError):
         write(nulls, t.path, "upsert")
@@ -150,6 +164,31 @@ def test_bad_input_fails_typed_before_anything_is_written(spark: Any, tmp_path: 
     after = Table.open(t.path)
     assert len(after.timeline.instants()) == before, "a refused write left an instant on the timeline"
     assert after.to_arrow().num_rows == 10
+
+
+def test_a_write_that_fails_to_begin_releases_its_waiting_planning_task(spark: Any, tmp_path: Path) -> None:
+    """The fused planning task planned and waits for ``go``; the driver fails before the
+    instant begins: the write raises that error promptly, the task ends without writing
+    (no Spark job left running), and nothing is on the timeline or in the table's folders."""
+    t = make(tmp_path, "t", "cow", False)
+    write(df_of(spark, random_rows(random.Random(1), list(range(10)), 1, False)), t.path, "insert")
+    before = Table.open(t.path).timeline.instants()
+    files_before = sorted(p.name for p in (tmp_path / "t").rglob("*.parquet"))
+
+    def refuse() -> None:
+        raise OSError("the timeline store went away")
+
+    faults.on("commit.before_requested", refuse)
+    try:
+        with pytest.raises(OSError, match="went away"):
+            write(df_of(spark, random_rows(random.Random(2), list(range(5, 15)), 2, False)), t.path, "upsert")
+    finally:
+        faults.disarm_all()
+    assert spark.sparkContext.statusTracker().getActiveJobsIds() == []
+    assert Table.open(t.path).timeline.instants() == before
+    assert sorted(p.name for p in (tmp_path / "t").rglob("*.parquet")) == files_before
+    assert write(df_of(spark, random_rows(random.Random(2), list(range(5, 15)), 2, False)), t.path,
+                 "upsert").instant is not None
 
 
 def test_a_concurrent_commit_makes_the_spark_write_replay(spark: Any, tmp_path: Path) -> None:
