@@ -25,7 +25,6 @@ commit makes the key check need them.
 from __future__ import annotations
 
 import os
-import pickle
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -45,7 +44,7 @@ from ..table.writer import Rewritten, new_file_chunks, new_file_task, write_plan
 from ..timeline.errors import DriverGoneError
 from ..timeline.file_group import FileSlice, new_file_group_id
 from ..timeline.table_config import TableConfig
-from .staging import Staging, from_ipc, staged_rows, to_ipc
+from .staging import Staging, staged_rows
 
 # -- 2. plan -----------------------------------------------------------------------------------
 
@@ -132,7 +131,7 @@ def plan_and_write(task: PlanTask) -> PlanPart:
         ctx, staging = task.ctx, task.staging
         rows = prepared(ctx.config, task.operation, staged_rows(staging, task.inputs, task.task, task.tasks, pool))
         plan = local_plan(ctx, task.operation, rows)
-        claims = staging.put(task.attempt, _claims_bytes(KeyClaims.of(plan, ctx.config.record_key)))
+        claims = _put_claims(staging, task.attempt, KeyClaims.of(plan, ctx.config.record_key))
     facts = replace(PlanPart.of(plan, (), claims), waits=not plan.empty)
     staging.publish(f"{task.attempt}/planned-{task.task}", facts)
     if plan.empty:
@@ -191,8 +190,7 @@ def _plan_part(task: PlanTask, started: float) -> PlanPart:
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         rows = prepared(ctx.config, task.operation, staged_rows(staging, task.inputs, task.task, task.tasks, pool))
         plan = local_plan(ctx, task.operation, rows)
-        claims = pool.submit(lambda: staging.put(task.attempt,
-                                                 _claims_bytes(KeyClaims.of(plan, ctx.config.record_key))))
+        claims = pool.submit(_put_claims, staging, task.attempt, KeyClaims.of(plan, ctx.config.record_key))
         pending: list[tuple[GroupPart, pa.Table]] = []  # each part and its rows, staged below
         for r in plan.rewrites:
             assert r.incoming is not None and r.predicate is None  # no predicates on these writes
@@ -206,7 +204,7 @@ def _plan_part(task: PlanTask, started: float) -> PlanPart:
             for chunk, per_file in new_file_chunks(ctx, nf):
                 pending.append((GroupPart("new", new_file_group_id(), nf.partition, INSERTS if nf.inserts else 0, "",
                                           chunk.num_rows, per_file), chunk))
-        paths = pool.map(lambda p: staging.put(task.attempt, to_ipc(p[1])), pending)
+        paths = pool.map(lambda p: staging.put_table(task.attempt, p[1]), pending)
         groups = tuple(replace(part, path=path) for (part, _), path in zip(pending, paths))
         claims_path = claims.result()
     plan.timings["plan_task_s"] = time.perf_counter() - started  # the longest task's, in the result
@@ -230,7 +228,7 @@ class GroupWrite:
 def write_group(task: GroupWrite) -> tuple[str, str, str, Written | None]:
     """Stage 3: (kind, partition, file group, what the file task returned)."""
     st, first = task.settings, task.parts[0]
-    incoming = pa.concat_tables([from_ipc(task.staging.get(p.path)) for p in task.parts],
+    incoming = pa.concat_tables([task.staging.table(p.path) for p in task.parts],
                                 promote_options="permissive")
     outcome: Written | None
     if first.kind == "new":
@@ -276,18 +274,20 @@ def group_writes(settings: WriteSettings, staging: Staging, slices: dict[tuple[s
 _CLAIM_TABLES = ("inserted", "log_upserted", "deleted", "deleted_in_group", "updated")
 
 
-def _claims_bytes(claims: KeyClaims) -> bytes:
-    # Each table as IPC, not the pickled tables: a pickled slice carries its parent's
-    # whole buffers (5M claimed keys pickled to 0.5 GB in 1 s; as IPC 41 MB in 0.15 s).
-    return pickle.dumps({name: to_ipc(t) for name in _CLAIM_TABLES if (t := getattr(claims, name)) is not None})
+def _put_claims(staging: Staging, kind: str, claims: KeyClaims) -> str:
+    """Stage ``claims``: each key table as IPC (a pickled slice would carry its
+    parent's whole buffers), and the index of them; the index's path."""
+    tables = {name: staging.put_table(kind, t) for name in _CLAIM_TABLES if (t := getattr(claims, name)) is not None}
+    return staging.put_table(kind, pa.table({"name": list(tables), "path": list(tables.values())},
+                                            schema=pa.schema([("name", pa.string()), ("path", pa.string())])))
 
 
 def claims_of(staging: Staging, key: tuple[str, ...], paths: list[str]) -> KeyClaims:
     """One attempt's key claims from its planning tasks' claims."""
-    parts: list[dict[str, bytes]] = [pickle.loads(staging.get(p)) for p in paths]
+    parts = [dict(zip(*staging.table(p).to_pydict().values())) for p in paths]
 
     def concat(name: str) -> pa.Table | None:
-        tables = [from_ipc(c[name]) for c in parts if name in c]
+        tables = [staging.table(c[name]) for c in parts if name in c]
         return pa.concat_tables(tables, promote_options="permissive") if tables else None
 
     return KeyClaims(key=key, **{name: concat(name) for name in _CLAIM_TABLES})
