@@ -234,7 +234,8 @@ def write_group(task: GroupWrite) -> tuple[str, str, str, Written | None]:
     if first.kind == "new":
         outcome = write_task(new_file_task(st, first.partition, task.file_group, incoming, bool(first.flags & INSERTS)))
     elif first.kind == "log":
-        outcome = write_task(LogTask(st, first.partition, task.file_group, incoming))
+        base = task.slice.base.path if task.slice is not None and task.slice.base is not None else None
+        outcome = write_task(LogTask(st, first.partition, task.file_group, incoming, base))
     else:
         assert task.slice is not None
         outcome = write_task(RewriteTask(st, task.slice, incoming, None, any(p.flags & INSERTS for p in task.parts),

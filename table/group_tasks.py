@@ -27,7 +27,7 @@ from .files import (
     write_indexed,
 )
 from .merge import merge_onto
-from .records import OP, SEQ
+from .records import BASE_FILE_KEY, BASE_POS, OP, SEQ
 
 
 @dataclass(frozen=True)
@@ -142,12 +142,20 @@ class LogTask:
     partition: str
     file_group: str
     incoming: pa.Table
+    base_file: str | None = None  # the group's base file, where ``_base_pos`` positions point
 
 
 def write_log(task: LogTask) -> Written:
+    """Write one log file. With the rows' base positions (``_base_pos``) and the base
+    file they point into, the log keeps them and names that file in its metadata, so a
+    reader of a slice on that base drops the rows by position (see
+    :func:`lakeline.table.scan.read_slice`)."""
     st = task.settings
     rows = task.incoming
     schema = log_schema(st.schema)
+    if task.base_file is not None and BASE_POS in rows.column_names:
+        schema = schema.append(pa.field(BASE_POS, pa.int64())).with_metadata(
+            {BASE_FILE_KEY: task.base_file.encode()})
     rows = rows.append_column(SEQ, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
     rows = rows.select(schema.names).cast(schema)
     name = data_file_name(task.file_group, st.instant, "log")

@@ -79,6 +79,26 @@ def merge_onto(base: pa.Table, changes: pa.Table, key: tuple[str, ...], ordering
         # Arrow's is_in probes a hash set of the (few) changes; np.isin would sort every row.
         touched = pc.is_in(pa.array(_row_hashes(base, key, base.schema)),
                            value_set=pa.array(_row_hashes(changes, key, base.schema)))
+    return _merge_touched(base, touched, changes, key, ordering)
+
+
+def merge_at_positions(base: pa.Table, changes: pa.Table, positions: np.ndarray, key: tuple[str, ...],
+                       ordering: str | None) -> pa.Table:
+    """:func:`merge_onto` when the changes say which base rows they touch: ``positions``
+    are those rows' numbers in ``base`` (position deletes). Every base row of a key that
+    a change carries must be among them; the writers guarantee it (see
+    :func:`lakeline.table.scan.read_slice`), so no key of the base is hashed or compared.
+    """
+    if changes.num_rows == 0:
+        return base
+    touched = np.zeros(base.num_rows, dtype=bool)
+    touched[positions] = True
+    return _merge_touched(base, pa.array(touched), changes, key, ordering)
+
+
+def _merge_touched(base: pa.Table, touched: pa.Array, changes: pa.Table, key: tuple[str, ...],
+                   ordering: str | None) -> pa.Table:
+    """Base rows not ``touched`` pass as they are; the touched ones and the changes fold."""
     untouched = base.filter(pc.invert(touched))
     base = base.filter(touched)
     base_v = base.append_column(OP, constant(OP_UPSERT, base.num_rows))

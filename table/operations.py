@@ -18,12 +18,13 @@ from ..timeline.file_group import FileSlice
 from ..timeline.table_config import TableConfig
 from .context import TableContext
 from .plan import PARTITION, LogAppend, NewFiles, Rewrite, WritePlan
-from .records import OP, OP_DELETE, OP_UPSERT, constant, split_by_partition
+from .records import BASE_POS, OP, OP_DELETE, OP_UPSERT, constant, split_by_partition
 from .tagging import tag
 
 
-def _tag(ctx: TableContext, plan: WritePlan, slices: list[FileSlice], keys: pa.Table) -> pa.Array:
-    """``tag`` the keys, adding the time it took to ``plan.timings["tag_s"]``.
+def _tag(ctx: TableContext, plan: WritePlan, slices: list[FileSlice], keys: pa.Table) -> tuple[pa.Array, pa.Array]:
+    """``tag`` the keys (their groups, and their rows in those groups' base files),
+    adding the time it took to ``plan.timings["tag_s"]``.
 
     The record-key bloom filters of the snapshot are read once per plan, on first use.
     """
@@ -31,9 +32,9 @@ def _tag(ctx: TableContext, plan: WritePlan, slices: list[FileSlice], keys: pa.T
     cfg = ctx.config
     if plan.key_blooms is None:
         plan.key_blooms = key_blooms(ctx.storage, ctx.snapshot, cfg.schema, cfg.record_key)
-    fgs = tag(ctx.storage, ctx.engine, slices, keys, cfg.record_key, plan.key_blooms)
+    tags = tag(ctx.storage, ctx.engine, slices, keys, cfg.record_key, plan.key_blooms)
     plan.timings["tag_s"] = plan.timings.get("tag_s", 0.0) + time.perf_counter() - t0
-    return fgs
+    return tags
 
 
 def _with_op(rows: pa.Table, op: str) -> pa.Table:
@@ -60,8 +61,13 @@ def _group_rows(rows: pa.Table, fgs: pa.Array) -> dict[str, pa.Table]:
 
 
 def _route_updates(cfg: TableConfig, plan: WritePlan, partition: str, slices: list[FileSlice],
-                   rows: pa.Table, fgs: pa.Array, op: str) -> int:
+                   rows: pa.Table, tags: tuple[pa.Array, pa.Array], op: str) -> int:
+    """Rows of keys the table holds, to their groups: a log each (merge-on-read, the
+    rows with their base positions), or a rewrite each (copy-on-write)."""
+    fgs, positions = tags
     by_id = {s.file_group: s for s in slices}
+    if cfg.table_type == "mor":
+        rows = rows.append_column(BASE_POS, positions)
     n = 0
     for fg, part_rows in _group_rows(rows, fgs).items():
         incoming = _with_op(part_rows, op)
@@ -110,7 +116,7 @@ def plan_insert(ctx: TableContext, rows: pa.Table) -> WritePlan:
     for partition, part in split_by_partition(rows, cfg.partition_by).items():
         slices = view.latest_slices(partition)
         if check and slices:
-            fgs = _tag(ctx, plan, slices, part.select(list(cfg.record_key)))
+            fgs, _ = _tag(ctx, plan, slices, part.select(list(cfg.record_key)))
             if fgs.null_count != len(fgs):
                 dupes = part.filter(pc.is_valid(fgs)).select(list(cfg.record_key)).slice(0, 5).to_pylist()
                 raise DuplicateKeyError(
@@ -132,9 +138,9 @@ def plan_upsert(ctx: TableContext, rows: pa.Table) -> WritePlan:
     new_keys = []
     for partition, part in split_by_partition(rows, cfg.partition_by).items():
         slices = view.latest_slices(partition)
-        fgs = _tag(ctx, plan, slices, part.select(list(cfg.record_key)))
-        updated += _route_updates(cfg, plan, partition, slices, part, fgs, OP_UPSERT)
-        fresh = part.filter(pc.is_null(fgs))
+        tags = _tag(ctx, plan, slices, part.select(list(cfg.record_key)))
+        updated += _route_updates(cfg, plan, partition, slices, part, tags, OP_UPSERT)
+        fresh = part.filter(pc.is_null(tags[0]))
         inserted += fresh.num_rows
         taken = {r.slice.file_group for r in plan.rewrites if r.partition == partition}
         _route_inserts(cfg, plan, partition, slices, fresh, taken)
@@ -182,11 +188,11 @@ def plan_delete(ctx: TableContext, keys: pa.Table, operation: str = "delete") ->
         slices = view.latest_slices(partition)
         if not slices:
             continue
-        fgs = _tag(ctx, plan, slices, part.select(list(cfg.record_key)))
+        tags = _tag(ctx, plan, slices, part.select(list(cfg.record_key)))
         # Delete records carry the keys; other columns are null.
         recs = pa.table({c: (part.column(c) if c in cfg.record_key
                              else pa.nulls(part.num_rows, cfg.schema.field(c).type)) for c in schema_cols})
-        deleted += _route_updates(cfg, plan, partition, slices, recs, fgs, OP_DELETE)
+        deleted += _route_updates(cfg, plan, partition, slices, recs, tags, OP_DELETE)
     plan.stats = {"deleted": deleted}
     return plan
 

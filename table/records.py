@@ -29,6 +29,11 @@ from ..timeline.table_config import TableConfig
 POS = "_pos"
 OP = "_op"
 SEQ = "_seq"
+#: A log row's position in its slice's base file: the row its key had there, when the
+#: writer's tagging found the key live in that base (null otherwise). The log file names
+#: that base in its metadata (:data:`BASE_FILE_KEY`); readers drop those rows by position.
+BASE_POS = "_base_pos"
+BASE_FILE_KEY = b"lakeline.base-file"
 OP_UPSERT = "U"
 OP_DELETE = "D"
 

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -32,8 +33,8 @@ from ..timeline.storage import Storage
 from ..timeline.timeline import Timeline
 from .context import TableContext
 from .files import FileRead, read_snapshot_file, with_columns_of
-from .merge import merge_onto
-from .records import OP, SEQ, check_columns, check_filter
+from .merge import merge_at_positions, merge_onto
+from .records import BASE_FILE_KEY, BASE_POS, OP, SEQ, check_columns, check_filter
 
 
 def resolve_snapshot(tl: Timeline, as_of: int | datetime | None) -> Timeline:
@@ -147,11 +148,30 @@ def read_slice(task: SliceRead) -> pa.Table:
     base = with_columns_of(base, task.schema)
     if not s.logs:
         return base
-    logs = [read_snapshot_file(FileRead(task.storage, f.path, (*names, OP, SEQ))) for f in s.logs]
+    logs = [read_snapshot_file(FileRead(task.storage, f.path, (*names, OP, SEQ, BASE_POS))) for f in s.logs]
     log_schema = task.schema.append(pa.field(OP, pa.string()))
+    # Position deletes: when every log names this slice's base as the file its
+    # positions point into, the base rows any log touches are exactly those positions
+    # (a writer records the position of every key it finds live in the base; a key it
+    # finds in a log, or deleted, was touched there by an earlier log). Else (a log
+    # from before positions, or written on an older base that a compaction replaced
+    # meanwhile) the merge compares keys.
+    positions = _base_positions(logs, s.base.path) if s.base is not None else None
     logs = [with_columns_of(lg.sort_by(SEQ).drop_columns([SEQ]), log_schema) for lg in logs]
     log_rows = pa.concat_tables(logs, promote_options="permissive")
+    if positions is not None:
+        return merge_at_positions(base, log_rows, positions, task.key, task.ordering).cast(task.schema)
     return merge_onto(base, log_rows, task.key, task.ordering).cast(task.schema)
+
+
+def _base_positions(logs: list[pa.Table], base_file: str) -> np.ndarray | None:
+    """The base rows ``logs`` touch, when all of them point into ``base_file``."""
+    out = []
+    for lg in logs:
+        if BASE_POS not in lg.column_names or (lg.schema.metadata or {}).get(BASE_FILE_KEY) != base_file.encode():
+            return None
+        out.append(lg.column(BASE_POS).drop_null().to_numpy())
+    return np.concatenate(out) if out else np.empty(0, dtype=np.int64)
 
 
 class Scan:

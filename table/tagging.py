@@ -26,7 +26,7 @@ from ..timeline.storage import Storage
 from .engine import Engine
 from .files import FileRead, read_snapshot_file
 from .merge import fold, with_order
-from .records import OP, OP_UPSERT, constant
+from .records import BASE_POS, OP, OP_UPSERT, constant
 
 FG = "_fg"
 ROW = "_row"
@@ -61,6 +61,9 @@ def slice_live_keys(task: SliceKeys) -> pa.Table:
     live: pa.Table | None = None
     if s.base is not None:
         base = read_snapshot_file(FileRead(task.storage, s.base.path, task.key))
+        # Each base row's position: a live key whose version is the base's row is
+        # tagged with it, for the log's position deletes (a log's rows carry nulls).
+        base = base.append_column(BASE_POS, pa.array(np.arange(base.num_rows, dtype=np.int64)))
         if not s.logs:
             live = base
         else:
@@ -80,7 +83,9 @@ def slice_live_keys(task: SliceKeys) -> pa.Table:
     # (smaller) incoming keys that may be in this slice. Joining per slice, inside the
     # engine's tasks, spreads the work over the cores.
     joined = live.join(probe, list(task.key), join_type="inner", use_threads=False)
-    return _with_slice(joined.select([ROW]), task.index)
+    if BASE_POS not in joined.column_names:  # a slice of logs alone
+        joined = joined.append_column(BASE_POS, pa.nulls(joined.num_rows, pa.int64()))
+    return _with_slice(joined.select([ROW, BASE_POS]), task.index)
 
 
 def candidate_slices(slices: list[FileSlice], keys: pa.Table,
@@ -152,25 +157,31 @@ def tag(
     keys: pa.Table,
     key: tuple[str, ...],
     blooms: Mapping[str, FileBloom] | None = None,
-) -> pa.Array:
-    """For each row of ``keys`` (record-key columns), the file group holding it or null.
+) -> tuple[pa.Array, pa.Array]:
+    """For each row of ``keys`` (record-key columns), the file group holding it or null,
+    and the key's row in that group's base file when its live version is that row (null
+    when it is in a log, or not in the table).
 
     Candidates are pruned by key range, then by ``blooms`` (record-key bloom filters of
     base files, by path), and the keys of what remains are read and joined exactly,
     each slice with only the incoming keys that survived its range and filter.
     """
     if keys.num_rows == 0:
-        return pa.array([], pa.string())
+        return pa.array([], pa.string()), pa.array([], pa.int64())
     ranged = candidate_slices(slices, keys, key)
     cands = bloom_survivors(ranged, keys, key, blooms) if blooms else ranged
     if not cands:
-        return pa.nulls(keys.num_rows, pa.string())
+        return pa.nulls(keys.num_rows, pa.string()), pa.nulls(keys.num_rows, pa.int64())
     probe = keys.select(list(key)).append_column(ROW, pa.array(np.arange(keys.num_rows, dtype=np.int64)))
     found = engine.map(slice_live_keys, [SliceKeys(storage, s, key, i, probe, mask)
                                          for i, (s, mask) in enumerate(cands)])
     slot = np.full(keys.num_rows, -1, dtype=np.int32)
+    position = np.full(keys.num_rows, -1, dtype=np.int64)
     for part in found:
-        slot[part.column(ROW).to_numpy()] = part.column(FG).to_numpy()
+        rows = part.column(ROW).to_numpy()
+        slot[rows] = part.column(FG).to_numpy()
+        position[rows] = part.column(BASE_POS).fill_null(-1).to_numpy()
     names = pa.array([s.file_group for s, _ in cands], pa.string())
     indices = pa.array(slot, mask=slot < 0)
-    return pa.DictionaryArray.from_arrays(indices, names).cast(pa.string())
+    return (pa.DictionaryArray.from_arrays(indices, names).cast(pa.string()),
+            pa.array(position, mask=position < 0))

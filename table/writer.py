@@ -202,7 +202,8 @@ def write_plan_files(ctx: TableContext, st: WriteSettings, plan: WritePlan) -> t
                   for nf in plan.new_files for chunk, _ in new_file_chunks(ctx, nf)]
     rewrites = [RewriteTask(st, r.slice, r.incoming, r.predicate, r.inserts, r.new_keys_only, r.assign)
                 for r in plan.rewrites]
-    logs = [LogTask(st, lg.partition, lg.slice.file_group, lg.incoming) for lg in plan.logs]
+    logs = [LogTask(st, lg.partition, lg.slice.file_group, lg.incoming, lg.slice.base.path if lg.slice.base else None)
+            for lg in plan.logs]
     # One engine call for every file; rewrites first, as they are the longest tasks.
     tasks: list[FileWrite | RewriteTask | LogTask] = [*rewrites, *file_tasks, *logs]
     results = ctx.engine.map(write_task, tasks)
