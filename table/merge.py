@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..indexes.hashing import hash_array
-from .records import OP, OP_DELETE, OP_UPSERT, constant
+from .records import BASE_POS, OP, OP_DELETE, OP_UPSERT, constant
 
 ORD = "_ord"
 
@@ -82,18 +82,36 @@ def merge_onto(base: pa.Table, changes: pa.Table, key: tuple[str, ...], ordering
     return _merge_touched(base, touched, changes, key, ordering)
 
 
-def merge_at_positions(base: pa.Table, changes: pa.Table, positions: np.ndarray, key: tuple[str, ...],
-                       ordering: str | None) -> pa.Table:
-    """:func:`merge_onto` when the changes say which base rows they touch: ``positions``
-    are those rows' numbers in ``base`` (position deletes). Every base row of a key that
-    a change carries must be among them; the writers guarantee it (see
-    :func:`lakeline.table.scan.read_slice`), so no key of the base is hashed or compared.
+def merge_at_positions(base: pa.Table, changes: pa.Table, key: tuple[str, ...], ordering: str | None,
+                       columns: list[str]) -> pa.Table:
+    """:func:`merge_onto` when the changes say which base rows they touch (position
+    deletes): a change's ``_base_pos`` is the row its key has in ``base``, or null.
+    Every base row of a key that a change carries must be pointed at by one of them;
+    the writers guarantee it (see :func:`lakeline.table.scan.read_slice`), so no base
+    key is hashed or compared, and ``base`` need not hold the key columns at all: a
+    touched row takes its key from the change pointing at it.
+
+    Returns:
+        The live rows, with ``columns`` (of ``base``, or key columns).
     """
-    if changes.num_rows == 0:
-        return base
+    pointing = changes.filter(pc.is_valid(changes.column(BASE_POS)))
+    positions, first = np.unique(pointing.column(BASE_POS).to_numpy(), return_index=True)
     touched = np.zeros(base.num_rows, dtype=bool)
     touched[positions] = True
-    return _merge_touched(base, pa.array(touched), changes, key, ordering)
+    untouched = base.filter(pa.array(~touched)).select(columns)
+    if changes.num_rows == 0:
+        return untouched
+    hit = base.take(pa.array(positions))
+    keys = pointing.take(pa.array(first))
+    for k in key:
+        if k not in hit.column_names:
+            hit = hit.append_column(k, keys.column(k))
+    hit = hit.append_column(OP, constant(OP_UPSERT, hit.num_rows))
+    names = hit.column_names
+    changes = changes.select(names).cast(hit.schema)
+    versions = pa.concat_tables([with_order(hit, 0), with_order(changes, hit.num_rows)])
+    merged = fold(versions, key, ordering).select(columns).cast(untouched.schema)
+    return pa.concat_tables([untouched, merged]) if untouched.num_rows else merged
 
 
 def _merge_touched(base: pa.Table, touched: pa.Array, changes: pa.Table, key: tuple[str, ...],

@@ -20,7 +20,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -137,41 +136,51 @@ class SliceRead:
     schema: pa.Schema
     key: tuple[str, ...]
     ordering: str | None
+    # The columns the caller needs back (of ``schema``); None: all of them. With
+    # position deletes the key columns are then only read from the logs.
+    wanted: tuple[str, ...] | None = None
 
 
 def read_slice(task: SliceRead) -> pa.Table:
     """The live rows of a slice: the columns of ``task.schema``, which must hold the
-    record key and the ordering field (only those columns are read)."""
+    record key and the ordering field (only those columns are read); or only the
+    ``task.wanted`` ones, when the slice's logs hold positions.
+
+    Position deletes: when every log names this slice's base as the file its positions
+    point into, the base rows the logs touch are exactly those positions (a writer
+    records the position of every key it finds live in the base; a key it finds in a
+    log, or deleted, was touched there by an earlier log). Else (a log from before
+    positions, or written on an older base that a compaction replaced meanwhile) the
+    merge compares keys."""
     s = task.slice
     names = tuple(task.schema.names)
-    base = read_snapshot_file(FileRead(task.storage, s.base.path, names)) if s.base else task.schema.empty_table()
-    base = with_columns_of(base, task.schema)
     if not s.logs:
-        return base
+        return _read_base(task, names)
     logs = [read_snapshot_file(FileRead(task.storage, f.path, (*names, OP, SEQ, BASE_POS))) for f in s.logs]
     log_schema = task.schema.append(pa.field(OP, pa.string()))
-    # Position deletes: when every log names this slice's base as the file its
-    # positions point into, the base rows any log touches are exactly those positions
-    # (a writer records the position of every key it finds live in the base; a key it
-    # finds in a log, or deleted, was touched there by an earlier log). Else (a log
-    # from before positions, or written on an older base that a compaction replaced
-    # meanwhile) the merge compares keys.
-    positions = _base_positions(logs, s.base.path) if s.base is not None else None
+    positional = s.base is not None and all(_points_into(lg, s.base.path) for lg in logs)
+    if positional:
+        log_schema = log_schema.append(pa.field(BASE_POS, pa.int64()))
     logs = [with_columns_of(lg.sort_by(SEQ).drop_columns([SEQ]), log_schema) for lg in logs]
     log_rows = pa.concat_tables(logs, promote_options="permissive")
-    if positions is not None:
-        return merge_at_positions(base, log_rows, positions, task.key, task.ordering).cast(task.schema)
-    return merge_onto(base, log_rows, task.key, task.ordering).cast(task.schema)
+    if positional:
+        wanted = list(task.wanted if task.wanted is not None else names)
+        read = wanted + [task.ordering] if task.ordering and task.ordering not in wanted else wanted
+        base = _read_base(task, tuple(read))
+        return merge_at_positions(base, log_rows, task.key, task.ordering, wanted)
+    return merge_onto(_read_base(task, names), log_rows, task.key, task.ordering).cast(task.schema)
 
 
-def _base_positions(logs: list[pa.Table], base_file: str) -> np.ndarray | None:
-    """The base rows ``logs`` touch, when all of them point into ``base_file``."""
-    out = []
-    for lg in logs:
-        if BASE_POS not in lg.column_names or (lg.schema.metadata or {}).get(BASE_FILE_KEY) != base_file.encode():
-            return None
-        out.append(lg.column(BASE_POS).drop_null().to_numpy())
-    return np.concatenate(out) if out else np.empty(0, dtype=np.int64)
+def _read_base(task: SliceRead, names: tuple[str, ...]) -> pa.Table:
+    schema = pa.schema([task.schema.field(n) for n in names])
+    s = task.slice
+    base = read_snapshot_file(FileRead(task.storage, s.base.path, names)) if s.base else schema.empty_table()
+    return with_columns_of(base, schema)
+
+
+def _points_into(log: pa.Table, base_file: str) -> bool:
+    """Whether ``log`` holds base positions, into ``base_file``."""
+    return BASE_POS in log.column_names and (log.schema.metadata or {}).get(BASE_FILE_KEY) == base_file.encode()
 
 
 class Scan:
@@ -263,9 +272,9 @@ class Scan:
             if plain:
                 for batch in self._plain(plain).to_batches(filter=self.filter, columns=self.columns):
                     yield from pa.Table.from_batches([batch]).cast(out).to_batches()
-            merge_schema = self._merge_schema()
+            merge_schema, wanted = self._merge_schema(), self._wanted()
             for s in merged:
-                t = read_slice(SliceRead(storage, s, merge_schema, cfg.record_key, cfg.ordering_field))
+                t = read_slice(SliceRead(storage, s, merge_schema, cfg.record_key, cfg.ordering_field, wanted))
                 if self.filter is not None:
                     t = ds.dataset(t).to_table(filter=self.filter)
                 yield from t.select(out.names).cast(out).to_batches()
@@ -283,6 +292,14 @@ class Scan:
         text = "" if self.filter is None else str(self.filter)
         needed = {*self.columns, *cfg.record_key, *([cfg.ordering_field] if cfg.ordering_field else [])}
         return pa.schema([f for f in cfg.schema if f.name in needed or (text and f.name in text)])
+
+    def _wanted(self) -> tuple[str, ...] | None:
+        """The columns a merged slice must return: those asked for and those the filter
+        may name (None: every column)."""
+        if self.columns is None:
+            return None
+        text = "" if self.filter is None else str(self.filter)
+        return tuple(f.name for f in self._merge_schema() if f.name in self.columns or (text and f.name in text))
 
     def to_arrow(self) -> pa.Table:
         """The snapshot's rows, filtered and projected.
@@ -306,8 +323,8 @@ class Scan:
         if plain:
             parts.append(self._plain(plain).to_table(filter=self.filter, columns=self.columns))
         if merged:
-            merge_schema = self._merge_schema()
-            tasks = [SliceRead(storage, s, merge_schema, cfg.record_key, cfg.ordering_field) for s in merged]
+            merge_schema, wanted = self._merge_schema(), self._wanted()
+            tasks = [SliceRead(storage, s, merge_schema, cfg.record_key, cfg.ordering_field, wanted) for s in merged]
             for t in self.ctx.engine.map(read_slice, tasks):
                 if self.filter is not None:
                     t = ds.dataset(t).to_table(filter=self.filter)
