@@ -22,7 +22,8 @@ from .records import BASE_POS, OP, OP_DELETE, OP_UPSERT, constant, split_by_part
 from .tagging import tag
 
 
-def _tag(ctx: TableContext, plan: WritePlan, slices: list[FileSlice], keys: pa.Table) -> tuple[pa.Array, pa.Array]:
+def _tag(ctx: TableContext, plan: WritePlan, slices: list[FileSlice], keys: pa.Table,
+         positions: bool = True) -> tuple[pa.Array, pa.Array]:
     """``tag`` the keys (their groups, and their rows in those groups' base files),
     adding the time it took to ``plan.timings["tag_s"]``.
 
@@ -32,7 +33,9 @@ def _tag(ctx: TableContext, plan: WritePlan, slices: list[FileSlice], keys: pa.T
     cfg = ctx.config
     if plan.key_blooms is None:
         plan.key_blooms = key_blooms(ctx.storage, ctx.snapshot, cfg.schema, cfg.record_key)
-    tags = tag(ctx.storage, ctx.engine, slices, keys, cfg.record_key, plan.key_blooms)
+    # Positions only where a log will keep them: merge-on-read updates and deletes.
+    tags = tag(ctx.storage, ctx.engine, slices, keys, cfg.record_key, plan.key_blooms,
+               positions and cfg.table_type == "mor")
     plan.timings["tag_s"] = plan.timings.get("tag_s", 0.0) + time.perf_counter() - t0
     return tags
 
@@ -116,7 +119,7 @@ def plan_insert(ctx: TableContext, rows: pa.Table) -> WritePlan:
     for partition, part in split_by_partition(rows, cfg.partition_by).items():
         slices = view.latest_slices(partition)
         if check and slices:
-            fgs, _ = _tag(ctx, plan, slices, part.select(list(cfg.record_key)))
+            fgs, _ = _tag(ctx, plan, slices, part.select(list(cfg.record_key)), positions=False)
             if fgs.null_count != len(fgs):
                 dupes = part.filter(pc.is_valid(fgs)).select(list(cfg.record_key)).slice(0, 5).to_pylist()
                 raise DuplicateKeyError(

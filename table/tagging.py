@@ -44,6 +44,7 @@ class SliceKeys:
     index: int = 0
     probe: pa.Table | None = None
     mask: np.ndarray | None = None
+    positions: bool = False  # also find each probed key's row in the base file
 
 
 def _with_slice(t: pa.Table, index: int) -> pa.Table:
@@ -61,9 +62,10 @@ def slice_live_keys(task: SliceKeys) -> pa.Table:
     live: pa.Table | None = None
     if s.base is not None:
         base = read_snapshot_file(FileRead(task.storage, s.base.path, task.key))
-        # Each base row's position: a live key whose version is the base's row is
-        # tagged with it, for the log's position deletes (a log's rows carry nulls).
-        base = base.append_column(BASE_POS, pa.array(np.arange(base.num_rows, dtype=np.int64)))
+        if task.positions:
+            # Each base row's position: a live key whose version is the base's row is
+            # tagged with it, for the log's position deletes (a log's rows carry nulls).
+            base = base.append_column(BASE_POS, pa.array(np.arange(base.num_rows, dtype=np.int64)))
         if not s.logs:
             live = base
         else:
@@ -83,7 +85,7 @@ def slice_live_keys(task: SliceKeys) -> pa.Table:
     # (smaller) incoming keys that may be in this slice. Joining per slice, inside the
     # engine's tasks, spreads the work over the cores.
     joined = live.join(probe, list(task.key), join_type="inner", use_threads=False)
-    if BASE_POS not in joined.column_names:  # a slice of logs alone
+    if BASE_POS not in joined.column_names:  # no positions asked for, or a slice of logs alone
         joined = joined.append_column(BASE_POS, pa.nulls(joined.num_rows, pa.int64()))
     return _with_slice(joined.select([ROW, BASE_POS]), task.index)
 
@@ -157,10 +159,12 @@ def tag(
     keys: pa.Table,
     key: tuple[str, ...],
     blooms: Mapping[str, FileBloom] | None = None,
+    positions: bool = False,
 ) -> tuple[pa.Array, pa.Array]:
     """For each row of ``keys`` (record-key columns), the file group holding it or null,
-    and the key's row in that group's base file when its live version is that row (null
-    when it is in a log, or not in the table).
+    and, with ``positions``, the key's row in that group's base file when its live
+    version is that row (null when it is in a log, or not in the table; always null
+    without ``positions``).
 
     Candidates are pruned by key range, then by ``blooms`` (record-key bloom filters of
     base files, by path), and the keys of what remains are read and joined exactly,
@@ -173,7 +177,7 @@ def tag(
     if not cands:
         return pa.nulls(keys.num_rows, pa.string()), pa.nulls(keys.num_rows, pa.int64())
     probe = keys.select(list(key)).append_column(ROW, pa.array(np.arange(keys.num_rows, dtype=np.int64)))
-    found = engine.map(slice_live_keys, [SliceKeys(storage, s, key, i, probe, mask)
+    found = engine.map(slice_live_keys, [SliceKeys(storage, s, key, i, probe, mask, positions)
                                          for i, (s, mask) in enumerate(cands)])
     slot = np.full(keys.num_rows, -1, dtype=np.int32)
     position = np.full(keys.num_rows, -1, dtype=np.int64)
