@@ -102,7 +102,8 @@ def merge_at_positions(base: pa.Table, changes: pa.Table, key: tuple[str, ...], 
     # Column by column: half the time of Table.filter on the same mask (measured).
     untouched = pa.Table.from_arrays([base.column(c).filter(keep) for c in columns],
                                      schema=pa.schema([base.schema.field(c) for c in columns]))
-    if changes.num_rows == 0:
+    if changes.num_rows == 0 or pc.all(pc.equal(changes.column(OP), OP_DELETE)).as_py():
+        # Only deletes: every touched row is deleted, and nothing in the logs lives.
         return untouched
     hit = base.take(pa.array(positions))
     keys = pointing.take(pa.array(first))
