@@ -22,6 +22,7 @@ BENCHMARKS: dict[str, str] = {
     "stream": "bench.stream_bench",
     "spark": "bench.spark_bench",
     "scale": "bench.scale_bench",
+    "mor-reads": "bench.mor_reads_bench",
 }
 
 
