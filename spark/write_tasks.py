@@ -121,8 +121,8 @@ def plan_and_write(task: PlanTask) -> PlanPart:
     begun the instant (the fused path; see the module docstring).
 
     The task publishes ``planned-<task>`` (its plan's facts) and waits for ``go`` (the
-    write settings, or None when the driver will not write: the attempt failed or
-    another task's plan was refused). A task whose plan is empty returns at once. A
+    write settings, or None when the driver will not write: the attempt failed before
+    ``begin``). A task whose plan is empty returns at once. A
     retried task attempt plans again and, finding ``go`` published, writes at once;
     the files of the attempt whose result Spark drops are removed by the driver's
     marker reconciliation."""

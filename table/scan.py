@@ -272,7 +272,8 @@ class Scan:
             if plain:
                 for batch in self._plain(plain).to_batches(filter=self.filter, columns=self.columns):
                     yield from pa.Table.from_batches([batch]).cast(out).to_batches()
-            merge_schema, wanted = self._merge_schema(), self._wanted()
+            merge_schema = self._merge_schema()
+            wanted = self._wanted(merge_schema)
             for s in merged:
                 t = read_slice(SliceRead(storage, s, merge_schema, cfg.record_key, cfg.ordering_field, wanted))
                 if self.filter is not None:
@@ -293,13 +294,13 @@ class Scan:
         needed = {*self.columns, *cfg.record_key, *([cfg.ordering_field] if cfg.ordering_field else [])}
         return pa.schema([f for f in cfg.schema if f.name in needed or (text and f.name in text)])
 
-    def _wanted(self) -> tuple[str, ...] | None:
-        """The columns a merged slice must return: those asked for and those the filter
-        may name (None: every column)."""
+    def _wanted(self, merge_schema: pa.Schema) -> tuple[str, ...] | None:
+        """The columns of ``merge_schema`` a merged slice must return: those asked for
+        and those the filter may name (None: every column)."""
         if self.columns is None:
             return None
         text = "" if self.filter is None else str(self.filter)
-        return tuple(f.name for f in self._merge_schema() if f.name in self.columns or (text and f.name in text))
+        return tuple(f.name for f in merge_schema if f.name in self.columns or (text and f.name in text))
 
     def to_arrow(self) -> pa.Table:
         """The snapshot's rows, filtered and projected.
@@ -323,7 +324,8 @@ class Scan:
         if plain:
             parts.append(self._plain(plain).to_table(filter=self.filter, columns=self.columns))
         if merged:
-            merge_schema, wanted = self._merge_schema(), self._wanted()
+            merge_schema = self._merge_schema()
+            wanted = self._wanted(merge_schema)
             tasks = [SliceRead(storage, s, merge_schema, cfg.record_key, cfg.ordering_field, wanted) for s in merged]
             for t in self.ctx.engine.map(read_slice, tasks):
                 if self.filter is not None:
