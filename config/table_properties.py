@@ -70,6 +70,8 @@ class TableProperties:
     service_nice: int
     metadata_files_checkpoint_commits: int
     metadata_compact_max_deltas: int
+    inline_services: str
+    commit_callback_url: str
     #: The free-form ``user.*`` properties, keys as given (with their prefix), read-only.
     user: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), hash=False)
 
