@@ -230,3 +230,27 @@ class StaleAttemptError(ServiceError):
 class SavepointConflictError(SnapshotExpiredError):
     """A savepoint would pin files that an inflight clean is deleting: its snapshot is
     being expired right now (the clean's plan, fixed when it was requested, names them)."""
+
+
+# --- hooks, catalog and runner --------------------------------------------------
+
+
+class ValidationError(LakelineError, ValueError):
+    """A pre-commit validator refused a write (the message names the validator); the
+    write's files were rolled back and nothing became visible."""
+
+
+class CatalogError(LakelineError):
+    """A catalog operation was refused (see the subclasses)."""
+
+
+class InvalidTableNameError(CatalogError, ValueError):
+    """A catalog table name is malformed (``namespace.name``, each part ``[A-Za-z0-9_]+``)."""
+
+
+class LocationInUseError(CatalogError, FileExistsError):
+    """The location already belongs to another table of the catalog."""
+
+
+class RunnerConfigError(LakelineError, ValueError):
+    """A runner configuration is malformed (unknown key, bad schedule, missing table)."""
