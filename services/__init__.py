@@ -1,5 +1,6 @@
-"""Table services on one schedule/execute framework: the async indexer and rollback now;
-compaction, clustering, cleaning and archival are built on the same framework."""
+"""Table services on one schedule/execute framework: the async indexer, rollback,
+compaction, clustering, cleaning and archival; ``inline(name)`` runs one after a write's
+commit (a write hook)."""
 
 from ..timeline.errors import (
            ServiceAbortedError,
@@ -7,8 +8,9 @@ from ..timeline.errors import (
            ServiceStateError,
            UnknownServiceError,
 )
+from .inline import inline
 from .plugin import ServiceResult, TableService
 from .table_services import TableServices
 
 __all__ = ["ServiceAbortedError", "ServiceBusyError", "ServiceResult", "ServiceStateError", "TableService",
-           "TableServices", "UnknownServiceError"]
+           "TableServices", "UnknownServiceError", "inline"]

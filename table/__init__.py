@@ -15,12 +15,15 @@ from ..timeline.errors import (
     TableNotFoundError,
     UnknownColumnError,
     UnsupportedOperationError,
+    ValidationError,
 )
+from .hooks import Hooks, ValidationContext
 from .table import Table
 
 __all__ = [
     "CommitConflictError",
     "DuplicateKeyError",
+    "Hooks",
     "ImmutableColumnError",
     "InvalidFilterError",
     "InvalidPropertyError",
@@ -34,4 +37,6 @@ __all__ = [
     "TableNotFoundError",
     "UnknownColumnError",
     "UnsupportedOperationError",
+    "ValidationContext",
+    "ValidationError",
 ]

@@ -36,6 +36,7 @@ from ..timeline.timeline import Timeline
 from .changes import changes
 from .context import TableContext
 from .engine import Engine, LocalEngine
+from .hooks import Hooks, effective_hooks, property_hooks, run_after_commit
 from .operations import (
     partition_targets,
     plan_delete,
@@ -44,6 +45,7 @@ from .operations import (
     plan_overwrite,
     plan_upsert,
 )
+from .plan import WritePlan
 from .records import (
     check_filter,
     prepare_keys,
@@ -67,7 +69,11 @@ _CACHED_VIEWS = 4
 
 
 class Table:
-    """A lakeline table at a location. Create with :meth:`create`, open with :meth:`open`."""
+    """A lakeline table at a location. Create with :meth:`create`, open with :meth:`open`.
+
+    Every write takes ``hooks=``: validators that may refuse it before its commit,
+    callbacks and inline services after it (:mod:`.hooks`); the result's
+    ``hook_errors`` lists what failed after the commit landed."""
 
     def __init__(self, storage: Storage, log: EventLog, timeline_url: str | None) -> None:
         self.storage = storage
@@ -118,6 +124,7 @@ class Table:
         config = TableConfig.build(
             schema, record_key, ordering_field, partition_by, table_type, properties, table_uuid
         )
+        property_hooks(config.props)  # refuse bad inline.services / commit.callback-url now
         store = open_store(storage, timeline, table_uuid)
         write_pointer(storage, table_uuid, store.kind)
         log = EventLog(store, archive=EventArchive(storage))
@@ -228,7 +235,7 @@ class Table:
         rows, new_fields = prepare_rows(data, cfg, dedupe)
         return rows, (lambda: add_columns(self.log, cfg, new_fields)) if new_fields else None
 
-    def insert(self, data: Any) -> WriteResult:
+    def insert(self, data: Any, hooks: Hooks | None = None) -> WriteResult:
         """Insert rows (a keyed table refuses keys it already holds).
 
         Args:
@@ -241,10 +248,9 @@ class Table:
             CommitConflictError: concurrent commits kept conflicting.
         """
         rows, evolve = self._prepared(data)
-        return run_write(self.context, "insert", self.config.write_action, lambda ctx: plan_insert(ctx, rows),
-                         before_commit=evolve)
+        return self._write("insert", self.config.write_action, lambda ctx: plan_insert(ctx, rows), hooks, evolve)
 
-    def upsert(self, data: Any) -> WriteResult:
+    def upsert(self, data: Any, hooks: Hooks | None = None) -> WriteResult:
         """Insert new keys and update existing ones (the larger ordering value wins).
 
         Raises:
@@ -254,10 +260,9 @@ class Table:
         """
         self._need_key("upsert")
         rows, evolve = self._prepared(data)
-        return run_write(self.context, "upsert", self.config.write_action, lambda ctx: plan_upsert(ctx, rows),
-                         before_commit=evolve)
+        return self._write("upsert", self.config.write_action, lambda ctx: plan_upsert(ctx, rows), hooks, evolve)
 
-    def delete(self, keys: Any) -> WriteResult:
+    def delete(self, keys: Any, hooks: Hooks | None = None) -> WriteResult:
         """Delete rows by record key; keys the table does not hold are ignored.
 
         Args:
@@ -273,9 +278,9 @@ class Table:
         self._need_key("delete")
         cfg = self.config
         table = prepare_keys(keys, cfg)
-        return run_write(self.context, "delete", cfg.write_action, lambda ctx: plan_delete(ctx, table))
+        return self._write("delete", cfg.write_action, lambda ctx: plan_delete(ctx, table), hooks)
 
-    def delete_where(self, predicate: pc.Expression) -> WriteResult:
+    def delete_where(self, predicate: pc.Expression, hooks: Hooks | None = None) -> WriteResult:
         """Delete every row matching ``predicate``.
 
         Raises:
@@ -285,9 +290,9 @@ class Table:
             raise InvalidFilterError("delete_where needs a predicate (use overwrite to empty the table)")
         check_filter(self.config.schema, predicate)
         action = self.config.write_action if self.config.has_key else Action.COMMIT
-        return run_write(self.context, "delete_where", action, lambda ctx: plan_delete_where(ctx, predicate))
+        return self._write("delete_where", action, lambda ctx: plan_delete_where(ctx, predicate), hooks)
 
-    def overwrite(self, data: Any, partitions: list[Any] | None = None) -> WriteResult:
+    def overwrite(self, data: Any, partitions: list[Any] | None = None, hooks: Hooks | None = None) -> WriteResult:
         """Replace the partitions present in ``data`` (all of an unpartitioned table).
 
         Args:
@@ -298,10 +303,11 @@ class Table:
         """
         rows, evolve = self._prepared(data)
         targets = partition_targets(self.config.partition_by, partitions) if partitions is not None else None
-        return run_write(self.context, "overwrite", Action.REPLACE_COMMIT,
-                         lambda ctx: plan_overwrite(ctx, rows, targets), before_commit=evolve)
+        return self._write("overwrite", Action.REPLACE_COMMIT, lambda ctx: plan_overwrite(ctx, rows, targets), hooks,
+                           evolve)
 
-    def update(self, where: pc.Expression | None = None, set: Mapping[str, Any] | None = None) -> WriteResult:
+    def update(self, where: pc.Expression | None = None, set: Mapping[str, Any] | None = None,
+               hooks: Hooks | None = None) -> WriteResult:
         """Change the rows ``where`` matches (None: every row), SQL's ``UPDATE ... SET``.
 
         Args:
@@ -328,7 +334,15 @@ class Table:
         check_filter(cfg.schema, where)
         assignments = check_assignments(cfg, set)
         action = cfg.write_action if cfg.has_key else Action.COMMIT
-        return run_write(self.context, "update", action, lambda ctx: plan_update(ctx, where, assignments))
+        return self._write("update", action, lambda ctx: plan_update(ctx, where, assignments), hooks)
+
+    def _write(self, operation: str, action: Action, planner: Callable[[TableContext], WritePlan],
+               hooks: Hooks | None, evolve: Callable[[], TableConfig] | None = None) -> WriteResult:
+        """Run a write with its hooks (the call's and the table properties',
+        :mod:`.hooks`): validators before the commit, callbacks and inline services after."""
+        joined = effective_hooks(hooks, self.config.props, self.config.schema)
+        result = run_write(self.context, operation, action, planner, evolve, joined.validators)
+        return run_after_commit(self, result, joined)
 
     def _need_key(self, op: str) -> None:
         if not self.config.has_key:

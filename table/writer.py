@@ -13,7 +13,7 @@ replayed from a fresh snapshot, up to ``commit.max-retries`` times.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
@@ -43,6 +43,7 @@ from .group_tasks import (
     rel_path,
     write_task,
 )
+from .hooks import Validator, run_validators, validation_context
 from .key_check import KeyClaims
 from .key_check import key_check as check_keys_at_completion
 from .plan import NewFiles, WritePlan
@@ -68,7 +69,7 @@ P = TypeVar("P", bound=Planned)
 #: Writes an attempt's files: the commit metadata and the index entries computed.
 FileWriter = Callable[[TableContext, int, P], tuple[CommitMetadata, Precomputed]]
 #: The completion rule of an attempt: the conflict rules and its key check.
-Validator = Callable[[TableContext, int, P, CommitMetadata], CompletionRule]
+RuleOf = Callable[[TableContext, int, P, CommitMetadata], CompletionRule]
 
 
 @dataclass(frozen=True)
@@ -76,12 +77,15 @@ class WriteResult:
     """What a write did: the completed instant (None when there was nothing to write),
     counts (inserted, updated, deleted, files_added, bytes_written, ...), and seconds
     per phase of the attempt that landed (``plan_s`` with ``tag_s`` inside it,
-    ``write_s``, ``index_s``, ``commit_s``, ``upkeep_s`` of the metadata table after
-    the commit, and ``total_s`` over every attempt)."""
+    ``write_s``, ``index_s``, ``validate_s`` of the hooks' validators, ``commit_s``,
+    ``upkeep_s`` of the metadata table after the commit, and ``total_s`` over every
+    attempt), and ``hook_errors``: ``(hook name, error text)`` of every callback and
+    inline service that failed after the commit landed (:mod:`.hooks`)."""
 
     instant: Instant | None
     stats: dict[str, int] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    hook_errors: list[tuple[str, str]] = field(default_factory=list)
 
 
 class Phases:
@@ -101,15 +105,17 @@ class Phases:
 
 def run_write(open_context: Callable[[], TableContext], operation: str, action: Action,
               planner: Callable[[TableContext], WritePlan],
-              before_commit: Callable[[], TableConfig] | None = None) -> WriteResult:
+              before_commit: Callable[[], TableConfig] | None = None,
+              validators: Sequence[Validator] = ()) -> WriteResult:
     """Plan and commit one write on the table's engine, replaying it on conflicts
     (:func:`run_attempts` with :func:`write_files` and :func:`validate`)."""
-    return run_attempts(open_context, operation, action, planner, write_files, validate, before_commit)
+    return run_attempts(open_context, operation, action, planner, write_files, validate, before_commit, validators)
 
 
 def run_attempts(open_context: Callable[[], TableContext], operation: str, action: Action,
-                 planner: Callable[[TableContext], P], write: FileWriter[P], rule: Validator[P],
-                 before_commit: Callable[[], TableConfig] | None = None) -> WriteResult:
+                 planner: Callable[[TableContext], P], write: FileWriter[P], rule: RuleOf[P],
+                 before_commit: Callable[[], TableConfig] | None = None,
+                 validators: Sequence[Validator] = ()) -> WriteResult:
     """Plan and commit one write, replaying it on conflicts.
 
     ``open_context`` reads the timeline and returns a context of its newest snapshot;
@@ -117,10 +123,12 @@ def run_attempts(open_context: Callable[[], TableContext], operation: str, actio
     writer passes its own: executors write its files; it goes through the same attempts,
     commit protocol and replays). ``before_commit`` (a schema change the rows need) runs
     once, after the first plan succeeded and before anything else is written, and
-    returns the new configuration.
+    returns the new configuration. ``validators`` (the hooks', :mod:`.hooks`) run on
+    every attempt once its files are written, before it completes.
 
     Raises:
         CommitConflictError: conflicts persisted through ``commit.max-retries`` replays.
+        ValidationError: a validator refused; the attempt was rolled back.
         Whatever planning raises (typed input errors), before anything is written.
     """
     started = time.perf_counter()
@@ -154,6 +162,10 @@ def run_attempts(open_context: Callable[[], TableContext], operation: str, actio
                 metadata, entries = write(ctx, commit.instant_id, plan)
             with phases("index"):
                 commit.write_index_updates(metadata, entries)
+            if validators:
+                with phases("validate"):
+                    run_validators(validators, validation_context(ctx, action, commit.instant_id, operation,
+                                                                  metadata))
             with phases("commit"):
                 completion = rule(ctx, commit.instant_id, plan, metadata)
                 inst = commit.complete(metadata, completion)
