@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..timeline.errors import UnknownServiceError
+from ..timeline.errors import ServiceBusyError, UnknownServiceError
 from ..timeline.instant import Instant
 from ..timeline.plans import service_of
 from .archival import ArchivalService
@@ -102,7 +102,12 @@ class TableServices:
                                          "pending": pending})]
         results = run_pending(self.table, service, progress)
         if name != "indexing" and (inst := schedule(self.table, service, **options)) is not None:
-            results.append(execute(self.table, service, inst.id, progress))
+            try:
+                results.append(execute(self.table, service, inst.id, progress))
+            except ServiceBusyError:
+                # Another process's run_pending claimed the new plan between our schedule
+                # and execute (an inline service, a runner): it is being done.
+                pass
         return results
 
     def compact(self, progress: Progress | None = None) -> ServiceResult:
