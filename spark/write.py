@@ -34,7 +34,6 @@ from __future__ import annotations
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -45,6 +44,7 @@ from ..table.context import TableContext
 from ..table.engine import LocalEngine
 from ..table.files import Written
 from ..table.group_tasks import WriteSettings
+from ..table.hooks import Hooks, effective_hooks, run_after_commit
 from ..table.key_check import key_check
 from ..table.table import Table
 from ..table.writer import Rewritten, WriteResult, commit_metadata, entries_of, run_attempts
@@ -78,7 +78,7 @@ OPERATIONS = ("insert", "upsert", "delete", "overwrite")
 _ROWS_PER_PLAN_TASK = 8_000_000
 
 def write(df: DataFrame, path: str, operation: str = "upsert", timeline: str | None = None,
-          hooks: Any = None) -> WriteResult:
+          hooks: Hooks | None = None) -> WriteResult:
     """Write ``df`` into the lakeline table at ``path``: executors tag, route and write the
     rows; the driver commits once, with the local write's conflict rules, key check,
     index entries and replays.
@@ -88,22 +88,25 @@ def write(df: DataFrame, path: str, operation: str = "upsert", timeline: str | N
             and optionally the partition columns) or "overwrite" (the partitions present
             in ``df``; all of an unpartitioned table).
         timeline: the table's timeline store, as for ``Table.open``.
+        hooks: validators (run on the driver before the commit, like a local write's;
+            the SQL ones of :mod:`.validators` run their queries on this session),
+            callbacks and inline services (on this application's executors) after it.
 
     Raises:
         UnsupportedOperationError: an unknown operation, or upsert/delete on a table
             without a record key.
         SchemaMismatchError, NullKeyError, DuplicateKeyError: bad input; nothing is written.
         CommitConflictError: concurrent commits kept conflicting.
+        ValidationError: a validator refused the write; nothing of it is visible.
     """
     if operation not in OPERATIONS:
         raise UnsupportedOperationError(f"unknown operation {operation!r}; one of {', '.join(OPERATIONS)}")
-    if hooks is not None:
-        raise UnsupportedOperationError("hooks on Spark writes are not available yet")
     table = Table.open(path, timeline)
     cfg = table.config
     if operation in ("upsert", "delete") and not cfg.has_key:
         raise UnsupportedOperationError(f"{operation} needs a record key; the table at {path} has none")
     _check_columns(df, cfg, operation)
+    joined = effective_hooks(hooks, cfg.props, cfg.schema)
     spark = df.sparkSession
     spark.sparkContext.setJobDescription(f"lakeline {operation} into {path}")
     staging = Staging.new(table.storage)
@@ -111,12 +114,16 @@ def write(df: DataFrame, path: str, operation: str = "upsert", timeline: str | N
     try:
         planner = _Planner(spark, staging, operation, _stage(df, cfg, staging))
         action = Action.REPLACE_COMMIT if operation == "overwrite" else cfg.write_action
-        return run_attempts(table.context, operation, action, planner, _Writer(spark), _rule)
+        result = run_attempts(table.context, operation, action, planner, _Writer(spark), _rule,
+                              validators=joined.validators)
     finally:
         if planner is not None:
             planner.release()
         staging.remove()
         spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
+    # Inline services run on the write's engine: this application's executors.
+    table.engine = SparkEngine(spark)
+    return run_after_commit(table, result, joined)
 
 
 def _check_columns(df: DataFrame, cfg: TableConfig, operation: str) -> None:
