@@ -23,6 +23,7 @@ BENCHMARKS: dict[str, str] = {
     "spark": "bench.spark_bench",
     "scale": "bench.scale_bench",
     "mor-reads": "bench.mor_reads_bench",
+    "longevity": "bench.longevity_bench",
 }
 
 

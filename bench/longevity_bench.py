@@ -1,0 +1,336 @@
+"""Longevity after LST-Bench's WP1 (issues 15 and 16): TPC-DS queries over rounds of data maintenance.
+
+Each system (``bench/longevity_systems.py``: lakeline merge-on-read without compaction,
+the same with lakeline's service runner beside the rounds, lakeline copy-on-write as a
+reference, deltalake, deltalake with ``optimize.compact()`` after each round) is loaded
+with TPC-DS ``store_sales`` (record key ``ss_item_sk, ss_ticket_number``) in its own
+folder. Round 0 runs TPC-DS queries 3, 42, 52, 55 and 96 in DuckDB on the fresh table;
+each of ``--rounds`` rounds then inserts 1% new tickets (rows copied from existing
+tickets under new ``ss_ticket_number`` values) and deletes a 14-day ``ss_sold_date_sk``
+window (moving 14 days a round, from 2000-10-04 on, so the deletes reach the queries'
+Novembers), and runs the queries again. A round's query time is reading ``store_sales``
+(the columns the queries use) through the system's Arrow reader plus the five queries
+over it in DuckDB beside the dimension tables, median of ``--repeat`` runs, systems
+measured in turns. Every system must return the same results each round.
+
+Reported per system and round: query time (read and queries), maintenance time (insert,
+delete, and optimize where the system does one), bytes written (every new file in its
+folder, background compaction included), files the snapshot reads; per system the
+degradation rate (LST-Bench's: mean over rounds of (t_i - t_{i-1}) / t_{i-1}) and the
+last round's time over round 0's. Targets: lakeline mor without compaction within 1.3x
+of round 0 in every round (issue 16); with the runner, within 1.1x after the last round
+and maintenance faster than deltalake's (issue 15).
+
+Data: generated offline by DuckDB's ``tpcds`` extension and cached as Parquet
+(``bench/tpcds_data.py``, ``--cache``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from . import tpcds_data
+from .longevity_systems import RUNNER_FALLBACK, SYSTEMS, System, make, runner_available
+from .mor_reads_bench import store_sales
+from .report import ROOT, command_line, machine, today, update_section
+
+QUERIES = [3, 42, 52, 55, 96]
+DIMENSIONS = ["date_dim", "item", "store", "time_dim", "household_demographics"]
+#: The store_sales columns queries 3, 42, 52, 55 and 96 read.
+COLUMNS = ["ss_sold_date_sk", "ss_sold_time_sk", "ss_item_sk", "ss_hdemo_sk", "ss_store_sk", "ss_ext_sales_price"]
+WINDOW_START = "2000-10-04"
+WINDOW_DAYS = 14
+MOR_TARGET, RUNNER_TARGET = 1.3, 1.1
+DEFAULT_CACHE = ROOT / "bench" / "out" / "tpcds-cache"
+
+
+def new_tickets(rows: Any, round_no: int, top: int) -> Any:
+    """1% of the rows as new tickets: a run of existing tickets (a different run each
+    round) with ``ss_ticket_number`` moved past every number used so far."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = max(1, rows.num_rows // 100)
+    start = (round_no * 7 * n) % max(1, rows.num_rows - n)
+    part = rows.slice(start, n)
+    i = part.schema.get_field_index("ss_ticket_number")
+    moved = pc.add(part.column(i), pa.scalar(top * round_no, part.schema.field(i).type))
+    return part.set_column(i, "ss_ticket_number", moved)
+
+
+def normalized(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Query result rows in one order, floats rounded (sums may add in any order)."""
+    return sorted((tuple(round(v, 6) if isinstance(v, float) else v for v in row) for row in rows), key=repr)
+
+
+class DiskWatch:
+    """Bytes of the files that appeared (or changed size) in a folder since the last look."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.seen = path, dict[str, int]()
+
+    def new_bytes(self) -> int:
+        now: dict[str, int] = {}
+        for root, _, names in os.walk(self.path):
+            for n in names:
+                try:
+                    now[os.path.join(root, n)] = os.path.getsize(os.path.join(root, n))
+                except FileNotFoundError:  # cleaned while we looked
+                    pass
+        new = sum(size for p, size in now.items() if self.seen.get(p) != size)
+        self.seen = now
+        return new
+
+    def on_disk(self) -> int:
+        return len(self.seen)
+
+
+def measure(system: System, con: Any, texts: dict[int, str]) -> tuple[float, float, dict[int, list[Any]]]:
+    """Read store_sales through the system, run the queries over it: (read s, queries s, results)."""
+    t0 = time.perf_counter()
+    data = system.read(COLUMNS)
+    t1 = time.perf_counter()
+    con.register("store_sales", data)
+    try:
+        results = {q: normalized(con.execute(text).fetchall()) for q, text in texts.items()}
+    finally:
+        con.unregister("store_sales")
+    return t1 - t0, time.perf_counter() - t1, results
+
+
+def query_round(systems: list[System], con: Any, texts: dict[int, str], repeat: int,
+                round_no: int, mismatches: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Every system's read and queries ``repeat`` times in turns; medians per system."""
+    times: dict[str, list[tuple[float, float]]] = {s.name: [] for s in systems}
+    reference: dict[int, list[Any]] | None = None
+    for _ in range(repeat):
+        for s in systems:
+            read_s, queries_s, results = measure(s, con, texts)
+            times[s.name].append((read_s, queries_s))
+            if reference is None:
+                reference = results
+            for q in QUERIES:
+                if results[q] != reference[q]:
+                    mismatches.append({"round": round_no, "system": s.name, "query": q,
+                                       "reference": systems[0].name})
+                    print(f"RESULTS DIFFER: round {round_no}, query {q}: {s.name} != {systems[0].name}",
+                          file=sys.stderr)
+    return {name: {"read_s": statistics.median(r for r, _ in ts), "queries_s": statistics.median(q for _, q in ts),
+                   "query_time_s": statistics.median(r + q for r, q in ts)} for name, ts in times.items()}
+
+
+def degradation_rate(times: list[float]) -> float:
+    """LST-Bench's: the mean relative change from one round to the next."""
+    steps = [(b - a) / a for a, b in zip(times, times[1:])]
+    return sum(steps) / len(steps) if steps else 0.0
+
+
+def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    import duckdb
+    import pyarrow.compute as pc
+
+    cache = args.cache or DEFAULT_CACHE
+    paths = tpcds_data.ensure_tables(["store_sales", *DIMENSIONS], args.sf, cache)
+    rows = store_sales(args.sf, cache)
+    texts = tpcds_data.query_texts(QUERIES)
+    con = duckdb.connect()
+    for t in DIMENSIONS:
+        con.execute(f"CREATE TABLE {t} AS SELECT * FROM read_parquet('{paths[t]}')")
+    start = con.execute(f"SELECT d_date_sk FROM date_dim WHERE d_date = DATE '{WINDOW_START}'").fetchone()[0]
+    top = pc.max(rows.column("ss_ticket_number")).as_py()
+
+    use_runner = "lakeline-mor-runner" in args.systems and runner_available()
+    systems = [make(name, work, args.runner_every, use_runner) for name in args.systems]
+    watches = {s.name: DiskWatch(s.path) for s in systems}
+    out: dict[str, Any] = {"sf": args.sf, "rows": rows.num_rows, "rounds": args.rounds, "repeat": args.repeat,
+                           "systems": {s.name: {"mode": s.mode, "rounds": []} for s in systems}, "mismatches": []}
+    for s in systems:
+        t0 = time.perf_counter()
+        s.load(rows)
+        out["systems"][s.name]["load_s"] = time.perf_counter() - t0
+        out["systems"][s.name]["load_bytes"] = watches[s.name].new_bytes()
+    for s in systems:
+        s.start()
+    try:
+        for round_no in range(args.rounds + 1):
+            maintenance: dict[str, dict[str, float]] = {s.name: {} for s in systems}
+            if round_no:
+                fresh = new_tickets(rows, round_no, top)
+                lo = start + WINDOW_DAYS * (round_no - 1)
+                for s in systems:
+                    t0 = time.perf_counter()
+                    s.insert(fresh)
+                    t1 = time.perf_counter()
+                    s.delete_window(lo, lo + WINDOW_DAYS)
+                    t2 = time.perf_counter()
+                    optimize_s = s.after_round()
+                    maintenance[s.name] = {"insert_s": t1 - t0, "delete_s": t2 - t1, "optimize_s": optimize_s,
+                                           "maintenance_s": t2 - t0 + optimize_s}
+            timed = query_round(systems, con, texts, args.repeat, round_no, out["mismatches"])
+            for s in systems:
+                files = s.files()
+                written = watches[s.name].new_bytes()
+                out["systems"][s.name]["rounds"].append({
+                    "round": round_no, **timed[s.name], **maintenance[s.name],
+                    "bytes_written": written if round_no else 0, "files": files["data"], "log_files": files["logs"],
+                    "files_on_disk": watches[s.name].on_disk()})
+            print(f"round {round_no}: " + ", ".join(f"{n} {t['query_time_s']:.2f} s" for n, t in timed.items()),
+                  file=sys.stderr)
+    finally:
+        for s in systems:
+            out["systems"][s.name]["background"] = s.stop()
+    for r in out["systems"].values():
+        t = [x["query_time_s"] for x in r["rounds"]]
+        r["summary"] = {"round0_s": t[0], "last_s": t[-1], "last_over_round0": t[-1] / t[0],
+                        "worst_over_round0": max(t) / t[0], "degradation_rate": degradation_rate(t),
+                        "maintenance_s": sum(x.get("maintenance_s", 0.0) for x in r["rounds"]),
+                        "bytes_written": sum(x["bytes_written"] for x in r["rounds"]),
+                        "files": r["rounds"][-1]["files"], "log_files": r["rounds"][-1]["log_files"]}
+    out["targets"] = targets(out)
+    return out
+
+
+def targets(out: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 16's and issue 15's targets, for the systems that ran."""
+    s = {name: r["summary"] for name, r in out["systems"].items()}
+    n = out["rounds"]
+    found = []
+    if "lakeline-mor" in s:
+        v = s["lakeline-mor"]["worst_over_round0"]
+        found.append({"target": f"lakeline-mor (no compaction): every round within {MOR_TARGET}x of round 0 "
+                                f"(issue 16)", "value": f"worst {v:.3f}x", "pass": v <= MOR_TARGET})
+    if "lakeline-mor-runner" in s:
+        v = s["lakeline-mor-runner"]["last_over_round0"]
+        found.append({"target": f"lakeline-mor-runner: round {n} within {RUNNER_TARGET}x of round 0 (issue 15)",
+                      "value": f"{v:.3f}x", "pass": v <= RUNNER_TARGET})
+        for peer in ("deltalake", "deltalake-optimize"):
+            if peer in s:
+                a, b = s["lakeline-mor-runner"]["maintenance_s"], s[peer]["maintenance_s"]
+                found.append({"target": f"lakeline-mor-runner maintenance faster than {peer}'s (issue 15)",
+                              "value": f"{a:.2f} s against {b:.2f} s ({a / b:.2f}x)", "pass": a < b})
+    return found
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+def report(result: dict[str, Any], command: str) -> str:
+    systems = result["systems"]
+    names = list(systems)
+    n = result["rounds"]
+    lines = [
+        "## Longevity: TPC-DS queries over rounds of data maintenance (after LST-Bench WP1)",
+        "",
+        f"{today()}, {machine()}. Command: `{command}`",
+        "",
+        f"TPC-DS `store_sales` at scale factor {result['sf']:g} ({result['rows']:,} rows, record key "
+        f"`ss_item_sk, ss_ticket_number`), each system in its own folder. Round 0 queries the fresh table; each of "
+        f"{n} rounds then inserts 1% new tickets and deletes a 14-day `ss_sold_date_sk` window (moving, from "
+        f"{WINDOW_START}), and queries again. Query time = reading the 6 `store_sales` columns the queries use "
+        f"through the system's Arrow reader + TPC-DS queries {', '.join(map(str, QUERIES))} in DuckDB over it, "
+        f"median of {result['repeat']}, systems in turns. Degradation rate: LST-Bench's mean relative change of "
+        "the query time from round to round. Bytes written: every new file in the table's folder during the "
+        "rounds (background compaction included, the initial load not).",
+        "",
+        f"| system | round 0 | round {n} | round {n} / round 0 | worst / round 0 | degradation rate | "
+        f"maintenance, {n} rounds | bytes written | files (logs) at the end |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name in names:
+        s = systems[name]["summary"]
+        lines.append(f"| {name} | {s['round0_s']:.2f} s | {s['last_s']:.2f} s | {s['last_over_round0']:.2f}x | "
+                     f"{s['worst_over_round0']:.2f}x | {s['degradation_rate']:+.1%} | {s['maintenance_s']:.2f} s | "
+                     f"{_mib(s['bytes_written'])} | {s['files']} ({s['log_files']}) |")
+    lines += ["", "Query time per round, read + queries (seconds):", "",
+              "| round | " + " | ".join(names) + " |", "|---:|" + "---:|" * len(names)]
+    for i in range(n + 1):
+        cells = [systems[name]["rounds"][i] for name in names]
+        lines.append(f"| {i} | " + " | ".join(f"{c['query_time_s']:.2f} ({c['read_s']:.2f} + {c['queries_s']:.2f})"
+                                              for c in cells) + " |")
+    lines += ["", "Maintenance per round, insert + delete (+ optimize), seconds; files the snapshot reads "
+              "(merge-on-read logs among them):", "",
+              "| round | " + " | ".join(names) + " |", "|---:|" + "---:|" * len(names)]
+    for i in range(1, n + 1):
+        cells = [systems[name]["rounds"][i] for name in names]
+        lines.append(f"| {i} | " + " | ".join(
+            f"{c['insert_s']:.2f} + {c['delete_s']:.2f}" + (f" + {c['optimize_s']:.2f}" if c["optimize_s"] else "")
+            + f"; {c['files']} ({c['log_files']})" for c in cells) + " |")
+    lines += ["", "Targets:", ""]
+    lines += [f"- {t['target']}: {t['value']}: **{'PASS' if t['pass'] else 'FAIL'}**" for t in result["targets"]]
+    if "lakeline-mor-runner" in systems:
+        bg = systems["lakeline-mor-runner"]["background"]
+        lines += ["", f"lakeline-mor-runner: {bg.get('mode', '')}; {bg.get('compactions', 0)} compactions and "
+                  f"{bg.get('cleans', 0)} cleans completed during the run; table property "
+                  "`compaction.delta-commits = 1`."]
+        if RUNNER_FALLBACK in bg.get("mode", ""):
+            lines.append("**The lakeline runner did not exist when this ran: the numbers are the fallback's.**")
+    same = not result["mismatches"]
+    lines += ["", f"Every system returned the same query results in every round: {'yes' if same else '**NO**'}."]
+    return "\n".join(lines)
+
+
+def print_summary(result: dict[str, Any]) -> None:
+    """The per-system summary as a rich table on stderr (the markdown goes to stdout)."""
+    from rich.console import Console
+    from rich.table import Table as RichTable
+
+    n = result["rounds"]
+    table = RichTable(title="longevity")
+    for col in ("system", "round 0", f"round {n}", "ratio", "degradation", "maintenance", "written", "files"):
+        table.add_column(col, justify="left" if col == "system" else "right")
+    for name, r in result["systems"].items():
+        s = r["summary"]
+        table.add_row(name, f"{s['round0_s']:.2f} s", f"{s['last_s']:.2f} s", f"{s['last_over_round0']:.2f}x",
+                      f"{s['degradation_rate']:+.1%}", f"{s['maintenance_s']:.2f} s", _mib(s["bytes_written"]),
+                      f"{s['files']} ({s['log_files']})")
+    console = Console(stderr=True, width=160)
+    console.print(table)
+    for t in result["targets"]:
+        console.print(f"{'PASS' if t['pass'] else 'FAIL'}  {t['target']}: {t['value']}")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench longevity", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sf", type=float, default=1.0, help="TPC-DS scale factor (default 1)")
+    parser.add_argument("--rounds", type=int, default=8, help="rounds of data maintenance after round 0")
+    parser.add_argument("--repeat", type=int, default=3, help="reads + queries per system and round (median)")
+    parser.add_argument("--systems", type=lambda v: [s for s in v.split(",") if s], default=list(SYSTEMS),
+                        help=f"comma list (default {','.join(SYSTEMS)})")
+    parser.add_argument("--runner-every", default="5s", help="compaction and cleaning interval of the runner")
+    parser.add_argument("--cache", type=Path, default=None, help=f"TPC-DS Parquet cache (default {DEFAULT_CACHE})")
+    parser.add_argument("--workdir", type=Path, default=None, help="where tables go (default: a temp dir, removed)")
+    parser.add_argument("--keep", action="store_true", help="keep the tables")
+    parser.add_argument("--json", type=Path, default=None, help="also write the raw results as JSON here")
+    parser.add_argument("--no-docs", action="store_true", help="do not update docs/performance.md")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    args = parser.parse_args(argv)
+    unknown = set(args.systems) - set(SYSTEMS)
+    if unknown:
+        parser.error(f"unknown systems {sorted(unknown)}; choose from {', '.join(SYSTEMS)}")
+    work = Path(tempfile.mkdtemp(prefix="lakeline-longevity-", dir=args.workdir))
+    try:
+        result = run(args, work)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    text = report(result, command_line("longevity", argv, with_postgres=False))
+    print(text)
+    print_summary(result)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2, default=str))
+    if not args.no_docs:
+        update_section("longevity-bench", text)
+    if result["mismatches"]:
+        print(f"FAILED: the systems' query results differ ({len(result['mismatches'])} times)", file=sys.stderr)
+        return 1
+    return 1 if args.check and not all(t["pass"] for t in result["targets"]) else 0
