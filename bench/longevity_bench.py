@@ -7,8 +7,8 @@ with TPC-DS ``store_sales`` (record key ``ss_item_sk, ss_ticket_number``) in its
 folder. Round 0 runs TPC-DS queries 3, 42, 52, 55 and 96 in DuckDB on the fresh table;
 each of ``--rounds`` rounds then inserts 1% new tickets (rows copied from existing
 tickets under new ``ss_ticket_number`` values) and deletes a 14-day ``ss_sold_date_sk``
-window (moving 14 days a round, from 2000-10-04 on, so the deletes reach the queries'
-Novembers), and runs the queries again. A round's query time is reading ``store_sales``
+window (moving 14 days a round from 2000-11-01, so the first deletes reach the queries'
+November 2000), and runs the queries again. A round's query time is reading ``store_sales``
 (the columns the queries use) through the system's Arrow reader plus the five queries
 over it in DuckDB beside the dimension tables, median of ``--repeat`` runs, systems
 measured in turns. Every system must return the same results each round.
@@ -28,6 +28,7 @@ Data: generated offline by DuckDB's ``tpcds`` extension and cached as Parquet
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -47,7 +48,7 @@ QUERIES = [3, 42, 52, 55, 96]
 DIMENSIONS = ["date_dim", "item", "store", "time_dim", "household_demographics"]
 #: The store_sales columns queries 3, 42, 52, 55 and 96 read.
 COLUMNS = ["ss_sold_date_sk", "ss_sold_time_sk", "ss_item_sk", "ss_hdemo_sk", "ss_store_sk", "ss_ext_sales_price"]
-WINDOW_START = "2000-10-04"
+WINDOW_START = "2000-11-01"
 WINDOW_DAYS = 14
 MOR_TARGET, RUNNER_TARGET = 1.3, 1.1
 DEFAULT_CACHE = ROOT / "bench" / "out" / "tpcds-cache"
@@ -108,10 +109,14 @@ def measure(system: System, con: Any, texts: dict[int, str]) -> tuple[float, flo
 
 
 def query_round(systems: list[System], con: Any, texts: dict[int, str], repeat: int,
-                round_no: int, mismatches: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Every system's read and queries ``repeat`` times in turns; medians per system."""
+                round_no: int, out: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Every system's read and queries ``repeat`` times in turns; medians per system.
+    Results that differ from the first system's go to ``out["mismatches"]``; a digest of
+    each query's result per round to ``out["digests"]`` (so a reader sees the rounds'
+    writes reach the queries)."""
     times: dict[str, list[tuple[float, float]]] = {s.name: [] for s in systems}
     reference: dict[int, list[Any]] | None = None
+    mismatches = out["mismatches"]
     for _ in range(repeat):
         for s in systems:
             read_s, queries_s, results = measure(s, con, texts)
@@ -124,6 +129,8 @@ def query_round(systems: list[System], con: Any, texts: dict[int, str], repeat: 
                                        "reference": systems[0].name})
                     print(f"RESULTS DIFFER: round {round_no}, query {q}: {s.name} != {systems[0].name}",
                           file=sys.stderr)
+    assert reference is not None
+    out["digests"].append({q: hashlib.sha1(repr(rows).encode()).hexdigest()[:12] for q, rows in reference.items()})
     return {name: {"read_s": statistics.median(r for r, _ in ts), "queries_s": statistics.median(q for _, q in ts),
                    "query_time_s": statistics.median(r + q for r, q in ts)} for name, ts in times.items()}
 
@@ -152,12 +159,15 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     systems = [make(name, work, args.runner_every, use_runner) for name in args.systems]
     watches = {s.name: DiskWatch(s.path) for s in systems}
     out: dict[str, Any] = {"sf": args.sf, "rows": rows.num_rows, "rounds": args.rounds, "repeat": args.repeat,
-                           "systems": {s.name: {"mode": s.mode, "rounds": []} for s in systems}, "mismatches": []}
+                           "systems": {s.name: {"mode": s.mode, "rounds": []} for s in systems}, "mismatches": [],
+                           "digests": []}
     for s in systems:
         t0 = time.perf_counter()
         s.load(rows)
         out["systems"][s.name]["load_s"] = time.perf_counter() - t0
         out["systems"][s.name]["load_bytes"] = watches[s.name].new_bytes()
+    for s in systems:  # warm up: imports, DuckDB's first plans, the page cache (not timed)
+        measure(s, con, texts)
     for s in systems:
         s.start()
     try:
@@ -175,7 +185,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                     optimize_s = s.after_round()
                     maintenance[s.name] = {"insert_s": t1 - t0, "delete_s": t2 - t1, "optimize_s": optimize_s,
                                            "maintenance_s": t2 - t0 + optimize_s}
-            timed = query_round(systems, con, texts, args.repeat, round_no, out["mismatches"])
+            timed = query_round(systems, con, texts, args.repeat, round_no, out)
             for s in systems:
                 files = s.files()
                 written = watches[s.name].new_bytes()
@@ -303,7 +313,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench longevity", description=__doc__.split("\n\n")[0])
     parser.add_argument("--sf", type=float, default=1.0, help="TPC-DS scale factor (default 1)")
     parser.add_argument("--rounds", type=int, default=8, help="rounds of data maintenance after round 0")
-    parser.add_argument("--repeat", type=int, default=3, help="reads + queries per system and round (median)")
+    parser.add_argument("--repeat", type=int, default=5, help="reads + queries per system and round (median)")
     parser.add_argument("--systems", type=lambda v: [s for s in v.split(",") if s], default=list(SYSTEMS),
                         help=f"comma list (default {','.join(SYSTEMS)})")
     parser.add_argument("--runner-every", default="5s", help="compaction and cleaning interval of the runner")

@@ -33,6 +33,9 @@ def test_two_rounds_on_every_system_answer_alike(tmp_path: Path, capsys: pytest.
     result = json.loads(out.read_text())
     assert result["rows"] > 20_000 and result["rounds"] == 2
     assert result["mismatches"] == []
+    # The rounds' deletes reach the queries (the first windows are in November 2000: queries 42 and 52).
+    digests = result["digests"]
+    assert len(digests) == 3 and digests[1] != digests[0] and digests[2] != digests[1]
     assert list(result["systems"]) == list(SYSTEMS)
     for name, r in result["systems"].items():
         assert [x["round"] for x in r["rounds"]] == [0, 1, 2], name
