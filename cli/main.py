@@ -16,6 +16,7 @@ from ..timeline.errors import LakelineError
 from .create_cmd import create
 from .demo import demo
 from .index_cmds import index
+from .runner_cmds import runner
 from .savepoint_cmds import savepoint
 from .service_cmds import service
 from .timeline_cmds import timeline
@@ -58,6 +59,7 @@ cli.add_command(index)
 cli.add_command(service)
 cli.add_command(savepoint)
 cli.add_command(demo)
+cli.add_command(runner)
 
 
 def main() -> None:
