@@ -325,6 +325,12 @@ class Runner:
         self.tables.close()
         return self.outcomes()
 
+    @property
+    def giving_up(self) -> bool:
+        """Whether a stopping runner's grace period is nearly over, so compaction and
+        clustering are being asked to give up."""
+        return self._abort.is_set()
+
     def outcomes(self) -> list[RunOutcome]:
         """Every run since :meth:`start` (or the last :meth:`run_once`), in the order they ended."""
         with self._mutex:

@@ -1,0 +1,330 @@
+"""The runner in one process: its config, a one-shot pass, its queue order, its lease,
+its metrics endpoint and its stop (issue 15, points 3 and 4).
+
+The multi-process proof (two runner processes, writers, SIGTERM, kill -9) is in
+``test_runner_processes.py``; these are the fast checks of each promise on its own.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import socket
+import threading
+import time
+import tomllib
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from lakeline.services.runner import Runner, trigger_of
+from lakeline.services.runner_config import RunnerConfig
+from lakeline.services.runner_queue import DueQueue
+from lakeline.services.runner_tables import Target
+from lakeline.services.schedules import Cron, Every, parse_schedule
+from lakeline.table import Table
+from lakeline.timeline import faults
+from lakeline.timeline.errors import RunnerConfigError
+from lakeline.timeline.instant import Action, State
+
+SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.string())])
+#: Small, fast tables: compaction due after 2 delta commits, short heartbeats.
+PROPS = {"compaction.delta-commits": 2, "heartbeat.interval-ms": 200, "engine.parallelism": 1}
+
+
+@pytest.fixture(autouse=True)
+def _no_faults() -> Iterator[None]:
+    faults.disarm_all()
+    yield
+    faults.disarm_all()
+
+
+def mor_table(path: Path, commits: int, timeline: str | None = None, **props: Any) -> Table:
+    """A merge-on-read table with ``commits`` upserts of the same 20 keys (one log each)."""
+    t = Table.create(path, SCHEMA, record_key="id", table_type="mor", properties={**PROPS, **props},
+                     timeline=timeline)
+    t.insert(pa.table({"id": list(range(20)), "v": ["base"] * 20}, schema=SCHEMA))
+    for n in range(commits):
+        t.upsert(pa.table({"id": list(range(20)), "v": [f"u{n}"] * 20}, schema=SCHEMA))
+    return t
+
+
+def config(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "runner.toml"
+    path.write_text(text)
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def completed(t: Table, action: Action) -> list[int]:
+    return [i.id for i in t.log.refresh().completed() if i.action is action]
+
+
+# -- config ----------------------------------------------------------------------------
+
+
+def test_the_example_config_loads() -> None:
+    text = importlib.resources.files("lakeline.config").joinpath("runner.example.toml").read_text()
+    cfg = RunnerConfig.from_dict(tomllib.loads(text), "runner.example.toml")
+    Runner(cfg)  # its cron expressions are valid too
+    assert (cfg.runner.threads, cfg.runner.metrics_port, cfg.runner.grace_seconds) == (2, 0, 30.0)
+    assert [t.path for t in cfg.tables] == ["/data/events", "s3://lake/orders"]
+    assert set(cfg.tables[0].schedules) == {"compaction", "clustering", "cleaning", "archival", "rollback",
+                                            "indexing"}
+    assert cfg.tables[0].schedules["compaction"] == Every(300)
+    assert cfg.tables[0].schedules["clustering"] == Cron("0 * * * *")
+    assert cfg.tables[1].timeline is not None and cfg.tables[1].timeline.startswith("postgresql://")
+    assert cfg.catalogs[0].namespace == "sales" and cfg.catalogs[0].schedules["cleaning"] == Every(3600)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("every 30s", Every(30)), ("every 5m", Every(300)), ("EVERY 2 h", Every(7200)), ("every 1s", Every(1)),
+    ("0 * * * *", Cron("0 * * * *")), ("*/15  2-4 * jan mon-fri", Cron("*/15 2-4 * jan mon-fri")),
+])
+def test_schedules_parse(text: str, expected: object) -> None:
+    assert parse_schedule(text, "x") == expected
+
+
+@pytest.mark.parametrize(("body", "fragment"), [
+    ("[[tables]]\npath = '/t'\ncompacton = 'every 1m'\n", "unknown key(s) 'compacton'"),
+    ("[runner]\nthread = 2\n[[tables]]\npath = '/t'\n", "[runner]: unknown key(s) 'thread'"),
+    ("[runners]\n[[tables]]\npath = '/t'\n", "unknown key(s) 'runners'"),
+    ("[[tables]]\npath = '/t'\ncompaction = 'every 0s'\n", "no interval"),
+    ("[[tables]]\npath = '/t'\ncompaction = 'every 5 days'\n", "is not a schedule"),
+    ("[[tables]]\npath = '/t'\ncompaction = '* * *'\n", "is not a schedule"),
+    ("[[tables]]\npath = '/t'\ncompaction = 5\n", "a schedule is a string"),
+    ("[[tables]]\ncompaction = 'every 1m'\n", "path must be a non-empty string"),
+    ("[[tables]]\npath = '/t'\ntimeline = 'mysql://x'\n", "timeline must be a postgresql:// URL"),
+    ("[[catalogs]]\ncompaction = 'every 1m'\n", "timeline must be a non-empty string"),
+    ("[runner]\nthreads = 0\n[[tables]]\npath = '/t'\n", "threads must be a whole number from 1"),
+    ("[runner]\nmetrics_port = '9090'\n[[tables]]\npath = '/t'\n", "metrics_port must be a whole number"),
+    ("[runner]\ngrace_seconds = -1\n[[tables]]\npath = '/t'\n", "grace_seconds must be a number"),
+    ("[runner]\nthreads = 2\n", "nothing to do"),
+    ("tables = 'x'\n", "tables must be an array of tables"),
+    ("[[tables]\n", "is not TOML"),
+])
+def test_bad_configs_are_refused_before_anything_runs(tmp_path: Path, body: str, fragment: str) -> None:
+    path = config(tmp_path, body)
+    with pytest.raises(RunnerConfigError) as e:
+        Runner.from_toml(path)
+    assert fragment in str(e.value)
+    assert str(path) in str(e.value) or "TOML" in str(e.value)
+
+
+def test_a_cron_field_out_of_range_is_refused_when_the_runner_is_built(tmp_path: Path) -> None:
+    path = config(tmp_path, "[[tables]]\npath = '/t'\ncleaning = '61 * * * *'\n")
+    RunnerConfig.from_toml(path)  # the shape is fine ...
+    with pytest.raises(RunnerConfigError, match=r"\[\[tables\]\] #1 cleaning: cron expression '61 \* \* \* \*'"):
+        Runner.from_toml(path)  # ... the minute is not
+    with pytest.raises(RunnerConfigError, match="no such file|runner config"):
+        Runner.from_toml(tmp_path / "missing.toml")
+    assert trigger_of(Every(5), "x").interval.total_seconds() == 5  # type: ignore[attr-defined]
+
+
+def test_metrics_port_option_overrides_the_config(tmp_path: Path) -> None:
+    path = config(tmp_path, "[runner]\nmetrics_port = 9100\n[[tables]]\npath = '/t'\nrollback = 'every 1m'\n")
+    assert Runner.from_toml(path).config.runner.metrics_port == 9100
+    assert Runner.from_toml(path, metrics_port=0).config.runner.metrics_port == 0
+    with pytest.raises(RunnerConfigError):
+        Runner.from_toml(path, metrics_port=70000)
+
+
+# -- one pass --------------------------------------------------------------------------
+
+
+def test_run_once_runs_what_is_due_and_a_failing_table_does_not_stop_the_others(tmp_path: Path) -> None:
+    good = mor_table(tmp_path / "good", commits=3)
+    # A table whose clustering always fails (its sort column does not exist): one
+    # failing service of a table that is otherwise fine.
+    bad = mor_table(tmp_path / "bad", commits=3, **{"clustering.sort-columns": "nope"})
+    path = config(tmp_path, f"""
+[runner]
+threads = 2
+[[tables]]
+path = "{tmp_path / 'missing'}"
+compaction = "every 1s"
+[[tables]]
+path = "{bad.path}"
+clustering = "every 1s"
+compaction = "every 1s"
+[[tables]]
+path = "{good.path}"
+compaction = "every 1s"
+cleaning = "every 1h"
+rollback = "every 1m"
+""")
+    runner = Runner.from_toml(path)
+    outcomes = {(o.table, o.service): o for o in runner.run_once()}
+    assert len(outcomes) == 6
+    assert outcomes[(str(tmp_path / "missing"), "compaction")].outcome == "failed"
+    assert "TableNotFoundError" in (outcomes[(str(tmp_path / "missing"), "compaction")].error or "")
+    assert outcomes[(bad.path, "clustering")].outcome == "failed"
+    assert "UnknownColumnError" in (outcomes[(bad.path, "clustering")].error or "")
+    # The same table's other service, and the other table, ran.
+    assert outcomes[(bad.path, "compaction")].outcome == "done"
+    assert outcomes[(good.path, "compaction")].outcome == "done"
+    assert outcomes[(good.path, "compaction")].instants == tuple(completed(good, Action.COMPACTION))
+    assert outcomes[(good.path, "rollback")].outcome == "idle"
+    assert good.log.refresh().pending() == [] and bad.log.refresh().pending() == []
+    assert sorted(good.to_arrow().column("v").to_pylist()) == ["u2"] * 20
+    reg = runner.metrics.registry
+    assert reg.get_sample_value("lakeline_runner_failures_total", {"table": bad.path, "service": "clustering"}) == 1
+    assert reg.get_sample_value("lakeline_runner_instants_total", {"table": good.path, "service": "compaction"}) == 1
+    assert reg.get_sample_value("lakeline_runner_runs_total", {"table": good.path, "service": "rollback"}) == 1
+    # Nothing was due any more: the next pass plans nothing and fails the same way.
+    again = {(o.table, o.service): o.outcome for o in runner.run_once()}
+    assert again[(good.path, "compaction")] == "idle"
+    assert again[(bad.path, "clustering")] == "failed"
+
+
+def test_the_biggest_backlog_goes_first_when_threads_are_few(tmp_path: Path) -> None:
+    small = mor_table(tmp_path / "small", commits=2)
+    big = mor_table(tmp_path / "big", commits=6, **{"compaction.delta-commits": 10})
+    assert completed(big, Action.COMPACTION) == []
+    path = config(tmp_path, f"""
+[runner]
+threads = 1
+[[tables]]
+path = "{small.path}"
+compaction = "every 1m"
+[[tables]]
+path = "{big.path}"
+compaction = "every 1m"
+""")
+    outcomes = Runner.from_toml(path).run_once()
+    # Listed second, run first: 6 log files against 2.
+    assert [o.table for o in outcomes] == [big.path, small.path]
+
+
+def test_missed_ticks_go_before_any_backlog() -> None:
+    q = DueQueue()
+    big, small = Target("big", {}), Target("small", {})
+    assert q.put(big, "compaction", backlog=1000)
+    assert q.put(small, "compaction", backlog=1)
+    assert not q.put(small, "compaction", backlog=1)  # its schedule fired again while it waited
+    first = q.take(wait=False)
+    assert first is not None and first.target is small and first.missed == 1
+    assert not q.put(small, "compaction", backlog=1)  # running: not queued again
+    second = q.take(wait=False)
+    assert second is not None and second.target is big
+    assert q.take(wait=False) is None
+    q.done(first)
+    assert q.put(small, "compaction", backlog=1)
+    q.close()
+    assert q.take(wait=True) is None and not q.put(big, "compaction", backlog=1)
+
+
+def test_a_run_whose_lease_another_runner_holds_is_skipped(tmp_path: Path) -> None:
+    t = mor_table(tmp_path / "t", commits=2)
+    path = config(tmp_path, f"[[tables]]\npath = \"{t.path}\"\ncompaction = \"every 1s\"\n")
+    other = t.log.store.lock("runner-compaction", 60_000)
+    assert other.try_acquire()
+    try:
+        runner = Runner.from_toml(path)
+        [o] = runner.run_once()
+        assert o.outcome == "skipped" and completed(t, Action.COMPACTION) == []
+        assert runner.metrics.registry.get_sample_value(
+            "lakeline_runner_skips_total", {"table": t.path, "service": "compaction"}) == 1
+    finally:
+        other.release()
+    [o] = Runner.from_toml(path).run_once()
+    assert o.outcome == "done" and completed(t, Action.COMPACTION) == list(o.instants)
+
+
+# -- the daemon ------------------------------------------------------------------------
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        return str(r.read().decode())
+
+
+def sample(text: str, name: str, **labels: str) -> float | None:
+    want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    for line in text.splitlines():
+        if line.startswith(f"{name}{{") and line.split("{", 1)[1].split("}", 1)[0] == want:
+            return float(line.rsplit(" ", 1)[1])
+        if not labels and line.startswith(f"{name} "):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def test_two_daemons_serve_their_own_metrics_on_loopback(tmp_path: Path) -> None:
+    t = mor_table(tmp_path / "t", commits=2)
+    runners = []
+    for n in range(2):
+        port = free_port()
+        path = tmp_path / f"runner-{n}.toml"
+        path.write_text(f"""
+[runner]
+threads = 1
+metrics_port = {port}
+[[tables]]
+path = "{t.path}"
+compaction = "every 1s"
+rollback = "every 1s"
+""")
+        runners.append((Runner.from_toml(path), port))
+    try:
+        for r, _ in runners:
+            r.start()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not completed(t, Action.COMPACTION):
+            time.sleep(0.1)
+        time.sleep(1.5)  # both have run a few ticks since
+        texts = [scrape(port) for _, port in runners]
+    finally:
+        assert all(r.stop(grace_seconds=10) for r, _ in runners)
+    [inst] = completed(t, Action.COMPACTION)
+    done = [sample(text, "lakeline_runner_instants_total", service="compaction", table=t.path) for text in texts]
+    assert sorted(d or 0 for d in done) == [0, 1], done  # one runner compacted, the other did not
+    for text in texts:
+        assert (sample(text, "lakeline_runner_runs_total", service="rollback", table=t.path) or 0) >= 1
+        assert sample(text, "lakeline_runner_failures_total", service="compaction", table=t.path) in (None, 0.0)
+        assert sample(text, "lakeline_table_files", table=t.path) is not None
+        assert sample(text, "lakeline_table_pending_instants", service="compaction", table=t.path) == 0
+        assert sample(text, "lakeline_table_log_files_per_slice", table=t.path) is not None
+        assert sample(text, "lakeline_table_small_file_share", table=t.path) is not None
+    winner = texts[[d or 0 for d in done].index(1)]
+    assert (sample(winner, "lakeline_runner_last_success_timestamp_seconds", service="compaction",
+                   table=t.path) or 0) > time.time() - 120
+    assert t.log.refresh().get(inst).state is State.COMPLETED
+    with pytest.raises(OSError):
+        scrape(runners[0][1])  # stopped: the endpoint is gone
+
+
+def test_stop_asks_a_running_compaction_to_give_up_and_it_rolls_back(tmp_path: Path) -> None:
+    t = mor_table(tmp_path / "t", commits=2)
+    path = config(tmp_path, f"[runner]\ngrace_seconds = 2\n[[tables]]\npath = '{t.path}'\ncompaction = 'every 1s'\n")
+    runner = Runner.from_toml(path)
+    reached = threading.Event()
+
+    def hold_until_the_runner_gives_up() -> None:
+        reached.set()
+        deadline = time.monotonic() + 30
+        while not runner.giving_up and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    faults.on("compaction.after_inflight", hold_until_the_runner_gives_up)
+    runner.start()
+    try:
+        assert reached.wait(30), "the runner never started a compaction"
+    finally:
+        t0 = time.monotonic()
+        finished = runner.stop()
+        took = time.monotonic() - t0
+    assert finished and took < 2.5, took
+    tl = t.log.refresh()
+    [inst] = tl.by_action(Action.COMPACTION)
+    assert inst.state is State.ROLLED_BACK and tl.pending() == []
+    assert [o.outcome for o in runner.outcomes()] == ["aborted"]
+    assert runner.metrics.registry.get_sample_value(
+        "lakeline_runner_aborts_total", {"table": t.path, "service": "compaction"}) == 1
+    assert sorted(t.to_arrow().column("v").to_pylist()) == ["u1"] * 20
