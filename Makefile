@@ -25,7 +25,7 @@ PG_SERVER := /usr/lib/postgresql/15/bin/postgres
 WITH_PG := scripts/with-postgres.sh
 PYTEST_ARGS ?= -q
 
-.PHONY: test lint soak demo bench venv postgres chromium java clean distclean
+.PHONY: test lint soak demo demo-runner bench venv postgres chromium java clean distclean
 
 venv: $(STAMP)
 
@@ -106,7 +106,18 @@ explore: venv
 # compaction on SparkEngine and a read.
 demo: venv java
 	@d="$${DEMO_DIR:-$$(mktemp -d -t lakeline-demo-XXXXXX)}"; \
-	$(VENV)/bin/lakeline demo "$$d" && $(PY) -m lakeline.spark.demo "$$d"
+	$(VENV)/bin/lakeline demo "$$d" && $(MAKE) --no-print-directory demo-runner DEMO_DIR="$$d" && \
+	$(PY) -m lakeline.spark.demo "$$d"
+
+# A runner over the demo table for a few seconds (docs/runner.md): SIGTERM after 6 s, then
+# what it did and the table's status.
+demo-runner: venv
+	@d="$${DEMO_DIR:?DEMO_DIR: a folder where lakeline demo ran}"; \
+	printf '[runner]\nthreads = 2\ngrace_seconds = 5\n\n[[tables]]\npath = "%s"\n' "$$d/demo_table" > "$$d/runner.toml"; \
+	for s in compaction clustering cleaning archival rollback; do echo "$$s = \"every 1s\"" >> "$$d/runner.toml"; done; \
+	echo "--- lakeline runner --config $$d/runner.toml (SIGTERM after 6 s)"; \
+	timeout --preserve-status -s TERM 6 $(VENV)/bin/lakeline runner --config "$$d/runner.toml" && \
+	$(VENV)/bin/lakeline runner status --config "$$d/runner.toml"
 
 bench: venv
 	$(PY) -m bench
