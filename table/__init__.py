@@ -17,10 +17,12 @@ from ..timeline.errors import (
     UnsupportedOperationError,
     ValidationError,
 )
+from .catalog import Catalog
 from .hooks import Hooks, ValidationContext
 from .table import Table
 
 __all__ = [
+    "Catalog",
     "CommitConflictError",
     "DuplicateKeyError",
     "Hooks",

@@ -20,7 +20,8 @@ _SCHEMA_LOCK_KEY = 0x6C616B656C696E65
 
 # Heartbeats live in ``lakeline_beats``, keyed by attempt too; the older
 # ``lakeline_heartbeats`` (one beat per instant) is no longer read or written.
-_TABLES = ("lakeline_tables", "lakeline_events", "lakeline_beats", "lakeline_locks", "lakeline_archived")
+_TABLES = ("lakeline_tables", "lakeline_events", "lakeline_beats", "lakeline_locks", "lakeline_archived",
+           "lakeline_catalog")
 
 _DDL = (
     """CREATE TABLE IF NOT EXISTS lakeline_tables (
@@ -53,6 +54,18 @@ _DDL = (
     """CREATE TABLE IF NOT EXISTS lakeline_archived (
         table_id text   PRIMARY KEY,
         seq      bigint NOT NULL)""",
+    # Names of tables (lakeline.table.Catalog, see .postgresql_catalog): one row per name,
+    # a location and a timeline belong to one name. table_id is null only inside the
+    # creating transaction (the name is reserved before the table exists).
+    """CREATE TABLE IF NOT EXISTS lakeline_catalog (
+        namespace  text NOT NULL,
+        name       text NOT NULL,
+        location   text NOT NULL,
+        table_id   text,
+        created_at timestamptz NOT NULL DEFAULT now(),
+        CONSTRAINT lakeline_catalog_name_key PRIMARY KEY (namespace, name),
+        CONSTRAINT lakeline_catalog_location_key UNIQUE (location),
+        CONSTRAINT lakeline_catalog_table_key UNIQUE (table_id))""",
 )
 
 

@@ -1,0 +1,285 @@
+"""The catalog: tables by name (``namespace.name``) in a PostgreSQL database.
+
+Like pyiceberg's SQL catalog or LakeSoul's table_info/name/path tables, a catalog maps
+names to tables; here it lives in the same database as the tables' timelines (every
+table created through it keeps its timeline there, ``timeline=dsn``), so one connection
+string names a whole set of tables, which is what the runner's ``[[catalogs]]`` and
+``lakeline tables`` list.
+
+Why it is built this way:
+
+* The rules are the database's unique constraints (name, location, timeline), not checks
+  made before writing, so they hold between processes (:mod:`~lakeline.timeline.stores.
+  postgresql_catalog`, the only module here that talks SQL).
+* Creating reserves the name and the location first, in a transaction that stays open
+  while the table is created and commits with the table's uuid: of two creators of one
+  name, the loser waits, then gets :class:`TableExistsError` without having written a
+  file; a failed (or killed) creator leaves neither a name nor a reservation behind.
+* Everything a caller can get wrong (the name, the schema, keys, properties, the
+  location) is checked before anything is written.
+* Dropping removes only the name: the table stays where it is, openable by path
+  (``Table.open(location, timeline=dsn)``) or adoptable again with
+  :meth:`Catalog.register_table`. ``purge=True`` deletes its folder and timeline too.
+
+psycopg is imported only when a catalog is constructed (``import lakeline.table`` stays light).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from ..timeline.errors import (
+    InvalidTableNameError,
+    LocationInUseError,
+    TableExistsError,
+    TableNotFoundError,
+    TimelineConfigError,
+)
+from ..timeline.storage import Storage
+from ..timeline.stores.pointer import pointer_path
+from ..timeline.table_config import TableConfig
+from .hooks import property_hooks
+from .table import Table
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ..timeline.stores.postgresql_catalog import CatalogRow, CatalogRows
+
+_PART = re.compile(r"[A-Za-z0-9_]+")
+
+
+@dataclass(frozen=True, order=True)
+class TableName:
+    """A catalog name: ``namespace.name``, each part ``[A-Za-z0-9_]+`` (case-sensitive)."""
+
+    namespace: str
+    name: str
+
+    @classmethod
+    def parse(cls, text: object) -> TableName:
+        """Raises: InvalidTableNameError: not ``namespace.name`` of the allowed characters."""
+        parts = text.split(".") if isinstance(text, str) else []
+        if len(parts) != 2 or not all(_PART.fullmatch(p) for p in parts):
+            raise InvalidTableNameError(
+                f"table name must be namespace.name, each part of letters, digits and _; not {text!r}"
+            )
+        return cls(parts[0], parts[1])
+
+    def __str__(self) -> str:
+        return f"{self.namespace}.{self.name}"
+
+
+def check_namespace(namespace: object) -> str:
+    """Raises: InvalidTableNameError: not ``[A-Za-z0-9_]+``."""
+    if not isinstance(namespace, str) or not _PART.fullmatch(namespace):
+        raise InvalidTableNameError(f"namespace must be letters, digits and _; not {namespace!r}")
+    return namespace
+
+
+@dataclass(frozen=True)
+class CatalogTable:
+    """What the catalog knows of one table (:meth:`Catalog.describe`)."""
+
+    name: str  # namespace.name
+    namespace: str
+    location: str  # the table's base path, as ``Table.path`` spells it
+    table_uuid: str
+    created_at: datetime  # when the name was recorded (UTC)
+
+
+class Catalog:
+    """Tables by name in the PostgreSQL database at ``dsn`` (a ``postgresql://`` URL).
+
+    Args:
+        dsn: the database; tables created here keep their timeline in it.
+        lock_timeout_s: how long a creation waits for another process creating the same
+            name or location before giving up with ``LockTimeoutError``.
+
+    Thread-safe; :meth:`close` (or ``with Catalog(...)``) releases its connection.
+    Tables it returns hold their own connection (``t.log.store.close()``).
+    """
+
+    def __init__(self, dsn: str, lock_timeout_s: float = 60.0) -> None:
+        if not isinstance(dsn, str) or not dsn.startswith(("postgresql://", "postgres://")):
+            raise TimelineConfigError(f"a catalog needs a postgresql:// URL, not {dsn!r}")
+        from ..timeline.stores.postgresql_catalog import CatalogRows  # psycopg: only now
+
+        self.dsn = dsn
+        self._rows: CatalogRows = CatalogRows(dsn, lock_timeout_s)
+
+    def __repr__(self) -> str:
+        from ..timeline.stores.postgresql import safe_dsn
+
+        return f"Catalog({safe_dsn(self.dsn)!r})"
+
+    def close(self) -> None:
+        self._rows.close()
+
+    def __enter__(self) -> Catalog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- tables ------------------------------------------------------------------------
+
+    def create_table(
+        self,
+        name: str,
+        location: str | os.PathLike[str],
+        schema: pa.Schema,
+        record_key: str | list[str] | None = None,
+        ordering_field: str | None = None,
+        partition_by: list[str] | None = None,
+        table_type: str = "cow",
+        properties: Mapping[str, Any] | None = None,
+    ) -> Table:
+        """Create a table at ``location`` (arguments as for :meth:`Table.create`) and name it.
+
+        Raises:
+            InvalidTableNameError: a malformed name.
+            SchemaMismatchError, UnknownColumnError, InvalidPropertyError: bad arguments.
+            TableExistsError: the name is taken (also when another process won the race).
+            LocationInUseError: the location belongs to another name, or holds a table.
+            LockTimeoutError: another process kept creating this name or location too long.
+            Nothing is written when any of these is raised.
+        """
+        tname = TableName.parse(name)
+        config = TableConfig.build(schema, record_key, ordering_field, partition_by, table_type, properties, "")
+        property_hooks(config.props)
+        storage = Storage.for_uri(location)
+        self._check_free(storage, tname)
+        with self._rows.reserving(tname.namespace, tname.name, storage.uri) as reservation:
+            try:
+                table = Table.create(storage.uri, schema, record_key=record_key, ordering_field=ordering_field,
+                                     partition_by=partition_by, table_type=table_type, properties=properties,
+                                     timeline=self.dsn)
+            except TableExistsError:  # a table appeared there meanwhile, outside this catalog
+                raise LocationInUseError(f"a table already exists at {storage.uri}") from None
+            reservation.table_id = table.config.table_uuid
+        return table
+
+    def _check_free(self, storage: Storage, tname: TableName) -> None:
+        if self._rows.get(tname.namespace, tname.name) is not None:
+            raise TableExistsError(f"a table named {tname} already exists in the catalog")
+        if storage.exists(pointer_path(storage)):
+            raise LocationInUseError(
+                f"a table already exists at {storage.uri}; Catalog.register_table names it if its timeline is here"
+            )
+
+    def register_table(self, name: str, location: str | os.PathLike[str]) -> Table:
+        """Name an existing table whose timeline is in this database.
+
+        Raises:
+            InvalidTableNameError: a malformed name.
+            TableNotFoundError: no table at ``location`` with its timeline here.
+            TimelineConfigError: the table keeps its timeline on the filesystem.
+            TableExistsError, LocationInUseError: the name, or the table, is already named.
+        """
+        tname = TableName.parse(name)
+        table = Table.open(location, timeline=self.dsn)
+        try:
+            self._rows.insert(tname.namespace, tname.name, table.path, table.config.table_uuid)
+        except BaseException:
+            table.log.store.close()
+            raise
+        return table
+
+    def load_table(self, name: str) -> Table:
+        """Open the table named ``name``.
+
+        Raises:
+            InvalidTableNameError: a malformed name.
+            TableNotFoundError: no such name, or its table is gone from its location
+                (or was replaced by another table).
+        """
+        row = self._row(TableName.parse(name))
+        try:
+            table = Table.open(row.location, timeline=self.dsn)
+        except TableNotFoundError as e:
+            raise TableNotFoundError(f"{name} is registered at {row.location}, but: {e}") from None
+        if table.config.table_uuid != row.table_id:
+            table.log.store.close()
+            raise TableNotFoundError(
+                f"{name} is table {row.table_id}, but the table at {row.location} is {table.config.table_uuid}"
+            )
+        return table
+
+    def describe(self, name: str) -> CatalogTable:
+        """What the catalog records for ``name`` (no access to the table's files).
+
+        Raises:
+            InvalidTableNameError, TableNotFoundError.
+        """
+        return _entry(self._row(TableName.parse(name)))
+
+    def table_exists(self, name: str) -> bool:
+        """Raises: InvalidTableNameError."""
+        tname = TableName.parse(name)
+        return self._rows.get(tname.namespace, tname.name) is not None
+
+    def list_tables(self, namespace: str | None = None) -> list[str]:
+        """Names (``namespace.name``) of the tables of ``namespace`` (None: all), sorted.
+
+        Raises:
+            InvalidTableNameError: a malformed namespace.
+        """
+        ns = None if namespace is None else check_namespace(namespace)
+        return sorted(f"{r.namespace}.{r.name}" for r in self._rows.rows(ns))
+
+    def list_namespaces(self) -> list[str]:
+        """Namespaces with at least one table, sorted."""
+        return sorted(self._rows.namespaces())
+
+    def rename_table(self, name: str, new_name: str) -> None:
+        """Rename, atomically (one statement): the table itself is untouched.
+
+        Raises:
+            InvalidTableNameError: either name is malformed.
+            TableNotFoundError: no table named ``name``.
+            TableExistsError: ``new_name`` is taken.
+        """
+        old, new = TableName.parse(name), TableName.parse(new_name)
+        if not self._rows.rename((old.namespace, old.name), (new.namespace, new.name)):
+            raise TableNotFoundError(f"no table named {old} in the catalog")
+
+    def drop_table(self, name: str, purge: bool = False) -> CatalogTable:
+        """Remove the name; with ``purge``, also the table's folder (everything at its
+        location) and its timeline rows. Returns what the name was.
+
+        Without ``purge`` the table stays openable with ``Table.open(location, timeline=dsn)``.
+
+        Raises:
+            InvalidTableNameError, TableNotFoundError.
+        """
+        tname = TableName.parse(name)
+        row = self._rows.delete(tname.namespace, tname.name)
+        if row is None:
+            raise TableNotFoundError(f"no table named {tname} in the catalog")
+        if purge:
+            # Files first: a purge cut short leaves orphan timeline rows (invisible),
+            # never a folder that looks like a table but has no timeline.
+            storage = Storage.for_uri(row.location)
+            storage.delete_dir(storage.base)
+            self._rows.purge_timeline(row.table_id)
+        return _entry(row)
+
+    def _row(self, tname: TableName) -> CatalogRow:
+        row = self._rows.get(tname.namespace, tname.name)
+        if row is None or not row.table_id:
+            raise TableNotFoundError(f"no table named {tname} in the catalog")
+        return row
+
+
+def _entry(row: CatalogRow) -> CatalogTable:
+    return CatalogTable(f"{row.namespace}.{row.name}", row.namespace, row.location, row.table_id, row.created_at)
+
+
+__all__ = ["Catalog", "CatalogTable", "TableName"]
