@@ -19,6 +19,7 @@ from .index_cmds import index
 from .runner_cmds import runner
 from .savepoint_cmds import savepoint
 from .service_cmds import service
+from .tables_cmds import tables
 from .timeline_cmds import timeline
 
 #: Exit code of a refused operation (same as click's usage errors: the caller asked for
@@ -60,6 +61,7 @@ cli.add_command(service)
 cli.add_command(savepoint)
 cli.add_command(demo)
 cli.add_command(runner)
+cli.add_command(tables)
 
 
 def main() -> None:

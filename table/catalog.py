@@ -231,8 +231,17 @@ class Catalog:
         Raises:
             InvalidTableNameError: a malformed namespace.
         """
+        return [e.name for e in self.describe_tables(namespace)]
+
+    def describe_tables(self, namespace: str | None = None) -> list[CatalogTable]:
+        """:meth:`describe` of every table of ``namespace`` (None: all), sorted by name,
+        read at once (a listing cannot meet a name dropped meanwhile).
+
+        Raises:
+            InvalidTableNameError: a malformed namespace.
+        """
         ns = None if namespace is None else check_namespace(namespace)
-        return sorted(f"{r.namespace}.{r.name}" for r in self._rows.rows(ns))
+        return sorted((_entry(r) for r in self._rows.rows(ns)), key=lambda e: e.name)
 
     def list_namespaces(self) -> list[str]:
         """Namespaces with at least one table, sorted."""

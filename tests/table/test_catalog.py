@@ -83,6 +83,7 @@ def test_create_load_list_describe(cat: Catalog, ns: str, tmp_path: Path, pg_url
     assert cat.table_exists(f"{ns}.orders") and not cat.table_exists(f"{ns}.nothing")
 
     info = cat.describe(f"{ns}.orders")
+    assert cat.describe_tables(ns) == [cat.describe(f"{ns}.customers"), info]
     assert (info.name, info.namespace, info.location) == (f"{ns}.orders", ns, t.path)
     assert info.table_uuid == t.config.table_uuid and info.created_at.tzinfo is not None
 
