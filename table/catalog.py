@@ -102,7 +102,7 @@ class Catalog:
         lock_timeout_s: how long a creation waits for another process creating the same
             name or location before giving up with ``LockTimeoutError``.
 
-    Thread-safe; :meth:`close` (or ``with Catalog(...)``) releases its connection.
+    Thread-safe and picklable; :meth:`close` (or ``with Catalog(...)``) releases its connection.
     Tables it returns hold their own connection (``t.log.store.close()``).
     """
 
@@ -112,7 +112,15 @@ class Catalog:
         from ..timeline.stores.postgresql_catalog import CatalogRows  # psycopg: only now
 
         self.dsn = dsn
+        self.lock_timeout_s = lock_timeout_s
         self._rows: CatalogRows = CatalogRows(dsn, lock_timeout_s)
+
+    # A catalog may be pickled into a worker process: ship the settings, not the socket.
+    def __getstate__(self) -> dict[str, Any]:
+        return {"dsn": self.dsn, "lock_timeout_s": self.lock_timeout_s}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["dsn"], state["lock_timeout_s"])  # type: ignore[misc]
 
     def __repr__(self) -> str:
         from ..timeline.stores.postgresql import safe_dsn

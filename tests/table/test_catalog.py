@@ -216,6 +216,14 @@ def test_bad_names_are_refused_before_anything_is_written(cat: Catalog, ns: str,
         cat.load_table(bad)  # type: ignore[arg-type]
 
 
+def test_a_pickled_catalog_connects_afresh(cat: Catalog, ns: str, tmp_path: Path) -> None:
+    import pickle
+
+    _create(cat, f"{ns}.orders", tmp_path / "orders").log.store.close()
+    with pickle.loads(pickle.dumps(cat)) as copy:
+        assert copy.list_tables(ns) == [f"{ns}.orders"] and copy.lock_timeout_s == cat.lock_timeout_s
+
+
 def test_bad_namespace_and_dsn_are_refused(cat: Catalog) -> None:
     with pytest.raises(InvalidTableNameError):
         cat.list_tables("a.b")
