@@ -7,13 +7,10 @@ run queued pairs through :meth:`TableServices.run` (finish plans whose executor 
 then plan and execute what the service's trigger says is due). Why the design is what
 it is:
 
-* **apscheduler 3 only fires; our queue decides the order.** Its jobs put pairs on a
-  queue instead of running services themselves, so that when more is due than there
-  are threads the biggest backlog goes first (:attr:`TableStats.backlog`: pending
-  instants, log files, small slices), and so that no table starves: a queued pair
-  whose schedule fires again while it waits counts a *missed* tick, and pairs with
-  more missed ticks go before any backlog. A pair is never queued twice nor queued
-  while it runs (a slow compaction does not pile up copies of itself).
+* **apscheduler 3 only fires; our queue decides the order** (:mod:`.runner_queue`):
+  jobs put pairs on a queue instead of running services themselves, so when more is
+  due than there are threads, missed ticks and then the biggest backlog go first
+  (:mod:`.runner_stats`), and no table starves.
 * **Several runners over the same tables are safe.** Each scheduled instant executes
   once whatever the runners do: that is the framework's claims and fencing
   (:mod:`.phases`); a :class:`ServiceBusyError` means another runner has the instant
@@ -34,9 +31,10 @@ it is:
   rollback service rolls it back; the timeline never holds a half state, because every
   transition is one put-if-absent event.
 
-Only this module imports apscheduler (DESIGN §1), lazily for the daemon; a one-shot
-pass (:meth:`run_once`, ``--once``) does not need its scheduler at all, but the
-config's cron expressions are checked with it when the runner is built.
+Companions: which tables and their open handles (:mod:`.runner_tables`), the metrics
+(:mod:`.runner_metrics`). Only this module imports apscheduler (DESIGN §1): its
+triggers check the config's cron expressions when the runner is built, and its
+scheduler is imported by :meth:`Runner.start` (a one-shot pass needs none).
 """
 
 from __future__ import annotations
@@ -45,8 +43,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import MappingProxyType
@@ -58,20 +55,18 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from ..timeline.errors import (
     LakelineError,
-    LockLostError,
     RunnerConfigError,
     ServiceAbortedError,
     ServiceBusyError,
     StaleAttemptError,
 )
 from ..timeline.instant import State
-from ..timeline.lock import Lock
 from .plugin import Progress, ServiceResult
 from .runner_config import RunnerConfig
 from .runner_metrics import METRICS_HOST, RunnerMetrics
 from .runner_queue import DueQueue
 from .runner_stats import TableStats, table_stats
-from .runner_tables import TableHandles, Target
+from .runner_tables import TableHandles, Target, held_lease
 from .schedules import Cron, Every, Schedule
 
 if TYPE_CHECKING:
@@ -140,35 +135,6 @@ def trigger_of(schedule: Schedule, where: str) -> BaseTrigger:
         return CronTrigger.from_crontab(schedule.expression)
     except ValueError as e:
         raise RunnerConfigError(f"{where}: cron expression {schedule.expression!r}: {e}") from None
-
-
-@contextmanager
-def _held(lease: Lock) -> Iterator[None]:
-    """Renew ``lease`` every third of its length while the body runs; release it after.
-
-    A lost lease (this process paused past it) is only logged: the lease is a liveness
-    aid, the framework's claims keep the work exactly-once without it.
-    """
-    done = threading.Event()
-
-    def renew() -> None:
-        while not done.wait(lease.lease_ms / 3000.0):
-            try:
-                lease.renew()
-            except LockLostError:
-                log.warning("runner lease %r was lost while its run went on", lease)
-                return
-            except LakelineError as e:
-                log.warning("runner lease %r not renewed: %s", lease, e)
-
-    keeper = threading.Thread(target=renew, name="lakeline-runner-lease", daemon=True)
-    keeper.start()
-    try:
-        yield
-    finally:
-        done.set()
-        keeper.join()
-        lease.release()
 
 
 class Runner:
@@ -272,7 +238,7 @@ class Runner:
             if not lease.try_acquire():
                 outcome = SKIPPED  # another runner is running this service on this table
             else:
-                with _held(lease):
+                with held_lease(lease):
                     results = table.services.run(service, progress=self._progress(service))
         except (ServiceBusyError, StaleAttemptError) as e:
             # Another runner claimed the instant (or took over a stalled attempt of ours):

@@ -1,4 +1,5 @@
-"""The tables a runner keeps: resolving its config into targets and holding their handles.
+"""The tables a runner keeps: resolving its config into targets, holding their handles,
+and keeping a run's lease on a table.
 
 Why apart from the runner: *which* tables (the listed paths plus whatever a catalog
 holds now) and *how* they are opened (a path and its timeline, or a catalog name)
@@ -12,20 +13,23 @@ handle whose run failed is dropped (a broken connection is reopened next time).
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from collections.abc import Set as AbstractSet
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
+from ..timeline.errors import LakelineError, LockLostError
+from ..timeline.lock import Lock
 from .runner_config import RunnerConfig
 from .runner_metrics import RunnerMetrics
 from .schedules import Schedule
 
 if TYPE_CHECKING:
+    from ..table.catalog import Catalog
     from ..table.table import Table
 
 log = logging.getLogger("lakeline.runner")
@@ -59,6 +63,35 @@ def close_table(table: Table) -> None:
         log.debug("closing %r: %r", table, e)
 
 
+@contextmanager
+def held_lease(lease: Lock) -> Iterator[None]:
+    """Renew ``lease`` every third of its length while the body runs; release it after.
+
+    A lost lease (this process paused past it) is only logged: the lease is a liveness
+    aid, the framework's claims keep the work exactly-once without it.
+    """
+    done = threading.Event()
+
+    def renew() -> None:
+        while not done.wait(lease.lease_ms / 3000.0):
+            try:
+                lease.renew()
+            except LockLostError:
+                log.warning("runner lease %r was lost while its run went on", lease)
+                return
+            except LakelineError as e:
+                log.warning("runner lease %r not renewed: %s", lease, e)
+
+    keeper = threading.Thread(target=renew, name="lakeline-runner-lease", daemon=True)
+    keeper.start()
+    try:
+        yield
+    finally:
+        done.set()
+        keeper.join()
+        lease.release()
+
+
 class TableHandles:
     """Targets of a config and one open handle per (table, role); thread-safe."""
 
@@ -67,7 +100,7 @@ class TableHandles:
         self.metrics = metrics
         self._mutex = threading.Lock()
         self._handles: dict[tuple[str, str], Table] = {}
-        self._catalogs: dict[str, Any] = {}
+        self._catalogs: dict[str, Catalog] = {}
 
     def targets(self) -> tuple[list[Target], set[str]]:
         """Every table of the config: the listed ones, then each catalog's, listed now;
@@ -86,11 +119,12 @@ class TableHandles:
             out.extend(Target(name, entry.schedules, catalog=entry.timeline) for name in names)
         return out, failed
 
-    def _catalog(self, dsn: str) -> Any:
+    def _catalog(self, dsn: str) -> Catalog:
         with self._mutex:
             if dsn not in self._catalogs:
-                # lakeline.table.Catalog (DESIGN §4), looked up when a config has catalogs.
-                self._catalogs[dsn] = importlib.import_module("lakeline.table").Catalog(dsn)
+                from ..table.catalog import Catalog  # psycopg: only for configs with catalogs
+
+                self._catalogs[dsn] = Catalog(dsn)
             return self._catalogs[dsn]
 
     def _open(self, target: Target) -> Table:
@@ -135,6 +169,4 @@ class TableHandles:
         with self._mutex:
             catalogs, self._catalogs = list(self._catalogs.values()), {}
         for cat in catalogs:
-            closer = getattr(cat, "close", None)
-            if callable(closer):
-                closer()
+            cat.close()

@@ -13,6 +13,7 @@ import threading
 import time
 import tomllib
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -328,3 +329,40 @@ def test_stop_asks_a_running_compaction_to_give_up_and_it_rolls_back(tmp_path: P
     assert runner.metrics.registry.get_sample_value(
         "lakeline_runner_aborts_total", {"table": t.path, "service": "compaction"}) == 1
     assert sorted(t.to_arrow().column("v").to_pylist()) == ["u1"] * 20
+
+
+# -- catalogs --------------------------------------------------------------------------
+
+
+def test_a_catalog_entry_keeps_every_table_of_its_namespace(tmp_path: Path, pg_url: str) -> None:
+    from lakeline.table import Catalog
+
+    ns, other = f"runner_{uuid.uuid4().hex[:8]}", f"other_{uuid.uuid4().hex[:8]}"
+    with Catalog(pg_url) as cat:
+        names = [f"{ns}.a", f"{ns}.b", f"{other}.c"]
+        for name in names:
+            t = cat.create_table(name, tmp_path / name, SCHEMA, record_key="id", table_type="mor", properties=PROPS)
+            for n in range(3):  # a base, then two delta commits: compaction is due
+                t.upsert(pa.table({"id": list(range(20)), "v": [f"u{n}"] * 20}, schema=SCHEMA))
+            t.log.store.close()
+        # A catalog that cannot be reached is counted and left out; the other goes on.
+        path = config(tmp_path, f"""
+[[catalogs]]
+timeline = "{pg_url}"
+namespace = "{ns}"
+compaction = "every 1s"
+[[catalogs]]
+timeline = "postgresql://nobody:secret@127.0.0.1:1/none?connect_timeout=2"
+compaction = "every 1s"
+""")
+        runner = Runner.from_toml(path)
+        outcomes = runner.run_once()
+        assert sorted((o.table, o.outcome) for o in outcomes) == [(f"{ns}.a", "done"), (f"{ns}.b", "done")]
+        for name in names:
+            t = cat.load_table(name)
+            assert (len(completed(t, Action.COMPACTION)) == 1) == name.startswith(ns), name
+            t.log.store.close()
+        errors = [s for m in runner.metrics.registry.collect() if m.name == "lakeline_runner_catalog_errors"
+                  for s in m.samples if s.name.endswith("_total")]
+        assert [(s.labels["catalog"], s.value) for s in errors] == [
+            ("postgresql://nobody:***@127.0.0.1:1/none?connect_timeout=2", 1.0)]

@@ -6,9 +6,10 @@ a runner killed mid-compaction, a runner stopped by a signal), each with its own
 handles, heartbeats, leases and store connections. The run:
 
 * five small tables (thousands of rows): copy-on-write, merge-on-read and append-only
-  with filesystem timelines, and two merge-on-read tables whose timeline is in
-  PostgreSQL; each with its own service schedules (``every 1s``/``every 2s``) and
-  aggressive triggers, so every scheduled service has work;
+  with filesystem timelines, a merge-on-read table with its timeline in PostgreSQL
+  listed by path, and one found through a PostgreSQL catalog (``[[catalogs]]``); each
+  with its own service schedules (``every 1s``/``every 2s``, one cron) and aggressive
+  triggers, so every scheduled service has work;
 * three writer processes (``runner_workers.py``) write random batches to all five for
   the duration, logging every write and how it ended;
 * runner A starts first with a fault point that parks its first compaction right after
@@ -34,13 +35,14 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections import Counter
 from pathlib import Path
 from typing import IO, Any
 
 import pyarrow as pa
 import pytest
-from lakeline.table import Table
+from lakeline.table import Catalog, Table
 from lakeline.timeline.instant import Action, Event, State
 from lakeline.timeline.plans import SERVICE
 
@@ -78,7 +80,8 @@ TABLES: dict[str, tuple[str | None, str, dict[str, str]]] = {
     "mor_fs": ("mor", "fs", {**COMMON, "compaction": "every 1s", "indexing": "every 2s"}),
     "append_fs": (None, "fs", {**COMMON, "clustering": "every 1s"}),
     "mor_pg": ("mor", "pg", {**COMMON, "compaction": "every 1s"}),
-    "mor_pg2": ("mor", "pg", {**COMMON, "compaction": "*/1 * * * *", "clustering": "every 2s"}),
+    # Found through a [[catalogs]] entry (its namespace: a fresh one per run).
+    "mor_catalog": ("mor", "catalog", {**COMMON, "compaction": "*/1 * * * *", "clustering": "every 2s"}),
 }
 #: Completed services each table must show by the end (its maintenance happened).
 MUST_COMPLETE = {
@@ -86,19 +89,25 @@ MUST_COMPLETE = {
     "mor_fs": ("compaction", "cleaning", "archival"),
     "append_fs": ("clustering", "cleaning", "archival"),
     "mor_pg": ("compaction", "cleaning", "archival"),
-    "mor_pg2": ("cleaning", "archival"),
+    "mor_catalog": ("cleaning", "archival"),
 }
 FAULT = "compaction.after_inflight"
 
 
-def make_tables(tmp_path: Path, pg_url: str) -> dict[str, dict[str, Any]]:
-    """Create and seed each table; returns name -> {"path", "timeline", "keyed", "seed"}."""
+def make_tables(tmp_path: Path, pg_url: str, namespace: str) -> dict[str, dict[str, Any]]:
+    """Create and seed each table; returns name -> {"name", "path", "timeline", "keyed",
+    "label"} (the label: how the runner names it, its path or its catalog name)."""
     specs = {}
     for name, (kind, store, _) in TABLES.items():
         path = str(tmp_path / name)
-        timeline = pg_url if store == "pg" else None
-        t = Table.create(path, SCHEMA, record_key="id" if kind else None, table_type=kind or "cow",
-                         properties=PROPERTIES, timeline=timeline)
+        timeline = pg_url if store in ("pg", "catalog") else None
+        if store == "catalog":
+            with Catalog(pg_url) as cat:
+                t = cat.create_table(f"{namespace}.{name}", path, SCHEMA, record_key="id" if kind else None,
+                                     table_type=kind or "cow", properties=PROPERTIES)
+        else:
+            t = Table.create(path, SCHEMA, record_key="id" if kind else None, table_type=kind or "cow",
+                             properties=PROPERTIES, timeline=timeline)
         seed = t.insert(pa.table({"id": list(range(KEYS)), "v": ["seed"] * KEYS}, schema=SCHEMA))
         assert seed.instant is not None
         if kind == "mor":
@@ -108,18 +117,21 @@ def make_tables(tmp_path: Path, pg_url: str) -> dict[str, dict[str, Any]]:
                                       schema=SCHEMA))
                 assert r.instant is not None
         t.log.store.close()
-        specs[name] = {"name": name, "path": path, "timeline": timeline, "keyed": kind is not None}
+        specs[name] = {"name": name, "path": t.path, "timeline": timeline, "keyed": kind is not None,
+                       "label": f"{namespace}.{name}" if store == "catalog" else t.path}
     return specs
 
 
-def write_config(tmp_path: Path, specs: dict[str, dict[str, Any]]) -> Path:
+def write_config(tmp_path: Path, specs: dict[str, dict[str, Any]], pg_url: str, namespace: str) -> Path:
     lines = [f"[runner]\nthreads = 2\ngrace_seconds = {GRACE_S}\n"]
-    for name, (_, _, schedules) in TABLES.items():
+    for name, (_, store, schedules) in TABLES.items():
         spec = specs[name]
-        lines.append("[[tables]]")
-        lines.append(f"path = {json.dumps(spec['path'])}")
-        if spec["timeline"]:
-            lines.append(f"timeline = {json.dumps(spec['timeline'])}")
+        if store == "catalog":
+            lines.append(f"[[catalogs]]\ntimeline = {json.dumps(pg_url)}\nnamespace = {json.dumps(namespace)}")
+        else:
+            lines.append(f"[[tables]]\npath = {json.dumps(spec['path'])}")
+            if spec["timeline"]:
+                lines.append(f"timeline = {json.dumps(spec['timeline'])}")
         lines.extend(f"{service} = {json.dumps(sched)}" for service, sched in schedules.items())
         lines.append("")
     path = tmp_path / "runner.toml"
@@ -211,8 +223,9 @@ def check_model(t: Table, kind: str | None, writes: list[dict[str, Any]]) -> int
 
 def run_proof(tmp_path: Path, pg_url: str, duration_s: float) -> None:
     t_start = time.monotonic()
-    specs = make_tables(tmp_path, pg_url)
-    config = write_config(tmp_path, specs)
+    namespace = f"runner_{uuid.uuid4().hex[:8]}"
+    specs = make_tables(tmp_path, pg_url, namespace)
+    config = write_config(tmp_path, specs, pg_url, namespace)
     watchers = {name: Table.open(s["path"], timeline=s["timeline"]) for name, s in specs.items()}
     go, stop = tmp_path / "go", tmp_path / "stop-writers"
     fault_dir = tmp_path / "faults"
@@ -303,7 +316,7 @@ def run_proof(tmp_path: Path, pg_url: str, duration_s: float) -> None:
     for name, (_, _, schedules) in TABLES.items():
         for service in schedules:
             if schedules[service].startswith("every"):
-                assert ran[(specs[name]["path"], service)] > 0, f"{service} never ran on {name}"
+                assert ran[(specs[name]["label"], service)] > 0, f"{service} never ran on {name}"
 
     writes = [json.loads(line) for log, _ in writers for line in log.read_text().splitlines()]
     bad = [r for r in writes if r["outcome"] not in ("committed", "conflict", "noop")]
