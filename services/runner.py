@@ -156,7 +156,7 @@ class Runner:
                     trigger_of(sched, f"{config.source} [[{what}]] #{n + 1} {name}")
         self.config = config
         self.metrics = RunnerMetrics()
-        self.tables = TableHandles(config, self.metrics)
+        self._tables = TableHandles(config, self.metrics)
         self._queue = DueQueue()
         self._mutex = threading.Lock()
         self._targets: dict[str, Target] = {}
@@ -181,16 +181,18 @@ class Runner:
 
     def targets(self) -> list[Target]:
         """Every table of the config, catalogs listed now (see :class:`TableHandles`)."""
-        return self.tables.targets()[0]
+        return self._tables.targets()[0]
 
-    def refresh_stats(self, target: Target) -> TableStats | None:
+    def refresh_stats(self, target: Target, role: str = "stats") -> TableStats | None:
         """Read ``target``'s stats now, export them and keep them for the queue's order;
-        None (logged) when the table cannot be read."""
+        None (logged) when the table cannot be read. ``role``: whose handle reads them; a
+        worker passes its own service's (a handle serves one thread at a time), the
+        ``"stats"`` handle is the scheduler's reads thread's (and a one-shot pass's)."""
         try:
-            stats = table_stats(self.tables.get(target, "stats"))
+            stats = table_stats(self._tables.get(target, role))
         except Exception as e:  # noqa: BLE001 - a table that cannot be read is reported, not fatal
             log.warning("%s: stats not read: %r", target.name, e)
-            self.tables.drop(target.name, "stats")
+            self._tables.drop(target.name, role)
             with self._mutex:
                 self._stats_errors[target.name] = f"{type(e).__name__}: {e}"
             return None
@@ -233,7 +235,7 @@ class Runner:
         results: list[ServiceResult] = []
         outcome, error = IDLE, None
         try:
-            table = self.tables.get(target, service)
+            table = self._tables.get(target, service)
             lease = table.log.store.lock(f"{LEASE_PREFIX}{service}", table.config.props.lock_lease_ms)
             if not lease.try_acquire():
                 outcome = SKIPPED  # another runner is running this service on this table
@@ -247,7 +249,7 @@ class Runner:
         except Exception as e:  # noqa: BLE001 - the error boundary of one run: log, count, retry next tick
             outcome, error = FAILED, f"{type(e).__name__}: {e}"
             log.warning("%s: %s failed: %s", target.name, service, error, exc_info=not isinstance(e, LakelineError))
-            self.tables.drop(target.name, service)
+            self._tables.drop(target.name, service)
         completed = tuple(r.instant.id for r in results
                           if r.instant is not None and r.aborted is None and r.instant.state is State.COMPLETED)
         aborted = [str(r.aborted) for r in results if r.aborted is not None]
@@ -264,7 +266,7 @@ class Runner:
         if outcome in (DONE, ABORTED):
             log.info("%s: %s %s, instant(s) %s, %.2fs%s", target.name, service, outcome,
                      ",".join(map(str, completed)) or "-", seconds, f" ({error})" if error else "")
-            self.refresh_stats(target)
+            self.refresh_stats(target, service)
         else:
             log.debug("%s: %s %s, %.2fs", target.name, service, outcome, seconds)
         return result
@@ -288,7 +290,7 @@ class Runner:
             w.start()
         for w in workers:
             w.join()
-        self.tables.close()
+        self._tables.close()
         return self.outcomes()
 
     @property
@@ -340,7 +342,7 @@ class Runner:
     def _sync_targets(self) -> None:
         """Add the jobs of tables that appeared (in a catalog), remove those of tables gone."""
         assert self._scheduler is not None
-        listed, failed = self.tables.targets()
+        listed, failed = self._tables.targets()
         now = {t.name: t for t in listed}
         # A catalog that could not be listed this time keeps the tables we knew of it.
         now.update({n: t for n, t in self._targets.items() if t.catalog in failed and n not in now})
@@ -360,7 +362,7 @@ class Runner:
                     self._scheduler.remove_job(f"{name}\x00{service}")
                 except LookupError:
                     pass
-            self.tables.drop(name)
+            self._tables.drop(name)
         self._targets = now
 
     def _refresh_all_stats(self) -> None:
@@ -391,7 +393,7 @@ class Runner:
             w.join(max(0.0, t0 + grace - time.monotonic()))
         running = self._queue.running()
         self.metrics.close()
-        self.tables.close(keep=running)
+        self._tables.close(keep=running)
         if running:
             log.warning("still running after %.1fs, left to the exit: %s", grace, sorted(running))
         return not running
@@ -407,7 +409,7 @@ class Runner:
                 last = {s: o for (name, s), o in self._last.items() if name == target.name}
                 error = None if stats is not None else self._stats_errors.get(target.name, "could not be read")
             out.append(TableStatus(target, stats, error, MappingProxyType(last)))
-        self.tables.close(keep=self._queue.running())
+        self._tables.close(keep=self._queue.running())
         return out
 
 

@@ -8,6 +8,7 @@ The multi-process proof (two runner processes, writers, SIGTERM, kill -9) is in
 from __future__ import annotations
 
 import importlib.resources
+import json
 import socket
 import threading
 import time
@@ -366,3 +367,47 @@ compaction = "every 1s"
                   for s in m.samples if s.name.endswith("_total")]
         assert [(s.labels["catalog"], s.value) for s in errors] == [
             ("postgresql://nobody:***@127.0.0.1:1/none?connect_timeout=2", 1.0)]
+
+
+# -- the command line ------------------------------------------------------------------
+
+
+def test_cli_once_and_status(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+    from lakeline.cli.main import cli
+
+    t = mor_table(tmp_path / "t", commits=2)
+    path = config(tmp_path, f"""
+[[tables]]
+path = "{t.path}"
+compaction = "every 1s"
+cleaning = "0 3 * * *"
+[[tables]]
+path = "{tmp_path / 'missing'}"
+rollback = "every 1m"
+""")
+    before = json.loads(CliRunner().invoke(cli, ["runner", "status", "--config", str(path), "--json"]).output)
+    rows = {(r["table"], r["service"]): r for r in before}
+    row = rows[(t.path, "compaction")]
+    assert (row["schedule"], row["pending"], row["log_files"], row["last_completed"]) == ("every 1s", 0, 2, None)
+    assert row["log_files_per_slice"] == row["log_files"] / row["slices"] and row["files"] == row["slices"] + 2
+    assert rows[(t.path, "cleaning")]["schedule"] == "0 3 * * *"
+    assert "TableNotFoundError" in rows[(str(tmp_path / "missing"), "rollback")]["error"]
+
+    once = CliRunner().invoke(cli, ["runner", "--config", str(path), "--once", "--json"])
+    assert once.exit_code == 1, once.output  # a run failed (the missing table): cron sees it
+    outcomes = {(o["table"], o["service"]): o for o in json.loads(once.output)}
+    assert outcomes[(t.path, "compaction")]["outcome"] == "done"
+    assert outcomes[(str(tmp_path / "missing"), "rollback")]["outcome"] == "failed"
+
+    after = json.loads(CliRunner().invoke(cli, ["runner", "status", "--config", str(path), "--json"]).output)
+    row = {(r["table"], r["service"]): r for r in after}[(t.path, "compaction")]
+    assert row["log_files"] == 0 and row["last_completed"] is not None
+    text = CliRunner().invoke(cli, ["runner", "status", "--config", str(path)], env={"COLUMNS": "200"}).output
+    assert "every 1s" in text and "compaction" in text and "TableNotFoundError" in text
+
+    usage = CliRunner().invoke(cli, ["runner"])
+    assert usage.exit_code == 2 and "--config FILE is required" in usage.output
+    bad = config(tmp_path, "[[tables]]\npath = '/t'\ncompacton = 'every 1m'\n")
+    refused = CliRunner().invoke(cli, ["runner", "--config", str(bad), "--once"])
+    assert refused.exit_code == 2 and "RunnerConfigError" in refused.output and "compacton" in refused.output
