@@ -9,13 +9,18 @@ callbacks and inline services after it.
 * Callbacks run once per landed commit and never fail it; an HTTP callback on a loopback
   server receives every commit of three writer processes exactly once.
 * Inline compaction runs on the write after the trigger's N delta commits, also with a
-  process running compaction beside the writers (what a runner does): no compaction
-  instant completes twice, nothing is left pending, and the table equals its model.
+  runner process compacting the same table beside three writer processes: no
+  compaction instant completes twice, nothing is left pending, the runner exits 0 on
+  SIGTERM, and the table equals its model.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -34,12 +39,11 @@ from lakeline.table.validators import no_nulls, row_count_change, rows_satisfy
 from lakeline.timeline.errors import UnknownServiceError
 from lakeline.timeline.instant import Action, State
 
-from tests.helpers import finish, start_script, wait_for_files
+from tests.helpers import child_env, finish, start_script, wait_for_files
 from tests.table.test_concurrency import CompletionOrderModel
 from tests.table.workers import WORKERS_PY, check_files_on_disk, data_files_on_disk
 
 SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("v", pa.float64())])
-HERE = Path(__file__).parent
 
 
 def _table(tmp_path: Path, table_type: str, **props: Any) -> Table:
@@ -256,39 +260,46 @@ def test_table_properties_give_every_writer_hooks(tmp_path: Path, receiver: _Rec
     assert [i for i in t.timeline.completed() if i.action is Action.COMPACTION], "no inline compaction ran"
 
 
-def test_three_writers_with_inline_compaction_and_a_service_process_beside(tmp_path: Path,
-                                                                          receiver: _Receiver) -> None:
-    """Every commit reaches the HTTP callback exactly once; inline compactions and a
-    compaction loop in another process never execute one instant twice; the table
-    equals the completion-order model."""
+def test_three_writers_with_inline_compaction_and_a_runner_beside(tmp_path: Path, receiver: _Receiver) -> None:
+    """Every commit reaches the HTTP callback exactly once; inline compactions (of two
+    of the writers) and a runner process compacting the same table never execute one
+    instant twice; the runner stops cleanly; the table equals the completion-order model."""
     path = str(tmp_path / "t")
     Table.create(path, pa.schema([("id", pa.int64()), ("v", pa.string())]), record_key="id", table_type="mor",
                  properties={"commit.max-retries": 8, "engine.parallelism": 1, "compaction.delta-commits": 2,
-                             "inline.services": "compaction", "commit.callback-url": receiver.url,
+                             "commit.callback-url": receiver.url,
                              "heartbeat.interval-ms": 500})
-    go, stop = tmp_path / "go", tmp_path / "stop"
-    service = start_script(HERE / "hooks_child.py", ["compact-loop", path, str(stop)])
+    go = tmp_path / "go"
+    config = tmp_path / "runner.toml"
+    config.write_text(f'[runner]\nthreads = 1\ngrace_seconds = 20\n\n[[tables]]\npath = "{path}"\n'
+                      'compaction = "every 1s"\nrollback = "every 2s"\n')
+    runner = subprocess.Popen([sys.executable, "-m", "lakeline.cli", "runner", "--config", str(config)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
     procs, ready, logs = [], [], []
     for w in range(3):
         ready.append(tmp_path / f"ready-{w}")
         logs.append(tmp_path / f"w{w}.jsonl")
         procs.append(start_script(WORKERS_PY, ["stress", path, None, w, 40, w, str(logs[w]), str(ready[w]), str(go),
-                                               16, {"pause_s": 0.05}]))
+                                               16, {"pause_s": 0.05, "inline": ["compaction"] if w < 2 else []}]))
     wait_for_files(ready, timeout=120)
     go.write_text("go")
     for w, p in enumerate(procs):
         rc, _, err = finish(p, timeout=300)
         assert rc == 0, f"writer {w}: {err[-3000:]}"
-    stop.write_text("stop")
-    rc, out, err = finish(service, timeout=120)
-    assert rc == 0, err[-3000:]
-    loop_runs = json.loads(out.splitlines()[-1])["runs"]
+    time.sleep(2)  # a tick of the runner after the last write
+    runner.send_signal(signal.SIGTERM)
+    rc, _, err = finish(runner, timeout=60)
+    assert rc == 0, f"the runner did not stop cleanly on SIGTERM: {err[-3000:]}"
+    # The compactions the runner completed (its log line per run that did something).
+    by_runner = [int(i) for m in re.finditer(r"compaction done, instant\(s\) (\d+(?:,\d+)*)", err)
+                 for i in m.group(1).split(",")]
 
     t = Table.open(path)
     tl = t.timeline
     records = [json.loads(line) for log in logs for line in log.read_text().splitlines()]
     committed = {r["instant"]: r for r in records if r["outcome"] == "committed"}
     assert not [r for r in records if r["outcome"] not in ("committed", "conflict", "noop")]
+    assert not [r for r in records if r.get("hook_errors")], "an inline compaction failed"
     writes = [i for i in tl.completed() if i.action is Action.DELTA_COMMIT]
     assert sorted(committed) == sorted(i.id for i in writes)
     # Callbacks: each landed commit once, none for an attempt that did not land.
@@ -297,6 +308,7 @@ def test_three_writers_with_inline_compaction_and_a_service_process_beside(tmp_p
     # Compaction: inline and beside; every instant completed at most once, none pending.
     compactions = [i for i in tl.completed() if i.action is Action.COMPACTION]
     assert compactions, "no compaction ran"
+    assert set(by_runner) <= {i.id for i in compactions} and len(set(by_runner)) == len(by_runner)
     completed_events = Counter(ev.instant for ev in tl.events if ev.state is State.COMPLETED)
     assert all(n == 1 for n in completed_events.values())
     assert tl.pending() == []
@@ -306,4 +318,4 @@ def test_three_writers_with_inline_compaction_and_a_service_process_beside(tmp_p
     out_rows = t.to_arrow()
     model.check(sorted(zip(out_rows.column("id").to_pylist(), out_rows.column("v").to_pylist())))
     check_files_on_disk(t)
-    print(f"commits {len(writes)}, compactions {len(compactions)}, loop runs {loop_runs}")
+    print(f"commits {len(writes)}, compactions {len(compactions)} ({len(by_runner)} by the runner)")

@@ -12,7 +12,8 @@ Commands:
       JSON line to LOG: its rows or keys, and its outcome: "committed" (with the
       instant id), "conflict" (CommitConflictError) or "noop" (nothing to write).
       OPTIONS: {"upsert_share": 0.7, "max_rows": 4, "stop": null, "ts": null,
-      "pause_s": 0, "spark": false}: "spark" writes through ``lakeline.spark.write`` from a
+      "pause_s": 0, "spark": false, "inline": []}: "inline" names services every write
+      runs inline after its commit (``lakeline.services.inline``), "spark" writes through ``lakeline.spark.write`` from a
       Spark application of its own (``local[1]``), "stop" names a file whose existence ends the run early (COMMITS is
       then an upper bound; for runs of a set duration), "ts" a constant value of an
       ordering column "ts" in every row (a constant keeps the completion-order model
@@ -55,7 +56,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from lakeline.table import Table
+from lakeline.services import inline
+from lakeline.table import Hooks, Table
 from lakeline.timeline.errors import CommitConflictError, LakelineError
 
 
@@ -68,20 +70,20 @@ def _keys(t: Table, keys: list[dict[str, Any]]) -> pa.Table:
     return pa.Table.from_pylist(keys, schema=pa.schema([t.schema.field(n) for n in names]))
 
 
-def run_op(t: Table, spec: dict[str, Any]) -> Any:
-    """Run one write described by ``spec`` (see the module docstring)."""
+def run_op(t: Table, spec: dict[str, Any], hooks: Hooks | None = None) -> Any:
+    """Run one write described by ``spec`` (see the module docstring), with ``hooks``."""
     op = spec["op"]
     if op == "insert":
-        return t.insert(_rows(t, spec["rows"]))
+        return t.insert(_rows(t, spec["rows"]), hooks=hooks)
     if op == "upsert":
-        return t.upsert(_rows(t, spec["rows"]))
+        return t.upsert(_rows(t, spec["rows"]), hooks=hooks)
     if op == "delete":
-        return t.delete(_keys(t, spec["keys"]))
+        return t.delete(_keys(t, spec["keys"]), hooks=hooks)
     if op == "overwrite":
-        return t.overwrite(_rows(t, spec["rows"]), partitions=spec.get("partitions"))
+        return t.overwrite(_rows(t, spec["rows"]), partitions=spec.get("partitions"), hooks=hooks)
     if op == "delete_where":
         lo, hi = spec["range"]
-        return t.delete_where((pc.field("id") >= lo) & (pc.field("id") < hi))
+        return t.delete_where((pc.field("id") >= lo) & (pc.field("id") < hi), hooks=hooks)
     raise ValueError(f"unknown op {op!r}")
 
 
@@ -141,12 +143,15 @@ def stress(
     options: dict[str, Any] | None = None,
 ) -> None:
     opts = {"upsert_share": 0.7, "max_rows": 4, "stop": None, "ts": None, "pause_s": 0.0, "spark": False,
-            **(options or {})}
+            "inline": [], **(options or {})}
     extra = {} if opts["ts"] is None else {"ts": opts["ts"]}
     rng = random.Random(seed)
     t = Table.open(path, timeline=timeline)
     t.to_arrow()  # connect and warm up before the start line, not after it
     run = spark_runner(timeline) if opts["spark"] else run_op
+    if opts["inline"]:
+        hooks = Hooks(services=[inline(name) for name in opts["inline"]])
+        run = lambda t, rec: run_op(t, rec, hooks)  # noqa: E731
     Path(ready).write_text(str(os.getpid()))
     while not os.path.exists(go):
         time.sleep(0.005)
@@ -175,7 +180,8 @@ def stress(
                 if r.instant is None:
                     rec.update(outcome="noop", stats=dict(r.stats))
                 else:
-                    rec.update(outcome="committed", instant=r.instant.id, stats=dict(r.stats))
+                    rec.update(outcome="committed", instant=r.instant.id, stats=dict(r.stats),
+                               hook_errors=r.hook_errors)
             out.write(json.dumps(rec) + "\n")
             out.flush()
 
