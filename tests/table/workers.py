@@ -13,9 +13,10 @@ Commands:
       instant id), "conflict" (CommitConflictError) or "noop" (nothing to write).
       OPTIONS: {"upsert_share": 0.7, "max_rows": 4, "stop": null, "ts": null,
       "pause_s": 0, "spark": false, "inline": []}: "inline" names services every write
-      runs inline after its commit (``lakeline.services.inline``), "spark" writes through ``lakeline.spark.write`` from a
-      Spark application of its own (``local[1]``), "stop" names a file whose existence ends the run early (COMMITS is
-      then an upper bound; for runs of a set duration), "ts" a constant value of an
+      runs inline after its commit (``lakeline.services.inline``), "spark" writes through
+      ``lakeline.spark.write`` from a Spark application of its own (``local[1]``),
+      "stop" names a file whose existence ends the run early (COMMITS is then an
+      upper bound; for runs of a set duration), "ts" a constant value of an
       ordering column "ts" in every row (a constant keeps the completion-order model
       exact: on equal ordering values the later commit wins), "pause_s" the most a
       worker sleeps (at random) between writes, so services get turns.
