@@ -33,7 +33,7 @@ from .options import json_option
 from .render import console, print_json
 
 if TYPE_CHECKING:
-    from ..services.runner import RunOutcome, TableStatus
+    from ..services.runner import Runner, RunOutcome, TableStatus
 
 #: Exit code of ``--once`` when a run failed (the command worked; a service did not).
 FAILED_EXIT_CODE = 1
@@ -83,7 +83,7 @@ def runner(ctx: click.Context, config: str | None, once: bool, metrics_port: int
     _run_until_signalled(r, as_json)
 
 
-def _run_until_signalled(r: Any, as_json: bool) -> None:
+def _run_until_signalled(r: Runner, as_json: bool) -> None:
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
