@@ -10,7 +10,8 @@ tickets under new ``ss_ticket_number`` values) and deletes a 14-day ``ss_sold_da
 window (moving 14 days a round from 2000-11-01, so the first deletes reach the queries'
 November 2000), and runs the queries again. A round's query time is reading ``store_sales``
 (the columns the queries use) through the system's Arrow reader plus the five queries
-over it in DuckDB beside the dimension tables, median of ``--repeat`` runs, systems
+over it in DuckDB beside the dimension tables, the best of ``--repeat`` runs (the run
+least disturbed by other work on the machine; the median is in the JSON), systems
 measured in turns. Every system must return the same results each round.
 
 Reported per system and round: query time (read and queries), maintenance time (insert,
@@ -110,7 +111,8 @@ def measure(system: System, con: Any, texts: dict[int, str]) -> tuple[float, flo
 
 def query_round(systems: list[System], con: Any, texts: dict[int, str], repeat: int,
                 round_no: int, out: dict[str, Any]) -> dict[str, dict[str, float]]:
-    """Every system's read and queries ``repeat`` times in turns; medians per system.
+    """Every system's read and queries ``repeat`` times in turns; per system the fastest
+    run (its read and query parts) and the median.
     Results that differ from the first system's go to ``out["mismatches"]``; a digest of
     each query's result per round to ``out["digests"]`` (so a reader sees the rounds'
     writes reach the queries)."""
@@ -131,8 +133,9 @@ def query_round(systems: list[System], con: Any, texts: dict[int, str], repeat: 
                           file=sys.stderr)
     assert reference is not None
     out["digests"].append({q: hashlib.sha1(repr(rows).encode()).hexdigest()[:12] for q, rows in reference.items()})
-    return {name: {"read_s": statistics.median(r for r, _ in ts), "queries_s": statistics.median(q for _, q in ts),
-                   "query_time_s": statistics.median(r + q for r, q in ts)} for name, ts in times.items()}
+    best = {name: min(ts, key=sum) for name, ts in times.items()}
+    return {name: {"read_s": best[name][0], "queries_s": best[name][1], "query_time_s": sum(best[name]),
+                   "query_time_median_s": statistics.median(r + q for r, q in ts)} for name, ts in times.items()}
 
 
 def degradation_rate(times: list[float]) -> float:
@@ -205,6 +208,12 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                         "maintenance_s": sum(x.get("maintenance_s", 0.0) for x in r["rounds"]),
                         "bytes_written": sum(x["bytes_written"] for x in r["rounds"]),
                         "files": r["rounds"][-1]["files"], "log_files": r["rounds"][-1]["log_files"]}
+    if "deltalake" in out["systems"]:
+        # Load on a shared machine moves every system's time alike (they are measured in
+        # turns): the drift against deltalake's over the same rounds factors it out.
+        d = out["systems"]["deltalake"]["summary"]["last_over_round0"]
+        for r in out["systems"].values():
+            r["summary"]["last_over_round0_vs_deltalake"] = r["summary"]["last_over_round0"] / d
     out["targets"] = targets(out)
     return out
 
@@ -248,18 +257,23 @@ def report(result: dict[str, Any], command: str) -> str:
         f"{n} rounds then inserts 1% new tickets and deletes a 14-day `ss_sold_date_sk` window (moving, from "
         f"{WINDOW_START}), and queries again. Query time = reading the 6 `store_sales` columns the queries use "
         f"through the system's Arrow reader + TPC-DS queries {', '.join(map(str, QUERIES))} in DuckDB over it, "
-        f"median of {result['repeat']}, systems in turns. Degradation rate: LST-Bench's mean relative change of "
+        f"best of {result['repeat']}, systems in turns. Degradation rate: LST-Bench's mean relative change of "
         "the query time from round to round. Bytes written: every new file in the table's folder during the "
-        "rounds (background compaction included, the initial load not).",
+        "rounds (background compaction included, the initial load not). The systems are measured in turns, so "
+        "load from other work on the machine slows them alike: the ratio over deltalake's own shows the drift "
+        "that is the system's.",
         "",
-        f"| system | round 0 | round {n} | round {n} / round 0 | worst / round 0 | degradation rate | "
+        f"| system | round 0 | round {n} | round {n} / round 0 | "
+        f"worst / round 0 | degradation rate | round {n} / round 0 over deltalake's | "
         f"maintenance, {n} rounds | bytes written | files (logs) at the end |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name in names:
         s = systems[name]["summary"]
         lines.append(f"| {name} | {s['round0_s']:.2f} s | {s['last_s']:.2f} s | {s['last_over_round0']:.2f}x | "
-                     f"{s['worst_over_round0']:.2f}x | {s['degradation_rate']:+.1%} | {s['maintenance_s']:.2f} s | "
+                     f"{s['worst_over_round0']:.2f}x | {s['degradation_rate']:+.1%} | "
+                     + (f"{s['last_over_round0_vs_deltalake']:.2f}x" if "last_over_round0_vs_deltalake" in s else "-")
+                     + f" | {s['maintenance_s']:.2f} s | "
                      f"{_mib(s['bytes_written'])} | {s['files']} ({s['log_files']}) |")
     lines += ["", "Query time per round, read + queries (seconds):", "",
               "| round | " + " | ".join(names) + " |", "|---:|" + "---:|" * len(names)]
@@ -313,7 +327,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench longevity", description=__doc__.split("\n\n")[0])
     parser.add_argument("--sf", type=float, default=1.0, help="TPC-DS scale factor (default 1)")
     parser.add_argument("--rounds", type=int, default=8, help="rounds of data maintenance after round 0")
-    parser.add_argument("--repeat", type=int, default=5, help="reads + queries per system and round (median)")
+    parser.add_argument("--repeat", type=int, default=5, help="reads + queries per system and round (best reported)")
     parser.add_argument("--systems", type=lambda v: [s for s in v.split(",") if s], default=list(SYSTEMS),
                         help=f"comma list (default {','.join(SYSTEMS)})")
     parser.add_argument("--runner-every", default="5s", help="compaction and cleaning interval of the runner")
