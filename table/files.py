@@ -143,13 +143,19 @@ def read_file(task: FileRead) -> pa.Table:
     """Read one Parquet file (all row groups, the given columns those of them it has: a
     column the schema gained after the file was written is left to :func:`with_columns_of`).
 
-    Read as a one-file dataset: it decodes row groups in parallel and pre-buffers, where
-    ``ParquetFile.read`` decodes a column at a time (three columns of store_sales' base
-    files: 74 ms against 97 ms). The file's schema metadata is kept."""
-    dataset = ds.dataset(task.storage.path(task.rel_path), format="parquet", filesystem=task.storage.fs)
-    if not task.columns:
-        return dataset.to_table()
-    return dataset.to_table(columns=[c for c in task.columns if c in dataset.schema.names])
+    A file of several row groups is read as a one-file dataset: it decodes row groups in
+    parallel and pre-buffers, where ``ParquetFile.read`` decodes a column at a time
+    (three columns of store_sales' base files: 74 ms against 97 ms). A file of one row
+    group (a log, a small base) is read with ``ParquetFile.read``, which skips the
+    dataset's setup: 0.9 ms against 1.6 ms for a store_sales log, and a read of a
+    merge-on-read slice reads every log. The file's schema metadata is kept."""
+    path, fs = task.storage.path(task.rel_path), task.storage.fs
+    parquet = pq.ParquetFile(path, filesystem=fs)
+    names = parquet.schema_arrow.names
+    columns = [c for c in task.columns if c in names] if task.columns else None
+    if parquet.metadata.num_row_groups <= 1:
+        return parquet.read(columns=columns)
+    return ds.dataset(path, format="parquet", filesystem=fs).to_table(columns=columns)
 
 
 def read_snapshot_file(task: FileRead) -> pa.Table:

@@ -12,6 +12,8 @@ in a sequential replay.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -94,28 +96,55 @@ def merge_at_positions(base: pa.Table, changes: pa.Table, key: tuple[str, ...], 
     Returns:
         The live rows, with ``columns`` (of ``base``, or key columns).
     """
-    pointing = changes.filter(pc.is_valid(changes.column(BASE_POS)))
-    positions, first = np.unique(pointing.column(BASE_POS).to_numpy(), return_index=True)
-    touched = np.zeros(base.num_rows, dtype=bool)
-    touched[positions] = True
-    keep = pa.array(~touched)
+    touched = Touched.of(changes, base.num_rows)
+    keep = pa.array(touched.keep)
     # Column by column: half the time of Table.filter on the same mask (measured).
     untouched = pa.Table.from_arrays([base.column(c).filter(keep) for c in columns],
                                      schema=pa.schema([base.schema.field(c) for c in columns]))
-    if changes.num_rows == 0 or pc.all(pc.equal(changes.column(OP), OP_DELETE)).as_py():
-        # Only deletes: every touched row is deleted, and nothing in the logs lives.
-        return untouched
-    hit = base.take(pa.array(positions))
-    keys = pointing.take(pa.array(first))
-    for k in key:
-        if k not in hit.column_names:
-            hit = hit.append_column(k, keys.column(k))
-    hit = hit.append_column(OP, constant(OP_UPSERT, hit.num_rows))
-    names = hit.column_names
-    changes = changes.select(names).cast(hit.schema)
-    versions = pa.concat_tables([with_order(hit, 0), with_order(changes, hit.num_rows)])
-    merged = fold(versions, key, ordering).select(columns).cast(untouched.schema)
-    return pa.concat_tables([untouched, merged]) if untouched.num_rows else merged
+    hit = None if touched.only_deletes else base.take(pa.array(touched.positions))
+    return touched.merge(untouched, hit, changes, key, ordering, columns)
+
+
+@dataclass(frozen=True)
+class Touched:
+    """The base rows a slice's position logs touch: ``keep`` (a mask over the base, false
+    at a touched row), the touched ``positions`` (ascending) and, for each, the index of
+    the first change pointing at it (``first``, into the changes that point); and
+    whether the changes are all deletes (then the touched rows simply go)."""
+
+    keep: np.ndarray
+    positions: np.ndarray
+    first: np.ndarray
+    only_deletes: bool
+
+    @classmethod
+    def of(cls, changes: pa.Table, base_rows: int) -> Touched:
+        pointing = changes.filter(pc.is_valid(changes.column(BASE_POS)))
+        positions, first = np.unique(pointing.column(BASE_POS).to_numpy(), return_index=True)
+        keep = np.ones(base_rows, dtype=bool)
+        keep[positions] = False
+        only_deletes = changes.num_rows == 0 or bool(pc.all(pc.equal(changes.column(OP), OP_DELETE)).as_py())
+        return cls(keep, positions, first, only_deletes)
+
+    def merge(self, untouched: pa.Table, hit: pa.Table | None, changes: pa.Table, key: tuple[str, ...],
+              ordering: str | None, columns: list[str]) -> pa.Table:
+        """The live rows: ``untouched`` (the base rows ``keep`` selects, with
+        ``columns``), plus the fold of the touched base rows (``hit``: the base rows at
+        ``positions``, in order; None when only deletes) with the changes."""
+        if self.only_deletes or hit is None:
+            # Only deletes: every touched row is deleted, and nothing in the logs lives.
+            return untouched
+        pointing = changes.filter(pc.is_valid(changes.column(BASE_POS)))
+        keys = pointing.take(pa.array(self.first))
+        for k in key:
+            if k not in hit.column_names:
+                hit = hit.append_column(k, keys.column(k))
+        hit = hit.append_column(OP, constant(OP_UPSERT, hit.num_rows))
+        names = hit.column_names
+        changes = changes.select(names).cast(hit.schema)
+        versions = pa.concat_tables([with_order(hit, 0), with_order(changes, hit.num_rows)])
+        merged = fold(versions, key, ordering).select(columns).cast(untouched.schema)
+        return pa.concat_tables([untouched, merged]) if untouched.num_rows else merged
 
 
 def _merge_touched(base: pa.Table, touched: pa.Array, changes: pa.Table, key: tuple[str, ...],

@@ -34,6 +34,12 @@ SEQ = "_seq"
 #: that base in its metadata (:data:`BASE_FILE_KEY`); readers drop those rows by position.
 BASE_POS = "_base_pos"
 BASE_FILE_KEY = b"lakeline.base-file"
+
+
+def points_into(log: pa.Table, base_file: str) -> bool:
+    """Whether the rows of a log file (as read, with its schema metadata) hold base
+    positions into ``base_file`` (:data:`BASE_POS`, :data:`BASE_FILE_KEY`)."""
+    return BASE_POS in log.column_names and (log.schema.metadata or {}).get(BASE_FILE_KEY) == base_file.encode()
 OP_UPSERT = "U"
 OP_DELETE = "D"
 

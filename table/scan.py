@@ -33,7 +33,7 @@ from ..timeline.timeline import Timeline
 from .context import TableContext
 from .files import FileRead, read_snapshot_file, with_columns_of
 from .merge import merge_at_positions, merge_onto
-from .records import BASE_FILE_KEY, BASE_POS, OP, SEQ, check_columns, check_filter
+from .records import BASE_POS, OP, SEQ, check_columns, check_filter, points_into
 
 
 def resolve_snapshot(tl: Timeline, as_of: int | datetime | None) -> Timeline:
@@ -152,23 +152,36 @@ def read_slice(task: SliceRead) -> pa.Table:
     log, or deleted, was touched there by an earlier log). Else (a log from before
     positions, or written on an older base that a compaction replaced meanwhile) the
     merge compares keys."""
+    names = tuple(task.schema.names)
+    if not task.slice.logs:
+        return _read_base(task, names)
+    log_rows, positional = read_logs(task)
+    if positional:
+        wanted, read = position_columns(task)
+        return merge_at_positions(_read_base(task, read), log_rows, task.key, task.ordering, list(wanted))
+    return merge_onto(_read_base(task, names), log_rows, task.key, task.ordering).cast(task.schema)
+
+
+def read_logs(task: SliceRead) -> tuple[pa.Table, bool]:
+    """The slice's log rows in fold order (``task.schema``'s columns and ``_op``), and
+    whether they all hold positions into the slice's base (then with ``_base_pos``)."""
     s = task.slice
     names = tuple(task.schema.names)
-    if not s.logs:
-        return _read_base(task, names)
     logs = [read_snapshot_file(FileRead(task.storage, f.path, (*names, OP, SEQ, BASE_POS))) for f in s.logs]
     log_schema = task.schema.append(pa.field(OP, pa.string()))
-    positional = s.base is not None and all(_points_into(lg, s.base.path) for lg in logs)
+    positional = s.base is not None and all(points_into(lg, s.base.path) for lg in logs)
     if positional:
         log_schema = log_schema.append(pa.field(BASE_POS, pa.int64()))
     logs = [with_columns_of(lg.sort_by(SEQ).drop_columns([SEQ]), log_schema) for lg in logs]
-    log_rows = pa.concat_tables(logs, promote_options="permissive")
-    if positional:
-        wanted = list(task.wanted if task.wanted is not None else names)
-        read = wanted + [task.ordering] if task.ordering and task.ordering not in wanted else wanted
-        base = _read_base(task, tuple(read))
-        return merge_at_positions(base, log_rows, task.key, task.ordering, wanted)
-    return merge_onto(_read_base(task, names), log_rows, task.key, task.ordering).cast(task.schema)
+    return pa.concat_tables(logs, promote_options="permissive"), positional
+
+
+def position_columns(task: SliceRead) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(wanted, read)`` of a merge by position: the columns returned, and the base
+    columns decoded (those and the ordering field; the key comes from the logs)."""
+    wanted = task.wanted if task.wanted is not None else tuple(task.schema.names)
+    read = (*wanted, task.ordering) if task.ordering and task.ordering not in wanted else wanted
+    return wanted, read
 
 
 def _read_base(task: SliceRead, names: tuple[str, ...]) -> pa.Table:
@@ -176,11 +189,6 @@ def _read_base(task: SliceRead, names: tuple[str, ...]) -> pa.Table:
     s = task.slice
     base = read_snapshot_file(FileRead(task.storage, s.base.path, names)) if s.base else schema.empty_table()
     return with_columns_of(base, schema)
-
-
-def _points_into(log: pa.Table, base_file: str) -> bool:
-    """Whether ``log`` holds base positions, into ``base_file``."""
-    return BASE_POS in log.column_names and (log.schema.metadata or {}).get(BASE_FILE_KEY) == base_file.encode()
 
 
 class Scan:

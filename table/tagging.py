@@ -26,7 +26,7 @@ from ..timeline.storage import Storage
 from .engine import Engine
 from .files import FileRead, read_snapshot_file
 from .merge import fold, with_order
-from .records import BASE_POS, OP, OP_UPSERT, constant
+from .records import BASE_POS, OP, OP_UPSERT, constant, points_into
 
 FG = "_fg"
 ROW = "_row"
@@ -54,29 +54,31 @@ def _with_slice(t: pa.Table, index: int) -> pa.Table:
 
 
 def slice_live_keys(task: SliceKeys) -> pa.Table:
-    """The keys alive in a slice (base plus logs, folded); with a probe, only the
-    probe's ``_row`` numbers found there, with the slice's number in ``_fg``."""
+    """The keys alive in a slice (base plus logs: by position when the logs hold base
+    positions, else folded); with a probe, only the probe's ``_row`` numbers found
+    there, with the slice's number in ``_fg``."""
     s = task.slice
-    parts = []
-    start = 0
-    live: pa.Table | None = None
+    base: pa.Table | None = None
     if s.base is not None:
         base = read_snapshot_file(FileRead(task.storage, s.base.path, task.key))
         if task.positions:
             # Each base row's position: a live key whose version is the base's row is
             # tagged with it, for the log's position deletes (a log's rows carry nulls).
             base = base.append_column(BASE_POS, pa.array(np.arange(base.num_rows, dtype=np.int64)))
-        if not s.logs:
-            live = base
-        else:
-            base = base.append_column(OP, constant(OP_UPSERT, base.num_rows))
-            parts.append(with_order(base, start))
+    logs = [read_snapshot_file(FileRead(task.storage, log.path, task.key + (OP, BASE_POS))) for log in s.logs]
+    if base is not None and not logs:
+        live = base
+    elif s.base is not None and base is not None and all(points_into(lg, s.base.path) for lg in logs):
+        live = _live_by_position(base, logs, task.key)
+    else:
+        # Logs from before positions, or written on an older base: fold every version.
+        parts, start = [], 0
+        if base is not None:
+            parts.append(with_order(base.append_column(OP, constant(OP_UPSERT, base.num_rows)), start))
             start += base.num_rows
-    if live is None:
-        for log in s.logs:
-            t = read_snapshot_file(FileRead(task.storage, log.path, task.key + (OP,)))
-            parts.append(with_order(t, start))
-            start += t.num_rows
+        for lg in logs:
+            parts.append(with_order(lg.drop_columns([c for c in (BASE_POS,) if c in lg.column_names]), start))
+            start += lg.num_rows
         live = fold(pa.concat_tables(parts, promote_options="permissive"), task.key, None)
     if task.probe is None:
         return _with_slice(live, task.index)
@@ -88,6 +90,26 @@ def slice_live_keys(task: SliceKeys) -> pa.Table:
     if BASE_POS not in joined.column_names:  # no positions asked for, or a slice of logs alone
         joined = joined.append_column(BASE_POS, pa.nulls(joined.num_rows, pa.int64()))
     return _with_slice(joined.select([ROW, BASE_POS]), task.index)
+
+
+def _live_by_position(base: pa.Table, logs: list[pa.Table], key: tuple[str, ...]) -> pa.Table:
+    """The live keys of a slice whose logs all point into its base: the base rows no log
+    touches (a log carries every key it touches with the key's base row, see
+    :func:`lakeline.table.scan.read_slice`), and the keys live after folding the logs
+    alone. Only the logs' rows go through the fold, not the whole base."""
+    touched = np.zeros(base.num_rows, dtype=bool)
+    for lg in logs:
+        pos = lg.column(BASE_POS).drop_null().to_numpy()
+        touched[pos] = True
+    untouched = base.filter(pa.array(~touched))
+    start, parts = 0, []
+    for lg in logs:
+        parts.append(with_order(lg.select(list(key) + [OP]), start))
+        start += lg.num_rows
+    in_logs = fold(pa.concat_tables(parts), key, None)
+    if BASE_POS in untouched.column_names:  # a key whose live version is in a log has no base row
+        in_logs = in_logs.append_column(BASE_POS, pa.nulls(in_logs.num_rows, pa.int64()))
+    return pa.concat_tables([untouched, in_logs.cast(untouched.schema)])
 
 
 def candidate_slices(slices: list[FileSlice], keys: pa.Table,
