@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 
 from ..config.table_properties import TableProperties
 from ..timeline.commit_metadata import CommitMetadata
-from ..timeline.errors import InvalidPropertyError, ValidationError
+from ..timeline.errors import InvalidHookError, InvalidPropertyError, ValidationError
 from ..timeline.instant import Action, Event, State
 from ..timeline.log import now_us
 from ..timeline.timeline import Timeline
@@ -106,10 +106,10 @@ class Hooks:
         for kind, hooks in (("validators", self.validators), ("callbacks", self.callbacks)):
             bad = [h for h in hooks if not callable(h)]
             if bad:
-                raise TypeError(f"Hooks({kind}=...): {bad[0]!r} is not callable")
+                raise InvalidHookError(f"Hooks({kind}=...): {bad[0]!r} is not callable")
         bad_services = [s for s in self.services if not hasattr(s, "run")]
         if bad_services:
-            raise TypeError(f"Hooks(services=...): {bad_services[0]!r} is not an inline service "
+            raise InvalidHookError(f"Hooks(services=...): {bad_services[0]!r} is not an inline service "
                             "(use lakeline.services.inline(name))")
 
     @property
@@ -277,12 +277,12 @@ def effective_hooks(hooks: Hooks | None, props: TableProperties, schema: pa.Sche
     against ``schema``, before the write writes anything.
 
     Raises:
-        TypeError: ``hooks`` is not a :class:`Hooks`.
+        InvalidHookError: ``hooks`` is not a :class:`Hooks`.
         InvalidPropertyError, UnknownColumnError, InvalidFilterError: as the checks say.
     """
     out = hooks if hooks is not None else Hooks()
     if not isinstance(out, Hooks):
-        raise TypeError(f"hooks must be a lakeline.table.Hooks, not {type(out).__name__}")
+        raise InvalidHookError(f"hooks must be a lakeline.table.Hooks, not {type(out).__name__}")
     out = out.joined(property_hooks(props))
     out.check_schema(schema)
     return out

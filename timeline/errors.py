@@ -235,6 +235,11 @@ class SavepointConflictError(SnapshotExpiredError):
 # --- hooks, catalog and runner --------------------------------------------------
 
 
+class InvalidHookError(LakelineError, TypeError):
+    """A write's ``hooks`` hold something that is not a hook (not callable, not an
+    inline service); refused before anything is written."""
+
+
 class ValidationError(LakelineError, ValueError):
     """A pre-commit validator refused a write (the message names the validator); the
     write's files were rolled back and nothing became visible."""

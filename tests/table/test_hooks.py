@@ -36,7 +36,7 @@ from lakeline.services import inline
 from lakeline.table import Hooks, InvalidPropertyError, Table, UnknownColumnError, ValidationContext, ValidationError
 from lakeline.table.callbacks import http_post
 from lakeline.table.validators import no_nulls, row_count_change, rows_satisfy
-from lakeline.timeline.errors import UnknownServiceError
+from lakeline.timeline.errors import InvalidHookError, UnknownServiceError
 from lakeline.timeline.instant import Action, State
 
 from tests.helpers import child_env, finish, start_script, wait_for_files
@@ -143,7 +143,7 @@ def test_a_broken_validator_refuses_and_bad_validators_are_refused_before_writin
     with pytest.raises(UnknownColumnError):
         t.upsert(pa.table({"id": [5], "ts": [1], "v": [1.0]}),
                  hooks=Hooks(validators=[rows_satisfy(pc.field("nope") > 1)]))
-    with pytest.raises(TypeError):
+    with pytest.raises(InvalidHookError):
         t.upsert(pa.table({"id": [5], "ts": [1], "v": [1.0]}), hooks=Hooks(validators=["not callable"]))  # type: ignore[list-item]
     with pytest.raises(UnknownServiceError):
         inline("rollback")
