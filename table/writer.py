@@ -4,10 +4,11 @@ Each public write is a loop of attempts, and :func:`run_write` reads as one: an 
 takes a fresh :class:`~.context.TableContext` (one snapshot), **plans** against it
 (tagging, small files, key checks: typed errors surface here, before anything is
 written), **begins** an instant, **writes** the plan's files through the engine
-(:func:`write_files`) and their index entries, **validates** (the completion rule: the
-conflict rules and the key check) and **completes** through the commit protocol
-(:mod:`.commit`). On a conflict the attempt is rolled back and the whole operation
-replayed from a fresh snapshot, up to ``commit.max-retries`` times.
+(:func:`write_files`) and their index entries, runs the hooks' **validators** on the
+table before and after it (:mod:`.hooks`; a refusal rolls the attempt back), and
+**completes** through the commit protocol (:mod:`.commit`) under its completion rule
+(the conflict rules and the key check). On a conflict the attempt is rolled back and
+the whole operation replayed from a fresh snapshot, up to ``commit.max-retries`` times.
 """
 
 from __future__ import annotations
