@@ -155,14 +155,14 @@ def read_slice(task: SliceRead) -> pa.Table:
     names = tuple(task.schema.names)
     if not task.slice.logs:
         return _read_base(task, names)
-    log_rows, positional = read_logs(task)
+    log_rows, positional = _read_logs(task)
     if positional:
-        wanted, read = position_columns(task)
+        wanted, read = _position_columns(task)
         return merge_at_positions(_read_base(task, read), log_rows, task.key, task.ordering, list(wanted))
     return merge_onto(_read_base(task, names), log_rows, task.key, task.ordering).cast(task.schema)
 
 
-def read_logs(task: SliceRead) -> tuple[pa.Table, bool]:
+def _read_logs(task: SliceRead) -> tuple[pa.Table, bool]:
     """The slice's log rows in fold order (``task.schema``'s columns and ``_op``), and
     whether they all hold positions into the slice's base (then with ``_base_pos``)."""
     s = task.slice
@@ -176,7 +176,7 @@ def read_logs(task: SliceRead) -> tuple[pa.Table, bool]:
     return pa.concat_tables(logs, promote_options="permissive"), positional
 
 
-def position_columns(task: SliceRead) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _position_columns(task: SliceRead) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """``(wanted, read)`` of a merge by position: the columns returned, and the base
     columns decoded (those and the ordering field; the key comes from the logs)."""
     wanted = task.wanted if task.wanted is not None else tuple(task.schema.names)
