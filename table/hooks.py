@@ -110,11 +110,7 @@ class Hooks:
         bad_services = [s for s in self.services if not hasattr(s, "run")]
         if bad_services:
             raise InvalidHookError(f"Hooks(services=...): {bad_services[0]!r} is not an inline service "
-                            "(use lakeline.services.inline(name))")
-
-    @property
-    def empty(self) -> bool:
-        return not (self.validators or self.callbacks or self.services)
+                                   "(use lakeline.services.inline(name))")
 
     def check_schema(self, schema: pa.Schema) -> None:
         """Refuse validators that name what the table does not have, before the write
