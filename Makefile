@@ -19,7 +19,7 @@ PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 # Installing is slow (pyspark, deltalake, ...): redo it only when the build inputs changed
-# (an editable install compiles indexes/_native.c in place).
+# (an editable install compiles indexes/_native.c and table/_position_filter.c in place).
 STAMP := $(VENV)/.installed-stamp
 PG_SERVER := /usr/lib/postgresql/15/bin/postgres
 WITH_PG := scripts/with-postgres.sh
@@ -32,7 +32,7 @@ venv: $(STAMP)
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): pyproject.toml setup.py indexes/_native.c | $(PY)
+$(STAMP): pyproject.toml setup.py indexes/_native.c table/_position_filter.c | $(PY)
 	$(PY) -m pip install -e '.[dev]'
 	touch $@
 

@@ -82,12 +82,19 @@ def compare(merged: Path, work: Path, repeat: int) -> dict[str, float]:
 
 
 def _summary(rows: Any) -> tuple[int, ...]:
-    """Row count and each integer column's sum: equal for equal tables."""
+    """Row count, each integer column's sum, and the sum of a hash of each whole row:
+    equal for tables with the same rows, in any order (the hash ties each row's values
+    together, so rows whose columns were shuffled apart do not pass)."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
+    from lakeline.indexes.hashing import hash_array
 
     sums = [pc.sum(rows.column(f.name)).as_py() or 0 for f in rows.schema if pa.types.is_integer(f.type)]
-    return (rows.num_rows, *sums)
+    row_hash = np.zeros(rows.num_rows, dtype=np.uint64)
+    for i, name in enumerate(sorted(rows.column_names)):
+        row_hash = (row_hash ^ hash_array(rows.column(name), seed=i + 1)) * np.uint64(0x9E3779B97F4A7C15)
+    return (rows.num_rows, *sums, int(row_hash.sum(dtype=np.uint64)))
 
 
 def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:

@@ -41,7 +41,9 @@ KEEP_CHECKPOINTS = 3
 
 #: One row per file of a slice; a slice whose base is pending (a compaction) has rows for
 #: its logs only. ``slot`` orders the slices of a group; key bounds are JSON text because
-#: commit metadata records them as JSON values of the key's type.
+#: commit metadata records them as JSON values of the key's type. ``deletes`` (a log's
+#: delete records) came later: a checkpoint without it reads as 0, "not known", which
+#: only makes a read of a delete-only log read it whole.
 FILES_SCHEMA = pa.schema([
     pa.field("partition", pa.string(), nullable=False),
     pa.field("file_group", pa.string(), nullable=False),
@@ -56,7 +58,9 @@ FILES_SCHEMA = pa.schema([
     pa.field("key_min", pa.string()),
     pa.field("key_max", pa.string()),
     pa.field("inserts", pa.bool_(), nullable=False),
+    pa.field("deletes", pa.int64(), nullable=False),
 ])
+_OPTIONAL = {"deletes"}
 
 
 def view_rows(view: FileSystemView) -> pa.Table:
@@ -78,6 +82,7 @@ def view_rows(view: FileSystemView) -> pa.Table:
                 cols["key_min"].append(None if f.key_min is None else json.dumps(f.key_min))
                 cols["key_max"].append(None if f.key_max is None else json.dumps(f.key_max))
                 cols["inserts"].append(f.inserts)
+                cols["deletes"].append(f.deletes)
     return pa.table(cols, schema=FILES_SCHEMA)
 
 
@@ -88,15 +93,18 @@ def state_from_rows(rows: pa.Table) -> dict[tuple[str, str], tuple[FileSlice, ..
         MetadataTableError: the rows are not a files checkpoint.
     """
     missing = [f.name for f in FILES_SCHEMA if f.name not in rows.column_names]
-    if missing:
+    if set(missing) - _OPTIONAL:
         raise MetadataTableError(f"files checkpoint lacks columns {missing}")
+    for name in missing:
+        rows = rows.append_column(name, pa.array([0] * rows.num_rows, FILES_SCHEMA.field(name).type))
     rows = rows.sort_by([("partition", "ascending"), ("file_group", "ascending"), ("slot", "ascending"),
                          ("completed_seq", "ascending")])
     c = {name: rows.column(name).to_pylist() for name in FILES_SCHEMA.names}
     slices: dict[tuple[str, str], dict[int, list[Any]]] = {}
     for i in range(rows.num_rows):
         df = DataFile(c["path"][i], c["kind"][i], c["instant"][i], c["rows"][i], c["bytes"][i],
-                      c["completed_seq"][i], _bound(c["key_min"][i]), _bound(c["key_max"][i]), c["inserts"][i])
+                      c["completed_seq"][i], _bound(c["key_min"][i]), _bound(c["key_max"][i]), c["inserts"][i],
+                      c["deletes"][i])
         group = slices.setdefault((c["partition"][i], c["file_group"][i]), {})
         slot = group.setdefault(c["slot"][i], [c["base_instant"][i], None, []])
         if df.kind == "base":

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..indexes.hashing import hash_array
+from .position_filter import drop_positions
 from .records import BASE_POS, OP, OP_DELETE, OP_UPSERT, constant
 
 ORD = "_ord"
@@ -61,6 +62,24 @@ def fold(versions: pa.Table, key: tuple[str, ...], ordering: str | None) -> pa.T
     return versions.filter(mask).drop_columns([OP, ORD])
 
 
+def fold_few(versions: pa.Table, key: tuple[str, ...], ordering: str | None) -> pa.Table:
+    """:func:`fold` for versions most keys have one of (a slice's log records): a row
+    whose key hash no other row has is its key's only version, alive unless it is a
+    delete; only the rest go through the fold's group-bys and join. A hash collision
+    only sends a lone version through the fold, which keeps it or not by its real key.
+    (store_sales after a 1% upsert: 30k log rows, 13.7 ms in the fold, 2 ms this way.)"""
+    if versions.num_rows == 0:
+        return fold(versions, key, ordering)
+    hashes = _row_hashes(versions, key, versions.schema)
+    _, inverse, counts = np.unique(hashes, return_inverse=True, return_counts=True)
+    alone = counts[inverse] == 1
+    is_upsert = pc.not_equal(versions.column(OP), OP_DELETE)
+    lone = versions.filter(pc.and_(pa.array(alone), is_upsert)).drop_columns([OP, ORD])
+    if alone.all():
+        return lone
+    return pa.concat_tables([lone, fold(versions.filter(pa.array(~alone)), key, ordering)])
+
+
 def merge_onto(base: pa.Table, changes: pa.Table, key: tuple[str, ...], ordering: str | None) -> pa.Table:
     """Apply ``changes`` (rows with ``_op``, in commit order) to ``base`` (live rows).
 
@@ -85,65 +104,75 @@ def merge_onto(base: pa.Table, changes: pa.Table, key: tuple[str, ...], ordering
 
 
 def merge_at_positions(base: pa.Table, changes: pa.Table, key: tuple[str, ...], ordering: str | None,
-                       columns: list[str]) -> pa.Table:
+                       columns: list[str], owned: bool = False, keep_order: bool = True) -> pa.Table:
     """:func:`merge_onto` when the changes say which base rows they touch (position
     deletes): a change's ``_base_pos`` is the row its key has in ``base``, or null.
     Every base row of a key that a change carries must be pointed at by one of them;
     the writers guarantee it (see :func:`lakeline.table.scan.read_slice`), so no base
     key is hashed or compared, and ``base`` need not hold the key columns at all: a
-    touched row takes its key from the change pointing at it.
+    touched row takes its key from the change pointing at it. When the changes are
+    all deletes they need only ``_op`` and ``_base_pos``.
+
+    ``owned``: ``base``'s buffers are the caller's alone (it decoded them for this
+    merge), so the touched rows are dropped within them (:func:`drop_positions`);
+    ``base`` is not usable afterwards. With ``keep_order=False`` too, only as many rows
+    move as are dropped (the untouched rows then lose their order within a chunk).
 
     Returns:
         The live rows, with ``columns`` (of ``base``, or key columns).
     """
-    touched = Touched.of(changes, base.num_rows)
-    keep = pa.array(touched.keep)
-    # Column by column: half the time of Table.filter on the same mask (measured).
-    untouched = pa.Table.from_arrays([base.column(c).filter(keep) for c in columns],
+    touched = Touched.of(changes)
+    # Without an ordering field the touched base rows are all replaced or deleted.
+    hit = None if touched.only_deletes or ordering is None else base.take(pa.array(touched.positions))
+    untouched = pa.Table.from_arrays([drop_positions(base.column(c), touched.positions, owned, keep_order)
+                                      for c in columns],
                                      schema=pa.schema([base.schema.field(c) for c in columns]))
-    hit = None if touched.only_deletes else base.take(pa.array(touched.positions))
     return touched.merge(untouched, hit, changes, key, ordering, columns)
 
 
 @dataclass(frozen=True)
 class Touched:
-    """The base rows a slice's position logs touch: ``keep`` (a mask over the base, false
-    at a touched row), the touched ``positions`` (ascending) and, for each, the index of
-    the first change pointing at it (``first``, into the changes that point); and
-    whether the changes are all deletes (then the touched rows simply go)."""
+    """The base rows a slice's position logs touch: their ``positions`` (ascending,
+    unique) and, for each, the index of the first change pointing at it (``first``,
+    into the changes that point); and whether the changes are all deletes (then the
+    touched rows simply go)."""
 
-    keep: np.ndarray
     positions: np.ndarray
     first: np.ndarray
     only_deletes: bool
 
     @classmethod
-    def of(cls, changes: pa.Table, base_rows: int) -> Touched:
+    def of(cls, changes: pa.Table) -> Touched:
         pointing = changes.filter(pc.is_valid(changes.column(BASE_POS)))
         positions, first = np.unique(pointing.column(BASE_POS).to_numpy(), return_index=True)
-        keep = np.ones(base_rows, dtype=bool)
-        keep[positions] = False
         only_deletes = changes.num_rows == 0 or bool(pc.all(pc.equal(changes.column(OP), OP_DELETE)).as_py())
-        return cls(keep, positions, first, only_deletes)
+        return cls(positions.astype(np.int64, copy=False), first, only_deletes)
 
     def merge(self, untouched: pa.Table, hit: pa.Table | None, changes: pa.Table, key: tuple[str, ...],
               ordering: str | None, columns: list[str]) -> pa.Table:
-        """The live rows: ``untouched`` (the base rows ``keep`` selects, with
+        """The live rows: ``untouched`` (the base rows not at ``positions``, with
         ``columns``), plus the fold of the touched base rows (``hit``: the base rows at
-        ``positions``, in order; None when only deletes) with the changes."""
-        if self.only_deletes or hit is None:
+        ``positions``, in order) with the changes. ``hit`` may be None when there is no
+        ordering field: every change then replaces the base row it points at, so no
+        touched base row can survive the fold and only the changes fold."""
+        if self.only_deletes:
             # Only deletes: every touched row is deleted, and nothing in the logs lives.
             return untouched
-        pointing = changes.filter(pc.is_valid(changes.column(BASE_POS)))
-        keys = pointing.take(pa.array(self.first))
-        for k in key:
-            if k not in hit.column_names:
-                hit = hit.append_column(k, keys.column(k))
-        hit = hit.append_column(OP, constant(OP_UPSERT, hit.num_rows))
-        names = hit.column_names
-        changes = changes.select(names).cast(hit.schema)
-        versions = pa.concat_tables([with_order(hit, 0), with_order(changes, hit.num_rows)])
-        merged = fold(versions, key, ordering).select(columns).cast(untouched.schema)
+        if hit is None:
+            # Every change stays in the fold, deletes pointing into the base too: two
+            # writers may both have found a key live at the same base row (an upsert and
+            # a delete racing), and the later one must win over the other's version.
+            versions = with_order(changes.select(list(dict.fromkeys([*columns, *key, OP]))), 0)
+        else:
+            pointing = changes.filter(pc.is_valid(changes.column(BASE_POS)))
+            keys = pointing.take(pa.array(self.first))
+            for k in key:
+                if k not in hit.column_names:
+                    hit = hit.append_column(k, keys.column(k))
+            hit = hit.append_column(OP, constant(OP_UPSERT, hit.num_rows))
+            changes = changes.select(hit.column_names).cast(hit.schema)
+            versions = pa.concat_tables([with_order(hit, 0), with_order(changes, hit.num_rows)])
+        merged = fold_few(versions, key, ordering).select(columns).cast(untouched.schema)
         return pa.concat_tables([untouched, merged]) if untouched.num_rows else merged
 
 

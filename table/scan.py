@@ -139,6 +139,10 @@ class SliceRead:
     # The columns the caller needs back (of ``schema``); None: all of them. With
     # position deletes the key columns are then only read from the logs.
     wanted: tuple[str, ...] | None = None
+    threads: bool = True  # decode the base on Arrow's threads (:attr:`FileRead.threads`)
+    # Return the base's rows in file order. A read need not: then dropping the rows the
+    # logs touch moves only as many rows as it drops (:func:`drop_positions`).
+    keep_order: bool = True
 
 
 def read_slice(task: SliceRead) -> pa.Table:
@@ -158,18 +162,31 @@ def read_slice(task: SliceRead) -> pa.Table:
     log_rows, positional = _read_logs(task)
     if positional:
         wanted, read = _position_columns(task)
-        return merge_at_positions(_read_base(task, read), log_rows, task.key, task.ordering, list(wanted))
+        # The base was decoded for this merge alone: its rows may be dropped in place.
+        return merge_at_positions(_read_base(task, read), log_rows, task.key, task.ordering, list(wanted),
+                                  owned=True, keep_order=task.keep_order)
     return merge_onto(_read_base(task, names), log_rows, task.key, task.ordering).cast(task.schema)
 
 
 def _read_logs(task: SliceRead) -> tuple[pa.Table, bool]:
     """The slice's log rows in fold order (``task.schema``'s columns and ``_op``), and
-    whether they all hold positions into the slice's base (then with ``_base_pos``)."""
+    whether they all hold positions into the slice's base (then with ``_base_pos``).
+
+    When every log holds deletes only (as their commits recorded) and they point into
+    the base, their rows only say which base rows go: then only ``_op`` and
+    ``_base_pos`` are read, in no particular order."""
     s = task.slice
     names = tuple(task.schema.names)
-    logs = [read_snapshot_file(FileRead(task.storage, f.path, (*names, OP, SEQ, BASE_POS))) for f in s.logs]
-    log_schema = task.schema.append(pa.field(OP, pa.string()))
+    every_column = (*names, OP, SEQ, BASE_POS)
+    deletes_only = s.base is not None and all(f.deletes == f.rows for f in s.logs)
+    logs = [read_snapshot_file(FileRead(task.storage, f.path, (OP, BASE_POS) if deletes_only else every_column,
+                                        threads=False)) for f in s.logs]
     positional = s.base is not None and all(points_into(lg, s.base.path) for lg in logs)
+    if deletes_only and positional:
+        return pa.concat_tables(logs), True
+    if deletes_only:  # logs from before positions: the merge compares keys
+        logs = [read_snapshot_file(FileRead(task.storage, f.path, every_column, threads=False)) for f in s.logs]
+    log_schema = task.schema.append(pa.field(OP, pa.string()))
     if positional:
         log_schema = log_schema.append(pa.field(BASE_POS, pa.int64()))
     logs = [with_columns_of(lg.sort_by(SEQ).drop_columns([SEQ]), log_schema) for lg in logs]
@@ -187,8 +204,9 @@ def _position_columns(task: SliceRead) -> tuple[tuple[str, ...], tuple[str, ...]
 def _read_base(task: SliceRead, names: tuple[str, ...]) -> pa.Table:
     schema = pa.schema([task.schema.field(n) for n in names])
     s = task.slice
-    base = read_snapshot_file(FileRead(task.storage, s.base.path, names)) if s.base else schema.empty_table()
-    return with_columns_of(base, schema)
+    if s.base is None:
+        return schema.empty_table()
+    return with_columns_of(read_snapshot_file(FileRead(task.storage, s.base.path, names, task.threads)), schema)
 
 
 class Scan:
@@ -283,7 +301,8 @@ class Scan:
             merge_schema = self._merge_schema()
             wanted = self._wanted(merge_schema)
             for s in merged:
-                t = read_slice(SliceRead(storage, s, merge_schema, cfg.record_key, cfg.ordering_field, wanted))
+                t = read_slice(SliceRead(storage, s, merge_schema, cfg.record_key, cfg.ordering_field, wanted,
+                                         keep_order=False))
                 if self.filter is not None:
                     t = ds.dataset(t).to_table(filter=self.filter)
                 yield from t.select(out.names).cast(out).to_batches()
@@ -311,7 +330,8 @@ class Scan:
         return tuple(f.name for f in merge_schema if f.name in self.columns or (text and f.name in text))
 
     def to_arrow(self) -> pa.Table:
-        """The snapshot's rows, filtered and projected.
+        """The snapshot's rows, filtered and projected, in no guaranteed order (a
+        merge-on-read slice's rows leave its base's order where the logs dropped rows).
 
         Raises:
             SnapshotExpiredError: a file of the snapshot was cleaned meanwhile (it left
@@ -334,7 +354,10 @@ class Scan:
         if merged:
             merge_schema = self._merge_schema()
             wanted = self._wanted(merge_schema)
-            tasks = [SliceRead(storage, s, merge_schema, cfg.record_key, cfg.ordering_field, wanted) for s in merged]
+            # As many slices as the engine has workers: each worker decodes its own.
+            threads = len(merged) < getattr(self.ctx.engine, "parallelism", 1)
+            tasks = [SliceRead(storage, s, merge_schema, cfg.record_key, cfg.ordering_field, wanted, threads,
+                               keep_order=False) for s in merged]
             for t in self.ctx.engine.map(read_slice, tasks):
                 if self.filter is not None:
                     t = ds.dataset(t).to_table(filter=self.filter)

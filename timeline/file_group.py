@@ -83,6 +83,7 @@ class DataFile:
     key_min: object = None
     key_max: object = None
     inserts: bool = False  # holds keys that were new to the table when written
+    deletes: int = 0  # log files: how many rows are delete records (all of them: a delete-only log)
 
 
 @dataclass(frozen=True)

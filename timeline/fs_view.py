@@ -114,6 +114,7 @@ class FileSystemView:
                     key_min=st.key_min,
                     key_max=st.key_max,
                     inserts=st.inserts,
+                    deletes=st.deletes,
                 )
                 groups = groups_of(st.partition)
                 slices = groups.get(st.file_group, ())

@@ -9,6 +9,7 @@ failing to write one, may cost time but never a row.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -99,6 +100,22 @@ def test_checkpoint_rows_round_trip(tmp_path: Path) -> None:
     _random_history(t, random.Random(11), 15)
     view = t.view(t.timeline)
     assert state_from_rows(view_rows(view)) == view.state()
+
+
+def test_a_checkpoint_from_before_log_delete_counts_reads_them_as_not_known(tmp_path: Path) -> None:
+    """Checkpoints written before the ``deletes`` column still load: every file's count
+    reads as 0 ("not known"), which only makes a read take a delete-only log whole."""
+    t = Table.create(tmp_path / "t", SCHEMA, record_key="id", ordering_field="ts", table_type="mor")
+    t.insert(pa.table({"id": list(range(100)), "ts": [1] * 100, "day": ["a"] * 100, "v": list(range(100))},
+                      schema=SCHEMA))
+    t.delete_where(pc.field("id") < 10)
+    view = t.view(t.timeline)
+    logs = [f for slices in view.state().values() for s in slices for f in s.logs]
+    assert logs and all(f.deletes == f.rows > 0 for f in logs)
+    old = state_from_rows(view_rows(view).drop_columns(["deletes"]))
+    assert all(f.deletes == 0 for slices in old.values() for s in slices for f in s.files)
+    assert {k: [replace(f, deletes=0) for s in v for f in s.files] for k, v in view.state().items()} == \
+        {k: [f for s in v for f in s.files] for k, v in old.items()}
 
 
 def test_a_lost_or_damaged_checkpoint_costs_time_not_rows(tmp_path: Path) -> None:

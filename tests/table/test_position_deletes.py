@@ -20,7 +20,7 @@ import pytest
 from lakeline.table import Table
 from lakeline.table import merge as merge_module
 from lakeline.table import scan as scan_module
-from lakeline.table.records import BASE_FILE_KEY, BASE_POS
+from lakeline.table.records import BASE_FILE_KEY, BASE_POS, OP
 from lakeline.timeline import faults
 
 SCHEMA = pa.schema([("item", pa.int64()), ("ticket", pa.int64()), ("day", pa.int32()), ("v", pa.string()),
@@ -43,15 +43,19 @@ def logs_of(t: Table) -> list[Any]:
     return [f for s in Table.open(t.path).context().view.latest_slices() for f in s.logs]
 
 
+@pytest.mark.parametrize("ordering", ["ts", None])
 def test_mor_reads_drop_touched_rows_by_position_and_equal_copy_on_write(tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                          monkeypatch: pytest.MonkeyPatch,
+                                                                          ordering: str | None) -> None:
     """Random upserts, deletes and delete_where on a composite key: every log carries
     base positions naming its slice's base, the reads take the position path (the
     key-comparing merge is never called), and each read equals a copy-on-write table
-    given the same writes."""
+    given the same writes. Without an ordering field the touched base rows are not
+    folded at all (every change replaces them); slices whose logs are all deletes read
+    only the logs' positions."""
     rng = random.Random(5)
-    mor = Table.create(str(tmp_path / "mor"), SCHEMA, record_key=KEY, ordering_field="ts", table_type="mor")
-    cow = Table.create(str(tmp_path / "cow"), SCHEMA, record_key=KEY, ordering_field="ts", table_type="cow")
+    mor = Table.create(str(tmp_path / "mor"), SCHEMA, record_key=KEY, ordering_field=ordering, table_type="mor")
+    cow = Table.create(str(tmp_path / "cow"), SCHEMA, record_key=KEY, ordering_field=ordering, table_type="cow")
     universe = [(i, t) for i in range(40) for t in range(50)]
     first = rows(rng.sample(universe, 1500), 1, rng)
     for t in (mor, cow):
@@ -60,8 +64,15 @@ def test_mor_reads_drop_touched_rows_by_position_and_equal_copy_on_write(tmp_pat
     def no_key_merge(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a slice whose logs all hold base positions was merged by key")
 
-    for step in range(2, 10):
-        op = rng.choice(["upsert", "delete", "delete_where"])
+    real_read = scan_module.read_snapshot_file
+    asked: dict[str, tuple[str, ...] | None] = {}  # the columns each file was read with
+
+    def spy(task: Any) -> pa.Table:
+        asked[task.rel_path] = task.columns
+        return real_read(task)
+
+    ops = ["delete_where", "delete"] + [rng.choice(["upsert", "delete", "delete_where"]) for _ in range(8)]
+    for step, op in enumerate(ops, start=2):
         if op == "upsert":
             data = rows(rng.sample(universe, 200), rng.choice([step, 0]), rng)  # ts 0: an older version loses
             for t in (mor, cow):
@@ -80,10 +91,15 @@ def test_mor_reads_drop_touched_rows_by_position_and_equal_copy_on_write(tmp_pat
         for f in logs:
             written = pq.read_schema(str(tmp_path / "mor" / f.path))
             assert BASE_POS in written.names, f"log {f.path} holds no base positions"
+        asked.clear()
         with monkeypatch.context() as m:
             m.setattr(scan_module, "merge_onto", no_key_merge)
+            m.setattr(scan_module, "read_snapshot_file", spy)
             got = state(mor)
         assert got == state(cow), f"after {op} #{step}"
+        for s in Table.open(mor.path).context().view.latest_slices():
+            if s.logs and all(f.deletes == f.rows for f in s.logs):
+                assert all(asked[f.path] == (OP, BASE_POS) for f in s.logs), "delete-only logs were read whole"
     # The projection of a few columns takes the same path and the same rows.
     with monkeypatch.context() as m:
         m.setattr(scan_module, "merge_onto", no_key_merge)
