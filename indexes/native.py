@@ -12,19 +12,21 @@ rule it out).
 
 from __future__ import annotations
 
+import importlib
 import os
 from types import ModuleType
 
 
-def _load() -> ModuleType | None:
+def load_extension(name: str) -> ModuleType | None:
+    """The optional C extension module ``name`` (``lakeline.…``), or None when it was not
+    built or ``LAKELINE_NATIVE=0`` turns lakeline's extensions off."""
     if os.environ.get("LAKELINE_NATIVE", "1") == "0":
         return None
     try:
-        from . import _native
+        return importlib.import_module(name)
     except ImportError:
         return None
-    return _native
 
 
 #: The extension module, or None when numpy does the work.
-NATIVE: ModuleType | None = _load()
+NATIVE: ModuleType | None = load_extension("lakeline.indexes._native")

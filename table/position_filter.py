@@ -22,25 +22,15 @@ compiler at install time) Arrow's ``filter`` and ``take`` give the same rows.
 
 from __future__ import annotations
 
-import os
 from types import ModuleType
 
 import numpy as np
 import pyarrow as pa
 
+from ..indexes.native import load_extension
 
-def _load() -> ModuleType | None:
-    if os.environ.get("LAKELINE_NATIVE", "1") == "0":
-        return None
-    try:
-        from . import _position_filter
-    except ImportError:
-        return None
-    return _position_filter
-
-
-#: The extension module, or None when Arrow's filter does the work.
-NATIVE: ModuleType | None = _load()
+#: The extension module, or None when Arrow's filter and take do the work.
+NATIVE: ModuleType | None = load_extension("lakeline.table._position_filter")
 
 
 def drop_positions(column: pa.ChunkedArray, positions: np.ndarray, in_place: bool = False,
