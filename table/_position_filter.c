@@ -17,6 +17,10 @@
 #include <stdint.h>
 #include <string.h>
 
+/* The widest fixed-width value (decimal256); with it and the row limits below, no
+ * bounds product overflows. */
+#define MAX_WIDTH 32
+
 /* Up to 8 bytes at p as a little-endian word (missing high bytes are zero). */
 static inline uint64_t load_word(const uint8_t *p, Py_ssize_t room) {
     uint64_t w = 0;
@@ -92,7 +96,8 @@ static PyObject *drop_rows(PyObject *self, PyObject *args) {
     const Py_ssize_t npos = positions.len / (Py_ssize_t)sizeof(int64_t);
     const Py_ssize_t kept = length - npos;
     const int64_t value_bits = width == 0 ? 1 : 8 * (int64_t)width;
-    if (offset < 0 || length < 0 || width < 0 || kept < 0 || out_offset < 0 ||
+    if (offset < 0 || length < 0 || width < 0 || width > MAX_WIDTH || kept < 0 || out_offset < 0 ||
+        offset > PY_SSIZE_T_MAX / 512 || length > PY_SSIZE_T_MAX / 512 || out_offset > PY_SSIZE_T_MAX / 512 ||
         (offset + length) * value_bits > 8 * (int64_t)values.len ||
         (out_offset + kept) * value_bits > 8 * (int64_t)out_values.len ||
         (nullable && ((offset + length + 7) / 8 > validity.len || (out_offset + kept + 7) / 8 > out_validity.len))) {
@@ -177,7 +182,9 @@ static PyObject *fill_holes(PyObject *self, PyObject *args) {
     const int64_t *pos = (const int64_t *)positions.buf;
     const Py_ssize_t npos = positions.len / (Py_ssize_t)sizeof(int64_t);
     const int64_t value_bits = width == 0 ? 1 : 8 * (int64_t)width;
-    if (offset < 0 || length < 0 || width < 0 || npos > length || (offset + length) * value_bits > 8 * (int64_t)values.len ||
+    if (offset < 0 || length < 0 || width < 0 || width > MAX_WIDTH || npos > length ||
+        offset > PY_SSIZE_T_MAX / 512 || length > PY_SSIZE_T_MAX / 512 ||
+        (offset + length) * value_bits > 8 * (int64_t)values.len ||
         (nullable && (offset + length + 7) / 8 > validity.len)) {
         PyErr_SetString(PyExc_ValueError, "fill_holes: a buffer is too small for the rows");
         goto done;

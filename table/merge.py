@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..indexes.hashing import hash_array
+from ..timeline.errors import CorruptLogError
 from .position_filter import drop_positions
 from .records import BASE_POS, OP, OP_DELETE, OP_UPSERT, constant
 
@@ -122,6 +123,14 @@ def merge_at_positions(base: pa.Table, changes: pa.Table, key: tuple[str, ...], 
         The live rows, with ``columns`` (of ``base``, or key columns).
     """
     touched = Touched.of(changes)
+    if len(touched.positions) and (touched.positions[0] < 0 or touched.positions[-1] >= base.num_rows):
+        raise CorruptLogError(f"a log points at base row {int(touched.positions[-1])} (or below 0) of a base file "
+                              f"of {base.num_rows} rows")
+    if not keep_order and len({tuple(len(ch) for ch in base.column(c).chunks) for c in columns}) > 1:
+        # Filling holes moves rows within a chunk: columns chunked apart would move
+        # their rows apart (a decoder splitting one large column, a column the file
+        # lacks read as one null chunk). Keeping the order is the same for any chunks.
+        keep_order = True
     # Without an ordering field the touched base rows are all replaced or deleted.
     hit = None if touched.only_deletes or ordering is None else base.take(pa.array(touched.positions))
     untouched = pa.Table.from_arrays([drop_positions(base.column(c), touched.positions, owned, keep_order)

@@ -109,4 +109,4 @@ def _width(typ: pa.DataType) -> int | None:
     except ValueError:
         return None  # variable width: strings, binaries, nested
     # One values buffer and no children: what drop_rows copies.
-    return bits // 8 if bits % 8 == 0 and typ.num_fields == 0 else None
+    return bits // 8 if bits and bits % 8 == 0 and typ.num_fields == 0 else None

@@ -355,7 +355,8 @@ class Scan:
             merge_schema = self._merge_schema()
             wanted = self._wanted(merge_schema)
             # As many slices as the engine has workers: each worker decodes its own.
-            threads = len(merged) < getattr(self.ctx.engine, "parallelism", 1)
+            workers = getattr(self.ctx.engine, "parallelism", None)
+            threads = workers is None or len(merged) < workers
             tasks = [SliceRead(storage, s, merge_schema, cfg.record_key, cfg.ordering_field, wanted, threads,
                                keep_order=False) for s in merged]
             for t in self.ctx.engine.map(read_slice, tasks):

@@ -150,6 +150,11 @@ class UnmergedLogsError(UnsupportedOperationError):
     with log files not yet merged into its base: compact first, or read with ``scan``."""
 
 
+class CorruptLogError(LakelineError, ValueError):
+    """A merge-on-read log's records point at rows its base file does not have: the
+    log or the base was damaged (or replaced outside lakeline); nothing is read."""
+
+
 class FaultInjectedError(LakelineError):
     """A fault point armed with ``raise`` was reached (tests only)."""
 

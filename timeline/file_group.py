@@ -83,7 +83,10 @@ class DataFile:
     key_min: object = None
     key_max: object = None
     inserts: bool = False  # holds keys that were new to the table when written
-    deletes: int = 0  # log files: how many rows are delete records (all of them: a delete-only log)
+    # Log files: how many rows are delete records (all of them: a delete-only log). A
+    # hint, 0 when not known (files index checkpoints from before it), so not part of
+    # what makes two views of a file equal.
+    deletes: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True)

@@ -120,6 +120,35 @@ def test_a_table_read_without_order_keeps_its_rows_whole(tmp_path) -> None:
     assert sorted(got.to_pylist(), key=str) == sorted(expected.to_pylist(), key=str)
 
 
+def test_columns_chunked_apart_keep_their_rows_whole() -> None:
+    """A merge by position that may reorder rows does not, when the base's columns are
+    chunked differently (fill_holes moves rows within a chunk)."""
+    from lakeline.table.merge import merge_at_positions
+    from lakeline.table.records import BASE_POS, OP
+
+    n = 1_000
+    a = pa.array(np.arange(n, dtype=np.int64))
+    base = pa.table({"a": pa.chunked_array([a.slice(0, 300), a.slice(300)]),
+                     "b": pa.chunked_array([pa.array(np.arange(n, dtype=np.int64) * 10)])})
+    positions = np.arange(5, n, 9, dtype=np.int64)
+    changes = pa.table({OP: ["D"] * len(positions), BASE_POS: positions})
+    got = merge_at_positions(base, changes, ("a",), None, ["a", "b"], owned=True, keep_order=False)
+    assert all(r["b"] == 10 * r["a"] for r in got.to_pylist())
+    assert got.num_rows == n - len(positions)
+
+
+def test_a_log_pointing_past_its_base_is_refused() -> None:
+    from lakeline.table.merge import merge_at_positions
+    from lakeline.table.records import BASE_POS, OP
+    from lakeline.timeline.errors import CorruptLogError
+
+    base = pa.table({"a": pa.array(np.arange(10, dtype=np.int64))})
+    changes = pa.table({OP: ["D", "D"], BASE_POS: pa.array([3, 10], pa.int64())})
+    with pytest.raises(CorruptLogError):
+        merge_at_positions(base, changes, ("a",), None, ["a"], owned=True, keep_order=False)
+    assert base.column("a").to_pylist() == list(range(10)), "the base changed before the refusal"
+
+
 def test_in_place_on_a_decoded_parquet_column(tmp_path) -> None:
     """What a merge-on-read read does: drop rows from a column it decoded, chunk by row
     group, in place; the neighbouring columns stay intact."""
