@@ -40,8 +40,6 @@ the mark and the rows in one statement, so they see one consistent state.
 from __future__ import annotations
 
 import json
-import os
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -60,6 +58,7 @@ from ..errors import (
 )
 from ..instant import EVENT_FORMAT_VERSION, Event
 from ..lock import Lock
+from .postgresql_connection import SharedConnection
 from .postgresql_schema import ensure_schema
 from .protocol import TimelineStore
 
@@ -118,11 +117,7 @@ class PostgresStore(TimelineStore):
         self._init_runtime()
 
     def _init_runtime(self) -> None:
-        self._conn: psycopg.Connection[Any] | None = None
-        self._pid = os.getpid()
-        # The heartbeat thread and the writer share this store; psycopg serialises
-        # statements on one connection, the mutex also covers reconnecting.
-        self._mutex = threading.RLock()
+        self._shared = SharedConnection(self._open, self._failed)
         self._registered = False
 
     def __repr__(self) -> str:
@@ -138,15 +133,7 @@ class PostgresStore(TimelineStore):
 
     # -- connection ------------------------------------------------------------------
 
-    def _connection(self) -> psycopg.Connection[Any]:
-        if self._pid != os.getpid():
-            # Inherited across fork: the socket belongs to the parent. Forget it without
-            # closing (closing would end the parent's session) and connect afresh.
-            self._conn, self._pid = None, os.getpid()
-        conn = self._conn
-        if conn is not None and not conn.closed and not conn.broken:
-            return conn
-        self._conn = None
+    def _open(self) -> psycopg.Connection[Any]:
         kwargs: dict[str, Any] = {"autocommit": True, "application_name": "lakeline"}
         if "connect_timeout" not in self.dsn:
             kwargs["connect_timeout"] = 10
@@ -156,7 +143,6 @@ class PostgresStore(TimelineStore):
         except BaseException:
             conn.close()
             raise
-        self._conn = conn
         return conn
 
     def run(self, fn: Callable[[psycopg.Connection[Any]], T], what: str) -> T:
@@ -168,18 +154,7 @@ class PostgresStore(TimelineStore):
         Raises:
             StoreUnavailableError: the server cannot be reached, or the statement failed.
         """
-        with self._mutex:
-            try:
-                return fn(self._connection())
-            except psycopg.Error as e:
-                conn = self._conn
-                if conn is not None and not conn.closed and not conn.broken:
-                    raise self._failed(what, e) from e  # the statement failed, not the link
-                self._conn = None
-            try:
-                return fn(self._connection())
-            except psycopg.Error as e:
-                raise self._failed(what, e) from e
+        return self._shared.run(fn, what)
 
     def _failed(self, what: str, e: psycopg.Error) -> StoreUnavailableError:
         return StoreUnavailableError(f"{what} failed on {safe_dsn(self.dsn)} (table {self.table_id}): {e}")
@@ -197,10 +172,7 @@ class PostgresStore(TimelineStore):
         return self.run(go, what)
 
     def close(self) -> None:
-        with self._mutex:
-            conn, self._conn = self._conn, None
-            if conn is not None and self._pid == os.getpid():
-                conn.close()
+        self._shared.close()
 
     # -- events ----------------------------------------------------------------------
 

@@ -21,8 +21,6 @@ drop that landed would then report a missing name); reads are retried once.
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -40,6 +38,7 @@ from ..errors import (
     TableExistsError,
 )
 from .postgresql import safe_dsn
+from .postgresql_connection import SharedConnection
 from .postgresql_schema import ensure_schema
 
 T = TypeVar("T")
@@ -82,9 +81,7 @@ class CatalogRows:
     def __init__(self, dsn: str, lock_timeout_s: float) -> None:
         self.dsn = dsn
         self.lock_timeout_s = lock_timeout_s
-        self._conn: psycopg.Connection[Any] | None = None
-        self._pid = os.getpid()
-        self._mutex = threading.RLock()
+        self._shared = SharedConnection(lambda: self._connect(autocommit=True), self._failed)
 
     # -- connections ---------------------------------------------------------------------
 
@@ -102,14 +99,6 @@ class CatalogRows:
             raise
         return conn
 
-    def _shared(self) -> psycopg.Connection[Any]:
-        if self._pid != os.getpid():  # inherited across fork: the socket is the parent's
-            self._conn, self._pid = None, os.getpid()
-        conn = self._conn
-        if conn is None or conn.closed or conn.broken:
-            conn = self._conn = self._connect(autocommit=True)
-        return conn
-
     def _failed(self, what: str, e: psycopg.Error) -> StoreUnavailableError:
         return StoreUnavailableError(f"{what} failed on catalog {safe_dsn(self.dsn)}: {e}")
 
@@ -120,24 +109,10 @@ class CatalogRows:
         Raises:
             StoreUnavailableError: the server cannot be reached, or the statement failed.
         """
-        with self._mutex:
-            try:
-                return fn(self._shared())
-            except psycopg.Error as e:
-                conn = self._conn
-                if not retry or (conn is not None and not conn.closed and not conn.broken):
-                    raise self._failed(what, e) from e
-                self._conn = None
-            try:
-                return fn(self._shared())
-            except psycopg.Error as e:
-                raise self._failed(what, e) from e
+        return self._shared.run(fn, what, retry)
 
     def close(self) -> None:
-        with self._mutex:
-            conn, self._conn = self._conn, None
-            if conn is not None and self._pid == os.getpid():
-                conn.close()
+        self._shared.close()
 
     def _conflict(self, e: pg_errors.UniqueViolation, full_name: str,
                   location: str) -> TableExistsError | LocationInUseError:
