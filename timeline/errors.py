@@ -29,8 +29,25 @@ class InvalidPropertyError(LakelineError, ValueError):
     """A table property is unknown or its value is malformed."""
 
 
+class UnsafeLocationError(LakelineError, ValueError):
+    """A table may not live at this location: the empty path, a file system root, the
+    home directory, a non-empty folder that is not a table, a folder inside another
+    table, or a regular file (docs/safety.md: a table owns its folder)."""
+
+
+class TableIdentityError(LakelineError, ValueError):
+    """The folder opened is not the table its pointer or catalog entry names: a copy of a
+    table whose timeline is shared by uuid (PostgreSQL), or a location that now holds
+    another table. Refused so that two folders never write one event log."""
+
+
 class SchemaMismatchError(LakelineError, ValueError):
     """Data does not match the table's schema."""
+
+
+class ReservedColumnError(SchemaMismatchError):
+    """A column name is reserved for lakeline's internal columns, or one Arrow would
+    read as a field path (it starts with ``.``)."""
 
 
 class NullKeyError(LakelineError, ValueError):
@@ -150,7 +167,12 @@ class UnmergedLogsError(UnsupportedOperationError):
     with log files not yet merged into its base: compact first, or read with ``scan``."""
 
 
-class CorruptLogError(LakelineError, ValueError):
+class CorruptFileError(LakelineError, ValueError):
+    """A data file the timeline names is damaged (truncated, not Parquet, or of the
+    wrong layout) or unreadable; the path is in the message. Nothing else is harmed."""
+
+
+class CorruptLogError(CorruptFileError):
     """A merge-on-read log's records point at rows its base file does not have: the
     log or the base was damaged (or replaced outside lakeline); nothing is read."""
 
@@ -197,6 +219,10 @@ class UnindexedCommitError(LakelineIndexError):
 
 class IndexBuildError(LakelineIndexError):
     """An index build failed or was aborted; its instant was rolled back (the index is absent)."""
+
+
+class InvalidIndexOptionsError(InvalidIndexError):
+    """An index option is unknown or out of range (checked before the indexing instant)."""
 
 
 class MetadataTableError(LakelineError):
