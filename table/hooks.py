@@ -39,6 +39,7 @@ from ..timeline.commit_metadata import CommitMetadata
 from ..timeline.errors import InvalidHookError, InvalidPropertyError, ValidationError
 from ..timeline.instant import Action, Event, State
 from ..timeline.log import now_us
+from ..timeline.redact import redact
 from ..timeline.timeline import Timeline
 from .callbacks import HttpPost, http_post
 from .changes import CHANGE_OP, changes
@@ -222,6 +223,8 @@ class _Errors:
     items: list[tuple[str, str]] = field(default_factory=list)
 
     def add(self, name: str, text: str) -> None:
+        # Hooks report what they hit, which may quote a URL or DSN with its password.
+        name, text = redact(name), redact(text)
         _log.warning("hook %s after a landed commit: %s", name, text)
         self.items.append((name, text))
 
@@ -257,7 +260,8 @@ def property_hooks(props: TableProperties) -> Hooks:
     ``commit.callback-url``).
 
     Raises:
-        InvalidPropertyError: an unknown service name or a URL that is not http(s).
+        InvalidPropertyError: an unknown service name or a bad callback URL (as
+            :func:`~.callbacks.check_callback_url` says).
     """
     names = [n.strip() for n in props.inline_services.split(",") if n.strip()]
     unknown = [n for n in names if n not in INLINE_SERVICES]
@@ -265,7 +269,11 @@ def property_hooks(props: TableProperties) -> Hooks:
         raise InvalidPropertyError(f"property 'inline.services': {unknown} cannot run inline; "
                                    f"known: {', '.join(INLINE_SERVICES)}")
     url = props.commit_callback_url
-    return Hooks(callbacks=[http_post(url)] if url else [], services=[Inline(n) for n in names])
+    try:
+        callbacks = [http_post(url)] if url else []
+    except InvalidPropertyError as e:
+        raise InvalidPropertyError(f"property 'commit.callback-url': {e}") from None
+    return Hooks(callbacks=callbacks, services=[Inline(n) for n in names])
 
 
 def effective_hooks(hooks: Hooks | None, props: TableProperties, schema: pa.Schema) -> Hooks:
