@@ -41,6 +41,7 @@ from ..timeline.errors import (
     TableNotFoundError,
     TimelineConfigError,
 )
+from ..timeline.redact import redact
 from ..timeline.storage import Storage
 from ..timeline.stores.pointer import pointer_path
 from ..timeline.table_config import TableConfig
@@ -108,7 +109,8 @@ class Catalog:
 
     def __init__(self, dsn: str, lock_timeout_s: float = 60.0) -> None:
         if not isinstance(dsn, str) or not dsn.startswith(("postgresql://", "postgres://")):
-            raise TimelineConfigError(f"a catalog needs a postgresql:// URL, not {dsn!r}")
+            # Most likely a DSN with a typo in its scheme, password and all: shown redacted.
+            raise TimelineConfigError(f"a catalog needs a postgresql:// URL, not {redact(repr(dsn))}")
         from ..timeline.stores.postgresql_catalog import CatalogRows  # psycopg: only now
 
         self.dsn = dsn
