@@ -290,3 +290,8 @@ class LocationInUseError(CatalogError, FileExistsError):
 
 class RunnerConfigError(LakelineError, ValueError):
     """A runner configuration is malformed (unknown key, bad schedule, missing table)."""
+
+
+class OutputPathError(LakelineError, ValueError):
+    """A file a command was asked to write cannot be written there: its folder does not
+    exist, or it cannot be created (checked before the work that fills it)."""
