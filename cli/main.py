@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from ..timeline.errors import LakelineError
+from ..timeline.redact import redact
 from .create_cmd import create
 from .demo import demo
 from .index_cmds import index
@@ -28,8 +29,9 @@ ERROR_EXIT_CODE = 2
 
 
 def error_line(error: LakelineError) -> str:
-    """The one-line message for a lakeline error (newlines would break log greps)."""
-    text = " ".join(str(error).split()) or "(no message)"
+    """The one-line message for a lakeline error (newlines would break log greps), redacted
+    (a store's error quotes what its driver said, which may include the connection string)."""
+    text = " ".join(redact(error).split()) or "(no message)"
     return f"error: {text} [{type(error).__name__}]"
 
 

@@ -29,6 +29,7 @@ import click
 from rich.markup import escape
 from rich.table import Table as RichTable
 
+from ..timeline.redact import RedactingFormatter
 from .options import json_option
 from .render import console, print_json
 
@@ -40,9 +41,12 @@ FAILED_EXIT_CODE = 1
 _CONFIG = click.Path(exists=False, dir_okay=False)
 
 
-def _log_to_stderr(verbose: bool) -> None:
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+def _log_to_stderr(level: int) -> None:
+    # Every line goes through redact(): a runner logs DSNs and driver errors (some quote
+    # the connection string), and its stderr ends up in journals anyone may read.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
     # apscheduler logs every job it fires at INFO: one line per schedule tick drowns ours.
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
 
@@ -69,7 +73,7 @@ def runner(ctx: click.Context, config: str | None, once: bool, metrics_port: int
         raise click.UsageError("--config FILE is required (or use `lakeline runner status --config FILE`)")
     from ..services.runner import Runner
 
-    _log_to_stderr(verbose)
+    _log_to_stderr(logging.DEBUG if verbose else logging.INFO)
     r = Runner.from_toml(config, metrics_port=metrics_port)
     if once:
         outcomes = r.run_once()
@@ -151,7 +155,7 @@ def status(config: str, as_json: bool) -> None:
     small-file share, log files per slice, and each service's last completed instant."""
     from ..services.runner import Runner
 
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    _log_to_stderr(logging.WARNING)
     tables = Runner.from_toml(config).status()
     rows = [_status_row(ts, service) for ts in tables for service in (list(ts.target.schedules) or ["-"])]
     if as_json:

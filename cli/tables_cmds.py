@@ -19,6 +19,7 @@ from rich.table import Table as RichTable
 
 from ..table import Catalog
 from ..table.catalog import CatalogTable
+from ..timeline.redact import redact
 from .options import json_option
 from .render import console, fmt_time, print_json
 
@@ -95,7 +96,8 @@ def show_dict(cat: Catalog, name: str) -> dict[str, Any]:
         "ordering_field": cfg.ordering_field,
         "partition_by": list(cfg.partition_by),
         "schema": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in cfg.schema],
-        "properties": dict(cfg.properties),
+        # A property may carry a credential (a callback URL with user:password@): never printed.
+        "properties": {k: redact(v) if isinstance(v, str) else v for k, v in cfg.properties.items()},
         "last_instant": None if last is None else {
             "id": last.id, "action": str(last.action), "state": str(last.state),
             "completed_at": last.completed_at.isoformat() if last.completed_at else None,

@@ -39,7 +39,6 @@ scheduler is imported by :meth:`Runner.start` (a one-shot pass needs none).
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import time
@@ -61,6 +60,7 @@ from ..timeline.errors import (
     StaleAttemptError,
 )
 from ..timeline.instant import State
+from ..timeline.redact import redact, redacting_logger
 from .plugin import Progress, ServiceResult
 from .runner_config import RunnerConfig
 from .runner_metrics import METRICS_HOST, RunnerMetrics
@@ -72,7 +72,8 @@ from .schedules import Cron, Every, Schedule
 if TYPE_CHECKING:
     from apscheduler.schedulers.background import BackgroundScheduler
 
-log = logging.getLogger("lakeline.runner")
+# Its lines name tables and catalogs by DSN and quote driver errors: redacted at the source.
+log = redacting_logger("lakeline.runner")
 
 #: Services a stopping runner asks to give up at their next batch once the grace period
 #: is nearly over: long rewrites whose abort (rolled back, new files deleted) is cheap and
@@ -194,7 +195,8 @@ class Runner:
             log.warning("%s: stats not read: %r", target.name, e)
             self._tables.drop(target.name, role)
             with self._mutex:
-                self._stats_errors[target.name] = f"{type(e).__name__}: {e}"
+                # Shown by `runner status`: a driver's message may quote the DSN.
+                self._stats_errors[target.name] = redact(f"{type(e).__name__}: {e}")
             return None
         with self._mutex:
             self._stats[target.name] = stats
@@ -245,9 +247,11 @@ class Runner:
         except (ServiceBusyError, StaleAttemptError) as e:
             # Another runner claimed the instant (or took over a stalled attempt of ours):
             # it is being done, and nothing of ours took effect.
-            outcome, error = SKIPPED, str(e)
+            outcome, error = SKIPPED, redact(e)
         except Exception as e:  # noqa: BLE001 - the error boundary of one run: log, count, retry next tick
-            outcome, error = FAILED, f"{type(e).__name__}: {e}"
+            # The error is printed by --once and status, and logged: a driver's message
+            # may quote the DSN it refused.
+            outcome, error = FAILED, redact(f"{type(e).__name__}: {e}")
             log.warning("%s: %s failed: %s", target.name, service, error, exc_info=not isinstance(e, LakelineError))
             self._tables.drop(target.name, service)
         completed = tuple(r.instant.id for r in results

@@ -32,6 +32,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ..timeline.errors import RunnerConfigError
+from ..timeline.redact import redact, redacted_repr
 from .schedules import Schedule, parse_schedule
 from .table_services import SERVICES
 
@@ -61,6 +62,9 @@ class TableEntry:
     timeline: str | None = None
     schedules: Mapping[str, Schedule] = field(default_factory=lambda: MappingProxyType({}))
 
+    def __repr__(self) -> str:
+        return redacted_repr(self)  # timeline is a DSN: no password in a log or traceback
+
 
 @dataclass(frozen=True)
 class CatalogEntry:
@@ -70,6 +74,9 @@ class CatalogEntry:
     timeline: str
     namespace: str | None = None
     schedules: Mapping[str, Schedule] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __repr__(self) -> str:
+        return redacted_repr(self)  # timeline is a DSN: no password in a log or traceback
 
 
 @dataclass(frozen=True)
@@ -179,9 +186,10 @@ def _timeline(value: str | None, where: str, required: bool) -> str | None:
     if value is None:
         return None
     if not value.startswith(("postgresql://", "postgres://")):
+        # The refused value is most likely a DSN with a typo, password included: shown redacted.
         raise RunnerConfigError(f"{where}: timeline must be a postgresql:// URL"
                                 + ("" if required else " (omit it for a timeline stored with the table)")
-                                + f", not {value!r}")
+                                + f", not {redact(repr(value))}")
     return value
 
 

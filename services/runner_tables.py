@@ -13,17 +13,16 @@ handle whose run failed is dropped (a broken connection is reopened next time).
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit, urlunsplit
 
 from ..timeline.errors import LakelineError, LockLostError
 from ..timeline.lock import Lock
+from ..timeline.redact import redact, redacted_repr, redacting_logger
 from .runner_config import RunnerConfig
 from .runner_metrics import RunnerMetrics
 from .schedules import Schedule
@@ -32,7 +31,8 @@ if TYPE_CHECKING:
     from ..table.catalog import Catalog
     from ..table.table import Table
 
-log = logging.getLogger("lakeline.runner")
+# Its lines name tables and catalogs by DSN and quote driver errors: redacted at the source.
+log = redacting_logger("lakeline.runner")
 
 
 @dataclass(frozen=True)
@@ -46,13 +46,9 @@ class Target:
     timeline: str | None = None
     catalog: str | None = None  # the catalog's DSN when the table comes from a catalog
 
-
-def redact(dsn: str) -> str:
-    """A DSN without its password, for metric labels and logs."""
-    parts = urlsplit(dsn)
-    if parts.password is None:
-        return dsn
-    return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")))
+    def __repr__(self) -> str:
+        # timeline and catalog are DSNs: a target in a log line or traceback must not print a password.
+        return redacted_repr(self)
 
 
 def close_table(table: Table) -> None:
@@ -112,8 +108,10 @@ class TableHandles:
             try:
                 names = self._catalog(entry.timeline).list_tables(entry.namespace)
             except Exception as e:  # noqa: BLE001 - one catalog that fails must not stop the others
+                # The label and the line name the catalog by its DSN: both are read by
+                # people and scrapers that must not see its password, in whatever form.
                 self.metrics.catalog_errors.labels(redact(entry.timeline)).inc()
-                log.warning("catalog %s not listed: %r", redact(entry.timeline), e)
+                log.warning("catalog %s not listed: %s", redact(entry.timeline), redact(repr(e)))
                 failed.add(entry.timeline)
                 continue
             out.extend(Target(name, entry.schedules, catalog=entry.timeline) for name in names)

@@ -5,32 +5,46 @@ status``, plans and reports. Each of those goes through :func:`redact`, which ma
 form a secret takes in them, whatever the scheme (a misspelt ``postgresq://`` or a
 ``mysql://`` URL carries a password as well as a good one):
 
-* the password of a URL's userinfo (``scheme://user:secret@host``);
-* ``key=value`` pairs (and ``"key": value`` in JSON or reprs) and URL query parameters whose key names a secret (``password``,
-  ``passwd``, ``pwd``, ``secret``, ``token``, ``api_key``, ``access_key``, ...), as libpq's
-  ``host=h password=secret`` and ``?password=secret`` write them, quoted or not;
+* the password of a URL's userinfo (``scheme://user:secret@host``, and ``user:secret@host``
+  without a scheme);
+* ``key=value`` pairs (and ``"key": value`` in JSON or reprs) and URL query parameters whose
+  key names a secret (``password``, ``passwd``, ``pwd``, ``secret``, ``token``, ``api_key``,
+  ``access_key``, ``PGPASSWORD``, ...), as libpq's ``host=h password=secret`` and
+  ``?password=secret`` write them, quoted or not (an unterminated quote masks the rest);
 * ``Authorization`` header values.
 
 It works on free text, so a message that embeds a DSN anywhere is safe to redact as a
 whole. It is a pure function of the text (no parsing library), so every layer may use it.
+Companions apply it where text is not built by hand: :class:`RedactingFilter` (every
+record of a logger, see :func:`redacting_logger`), :class:`RedactingFormatter` (every log
+line a CLI process writes, tracebacks included) and :func:`redacted_repr` (reprs of
+config values that hold a DSN).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import re
 
 #: What replaces a secret.
 MASK = "***"
 
-_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^:/?#@\s]*):(?P<secret>[^\s]*)@")
-_SECRET_KEYS = (
-    r"password|passwd|pwd|pass|secret|token|api[_-]?key|apikey|access[_-]?key|secret[_-]?key"
-    r"|aws_secret_access_key|aws_session_token|session[_-]?token|sslpassword|credentials?|auth"
-)
+# The secret runs to the last ``@`` of its word; or, for a password with blanks (which
+# libpq refuses, quoting it), over blank-separated chunks without ``/`` or ``@`` to an ``@``.
+_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^:/?#@\s]*)"
+                       r":(?P<secret>[^\s]*(?=@)|[^\s/@]*(?:[ \t]+[^\s/@]*)+?(?=@))@")
+# ``user:secret@host`` with no scheme (a DSN whose ``postgresql://`` was forgotten): a
+# token that starts a word, a colon, then an ``@`` before the next blank or quote.
+_BARE_USERINFO = re.compile(r"(?P<head>(?:^|(?<=[\s'\"(=]))[A-Za-z0-9_.\-]+):(?P<secret>[^\s/'\"@]+)@(?=[A-Za-z0-9\[])")
+# Words that end a secret key, with any prefix (``PGPASSWORD``, ``client_secret``); and
+# words that are a secret key only on their own or after ``_``/``-`` (``pass``, ``auth``).
+_SUFFIX_KEYS = r"password|passwd|secret|token|api[_-]?key|apikey|access[_-]?key|credentials?"
+_WORD_KEYS = r"pwd|pass|auth"
 _KEY_VALUE = re.compile(
-    rf"(?P<key>(?<![A-Za-z0-9])(?:[A-Za-z0-9_\-]*[_\-])?(?:{_SECRET_KEYS}))"
-    r"(?P<sep>[\"']?\s*(?:=|:(?=[\s\"']))\s*)"
-    r"(?P<value>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^\s&;,'\"]+)",
+    rf"(?P<key>(?<![A-Za-z0-9])(?:[A-Za-z0-9_\-]*(?:{_SUFFIX_KEYS})|(?:[A-Za-z0-9_\-]*[_\-])?(?:{_WORD_KEYS})))"
+    r"(?P<sep>[\"']?\s*(?:=|%3D|:(?=[\s\"']))\s*)"
+    r"(?P<value>'(?:[^'\\]|\\.)*(?:'|$)|\"(?:[^\"\\]|\\.)*(?:\"|$)|[^\s&;,'\"]+)",
     re.IGNORECASE,
 )
 _AUTHORIZATION = re.compile(
@@ -47,8 +61,11 @@ def redact(text: object) -> str:
     'postgresql://app:***@db:5432/lake?sslmode=require'
     >>> redact("host=db password='a b' dbname=lake")
     'host=db password=*** dbname=lake'
+    >>> redact("postgresql://app@db/lake?password=S3cret&sslmode=require")
+    'postgresql://app@db/lake?password=***&sslmode=require'
     """
     out = _USERINFO.sub(lambda m: f"{m.group('head')}:{MASK}@", str(text))
+    out = _BARE_USERINFO.sub(lambda m: f"{m.group('head')}:{MASK}@", out)
     out = _KEY_VALUE.sub(lambda m: f"{m.group('key')}{m.group('sep')}{MASK}", out)
     return _AUTHORIZATION.sub(lambda m: f"{m.group('key')}{m.group('scheme') or ''}{MASK}", out)
 
@@ -58,4 +75,47 @@ def has_secret(text: str) -> bool:
     return redact(text) != text
 
 
-__all__ = ["MASK", "has_secret", "redact"]
+def redacted_repr(obj: object) -> str:
+    """The dataclass-style repr of ``obj`` (a dataclass) with its secrets masked: for values
+    that keep a DSN, whose default repr would print its password in any log or traceback."""
+    assert dataclasses.is_dataclass(obj)
+    fields = ", ".join(f"{f.name}={getattr(obj, f.name)!r}" for f in dataclasses.fields(obj) if f.repr)
+    return redact(f"{type(obj).__name__}({fields})")
+
+
+class RedactingFilter(logging.Filter):
+    """A logger filter that redacts each record before any handler sees it: its message
+    (arguments merged in) and its traceback text. Attached to a logger whose lines name
+    DSNs (the runner's), it keeps them clean whatever handlers an application installs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):  # arguments that do not fit the format: keep both, redacted
+            message = f"{record.msg} {record.args!r}"
+        record.msg, record.args = redact(message), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)
+        return True
+
+
+def redacting_logger(name: str) -> logging.Logger:
+    """``logging.getLogger(name)`` with a :class:`RedactingFilter` (added once)."""
+    logger = logging.getLogger(name)
+    if not any(isinstance(f, RedactingFilter) for f in logger.filters):
+        logger.addFilter(RedactingFilter())
+    return logger
+
+
+class RedactingFormatter(logging.Formatter):
+    """A log formatter whose every line (message, arguments, traceback) went through
+    :func:`redact`: a log line is built from reprs of exceptions and objects lakeline does
+    not control (a driver's error may quote the connection string it refused)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
+
+
+__all__ = ["MASK", "RedactingFilter", "RedactingFormatter", "has_secret", "redact", "redacted_repr", "redacting_logger"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import StorageNotSupportedError, TimelineConfigError
+from ..redact import redact
 from ..storage import META_DIR, Storage
 from .protocol import TimelineStore
 
@@ -41,7 +42,8 @@ def open_store(storage: Storage, timeline: str | None, table_uuid: str) -> Timel
         from .postgresql import PostgresStore  # psycopg is imported only here
 
         return PostgresStore(timeline, table_uuid, storage.uri)
-    raise TimelineConfigError(f"timeline must be None or a postgresql:// URL, not {timeline!r}")
+    # Most likely a DSN with a typo in its scheme, password and all: shown redacted.
+    raise TimelineConfigError(f"timeline must be None or a postgresql:// URL, not {redact(repr(timeline))}")
 
 
 def check_timeline_arg(pointer: dict[str, Any], timeline: str | None, where: str) -> None:

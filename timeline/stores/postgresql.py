@@ -58,6 +58,7 @@ from ..errors import (
 )
 from ..instant import EVENT_FORMAT_VERSION, Event
 from ..lock import Lock
+from ..redact import redact
 from .postgresql_connection import SharedConnection
 from .postgresql_schema import ensure_schema
 from .protocol import TimelineStore
@@ -89,11 +90,16 @@ _READ_MARK = "SELECT COALESCE(max(seq), -1) FROM lakeline_archived WHERE table_i
 
 
 def safe_dsn(dsn: str) -> str:
-    """The connection string without its password, fit for messages and reprs."""
+    """The connection string without its password, fit for messages and reprs: normalised
+    to ``postgresql://user@host:port/db`` when libpq can parse it (every other parameter
+    dropped, a password given in any form included), else :func:`redact`'s masking of
+    the text as given (still a hint of what was wrong with it)."""
+    if not isinstance(dsn, str):
+        return redact(dsn)
     try:
         params = pg_conninfo.conninfo_to_dict(dsn)
-    except psycopg.Error:
-        return "<unparsable dsn>"
+    except (psycopg.Error, ValueError):
+        return redact(dsn)
     params.pop("password", None)
     host, port, db = params.get("host", ""), params.get("port", ""), params.get("dbname", "")
     return f"postgresql://{params.get('user', '')}@{host}{':' if port else ''}{port}/{db}"
