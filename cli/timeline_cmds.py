@@ -8,9 +8,12 @@ listing and the events it shows are consistent even while writers keep appending
 
 from __future__ import annotations
 
+import os
+
 import click
 from rich.markup import escape
 
+from ..timeline.errors import OutputPathError
 from ..timeline.instant import Action, Instant
 from .options import json_option, opened_table, timeline_option
 from .render import (
@@ -104,9 +107,16 @@ def report(path: str, html_file: str, timeline_url: str | None) -> None:
     partition over time, and the indexes."""
     from .timeline_report import render_html, report_data
 
+    folder = os.path.dirname(os.path.abspath(html_file))
+    if not os.path.isdir(folder):  # before reading the table: a typo costs nothing
+        raise OutputPathError(f"cannot write {html_file}: the folder {folder} does not exist")
     with opened_table(path, timeline_url) as table:
         data = report_data(table)
-    with open(html_file, "w", encoding="utf-8") as f:
-        f.write(render_html(data))
+    page = render_html(data)
+    try:
+        with open(html_file, "w", encoding="utf-8") as f:
+            f.write(page)
+    except OSError as e:  # not writable, vanished meanwhile, disk full: one line, not a traceback
+        raise OutputPathError(f"cannot write {html_file}: {e.strerror or e}") from e
     console().print(f"wrote {escape(html_file)}: {len(data.spans)} instants, "
                     f"{len({p.partition for p in data.partitions})} partitions, {len(data.indexes)} indexes")

@@ -30,6 +30,7 @@ from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from ..timeline.errors import RunnerConfigError
 from .runner_stats import TableStats
 
 #: Loopback only (see the module docstring).
@@ -94,8 +95,20 @@ class RunnerMetrics:
         self.logs_per_slice.labels(table).set(stats.logs_per_slice)
 
     def serve(self, port: int) -> int:
-        """Serve the registry on ``127.0.0.1:port`` in a daemon thread; returns the port."""
-        self._server, self._thread = start_http_server(port, addr=METRICS_HOST, registry=self.registry)
+        """Serve the registry on ``127.0.0.1:port`` in a daemon thread; returns the port.
+
+        Raises:
+            RunnerConfigError: the port cannot be bound (in use, or privileged): the config
+                (or ``--metrics-port``) names a port this runner cannot have.
+        """
+        try:
+            self._server, self._thread = start_http_server(port, addr=METRICS_HOST, registry=self.registry)
+        except OSError as e:
+            # Typically another runner (or a second copy of this one) holds the port: a
+            # config problem the operator fixes, so one typed line, not a traceback.
+            raise RunnerConfigError(f"metrics port {METRICS_HOST}:{port} cannot be served: "
+                                    f"{e.strerror or e}; set [runner] metrics_port (or --metrics-port) "
+                                    "to a free port, or 0 for no metrics") from e
         self.port = int(self._server.server_port)
         return self.port
 

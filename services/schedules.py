@@ -21,6 +21,10 @@ from ..timeline.errors import RunnerConfigError
 
 #: Seconds per unit of an ``every`` schedule.
 UNITS = {"s": 1, "m": 60, "h": 3600}
+#: The longest ``every`` interval: a year and a day. apscheduler turns the interval into a
+#: ``timedelta`` and adds it to now, which overflows far below what the digits allow
+#: (``every 99999999999999h``); a schedule that rarely fires is a cron expression's job.
+MAX_EVERY_SECONDS = 366 * 24 * 3600
 
 _EVERY = re.compile(r"every\s+(\d+)\s*([smh])", re.IGNORECASE)
 #: Characters a cron field may hold: numbers, names (jan, mon), ``* , - / ?`` and ``L``/``#``
@@ -59,16 +63,22 @@ def parse_schedule(text: object, where: str) -> Schedule:
     """The schedule ``text`` names (``where`` says which key, for the error).
 
     Raises:
-        RunnerConfigError: not a string, a zero interval, or neither form.
+        RunnerConfigError: not a string, a zero interval or one over 366 days, or neither form.
     """
     if not isinstance(text, str):
         raise RunnerConfigError(f"{where}: a schedule is a string (\"every 5m\" or a cron expression), "
                                 f"not {text!r}")
     spec = text.strip()
     if m := _EVERY.fullmatch(spec):
-        seconds = int(m.group(1)) * UNITS[m.group(2).lower()]
+        digits = m.group(1).lstrip("0") or "0"
+        # More digits than any allowed interval has: too long (and int() of thousands of
+        # digits is refused by Python itself).
+        seconds = int(digits) * UNITS[m.group(2).lower()] if len(digits) <= 12 else MAX_EVERY_SECONDS + 1
         if seconds <= 0:
             raise RunnerConfigError(f"{where}: {text!r} is no interval; use at least \"every 1s\"")
+        if seconds > MAX_EVERY_SECONDS:
+            raise RunnerConfigError(f"{where}: {text!r} is longer than 366 days (\"every 8784h\"); "
+                                    "use a cron expression for rare runs")
         return Every(seconds)
     fields = spec.split()
     if len(fields) == 5 and all(_CRON_FIELD.fullmatch(f) for f in fields):
