@@ -57,8 +57,8 @@ _HEADER_VALUE_BAD = re.compile(r"[\r\n\x00]")  # would split or end the header b
 
 
 def _url_error(url: object, why: str) -> InvalidPropertyError:
-    shown = redact(url) if isinstance(url, str) else repr(url)
-    return InvalidPropertyError(f"callback url {shown!r} {why}")
+    shown = repr(redact(url)) if isinstance(url, str) else repr(url)
+    return InvalidPropertyError(f"callback url {shown} {why}")
 
 
 def check_callback_url(url: object) -> str:
