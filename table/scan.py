@@ -17,6 +17,7 @@ row of it can match.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -25,7 +26,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from ..indexes.pruning import prune as prune_with_indexes
-from ..timeline.errors import SnapshotExpiredError
+from ..timeline.data_reads import DAMAGED, find_damaged, missing_error
+from ..timeline.errors import CorruptLogError, SnapshotExpiredError
 from ..timeline.file_group import FileSlice, partition_values
 from ..timeline.retention import check_retained
 from ..timeline.storage import Storage
@@ -162,9 +164,14 @@ def read_slice(task: SliceRead) -> pa.Table:
     log_rows, positional = _read_logs(task)
     if positional:
         wanted, read = _position_columns(task)
-        # The base was decoded for this merge alone: its rows may be dropped in place.
-        return merge_at_positions(_read_base(task, read), log_rows, task.key, task.ordering, list(wanted),
-                                  owned=True, keep_order=task.keep_order)
+        try:
+            # The base was decoded for this merge alone: its rows may be dropped in place.
+            return merge_at_positions(_read_base(task, read), log_rows, task.key, task.ordering, list(wanted),
+                                      owned=True, keep_order=task.keep_order)
+        except CorruptLogError as e:
+            # The merge knows rows, not files: name them.
+            raise CorruptLogError(f"{e}: base {task.slice.base.path if task.slice.base else '(none)'}, logs "
+                                  f"{', '.join(f.path for f in task.slice.logs)}") from e
     return merge_onto(_read_base(task, names), log_rows, task.key, task.ordering).cast(task.schema)
 
 
@@ -276,7 +283,10 @@ class Scan:
         time (never the whole table at once).
 
         Raises (while streaming):
-            SnapshotExpiredError: a file of the snapshot was cleaned meanwhile.
+            SnapshotExpiredError: a file of the snapshot was cleaned meanwhile (or is
+                missing: the message says which).
+            CorruptFileError: a data file is damaged or unreadable (named); a
+                ``CorruptLogError`` when a log is not a log or points past its base.
         """
         return pa.RecordBatchReader.from_batches(self.schema, self._stream())
 
@@ -296,8 +306,9 @@ class Scan:
         merged = [s for s in self.slices if s.logs]
         try:
             if plain:
-                for batch in self._plain(plain).to_batches(filter=self.filter, columns=self.columns):
-                    yield from pa.Table.from_batches([batch]).cast(out).to_batches()
+                with self._reading(plain):
+                    for batch in self._plain(plain).to_batches(filter=self.filter, columns=self.columns):
+                        yield from pa.Table.from_batches([batch]).cast(out).to_batches()
             merge_schema = self._merge_schema()
             wanted = self._wanted(merge_schema)
             for s in merged:
@@ -306,8 +317,27 @@ class Scan:
                 if self.filter is not None:
                     t = ds.dataset(t).to_table(filter=self.filter)
                 yield from t.select(out.names).cast(out).to_batches()
-        except FileNotFoundError as e:
-            raise SnapshotExpiredError(f"a file of the snapshot being read was cleaned meanwhile: {e}") from e
+        except (FileNotFoundError, SnapshotExpiredError) as e:
+            raise self._missing(e) from e
+
+    @contextmanager
+    def _reading(self, plain: list[FileSlice]) -> Iterator[None]:
+        """Read the slices without logs (one dataset) in this block: a damaged or
+        unreadable base raises ``CorruptFileError`` naming it."""
+        try:
+            yield
+        except FileNotFoundError:
+            raise
+        except DAMAGED as e:
+            raise find_damaged(self.ctx.storage, [s.base.path for s in plain if s.base is not None], e) from e
+
+    def _missing(self, error: FileNotFoundError | SnapshotExpiredError) -> SnapshotExpiredError:
+        """The typed error for a file of this scan found missing: which one, and whether
+        a clean removed it (the snapshot left retention) or nothing lakeline did."""
+        if isinstance(error, SnapshotExpiredError) and not isinstance(error.__cause__, FileNotFoundError):
+            return error  # not a file found missing by the read
+        paths = [f.path for s in self.slices for f in s.files]
+        return missing_error(self.ctx.storage, self.ctx.log, self.snapshot.last_seq, paths, error)
 
     def _merge_schema(self) -> pa.Schema:
         """The columns a merged slice is read with: those asked for, the record key and
@@ -335,12 +365,13 @@ class Scan:
 
         Raises:
             SnapshotExpiredError: a file of the snapshot was cleaned meanwhile (it left
-                retention while it was read).
+                retention while it was read), or is missing: the message says which.
+            CorruptFileError: as for :meth:`to_reader`.
         """
         try:
             return self._read()
-        except FileNotFoundError as e:
-            raise SnapshotExpiredError(f"a file of the snapshot being read was cleaned meanwhile: {e}") from e
+        except (FileNotFoundError, SnapshotExpiredError) as e:
+            raise self._missing(e) from e
 
     def _read(self) -> pa.Table:
         cfg, storage = self.ctx.config, self.ctx.storage
@@ -350,7 +381,8 @@ class Scan:
         merged = [s for s in self.slices if s.logs]
         parts: list[pa.Table] = []
         if plain:
-            parts.append(self._plain(plain).to_table(filter=self.filter, columns=self.columns))
+            with self._reading(plain):
+                parts.append(self._plain(plain).to_table(filter=self.filter, columns=self.columns))
         if merged:
             merge_schema = self._merge_schema()
             wanted = self._wanted(merge_schema)
