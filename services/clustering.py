@@ -246,7 +246,7 @@ def cluster_slices(task: ClusterTask) -> list[WriteStat]:
     step = _rows_per_file(task, rows.num_rows)
     for start in range(0, rows.num_rows, step):
         fg = new_file_group_id()
-        name = data_file_name(fg, st.instant, "base")
+        name = data_file_name(fg, st.instant, "base", st.tag)
         out.append(write_file(FileWrite(st.storage, st.instant, rel_path(task.partition, name), task.partition, fg,
                                         "base", rows.slice(start, step).combine_chunks(), st.key, st.compression,
                                         st.row_group_rows, inserts=False)))

@@ -175,7 +175,7 @@ def compact_slice(task: CompactTask) -> WriteStat:
     """
     st, s = task.settings, task.slice
     rows = read_slice(SliceRead(st.storage, s, st.schema, st.key, st.ordering))
-    name = data_file_name(s.file_group, st.instant, "base")
+    name = data_file_name(s.file_group, st.instant, "base", st.tag)
     return write_file(
         FileWrite(st.storage, st.instant, rel_path(s.partition, name), s.partition, s.file_group, "base",
                   rows.cast(st.schema), st.key, st.compression, st.row_group_rows, inserts=False)

@@ -19,7 +19,8 @@ Why it is built this way:
   location) is checked before anything is written.
 * Dropping removes only the name: the table stays where it is, openable by path
   (``Table.open(location, timeline=dsn)``) or adoptable again with
-  :meth:`Catalog.register_table`. ``purge=True`` deletes its folder and timeline too.
+  :meth:`Catalog.register_table`. ``purge=True`` deletes its own files and timeline too,
+  and nothing else (:func:`lakeline.timeline.ownership.purge`).
 
 psycopg is imported only when a catalog is constructed (``import lakeline.table`` stays light).
 """
@@ -36,14 +37,18 @@ import pyarrow as pa
 
 from ..timeline.errors import (
     InvalidTableNameError,
+    LakelineError,
     LocationInUseError,
     TableExistsError,
+    TableIdentityError,
     TableNotFoundError,
     TimelineConfigError,
 )
+from ..timeline.file_group import table_tag
+from ..timeline.ownership import purge as purge_files
 from ..timeline.redact import redact
 from ..timeline.storage import Storage
-from ..timeline.stores.pointer import pointer_path
+from ..timeline.stores.pointer import pointer_path, read_pointer
 from ..timeline.table_config import TableConfig
 from .hooks import property_hooks
 from .table import Table
@@ -270,25 +275,62 @@ class Catalog:
             raise TableNotFoundError(f"no table named {old} in the catalog")
 
     def drop_table(self, name: str, purge: bool = False) -> CatalogTable:
-        """Remove the name; with ``purge``, also the table's folder (everything at its
-        location) and its timeline rows. Returns what the name was.
+        """Remove the name; with ``purge``, also the table's files and its timeline rows.
+        Returns what the name was.
+
+        Purge deletes only what the table owns (docs/safety.md): its ``.lakeline/``
+        folder, the data files its timeline names or whose names carry its tag, then its
+        folders left empty. Unrelated files, symbolic links' targets and tables nested in
+        its folder stay.
 
         Without ``purge`` the table stays openable with ``Table.open(location, timeline=dsn)``.
 
         Raises:
             InvalidTableNameError, TableNotFoundError.
+            TableIdentityError: with ``purge``, the location holds another table (nothing
+                is dropped).
         """
         tname = TableName.parse(name)
+        owned: tuple[Storage, set[str]] | None = None
+        if purge:
+            # Whose folder it is, before anything changes: the location may hold another
+            # table by now (refused), or nothing of this one any more.
+            found = self._rows.get(tname.namespace, tname.name)
+            owned = self._owned(found) if found is not None else None
         row = self._rows.delete(tname.namespace, tname.name)
         if row is None:
             raise TableNotFoundError(f"no table named {tname} in the catalog")
         if purge:
             # Files first: a purge cut short leaves orphan timeline rows (invisible),
             # never a folder that looks like a table but has no timeline.
-            storage = Storage.for_uri(row.location)
-            storage.delete_dir(storage.base)
+            if owned is not None:
+                storage, referenced = owned
+                purge_files(storage, table_tag(row.table_id), referenced)
             self._rows.purge_timeline(row.table_id)
         return _entry(row)
+
+    def _owned(self, row: CatalogRow) -> tuple[Storage, set[str]] | None:
+        """The table's storage and the files its timeline names, when its folder holds
+        it; None when the location holds no table (nothing there is its to delete).
+
+        Raises:
+            TableIdentityError: the location holds another table.
+        """
+        storage = Storage.for_uri(row.location)
+        try:
+            pointer = read_pointer(storage)
+        except TableNotFoundError:
+            return None
+        if pointer.get("table_uuid") != row.table_id:
+            raise TableIdentityError(
+                f"the location {storage.uri} now holds another table (uuid {pointer.get('table_uuid')}, "
+                f"not {row.table_id}); nothing was purged or dropped")
+        try:
+            timeline = Table.open(storage.uri, timeline=self.dsn).timeline
+        except LakelineError:  # a damaged table: its tagged files and .lakeline/ are still known
+            return storage, set()
+        return storage, {f["path"] for i in timeline.instants() if isinstance(i.metadata, dict)
+                         for f in i.metadata.get("files", ()) if isinstance(f, dict) and "path" in f}
 
     def _row(self, tname: TableName) -> CatalogRow:
         row = self._rows.get(tname.namespace, tname.name)

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from ..indexes.entries import IndexJob
 from ..timeline.commit_metadata import WriteStat
-from ..timeline.file_group import FileSlice, data_file_name
+from ..timeline.file_group import FileSlice, data_file_name, table_tag
 from ..timeline.storage import Storage
 from ..timeline.table_config import TableConfig
 from .files import (
@@ -40,13 +40,15 @@ class WriteSettings:
     compression: str
     row_group_rows: int
     indexes: IndexJob | None = None  # entries each written file computes from its rows
+    tag: str = ""  # the table's tag in data file names (file_group.table_tag)
 
     @classmethod
     def of(cls, storage: Storage, config: TableConfig, instant: int, indexes: IndexJob | None = None) -> WriteSettings:
         """The settings of files ``instant`` writes under ``config``."""
         return cls(storage=storage, instant=instant, schema=config.schema, key=config.record_key,
                    ordering=config.ordering_field, compression=config.props.write_parquet_compression,
-                   row_group_rows=config.props.write_row_group_rows, indexes=indexes)
+                   row_group_rows=config.props.write_row_group_rows, indexes=indexes,
+                   tag=table_tag(config.table_uuid))
 
 
 def rel_path(partition: str, name: str) -> str:
@@ -104,7 +106,7 @@ def rewrite_group(task: RewriteTask) -> Written | None:
         if lo is not None:
             bounds: list[Any] = [lo, hi, s.base.key_min, s.base.key_max]  # one key type, compared as is
             known = (min(bounds[0], bounds[2]), max(bounds[1], bounds[3]))
-    name = data_file_name(s.file_group, st.instant, "base")
+    name = data_file_name(s.file_group, st.instant, "base", st.tag)
     return write_indexed(
         FileWrite(
             st.storage, st.instant, rel_path(s.partition, name), s.partition, s.file_group, "base",
@@ -129,8 +131,9 @@ def is_unchanged(res: Written | None) -> bool:
 def _evaluate(table: pa.Table, expr: pc.Expression) -> pa.ChunkedArray:
     import pyarrow.dataset as ds
 
-    marked = table.append_column("__row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
-    hit = ds.dataset(marked).to_table(filter=expr, columns=["__row"]).column("__row")
+    row = "__lakeline_row"  # under the reserved prefix: never a user column
+    marked = table.append_column(row, pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    hit = ds.dataset(marked).to_table(filter=expr, columns=[row]).column(row)
     mask = np.zeros(table.num_rows, dtype=bool)
     mask[hit.to_numpy()] = True
     return pa.chunked_array([pa.array(mask)])
@@ -158,7 +161,7 @@ def write_log(task: LogTask) -> Written:
             {BASE_FILE_KEY: task.base_file.encode()})
     rows = rows.append_column(SEQ, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
     rows = rows.select(schema.names).cast(schema)
-    name = data_file_name(task.file_group, st.instant, "log")
+    name = data_file_name(task.file_group, st.instant, "log", st.tag)
     return write_indexed(
         FileWrite(
             st.storage, st.instant, rel_path(task.partition, name), task.partition, task.file_group, "log",

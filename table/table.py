@@ -7,6 +7,7 @@ write path (:mod:`.writer`), the read path (:mod:`.scan`) and the services.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import uuid
 from collections.abc import Callable, Mapping
@@ -22,15 +23,17 @@ from ..timeline.errors import (
     InvalidFilterError,
     TableExistsError,
     TableNotFoundError,
+    TimelineConfigError,
     UnsupportedOperationError,
 )
 from ..timeline.fs_view import FileSystemView
 from ..timeline.instant import Action
 from ..timeline.log import EventLog
+from ..timeline.ownership import check_new_location
 from ..timeline.plans import SchemaChangePlan
 from ..timeline.storage import Storage
 from ..timeline.stores import check_timeline_arg, open_store
-from ..timeline.stores.pointer import read_pointer, write_pointer
+from ..timeline.stores.pointer import check_identity, pointer_path, read_pointer, write_pointer
 from ..timeline.table_config import TableConfig
 from ..timeline.timeline import Timeline
 from .changes import changes
@@ -116,17 +119,23 @@ class Table:
 
         Raises:
             TableExistsError: a table already exists there.
+            UnsafeLocationError: a table may not live there: the empty path, a file system
+                root, a home folder, a non-empty folder, a file, or inside another table.
             SchemaMismatchError, UnknownColumnError, InvalidPropertyError: bad arguments
                 (nothing is written).
         """
         storage = Storage.for_uri(path)
-        table_uuid = uuid.uuid4().hex
         config = TableConfig.build(
-            schema, record_key, ordering_field, partition_by, table_type, properties, table_uuid
+            schema, record_key, ordering_field, partition_by, table_type, properties, uuid.uuid4().hex
         )
         property_hooks(config.props)  # refuse bad inline.services / commit.callback-url now
-        store = open_store(storage, timeline, table_uuid)
-        write_pointer(storage, table_uuid, store.kind)
+        if not storage.exists(pointer_path(storage)):
+            check_new_location(storage)  # a table owns its folder (docs/safety.md)
+        store = open_store(storage, timeline, config.table_uuid)  # a bad timeline is refused before any write
+        table_uuid = _claim_pointer(storage, timeline, store.kind, config.table_uuid)
+        if table_uuid != config.table_uuid:
+            config = dataclasses.replace(config, table_uuid=table_uuid)
+            store = open_store(storage, timeline, table_uuid)
         log = EventLog(store, archive=EventArchive(storage))
 
         def must_be_empty(tl: Timeline) -> None:
@@ -142,16 +151,20 @@ class Table:
 
         Raises:
             TableNotFoundError: no table at ``path``.
+            TableIdentityError: ``path`` is a copy of a table whose timeline is in PostgreSQL
+                (two folders would write one event log).
             TimelineConfigError: the timeline argument does not match the table.
             InvalidPropertyError: the stored properties are not valid for this version.
         """
         storage = Storage.for_uri(path)
         pointer = read_pointer(storage)
         check_timeline_arg(pointer, timeline, storage.uri)
+        check_identity(pointer, storage)
         store = open_store(storage, timeline, pointer["table_uuid"])
         table = cls(storage, EventLog(store, archive=EventArchive(storage)), timeline)
         if TableConfig.from_timeline(table.timeline) is None:
-            raise TableNotFoundError(f"the table at {storage.uri} has no completed schema instant")
+            raise TableNotFoundError(f"the table at {storage.uri} has no completed schema instant (its creation "
+                                     "did not finish; Table.create at the same location completes it)")
         return table
 
     # -- state -----------------------------------------------------------------------
@@ -409,6 +422,35 @@ class Table:
         from ..services.table_services import TableServices  # the declared seam (tests/test_layout.py)
 
         return TableServices(self)
+
+
+def _claim_pointer(storage: Storage, timeline: str | None, kind: str, table_uuid: str) -> str:
+    """Write the new table's pointer, or adopt one whose table was never created (a create
+    that died between its pointer and its schema instant); the uuid the table gets.
+
+    Adopting is safe against racing creators: they all read the same pointer, so they all
+    append the schema instant to the same log, where put-if-absent lets one win and the
+    others see a non-empty log (``TableExistsError``).
+
+    Raises:
+        TableExistsError: a table is there (its log has events, or another kind of timeline).
+    """
+    try:
+        write_pointer(storage, table_uuid, kind)
+        return table_uuid
+    except TableExistsError:
+        pointer = read_pointer(storage)
+        try:
+            check_timeline_arg(pointer, timeline, storage.uri)
+        except TimelineConfigError:
+            raise TableExistsError(f"a table already exists at {storage.uri}") from None
+        probe = open_store(storage, timeline, pointer["table_uuid"])
+        try:
+            if probe.has_events():
+                raise
+        finally:
+            probe.close()
+        return str(pointer["table_uuid"])
 
 
 __all__ = ["Table", "WriteResult"]

@@ -248,7 +248,8 @@ def new_file_chunks(ctx: TableContext, nf: NewFiles) -> Iterator[tuple[pa.Table,
 
 def new_file_task(st: WriteSettings, partition: str, file_group: str, rows: pa.Table, inserts: bool) -> FileWrite:
     """The task writing ``rows`` as the first base file of a new group."""
-    return FileWrite(st.storage, st.instant, rel_path(partition, data_file_name(file_group, st.instant, "base")),
+    name = data_file_name(file_group, st.instant, "base", st.tag)
+    return FileWrite(st.storage, st.instant, rel_path(partition, name),
                      partition, file_group, "base", rows.cast(st.schema), st.key, st.compression, st.row_group_rows,
                      inserts, indexes=st.indexes)
 

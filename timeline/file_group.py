@@ -17,20 +17,40 @@ from urllib.parse import quote, unquote
 
 BASE_SUFFIX = ".parquet"
 LOG_SUFFIX = ".log.parquet"
+#: The folder value of a null partition value (Hive and Spark write the same). No string
+#: value encodes to it: :func:`partition_path` writes the string "__HIVE_DEFAULT_PARTITION__"
+#: as :data:`LITERAL_NULL_NAME`, so a null and that string are two folders.
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+#: The folder value of the string "__HIVE_DEFAULT_PARTITION__": its first character
+#: percent-encoded, which :func:`urllib.parse.unquote` (and Hive readers) decode back.
+LITERAL_NULL_NAME = "%5F" + NULL_PARTITION[1:]
 
+#: ``<file group>_<instant>_<token>[_<table tag>].parquet`` (``.log.parquet`` for logs). The
+#: table tag (the first hex digits of the table's uuid) says which table wrote the file:
+#: cleaning and purge delete an unreferenced file only when it carries their own tag
+#: (docs/safety.md). Names without one are from before the tag; they are never orphans.
 _NAME = re.compile(
-    r"^(?P<fg>[0-9a-f]{32})_(?P<instant>\d+)_(?P<token>[0-9a-f]{8})(?P<suffix>\.log\.parquet|\.parquet)$")
+    r"^(?P<fg>[0-9a-f]{32})_(?P<instant>\d+)_(?P<token>[0-9a-f]{8})(?:_(?P<table>[0-9a-f]{12}))?"
+    r"(?P<suffix>\.log\.parquet|\.parquet)$")
+#: Hex digits of the table uuid a data file name carries.
+TABLE_TAG_LENGTH = 12
 
 
 def new_file_group_id() -> str:
     return uuid.uuid4().hex
 
 
-def data_file_name(file_group: str, instant: int, kind: str) -> str:
-    """A fresh, never-repeating name for a base (``kind="base"``) or log file."""
+def table_tag(table_uuid: str) -> str:
+    """The tag data file names of the table ``table_uuid`` carry ("" for a table without one)."""
+    return table_uuid[:TABLE_TAG_LENGTH] if len(table_uuid) >= TABLE_TAG_LENGTH else ""
+
+
+def data_file_name(file_group: str, instant: int, kind: str, tag: str = "") -> str:
+    """A fresh, never-repeating name for a base (``kind="base"``) or log file of the table
+    whose :func:`table_tag` is ``tag``."""
     token = uuid.uuid4().hex[:8]
-    return f"{file_group}_{instant}_{token}{LOG_SUFFIX if kind == 'log' else BASE_SUFFIX}"
+    owner = f"_{tag}" if tag else ""
+    return f"{file_group}_{instant}_{token}{owner}{LOG_SUFFIX if kind == 'log' else BASE_SUFFIX}"
 
 
 @dataclass(frozen=True)
@@ -39,6 +59,7 @@ class ParsedName:
     instant: int
     token: str
     kind: str
+    table_tag: str = ""  # "" for a name written before names carried the table's tag
 
 
 def parse_data_file_name(name: str) -> ParsedName | None:
@@ -47,20 +68,31 @@ def parse_data_file_name(name: str) -> ParsedName | None:
     if m is None:
         return None
     kind = "log" if m.group("suffix") == LOG_SUFFIX else "base"
-    return ParsedName(m.group("fg"), int(m.group("instant")), m.group("token"), kind)
+    return ParsedName(m.group("fg"), int(m.group("instant")), m.group("token"), kind, m.group("table") or "")
+
+
+def partition_value_name(value: object) -> str:
+    """The folder text of one partition value: percent-quoted (no ``/``, ``.``-only or
+    ``=`` can escape or split the folder), :data:`NULL_PARTITION` for a null, and never
+    :data:`NULL_PARTITION` for a value: quoting is one-to-one, and the one string it
+    leaves as that name gets its first character quoted."""
+    if value is None:
+        return NULL_PARTITION
+    text = quote(str(value), safe="")
+    return LITERAL_NULL_NAME if text == NULL_PARTITION else text
 
 
 def partition_path(columns: tuple[str, ...], values: tuple[object, ...]) -> str:
-    """Hive-style relative folder (``day=2026-01-01/region=eu``); "" when unpartitioned."""
-    parts = []
-    for col, val in zip(columns, values):
-        text = NULL_PARTITION if val is None else quote(str(val), safe="")
-        parts.append(f"{quote(col, safe='')}={text}")
-    return "/".join(parts)
+    """Hive-style relative folder (``day=2026-01-01/region=eu``); "" when unpartitioned.
+    Distinct value tuples (of one type) give distinct paths: a null is
+    ``__HIVE_DEFAULT_PARTITION__``, the string "__HIVE_DEFAULT_PARTITION__" is
+    ``%5F_HIVE_DEFAULT_PARTITION__`` (docs/format.md)."""
+    return "/".join(f"{quote(col, safe='')}={partition_value_name(val)}" for col, val in zip(columns, values))
 
 
 def partition_values(path: str) -> dict[str, str | None]:
-    """The raw (string) values of a Hive-style partition folder."""
+    """The raw (string) values of a Hive-style partition folder: the inverse of
+    :func:`partition_path` (None for the null folder, the string for any other)."""
     out: dict[str, str | None] = {}
     if not path:
         return out

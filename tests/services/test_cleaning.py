@@ -30,6 +30,7 @@ from lakeline.timeline.errors import (
     SnapshotExpiredError,
 )
 from lakeline.timeline.faults import CRASH_EXIT_CODE
+from lakeline.timeline.file_group import table_tag
 from lakeline.timeline.instant import Action, State
 
 from tests.helpers import finish, run_script, start_script, wait_for_files
@@ -295,8 +296,10 @@ def test_orphans_and_rolled_back_leftovers(tmp_path: Path) -> None:
     folder = Path(t.path) / f"day={DAYS[0]}"
     table = to_arrow([row(0, 1)])
 
-    def stray(instant: int, n: int, age_s: float) -> str:
-        p = folder / f"{n:032x}_{instant}_{n:08x}.parquet"
+    tag = table_tag(t.config.table_uuid)
+
+    def stray(instant: int, n: int, age_s: float, owner: str = tag) -> str:
+        p = folder / f"{n:032x}_{instant}_{n:08x}{'_' + owner if owner else ''}.parquet"
         pq.write_table(table, p)
         os.utime(p, (time.time() - age_s, time.time() - age_s))
         return f"day={DAYS[0]}/{p.name}"
@@ -304,10 +307,13 @@ def test_orphans_and_rolled_back_leftovers(tmp_path: Path) -> None:
     old_orphan, young_orphan = stray(done, 1, 600), stray(done, 2, 0)
     old_dead, young_dead = stray(failed, 3, 600), stray(failed, 4, 0)
     unknown = stray(10_000, 5, 600)  # an instant this timeline does not know: a writer just starting
+    # Unnamed by the timeline and not carrying this table's tag: another table's, or from
+    # before names carried one. Never this table's to delete (docs/safety.md).
+    foreign, untagged = stray(done, 6, 600, owner="0123456789ab"), stray(done, 7, 600, owner="")
     r = t.services.clean(dry_run=False)
     assert r.instant.plan["reasons"] == {old_orphan: "orphan", old_dead: "rolled_back"}
     left = data_files_on_disk(t)
-    assert {young_orphan, young_dead, unknown} <= left and not {old_orphan, old_dead} & left
+    assert {young_orphan, young_dead, unknown, foreign, untagged} <= left and not {old_orphan, old_dead} & left
     assert table_rows(t.to_arrow(), COLUMNS) == sorted(table_rows(to_arrow([row(i, 1) for i in range(6)]), COLUMNS))
 
 

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any
 
-from ..errors import TableExistsError, TableNotFoundError
+from ..errors import TableExistsError, TableIdentityError, TableNotFoundError
 from ..storage import META_DIR, Storage
 
 POINTER = "table.json"
 #: Version of the pointer file's layout.
 POINTER_FORMAT = 1
+_UUID = re.compile(r"[0-9a-f]{32}")
 
 
 def pointer_path(storage: Storage) -> str:
@@ -30,12 +32,55 @@ def read_pointer(storage: Storage) -> dict[str, Any]:
     Raises:
         TableNotFoundError: no table at this location.
     """
+    path = pointer_path(storage)
     try:
-        return json.loads(storage.read_bytes(pointer_path(storage)))
+        pointer = json.loads(storage.read_bytes(path))
     except FileNotFoundError:
         raise TableNotFoundError(f"no lakeline table at {storage.uri}") from None
+    except (NotADirectoryError, IsADirectoryError):
+        raise TableNotFoundError(f"no lakeline table at {storage.uri}: it is not a folder") from None
     except ValueError as e:
-        raise TableNotFoundError(f"{pointer_path(storage)} is not a lakeline pointer: {e}") from None
+        raise TableNotFoundError(f"{path} is not a lakeline pointer: {e}") from None
+    _check(pointer, path)
+    return pointer
+
+
+def _check(pointer: Any, path: str) -> None:
+    """Refuse a pointer of another shape or a format this version does not know."""
+    if not isinstance(pointer, dict):
+        raise TableNotFoundError(f"{path} is not a lakeline pointer: a JSON object was expected")
+    fmt = pointer.get("format")
+    if fmt != POINTER_FORMAT or isinstance(fmt, bool):
+        raise TableNotFoundError(f"{path} has pointer format {fmt!r}; this lakeline reads format {POINTER_FORMAT} "
+                                 "(a newer lakeline wrote it, or it is damaged)")
+    table_uuid = pointer.get("table_uuid")
+    if not isinstance(table_uuid, str) or not _UUID.fullmatch(table_uuid):
+        raise TableNotFoundError(f"{path} is not a lakeline pointer: no valid table_uuid")
+    if pointer.get("timeline", "filesystem") not in ("filesystem", "postgresql"):
+        raise TableNotFoundError(f"{path} names an unknown timeline store {pointer.get('timeline')!r}")
+    if not isinstance(pointer.get("location", ""), str):
+        raise TableNotFoundError(f"{path} is not a lakeline pointer: location is not a string")
+
+
+def check_identity(pointer: dict[str, Any], storage: Storage) -> None:
+    """Refuse to open a copy of a table whose event log is not in its folder.
+
+    A filesystem timeline travels with a copied folder, so the copy is a table of its own.
+    A PostgreSQL timeline is found by the table's uuid, which the copy shares: writing
+    through it would put the copy's files into the original's log (and the original's
+    reads would then name files it does not have). The pointer records where the table
+    was created; a PostgreSQL table opened anywhere else is that copy.
+
+    Raises:
+        TableIdentityError: the pointer's location is not ``storage``'s.
+    """
+    location = pointer.get("location")
+    if pointer.get("timeline") != "postgresql" or not location or location == storage.uri:
+        return
+    raise TableIdentityError(
+        f"the folder {storage.uri} is a copy of the table at {location}, whose timeline is in PostgreSQL and "
+        "is shared by uuid: a copy may not write it. Open the table at its own location (restore the copy "
+        "there), or create a new table and insert the copy's rows into it")
 
 
 def write_pointer(storage: Storage, table_uuid: str, store_kind: str) -> None:
