@@ -13,9 +13,10 @@ double hashing (Kirsch and Mitzenmacher), built and probed by the C loops of
 pybloom-live, whose one Python call per key made index entries of a 5M-row rewrite
 take 30 s (``docs/decisions.md`` has the measurement).
 
-The key range (min/max of a single-column key, as text; cast it back to the column's
-type before comparing) is kept for key-range pruning ahead of the probe. A bloom
-filter has no false negatives: a file it answers "no" for holds none of the probed
+The key range (min/max of a single-column key, as text, binary keys as
+:func:`~.hashing.binary_bound_text`; cast it back to the column's type before
+comparing) is kept for key-range pruning ahead of the probe. A bloom filter has no
+false negatives: a file it answers "no" for holds none of the probed
 keys, which is what lets scans and tagging skip it.
 """
 
@@ -32,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..timeline.errors import MetadataTableError, UnknownColumnError
-from .hashing import ColumnHashes, hash_array, hash_text
+from .hashing import ColumnHashes, as_plain_binary, hash_array, hash_text, is_binary_like
 from .native import NATIVE
 
 #: Default false-positive rate of a filter.
@@ -86,8 +87,14 @@ def key_hashes(rows: pa.Table, columns: Sequence[str], schema: pa.Schema | None 
         if hashes is not None and hashes.rows is rows and cols[0].type == rows.column(columns[0]).type:
             return hashes.of(columns[0])
         return hash_array(cols[0])
-    parts = [pc.fill_null(pc.cast(c, pa.string()), "") for c in cols]
-    return hash_text(pc.binary_join_element_wise(*parts, KEY_SEPARATOR))
+    if not any(is_binary_like(c.type) for c in cols):
+        parts = [pc.fill_null(pc.cast(c, pa.string()), "") for c in cols]
+        return hash_text(pc.binary_join_element_wise(*parts, KEY_SEPARATOR))
+    # A binary part need not be UTF-8: join the bytes (the text of the other parts as
+    # its UTF-8 bytes), which hashes exactly as the joined text would.
+    raw = [pc.fill_null(pc.cast(as_plain_binary(c) if is_binary_like(c.type) else pc.cast(c, pa.string()),
+                                pa.binary()), b"") for c in cols]
+    return hash_text(pc.binary_join_element_wise(*raw, KEY_SEPARATOR.encode()))
 
 
 @dataclass(frozen=True)

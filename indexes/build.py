@@ -57,11 +57,19 @@ def build_task(task: BuildTask) -> pa.Table:
 def try_build_task(task: BuildTask) -> pa.Table | str:
     """:func:`build_task`, or the file's path when it no longer exists (replaced after
     the build's base and cleaned since): the caller decides whether that is sound
-    (:func:`gone_but_live`)."""
+    (:func:`gone_but_live`).
+
+    Raises:
+        IndexBuildError: Arrow cannot compute the file's entries (a value the index
+            cannot represent): the build is rolled back with a typed error.
+    """
     try:
         return build_task(task)
     except FileNotFoundError:
         return task.entries.path
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        raise IndexBuildError(f"index {task.entries.targets[0].name!r}: entries of {task.entries.path} "
+                              f"cannot be computed: {e}") from e
 
 
 def gone_but_live(gone: Collection[str], newest: Timeline) -> list[str]:

@@ -9,7 +9,9 @@ again, which a stored exact count could never do.
 
 Pruning relies on these rows, so they err on the side of "unknown": a column whose
 min/max cannot be represented (binary, nested types, floats holding NaN) gets null
-bounds, and a reader never prunes on a null bound.
+bounds, and a reader never prunes on a null bound. Binary columns keep null bounds
+although :func:`~.hashing.binary_bound_text` could store them: entries that tables
+already hold would otherwise differ from their recomputation (``validate``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .coupons import column_coupons
-from .hashing import ColumnHashes
+from .hashing import ColumnHashes, binary_bound_value, is_binary_like
 from .hll import Hll, merge_all
 
 #: lg(k) of the HLL sketches: 2^14 registers give a relative standard error of ~0.8 %,
@@ -92,9 +94,18 @@ def file_stats(path: str, partition: str, rows: pa.Table, columns: Sequence[str]
 
 
 def decode_bound(text: str | None, typ: pa.DataType) -> pa.Scalar | None:
-    """A min/max text cast back to the column's type (None when unknown)."""
+    """A min/max text cast back to the column's type (None when unknown); a binary
+    bound is decoded from :func:`~.hashing.binary_bound_text` (no stats entry holds one
+    today, a bloom filter's key range may).
+
+    Raises:
+        ValueError: a binary bound's text is corrupt.
+        pyarrow.ArrowInvalid: the text does not cast to ``typ``.
+    """
     if text is None:
         return None
+    if is_binary_like(typ):
+        return pa.scalar(binary_bound_value(text), typ)
     return pc.cast(pa.scalar(text, pa.string()), typ)
 
 
@@ -169,8 +180,8 @@ def guarantees(stats_rows: Iterable[Mapping[str, Any]], schema: pa.Schema,
         try:
             lo = decode_bound(row["min"], typ)
             hi = decode_bound(row["max"], typ)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-            continue  # the column's type changed since: no pruning on it
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError):
+            continue  # the column's type changed since (or a corrupt bound): no pruning on it
         if lo is None or hi is None:
             continue
         bounds = (field >= lo) & (field <= hi)

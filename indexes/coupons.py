@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .hashing import _as_words, _text_buffers
+from .hashing import _as_words, _text_buffers, as_plain_binary
 from .native import NATIVE
 
 SEED = 9001
@@ -38,6 +38,7 @@ def column_coupons(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
     words = _as_words(array)
     if words is not None:
         return word_coupons(words)
+    array = as_plain_binary(array)  # fixed-size binaries by their bytes: need not be UTF-8
     typ = array.type
     if not (pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_binary(typ)
             or pa.types.is_large_binary(typ)):
