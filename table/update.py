@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from ..timeline.data_reads import reading
 from ..timeline.errors import SnapshotExpiredError
 from .assign import Assignments, apply_assignments
 from .context import TableContext
@@ -56,9 +57,10 @@ def slice_matches(task: SliceMatch) -> pa.Table:
     r, s = task.read, task.read.slice
     if not s.logs and s.base is not None:
         try:
-            dset = ds.dataset([r.storage.path(s.base.path)], schema=r.schema, format="parquet",
-                              filesystem=r.storage.fs)
-            return dset.to_table(filter=task.where)
+            with reading(s.base.path):  # a damaged base: CorruptFileError naming it
+                dset = ds.dataset([r.storage.path(s.base.path)], schema=r.schema, format="parquet",
+                                  filesystem=r.storage.fs)
+                return dset.to_table(filter=task.where)
         except FileNotFoundError as e:
             raise SnapshotExpiredError(f"{s.base.path} of the snapshot being updated was cleaned meanwhile") from e
     rows = read_slice(r)
