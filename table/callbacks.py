@@ -97,7 +97,11 @@ def _check_number(name: str, value: object, low: float, high: float, integral: b
     if isinstance(value, bool) or not isinstance(value, kind):
         raise InvalidPropertyError(f"http_post {name}={value!r}: must be {'an int' if integral else 'a number'}, "
                                    f"not {type(value).__name__}")
-    if not math.isfinite(float(value)) or not low <= float(value) <= high:  # type: ignore[arg-type]
+    try:
+        number = float(value)
+    except OverflowError:  # an int too large for a float is out of range all the same
+        number = math.inf
+    if not math.isfinite(number) or not low <= number <= high:
         raise InvalidPropertyError(f"http_post {name}={value!r}: must be between {low:g} and {high:g}")
 
 
