@@ -70,6 +70,7 @@ from ..timeline.retention import pinned_seqs
 from ..timeline.storage import META_DIR, Storage
 from ..timeline.timeline import Timeline
 from .plugin import Progress, TableService
+from .rollback import sweep_staging
 
 if TYPE_CHECKING:
     from ..table.table import Table
@@ -376,4 +377,5 @@ class CleaningService(TableService):
         return {"policy": plan.policy, "retain": plan.retain, "retain_seq": plan.retain_seq,
                 "files_deleted": len(deleted), "files_missing": missing, "files_skipped": len(skipped),
                 "bytes_deleted": freed, "index_files_deleted": index_deleted,
-                "deleted": deleted, "skipped": skipped}
+                "deleted": deleted, "skipped": skipped,
+                "staging_removed": sweep_staging(table, age_ms)}  # dead Spark writes' staging folders

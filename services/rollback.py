@@ -9,17 +9,25 @@ files is deleted (see :mod:`lakeline.table.rollback`), so a rollback that dies m
 simply executed again by the next run (the framework re-runs an inflight service
 instant whose heartbeat expired); every step is idempotent. A marker that names
 anything but a file of its instant is skipped and listed under ``refused``.
+
+The plan also lists the staging folders of dead Spark writes (``staging``; the rules
+are :mod:`lakeline.timeline.staging_folders`'): a write killed mid-way, before or after
+its instant began. Execute ends the failed writes first, then judges each listed
+folder again and removes it only if its write is still dead, so a write that was only
+slow keeps its staged input. :func:`sweep_staging` is the same sweep without a plan,
+for cleaning.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..table.rollback import delete_files_of, end_instant, expired_writers
+from ..table.rollback import delete_files_of, end_instant, expired_writers, remove_dead_staging
 from ..timeline import faults
 from ..timeline.instant import Action, Instant, State
 from ..timeline.markers import delete_markers, instants_with_markers
 from ..timeline.plans import RollbackPlan
+from ..timeline.staging_folders import Rules, dead_writes
 from ..timeline.timeline import Timeline
 from .plugin import Progress, TableService
 
@@ -41,9 +49,11 @@ class RollbackService(TableService):
                   if (x := snapshot.find(i)) is not None]
         leftovers = [i for i, state in marked if state is State.ROLLED_BACK]
         finished = [i for i, state in marked if state is State.COMPLETED]
-        if not targets and not leftovers and not finished:
+        # Judged on this snapshot; execute judges them again before removing any.
+        staging = dead_writes(table.storage, lambda: (snapshot, table.log.store.last_beats()), Rules.of(props))
+        if not targets and not leftovers and not finished and not staging:
             return None
-        return RollbackPlan(tuple(targets), tuple(leftovers), tuple(finished))
+        return RollbackPlan(tuple(targets), tuple(leftovers), tuple(finished), tuple(staging))
 
     def execute(self, table: Table, instant: Instant, progress: Progress | None = None) -> dict[str, Any]:
         plan = RollbackPlan.from_dict(instant.plan)
@@ -67,4 +77,15 @@ class RollbackService(TableService):
             refused.extend(left.refused)
         for t in plan.completed_markers:
             delete_markers(storage, t)
-        return {"rolled_back": len(done), "instants": done, "files_deleted": deleted, "refused": refused}
+        # After the targets ended: a folder naming one of them is judged on its new state.
+        staging = remove_dead_staging(log, storage, Rules.of(table.config.props), only=plan.staging)
+        return {"rolled_back": len(done), "instants": done, "files_deleted": deleted, "refused": refused,
+                "staging_removed": staging}
+
+
+def sweep_staging(table: Table, orphan_age_ms: int | None = None) -> list[str]:
+    """Remove the staging folders of every dead write now (no plan, no instant: the
+    verdict is taken right before removing); the write ids removed. ``orphan_age_ms``
+    overrides ``clean.orphan-age-ms`` for folders without an owner file (a cleaning
+    run's own age)."""
+    return remove_dead_staging(table.log, table.storage, Rules.of(table.config.props, orphan_age_ms))

@@ -5,6 +5,11 @@ A Spark write keeps what moves between its stages on the table's own storage
 never holds rows. Every attempt of the write replays from the staged input, even when
 the DataFrame's source is not repeatable. Storage every executor can reach is what a
 lakeline table needs anyway, since executors write its data files.
+
+The driver owns the folder while the write runs (an owner file it keeps beating, see
+:mod:`lakeline.timeline.staging_folders`) and removes it when the write ends. A driver
+killed mid-write cannot: rollback and cleaning remove the folder once its owner has
+stopped beating and no instant it names is alive.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ import numpy as np
 import pyarrow as pa
 
 from ..indexes.bloom import key_hashes
-from ..timeline.storage import META_DIR, Storage
+from ..timeline.staging_folders import folder_of
+from ..timeline.storage import Storage
 
 
 @dataclass(frozen=True)
@@ -33,7 +39,12 @@ class Staging:
 
     @classmethod
     def new(cls, storage: Storage) -> Staging:
-        return cls(storage, posixpath.join(META_DIR, "staging", uuid.uuid4().hex))
+        return cls(storage, folder_of(uuid.uuid4().hex))
+
+    @property
+    def write_id(self) -> str:
+        """The write's id: the folder's name, and the owner file's ``write``."""
+        return posixpath.basename(self.folder)
 
     def put_table(self, kind: str, table: pa.Table) -> str:
         """Store ``table`` as an Arrow IPC file under a fresh name; its relative path."""

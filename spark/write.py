@@ -23,7 +23,10 @@ The driver holds the heartbeat, reconciles the instant's markers against the fil
 results name (a failed or speculative task attempt's file is deleted; no snapshot would
 ever have read it), and completes through the one commit protocol. The key claims are
 read from staging only when a concurrent commit makes the key check need them. The
-staging folder is removed when the write ends, whatever the outcome.
+staging folder is removed when the write ends, whatever the outcome; while it runs the
+driver beats the folder's owner file (naming each attempt's instant once it begins), so
+if the driver dies, rollback or cleaning removes the folder once that beat and the
+instants' heartbeats are stale (:mod:`lakeline.timeline.staging_folders`).
 
 Copy-on-write writes from Spark start new file groups for new keys instead of filling
 small files (two tasks could fill the same one); clustering packs them.
@@ -53,6 +56,7 @@ from ..timeline.conflicts import KeyCheck
 from ..timeline.errors import SchemaMismatchError, UnsupportedOperationError
 from ..timeline.instant import Action
 from ..timeline.markers import reconcile_markers
+from ..timeline.staging_folders import OwnerBeat
 from ..timeline.table_config import TableConfig
 from .engine import SparkEngine
 from .errors import reraise_typed
@@ -110,15 +114,19 @@ def write(df: DataFrame, path: str, operation: str = "upsert", timeline: str | N
     spark = df.sparkSession
     spark.sparkContext.setJobDescription(f"lakeline {operation} into {path}")
     staging = Staging.new(table.storage)
+    # The owner file goes in first: a folder is never without it while the write runs.
+    owner = OwnerBeat(table.storage, staging.write_id, cfg.props.heartbeat_interval_ms)
     planner: _Planner | None = None
     try:
+        owner.start()
         planner = _Planner(spark, staging, operation, _stage(df, cfg, staging))
         action = Action.REPLACE_COMMIT if operation == "overwrite" else cfg.write_action
-        result = run_attempts(table.context, operation, action, planner, _Writer(spark), _rule,
+        result = run_attempts(table.context, operation, action, planner, _Writer(spark, owner), _rule,
                               validators=joined.validators)
     finally:
         if planner is not None:
             planner.release()
+        owner.stop()  # before removing: a late beat must find nothing to rewrite
         staging.remove()
         spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
     # Inline services run on the write's engine: this application's executors.
@@ -316,10 +324,11 @@ def _executor_context(ctx: TableContext) -> TableContext:
 class _Writer:
     """Stage 3: each file group written by one task; only metadata comes back."""
 
-    def __init__(self, spark: SparkSession) -> None:
-        self.spark = spark
+    def __init__(self, spark: SparkSession, owner: OwnerBeat) -> None:
+        self.spark, self.owner = spark, owner
 
     def __call__(self, ctx: TableContext, instant: int, plan: SparkPlan) -> tuple[CommitMetadata, Precomputed]:
+        self.owner.begun(instant)  # before any file of it: its rollback finds the folder
         cfg = ctx.config
         st = WriteSettings.of(ctx.storage, cfg, instant, index_job(ctx.log.timeline, cfg.schema, cfg.record_key))
         written: list[Written] = []

@@ -11,6 +11,13 @@ instant (:func:`~lakeline.timeline.markers.is_instant_file`: a data file inside 
 table whose name carries the instant id, or that instant's metadata-table delta).
 Anything else a marker names (a damaged marker, the table root) is skipped and
 reported, never deleted, and the rollback goes on.
+
+A Spark write's staging folder (``.lakeline/staging/<write>/``) is no file of an
+instant: it exists before the instant and outlives a conflict's rolled-back attempt.
+:func:`remove_dead_staging` removes the folders whose write is dead by the rules of
+:mod:`lakeline.timeline.staging_folders` (its owner stopped beating and no instant it
+names is alive); the rollback service calls it after ending the failed writes, and
+cleaning calls it too. It never touches a live write's folder.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from ..timeline.instant import Action, Instant, State
 from ..timeline.log import EventLog
 from ..timeline.markers import delete_markers, is_instant_file, list_markers
 from ..timeline.plans import WriteRequestPlan
+from ..timeline.staging_folders import Rules, dead_writes, remove
 from ..timeline.storage import Storage
 from ..timeline.timeline import Timeline
 
@@ -86,6 +94,19 @@ def end_instant(log: EventLog, storage: Storage, instant: int, reason: str) -> D
     deleted = delete_files_of(storage, instant)
     log.store.clear_beat(instant)
     return deleted
+
+
+def remove_dead_staging(log: EventLog, storage: Storage, rules: Rules, only: tuple[str, ...] | None = None
+                        ) -> list[str]:
+    """Remove the staging folders of dead writes (of those in ``only``, when given: a
+    plan's list, judged again now); the write ids removed. The timeline is read after
+    the owner files, so a write that began meanwhile is judged alive."""
+    if only is not None and not only:
+        return []
+    dead = dead_writes(storage, lambda: (log.refresh(), log.store.last_beats()), rules, only=only)
+    if dead:
+        _log.info("removing the staging folders of dead writes: %s", ", ".join(dead))
+    return remove(storage, dead)
 
 
 def rollback_pending_writes(log: EventLog, storage: Storage, snapshot: Timeline) -> None:

@@ -225,19 +225,22 @@ class ArchivalPlan:
 @dataclass(frozen=True)
 class RollbackPlan:
     """Failed writes to end (``targets``), files of rolled-back instants left behind
-    (``leftovers``) and marker lists of completed instants to delete."""
+    (``leftovers``), marker lists of completed instants to delete, and the staging
+    folders (write ids) of dead writes to remove (``staging``)."""
 
     targets: tuple[int, ...] = ()
     leftovers: tuple[int, ...] = ()
     completed_markers: tuple[int, ...] = ()
+    staging: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"targets": list(self.targets), "leftovers": list(self.leftovers),
-                "completed_markers": list(self.completed_markers)}
+                "completed_markers": list(self.completed_markers), "staging": list(self.staging)}
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> RollbackPlan:
-        return cls(*(tuple(int(i) for i in raw.get(k) or ()) for k in ("targets", "leftovers", "completed_markers")))
+        return cls(*(tuple(int(i) for i in raw.get(k) or ()) for k in ("targets", "leftovers", "completed_markers")),
+                   tuple(str(w) for w in raw.get("staging") or ()))
 
 
 # -- indexing, savepoints, schema --------------------------------------------------------
