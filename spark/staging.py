@@ -120,7 +120,7 @@ class TableFile:
 STAGED_SCHEMA = "path string, rows long"
 #: The staged input's bucket column: a hash of the record identity modulo
 #: :data:`BUCKETS`; planning task ``i`` of ``n`` takes the rows whose bucket is ``i`` modulo ``n``.
-BUCKET = "_bucket"
+BUCKET = "__lakeline_bucket"  # under the reserved prefix: never a user column
 BUCKETS = 4096
 
 

@@ -136,8 +136,9 @@ def apply_where(rows: pa.Table, where: pc.Expression, assignments: Assignments, 
         tuple[pa.Table, int]:
     """``rows`` (a whole file) with the assignments applied to the rows ``where`` is true
     for (null keeps the row as it is), in their order; and how many rows matched."""
-    marked = rows.append_column("__row", pa.array(np.arange(rows.num_rows, dtype=np.int64)))
-    hit = ds.dataset(marked).to_table(filter=where, columns=["__row"]).column("__row").to_numpy()
+    row = "__lakeline_row"  # under the reserved prefix: never a user column
+    marked = rows.append_column(row, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
+    hit = ds.dataset(marked).to_table(filter=where, columns=[row]).column(row).to_numpy()
     if len(hit) == 0:
         return rows, 0
     mask = np.zeros(rows.num_rows, dtype=bool)

@@ -30,11 +30,13 @@ from .scan import SliceRead, read_slice
 CHANGE_OP = "_op"
 #: The commit-metadata operation of a clustering (it moves rows, it changes none).
 CLUSTER = "cluster"
-PART = "_partition"
+PART = "__lakeline_partition"  # in memory only, under the reserved prefix
+_SIDE, _ID = "__lakeline_side", "__lakeline_id"
+_OLD, _NEW = "__lakeline_old", "__lakeline_new"
 
 
 def _rows(ctx: TableContext, slices: list[FileSlice]) -> pa.Table:
-    """Live rows of ``slices``, with their partition folder in column ``_partition``
+    """Live rows of ``slices``, with their partition folder in column :data:`PART`
     (never null, unlike a null partition value, so it can be a join key)."""
     cfg = ctx.config
     tasks = [SliceRead(ctx.storage, s, cfg.schema, cfg.record_key, cfg.ordering_field) for s in slices]
@@ -51,12 +53,12 @@ def _minus(rows: pa.Table, gone: pa.Table) -> pa.Table:
     side = pa.array(np.concatenate([np.ones(rows.num_rows, np.int64), -np.ones(gone.num_rows, np.int64)]))
     ids = pa.array(np.arange(rows.num_rows + gone.num_rows, dtype=np.int64)).cast(pa.int64())
     ids = pc.if_else(pc.greater(side, 0), ids, pa.scalar(None, pa.int64()))
-    both = pa.concat_tables([rows, gone.cast(rows.schema)]).append_column("_side", side).append_column("_id", ids)
+    both = pa.concat_tables([rows, gone.cast(rows.schema)]).append_column(_SIDE, side).append_column(_ID, ids)
     # Groups keep input order, so each group's ids of ``rows`` (not null) come first.
-    g = both.group_by(rows.column_names, use_threads=False).aggregate([("_side", "sum"), ("_id", "list")])
-    lists = g.column("_id_list").combine_chunks()
+    g = both.group_by(rows.column_names, use_threads=False).aggregate([(_SIDE, "sum"), (_ID, "list")])
+    lists = g.column(f"{_ID}_list").combine_chunks()
     lengths = pc.list_value_length(lists).to_numpy()
-    surplus = np.repeat(np.clip(g.column("_side_sum").to_numpy(), 0, None), lengths)
+    surplus = np.repeat(np.clip(g.column(f"{_SIDE}_sum").to_numpy(), 0, None), lengths)
     within = np.arange(len(lists.values)) - np.repeat(lists.offsets.to_numpy()[:-1], lengths)
     keep = lists.values.filter(pa.array(within < surplus))
     return rows.take(keep)
@@ -114,11 +116,11 @@ def changes(ctx: TableContext, view_of: Callable[[Timeline], FileSystemView], st
     # Identity is (partition, key); the folder stands for the partition values because
     # a join never matches null keys.
     ident = [PART] + list(cfg.record_key)
-    old_i = old.select(ident).append_column("_old", pa.array(np.arange(old.num_rows, dtype=np.int64)))
-    new_i = new.select(ident).append_column("_new", pa.array(np.arange(new.num_rows, dtype=np.int64)))
+    old_i = old.select(ident).append_column(_OLD, pa.array(np.arange(old.num_rows, dtype=np.int64)))
+    new_i = new.select(ident).append_column(_NEW, pa.array(np.arange(new.num_rows, dtype=np.int64)))
     old, new = old.drop_columns([PART]), new.drop_columns([PART])
     pairs = new_i.join(old_i, ident, join_type="full outer")
-    o, n = pairs.column("_old"), pairs.column("_new")
+    o, n = pairs.column(_OLD), pairs.column(_NEW)
     inserts = new.take(n.filter(pc.is_null(o)))
     deletes = old.take(o.filter(pc.is_null(n)))
     both = pc.and_(pc.is_valid(o), pc.is_valid(n))

@@ -52,7 +52,7 @@ from .plan import PARTITION, WritePlan
 from .records import OP, OP_DELETE, OP_UPSERT, constant
 
 #: Column of ``KeyClaims.deleted_in_group`` naming the file group a delete record goes to.
-GROUP = "_fg"
+GROUP = "__lakeline_fg"  # in memory only, under the reserved prefix
 #: Operations whose files move no key a concurrent writer could see differently.
 _SERVICE_OPERATIONS = frozenset({"compact", "cluster"})
 
@@ -61,7 +61,7 @@ _SERVICE_OPERATIONS = frozenset({"compact", "cluster"})
 class KeyClaims:
     """What one write attempt asserts about keys, for the key check at completion.
 
-    Each table holds the record-key columns and ``_partition`` (null in ``deleted``: the
+    Each table holds the record-key columns and :data:`PARTITION` (null in ``deleted``: the
     delete named the key in every partition).
     """
 
@@ -69,11 +69,11 @@ class KeyClaims:
     inserted: pa.Table | None = None
     log_upserted: pa.Table | None = None
     deleted: pa.Table | None = None
-    #: Delete records this attempt writes into merge-on-read logs, with ``_fg``.
+    #: Delete records this attempt writes into merge-on-read logs, with :data:`GROUP`.
     deleted_in_group: pa.Table | None = None
     #: ``delete_where``'s predicate (rule 4), also for tables without a record key.
     predicate: pc.Expression | None = None
-    #: Keys an update read and rewrote (rule 5), with ``_partition``.
+    #: Keys an update read and rewrote (rule 5), with :data:`PARTITION`.
     updated: pa.Table | None = None
 
     @property

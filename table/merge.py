@@ -23,7 +23,8 @@ from ..timeline.errors import CorruptLogError
 from .position_filter import drop_positions
 from .records import BASE_POS, OP, OP_DELETE, OP_UPSERT, constant
 
-ORD = "_ord"
+#: The fold order of a version (in memory only: under the reserved prefix).
+ORD = "__lakeline_ord"
 
 
 def with_order(table: pa.Table, start: int) -> pa.Table:
@@ -32,10 +33,10 @@ def with_order(table: pa.Table, start: int) -> pa.Table:
 
 
 def fold(versions: pa.Table, key: tuple[str, ...], ordering: str | None) -> pa.Table:
-    """Reduce ``versions`` (with ``_op`` and ``_ord`` columns) to the surviving row per key.
+    """Reduce ``versions`` (with ``_op`` and :data:`ORD` columns) to the surviving row per key.
 
     Returns:
-        One row per live key, without ``_op``/``_ord``, in no particular order.
+        One row per live key, without ``_op``/:data:`ORD`, in no particular order.
     """
     if versions.num_rows == 0:
         return versions.drop_columns([OP, ORD])
@@ -58,7 +59,7 @@ def fold(versions: pa.Table, key: tuple[str, ...], ordering: str | None) -> pa.T
     order = pc.sort_indices(versions, sort_keys=sort_keys + [(ORD, "ascending", "at_end")])
     ordered = versions.take(order)
     winners = ordered.group_by(list(key), use_threads=False).aggregate([(ORD, "last")])
-    # Map winning _ord values back to rows of `versions`.
+    # Map winning fold-order values back to rows of `versions`.
     mask = pc.is_in(versions.column(ORD), value_set=winners.column(f"{ORD}_last").combine_chunks())
     return versions.filter(mask).drop_columns([OP, ORD])
 

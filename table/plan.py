@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from ..timeline.file_group import FileSlice
 
 #: Column of ``WritePlan.new_keys`` naming each key's partition folder.
-PARTITION = "_partition"
+PARTITION = "__lakeline_partition"  # in memory only, under the reserved prefix
 
 
 @dataclass(frozen=True)
@@ -64,12 +64,12 @@ class WritePlan:
     replaced: dict[str, list[str]] = field(default_factory=dict)
     replaced_partitions: list[str] = field(default_factory=list)
     new_keys: pa.Table | None = None  # keys this attempt inserts (for the key check)
-    #: Every key a delete names, found or not, with ``_partition`` (null: in every
+    #: Every key a delete names, found or not, with :data:`PARTITION` (null: in every
     #: partition): a concurrent re-insert of one of them is a conflict (the key check).
     deleted_keys: pa.Table | None = None
     #: ``delete_where``'s predicate: rows a concurrent commit wrote that match it conflict.
     delete_predicate: pc.Expression | None = None
-    #: Keys an update read and rewrote, with ``_partition``: any concurrent version of
+    #: Keys an update read and rewrote, with :data:`PARTITION`: any concurrent version of
     #: one of them, an upsert or a delete, is a conflict (the key check).
     updated_keys: pa.Table | None = None
     stats: dict[str, int] = field(default_factory=dict)

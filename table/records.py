@@ -24,9 +24,13 @@ from ..timeline.errors import (
     UnknownColumnError,
 )
 from ..timeline.file_group import partition_path
-from ..timeline.table_config import TableConfig
+from ..timeline.table_config import INTERNAL_PREFIX, TableConfig, check_column_names
 
-POS = "_pos"
+# Column names lakeline adds to user rows. The ones on disk in log files (``_op``,
+# ``_seq``, ``_base_pos``) are reserved (table_config.RESERVED_COLUMNS); the ones only
+# used in memory carry the reserved prefix (table_config.INTERNAL_PREFIX), so a user
+# column can never collide with either.
+POS = INTERNAL_PREFIX + "pos"
 OP = "_op"
 SEQ = "_seq"
 #: A log row's position in its slice's base file: the row its key had there, when the
@@ -49,8 +53,18 @@ def to_arrow_table(data: Any) -> pa.Table:
     array (``__arrow_c_stream__`` / ``__arrow_c_array__``).
 
     Raises:
-        SchemaMismatchError: something else.
+        SchemaMismatchError: something else, or a column name that appears twice (which
+            column would be the table's?).
     """
+    table = _as_table(data)
+    names = table.column_names
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise SchemaMismatchError(f"data has duplicate column names {dup!r}: {names!r}")
+    return table
+
+
+def _as_table(data: Any) -> pa.Table:
     if isinstance(data, pa.Table):
         return data
     if isinstance(data, pa.RecordBatch):
@@ -96,8 +110,9 @@ def conform(data: Any, config: TableConfig, allow_new_columns: bool = False) -> 
         only accepted when ``allow_new_columns`` is true.
 
     Raises:
-        SchemaMismatchError: a column is missing, has an incompatible type, or is new
-            while schema evolution is off.
+        SchemaMismatchError: a column is missing, has an incompatible type, appears twice,
+            or is new while schema evolution is off.
+        ReservedColumnError: a new column has a reserved name (as at ``Table.create``).
     """
     table = to_arrow_table(data)
     schema = config.schema
@@ -111,6 +126,8 @@ def conform(data: Any, config: TableConfig, allow_new_columns: bool = False) -> 
             f"data has columns {[f.name for f in extra]} that the table does not "
             "(set write.schema-evolution=add-columns to accept new nullable columns)"
         )
+    if extra:
+        check_column_names(schema.names + [f.name for f in extra], "the schema with the new columns")
     cols = [conform_column(table.column(f.name), f) for f in schema]
     for f in extra:
         cols.append(table.column(f.name))
@@ -180,8 +197,21 @@ def _unique(col: pa.ChunkedArray) -> bool:
     return pc.count_distinct(flat).as_py() == len(flat)
 
 
+#: Longest folder name (one path component, in UTF-8 bytes) most file systems allow.
+MAX_FOLDER_BYTES = 255
+
+
 def split_by_partition(table: pa.Table, columns: tuple[str, ...]) -> dict[str, pa.Table]:
-    """Rows grouped by their Hive partition folder ("" for an unpartitioned table)."""
+    """Rows grouped by their Hive partition folder ("" for an unpartitioned table).
+
+    Rows are grouped by their partition values; each distinct value tuple gets its own
+    folder (:func:`partition_path` is one-to-one), and two tuples meeting in one folder
+    would be refused rather than merged, so no group can ever replace another.
+
+    Raises:
+        SchemaMismatchError: a partition folder name would be longer than
+            :data:`MAX_FOLDER_BYTES` (the file system would refuse it mid-write).
+    """
     if not columns:
         return {"": table}
     if table.num_rows == 0:
@@ -189,10 +219,21 @@ def split_by_partition(table: pa.Table, columns: tuple[str, ...]) -> dict[str, p
     t = table.select(list(columns)).append_column(POS, pa.array(np.arange(table.num_rows, dtype=np.int64)))
     groups = t.group_by(list(columns), use_threads=False).aggregate([(POS, "list")])
     out: dict[str, pa.Table] = {}
+    owner: dict[str, tuple[object, ...]] = {}
     values = [groups.column(c).to_pylist() for c in columns]
     rows = groups.column(f"{POS}_list")
     for i in range(groups.num_rows):
-        path = partition_path(columns, tuple(v[i] for v in values))
+        tup = tuple(v[i] for v in values)
+        path = partition_path(columns, tup)
+        if path in owner:
+            raise SchemaMismatchError(
+                f"partition values {owner[path]!r} and {tup!r} both map to folder {path!r}; nothing was written")
+        long = [p for p in path.split("/") if len(p.encode()) > MAX_FOLDER_BYTES]
+        if long:
+            raise SchemaMismatchError(
+                f"partition folder {long[0][:60]!r}... would be {len(long[0].encode())} bytes long (at most "
+                f"{MAX_FOLDER_BYTES}: a file system limit); shorten the partition value, nothing was written")
+        owner[path] = tup
         out[path] = table.take(rows[i].values)
     return out
 

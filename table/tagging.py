@@ -28,13 +28,14 @@ from .files import FileRead, read_snapshot_file
 from .merge import fold, with_order
 from .records import BASE_POS, OP, OP_UPSERT, constant, points_into
 
-FG = "_fg"
-ROW = "_row"
+# In memory only, under the reserved prefix (table_config.INTERNAL_PREFIX): never a user column.
+FG = "__lakeline_fg"
+ROW = "__lakeline_row"
 
 
 @dataclass(frozen=True)
 class SliceKeys:
-    """Find which of ``probe``'s keys (record-key columns and ``_row``, the row number
+    """Find which of ``probe``'s keys (record-key columns and :data:`ROW`, the row number
     in the tag call) are alive in one slice; ``mask`` limits the probe to the keys that
     may be there (its key range, its bloom filter), ``index`` numbers the slice."""
 
@@ -55,8 +56,8 @@ def _with_slice(t: pa.Table, index: int) -> pa.Table:
 
 def slice_live_keys(task: SliceKeys) -> pa.Table:
     """The keys alive in a slice (base plus logs: by position when the logs hold base
-    positions, else folded); with a probe, only the probe's ``_row`` numbers found
-    there, with the slice's number in ``_fg``."""
+    positions, else folded); with a probe, only the probe's :data:`ROW` numbers found
+    there, with the slice's number in :data:`FG`."""
     s = task.slice
     base: pa.Table | None = None
     if s.base is not None:

@@ -9,6 +9,7 @@ it from there at commit time rather than trusting its own local settings.
 from __future__ import annotations
 
 import base64
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -17,12 +18,47 @@ from typing import Any
 import pyarrow as pa
 
 from ..config import PropertyProblem, TableProperties, explicit
-from .errors import InvalidPropertyError, SchemaMismatchError, UnknownColumnError
+from .errors import InvalidPropertyError, ReservedColumnError, SchemaMismatchError, UnknownColumnError
 from .instant import Action
 from .timeline import Timeline
 
 TABLE_TYPES = ("cow", "mor")
 FORMAT_VERSION = 1
+
+#: Columns lakeline writes into log files beside the user's (``_op``, ``_seq``,
+#: ``_base_pos``: the on-disk format, docs/format.md) and ``_pos`` (reserved since the
+#: first version). ``_op`` is also the change column of ``Table.changes()``.
+RESERVED_COLUMNS = ("_op", "_seq", "_pos", "_base_pos")
+#: Prefix of every column lakeline adds to rows only while it works on them (fold order,
+#: row numbers, partition folders of keys...). Reserved, so no user column can collide
+#: with one, whatever lakeline adds later under it.
+INTERNAL_PREFIX = "__lakeline_"
+
+
+def check_column_names(names: list[str], what: str = "schema") -> None:
+    """Refuse column names a table cannot hold, before anything is written.
+
+    Raises:
+        SchemaMismatchError: a name is not a string or appears twice.
+        ReservedColumnError: a name is reserved (:data:`RESERVED_COLUMNS`, a name under
+            :data:`INTERNAL_PREFIX`) or starts with ``.``, which Arrow's group-bys,
+            joins and sorts read as a nested field path (``..`` would name no column).
+    """
+    bad = [n for n in names if not isinstance(n, str)]
+    if bad:
+        raise SchemaMismatchError(f"{what} has column names that are not strings: {bad!r}")
+    dup = sorted(n for n, count in Counter(names).items() if count > 1)
+    if dup:
+        raise SchemaMismatchError(f"{what} has duplicate column names {dup!r}: {names!r}")
+    reserved = [n for n in names if n in RESERVED_COLUMNS or n.startswith(INTERNAL_PREFIX)]
+    if reserved:
+        raise ReservedColumnError(
+            f"{what} has column(s) {reserved!r} reserved by lakeline: {', '.join(RESERVED_COLUMNS)} and any "
+            f"name starting with {INTERNAL_PREFIX!r}")
+    paths = [n for n in names if n.startswith(".")]
+    if paths:
+        raise ReservedColumnError(f"{what} has column(s) {paths!r} starting with '.', which Arrow reads as a "
+                                  "nested field path; rename them")
 
 
 def schema_to_text(schema: pa.Schema) -> str:
@@ -67,16 +103,14 @@ class TableConfig:
 
         Raises:
             SchemaMismatchError: the schema is unusable (duplicate names, nested key...).
+            ReservedColumnError: a column name is reserved (:func:`check_column_names`).
             UnknownColumnError: key, ordering or partition columns are not in the schema.
             InvalidPropertyError: a property is unknown or malformed; or a bad table type.
         """
         if not isinstance(schema, pa.Schema):
             raise SchemaMismatchError(f"schema must be a pyarrow.Schema, not {type(schema).__name__}")
         names = schema.names
-        if len(set(names)) != len(names):
-            raise SchemaMismatchError(f"schema has duplicate column names: {names}")
-        if any(n.startswith("_") and n in ("_op", "_seq", "_pos") for n in names):
-            raise SchemaMismatchError("columns _op, _seq and _pos are reserved by lakeline")
+        check_column_names(names)
         keys = (record_key,) if isinstance(record_key, str) else tuple(record_key or ())
         parts = tuple(partition_by or ())
         for what, cols in (("record key", keys), ("partition", parts)):
