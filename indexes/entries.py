@@ -13,20 +13,23 @@ its base and of every log rule the filter out; a file without entries keeps its 
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from numbers import Real
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..timeline.errors import InvalidIndexError
+from ..timeline.errors import InvalidIndexError, InvalidIndexOptionsError
 from ..timeline.storage import Storage
 from ..timeline.timeline import Timeline
 from .bloom import BLOOM_SCHEMA, DEFAULT_FPP, FileBloom
 from .column_stats import STATS_SCHEMA, file_stats
 from .hashing import ColumnHashes
-from .states import IndexDef, partition_of, written_indexes
+from .states import KINDS, IndexDef, partition_of, written_indexes
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,70 @@ class IndexTarget:
     fpp: float
     #: The metadata-table partition of the definition (``<name>@<created>``).
     partition: str = ""
+
+
+#: What an index name may hold: it names a metadata-table folder (``<name>@<instant>``),
+#: so letters, digits, ``_`` and ``-`` only (no separator, dot, NUL or ``@``), and at
+#: most :data:`MAX_NAME_CHARS` of them (a folder name's limit is 255 bytes).
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]+")
+MAX_NAME_CHARS = 100
+
+#: The options each kind takes.
+KNOWN_OPTIONS: Mapping[str, tuple[str, ...]] = {"bloom_filters": ("fpp",), "column_stats": ()}
+
+#: The smallest false-positive rate a bloom filter takes: below it a filter costs over
+#: 43 bits and 30 probes per key for a difference no read measures.
+MIN_FPP = 1e-9
+
+
+def check_definition(name: object, kind: object, columns: object = None,
+                     options: object = None) -> tuple[str, str, list[str] | None, dict[str, Any]]:
+    """Check what ``t.indexes.create`` (and ``lakeline index create``) asks for, before
+    anything is scheduled; returns (name, kind, columns or None, options).
+
+    Only new definitions are checked this strictly: :func:`resolve` keeps accepting what
+    the timeline already holds, so an index created by an older version keeps being
+    written.
+
+    Raises:
+        InvalidIndexError: unknown kind; a name that is empty, too long or holds other
+            than letters, digits, ``_`` and ``-``; columns that are not a list of
+            distinct non-empty names.
+        InvalidIndexOptionsError: an option the kind does not take, or ``fpp`` not a
+            number in [:data:`MIN_FPP`, 1).
+    """
+    if not isinstance(kind, str) or kind not in KINDS:
+        raise InvalidIndexError(f"unknown index kind {kind!r}; known: {', '.join(KINDS)}")
+    if name is None:
+        name = kind
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name) or len(name) > MAX_NAME_CHARS:
+        raise InvalidIndexError(f"invalid index name {str(name)[:MAX_NAME_CHARS + 20]!r}: 1 to {MAX_NAME_CHARS} "
+                                "letters, digits, '_' or '-'")
+    cols: list[str] | None = None
+    if columns is not None:
+        if isinstance(columns, (str, bytes)) or not isinstance(columns, Sequence):
+            raise InvalidIndexError(f"index {name!r}: columns must be a list of column names, not {columns!r}")
+        cols = list(columns)
+        bad = [c for c in cols if not isinstance(c, str) or not c]
+        if bad:
+            raise InvalidIndexError(f"index {name!r}: column names must be non-empty strings, not {bad}")
+        dupes = sorted({c for c in cols if cols.count(c) > 1})
+        if dupes:
+            raise InvalidIndexError(f"index {name!r}: columns named twice: {dupes}")
+    if options is None:
+        options = {}
+    if not isinstance(options, Mapping):
+        raise InvalidIndexOptionsError(f"index {name!r}: options must be a dict, not {options!r}")
+    known = KNOWN_OPTIONS[kind]
+    unknown = sorted(str(k) for k in options if k not in known)
+    if unknown:
+        raise InvalidIndexOptionsError(f"index {name!r}: unknown options {unknown} for {kind}; known: "
+                                       f"{', '.join(known) or 'none'}")
+    if "fpp" in options:
+        fpp = options["fpp"]
+        if isinstance(fpp, bool) or not isinstance(fpp, Real) or not math.isfinite(fpp) or not MIN_FPP <= fpp < 1:
+            raise InvalidIndexOptionsError(f"index {name!r}: fpp must be a number in [{MIN_FPP}, 1), not {fpp!r}")
+    return name, kind, cols, {k: (float(v) if k == "fpp" else v) for k, v in options.items()}
 
 
 def resolve(idx: IndexDef, schema: pa.Schema, record_key: Sequence[str]) -> IndexTarget:

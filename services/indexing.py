@@ -49,7 +49,7 @@ from ..indexes.build import (
     missing_updates,
     try_build_task,
 )
-from ..indexes.entries import IndexTarget, resolve
+from ..indexes.entries import IndexTarget, check_definition, resolve
 from ..indexes.metadata_table import MetadataTable
 from ..indexes.states import (
     IndexDef,
@@ -118,7 +118,8 @@ class IndexingService(TableService):
         """``op="create"`` with ``index, kind, columns, options``, or ``op="drop"`` with ``index``.
 
         Raises:
-            InvalidIndexError: unknown kind, bad name, unknown columns.
+            InvalidIndexError: unknown kind, bad name, unknown or repeated columns.
+            InvalidIndexOptionsError: an unknown option, or a bad ``fpp``.
             IndexExistsError: creating a name that is building, ready or dropping.
             IndexNotFoundError: dropping an index that does not exist.
         """
@@ -127,8 +128,11 @@ class IndexingService(TableService):
             drop_plan(name)  # refuses the always-on files index first
             plan: IndexPlan = drop_plan(name, check_can_drop(snapshot, name).instant)
         else:
-            kind = str(options["kind"])
-            plan = create_plan(str(options.get("index") or kind), kind, options.get("columns"), options.get("options"))
+            # Checked before the requested event (issue 25, B4b-d): a bad fpp, name or
+            # option used to fail the build after the instant was written.
+            name, kind, columns, opts = check_definition(options.get("index"), options.get("kind"),
+                                                         options.get("columns"), options.get("options"))
+            plan = create_plan(name, kind, columns, opts)
             cfg = table.config
             resolve(index_def(plan, -1), cfg.schema, cfg.record_key)  # refuse bad columns now
         self.check_plan(snapshot, plan)

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from ..indexes.build import build, validate
 from ..indexes.column_stats import STATS_SCHEMA, NdvEstimate, ndv
-from ..indexes.entries import resolve
+from ..indexes.entries import check_definition, resolve
 from ..indexes.files_index import FILES, validate_checkpoint, write_checkpoint
 from ..indexes.metadata_table import MetadataTable, visible_paths
 from ..indexes.states import (
@@ -73,21 +73,24 @@ class TableIndexes:
                 key (bloom filters).
             wait: build here and return when ready; False returns at once while a
                 background thread builds.
-            name: defaults to the kind.
-            options: ``{"fpp": 0.01}`` for bloom filters.
+            name: defaults to the kind; 1 to 100 letters, digits, ``_`` or ``-``.
+            options: ``{"fpp": 0.01}`` for bloom filters (the only option; 1e-9 <= fpp < 1).
             progress: ``progress(done, total)`` as base files are indexed.
 
         Returns:
             The index as the timeline now defines it (``ready`` after a wait).
 
         Raises:
-            InvalidIndexError: unknown kind, bad name, or unknown columns.
+            InvalidIndexError: unknown kind, bad name, or unknown or repeated columns.
+            InvalidIndexOptionsError: an option the kind does not take, or a bad ``fpp``.
             IndexExistsError: an index of that name exists (or is being created).
             IndexBuildError: the build failed and was rolled back (wait=True).
         """
+        # Refused before the table lock is even taken; the service's plan checks again
+        # (the path of ``services.schedule`` and ``lakeline index create --no-wait``).
+        name, kind, cols, opts = check_definition(name, kind, columns, options)
         service = IndexingService()
-        inst = schedule(self.table, service, op=OP_CREATE, index=name or kind, kind=kind,
-                        columns=None if columns is None else list(columns), options=options)
+        inst = schedule(self.table, service, op=OP_CREATE, index=name, kind=kind, columns=cols, options=opts)
         assert inst is not None  # creating always has something to do
         plan = IndexCreatePlan.from_dict(inst.plan)
         if not wait:
