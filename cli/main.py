@@ -3,7 +3,12 @@
 Every subcommand lives in its own module and is only registered here. The group's
 ``invoke`` is the one place where a :class:`LakelineError` becomes a one-line red
 message and exit code 2: users of a CLI want the reason, not a traceback, and scripts
-want a stable non-zero code that differs from click's usage errors only by the text.
+want a stable non-zero code that differs from click's usage errors only by the text
+(exit 1 means "the command worked, the table did not pass": an index disagrees, a run
+failed). The same holds for what the operating system or pyarrow refuse about a path
+or a file (an ``OSError``: a regular file where a table folder should be, no
+permission; an ``ArrowException``: a file that is not Parquet): those are the user's
+input too. Anything else keeps its traceback: it is a bug to report, not to hide.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 import click
+import pyarrow as pa
 
 from ..timeline.errors import LakelineError
 from ..timeline.redact import redact
@@ -28,20 +34,26 @@ from .timeline_cmds import timeline
 ERROR_EXIT_CODE = 2
 
 
-def error_line(error: LakelineError) -> str:
-    """The one-line message for a lakeline error (newlines would break log greps), redacted
-    (a store's error quotes what its driver said, which may include the connection string)."""
+#: Errors about the input (a path, a file) rather than lakeline's code: one line, exit 2.
+INPUT_ERRORS = (LakelineError, OSError, pa.ArrowException)
+
+
+def error_line(error: BaseException) -> str:
+    """The one-line message for an input error (newlines would break log greps), with its
+    type (``[NotADirectoryError]`` tells more than the text alone), redacted (a store's
+    error quotes what its driver said, which may include the connection string)."""
     text = " ".join(redact(error).split()) or "(no message)"
     return f"error: {text} [{type(error).__name__}]"
 
 
 class LakelineGroup(click.Group):
-    """A click group that prints lakeline errors as one red line and exits with 2."""
+    """A click group that prints input errors (:data:`INPUT_ERRORS`) as one red line and
+    exits with 2."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except LakelineError as e:
+        except INPUT_ERRORS as e:
             click.secho(error_line(e), fg="red", err=True)
             ctx.exit(ERROR_EXIT_CODE)
 

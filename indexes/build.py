@@ -17,7 +17,8 @@ import pyarrow as pa
 
 from ..timeline import faults
 from ..timeline.commit_metadata import CommitMetadata
-from ..timeline.errors import IndexBuildError
+from ..timeline.data_reads import DAMAGED, unreadable
+from ..timeline.errors import IndexBuildError, SnapshotExpiredError
 from ..timeline.file_group import DataFile
 from ..timeline.fs_view import FileSystemView
 from ..timeline.storage import Storage
@@ -70,6 +71,27 @@ def try_build_task(task: BuildTask) -> pa.Table | str:
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
         raise IndexBuildError(f"index {task.entries.targets[0].name!r}: entries of {task.entries.path} "
                               f"cannot be computed: {e}") from e
+
+
+def validate_task(task: BuildTask) -> pa.Table:
+    """:func:`build_task` for :func:`validate`: a live file that cannot be read is a
+    typed error naming it (a damaged file is not an index that disagrees).
+
+    Raises:
+        CorruptFileError: the file is damaged or unreadable.
+        SnapshotExpiredError: the file is missing.
+    """
+    path = task.entries.path
+    try:
+        return build_task(task)
+    except FileNotFoundError as e:
+        raise SnapshotExpiredError(f"data file {path} of the snapshot being validated is missing") from e
+    except DAMAGED as e:
+        # The entries hash what they read: blame the file only when it does not read whole.
+        damaged = unreadable(task.entries.storage, path)
+        if damaged is None:
+            raise
+        raise damaged from e
 
 
 def gone_but_live(gone: Collection[str], newest: Timeline) -> list[str]:
@@ -189,6 +211,10 @@ def validate(storage: Storage, view: FileSystemView, snapshot: Timeline, target:
 
     Returns (files checked, mismatches); a mismatch names the index, the file, and
     what differs (``missing`` entry, or the entry ``stored`` vs ``expected``).
+
+    Raises:
+        CorruptFileError, SnapshotExpiredError: a live data file is damaged / missing
+            (:func:`validate_task`).
     """
     stored = MetadataTable(storage).read(target.partition, snapshot)
     key_cols = ["path", "column"] if target.kind == "column_stats" else ["path"]
@@ -198,7 +224,7 @@ def validate(storage: Storage, view: FileSystemView, snapshot: Timeline, target:
             have[tuple(r[c] for c in key_cols)] = _comparable(target.kind, r)
     mismatches: list[dict[str, Any]] = []
     tasks = build_tasks(storage, view, target, schema)
-    results = map_fn(build_task, tasks)
+    results = map_fn(validate_task, tasks)
     for task, rows in zip(tasks, results):
         path = task.entries.path
         for e in rows.drop_columns([INSTANT]).to_pylist():

@@ -84,6 +84,18 @@ def missing_message(rel_path: str, cleans: list[int]) -> str:
             "(deleted outside lakeline?)")
 
 
+def unreadable(storage: Storage, rel_path: str) -> CorruptFileError | None:
+    """Whether the data file ``rel_path`` reads whole: None, or the typed error naming
+    it. For a caller that read it with more than a read (a hash, a merge) and met an
+    Arrow error: only when the file itself cannot be read is the file to blame."""
+    try:
+        with reading(rel_path):
+            pq.read_table(storage.path(rel_path), filesystem=storage.fs)
+    except CorruptFileError as e:
+        return e
+    return None
+
+
 def find_damaged(storage: Storage, rel_paths: Sequence[str], error: BaseException) -> CorruptFileError:
     """The typed error for a read of several files at once (one Parquet dataset) that
     raised ``error``: the file is the one whose path the message holds, else the first
