@@ -22,9 +22,11 @@ slice they are read with), so nothing needs a replay per snapshot.
 *Plan* (the ``requested`` payload): ``{"policy", "retain", "retain_seq",
 "orphan_age_ms", "snapshot_seq", "files": {partition: [path]}, "reasons": {path:
 "expired"|"orphan"|"rolled_back"}, "index_files": [path]}``. Candidates come from
-listing the data folders (``.lakeline/`` excluded), so files of rolled-back instants
-and orphans (written by an instant that completed without them, e.g. a retried
-attempt) are found too; ``index_files`` are leftovers of dropped indexes in the
+listing the table's own tree (``.lakeline/``, symbolic links and nested tables' folders
+excluded: :mod:`lakeline.timeline.ownership`), so files of rolled-back instants and
+orphans (written by an instant that completed without them, e.g. a retried attempt) are
+found too; a file the timeline does not name is deleted only when its name carries this
+table's tag (docs/safety.md). ``index_files`` are leftovers of dropped indexes in the
 metadata table. *Execute* re-reads the timeline and skips every file that became
 protected meanwhile (a savepoint made after the plan, a new pending plan), deletes
 the rest (a missing file is fine: a re-run after a crash finds some gone) with the
@@ -53,8 +55,9 @@ from ..indexes.states import FILES, index_states, partition_of
 from ..timeline import faults
 from ..timeline.commit_metadata import CommitMetadata
 from ..timeline.errors import InvalidPropertyError
-from ..timeline.file_group import FileSlice, parse_data_file_name
+from ..timeline.file_group import FileSlice, parse_data_file_name, table_tag
 from ..timeline.instant import Action, Instant, State
+from ..timeline.ownership import is_own_orphan, walk_files
 from ..timeline.plans import (
     CleanPlan,
     ClusteringPlan,
@@ -67,7 +70,7 @@ from ..timeline.retention import (
     last_retain_seq as last_retain_seq,  # re-exported: the cleaner's retain point
 )
 from ..timeline.retention import pinned_seqs
-from ..timeline.storage import META_DIR, Storage
+from ..timeline.storage import Storage
 from ..timeline.timeline import Timeline
 from .plugin import Progress, TableService
 from .rollback import sweep_staging
@@ -219,14 +222,14 @@ def _old_versions(table: Table, timeline: Timeline, retain: int,
 
 
 def _list_data_files(table: Table) -> dict[str, pafs.FileInfo]:
-    """Data files lakeline named under the table (``.lakeline/`` excluded), by relative path."""
+    """Data files lakeline named in the table's own tree, by relative path: ``.lakeline/``,
+    symbolic links and nested tables' folders are left out (:func:`walk_files`)."""
     storage = table.storage
     out = {}
-    for info in storage.list_files(storage.path(), recursive=True):
+    for info in walk_files(storage):
         rel = storage.relative(info.path)
-        if rel.split("/", 1)[0] == META_DIR or parse_data_file_name(rel) is None:
-            continue
-        out[rel] = info
+        if parse_data_file_name(rel) is not None:
+            out[rel] = info
     return out
 
 
@@ -312,13 +315,15 @@ class CleaningService(TableService):
                 for f in i.metadata.get("files", ())}
             expired = referenced - needed
         guard = protected_files(table, tl)
+        tag = table_tag(table.config.table_uuid)
         reasons: dict[str, str] = {}
         for path, info in sorted(on_disk.items()):
             if path in guard or _instant_alive(tl, path) or _young(info, now_ns, age_ms):
                 continue
             if path in expired:
                 reasons[path] = "expired"
-            elif path not in referenced:
+            elif path not in referenced and is_own_orphan(path, tag):
+                # Unnamed by the timeline: deleted only when its name says this table wrote it.
                 state = tl.get(parse_data_file_name(path).instant).state  # type: ignore[union-attr]
                 reasons[path] = "rolled_back" if state is State.ROLLED_BACK else "orphan"
         index_files = _dropped_index_files(table, tl, now_ns, age_ms)
