@@ -1,9 +1,13 @@
 """Typed table properties, with their defaults and documentation in ``defaults.toml``.
 
 The TOML file is the single source of truth: each key's default fixes its type, and
-``choices``/``min`` constrain it. :func:`resolve` merges user properties over the
-defaults and reports every problem by name, so a typo fails loudly at create/open time
-instead of being silently ignored like Hudi's configs are.
+``choices``/``min``/``max`` constrain it. Every number has both bounds (issue 25, audit
+B1c): a value past any sane use (``heartbeat.interval-ms = 10**30``, ``service.nice =
+100``) is refused where it is set, before anything is written, instead of failing a
+heartbeat thread or a ``sleep`` later; floats must be finite, and a bool is no number.
+:func:`resolve` merges user properties over the defaults and reports every problem by
+name, so a typo fails loudly at create/open time instead of being silently ignored like
+Hudi's configs are.
 
 This module is the bottom of the import graph and raises :class:`PropertyProblem`
 (a ``ValueError``); the timeline layer turns it into ``InvalidPropertyError``.
@@ -11,6 +15,7 @@ This module is the bottom of the import graph and raises :class:`PropertyProblem
 
 from __future__ import annotations
 
+import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -34,6 +39,7 @@ class PropertySpec:
     doc: str
     choices: tuple[Any, ...] | None = None
     min: float | None = None
+    max: float | None = None
 
     @property
     def type(self) -> type:
@@ -61,20 +67,36 @@ class PropertySpec:
                     raise ValueError(raw)
                 value = int(raw)
             elif t is float:
+                if isinstance(raw, bool):
+                    raise ValueError(raw)
                 value = float(raw)
+                if not math.isfinite(value):
+                    raise ValueError(raw)
             else:
                 value = str(raw)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise PropertyProblem(
-                f"property {self.key!r}: {raw!r} is not a valid {t.__name__}"
+                f"property {self.key!r}: {_short(raw)} is not a valid {t.__name__}"
             ) from None
         if self.choices is not None and value not in self.choices:
             raise PropertyProblem(
                 f"property {self.key!r}: {value!r} is not one of {', '.join(map(str, self.choices))}"
             )
         if self.min is not None and value < self.min:
-            raise PropertyProblem(f"property {self.key!r}: {value!r} is below the minimum {self.min}")
+            raise PropertyProblem(f"property {self.key!r}: {_short(value)} is below the minimum {self.min}")
+        if self.max is not None and value > self.max:
+            raise PropertyProblem(f"property {self.key!r}: {_short(value)} is above the maximum {self.max}")
         return value
+
+
+def _short(value: Any) -> str:
+    """A value for a message, cut short (``10**10000`` has ten thousand digits, more
+    than ``repr`` prints)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        sign = "a negative" if value < 0 else "an"
+        return f"{sign} integer of about {int(value.bit_length() * math.log10(2)) + 1} digits"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 @lru_cache(maxsize=1)
@@ -91,6 +113,7 @@ def specs() -> Mapping[str, PropertySpec]:
             doc=entry["doc"],
             choices=tuple(choices) if choices is not None else None,
             min=entry.get("min"),
+            max=entry.get("max"),
         )
     return out
 
