@@ -151,7 +151,8 @@ def list_(path: str, as_json: bool, timeline_url: str | None) -> None:
 @timeline_option
 def validate(path: str, name: str | None, as_json: bool, timeline_url: str | None) -> None:
     """Recompute the indexes (or index NAME) of the table at PATH from its data files and
-    report every mismatch; exits with 1 when there is one."""
+    report every mismatch; exits with 1 when there is one, with 2 when a data file is
+    damaged or missing (the index cannot be checked: a refused command, not a mismatch)."""
     with opened_table(path, timeline_url) as table:
         report = table.indexes.validate(name)
     mismatches = report["mismatches"]
