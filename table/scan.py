@@ -28,7 +28,7 @@ import pyarrow.dataset as ds
 from ..indexes.pruning import prune as prune_with_indexes
 from ..timeline.data_reads import DAMAGED, find_damaged, missing_error
 from ..timeline.errors import CorruptLogError, SnapshotExpiredError
-from ..timeline.file_group import FileSlice, partition_values
+from ..timeline.file_group import FileSlice, partition_scalar, partition_values
 from ..timeline.retention import check_retained
 from ..timeline.storage import Storage
 from ..timeline.timeline import Timeline
@@ -67,9 +67,9 @@ def partition_guarantee(schema: pa.Schema, partition: str) -> pc.Expression:
         if raw is None:
             expr = expr & pc.field(col).is_null()
             continue
-        typ = schema.field(col).type
-        value = pa.array([raw]).cast(typ)[0]
-        expr = expr & (pc.field(col) == value)
+        value = partition_scalar(raw, schema.field(col).type)
+        if value is not None:
+            expr = expr & (pc.field(col) == value)
     return expr
 
 

@@ -9,11 +9,14 @@ retried or concurrent write can never overwrite a file another instant owns.
 
 from __future__ import annotations
 
+import ast
 import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, unquote
+
+import pyarrow as pa
 
 BASE_SUFFIX = ".parquet"
 LOG_SUFFIX = ".log.parquet"
@@ -100,6 +103,20 @@ def partition_values(path: str) -> dict[str, str | None]:
         col, _, val = part.partition("=")
         out[unquote(col)] = None if val == NULL_PARTITION else unquote(val)
     return out
+
+
+def partition_scalar(raw: str, typ: pa.DataType) -> pa.Scalar | None:
+    """The value a folder's decoded text stands for. Binary values were written as
+    Python's ``repr`` of the bytes (``b'...'``, one-to-one), read back as a literal
+    (no code runs); a folder that does not parse promises nothing (None), so it is
+    never pruned rather than pruned wrongly."""
+    if pa.types.is_binary(typ) or pa.types.is_large_binary(typ) or pa.types.is_fixed_size_binary(typ):
+        try:
+            data = ast.literal_eval(raw)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return None
+        return pa.scalar(data, typ) if isinstance(data, bytes) else None
+    return pa.array([raw]).cast(typ)[0]
 
 
 @dataclass(frozen=True)

@@ -252,3 +252,15 @@ def test_names_arrow_takes_literally_work_as_columns_and_partitions(tmp_path: Pa
     assert sorted(t.to_arrow().to_pylist(), key=lambda r: r["id"]) == [{"id": 1, name: "p", "v": 4},
                                                                        {"id": 2, name: None, "v": 2}]
     assert t.to_arrow(filter=pc.field(name).is_null()).column("id").to_pylist() == [2]
+
+
+def test_binary_partition_values_filter_and_prune_exactly(tmp_path: Path, table_type: str) -> None:
+    """Binary values name their folder by their bytes' repr; pruning reads it back (it
+    used to cast the repr text itself, so ``p == b"abc"`` pruned every folder)."""
+    s = pa.schema([("id", pa.int64()), ("p", pa.binary())])
+    t = Table.create(tmp_path / "t", s, record_key="id", partition_by=["p"], table_type=table_type)
+    t.upsert(pa.table({"id": [1, 2, 3, 4], "p": [b"abc", None, LIT.encode(), b"\xff/.."]}, schema=s))
+    for i, v in enumerate([b"abc", None, LIT.encode(), b"\xff/.."], start=1):
+        expr = pc.field("p").is_null() if v is None else pc.field("p") == v
+        assert t.to_arrow(filter=expr).column("id").to_pylist() == [i]
+        assert t.scan(filter=expr).explain()["files_after_partition_pruning"] == 1
