@@ -51,6 +51,7 @@ from ..table.hooks import Hooks, effective_hooks, run_after_commit
 from ..table.key_check import key_check
 from ..table.table import Table
 from ..table.writer import Rewritten, WriteResult, commit_metadata, entries_of, run_attempts
+from ..timeline import faults
 from ..timeline.commit_metadata import CommitMetadata
 from ..timeline.conflicts import KeyCheck
 from ..timeline.errors import SchemaMismatchError, UnsupportedOperationError
@@ -119,7 +120,9 @@ def write(df: DataFrame, path: str, operation: str = "upsert", timeline: str | N
     planner: _Planner | None = None
     try:
         owner.start()
-        planner = _Planner(spark, staging, operation, _stage(df, cfg, staging))
+        inputs = _stage(df, cfg, staging)
+        faults.point("spark.after_stage")  # staged, no instant yet: a crash leaves only the folder
+        planner = _Planner(spark, staging, operation, inputs)
         action = Action.REPLACE_COMMIT if operation == "overwrite" else cfg.write_action
         result = run_attempts(table.context, operation, action, planner, _Writer(spark, owner), _rule,
                               validators=joined.validators)

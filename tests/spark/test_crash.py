@@ -1,6 +1,7 @@
-"""A Spark write's driver killed at each commit fault point, and an executor's Python
-worker killed mid-task: ``rollback_failed`` restores the table, and no file of a failed
-attempt is ever read.
+"""A Spark write's driver killed at each commit fault point (and after staging, before
+any instant), and an executor's Python worker killed mid-task: ``rollback_failed``
+restores the table, no file of a failed attempt is ever read, and the dead write's
+staging folder (``.lakeline/staging/<write>/``) is gone.
 
 The drivers are child processes (``spark_op`` of tests/table/workers.py) with
 ``LAKELINE_FAULTS`` set; they run at once, each on its own table, to keep the Spark
@@ -18,13 +19,18 @@ from typing import Any
 import pytest
 from lakeline.table import Table
 from lakeline.timeline.faults import CRASH_EXIT_CODE
+from lakeline.timeline.staging_folders import read_owner, write_ids
 
 from tests.helpers import finish, start_script
 from tests.table.test_crash import EXPIRY_S, SEED, STATE_AT_CRASH, WRITE, make_table, orphan_files, state, upsert_spec
 from tests.table.workers import WORKERS_PY, check_files_on_disk, data_instants
 
-QUICK = ["commit.before_complete", "commit.after_complete"]
+#: The driver dies once its rows are staged, before its instant is requested.
+STAGED = "spark.after_stage"
+QUICK = [STAGED, "commit.before_complete", "commit.after_complete"]
 MORE = ["commit.after_requested", "commit.after_inflight", "commit.delete_markers"]
+#: Points where the driver already named its instant in the staging folder's owner file.
+NAMED = {"commit.before_complete", "commit.after_complete", "commit.delete_markers"}
 
 
 def crash_all(tmp_path: Path, points: list[str], table_type: str) -> dict[str, tuple[Table, set[int]]]:
@@ -45,11 +51,25 @@ def crash_all(tmp_path: Path, points: list[str], table_type: str) -> dict[str, t
 
 def check_recovered(point: str, t: Table, before: set[int]) -> None:
     new = [i for i in data_instants(t.timeline) if i.id not in before]
+    staged = write_ids(t.storage)
+    assert len(staged) == 1, f"the dead write left no staging folder at {point}: the check below proves nothing"
+    owner = read_owner(t.storage, staged[0])
+    assert owner is not None
+    if point == STAGED:
+        assert new == [] and owner.instants == ()
+        time.sleep(EXPIRY_S + 0.2)
+        assert t.services.rollback_failed().stats["staging_removed"] == staged
+        assert write_ids(t.storage) == []
+        assert state(t) == SEED
+        return
     assert len(new) == 1
     failed = new[0]
     assert failed.state == STATE_AT_CRASH.get(point, "completed")
+    if point in NAMED:
+        assert owner.instants == (failed.id,)
     time.sleep(EXPIRY_S + 0.2)
     t.services.rollback_failed()
+    assert write_ids(t.storage) == [], f"the dead write's staging folder is left after its rollback at {point}"
     tl = t.timeline
     assert tl.pending() == [], f"left pending: {tl.pending()}"
     expected = dict(SEED)
@@ -64,8 +84,9 @@ def check_recovered(point: str, t: Table, before: set[int]) -> None:
 
 
 def test_driver_killed_at_commit_points_and_an_executor_mid_task(spark_available: None, tmp_path: Path) -> None:
-    """The quick run of make test: the drivers killed at two commit points and the
-    executor-kill write run at once (three Spark applications), then each is checked."""
+    """The quick run of make test: the drivers killed after staging and at two commit
+    points, and the executor-kill write, run at once (four Spark applications), then
+    each is checked."""
     executor = start_executor_kill(tmp_path / "executor", "cow")
     for point, (t, before) in crash_all(tmp_path, QUICK, "mor").items():
         check_recovered(point, t, before)
@@ -99,6 +120,7 @@ def check_executor_kill(t: Table, fault_dir: Path, proc: Any) -> None:
     assert t.timeline.pending() == []
     assert state(t) == {**SEED, **WRITE}
     assert orphan_files(t) == set()
+    assert write_ids(t.storage) == [], "the write left its staging folder"
     check_files_on_disk(t)
 
 
