@@ -40,7 +40,7 @@ from ..timeline.errors import (
     SavepointConflictError,
     SnapshotExpiredError,
 )
-from ..timeline.instant import Action, Instant, State
+from ..timeline.instant import Action, Instant, State, instant_id_of
 from ..timeline.log import AppendCheck
 from ..timeline.plans import (
     OP_CREATE,
@@ -72,20 +72,29 @@ def _append_done(table: Table, plan: Plan, check: AppendCheck | None = None) -> 
     return log.refresh().get(ev.instant)
 
 
-def create_savepoint(table: Table, instant_id: int | None = None) -> Instant:
-    """Pin the snapshot as of completed instant ``instant_id`` (default: the latest).
+def create_savepoint(table: Table, instant_id: int | str | None = None) -> Instant:
+    """Pin the snapshot as of completed instant ``instant_id`` (default: the latest; an
+    int or an int-like string, as ``as_of`` takes it: :func:`instant_id_of`).
 
     Raises:
-        InstantNotFoundError: no such completed instant (or an empty table).
+        InstantNotFoundError: no such completed instant (or an empty table), or
+            ``instant_id`` is no instant id (a bool, a float, other text).
         SavepointConflictError: an inflight clean is deleting files of that snapshot.
         SnapshotExpiredError: that snapshot's files were already cleaned.
     """
+    # Parsed before anything is read or written: '3' is instant 3 (as for as_of), True is none.
+    wanted = None if instant_id is None else instant_id_of(instant_id)
     tl = table.log.refresh()
-    if instant_id is None:
+    if wanted is None:
         last = tl.last_completed()
         if last is None:
             raise InstantNotFoundError("nothing has completed yet: there is no snapshot to savepoint")
-        instant_id = last.id
+        wanted = last.id
+    return _pin(table, tl, wanted)
+
+
+def _pin(table: Table, tl: Timeline, instant_id: int) -> Instant:
+    """:func:`create_savepoint` of completed instant ``instant_id`` of ``tl``."""
     snap = tl.as_of_instant(instant_id)  # raises when not completed
     target = tl.get(instant_id)
     pinned = {f.path for f in table.view(snap).files()}
@@ -136,15 +145,18 @@ def _no_clean_deleting(table: Table, instant_id: int, pinned: set[str]) -> Appen
     return check
 
 
-def release_savepoint(table: Table, savepoint_id: int) -> Instant:
+def release_savepoint(table: Table, savepoint_id: int | str) -> Instant:
     """End savepoint ``savepoint_id`` (the id :func:`create_savepoint` returned, or the
-    id of the pinned instant when one active savepoint pins it).
+    id of the pinned instant when one active savepoint pins it; an int or an int-like
+    string).
 
     Raises:
-        InstantNotFoundError: no active savepoint by that id.
+        InstantNotFoundError: no active savepoint by that id, or ``savepoint_id`` is no
+            instant id.
     """
+    wanted = instant_id_of(savepoint_id)
     active = active_savepoints(table.log.refresh())
-    match = [s for s in active if s.id == savepoint_id] or [s for s in active if s.instant == savepoint_id]
+    match = [s for s in active if s.id == wanted] or [s for s in active if s.instant == wanted]
     if not match:
-        raise InstantNotFoundError(f"no active savepoint {savepoint_id}")
+        raise InstantNotFoundError(f"no active savepoint {wanted}")
     return _append_done(table, SavepointReleasePlan(match[0].id))

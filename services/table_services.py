@@ -179,7 +179,7 @@ class TableServices:
         return ServiceResult(last.instant, {**last.stats, "files": list(last.stats.get("deleted", ()))},
                              last.aborted)
 
-    def savepoint(self, instant_id: int | None = None) -> Instant:
+    def savepoint(self, instant_id: int | str | None = None) -> Instant:
         """Pin the snapshot as of completed instant ``instant_id`` (default: the latest)
         against cleaning and archival; returns the ``savepoint`` instant.
 
@@ -189,7 +189,7 @@ class TableServices:
         """
         return create_savepoint(self.table, instant_id)
 
-    def release_savepoint(self, instant_id: int) -> Instant:
+    def release_savepoint(self, instant_id: int | str) -> Instant:
         """End a savepoint (its id, or the pinned instant's); the next clean may remove
         what only it kept.
 

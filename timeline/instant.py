@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import enum
 import json
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, SupportsIndex
 
-from .errors import CorruptEventError, InvalidTransitionError
+from .errors import CorruptEventError, InstantNotFoundError, InvalidTransitionError
 
 #: Version of the event encoding; readers refuse versions they do not know.
 EVENT_FORMAT_VERSION = 1
@@ -256,3 +257,23 @@ class Instant:
             "plan": dict(self.plan),
             "metadata": dict(self.metadata),
         }
+
+
+def instant_id_of(value: object) -> int:
+    """An instant id as a caller gives it: an int, or an int-like string (``"3"``, as a
+    shell or a config file spells it). Every API that takes an instant id parses it
+    here, so ``as_of``, ``savepoint`` and ``release_savepoint`` accept the same forms
+    (issue 25, audit A6c); a bool, a float or other text is no id.
+
+    Raises:
+        InstantNotFoundError: ``value`` is not an instant id.
+    """
+    if isinstance(value, bool):
+        raise InstantNotFoundError(f"{value!r} is not an instant id")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        return int(value.strip())
+    if isinstance(value, SupportsIndex) and not isinstance(value, float):
+        return operator.index(value)  # numpy integers
+    raise InstantNotFoundError(f"{str(value)[:40]!r} is not an instant id")
