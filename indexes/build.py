@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..timeline import faults
-from ..timeline.commit_metadata import CommitMetadata
+from ..timeline.commit_metadata import CommitMetadata, file_paths
 from ..timeline.data_reads import DAMAGED, unreadable
 from ..timeline.errors import IndexBuildError, SnapshotExpiredError
 from ..timeline.file_group import DataFile
@@ -193,7 +193,7 @@ def missing_updates(storage: Storage, timeline: Timeline, after_seq: int, partit
     for inst in timeline.completed_after(after_seq):
         if not inst.action.writes_data or mt.has_updates(partition, inst.id):
             continue
-        if inst.metadata.get("files"):
+        if file_paths(inst.metadata):  # shape checked: a damaged record is CorruptEventError
             out.append(inst.id)
     return out
 

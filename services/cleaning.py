@@ -53,7 +53,7 @@ import pyarrow.fs as pafs
 from ..indexes.metadata_table import MetadataTable
 from ..indexes.states import FILES, index_states, partition_of
 from ..timeline import faults
-from ..timeline.commit_metadata import CommitMetadata
+from ..timeline.commit_metadata import CommitMetadata, file_paths
 from ..timeline.errors import InvalidPropertyError
 from ..timeline.file_group import FileSlice, parse_data_file_name, table_tag
 from ..timeline.instant import Action, Instant, State
@@ -304,15 +304,15 @@ class CleaningService(TableService):
         # Read after listing: a writer that started since is then known (and protected).
         tl = table.log.refresh()
         now_ns = _now_ns()
-        referenced = {f["path"] for i in _data_instants(tl) for f in i.metadata.get("files", ())}
+        # file_paths checks each record's shape: a damaged one is CorruptEventError, not a TypeError.
+        referenced = {p for i in _data_instants(tl) for p in file_paths(i.metadata)}
         if policy == "keep_latest_file_versions":
             old = _old_versions(table, tl, retain, on_disk)
             expired = set(old)
         else:
             seq = retain_seq(policy, retain, tl, now_ns // 1000)
             needed = snapshot_files(table, tl, seq) | {
-                f["path"] for i in tl.completed_after(seq) if i.action.writes_data
-                for f in i.metadata.get("files", ())}
+                p for i in tl.completed_after(seq) if i.action.writes_data for p in file_paths(i.metadata)}
             expired = referenced - needed
         guard = protected_files(table, tl)
         tag = table_tag(table.config.table_uuid)

@@ -4,6 +4,12 @@ Every data-writing instant records the files it added (with row counts, sizes an
 key range), the file groups it retired, and its footprint for conflict checks. The
 file-system view of any snapshot is a replay of these records in completion order, so
 they are the table's source of truth; the metadata table indexes them for speed.
+
+Because everything replays them, :meth:`CommitMetadata.from_dict` checks their shape and
+refuses a damaged record with :class:`CorruptEventError` (issue 25, audit C4d:
+``"files": "notalist"`` was a ``TypeError`` on open and a traceback in cleaning); code
+that reads the raw record instead (cleaning lists only paths) goes through
+:func:`file_paths`, which checks the same.
 """
 
 from __future__ import annotations
@@ -11,6 +17,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from .errors import CorruptEventError
+
+#: Fields of a file record (``WriteStat``) and the JSON types each may hold; the first
+#: six are required. A key range is any JSON scalar (or null).
+_TEXT = (str,)
+_COUNT = (int,)
+_FILE_FIELDS: dict[str, tuple[type, ...]] = {
+    "path": _TEXT, "partition": _TEXT, "file_group": _TEXT, "kind": _TEXT, "rows": _COUNT, "bytes": _COUNT,
+    "deletes": _COUNT, "key_min": (int, float, str, bool, type(None)), "key_max": (int, float, str, bool, type(None)),
+    "inserts": (bool,),
+}
+_REQUIRED = ("path", "partition", "file_group", "kind", "rows", "bytes")
 
 
 @dataclass(frozen=True)
@@ -33,6 +52,12 @@ class WriteStat:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> WriteStat:
+        """One file record of a commit's metadata.
+
+        Raises:
+            CorruptEventError: not an object with the fields of a file record.
+        """
+        _check_file(raw)
         return cls(**{k: raw[k] for k in cls.__dataclass_fields__ if k in raw})
 
 
@@ -71,14 +96,36 @@ class CommitMetadata:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> CommitMetadata:
+        """The metadata a completed data instant recorded (:meth:`to_dict`).
+
+        Raises:
+            CorruptEventError: the record is not of that shape (``files`` not a list of
+                file records, ``replaced`` not partitions to lists of groups, ...).
+        """
+        if not isinstance(raw, Mapping):
+            raise CorruptEventError(f"commit metadata is a {type(raw).__name__}, not an object")
+        seq = raw.get("snapshot_seq", -1)
+        operation = raw.get("operation", "")
+        replaced = raw.get("replaced") or {}
+        rewritten = raw.get("rewritten", ())
+        partitions = raw.get("replaced_partitions", ())
+        stats = raw.get("stats") or {}
+        if isinstance(seq, bool) or not isinstance(seq, int) or not isinstance(operation, str):
+            raise CorruptEventError(f"commit metadata: snapshot_seq {seq!r} or operation {operation!r} is malformed")
+        if not isinstance(replaced, Mapping) or not all(_texts(g) for g in replaced.values()):
+            raise CorruptEventError(f"commit metadata: replaced is not partitions to file groups: {replaced!r:.80}")
+        if not isinstance(rewritten, list | tuple) or not all(_texts(x) and len(x) == 2 for x in rewritten):
+            raise CorruptEventError(f"commit metadata: rewritten is not (partition, group) pairs: {rewritten!r:.80}")
+        if not _texts(partitions) or not isinstance(stats, Mapping):
+            raise CorruptEventError("commit metadata: replaced_partitions is not a list of text, or stats no object")
         return cls(
-            operation=raw.get("operation", ""),
-            snapshot_seq=int(raw.get("snapshot_seq", -1)),
-            files=tuple(WriteStat.from_dict(f) for f in raw.get("files", ())),
-            replaced={p: tuple(g) for p, g in (raw.get("replaced") or {}).items()},
-            rewritten=tuple((p, g) for p, g in raw.get("rewritten", ())),
-            replaced_partitions=tuple(raw.get("replaced_partitions", ())),
-            stats=dict(raw.get("stats") or {}),
+            operation=operation,
+            snapshot_seq=seq,
+            files=tuple(WriteStat.from_dict(f) for f in _file_records(raw)),
+            replaced={p: tuple(g) for p, g in replaced.items()},
+            rewritten=tuple((p, g) for p, g in rewritten),
+            replaced_partitions=tuple(partitions),
+            stats=dict(stats),
         )
 
     # -- footprint for conflict checks ----------------------------------------------
@@ -92,3 +139,44 @@ class CommitMetadata:
 
     def partitions_written(self) -> set[str]:
         return {f.partition for f in self.files} | set(self.replaced) | set(self.replaced_partitions)
+
+
+def file_paths(raw: Mapping[str, Any]) -> list[str]:
+    """The paths of the files a completed data instant's metadata lists, its shape
+    checked as by :meth:`CommitMetadata.from_dict` (for readers that need only paths).
+
+    Raises:
+        CorruptEventError: ``files`` is not a list of file records.
+    """
+    if not isinstance(raw, Mapping):
+        raise CorruptEventError(f"commit metadata is a {type(raw).__name__}, not an object")
+    out = []
+    for f in _file_records(raw):
+        _check_file(f)
+        out.append(f["path"])
+    return out
+
+
+def _file_records(raw: Mapping[str, Any]) -> list[Any] | tuple[Any, ...]:
+    files = raw.get("files", ())
+    if not isinstance(files, list | tuple):
+        raise CorruptEventError(f"commit metadata: files is a {type(files).__name__}, not a list of file records")
+    return files
+
+
+def _check_file(raw: object) -> None:
+    if not isinstance(raw, Mapping):
+        raise CorruptEventError(f"commit metadata: a file record is a {type(raw).__name__}, not an object")
+    missing = [k for k in _REQUIRED if k not in raw]
+    if missing:
+        raise CorruptEventError(f"commit metadata: a file record lacks {missing}")
+    for k, types in _FILE_FIELDS.items():
+        if k in raw:
+            v = raw[k]
+            if not isinstance(v, types) or (isinstance(v, bool) and bool not in types):
+                raise CorruptEventError(f"commit metadata: file field {k} is {v!r:.60}, not a {types[0].__name__}")
+
+
+def _texts(value: object) -> bool:
+    """Whether ``value`` is a list (or tuple) of text."""
+    return isinstance(value, list | tuple) and all(isinstance(x, str) for x in value)

@@ -18,7 +18,13 @@ from typing import Any
 import pyarrow as pa
 
 from ..config import PropertyProblem, TableProperties, explicit
-from .errors import InvalidPropertyError, ReservedColumnError, SchemaMismatchError, UnknownColumnError
+from .errors import (
+    CorruptEventError,
+    InvalidPropertyError,
+    ReservedColumnError,
+    SchemaMismatchError,
+    UnknownColumnError,
+)
 from .instant import Action
 from .timeline import Timeline
 
@@ -175,8 +181,21 @@ class TableConfig:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> TableConfig:
+        """The configuration a schema instant stored (:meth:`to_dict`).
+
+        Raises:
+            CorruptEventError: not a configuration of a format this version reads (a
+                format other than :data:`FORMAT_VERSION`, a schema that does not decode,
+                fields of the wrong shape).
+            InvalidPropertyError: a stored property is unknown to this version or malformed.
+        """
+        _check_config_shape(raw)
+        try:
+            schema = schema_from_text(raw["schema"])
+        except (ValueError, TypeError, pa.ArrowException) as e:  # binascii.Error is a ValueError
+            raise CorruptEventError(f"table configuration: its schema does not decode: {e}") from None
         cfg = cls(
-            schema=schema_from_text(raw["schema"]),
+            schema=schema,
             record_key=tuple(raw.get("record_key") or ()),
             ordering_field=raw.get("ordering_field"),
             partition_by=tuple(raw.get("partition_by") or ()),
@@ -189,8 +208,42 @@ class TableConfig:
 
     @classmethod
     def from_timeline(cls, timeline: Timeline) -> TableConfig | None:
-        """The configuration of the latest completed schema instant, if any."""
+        """The configuration of the latest completed schema instant, if any.
+
+        Raises:
+            CorruptEventError: that instant holds no configuration this version reads.
+        """
         for inst in reversed(timeline.completed()):
             if inst.action is Action.SCHEMA:
-                return cls.from_dict(inst.metadata["config"])
+                raw = inst.metadata.get("config")
+                if not isinstance(raw, Mapping):
+                    raise CorruptEventError(f"schema instant {inst.id} holds no table configuration")
+                return cls.from_dict(raw)
         return None
+
+
+def _check_config_shape(raw: object) -> None:
+    """Refuse a stored configuration this version cannot read (issue 25, audit C4c: a
+    format 99 was read as if it were 1).
+
+    Raises:
+        CorruptEventError: see :meth:`TableConfig.from_dict`.
+    """
+    if not isinstance(raw, Mapping):
+        raise CorruptEventError(f"table configuration is a {type(raw).__name__}, not an object")
+    fmt = raw.get("format", FORMAT_VERSION)
+    if isinstance(fmt, bool) or fmt != FORMAT_VERSION:
+        raise CorruptEventError(f"table configuration of format {fmt!r}; this version reads format {FORMAT_VERSION}")
+    if not isinstance(raw.get("schema"), str):
+        raise CorruptEventError("table configuration without a schema")
+    for name in ("record_key", "partition_by"):
+        value = raw.get(name) or []
+        if not isinstance(value, list) or not all(isinstance(c, str) for c in value):
+            raise CorruptEventError(f"table configuration: {name} is not a list of column names: {value!r}")
+    if raw.get("ordering_field") is not None and not isinstance(raw.get("ordering_field"), str):
+        raise CorruptEventError(f"table configuration: ordering_field {raw.get('ordering_field')!r} is no column name")
+    table_type = raw.get("table_type", "cow")
+    if table_type not in TABLE_TYPES:
+        raise CorruptEventError(f"table configuration: table_type {table_type!r} is not one of {TABLE_TYPES}")
+    if not isinstance(raw.get("properties") or {}, Mapping) or not isinstance(raw.get("table_uuid", ""), str):
+        raise CorruptEventError("table configuration: properties is not an object, or table_uuid no text")
