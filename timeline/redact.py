@@ -94,8 +94,8 @@ class RedactingFilter(logging.Filter):
         except (TypeError, ValueError):  # arguments that do not fit the format: keep both, redacted
             message = f"{record.msg} {record.args!r}"
         record.msg, record.args = redact(message), None
-        if record.exc_info and not record.exc_text:
-            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+        if record.exc_info or record.exc_text:  # formatters reuse exc_text: make it the redacted one
+            record.exc_text = redact(record.exc_text or logging.Formatter().formatException(record.exc_info))
         if record.stack_info:
             record.stack_info = redact(record.stack_info)
         return True
