@@ -23,7 +23,7 @@ from ..timeline.errors import (
     SchemaMismatchError,
     UnknownColumnError,
 )
-from ..timeline.file_group import partition_path
+from ..timeline.file_group import MAX_FOLDER_BYTES, partition_path
 from ..timeline.table_config import INTERNAL_PREFIX, TableConfig, check_column_names
 
 # Column names lakeline adds to user rows. The ones on disk in log files (``_op``,
@@ -195,10 +195,6 @@ def _unique(col: pa.ChunkedArray) -> bool:
     if len(flat) > 1 and not pc.any(pc.less_equal(flat[1:], flat[:-1])).as_py():
         return True
     return pc.count_distinct(flat).as_py() == len(flat)
-
-
-#: Longest folder name (one path component, in UTF-8 bytes) most file systems allow.
-MAX_FOLDER_BYTES = 255
 
 
 def split_by_partition(table: pa.Table, columns: tuple[str, ...]) -> dict[str, pa.Table]:

@@ -27,6 +27,9 @@ NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 #: The folder value of the string "__HIVE_DEFAULT_PARTITION__": its first character
 #: percent-encoded, which :func:`urllib.parse.unquote` (and Hive readers) decode back.
 LITERAL_NULL_NAME = "%5F" + NULL_PARTITION[1:]
+#: Longest folder name (one path component, in UTF-8 bytes) most file systems allow: a
+#: partition folder is refused before writing when longer (``ENAMETOOLONG`` otherwise).
+MAX_FOLDER_BYTES = 255
 
 #: ``<file group>_<instant>_<token>[_<table tag>].parquet`` (``.log.parquet`` for logs). The
 #: table tag (the first hex digits of the table's uuid) says which table wrote the file:

@@ -25,6 +25,7 @@ from .errors import (
     SchemaMismatchError,
     UnknownColumnError,
 )
+from .file_group import MAX_FOLDER_BYTES, partition_path
 from .instant import Action
 from .timeline import Timeline
 
@@ -127,6 +128,11 @@ class TableConfig:
             raise UnknownColumnError(f"ordering field {ordering_field!r} is not in the schema {names}")
         if ordering_field is not None and not keys:
             raise SchemaMismatchError("an ordering field needs a record key")
+        for c in parts:
+            # Its folder must fit with a null value at least (any value, were it not for this).
+            if len(partition_path((c,), (None,)).encode()) > MAX_FOLDER_BYTES:
+                raise SchemaMismatchError(f"partition column name {c[:40]!r}... is too long: its folder name would "
+                                          f"exceed {MAX_FOLDER_BYTES} bytes (a file system limit)")
         for c in keys + parts:
             t = schema.field(c).type
             if pa.types.is_nested(t) or pa.types.is_floating(t):

@@ -142,6 +142,22 @@ def test_a_partition_folder_longer_than_255_bytes_is_refused_before_writing(tmp_
     assert [r["id"] for r in rows_of(t)] == [1, 2]
 
 
+def test_a_partition_column_whose_folder_cannot_fit_is_refused_at_create(tmp_path: Path) -> None:
+    """A name whose folder is too long even for a null value would fail every write."""
+    fits = "c" * (255 - len("=" + NULL_PARTITION))
+    for name, ok in [(fits, True), (fits + "c", False), ("\U00010000" * 20, False)]:
+        s = pa.schema([("id", pa.int64()), (name, pa.string())])
+        if ok:
+            t = Table.create(tmp_path / "ok", s, record_key="id", partition_by=[name])
+            t.upsert(pa.table({"id": [1], name: [None]}, schema=s))
+            assert t.to_arrow().num_rows == 1
+            continue
+        with pytest.raises(SchemaMismatchError, match="too long"):
+            Table.create(tmp_path / "t", s, record_key="id", partition_by=[name])
+        assert not (tmp_path / "t").exists()
+        Table.create(tmp_path / f"flat{len(name)}", s, record_key="id")  # as a plain column it is fine
+
+
 # --- input names (D5j) -----------------------------------------------------------
 
 
