@@ -84,11 +84,15 @@ class TableIndexes:
             InvalidIndexError: unknown kind, bad name, or unknown or repeated columns.
             InvalidIndexOptionsError: an option the kind does not take, or a bad ``fpp``.
             IndexExistsError: an index of that name exists (or is being created).
+            CorruptEventError: a data instant's record is damaged (nothing scheduled).
             IndexBuildError: the build failed and was rolled back (wait=True).
         """
         # Refused before the table lock is even taken; the service's plan checks again
         # (the path of ``services.schedule`` and ``lakeline index create --no-wait``).
         name, kind, cols, opts = check_definition(name, kind, columns, options)
+        # The build replays the data instants' records (the view, cached for it): a
+        # damaged one is CorruptEventError now rather than after the requested event.
+        self.table.view(self.table.log.refresh())
         service = IndexingService()
         inst = schedule(self.table, service, op=OP_CREATE, index=name, kind=kind, columns=cols, options=opts)
         assert inst is not None  # creating always has something to do
