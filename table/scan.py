@@ -29,6 +29,7 @@ from ..indexes.pruning import prune as prune_with_indexes
 from ..timeline.data_reads import DAMAGED, find_damaged, missing_error
 from ..timeline.errors import CorruptLogError, SnapshotExpiredError
 from ..timeline.file_group import FileSlice, partition_scalar, partition_values
+from ..timeline.instant import instant_id_of
 from ..timeline.retention import check_retained
 from ..timeline.storage import Storage
 from ..timeline.timeline import Timeline
@@ -48,7 +49,7 @@ def resolve_snapshot(tl: Timeline, as_of: int | datetime | None) -> Timeline:
         return tl
     if isinstance(as_of, datetime):
         return tl.as_of_time(as_of)
-    return tl.as_of_instant(int(as_of))
+    return tl.as_of_instant(instant_id_of(as_of))  # '3' as savepoint('3') takes it; True is no id
 
 
 def snapshot_of(current: Timeline, as_of: int | datetime | None) -> Timeline:

@@ -179,6 +179,15 @@ def test_savepoint_takes_the_ids_as_of_takes(tmp_path: Path) -> None:
     assert sp2.id > sp.id
 
 
+@pytest.mark.parametrize("bad", [True, 1.5, "one", "3.0"])
+def test_as_of_refuses_what_savepoint_refuses(tmp_path: Path, bad: Any) -> None:
+    t = _table(tmp_path / "t")
+    with pytest.raises(InstantNotFoundError, match="is not an instant id"):
+        t.to_arrow(as_of=bad)
+    with pytest.raises(InstantNotFoundError, match="is not an instant id"):
+        t.services.savepoint(bad)
+
+
 @pytest.mark.parametrize("bad", [True, 1.0, "one", "1.5", None])
 def test_savepoint_refuses_what_is_no_id_and_writes_nothing(tmp_path: Path, bad: Any) -> None:
     path = tmp_path / "t"
