@@ -103,7 +103,8 @@ def check_definition(name: object, kind: object, columns: object = None,
                                        f"{', '.join(known) or 'none'}")
     if "fpp" in options:
         fpp = options["fpp"]
-        if isinstance(fpp, bool) or not isinstance(fpp, Real) or not math.isfinite(fpp) or not MIN_FPP <= fpp < 1:
+        value = float(fpp) if isinstance(fpp, Real) and not isinstance(fpp, bool) else math.nan
+        if not math.isfinite(value) or not MIN_FPP <= value < 1:
             raise InvalidIndexOptionsError(f"index {name!r}: fpp must be a number in [{MIN_FPP}, 1), not {fpp!r}")
     return name, kind, cols, {k: (float(v) if k == "fpp" else v) for k, v in options.items()}
 
