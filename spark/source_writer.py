@@ -13,6 +13,13 @@ are never read; the staging folder goes away after the commit.
 late (the lakeline commit had already landed): removing staged input can never undo a
 commit, so a landed write stays landed.
 
+While the tasks stage, the folder has no owner file (the tasks run in other processes
+than ``commit``, and nothing beats for the write): a folder left by a killed
+application goes when rollback or cleaning finds its newest file older than
+``clean.orphan-age-ms``. ``commit`` owns it (an owner file it beats) while it runs, so
+a commit killed midway leaves a folder removed once that beat is stale
+(:mod:`lakeline.timeline.staging_folders`).
+
 For large DataFrames prefer :func:`lakeline.spark.write`, whose executors write the
 table's files themselves; here the commit reads the staged rows in one process.
 """
@@ -30,7 +37,8 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from ..table.table import Table
 from ..timeline.errors import SchemaMismatchError, UnsupportedOperationError
-from ..timeline.storage import META_DIR, Storage
+from ..timeline.staging_folders import OwnerBeat, folder_of
+from ..timeline.storage import Storage
 
 #: Operations of the ``operation`` option (``mode("overwrite")`` means overwrite).
 APPEND_OPERATIONS = ("insert", "upsert", "delete")
@@ -73,7 +81,8 @@ class LakelineWriter(DataSourceArrowWriter):
         self.operation = write_operation(options, overwrite)
         table = Table.open(path, self.timeline)  # fails here, on the driver, for a path that is not a table
         self.storage: Storage = table.storage
-        self.staging = posixpath.join(META_DIR, "staging", uuid.uuid4().hex)
+        self.staging = folder_of(uuid.uuid4().hex)
+        self.beat_ms = table.config.props.heartbeat_interval_ms
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Staged:
         batches = [b for b in iterator if b.num_rows]
@@ -88,7 +97,9 @@ class LakelineWriter(DataSourceArrowWriter):
         return Staged(rel, rows.num_rows)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        owner = OwnerBeat(self.storage, posixpath.basename(self.staging), self.beat_ms)
         try:
+            owner.start()
             staged = [m.path for m in messages if isinstance(m, Staged) and m.path is not None]
             tables = [pq.read_table(self.storage.path(rel), filesystem=self.storage.fs) for rel in staged]
             t = Table.open(self.path, self.timeline)
@@ -101,6 +112,7 @@ class LakelineWriter(DataSourceArrowWriter):
                 rows = _empty(t, self.operation)
             getattr(t, self.operation)(rows)
         finally:
+            owner.stop()  # before removing: a late beat must find nothing to rewrite
             self._remove_staging()
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
