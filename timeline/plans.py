@@ -239,8 +239,9 @@ class RollbackPlan:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> RollbackPlan:
-        return cls(*(tuple(int(i) for i in raw.get(k) or ()) for k in ("targets", "leftovers", "completed_markers")),
-                   tuple(str(w) for w in raw.get("staging") or ()))
+        targets, leftovers, completed = (tuple(int(i) for i in raw.get(k) or ())
+                                         for k in ("targets", "leftovers", "completed_markers"))
+        return cls(targets, leftovers, completed, tuple(str(w) for w in raw.get("staging") or ()))
 
 
 # -- indexing, savepoints, schema --------------------------------------------------------
