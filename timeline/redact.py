@@ -94,8 +94,11 @@ class RedactingFilter(logging.Filter):
         except (TypeError, ValueError):  # arguments that do not fit the format: keep both, redacted
             message = f"{record.msg} {record.args!r}"
         record.msg, record.args = redact(message), None
-        if record.exc_info or record.exc_text:  # formatters reuse exc_text: make it the redacted one
-            record.exc_text = redact(record.exc_text or logging.Formatter().formatException(record.exc_info))
+        # Formatters reuse exc_text once set: make it the redacted text.
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        elif record.exc_info:
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
         if record.stack_info:
             record.stack_info = redact(record.stack_info)
         return True
