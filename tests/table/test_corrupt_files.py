@@ -168,3 +168,14 @@ def test_index_validate_over_a_damaged_file_is_typed(tmp_path: Path, damage: str
         t.indexes.validate()
     d.restore()
     assert t.indexes.validate()["mismatches"] == []
+
+
+def test_a_log_pointing_past_a_replaced_base_names_the_slice(tmp_path: Path) -> None:
+    t = Table.create(tmp_path / "mor", SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"],
+                     table_type="mor")
+    t.upsert(rows([1, 3, 5, 7, 9, 2, 4]))
+    t.upsert(rows([9], ts=2))  # a log whose position points at row 4 of its base
+    base = Damage(t, file_of(t, "base")).replace_with(Damage(t, file_of(t, "base", OTHER)))  # 2 rows
+    with pytest.raises(CorruptLogError, match=base.rel) as e:
+        t.to_arrow()
+    assert file_of(t, "log") in str(e.value)
