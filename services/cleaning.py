@@ -27,7 +27,9 @@ excluded: :mod:`lakeline.timeline.ownership`), so files of rolled-back instants 
 orphans (written by an instant that completed without them, e.g. a retried attempt) are
 found too; a file the timeline does not name is deleted only when its name carries this
 table's tag (docs/safety.md). ``index_files`` are leftovers of dropped indexes in the
-metadata table. *Execute* re-reads the timeline and skips every file that became
+metadata table; ``staging`` the write ids of dead Spark writes' staging folders
+(:mod:`lakeline.timeline.staging_folders`), removed by execute only if still dead.
+*Execute* re-reads the timeline and skips every file that became
 protected meanwhile (a savepoint made after the plan, a new pending plan), deletes
 the rest (a missing file is fine: a re-run after a crash finds some gone) with the
 fault point ``clean.mid_delete`` after each, and completes with counts.
@@ -52,6 +54,7 @@ import pyarrow.fs as pafs
 
 from ..indexes.metadata_table import MetadataTable
 from ..indexes.states import FILES, index_states, partition_of
+from ..table.rollback import remove_dead_staging
 from ..timeline import faults
 from ..timeline.commit_metadata import CommitMetadata, file_paths
 from ..timeline.errors import InvalidPropertyError
@@ -70,10 +73,10 @@ from ..timeline.retention import (
     last_retain_seq as last_retain_seq,  # re-exported: the cleaner's retain point
 )
 from ..timeline.retention import pinned_seqs
+from ..timeline.staging_folders import Rules, dead_writes
 from ..timeline.storage import Storage
 from ..timeline.timeline import Timeline
 from .plugin import Progress, TableService
-from .rollback import sweep_staging
 
 if TYPE_CHECKING:
     from ..table.table import Table
@@ -327,7 +330,9 @@ class CleaningService(TableService):
                 state = tl.get(parse_data_file_name(path).instant).state  # type: ignore[union-attr]
                 reasons[path] = "rolled_back" if state is State.ROLLED_BACK else "orphan"
         index_files = _dropped_index_files(table, tl, now_ns, age_ms)
-        if not reasons and not index_files:
+        beats = table.log.store.last_beats()
+        staging = dead_writes(table.storage, lambda: (tl, beats), Rules.of(props, age_ms))
+        if not reasons and not index_files and not staging:
             return None
         if policy == "keep_latest_file_versions":
             seq = max((old[p] for p in reasons if p in old), default=-1)
@@ -336,7 +341,7 @@ class CleaningService(TableService):
         for path in reasons:
             files.setdefault(posixpath.dirname(path), []).append(path)
         return CleanPlan(policy, retain, int(seq), age_ms, tl.last_seq, {d: tuple(ps) for d, ps in files.items()},
-                         reasons, tuple(index_files))
+                         reasons, tuple(index_files), tuple(staging))
 
     def execute(self, table: Table, instant: Instant, progress: Progress | None = None) -> dict[str, Any]:
         plan = CleanPlan.from_dict(instant.plan)
@@ -383,4 +388,6 @@ class CleaningService(TableService):
                 "files_deleted": len(deleted), "files_missing": missing, "files_skipped": len(skipped),
                 "bytes_deleted": freed, "index_files_deleted": index_deleted,
                 "deleted": deleted, "skipped": skipped,
-                "staging_removed": sweep_staging(table, age_ms)}  # dead Spark writes' staging folders
+                # Dead Spark writes' staging folders, judged again now (one may have begun since).
+                "staging_removed": remove_dead_staging(table.log, storage, Rules.of(table.config.props, age_ms),
+                                                       only=plan.staging)}

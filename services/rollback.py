@@ -14,8 +14,7 @@ The plan also lists the staging folders of dead Spark writes (``staging``; the r
 are :mod:`lakeline.timeline.staging_folders`'): a write killed mid-way, before or after
 its instant began. Execute ends the failed writes first, then judges each listed
 folder again and removes it only if its write is still dead, so a write that was only
-slow keeps its staged input. :func:`sweep_staging` is the same sweep without a plan,
-for cleaning.
+slow keeps its staged input. Cleaning plans and removes them the same way.
 """
 
 from __future__ import annotations
@@ -82,10 +81,3 @@ class RollbackService(TableService):
         return {"rolled_back": len(done), "instants": done, "files_deleted": deleted, "refused": refused,
                 "staging_removed": staging}
 
-
-def sweep_staging(table: Table, orphan_age_ms: int | None = None) -> list[str]:
-    """Remove the staging folders of every dead write now (no plan, no instant: the
-    verdict is taken right before removing); the write ids removed. ``orphan_age_ms``
-    overrides ``clean.orphan-age-ms`` for folders without an owner file (a cleaning
-    run's own age)."""
-    return remove_dead_staging(table.log, table.storage, Rules.of(table.config.props, orphan_age_ms))

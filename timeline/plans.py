@@ -178,6 +178,7 @@ class CleanPlan:
     files: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     reasons: Mapping[str, str] = field(default_factory=dict)
     index_files: tuple[str, ...] = ()
+    staging: tuple[str, ...] = ()  # write ids of dead Spark writes' staging folders
 
     def paths(self) -> list[str]:
         return [p for ps in self.files.values() for p in ps]
@@ -186,7 +187,7 @@ class CleanPlan:
         return {"policy": self.policy, "retain": self.retain, "retain_seq": self.retain_seq,
                 "orphan_age_ms": self.orphan_age_ms, "snapshot_seq": self.snapshot_seq,
                 "files": {d: list(ps) for d, ps in self.files.items()}, "reasons": dict(self.reasons),
-                "index_files": list(self.index_files)}
+                "index_files": list(self.index_files), "staging": list(self.staging)}
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> CleanPlan:
@@ -194,7 +195,8 @@ class CleanPlan:
                    _opt_int(raw.get("retain_seq")), int(raw.get("orphan_age_ms", 0)),
                    _opt_int(raw.get("snapshot_seq")),
                    {str(d): tuple(ps) for d, ps in (raw.get("files") or {}).items()},
-                   dict(raw.get("reasons") or {}), tuple(raw.get("index_files") or ()))
+                   dict(raw.get("reasons") or {}), tuple(raw.get("index_files") or ()),
+                   tuple(str(w) for w in raw.get("staging") or ()))
 
 
 @dataclass(frozen=True)

@@ -186,3 +186,16 @@ def test_cleaning_removes_dead_writes_staging_and_keeps_a_live_one(tmp_path: Pat
         assert (outside / "keep").read_text() == "not the table's", "removal followed a symbolic link"
     finally:
         live.stop()
+
+
+def test_cleaning_with_nothing_else_to_delete_still_removes_dead_staging(t: Table) -> None:
+    """A clean whose only work is a dead write's staging folder plans it (listed by a dry
+    run) and removes it; a live write's folder planned as dead meanwhile is kept."""
+    dead = staged(t, owner(LONG_AGO))
+    listed = t.services.clean(retain=10, orphan_age_ms=0, dry_run=True)
+    assert listed.instant is None and listed.stats["plan"]["staging"] == [dead]
+    assert dead in write_ids(t.storage)  # a dry run removes nothing
+    result = t.services.clean(retain=10, dry_run=False, orphan_age_ms=0)
+    assert result.instant is not None and result.instant.plan["staging"] == [dead]
+    assert result.stats["files_deleted"] == 0 and result.stats["staging_removed"] == [dead]
+    assert dead not in write_ids(t.storage)

@@ -43,7 +43,7 @@ WRITTEN_NOW: list[tuple[type, Action, dict[str, Any]]] = [
     (CleanPlan, Action.CLEAN, {"policy": "keep_latest_commits", "retain": 2, "retain_seq": 9, "orphan_age_ms": 0,
                                "snapshot_seq": 20, "files": {"day=1": ["day=1/x.parquet"]},
                                "reasons": {"day=1/x.parquet": "expired"},
-                               "index_files": [".lakeline/metadata/s@3/f.parquet"]}),
+                               "index_files": [".lakeline/metadata/s@3/f.parquet"], "staging": ["1" * 32]}),
     (ArchivalPlan, Action.ARCHIVE, {"first_seq": 0, "through_seq": 41, "instants": 10, "events": 42,
                                     "active_completed": 30, "min_active": 20, "max_active": 30}),
     (RollbackPlan, Action.ROLLBACK, {"targets": [5], "leftovers": [2, 3], "completed_markers": [],
