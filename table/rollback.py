@@ -32,7 +32,7 @@ from ..timeline.instant import Action, Instant, State
 from ..timeline.log import EventLog
 from ..timeline.markers import delete_markers, is_instant_file, list_markers
 from ..timeline.plans import WriteRequestPlan
-from ..timeline.staging_folders import Rules, dead_writes, remove
+from ..timeline.staging_folders import Rules, dead_writes, naming, remove
 from ..timeline.storage import Storage
 from ..timeline.timeline import Timeline
 
@@ -109,11 +109,17 @@ def remove_dead_staging(log: EventLog, storage: Storage, rules: Rules, only: tup
     return remove(storage, dead)
 
 
-def rollback_pending_writes(log: EventLog, storage: Storage, snapshot: Timeline) -> None:
-    """Single-writer tables: any pending write belongs to a writer that died."""
+def rollback_pending_writes(log: EventLog, storage: Storage, snapshot: Timeline, rules: Rules) -> None:
+    """Single-writer tables: any pending write belongs to a writer that died; its staging
+    folder (a Spark write's) goes with it when the folder's write is dead by ``rules``."""
+    ended = []
     for inst in snapshot.pending():
         if WriteRequestPlan.from_dict(inst.plan).writer:  # only a live writer's plan says so
             rollback_instant(log, storage, inst.id, "eager rollback (single-writer table)")
+            ended.append(inst.id)
+    named = tuple(w for i in ended for w in naming(storage, i))
+    if named:
+        remove_dead_staging(log, storage, rules, only=named)
 
 
 #: Instants appended requested -> inflight -> completed in one go, with no heartbeat:

@@ -31,6 +31,7 @@ from ..timeline.instant import Action
 from ..timeline.log import EventLog
 from ..timeline.ownership import check_new_location
 from ..timeline.plans import SchemaChangePlan
+from ..timeline.redact import redact
 from ..timeline.storage import Storage
 from ..timeline.stores import check_timeline_arg, open_store
 from ..timeline.stores.pointer import check_identity, pointer_path, read_pointer, write_pointer
@@ -234,7 +235,7 @@ class Table:
         return view
 
     def __repr__(self) -> str:
-        return f"Table({self.storage.uri!r})"
+        return f"Table({redact(self.storage.uri)!r})"
 
     # -- writes ------------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ from ..timeline.errors import (
 )
 from ..timeline.file_group import data_file_name, new_file_group_id
 from ..timeline.instant import Action, Instant
+from ..timeline.staging_folders import Rules
 from ..timeline.table_config import TableConfig
 from .commit import Commit, CompletionRule, write_rule
 from .context import TableContext
@@ -140,7 +141,7 @@ def run_attempts(open_context: Callable[[], TableContext], operation: str, actio
         if attempt:
             ctx = open_context()  # replay on a fresh snapshot
         if ctx.config.props.write_concurrency_mode == "single-writer":
-            rollback_pending_writes(ctx.log, ctx.storage, ctx.snapshot)
+            rollback_pending_writes(ctx.log, ctx.storage, ctx.snapshot, Rules.of(ctx.config.props))
             ctx = open_context()
         phases = Phases()
         try:  # plan (tag)

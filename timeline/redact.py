@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+from collections.abc import Iterable
 
 #: What replaces a secret.
 MASK = "***"
@@ -54,8 +55,19 @@ _AUTHORIZATION = re.compile(
 )
 
 
-def redact(text: object) -> str:
-    """``text`` (any object, through ``str``) with every secret replaced by ``***``.
+def secrets_in(text: str) -> list[str]:
+    """The secret values :func:`redact` finds in ``text`` (a DSN or URL), unquoted, so
+    they can be masked where they reappear without their key: libpq quotes a password
+    back on its own in some errors ("unexpected spaces found in ...")."""
+    found = [m.group("secret") for m in _USERINFO.finditer(text)]
+    found += [m.group("secret") for m in _BARE_USERINFO.finditer(text)]
+    found += [m.group("value").strip("'\"") for m in _KEY_VALUE.finditer(text)]
+    return [f for f in found if len(f) >= 3]  # a one-letter "secret" would mask half the text
+
+
+def redact(text: object, known: Iterable[str] = ()) -> str:
+    """``text`` (any object, through ``str``) with every secret replaced by ``***``; the
+    strings in ``known`` (from :func:`secrets_in`) are masked wherever they appear.
 
     >>> redact("postgresql://app:S3cret@db:5432/lake?sslmode=require")
     'postgresql://app:***@db:5432/lake?sslmode=require'
@@ -64,7 +76,10 @@ def redact(text: object) -> str:
     >>> redact("postgresql://app@db/lake?password=S3cret&sslmode=require")
     'postgresql://app@db/lake?password=***&sslmode=require'
     """
-    out = _USERINFO.sub(lambda m: f"{m.group('head')}:{MASK}@", str(text))
+    out = str(text)
+    for secret in sorted(set(known), key=len, reverse=True):
+        out = out.replace(secret, MASK)
+    out = _USERINFO.sub(lambda m: f"{m.group('head')}:{MASK}@", out)
     out = _BARE_USERINFO.sub(lambda m: f"{m.group('head')}:{MASK}@", out)
     out = _KEY_VALUE.sub(lambda m: f"{m.group('key')}{m.group('sep')}{MASK}", out)
     return _AUTHORIZATION.sub(lambda m: f"{m.group('key')}{m.group('scheme') or ''}{MASK}", out)
@@ -121,4 +136,13 @@ class RedactingFormatter(logging.Formatter):
         return redact(super().format(record))
 
 
-__all__ = ["MASK", "RedactingFilter", "RedactingFormatter", "has_secret", "redact", "redacted_repr", "redacting_logger"]
+__all__ = [
+    "MASK",
+    "RedactingFilter",
+    "RedactingFormatter",
+    "has_secret",
+    "redact",
+    "redacted_repr",
+    "redacting_logger",
+    "secrets_in",
+]

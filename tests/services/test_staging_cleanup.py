@@ -199,3 +199,13 @@ def test_cleaning_with_nothing_else_to_delete_still_removes_dead_staging(t: Tabl
     assert result.instant is not None and result.instant.plan["staging"] == [dead]
     assert result.stats["files_deleted"] == 0 and result.stats["staging_removed"] == [dead]
     assert dead not in write_ids(t.storage)
+
+
+def test_a_single_writer_tables_eager_rollback_removes_the_dead_writes_staging(tmp_path: Path) -> None:
+    t = make_table(tmp_path, "mor", None, **{"write.concurrency-mode": "single-writer"})
+    failed = pending_write(t, beat=False)  # a Spark driver that died mid-write
+    gone = staged(t, owner(LONG_AGO, failed))
+    other = staged(t, owner(LONG_AGO))  # dead too, but no instant of it was rolled back here
+    t.upsert(rows({i: "next" for i in SEED}))
+    assert t.timeline.get(failed).state is State.ROLLED_BACK
+    assert gone not in write_ids(t.storage) and other in write_ids(t.storage)

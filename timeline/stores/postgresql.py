@@ -58,7 +58,7 @@ from ..errors import (
 )
 from ..instant import EVENT_FORMAT_VERSION, Event
 from ..lock import Lock
-from ..redact import redact
+from ..redact import redact, secrets_in
 from .postgresql_connection import SharedConnection
 from .postgresql_schema import ensure_schema
 from .protocol import TimelineStore
@@ -163,7 +163,9 @@ class PostgresStore(TimelineStore):
         return self._shared.run(fn, what)
 
     def _failed(self, what: str, e: psycopg.Error) -> StoreUnavailableError:
-        return StoreUnavailableError(f"{what} failed on {safe_dsn(self.dsn)} (table {self.table_id}): {e}")
+        # redact(known=): libpq may quote the DSN's password back without its key.
+        return StoreUnavailableError(redact(f"{what} failed on {safe_dsn(self.dsn)} (table {self.table_id}): {e}",
+                                            known=secrets_in(self.dsn)))
 
     def execute(
         self, sql: str, params: Sequence[Any] | dict[str, Any], what: str

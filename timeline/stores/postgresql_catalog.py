@@ -37,6 +37,7 @@ from ..errors import (
     StoreUnavailableError,
     TableExistsError,
 )
+from ..redact import redact, secrets_in
 from .postgresql import safe_dsn
 from .postgresql_connection import SharedConnection
 from .postgresql_schema import ensure_schema
@@ -100,7 +101,8 @@ class CatalogRows:
         return conn
 
     def _failed(self, what: str, e: psycopg.Error) -> StoreUnavailableError:
-        return StoreUnavailableError(f"{what} failed on catalog {safe_dsn(self.dsn)}: {e}")
+        return StoreUnavailableError(redact(f"{what} failed on catalog {safe_dsn(self.dsn)}: {e}",
+                                            known=secrets_in(self.dsn)))
 
     def _run(self, fn: Callable[[psycopg.Connection[Any]], T], what: str, retry: bool) -> T:
         """``fn`` on the shared connection; with ``retry``, once more on a fresh
@@ -199,9 +201,9 @@ class CatalogRows:
             except pg_errors.UniqueViolation as e:
                 raise self._conflict(e, full, location) from None
             except psycopg.Error as e:
-                raise StoreUnavailableError(
+                raise StoreUnavailableError(redact(
                     f"the table at {location} was created but the name {full} could not be recorded "
-                    f"on {safe_dsn(self.dsn)} ({e}); Catalog.register_table adopts it"
+                    f"on {safe_dsn(self.dsn)} ({e}); Catalog.register_table adopts it", known=secrets_in(self.dsn))
                 ) from e
         finally:
             conn.close()  # an open transaction is rolled back: the name is free again
