@@ -107,6 +107,9 @@ def test_null_and_literal_stay_apart_across_commits(tmp_path: Path, table_type: 
     t.upsert(pa.table({"id": [3], "day": [None], "v": [3]}, schema=S))
     t.overwrite(empty, partitions=[{"day": LIT}])
     assert rows_of(t) == [{"id": 3, "day": None, "v": 3}]
+    t.upsert(pa.table({"id": [4], "day": [LIT], "v": [4]}, schema=S))
+    t.overwrite(empty, partitions=[f"day={LITERAL_NULL_NAME}"])  # the literal's Hive path
+    assert rows_of(t) == [{"id": 3, "day": None, "v": 3}]
     t.delete(pa.table({"id": [3], "day": pa.array([None], pa.string())}))
     assert rows_of(t) == []
 
