@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..timeline.data_reads import reading
 from ..timeline.errors import InvalidIndexError, InvalidIndexOptionsError
 from ..timeline.storage import Storage
 from ..timeline.timeline import Timeline
@@ -131,7 +132,7 @@ def resolve(idx: IndexDef, schema: pa.Schema, record_key: Sequence[str]) -> Inde
 def read_base(storage: Storage, rel_path: str, columns: Sequence[str]) -> pa.Table:
     """The indexed columns of one data file (columns it predates are left out)."""
     path = storage.path(rel_path)
-    with storage.fs.open_input_file(path) as f:
+    with reading(rel_path), storage.fs.open_input_file(path) as f:  # damaged: CorruptFileError naming it
         pf = pq.ParquetFile(f)
         present = [c for c in columns if c in pf.schema_arrow.names]
         return pf.read(columns=present)

@@ -170,6 +170,18 @@ def test_index_validate_over_a_damaged_file_is_typed(tmp_path: Path, damage: str
     assert t.indexes.validate()["mismatches"] == []
 
 
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_index_create_over_a_damaged_file_is_typed_and_rolled_back(tmp_path: Path, table_type: str) -> None:
+    t = make(tmp_path, table_type)
+    d = Damage(t, file_of(t, "base")).truncate()
+    with pytest.raises(CorruptFileError, match=d.rel):
+        t.indexes.create("bloom_filters", name="bf")
+    assert no_pending(t) and t.indexes.list() == []
+    d.restore()
+    t.indexes.create("bloom_filters", name="bf")
+    assert t.indexes.validate()["mismatches"] == []
+
+
 def test_a_log_pointing_past_a_replaced_base_names_the_slice(tmp_path: Path) -> None:
     t = Table.create(tmp_path / "mor", SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"],
                      table_type="mor")
