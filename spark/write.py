@@ -141,6 +141,9 @@ def _check_columns(df: DataFrame, cfg: TableConfig, operation: str) -> None:
     """Column names checked on the driver, from the DataFrame's schema alone (types and
     values are checked by the planning tasks, with the local rules)."""
     names = set(df.columns)
+    twice = sorted({c for c in df.columns if df.columns.count(c) > 1})
+    if twice:
+        raise SchemaMismatchError(f"columns {twice} appear more than once in the input")
     if operation == "delete":
         missing = [k for k in cfg.record_key if k not in names]
         if missing:

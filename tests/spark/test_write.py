@@ -159,6 +159,10 @@ def test_bad_input_fails_typed_before_anything_is_written(spark: Any, tmp_path: 
               t.path, "upsert")
     with pytest.raises(SchemaMismatchError):
         write(spark.createDataFrame([(1,)], "ts long"), t.path, "delete")
+    with pytest.raises(SchemaMismatchError, match="more than once"):  # refused on the driver, before staging
+        write(spark.createDataFrame([(1, 1, "d0", "x", 2)], "id long, ts long, day string, v string, id long"),
+              t.path, "upsert")
+    assert not list(Path(t.path, ".lakeline", "staging").glob("*")), "refused input was staged"
     with pytest.raises(UnsupportedOperationError):
         write(nulls, t.path, "merge")
     after = Table.open(t.path)
