@@ -45,8 +45,12 @@ class PropertySpec:
     def type(self) -> type:
         return type(self.default)
 
-    def coerce(self, raw: Any) -> Any:
+    def coerce(self, raw: Any, stored: bool = False) -> Any:
         """Convert a user value (possibly a string) to this property's type.
+
+        ``stored``: the value comes from a table's log, where an earlier version, which had
+        no upper bounds, may have put one above :attr:`max`; it is read as the maximum
+        (every maximum means "as good as unbounded"), so the table stays readable.
 
         Raises:
             PropertyProblem: the value cannot be converted or is out of range.
@@ -84,6 +88,8 @@ class PropertySpec:
             )
         if self.min is not None and value < self.min:
             raise PropertyProblem(f"property {self.key!r}: {_short(value)} is below the minimum {self.min}")
+        if self.max is not None and value > self.max and stored:
+            return type(value)(self.max)
         if self.max is not None and value > self.max:
             raise PropertyProblem(f"property {self.key!r}: {_short(value)} is above the maximum {self.max}")
         return value
@@ -118,8 +124,9 @@ def specs() -> Mapping[str, PropertySpec]:
     return out
 
 
-def resolve(user: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Validate ``user`` properties and merge them over the defaults.
+def resolve(user: Mapping[str, Any] | None, stored: bool = False) -> dict[str, Any]:
+    """Validate ``user`` properties and merge them over the defaults (``stored``: they
+    come from a table's log, see :meth:`PropertySpec.coerce`).
 
     Returns:
         Every documented key with its typed value, plus the ``user.*`` keys as given.
@@ -140,7 +147,7 @@ def resolve(user: Mapping[str, Any] | None) -> dict[str, Any]:
                 f"unknown table property {key!r}; valid keys are: {', '.join(sorted(known))} "
                 f"(and any key under {USER_PREFIX!r})"
             )
-        merged[key] = spec.coerce(raw)
+        merged[key] = spec.coerce(raw, stored)
     return merged
 
 

@@ -76,13 +76,14 @@ class TableProperties:
     user: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), hash=False)
 
     @classmethod
-    def resolve(cls, user: Mapping[str, Any] | None) -> TableProperties:
-        """Validate ``user`` properties and merge them over the defaults.
+    def resolve(cls, user: Mapping[str, Any] | None, stored: bool = False) -> TableProperties:
+        """Validate ``user`` properties and merge them over the defaults (``stored``: read
+        from a table's log; a value above a maximum reads as the maximum).
 
         Raises:
             PropertyProblem: as :func:`~lakeline.config.properties.resolve`.
         """
-        return cls.from_resolved(resolve(user))
+        return cls.from_resolved(resolve(user, stored))
 
     @classmethod
     def from_resolved(cls, merged: Mapping[str, Any]) -> TableProperties:

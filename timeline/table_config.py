@@ -168,7 +168,7 @@ class TableConfig:
             InvalidPropertyError: a stored property is unknown to this version or malformed.
         """
         try:
-            return TableProperties.resolve(self.properties)
+            return TableProperties.resolve(self.properties, stored=True)
         except PropertyProblem as e:
             raise InvalidPropertyError(str(e)) from None
 
