@@ -49,8 +49,9 @@ class PropertySpec:
         """Convert a user value (possibly a string) to this property's type.
 
         ``stored``: the value comes from a table's log, where an earlier version, which had
-        no upper bounds, may have put one above :attr:`max`; it is read as the maximum
-        (every maximum means "as good as unbounded"), so the table stays readable.
+        no upper bounds and took any float, may have put one above :attr:`max`, an
+        infinity, NaN or a bool for a float; it is read as the nearest bound (NaN as the
+        default, a bool as 0 or 1), so the table stays readable.
 
         Raises:
             PropertyProblem: the value cannot be converted or is out of range.
@@ -71,11 +72,16 @@ class PropertySpec:
                     raise ValueError(raw)
                 value = int(raw)
             elif t is float:
-                if isinstance(raw, bool):
+                if isinstance(raw, bool) and not stored:
                     raise ValueError(raw)
                 value = float(raw)
                 if not math.isfinite(value):
-                    raise ValueError(raw)
+                    if not stored:
+                        raise ValueError(raw)
+                    # Stored by a version that took any float: infinity as the bound on
+                    # its side, NaN (which compared as nothing) as the default.
+                    bound = self.max if value > 0 else self.min if value < 0 else None
+                    value = float(self.default if bound is None else bound)
             else:
                 value = str(raw)
         except (TypeError, ValueError, OverflowError):

@@ -26,7 +26,8 @@ import pyarrow.dataset as ds
 from ..timeline.errors import UnmergedLogsError
 from ..timeline.file_group import FileSlice
 from .context import TableContext
-from .scan import Scan, partition_guarantee
+from .partition_pruning import partition_guarantee
+from .scan import Scan
 
 
 def key_range_guarantee(ctx: TableContext, s: FileSlice) -> pc.Expression | None:

@@ -17,6 +17,7 @@ from ..timeline.errors import DuplicateKeyError, UnknownColumnError
 from ..timeline.file_group import FileSlice
 from ..timeline.table_config import TableConfig
 from .context import TableContext
+from .partition_pruning import prune_slices
 from .plan import PARTITION, LogAppend, NewFiles, Rewrite, WritePlan
 from .records import BASE_POS, OP, OP_DELETE, OP_UPSERT, constant, split_by_partition
 from .tagging import tag
@@ -211,8 +212,6 @@ def plan_delete_where(ctx: TableContext, predicate: pc.Expression) -> WritePlan:
         plan.delete_predicate = predicate
         return plan
     plan = WritePlan("delete_where", delete_predicate=predicate)
-    from .scan import prune_slices
-
     for s in prune_slices(ctx, ctx.view.latest_slices(), predicate):
         plan.rewrites.append(Rewrite(s.partition, s, None, predicate))
     return plan

@@ -28,7 +28,7 @@ import pyarrow.dataset as ds
 from ..indexes.pruning import prune as prune_with_indexes
 from ..timeline.data_reads import DAMAGED, find_damaged, missing_error
 from ..timeline.errors import CorruptLogError, SnapshotExpiredError
-from ..timeline.file_group import FileSlice, partition_scalar, partition_values
+from ..timeline.file_group import FileSlice
 from ..timeline.instant import instant_id_of
 from ..timeline.retention import check_retained
 from ..timeline.storage import Storage
@@ -36,6 +36,7 @@ from ..timeline.timeline import Timeline
 from .context import TableContext
 from .files import FileRead, read_snapshot_file, with_columns_of
 from .merge import merge_at_positions, merge_onto
+from .partition_pruning import prune_slices
 from .records import BASE_POS, OP, SEQ, check_columns, check_filter, points_into
 
 
@@ -59,38 +60,6 @@ def snapshot_of(current: Timeline, as_of: int | datetime | None) -> Timeline:
     if as_of is not None:
         check_retained(current, snapshot.last_seq, as_of)
     return snapshot
-
-
-def partition_guarantee(schema: pa.Schema, partition: str) -> pc.Expression:
-    """What every row of a partition folder satisfies (its partition values)."""
-    expr = pc.scalar(True)
-    for col, raw in partition_values(partition).items():
-        if raw is None:
-            expr = expr & pc.field(col).is_null()
-            continue
-        value = partition_scalar(raw, schema.field(col).type)
-        if value is not None:
-            expr = expr & (pc.field(col) == value)
-    return expr
-
-
-def prune_slices(ctx: TableContext, slices: list[FileSlice], filter: pc.Expression | None) -> list[FileSlice]:
-    """The slices whose partition may hold a row matching ``filter``."""
-    if filter is None or not ctx.config.partition_by:
-        return list(slices)
-    schema, fs = ctx.config.schema, ctx.storage.fs
-    cache: dict[str, bool] = {}
-    fmt = ds.ParquetFileFormat()
-    kept = []
-    for s in slices:
-        if s.partition not in cache:
-            # A fragment carrying only the guarantee: Arrow decides if the filter can hold.
-            frag = fmt.make_fragment("unused", fs, partition_expression=partition_guarantee(schema, s.partition))
-            dset = ds.FileSystemDataset([frag], schema, fmt, fs)
-            cache[s.partition] = bool(list(dset.get_fragments(filter=filter)))
-        if cache[s.partition]:
-            kept.append(s)
-    return kept
 
 
 def prune_key_ranges(ctx: TableContext, slices: list[FileSlice], filter: pc.Expression | None) -> list[FileSlice]:

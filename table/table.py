@@ -23,18 +23,17 @@ from ..timeline.errors import (
     InvalidFilterError,
     TableExistsError,
     TableNotFoundError,
-    TimelineConfigError,
     UnsupportedOperationError,
 )
 from ..timeline.fs_view import FileSystemView
 from ..timeline.instant import Action
 from ..timeline.log import EventLog
-from ..timeline.ownership import check_new_location
+from ..timeline.ownership import claim_location
 from ..timeline.plans import SchemaChangePlan
 from ..timeline.redact import redact
 from ..timeline.storage import Storage
 from ..timeline.stores import check_timeline_arg, open_store
-from ..timeline.stores.pointer import check_identity, pointer_path, read_pointer, write_pointer
+from ..timeline.stores.pointer import check_identity, read_pointer
 from ..timeline.table_config import TableConfig
 from ..timeline.timeline import Timeline
 from .changes import changes
@@ -130,11 +129,10 @@ class Table:
             schema, record_key, ordering_field, partition_by, table_type, properties, uuid.uuid4().hex
         )
         property_hooks(config.props)  # refuse bad inline.services / commit.callback-url now
-        if not storage.exists(pointer_path(storage)):
-            check_new_location(storage)  # a table owns its folder (docs/safety.md)
         store = open_store(storage, timeline, config.table_uuid)  # a bad timeline is refused before any write
-        table_uuid = _claim_pointer(storage, timeline, store.kind, config.table_uuid)
-        if table_uuid != config.table_uuid:
+        table_uuid = claim_location(storage, timeline, store.kind, config.table_uuid)  # docs/safety.md
+        if table_uuid != config.table_uuid:  # an abandoned create's pointer, adopted
+            store.close()
             config = dataclasses.replace(config, table_uuid=table_uuid)
             store = open_store(storage, timeline, table_uuid)
         log = EventLog(store, archive=EventArchive(storage))
@@ -164,8 +162,10 @@ class Table:
         store = open_store(storage, timeline, pointer["table_uuid"])
         table = cls(storage, EventLog(store, archive=EventArchive(storage)), timeline)
         if TableConfig.from_timeline(table.timeline) is None:
+            how = ("Table.create at the same location completes it" if not table.timeline.instants() else
+                   "remove its folder's .lakeline to create it again")
             raise TableNotFoundError(f"the table at {storage.uri} has no completed schema instant (its creation "
-                                     "did not finish; Table.create at the same location completes it)")
+                                     f"did not finish; {how})")
         return table
 
     # -- state -----------------------------------------------------------------------
@@ -423,35 +423,6 @@ class Table:
         from ..services.table_services import TableServices  # the declared seam (tests/test_layout.py)
 
         return TableServices(self)
-
-
-def _claim_pointer(storage: Storage, timeline: str | None, kind: str, table_uuid: str) -> str:
-    """Write the new table's pointer, or adopt one whose table was never created (a create
-    that died between its pointer and its schema instant); the uuid the table gets.
-
-    Adopting is safe against racing creators: they all read the same pointer, so they all
-    append the schema instant to the same log, where put-if-absent lets one win and the
-    others see a non-empty log (``TableExistsError``).
-
-    Raises:
-        TableExistsError: a table is there (its log has events, or another kind of timeline).
-    """
-    try:
-        write_pointer(storage, table_uuid, kind)
-        return table_uuid
-    except TableExistsError:
-        pointer = read_pointer(storage)
-        try:
-            check_timeline_arg(pointer, timeline, storage.uri)
-        except TimelineConfigError:
-            raise TableExistsError(f"a table already exists at {storage.uri}") from None
-        probe = open_store(storage, timeline, pointer["table_uuid"])
-        try:
-            if probe.has_events():
-                raise
-        finally:
-            probe.close()
-        return str(pointer["table_uuid"])
 
 
 __all__ = ["Table", "WriteResult"]

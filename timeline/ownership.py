@@ -7,6 +7,8 @@ keep every deletion (cleaning, rollback, archival, index drop, purge) inside tha
   file system root, not a home directory or one above it, not the temporary-files root,
   not a regular file, not a folder that holds anything but lakeline's own ``.lakeline/``,
   and not inside another table. So no table contains another one either.
+  :func:`claim_location` runs it and writes the new table's pointer (or completes a
+  create that died right after writing its pointer).
 * **What a walk of the table sees** (:func:`walk_files`): files below the base path,
   never through a symbolic link, never inside a nested table's folder (one moved in by
   hand), never lakeline's own ``.lakeline/`` folder (its owners handle it).
@@ -27,27 +29,30 @@ import pwd
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 
 import pyarrow.fs as pafs
 
-from .errors import UnsafeLocationError
+from .errors import TableExistsError, TableNotFoundError, TimelineConfigError, UnsafeLocationError
 from .file_group import parse_data_file_name
 from .storage import META_DIR, Storage
-from .stores.pointer import POINTER
+from .stores import check_timeline_arg, open_store
+from .stores.pointer import POINTER, pointer_path, read_pointer, write_pointer
 
 
 def _is_table(storage: Storage, folder: str) -> bool:
     return storage.exists(posixpath.join(folder, META_DIR, POINTER))
 
 
-def _home_folders() -> set[str]:
+@lru_cache(maxsize=1)
+def _home_folders() -> frozenset[str]:
     """Every user's home folder (the password database and ``$HOME``), as real paths."""
     homes = {os.path.expanduser("~")}
     try:
         homes.update(p.pw_dir for p in pwd.getpwall() if p.pw_dir)
     except OSError:  # no password database (some containers): $HOME alone
         pass
-    return {os.path.realpath(h) for h in homes if h and h != "/nonexistent"}
+    return frozenset(os.path.realpath(h) for h in homes if h and h != "/nonexistent")
 
 
 def _protected_local(path: str) -> str | None:
@@ -117,13 +122,48 @@ def check_new_location(storage: Storage) -> None:
             "tables never nest (the outer table's services would treat the inner one's files as its own)")
 
 
-def walk_files(storage: Storage, folder: str = "") -> Iterator[pafs.FileInfo]:
-    """Files below ``folder`` (relative; "" for the whole table) that belong to the table's
-    tree: symbolic links are neither followed nor returned, nested tables' folders are
-    skipped, and at the top ``.lakeline/`` is left out."""
-    top = storage.path(folder) if folder else storage.base
+def claim_location(storage: Storage, timeline: str | None, kind: str, table_uuid: str) -> str:
+    """Check that a new table may live at ``storage`` and write its pointer, or adopt a
+    pointer whose table was never created (a create that died between its pointer and
+    its first event); the uuid the table gets.
+
+    Adopting is safe against racing creators: they all read the same pointer (written
+    whole, :func:`~.stores.pointer.write_pointer`), so they all append the schema instant
+    to the same log, where put-if-absent lets one win and the others see a non-empty log.
+
+    Raises:
+        UnsafeLocationError: no table may live there (:func:`check_new_location`).
+        TableExistsError: a table is there (its log has events, or another kind of timeline).
+    """
+    exists = TableExistsError(f"a table already exists at {storage.uri}")
+    if not storage.exists(pointer_path(storage)):
+        check_new_location(storage)
+    try:
+        write_pointer(storage, table_uuid, kind)
+        return table_uuid
+    except TableExistsError:
+        pass
+    try:
+        pointer = read_pointer(storage)
+        check_timeline_arg(pointer, timeline, storage.uri)
+    except (TableNotFoundError, TimelineConfigError):  # not a pointer we may adopt
+        raise exists from None
+    probe = open_store(storage, timeline, pointer["table_uuid"])
+    try:
+        if probe.has_events():
+            raise exists
+    finally:
+        probe.close()
+    check_new_location(storage)  # adopted only where a new table may live
+    return str(pointer["table_uuid"])
+
+
+def walk_files(storage: Storage) -> Iterator[pafs.FileInfo]:
+    """Files of the table's tree: symbolic links are neither followed nor returned,
+    nested tables' folders are skipped, and ``.lakeline/`` is left out."""
+    top = storage.base
     if storage.is_local:
-        yield from _walk_local(storage, top)
+        yield from _walk_local(storage)
         return
     infos = storage.fs.get_file_info(pafs.FileSelector(top, allow_not_found=True, recursive=True))
     nested = {posixpath.dirname(posixpath.dirname(i.path)) for i in infos
@@ -132,14 +172,15 @@ def walk_files(storage: Storage, folder: str = "") -> Iterator[pafs.FileInfo]:
         if info.type != pafs.FileType.File:
             continue
         rel = storage.relative(info.path)
-        if rel.split("/", 1)[0] == META_DIR and not folder:
+        if rel.split("/", 1)[0] == META_DIR:
             continue
         if any(info.path.startswith(n + "/") for n in nested):
             continue
         yield info
 
 
-def _walk_local(storage: Storage, top: str) -> Iterator[pafs.FileInfo]:
+def _walk_local(storage: Storage) -> Iterator[pafs.FileInfo]:
+    top = storage.base
     if os.path.islink(top) or not os.path.isdir(top):
         return
     for root, dirs, files in os.walk(top, followlinks=False):
@@ -148,7 +189,7 @@ def _walk_local(storage: Storage, top: str) -> Iterator[pafs.FileInfo]:
             full = os.path.join(root, d)
             if os.path.islink(full):
                 continue
-            if root == storage.base and d == META_DIR and top == storage.base:
+            if root == top and d == META_DIR:
                 continue
             if os.path.exists(os.path.join(full, META_DIR, POINTER)):
                 continue  # a table moved in by hand: never ours
@@ -178,35 +219,35 @@ def purge(storage: Storage, tag: str, referenced: Iterable[str]) -> Purged:
     (``referenced``, relative paths) or whose names carry its ``tag``; then its folders
     that became empty, the base folder included. Anything else stays where it is."""
     named = set(referenced)
-    deleted, kept = 0, []
+    deleted, kept, emptied = 0, [], set()
     for info in walk_files(storage):
         rel = storage.relative(info.path)
         if rel in named or is_own_orphan(rel, tag):
-            deleted += storage.delete(info.path)
+            if storage.delete(info.path):
+                deleted += 1
+                emptied.add(posixpath.dirname(info.path))
         else:
             kept.append(rel)
-    meta = storage.path(META_DIR)
-    storage.delete_dir(meta)
+    storage.delete_dir(storage.path(META_DIR))
     if storage.is_local:
-        _remove_empty_folders(storage)
+        _remove_emptied_folders(storage, emptied)
     return Purged(deleted, tuple(sorted(kept)))
 
 
-def _remove_empty_folders(storage: Storage) -> None:
-    """Remove the table's folders that hold nothing, deepest first, and the base folder
-    if it is then empty (rmdir never removes anything that holds a file)."""
-    for root, dirs, _files in os.walk(storage.base, topdown=False, followlinks=False):
-        for d in dirs:
-            full = os.path.join(root, d)
-            if not os.path.islink(full):
-                try:
-                    os.rmdir(full)
-                except OSError:
-                    pass  # not empty: someone else's files (or a nested table) are in it
-    try:
-        os.rmdir(storage.base)
-    except OSError:
-        pass
+def _remove_emptied_folders(storage: Storage, folders: set[str]) -> None:
+    """Remove the folders purge took files from, and their parents up to the base
+    folder (included), while they are empty: a folder that was empty before, or holds
+    anything else, is never touched (rmdir refuses one that is not empty)."""
+    todo = set(folders) | {storage.base}
+    for folder in sorted(todo, key=lambda f: f.count("/"), reverse=True):
+        while folder == storage.base or storage.contains(folder):
+            try:
+                os.rmdir(folder)
+            except OSError:
+                break  # not empty: someone else's files, or a nested table, are in it
+            if folder == storage.base:
+                break
+            folder = os.path.dirname(folder)
 
 
-__all__ = ["Purged", "check_new_location", "enclosing_table", "is_own_orphan", "purge", "walk_files"]
+__all__ = ["Purged", "check_new_location", "claim_location", "enclosing_table", "is_own_orphan", "purge", "walk_files"]

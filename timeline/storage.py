@@ -97,10 +97,12 @@ class Storage:
 
     def contains(self, path: str) -> bool:
         """Whether ``path`` lies strictly below the base path and, on a local file system,
-        is reached without a symbolic link (its folder is its own real path)."""
+        is reached without a symbolic link (its folder is its own real path). A path that
+        is not in normal form (``.``, ``..``, ``//``) is refused outright: the system
+        resolves ``link/..`` through the link, so its text proves nothing."""
         norm = posixpath.normpath(path)
         root = self.base.rstrip("/") + "/"
-        if not norm.startswith(root) or norm == root.rstrip("/"):
+        if norm != path or not norm.startswith(root) or norm == root.rstrip("/"):
             return False
         if self.is_local:
             folder = os.path.dirname(norm)

@@ -146,20 +146,24 @@ def test_every_value_inside_the_bounds_gives_a_working_table(kv: tuple[str, Any]
 
 
 def test_a_table_stored_above_a_new_maximum_still_opens_and_reads_it_as_the_maximum(tmp_path: Path) -> None:
-    """Versions before the upper bounds stored any value: such a table stays readable
-    (nothing committed is lost), the value read as the maximum; a new value above it is
-    still refused."""
+    """Versions before the upper bounds stored any value (and any float, infinity and
+    bools included): such a table stays readable (nothing committed is lost), the value
+    read as the nearest bound; a new value above it is still refused."""
     schema = pa.schema([("id", pa.int64())])
     t = Table.create(tmp_path / "t", schema, record_key="id")
     t.upsert(pa.table({"id": [1]}, schema=schema))
     event = sorted((tmp_path / "t" / ".lakeline" / "timeline").glob("*.json"))
     schema_done = [p for p in event if '"schema"' in p.read_text() and '"completed"' in p.read_text()][-1]
     raw = json.loads(schema_done.read_text())
-    raw["payload"]["config"]["properties"] = {"clean.retain": 2**70, "heartbeat.interval-ms": 10**30}
+    raw["payload"]["config"]["properties"] = {"clean.retain": 2**70, "heartbeat.interval-ms": 10**30,
+                                              "compaction.log-ratio": math.inf,
+                                              "clustering.small-file-ratio": True}
     schema_done.write_text(json.dumps(raw))
     old = Table.open(tmp_path / "t")
     assert old.config.props.clean_retain == specs()["clean.retain"].max
     assert old.config.props.heartbeat_interval_ms == specs()["heartbeat.interval-ms"].max
+    assert old.config.props.compaction_log_ratio == specs()["compaction.log-ratio"].max
+    assert old.config.props.clustering_small_file_ratio == 1.0
     old.upsert(pa.table({"id": [2]}, schema=schema))
     assert sorted(old.to_arrow().column("id").to_pylist()) == [1, 2]
     with pytest.raises(InvalidPropertyError, match="above the maximum"):

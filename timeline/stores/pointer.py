@@ -2,8 +2,9 @@
 
 It holds the table's uuid and which timeline store keeps its event log, so opening a
 table finds its log (and refuses a ``timeline`` argument of the wrong kind). It is
-written once, when the table is created, with create-exclusive semantics where the
-storage has them: of two processes creating a table at one location, one fails.
+written once, when the table is created, whole and with create-exclusive semantics
+where the storage has them (link(2) of a finished file): of two processes creating a
+table at one location, one fails, and neither reads the other's pointer half-written.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import uuid
 from typing import Any
 
 from ..errors import TableExistsError, TableIdentityError, TableNotFoundError
@@ -93,16 +95,22 @@ def write_pointer(storage: Storage, table_uuid: str, store_kind: str) -> None:
     path = pointer_path(storage)
     data = json.dumps(pointer, indent=2).encode()
     if storage.is_local:
+        # Written whole to a private file, then linked into place (link(2) fails if the
+        # name exists): a racing creator never reads a half-written pointer.
         os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.link(tmp, path)
         except FileExistsError:
             raise TableExistsError(f"a table already exists at {storage.uri}") from None
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
         finally:
-            os.close(fd)
+            os.unlink(tmp)
         return
     if storage.exists(path):
         raise TableExistsError(f"a table already exists at {storage.uri}")

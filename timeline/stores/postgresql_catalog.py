@@ -171,7 +171,7 @@ class CatalogRows:
         try:
             conn = self._connect(autocommit=False)
         except psycopg.Error as e:
-            raise self._failed(f"reserving {full}", e) from e
+            raise self._failed(f"reserving {full}", e) from None  # its text may hold the password
         try:
             try:
                 conn.execute(f"SET LOCAL lock_timeout = {max(1, int(self.lock_timeout_s * 1000))}")
@@ -187,7 +187,7 @@ class CatalogRows:
                     f"for over {self.lock_timeout_s:g}s"
                 ) from None
             except psycopg.Error as e:
-                raise self._failed(f"reserving {full}", e) from e
+                raise self._failed(f"reserving {full}", e) from None  # its text may hold the password
             reservation = Reservation()
             yield reservation  # an error in the body propagates; closing rolls back
             if reservation.table_id is None:
@@ -204,7 +204,7 @@ class CatalogRows:
                 raise StoreUnavailableError(redact(
                     f"the table at {location} was created but the name {full} could not be recorded "
                     f"on {safe_dsn(self.dsn)} ({e}); Catalog.register_table adopts it", known=secrets_in(self.dsn))
-                ) from e
+                ) from None
         finally:
             conn.close()  # an open transaction is rolled back: the name is free again
 

@@ -61,12 +61,14 @@ class SharedConnection:
             except psycopg.Error as e:
                 conn = self._conn
                 if not retry or (conn is not None and not conn.closed and not conn.broken):
-                    raise self._failed(what, e) from e  # the statement failed, not the link
+                    # from None: the psycopg error may quote the password back; the
+                    # failed error carries its text, redacted.
+                    raise self._failed(what, e) from None  # the statement failed, not the link
                 self._conn = None
             try:
                 return fn(self.get())
             except psycopg.Error as e:
-                raise self._failed(what, e) from e
+                raise self._failed(what, e) from None
 
     def close(self) -> None:
         with self.mutex:
