@@ -27,7 +27,7 @@ import pyarrow.dataset as ds
 
 from ..indexes.pruning import prune as prune_with_indexes
 from ..timeline.data_reads import DAMAGED, find_damaged, missing_error
-from ..timeline.errors import CorruptLogError, SnapshotExpiredError
+from ..timeline.errors import CorruptLogError, InvalidFilterError, SnapshotExpiredError
 from ..timeline.file_group import FileSlice
 from ..timeline.instant import instant_id_of
 from ..timeline.retention import check_retained
@@ -284,9 +284,7 @@ class Scan:
             for s in merged:
                 t = read_slice(SliceRead(storage, s, merge_schema, cfg.record_key, cfg.ordering_field, wanted,
                                          keep_order=False))
-                if self.filter is not None:
-                    t = ds.dataset(t).to_table(filter=self.filter)
-                yield from t.select(out.names).cast(out).to_batches()
+                yield from self._filtered(t).select(out.names).cast(out).to_batches()
         except (FileNotFoundError, SnapshotExpiredError) as e:
             raise self._missing(e) from e
 
@@ -299,7 +297,24 @@ class Scan:
         except FileNotFoundError:
             raise
         except DAMAGED as e:
-            raise find_damaged(self.ctx.storage, [s.base.path for s in plain if s.base is not None], e) from e
+            damaged = find_damaged(self.ctx.storage, [s.base.path for s in plain if s.base is not None], e)
+            if damaged is not None:
+                raise damaged from e
+            if isinstance(e, OSError):
+                raise  # every file reads: the storage's own error
+            raise self._unevaluable(e) from e
+
+    def _filtered(self, rows: pa.Table) -> pa.Table:
+        """A merged slice's rows (in memory) that match the filter."""
+        if self.filter is None:
+            return rows
+        try:
+            return ds.dataset(rows).to_table(filter=self.filter)
+        except pa.ArrowInvalid as e:  # no file is read here: the filter's own error
+            raise self._unevaluable(e) from e
+
+    def _unevaluable(self, error: Exception) -> InvalidFilterError:
+        return InvalidFilterError(f"the filter {self.filter} cannot be evaluated on the rows: {error}")
 
     def _missing(self, error: FileNotFoundError | SnapshotExpiredError) -> SnapshotExpiredError:
         """The typed error for a file of this scan found missing: which one, and whether
@@ -362,9 +377,7 @@ class Scan:
             tasks = [SliceRead(storage, s, merge_schema, cfg.record_key, cfg.ordering_field, wanted, threads,
                                keep_order=False) for s in merged]
             for t in self.ctx.engine.map(read_slice, tasks):
-                if self.filter is not None:
-                    t = ds.dataset(t).to_table(filter=self.filter)
-                parts.append(t.select(out_schema.names))
+                parts.append(self._filtered(t).select(out_schema.names))
         if not parts:
             return out_schema.empty_table()
         return pa.concat_tables([p.cast(out_schema) for p in parts])

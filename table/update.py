@@ -31,8 +31,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from ..timeline.data_reads import reading
-from ..timeline.errors import SnapshotExpiredError
+from ..timeline.data_reads import DAMAGED, unreadable
+from ..timeline.errors import InvalidFilterError, SnapshotExpiredError
 from .assign import Assignments, apply_assignments
 from .context import TableContext
 from .plan import PARTITION, LogAppend, Rewrite, WritePlan
@@ -57,14 +57,30 @@ def slice_matches(task: SliceMatch) -> pa.Table:
     r, s = task.read, task.read.slice
     if not s.logs and s.base is not None:
         try:
-            with reading(s.base.path):  # a damaged base: CorruptFileError naming it
-                dset = ds.dataset([r.storage.path(s.base.path)], schema=r.schema, format="parquet",
-                                  filesystem=r.storage.fs)
+            dset = ds.dataset([r.storage.path(s.base.path)], schema=r.schema, format="parquet",
+                              filesystem=r.storage.fs)
+            try:
                 return dset.to_table(filter=task.where)
+            except DAMAGED as e:
+                if (damaged := unreadable(r.storage, s.base.path)) is not None:
+                    raise damaged from None  # the base is damaged: CorruptFileError naming it
+                if isinstance(e, OSError):
+                    raise
+                raise _unevaluable(task.where, e) from e  # the file reads: the filter's own error
         except FileNotFoundError as e:
-            raise SnapshotExpiredError(f"{s.base.path} of the snapshot being updated was cleaned meanwhile") from e
+            raise SnapshotExpiredError(f"{s.base.path} of the snapshot being updated is missing (cleaned meanwhile, "
+                                       "or deleted outside lakeline)") from e
     rows = read_slice(r)
-    return rows if task.where is None else ds.dataset(rows).to_table(filter=task.where)
+    if task.where is None:
+        return rows
+    try:
+        return ds.dataset(rows).to_table(filter=task.where)
+    except pa.ArrowInvalid as e:
+        raise _unevaluable(task.where, e) from e
+
+
+def _unevaluable(where: pc.Expression | None, error: Exception) -> InvalidFilterError:
+    return InvalidFilterError(f"the filter {where} cannot be evaluated on the rows: {error}")
 
 
 def _with_op(rows: pa.Table, op: str) -> pa.Table:

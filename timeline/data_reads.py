@@ -96,21 +96,19 @@ def unreadable(storage: Storage, rel_path: str) -> CorruptFileError | None:
     return None
 
 
-def find_damaged(storage: Storage, rel_paths: Sequence[str], error: BaseException) -> CorruptFileError:
+def find_damaged(storage: Storage, rel_paths: Sequence[str], error: BaseException) -> CorruptFileError | None:
     """The typed error for a read of several files at once (one Parquet dataset) that
     raised ``error``: the file is the one whose path the message holds, else the first
-    whose footer cannot be read; else the error says which files it was among."""
+    that does not read whole; None when every file reads (the error is not a file's:
+    a filter that cannot be evaluated, a storage hiccup), and the caller re-raises it."""
     text = str(error)
     for rel in rel_paths:
         if storage.path(rel) in text:
             return damaged_error(rel, error)
     for rel in rel_paths:
-        try:
-            pq.read_metadata(storage.path(rel), filesystem=storage.fs)
-        except DAMAGED:
-            return damaged_error(rel, error)
-    first = rel_paths[0] if rel_paths else "(none)"
-    return damaged_error(f"among {len(rel_paths)} read at once (first {first})", error)
+        if (damaged := unreadable(storage, rel)) is not None:
+            return damaged
+    return None
 
 
 def missing_error(storage: Storage, log: EventLog, snapshot_seq: int, rel_paths: Sequence[str],

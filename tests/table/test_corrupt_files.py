@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from lakeline.table import Table
-from lakeline.timeline.errors import CorruptFileError, CorruptLogError, SnapshotExpiredError
+from lakeline.timeline.errors import CorruptFileError, CorruptLogError, InvalidFilterError, SnapshotExpiredError
 
 from tests.cli._data import SCHEMA, rows
 
@@ -191,3 +191,18 @@ def test_a_log_pointing_past_a_replaced_base_names_the_slice(tmp_path: Path) -> 
     with pytest.raises(CorruptLogError, match=base.rel) as e:
         t.to_arrow()
     assert file_of(t, "log") in str(e.value)
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_a_filter_that_cannot_be_evaluated_is_not_blamed_on_a_file(tmp_path: Path, table_type: str) -> None:
+    """Every file reads whole: an Arrow error of the filter itself (divide by zero) is an
+    InvalidFilterError, never a CorruptFileError, and nothing is written."""
+    t = make(tmp_path, table_type)
+    before = len(t.timeline.instants())
+    bad = pc.divide(pc.field("id"), pc.field("ts") - pc.field("ts")) > 1
+    with pytest.raises(InvalidFilterError) as scan_error:
+        t.to_arrow(filter=bad)
+    with pytest.raises(InvalidFilterError) as update_error:
+        t.update(where=bad, set={"region": "x"})
+    assert not isinstance(scan_error.value, CorruptFileError) and not isinstance(update_error.value, CorruptFileError)
+    assert len(Table.open(t.path).timeline.instants()) == before

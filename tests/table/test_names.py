@@ -284,21 +284,3 @@ def test_binary_partition_values_filter_and_prune_exactly(tmp_path: Path, table_
         assert t.to_arrow(filter=expr).column("id").to_pylist() == [i]
         assert t.scan(filter=expr).explain()["files_after_partition_pruning"] == 1
 
-
-def test_rows_an_older_version_put_in_the_null_folder_still_match_the_literal(tmp_path: Path) -> None:
-    """Before the fix the string '__HIVE_DEFAULT_PARTITION__' was written to the null
-    folder: such rows must still match an == filter on the string (and not is_null),
-    while other filters keep pruning the null folder."""
-    import glob
-
-    import pyarrow.parquet as pq
-
-    s = pa.schema([("id", pa.int64()), ("day", pa.string())])
-    t = Table.create(tmp_path / "t", s, record_key="id", partition_by=["day"])
-    t.upsert(pa.table({"id": [1, 2], "day": [None, "x"]}, schema=s))
-    (old,) = glob.glob(f"{t.path}/day=__HIVE_DEFAULT_PARTITION__/*.parquet")
-    pq.write_table(pa.table({"id": [1], "day": ["__HIVE_DEFAULT_PARTITION__"]}, schema=s), old)  # as written then
-    assert t.to_arrow(filter=pc.field("day") == "__HIVE_DEFAULT_PARTITION__").to_pylist() == [
-        {"id": 1, "day": "__HIVE_DEFAULT_PARTITION__"}]
-    assert t.to_arrow(filter=pc.field("day").is_null()).num_rows == 0
-    assert t.scan(filter=pc.field("day") == "x").explain()["files_after_partition_pruning"] == 1
