@@ -149,8 +149,8 @@ def show(name: str, dsn: str, as_json: bool) -> None:
 
 @tables.command("drop")
 @click.argument("name")
-@click.option("--purge", is_flag=True, help="Also delete the table's folder (everything at its location) "
-              "and its timeline.")
+@click.option("--purge", is_flag=True, help="Also delete the table's own files (its .lakeline/ and the data "
+              "files it wrote) and its timeline; anything else at its location stays.")
 @click.option("--yes", "-y", "yes", is_flag=True, help="Do not ask for confirmation.")
 @catalog_option
 def drop(name: str, purge: bool, yes: bool, dsn: str) -> None:
@@ -159,12 +159,13 @@ def drop(name: str, purge: bool, yes: bool, dsn: str) -> None:
     with opened_catalog(dsn) as cat:
         entry = cat.describe(name)  # refuses an unknown name before asking
         if not yes:
-            what = (f"drop {entry.name} and DELETE everything at {entry.location}" if purge
+            what = (f"drop {entry.name} and DELETE its files at {entry.location}" if purge
                     else f"drop the name {entry.name} (the table stays at {entry.location})")
             click.confirm(f"{what}?", abort=True, err=True)
         dropped = cat.drop_table(name, purge=purge)
     con = console()
     if purge:
-        con.print(f"[red]purged[/red] {escape(dropped.name)}: {escape(dropped.location)} and its timeline are deleted")
+        con.print(f"[red]purged[/red] {escape(dropped.name)}: its files at {escape(dropped.location)} and its "
+                  "timeline are deleted (anything else there stays)")
     else:
         con.print(f"[green]dropped[/green] {escape(dropped.name)}; the table stays at {escape(dropped.location)}")

@@ -356,12 +356,15 @@ class CleaningService(TableService):
         now_ns = _now_ns()
         infos = dict(zip(paths, storage.fs.get_file_info([storage.path(p) for p in paths]))) if paths else {}
         deleted, skipped, doomed, missing, freed = [], [], [], 0, 0
+        tag = table_tag(table.config.table_uuid)
         for path in paths:
             info = infos[path]
             if info.type == pafs.FileType.NotFound:
                 missing += 1
             elif path in guard or _instant_alive(tl, path) or _young(info, now_ns, age_ms):
                 skipped.append(path)
+            elif plan.reasons.get(path, "expired") != "expired" and not is_own_orphan(path, tag):
+                skipped.append(path)  # a plan made before orphans had to carry the table's tag
             else:
                 doomed.append(path)
         # The deletes go through the engine in batches (on Spark, executors delete).

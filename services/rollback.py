@@ -80,4 +80,3 @@ class RollbackService(TableService):
         staging = remove_dead_staging(log, storage, Rules.of(table.config.props), only=plan.staging)
         return {"rolled_back": len(done), "instants": done, "files_deleted": deleted, "refused": refused,
                 "staging_removed": staging}
-

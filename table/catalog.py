@@ -27,6 +27,7 @@ psycopg is imported only when a catalog is constructed (``import lakeline.table`
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from ..timeline.commit_metadata import file_paths
 from ..timeline.errors import (
     InvalidTableNameError,
     LakelineError,
@@ -57,6 +59,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from ..timeline.stores.postgresql_catalog import CatalogRow, CatalogRows
+
+log = logging.getLogger(__name__)
 
 _PART = re.compile(r"[A-Za-z0-9_]+")
 
@@ -163,6 +167,8 @@ class Catalog:
             SchemaMismatchError, UnknownColumnError, InvalidPropertyError: bad arguments.
             TableExistsError: the name is taken (also when another process won the race).
             LocationInUseError: the location belongs to another name, or holds a table.
+            UnsafeLocationError: no table may live there (docs/safety.md: the empty path, a
+                root or home folder, a non-empty folder, a file, inside another table).
             LockTimeoutError: another process kept creating this name or location too long.
             Nothing is written when any of these is raised.
         """
@@ -305,7 +311,10 @@ class Catalog:
             # never a folder that looks like a table but has no timeline.
             if owned is not None:
                 storage, referenced = owned
-                purge_files(storage, table_tag(row.table_id), referenced)
+                purged = purge_files(storage, table_tag(row.table_id), referenced)
+                if purged.kept:
+                    log.warning("purged %s at %s; kept %d file(s) there that are not the table's: %s", tname,
+                                storage.uri, len(purged.kept), ", ".join(purged.kept[:10]))
             self._rows.purge_timeline(row.table_id)
         return _entry(row)
 
@@ -326,11 +335,15 @@ class Catalog:
                 f"the location {storage.uri} now holds another table (uuid {pointer.get('table_uuid')}, "
                 f"not {row.table_id}); nothing was purged or dropped")
         try:
-            timeline = Table.open(storage.uri, timeline=self.dsn).timeline
+            table = Table.open(storage.uri, timeline=self.dsn)
+            try:
+                timeline = table.timeline
+                return storage, {p for i in timeline.completed() if i.action.writes_data
+                                 for p in file_paths(i.metadata)}
+            finally:
+                table.log.store.close()
         except LakelineError:  # a damaged table: its tagged files and .lakeline/ are still known
             return storage, set()
-        return storage, {f["path"] for i in timeline.instants() if isinstance(i.metadata, dict)
-                         for f in i.metadata.get("files", ()) if isinstance(f, dict) and "path" in f}
 
     def _row(self, tname: TableName) -> CatalogRow:
         row = self._rows.get(tname.namespace, tname.name)

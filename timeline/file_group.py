@@ -51,7 +51,7 @@ def table_tag(table_uuid: str) -> str:
     return table_uuid[:TABLE_TAG_LENGTH] if len(table_uuid) >= TABLE_TAG_LENGTH else ""
 
 
-def data_file_name(file_group: str, instant: int, kind: str, tag: str = "") -> str:
+def data_file_name(file_group: str, instant: int, kind: str, tag: str) -> str:
     """A fresh, never-repeating name for a base (``kind="base"``) or log file of the table
     whose :func:`table_tag` is ``tag``."""
     token = uuid.uuid4().hex[:8]

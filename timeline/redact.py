@@ -85,11 +85,6 @@ def redact(text: object, known: Iterable[str] = ()) -> str:
     return _AUTHORIZATION.sub(lambda m: f"{m.group('key')}{m.group('scheme') or ''}{MASK}", out)
 
 
-def has_secret(text: str) -> bool:
-    """Whether :func:`redact` would change ``text``."""
-    return redact(text) != text
-
-
 def redacted_repr(obj: object) -> str:
     """The dataclass-style repr of ``obj`` (a dataclass) with its secrets masked: for values
     that keep a DSN, whose default repr would print its password in any log or traceback."""
@@ -140,7 +135,6 @@ __all__ = [
     "MASK",
     "RedactingFilter",
     "RedactingFormatter",
-    "has_secret",
     "redact",
     "redacted_repr",
     "redacting_logger",

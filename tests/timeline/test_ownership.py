@@ -325,10 +325,34 @@ def test_storage_never_deletes_above_its_base_or_through_a_link(tmp_path: Path) 
     base = tmp_path / "t"
     base.mkdir()
     os.symlink(outside, base / "link")
+    (outside / "sub").mkdir()
+    os.symlink(outside / "sub", base / "deep")  # base/deep/.. is outside, though its text is not
     st = Storage.for_uri(base)
-    for path in (str(outside / "f"), str(base / "link" / "f"), str(base / ".." / "outside" / "f"), str(base)):
-        assert st.delete(path) is False
+    for path in (str(outside / "f"), str(base / "link" / "f"), str(base / ".." / "outside" / "f"), str(base),
+                 f"{base}/deep/../f", f"{base}//link/f", f"{base}/./link/f"):
+        assert st.delete(path) is False, path
     st.delete_dir(str(base / "link"))  # removes the link itself, never what it points to
     st.delete_dir(str(outside))
     st.delete_dir(str(base))
     assert (outside / "f").read_text() == "x" and base.exists()
+
+
+def test_a_clean_planned_by_an_older_version_deletes_no_foreign_orphan(tmp_path: Path) -> None:
+    """A pending clean whose plan (made before orphans had to carry the table's tag) lists
+    another table's file and an untagged one as orphans: execute skips both."""
+    from lakeline.timeline.instant import Action
+    from lakeline.timeline.plans import CleanPlan
+
+    t = _create(tmp_path / "t")
+    t.upsert(_rows([1]))
+    planted = Planted()
+    foreign = planted.add(tmp_path / "t" / "day=d1" / _tagged_name("0123456789ab"))
+    untagged = planted.add(tmp_path / "t" / "day=d1" / f"{uuid.uuid4().hex}_3_{uuid.uuid4().hex[:8]}.parquet")
+    rels = [f"day=d1/{foreign.name}", f"day=d1/{untagged.name}"]
+    plan = CleanPlan("keep_latest_commits", 10, 0, 0, t.timeline.last_seq, {"day=d1": tuple(rels)},
+                     {r: "orphan" for r in rels})
+    inst = t.log.append(Action.CLEAN, State.REQUESTED, {"service": "cleaning", **plan.to_dict()}).instant
+    result = t.services.execute(t.timeline.get(inst))
+    planted.check("an old plan's execute")
+    assert result.stats["files_deleted"] == 0 and sorted(result.stats["skipped"]) == sorted(rels)
+    assert t.to_arrow().num_rows == 1
