@@ -330,8 +330,9 @@ class CleaningService(TableService):
                 state = tl.get(parse_data_file_name(path).instant).state  # type: ignore[union-attr]
                 reasons[path] = "rolled_back" if state is State.ROLLED_BACK else "orphan"
         index_files = _dropped_index_files(table, tl, now_ns, age_ms)
-        beats = table.log.store.last_beats()
-        staging = dead_writes(table.storage, lambda: (tl, beats), Rules.of(props, age_ms))
+        # The timeline is read after the owner files (staging_folders.verdicts); execute judges again.
+        staging = dead_writes(table.storage, lambda: (table.log.refresh(), table.log.store.last_beats()),
+                              Rules.of(props, age_ms))
         if not reasons and not index_files and not staging:
             return None
         if policy == "keep_latest_file_versions":
