@@ -7,7 +7,6 @@ write path (:mod:`.writer`), the read path (:mod:`.scan`) and the services.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import uuid
 from collections.abc import Callable, Mapping
@@ -18,28 +17,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..indexes.files_index import load_view
-from ..timeline.archive import EventArchive
 from ..timeline.errors import (
     InvalidFilterError,
-    TableExistsError,
     TableNotFoundError,
     UnsupportedOperationError,
 )
 from ..timeline.fs_view import FileSystemView
 from ..timeline.instant import Action
 from ..timeline.log import EventLog
-from ..timeline.ownership import claim_location
-from ..timeline.plans import SchemaChangePlan
 from ..timeline.redact import redact
 from ..timeline.storage import Storage
-from ..timeline.stores import check_timeline_arg, open_store
-from ..timeline.stores.pointer import check_identity, read_pointer
 from ..timeline.table_config import TableConfig
 from ..timeline.timeline import Timeline
 from .changes import changes
 from .context import TableContext
 from .engine import Engine, LocalEngine
 from .hooks import Hooks, effective_hooks, property_hooks, run_after_commit
+from .lifecycle import create_log, open_log
 from .operations import (
     partition_targets,
     plan_delete,
@@ -55,7 +49,7 @@ from .records import (
     prepare_rows,
 )
 from .scan import Scan, snapshot_of
-from .schema_change import add_columns, commit_schema
+from .schema_change import add_columns
 from .update import plan_update
 from .writer import WriteResult, run_write
 
@@ -129,20 +123,7 @@ class Table:
             schema, record_key, ordering_field, partition_by, table_type, properties, uuid.uuid4().hex
         )
         property_hooks(config.props)  # refuse bad inline.services / commit.callback-url now
-        store = open_store(storage, timeline, config.table_uuid)  # a bad timeline is refused before any write
-        table_uuid = claim_location(storage, timeline, store.kind, config.table_uuid)  # docs/safety.md
-        if table_uuid != config.table_uuid:  # an abandoned create's pointer, adopted
-            store.close()
-            config = dataclasses.replace(config, table_uuid=table_uuid)
-            store = open_store(storage, timeline, table_uuid)
-        log = EventLog(store, archive=EventArchive(storage))
-
-        def must_be_empty(tl: Timeline) -> None:
-            if tl.last_seq >= 0:
-                raise TableExistsError(f"a table already exists at {storage.uri}")
-
-        commit_schema(log, SchemaChangePlan("create"), config, check=must_be_empty, fault="create.after_requested")
-        return cls(storage, log, timeline)
+        return cls(storage, create_log(storage, config, timeline), timeline)
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], timeline: str | None = None) -> Table:
@@ -156,17 +137,7 @@ class Table:
             InvalidPropertyError: the stored properties are not valid for this version.
         """
         storage = Storage.for_uri(path)
-        pointer = read_pointer(storage)
-        check_timeline_arg(pointer, timeline, storage.uri)
-        check_identity(pointer, storage)
-        store = open_store(storage, timeline, pointer["table_uuid"])
-        table = cls(storage, EventLog(store, archive=EventArchive(storage)), timeline)
-        if TableConfig.from_timeline(table.timeline) is None:
-            how = ("Table.create at the same location completes it" if not table.timeline.instants() else
-                   "remove its folder's .lakeline to create it again")
-            raise TableNotFoundError(f"the table at {storage.uri} has no completed schema instant (its creation "
-                                     f"did not finish; {how})")
-        return table
+        return cls(storage, open_log(storage, timeline), timeline)
 
     # -- state -----------------------------------------------------------------------
 
