@@ -42,11 +42,9 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
@@ -65,7 +63,7 @@ from .plugin import Progress, ServiceResult
 from .runner_config import RunnerConfig
 from .runner_metrics import METRICS_HOST, RunnerMetrics
 from .runner_queue import DueQueue
-from .runner_stats import TableStats, table_stats
+from .runner_stats import ABORTED, DONE, FAILED, IDLE, SKIPPED, RunOutcome, TableStats, TableStatus, table_stats
 from .runner_tables import TableHandles, Target, held_lease
 from .schedules import Cron, Every, Schedule
 
@@ -82,45 +80,8 @@ ABORTABLE_ON_STOP = ("compaction", "clustering")
 #: How often catalogs are listed again for tables created or dropped meanwhile, and how
 #: often every table's stats (backlog, gauges) are refreshed besides after its own runs.
 CATALOG_REFRESH_S, STATS_REFRESH_S = 30.0, 10.0
-#: Outcomes of one run.
-DONE, IDLE, ABORTED, SKIPPED, FAILED = "done", "idle", "aborted", "skipped", "failed"
 #: Name of the lease a run holds in the table's lock store: ``runner-compaction``, ...
 LEASE_PREFIX = "runner-"
-
-
-@dataclass(frozen=True)
-class RunOutcome:
-    """What one run of a service on a table did.
-
-    ``outcome``: ``done`` (instants completed), ``idle`` (nothing due), ``aborted`` (an
-    instant gave up and was rolled back), ``skipped`` (another runner holds it) or
-    ``failed`` (``error`` says why; retried on the next tick).
-    """
-
-    table: str
-    service: str
-    outcome: str
-    instants: tuple[int, ...] = ()
-    error: str | None = None
-    seconds: float = 0.0
-    ended_at: float = field(default_factory=time.time)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"table": self.table, "service": self.service, "outcome": self.outcome,
-                "instants": list(self.instants), "error": self.error, "seconds": round(self.seconds, 3),
-                "ended_at": self.ended_at}
-
-
-@dataclass(frozen=True)
-class TableStatus:
-    """One table as ``lakeline runner status`` shows it: its schedules, its stats (None
-    when it could not be read: ``error``), and the last run of each service this runner
-    knows of."""
-
-    target: Target
-    stats: TableStats | None
-    error: str | None = None
-    last_runs: Mapping[str, RunOutcome] = field(default_factory=lambda: MappingProxyType({}))
 
 
 def trigger_of(schedule: Schedule, where: str) -> BaseTrigger:

@@ -1,4 +1,5 @@
-"""How much maintenance a table needs: the numbers the runner ranks, serves and prints.
+"""How much maintenance a table needs, and what the runner's runs did: the numbers the
+runner ranks, serves and prints.
 
 Why one value for three uses: the runner orders due work by the biggest backlog,
 exports the same numbers as Prometheus gauges (:mod:`.runner_metrics`), and
@@ -9,15 +10,56 @@ file is listed or opened), so a snapshot costs what opening the table costs.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .table_services import SERVICES, service_named
 
 if TYPE_CHECKING:
     from ..table.table import Table
+    from .runner_tables import Target
+
+
+#: Outcomes of one run.
+DONE, IDLE, ABORTED, SKIPPED, FAILED = "done", "idle", "aborted", "skipped", "failed"
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What one run of a service on a table did.
+
+    ``outcome``: ``done`` (instants completed), ``idle`` (nothing due), ``aborted`` (an
+    instant gave up and was rolled back), ``skipped`` (another runner holds it) or
+    ``failed`` (``error`` says why; retried on the next tick).
+    """
+
+    table: str
+    service: str
+    outcome: str
+    instants: tuple[int, ...] = ()
+    error: str | None = None
+    seconds: float = 0.0
+    ended_at: float = field(default_factory=time.time)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"table": self.table, "service": self.service, "outcome": self.outcome,
+                "instants": list(self.instants), "error": self.error, "seconds": round(self.seconds, 3),
+                "ended_at": self.ended_at}
+
+
+@dataclass(frozen=True)
+class TableStatus:
+    """One table as ``lakeline runner status`` shows it: its schedules, its stats (None
+    when it could not be read: ``error``), and the last run of each service this runner
+    knows of."""
+
+    target: Target
+    stats: TableStats | None
+    error: str | None = None
+    last_runs: Mapping[str, RunOutcome] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass(frozen=True)
