@@ -1,14 +1,15 @@
 """Shared test helpers: stores that cross process boundaries, child processes, and a
 throwaway PostgreSQL server.
 
-Why: concurrency and crash tests run real processes (DESIGN.md section 6). A child
+Why: concurrency and crash tests run real processes (docs/design.md, "How it is checked"). A child
 cannot receive a store object (it holds a connection or is tied to our process), so
 tests describe a store with a small JSON-able *spec* and the child opens its own store
 from it. Children are plain scripts started with ``subprocess`` rather than
 ``multiprocessing`` so they need nothing from pytest's import machinery and can be
 killed at fault points (``LAKELINE_FAULTS``) like any other process.
 
-Import as ``from tests.helpers import ...`` (pytest's importlib mode resolves it).
+Import as ``from tests.helpers import ...``: the pytest settings put the checkout on
+``sys.path`` (``pythonpath``), and :func:`child_env` puts it on a child's ``PYTHONPATH``.
 """
 
 from __future__ import annotations
@@ -105,8 +106,11 @@ class StoreFactory:
 
 
 def child_env(faults: str | None = None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment for a child: ours, with fault points armed or cleared."""
+    """The environment for a child: ours, with fault points armed or cleared, and the
+    checkout on ``PYTHONPATH`` so a child script imports ``tests.<module>`` as the tests
+    do (pytest's ``pythonpath`` setting reaches only pytest's own process)."""
     env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     env.pop("LAKELINE_FAULTS", None)
     if faults:
         env["LAKELINE_FAULTS"] = faults

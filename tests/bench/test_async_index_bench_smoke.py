@@ -3,14 +3,8 @@
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:  # bench/ runs from a checkout; it is not installed
-    sys.path.insert(0, str(ROOT))
-
-from bench.async_index_bench import markdown, run, verdicts  # noqa: E402
+from bench.async_index_bench import markdown, run, verdicts
 
 
 def test_async_index_bench_smoke() -> None:

@@ -5,14 +5,11 @@ queries alike in every round, and the report's shape."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:  # bench/ runs from a checkout; it is not installed
-    sys.path.insert(0, str(ROOT))
 
 pytest.importorskip("duckdb_extension_tpcds", reason="TPC-DS data comes with the bench extra")
 pytest.importorskip("deltalake", reason="deltalake comes with the bench extra")

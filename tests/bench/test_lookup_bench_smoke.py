@@ -11,14 +11,9 @@ tables had no ready index, would compare numbers that mean different things.
 from __future__ import annotations
 
 import io
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:  # bench/ runs from a checkout; it is not installed
-    sys.path.insert(0, str(ROOT))
 
 pytest.importorskip("deltalake", reason="the benchmark's peers come with the bench extra: pip install -e '.[bench]'")
 

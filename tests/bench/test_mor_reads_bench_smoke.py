@@ -5,14 +5,11 @@ each table holding the rows of its compacted copy."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:  # bench/ runs from a checkout; it is not installed
-    sys.path.insert(0, str(ROOT))
 
 pytest.importorskip("duckdb_extension_tpcds", reason="TPC-DS data comes with the bench extra")
 

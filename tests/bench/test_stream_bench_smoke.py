@@ -4,16 +4,9 @@ every row, and the report says so."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:  # bench/ runs from a checkout; it is not installed
-    sys.path.insert(0, str(ROOT))
-
-from bench import stream_bench  # noqa: E402
+from bench import stream_bench
 
 
 def test_stream_bench_runs_and_both_reads_agree(capsys: pytest.CaptureFixture[str]) -> None:

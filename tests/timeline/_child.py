@@ -23,12 +23,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo, for tests.helpers
+from lakeline.timeline.instant import Action, State
+from lakeline.timeline.log import EventLog
 
-from lakeline.timeline.instant import Action, State  # noqa: E402
-from lakeline.timeline.log import EventLog  # noqa: E402
-
-from tests.helpers import open_spec  # noqa: E402
+from tests.helpers import open_spec  # the checkout is on PYTHONPATH: tests.helpers.child_env
 
 
 def _arrive(ready: str, go: str) -> None:
