@@ -2,7 +2,8 @@
 
 ``runner`` is a click group that also acts on its own (``invoke_without_command``):
 with ``--config`` and no subcommand it runs the daemon (or one pass with ``--once``);
-``runner status --config FILE`` is the one subcommand. Both spellings are DESIGN §4's.
+``runner status --config FILE`` is the one subcommand. Both spellings
+are in docs/design.md, "Public API".
 
 The daemon turns SIGTERM (and Ctrl-C) into :meth:`Runner.stop`: no new work, running
 services get ``grace_seconds``, exit 0. Everything the runner does is logged on stderr

@@ -2,7 +2,8 @@
 # Run a command against a throwaway PostgreSQL server.
 #
 # Why: the PostgreSQL timeline store and lock must be tested against a real server
-# (DESIGN.md section 6), and CI runs on a fresh machine as root with nothing running.
+# (docs/design.md, "How it is checked"), and CI runs on a fresh machine as root with
+# nothing running.
 # This script makes a private cluster in a temporary directory, starts it on a free
 # port of 127.0.0.1, creates the database `lakeline_test`, exports
 #   LAKELINE_TEST_PG_URL=postgresql://postgres@127.0.0.1:PORT/lakeline_test

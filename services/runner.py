@@ -32,9 +32,9 @@ it is:
   transition is one put-if-absent event.
 
 Companions: which tables and their open handles (:mod:`.runner_tables`), the metrics
-(:mod:`.runner_metrics`). Only this module imports apscheduler (DESIGN §1): its
-triggers check the config's cron expressions when the runner is built, and its
-scheduler is imported by :meth:`Runner.start` (a one-shot pass needs none).
+(:mod:`.runner_metrics`). Only this module imports apscheduler (docs/architecture.md,
+"Import direction"): its triggers check the config's cron expressions when the runner is
+built, and its scheduler is imported by :meth:`Runner.start` (a one-shot pass needs none).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ fires, or a service name that silently never runs, is worse than refusing to sta
 So every key is known (an unknown one is refused with the keys that are allowed),
 every schedule parses, and every number is in range, or
 :class:`~lakeline.timeline.errors.RunnerConfigError` says where. The shape is
-DESIGN §4 "Runner"::
+that of docs/runner.md, "The config"::
 
     [runner]
     threads = 2                 # services run at once

@@ -4,8 +4,8 @@ Why a module of its own: the config loader (:mod:`.runner_config`) checks schedu
 while it reads the TOML, the runner (:mod:`.runner`) turns them into apscheduler
 triggers, and the status command prints them; all three need one parsed value.
 
-Only :mod:`.runner` may import apscheduler (DESIGN §1: the runner's optional
-dependency stays in the runner), so this module checks the *shape* of a cron
+Only :mod:`.runner` may import apscheduler (docs/architecture.md, "Import direction": the
+runner's optional dependency stays in the runner), so this module checks the *shape* of a cron
 expression (five fields of cron characters) and the runner turns it into a
 ``CronTrigger`` when it is built, which checks the ranges (minute 0-59, ...) and
 refuses a bad one with :class:`~lakeline.timeline.errors.RunnerConfigError` before

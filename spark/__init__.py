@@ -1,5 +1,5 @@
 """lakeline on Spark: the Spark engine, DataFrame writes and reads, the ``lakeline`` data
-source. The only package that imports pyspark (DESIGN.md section 1)."""
+source. The only package that imports pyspark (docs/architecture.md, "Import direction")."""
 
 from __future__ import annotations
 

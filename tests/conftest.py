@@ -5,7 +5,7 @@
 developer run starts a throwaway server through the same script, or skips the
 PostgreSQL tests saying why; under ``CI=true`` a missing server fails the run, because
 a CI run that silently skipped the PostgreSQL backend would prove nothing about it
-(DESIGN.md section 6).
+(docs/design.md, "How it is checked").
 
 ``store_factory`` runs a test once per timeline backend: it makes a fresh, empty store
 for a new table (a new folder for the filesystem, a new table uuid for PostgreSQL).

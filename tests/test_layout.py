@@ -1,4 +1,5 @@
-"""The package layout promised in DESIGN.md section 1, checked against the tree.
+"""The package layout of docs/architecture.md ("The map", "Import direction"), checked
+against the tree.
 
 Each top-level subsystem folder is installed as ``lakeline.<folder>`` through an explicit
 list in ``pyproject.toml``; a folder added without being listed would silently be
@@ -34,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: a checkout (``python -m bench``), tests are not shipped.
 NOT_INSTALLED = {"bench", "tests"}
 
-#: The subsystems of DESIGN.md section 1, in import order.
+#: The subsystems of docs/architecture.md, in import order.
 SUBSYSTEMS = {"config", "timeline", "indexes", "table", "services", "spark", "cli"}
 
 #: Optional dependencies that only their own subsystem may import.

@@ -1,7 +1,7 @@
 """The archival service (issue 6, point 4), on both timeline stores.
 
 Why: archival moves old events out of the active log into the Parquet archive so that
-opening a table stays fast, and DESIGN.md section 3 says it never changes the result of
+opening a table stays fast, and docs/services.md ("Archival") says it never changes the result of
 a read. So after archiving: ``t.timeline`` lists exactly the instants it listed before
 (ids, actions, states, times, plans, metadata), every read (now, as of every instant,
 incremental) returns what it returned before, new writes get the next ids, and the

@@ -1,4 +1,4 @@
-"""The async indexer, case by case (DESIGN.md section 3, issue 5).
+"""The async indexer, case by case (docs/design.md, "Protocols": async indexing; issue 5).
 
 Each case drives one interleaving of writers and the indexer deterministically with
 fault points (in-process callbacks on threads, or kills of child processes), and ends

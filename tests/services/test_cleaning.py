@@ -1,7 +1,7 @@
 """The cleaning service and savepoints (issue 6, points 3 and 5).
 
 Why: the cleaner is the one service that deletes committed files, and Hudi's deletes
-files a reader still needs. DESIGN.md section 3: it must never delete a file of a
+files a reader still needs. docs/services.md, "Cleaning": it must never delete a file of a
 snapshot inside retention, of a savepoint, of a pending plan or of an inflight writer,
 nor anything younger than the orphan age; a read outside retention fails with
 ``SnapshotExpiredError`` before any row. The expected deletions are computed here
@@ -36,7 +36,7 @@ from lakeline.timeline.instant import Action, State
 from tests.helpers import finish, run_script, start_script, wait_for_files
 
 # The store fixture (both timelines), fault reset and row builders of the compaction tests.
-from tests.services.test_compaction import _no_faults, keys, row, timeline  # noqa: F401
+from tests.services.test_compaction import _no_faults, keys, row  # noqa: F401
 from tests.table.model import DAYS, SCHEMA, TableModel, table_rows, to_arrow
 from tests.table.workers import WORKERS_PY, check_files_on_disk, data_files_on_disk
 

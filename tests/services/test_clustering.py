@@ -2,8 +2,8 @@
 append-only tables.
 
 Why: clustering rewrites rows into new file groups and retires the old ones in a
-``replacecommit``, so it must leave the rows exactly as they were (DESIGN.md §3: every
-service leaves the rows as they were), gather small files into files of about the
+``replacecommit``, so it must leave the rows exactly as they were (docs/design.md,
+"Protocols": every service leaves the rows as they were), gather small files into files of about the
 target size, order rows by the sort columns so range filters prune files (z-order: on
 several columns at once), keep the indexes exact, give up when a concurrent write
 touched one of its input groups while never touching the groups appends create meanwhile,
@@ -31,7 +31,7 @@ from lakeline.timeline.faults import CRASH_EXIT_CODE
 from lakeline.timeline.markers import list_markers
 
 from tests.helpers import run_script
-from tests.services.test_compaction import _no_faults, check, keys, row, timeline  # noqa: F401 (fixtures)
+from tests.services.test_compaction import _no_faults, check, keys, row  # noqa: F401 (fixtures)
 from tests.table.model import DAYS, SCHEMA, TableModel, table_rows, to_arrow
 from tests.table.workers import check_files_on_disk
 
@@ -231,7 +231,7 @@ def test_zorder_makes_range_filters_on_two_columns_read_fewer_files(tmp_path: Pa
     assert sorted(t.to_arrow().column("id").to_pylist()) == list(range(8000))
 
 
-# -- conflicts (DESIGN.md section 3) ---------------------------------------------------------
+# -- conflicts (docs/concurrency.md section 2) ------------------------------------------------
 
 
 @pytest.mark.parametrize("kind, op", [("cow", "upsert"), ("mor", "upsert"), ("mor", "overwrite")])
@@ -322,8 +322,8 @@ def _race(tmp_path: Path, kind: str, a: dict[str, Any], retries: int = 5) -> tup
     ("cow", "delete", "retried"), ("mor", "insert", "ok"), ("cow", "insert", "ok"), ("cow", "overwrite", "retried"),
 ])
 def test_writers_vs_a_completed_clustering(tmp_path: Path, kind: str, op: str, expect: str) -> None:
-    """DESIGN.md §3: an upsert/delete/overwrite planned before a clustering that replaced
-    its group completed retries (its replay targets the new group); an insert into new
+    """docs/concurrency.md section 2: an upsert/delete/overwrite planned before a
+    clustering that replaced its group completed retries (its replay targets the new group); an insert into new
     groups is ok."""
     from tests.table.test_conflicts import dele, ins, ovw, ups
 

@@ -1,8 +1,8 @@
 """The compaction service (issue 6, point 1) on merge-on-read tables.
 
 Why: compaction rewrites every row of a table's merge-on-read slices, so it must leave
-the rows exactly as they were (DESIGN.md section 3, "every service leaves the rows
-exactly as they were"), keep time travel to older snapshots working, keep the indexes
+the rows exactly as they were (docs/design.md, "Protocols": "every service leaves the
+rows as they were"), keep time travel to older snapshots working, keep the indexes
 exact, never lose a log a writer appends while it runs (the log joins the new slice,
 section 2), give up when a clustering or overwrite replaced its inputs, and be safe to
 run again after its process was killed at any fault point. Rows are checked against
@@ -31,12 +31,6 @@ from tests.table.workers import check_files_on_disk
 CHILD = Path(__file__).with_name("compaction_child.py")
 HEARTBEAT = {"heartbeat.interval-ms": 100, "heartbeat.tolerable-misses": 1}
 COLUMNS = SCHEMA.names
-
-
-@pytest.fixture(params=["filesystem", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def timeline(request: pytest.FixtureRequest) -> str | None:
-    """None for the filesystem store, else the URL of the test PostgreSQL server."""
-    return request.getfixturevalue("pg_url") if request.param == "postgresql" else None
 
 
 @pytest.fixture(autouse=True)
@@ -265,7 +259,7 @@ def test_killed_compaction_is_finished_by_the_next_run(tmp_path: Path, point: st
     assert list_markers(t.storage, pending.id) == []
 
 
-# -- writers completing while a compaction runs (DESIGN.md section 3, conflict table) --------
+# -- writers completing while a compaction runs (docs/concurrency.md section 2, conflict table)
 
 
 def _completing_during_compaction(t: Table, write: Any) -> Any:

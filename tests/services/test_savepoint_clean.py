@@ -1,6 +1,6 @@
 """A savepoint made while a clean is deleting (issue 11, item 4).
 
-Why: DESIGN.md section 3 says cleaning never deletes a file of a savepoint. Before the
+Why: docs/services.md ("Cleaning") says cleaning never deletes a file of a savepoint. Before the
 fix the cleaner read the savepoints once and then deleted: a savepoint landing during
 the deletes succeeded, the cleaner deleted the files it pinned, and the savepointed
 read failed. Now the clean's plan is fixed in its ``requested`` event, the cleaner
@@ -33,7 +33,7 @@ from tests.services.test_cleaning import (
     make_table,
     snapshot_files,
 )
-from tests.services.test_compaction import _no_faults, timeline  # noqa: F401
+from tests.services.test_compaction import _no_faults  # noqa: F401
 from tests.table.model import TableModel, table_rows
 from tests.table.workers import check_files_on_disk
 

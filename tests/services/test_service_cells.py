@@ -2,8 +2,8 @@
 write against a concurrent clean and a concurrent index build, and compaction and
 clustering (execute) against a concurrent insert, clean and index build.
 
-Why: DESIGN.md §3 says these cells are "ok": a clean or an index build never makes a
-writer (or a compaction) fail, and neither makes it lose rows. Each case pauses "this
+Why: docs/concurrency.md section 2 says these cells are "ok": a clean or an index build never
+makes a writer (or a compaction) fail, and neither makes it lose rows. Each case pauses "this
 commit" right before its ``completed`` event with an in-process fault hook, runs the
 concurrent service to completion from another handle, lets the commit go on, and then
 checks: it completed on its first attempt (nothing rolled back), the table equals the

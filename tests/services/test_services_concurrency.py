@@ -1,7 +1,7 @@
 """Every table service looping in its own process while writers write (issue 6, proof).
 
 Why: each service has its own tests of one interleaving at a time; only real processes
-racing on a real store show that together they keep DESIGN.md section 3's promises:
+racing on a real store show that together they keep the promises of docs/design.md, "Protocols":
 services never lose a row nor fail a writer, and the cleaner never deletes a file a
 retained snapshot (or a savepoint, or an inflight writer) needs. For a set duration:
 

@@ -1,8 +1,8 @@
 """A real Spark for the Spark tests: one ``local[2]`` session per test run.
 
 Every test in this folder is marked ``spark``. Without Java or pyspark a developer run
-skips them saying why; under ``CI=true`` that fails the run instead (DESIGN.md
-section 6: a CI run that silently skipped Spark would prove nothing about it).
+skips them saying why; under ``CI=true`` that fails the run instead (docs/design.md,
+"How it is checked": a CI run that silently skipped Spark would prove nothing about it).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hooks on ``lakeline.spark.write`` (DESIGN.md §4 "Hooks", issue 15): the SQL
+"""Hooks on ``lakeline.spark.write`` (docs/hooks.md, issue 15): the SQL
 validators (Hudi's query equality, inequality and single result) refuse or pass a
 DataFrame write exactly as an Arrow validator refuses a local one (nothing visible, no
 file left); callbacks see the landed commit; an inline compaction runs on the Spark

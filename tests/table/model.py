@@ -1,7 +1,7 @@
 """An in-memory model of what a lakeline table must hold, and random inputs for it.
 
-The model spells out, in plain Python, the semantics the table promises (DESIGN.md
-section 4 plus the choices below), independently of the Arrow code that implements
+The model spells out, in plain Python, the semantics the table promises (docs/design.md,
+"Public API", plus the choices below), independently of the Arrow code that implements
 them, so the model-based tests can compare the two after every write:
 
 * record identity is (partition values, record key);

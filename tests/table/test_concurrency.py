@@ -1,15 +1,15 @@
 """Several writer processes on one table, checked against a model afterwards.
 
-Why: safety never depends on a lock (DESIGN.md sections 2-3): every completion is a
+Why: safety never depends on a lock (docs/concurrency.md): every completion is a
 put-if-absent after the conflict rules ran against everything that completed after the
 writer's snapshot. Only real processes racing on a real store show that this holds:
 four processes upsert and delete random keys of a 64-key space, on a merge-on-read and
 a copy-on-write table, on both timeline stores. Each worker logs every batch it wrote
 and how it ended (committed with its instant id, CommitConflictError, or nothing to do).
 
-The model is strictly completion order (DESIGN.md section 3, "serializable in completion
-order"): the committed instants, in ``t.timeline.completed()`` order, applied with the
-data their workers logged to a plain ``key -> value`` dict. An upsert sets the values of
+The model is strictly completion order (docs/concurrency.md section 2, "serializable in
+completion order"): the committed instants, in ``t.timeline.completed()`` order, applied with
+the data their workers logged to a plain ``key -> value`` dict. An upsert sets the values of
 its keys (the last completed wins); a delete removes every key it names, whether or not
 its snapshot held the key. What a write's snapshot showed plays no part: a merge-on-read
 delete that completes after a concurrent re-insert of its key must not leave the
@@ -47,19 +47,13 @@ KEYS = 64
 MAX_RETRIES = 5
 
 
-@pytest.fixture(params=["filesystem", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def timeline(request: pytest.FixtureRequest) -> str | None:
-    """None for the filesystem store, else the URL of the test PostgreSQL server."""
-    return request.getfixturevalue("pg_url") if request.param == "postgresql" else None
-
-
 # -- the model ---------------------------------------------------------------------------
 
 
 class CompletionOrderModel:
     """The table as a plain ``key -> value`` dict, built from the committed writes applied
-    one after another in completion order (DESIGN.md section 3, "serializable in
-    completion order").
+    one after another in completion order (docs/concurrency.md section 2, "serializable
+    in completion order").
 
     An upsert or insert sets the values of its keys (the ordering value is constant, so
     the last completed write wins); a delete removes every key it names, whether or not

@@ -1,4 +1,4 @@
-"""The conflict rules of DESIGN.md section 3, cell by cell, with two real writers.
+"""The conflict rules of docs/concurrency.md section 2, cell by cell, with two real writers.
 
 Why: the rules decide when a writer may complete after others completed since its
 snapshot; a wrong cell either loses an update silently or fails writes for nothing.
@@ -42,12 +42,6 @@ D1, D2 = "d1", "d2"
 SEED = [{"id": i, "v": "seed", "day": D1} for i in (1, 2, 3, 4)] + [
     {"id": i, "v": "seed", "day": D2} for i in (11, 12, 13, 14)
 ]
-
-
-@pytest.fixture(params=["filesystem", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def timeline(request: pytest.FixtureRequest) -> str | None:
-    """None for the filesystem store, else the URL of the test PostgreSQL server."""
-    return request.getfixturevalue("pg_url") if request.param == "postgresql" else None
 
 
 # -- ops and a sequential model ------------------------------------------------------------

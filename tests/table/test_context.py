@@ -25,11 +25,6 @@ from lakeline.table.writer import Phases
 SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.string()), ("v", pa.string())])
 
 
-@pytest.fixture(params=["filesystem", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def timeline(request: pytest.FixtureRequest) -> str | None:
-    return request.getfixturevalue("pg_url") if request.param == "postgresql" else None
-
-
 def _table(tmp_path: Path, timeline: str | None) -> Table:
     t = Table.create(tmp_path / "t", SCHEMA, record_key="id", partition_by=["day"], table_type="mor",
                      timeline=timeline)

@@ -1,6 +1,6 @@
 """Writers that die, stall or crash mid-rollback, and the recovery that follows.
 
-Why: DESIGN.md section 3 (failed writes). A writer can die at any step of the commit;
+Why: docs/concurrency.md section 4 (failed writes). A writer can die at any step of the commit;
 its instant must then end as ``rolled_back`` once its heartbeat expires, with every
 file it wrote deleted, and the table must read as if the write never started (or, if
 it died after completing, as if it had finished normally). A writer that only *stalls*
@@ -61,12 +61,6 @@ STATE_AT_CRASH = {
     "commit.before_complete": "inflight",
     "commit.after_complete": "completed",
 }
-
-
-@pytest.fixture(params=["filesystem", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def timeline(request: pytest.FixtureRequest) -> str | None:
-    """None for the filesystem store, else the URL of the test PostgreSQL server."""
-    return request.getfixturevalue("pg_url") if request.param == "postgresql" else None
 
 
 def make_table(tmp: Path, table_type: str, timeline: str | None, **props: Any) -> Table:

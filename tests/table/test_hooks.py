@@ -1,4 +1,4 @@
-"""Write hooks (DESIGN.md §4 "Hooks", issue 15): validators before the commit,
+"""Write hooks (docs/hooks.md, issue 15): validators before the commit,
 callbacks and inline services after it.
 
 * A refusing validator leaves nothing: the write raises ValidationError naming the

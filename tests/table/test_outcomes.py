@@ -1,6 +1,6 @@
 """The two edges of a write attempt: a begin that fails, and errors after the slot was won.
 
-Why: DESIGN.md section 3 says a commit ends committed, aborted or unknown, and that
+Why: docs/concurrency.md section 1 says a commit ends committed, aborted or unknown, and that
 files are never deleted while the outcome is unknown (issue 11, items 6 and 7).
 
 * A failure after ``requested`` landed but inside ``Commit.begin`` (the ``inflight``
@@ -54,12 +54,6 @@ def _disarm() -> Iterator[None]:
     faults.disarm_all()
     yield
     faults.disarm_all()
-
-
-@pytest.fixture(params=["filesystem", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def timeline(request: pytest.FixtureRequest) -> str | None:
-    """None for the filesystem store, else the URL of the test PostgreSQL server."""
-    return request.getfixturevalue("pg_url") if request.param == "postgresql" else None
 
 
 def make_table(tmp: Path, timeline: str | None, table_type: str = "mor") -> Table:

@@ -2,8 +2,8 @@
 
 Why: the fault-point crash tests (``test_crash.py``) kill a process at the steps we
 named; a SIGKILL after a random delay also lands between them, inside a Parquet write,
-a store round trip or a marker write (issue 11, item 5 is such a wedge). DESIGN.md
-section 3 promises that after any crash ``rollback_failed`` brings the table back: the
+a store round trip or a marker write (issue 11, item 5 is such a wedge). docs/concurrency.md
+section 4 promises that after any crash ``rollback_failed`` brings the table back: the
 interrupted operation either happened entirely or not at all.
 
 Each round starts a child (``tests/table/workers.py torture`` for the writer,
@@ -89,12 +89,6 @@ PROPERTIES: dict[str, Any] = {
     "archive.min-active-instants": 6,
     "archive.max-active-instants": 10,
 }
-
-
-@pytest.fixture(params=["filesystem", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def timeline(request: pytest.FixtureRequest) -> str | None:
-    """None for the filesystem store, else the URL of the test PostgreSQL server."""
-    return request.getfixturevalue("pg_url") if request.param == "postgresql" else None
 
 
 def base_seed() -> int:

@@ -161,7 +161,7 @@ def test_update_matches_model(tmp_path: Path, table_type: str, partitioned: bool
 
 
 def test_update_example_from_design(tmp_path: Path) -> None:
-    """The call of DESIGN.md section 4, on an int32 counter: ``n + 1`` stays int32."""
+    """The call of docs/design.md, "Public API", on an int32 counter: ``n + 1`` stays int32."""
     schema = pa.schema([("id", pa.int64()), ("kind", pa.string()), ("n", pa.int32())])
     t = Table.create(tmp_path / "t", schema, record_key="id", table_type="mor")
     t.insert(pa.table({"id": [1, 2, 3], "kind": ["apple", "pear", "apple"], "n": pa.array([1, 2, 3], pa.int32())}))

@@ -1,6 +1,6 @@
 """Crashes in the middle of an append, and damaged events, on both stores.
 
-Why: the event is the unit of atomicity (DESIGN.md section 2). A process killed at any
+Why: the event is the unit of atomicity (docs/format.md section 3.2). A process killed at any
 step of an append must leave the log either without the event or with all of it, never
 a gap or half an event, and the next appender must carry on. A damaged event must stop
 readers with :class:`CorruptEventError` naming the file or row, never be skipped or

@@ -1,8 +1,8 @@
 """The lease locks (:class:`FileLock`, :class:`PostgresLock`), through each store's ``lock()``.
 
-Why: the table lock keeps planners apart (DESIGN.md section 3). Safety never depends on
-it, but it must still be exclusive while a lease lasts, let a new owner in once a
-crashed holder's lease runs out, and tell a holder that lost its lease.
+Why: the table lock keeps planners apart (docs/design.md, "Concepts": backends). Safety
+never depends on it, but it must still be exclusive while a lease lasts, let a new owner
+in once a crashed holder's lease runs out, and tell a holder that lost its lease.
 """
 
 from __future__ import annotations

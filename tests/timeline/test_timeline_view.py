@@ -1,7 +1,7 @@
 """The timeline as readers see it: order of instants, time travel, event timestamps.
 
 Why: ``completed()`` in completion order and ``pending()`` by id are part of the public
-contract (DESIGN.md section 4), snapshots are named by completed-event positions, and
+contract (docs/design.md, "Public API"), snapshots are named by completed-event positions, and
 time travel by wall-clock time must work even when a machine's clock steps back, which
 is why event timestamps may never go backwards.
 """
@@ -176,8 +176,8 @@ def test_instant_to_dict_is_json_ready(story: tuple[EventLog, dict[str, int]]) -
 
 
 def test_instant_is_typed_and_prints_as_one_short_line(story: tuple[EventLog, dict[str, int]]) -> None:
-    """``action``/``state`` are the str enums of DESIGN section 4; ``repr``/``str`` is one
-    short line, not the plan and metadata (a log or a debugger prints thousands)."""
+    """``action``/``state`` are the str enums of docs/design.md, "Public API"; ``repr``/``str``
+    is one short line, not the plan and metadata (a log or a debugger prints thousands)."""
     log, ids = story
     b = log.timeline.get(ids["B"])
     assert b.action is Action.DELTA_COMMIT and b.state is State.COMPLETED

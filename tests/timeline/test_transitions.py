@@ -3,7 +3,7 @@
 Why: an instant moves ``requested -> inflight -> completed`` or ends ``rolled_back``, and
 nothing else. The log checks every move against the instant's state *as of the slot it
 is about to win*, which is what makes a stale writer unable to complete an instant that
-was rolled back meanwhile (DESIGN.md section 3, failed writes) and makes completion
+was rolled back meanwhile (docs/concurrency.md section 4, failed writes) and makes completion
 happen exactly once.
 """
 
