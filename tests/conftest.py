@@ -9,6 +9,8 @@ a CI run that silently skipped the PostgreSQL backend would prove nothing about 
 
 ``store_factory`` runs a test once per timeline backend: it makes a fresh, empty store
 for a new table (a new folder for the filesystem, a new table uuid for PostgreSQL).
+``timeline`` runs a test once per backend of a table's timeline: None for the
+filesystem store, else the PostgreSQL URL (what ``Table.create(..., timeline=)`` takes).
 Tests that use PostgreSQL are marked ``postgres`` automatically.
 """
 
@@ -89,6 +91,12 @@ def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[St
         yield factory
     finally:
         factory.close_all()
+
+
+@pytest.fixture(params=["filesystem", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def timeline(request: pytest.FixtureRequest) -> str | None:
+    """None for the filesystem store, else the URL of the test PostgreSQL server."""
+    return request.getfixturevalue("pg_url") if request.param == "postgresql" else None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
