@@ -28,9 +28,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
-#: Folders that are not the project's own text: the virtualenv, git, build output, caches.
+#: Folders that are not the project's own text: the virtualenv, git, build output, caches,
+#: and what runs leave behind (.gitignore's list).
 SKIPPED_DIRS = {".git", ".venv", "venv", "build", "dist", "__pycache__", ".pytest_cache",
-                ".mypy_cache", ".ruff_cache", ".hypothesis", "node_modules"}
+                ".mypy_cache", ".ruff_cache", ".hypothesis", "node_modules", "spark-warehouse",
+                "metastore_db"}
+#: The same, by path from the checkout: benchmark inputs and outputs.
+SKIPPED_PATHS = {"bench/data", "bench/out"}
+#: No text file of the project is this large; bigger files are data, not read.
+MAX_TEXT_BYTES = 4 << 20
 
 #: The old design file, by name or by section sign (written so that this file does not
 #: match itself).
@@ -38,10 +44,13 @@ DESIGN_REFERENCE = re.compile(r"\bDESIGN(?:\.md\b|\s*§)")
 
 
 def repository_files(root: Path) -> list[Path]:
-    """Every file under ``root``, minus the folders of :data:`SKIPPED_DIRS` and ``*.egg-info``."""
+    """Every file under ``root``, minus the folders of :data:`SKIPPED_DIRS`,
+    :data:`SKIPPED_PATHS` and ``*.egg-info``."""
     found = []
     for folder, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS and not d.endswith(".egg-info")]
+        here = Path(folder).relative_to(root)
+        dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS and not d.endswith(".egg-info")
+                   and (here / d).as_posix() not in SKIPPED_PATHS]
         found.extend(Path(folder, f) for f in files)
     return found
 
@@ -51,6 +60,8 @@ def design_references(root: Path) -> list[str]:
     hits = []
     for path in repository_files(root):
         try:
+            if path.stat().st_size > MAX_TEXT_BYTES:
+                continue
             text = path.read_text(encoding="utf-8")
         except (UnicodeDecodeError, OSError):  # binary (images, Parquet) or unreadable
             continue
