@@ -30,7 +30,7 @@ import pytest
 from click.testing import CliRunner
 from lakeline.cli.main import cli
 from lakeline.services.runner import Runner
-from lakeline.services.runner_config import RunnerConfig
+from lakeline.services.runner.config import RunnerConfig
 from lakeline.table import Catalog, Table
 from lakeline.timeline.errors import LakelineError, RunnerConfigError, TimelineConfigError
 from lakeline.timeline.redact import redact

@@ -22,10 +22,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from lakeline.services.runner import Runner, trigger_of
-from lakeline.services.runner_config import RunnerConfig
-from lakeline.services.runner_queue import DueQueue
-from lakeline.services.runner_tables import Target
-from lakeline.services.schedules import Cron, Every, parse_schedule
+from lakeline.services.runner.config import RunnerConfig
+from lakeline.services.runner.due_queue import DueQueue
+from lakeline.services.runner.schedules import Cron, Every, parse_schedule
+from lakeline.services.runner.tables import Target
 from lakeline.table import Table
 from lakeline.timeline import faults
 from lakeline.timeline.errors import RunnerConfigError

@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 from lakeline.cli.main import cli
 from lakeline.services.runner import Runner
-from lakeline.services.runner_config import RunnerConfig
-from lakeline.services.schedules import MAX_EVERY_SECONDS, Every, parse_schedule
+from lakeline.services.runner.config import RunnerConfig
+from lakeline.services.runner.schedules import MAX_EVERY_SECONDS, Every, parse_schedule
 from lakeline.timeline.errors import RunnerConfigError
 
 

@@ -31,10 +31,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from ..timeline.errors import RunnerConfigError
-from ..timeline.redact import redact, redacted_repr
+from ...timeline.errors import RunnerConfigError
+from ...timeline.redact import redact, redacted_repr
+from ..table_services import SERVICES
 from .schedules import Schedule, parse_schedule
-from .table_services import SERVICES
 
 #: Defaults of ``[runner]``.
 DEFAULT_THREADS, DEFAULT_METRICS_PORT, DEFAULT_GRACE_SECONDS = 2, 0, 30.0

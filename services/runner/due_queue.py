@@ -22,7 +22,7 @@ import itertools
 import threading
 from dataclasses import dataclass
 
-from .runner_tables import Target
+from .tables import Target
 
 #: A pair's key: (table name, service).
 Key = tuple[str, str]

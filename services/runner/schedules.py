@@ -1,6 +1,6 @@
 """Service schedules of the runner's config: ``every N s|m|h`` or a 5-field cron expression.
 
-Why a module of its own: the config loader (:mod:`.runner_config`) checks schedules
+Why a module of its own: the config loader (:mod:`.config`) checks schedules
 while it reads the TOML, the runner (:mod:`.runner`) turns them into apscheduler
 triggers, and the status command prints them; all three need one parsed value.
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..timeline.errors import RunnerConfigError
+from ...timeline.errors import RunnerConfigError
 
 #: Seconds per unit of an ``every`` schedule.
 UNITS = {"s": 1, "m": 60, "h": 3600}

@@ -2,7 +2,7 @@
 runner ranks, serves and prints.
 
 Why one value for three uses: the runner orders due work by the biggest backlog,
-exports the same numbers as Prometheus gauges (:mod:`.runner_metrics`), and
+exports the same numbers as Prometheus gauges (:mod:`.metrics`), and
 ``lakeline runner status`` prints them; computing them in one place keeps the three in
 agreement. Everything comes from one refreshed timeline and its file-system view (no
 file is listed or opened), so a snapshot costs what opening the table costs.
@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from .table_services import SERVICES, service_named
+from ..table_services import SERVICES, service_named
 
 if TYPE_CHECKING:
-    from ..table.table import Table
-    from .runner_tables import Target
+    from ...table.table import Table
+    from .tables import Target
 
 
 #: Outcomes of one run.

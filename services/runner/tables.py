@@ -20,16 +20,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..timeline.errors import LakelineError, LockLostError
-from ..timeline.lock import Lock
-from ..timeline.redact import redact, redacted_repr, redacting_logger
-from .runner_config import RunnerConfig
-from .runner_metrics import RunnerMetrics
+from ...timeline.errors import LakelineError, LockLostError
+from ...timeline.lock import Lock
+from ...timeline.redact import redact, redacted_repr, redacting_logger
+from .config import RunnerConfig
+from .metrics import RunnerMetrics
 from .schedules import Schedule
 
 if TYPE_CHECKING:
-    from ..table.catalog import Catalog
-    from ..table.table import Table
+    from ...table.catalog import Catalog
+    from ...table.table import Table
 
 # Its lines name tables and catalogs by DSN and quote driver errors: redacted at the source.
 log = redacting_logger("lakeline.runner")
@@ -120,7 +120,7 @@ class TableHandles:
     def _catalog(self, dsn: str) -> Catalog:
         with self._mutex:
             if dsn not in self._catalogs:
-                from ..table.catalog import Catalog  # psycopg: only for configs with catalogs
+                from ...table.catalog import Catalog  # psycopg: only for configs with catalogs
 
                 self._catalogs[dsn] = Catalog(dsn)
             return self._catalogs[dsn]
@@ -129,7 +129,7 @@ class TableHandles:
         if target.catalog is not None:
             table: Table = self._catalog(target.catalog).load_table(target.name)
             return table
-        from ..table.table import Table
+        from ...table.table import Table
 
         assert target.path is not None
         return Table.open(target.path, timeline=target.timeline)

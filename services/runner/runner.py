@@ -1,19 +1,19 @@
 """The scheduled service runner: a daemon (or a one-shot pass) that keeps many tables healthy.
 
-``Runner.from_toml(path)`` reads a config (:mod:`.runner_config`); each table, listed by
+``Runner.from_toml(path)`` reads a config (:mod:`.config`); each table, listed by
 path or found in a catalog, gets a schedule per service (:mod:`.schedules`). When a
 schedule fires, the (table, service) pair is queued, and ``threads`` worker threads
 run queued pairs through :meth:`TableServices.run` (finish plans whose executor died,
 then plan and execute what the service's trigger says is due). Why the design is what
 it is:
 
-* **apscheduler 3 only fires; our queue decides the order** (:mod:`.runner_queue`):
+* **apscheduler 3 only fires; our queue decides the order** (:mod:`.due_queue`):
   jobs put pairs on a queue instead of running services themselves, so when more is
   due than there are threads, missed ticks and then the biggest backlog go first
-  (:mod:`.runner_stats`), and no table starves.
+  (:mod:`.stats`), and no table starves.
 * **Several runners over the same tables are safe.** Each scheduled instant executes
   once whatever the runners do: that is the framework's claims and fencing
-  (:mod:`.phases`); a :class:`ServiceBusyError` means another runner has the instant
+  (:mod:`..phases`); a :class:`ServiceBusyError` means another runner has the instant
   and counts as a skip, not a failure. What the runner adds is that planning does not
   stampede: a run holds a named lease of the table (``runner-<service>``, the table's
   own lock store, ``lock.lease-ms``, renewed while it runs), and a runner that finds it
@@ -31,8 +31,8 @@ it is:
   rollback service rolls it back; the timeline never holds a half state, because every
   transition is one put-if-absent event.
 
-Companions: which tables and their open handles (:mod:`.runner_tables`), the metrics
-(:mod:`.runner_metrics`). Only this module imports apscheduler (docs/architecture.md,
+Companions: which tables and their open handles (:mod:`.tables`), the metrics
+(:mod:`.metrics`). Only this module imports apscheduler (docs/architecture.md,
 "Import direction"): its triggers check the config's cron expressions when the runner is
 built, and its scheduler is imported by :meth:`Runner.start` (a one-shot pass needs none).
 """
@@ -50,22 +50,22 @@ from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from ..timeline.errors import (
+from ...timeline.errors import (
     LakelineError,
     RunnerConfigError,
     ServiceAbortedError,
     ServiceBusyError,
     StaleAttemptError,
 )
-from ..timeline.instant import State
-from ..timeline.redact import redact, redacting_logger
-from .plugin import Progress, ServiceResult
-from .runner_config import RunnerConfig
-from .runner_metrics import METRICS_HOST, RunnerMetrics
-from .runner_queue import DueQueue
-from .runner_stats import ABORTED, DONE, FAILED, IDLE, SKIPPED, RunOutcome, TableStats, TableStatus, table_stats
-from .runner_tables import TableHandles, Target, held_lease
+from ...timeline.instant import State
+from ...timeline.redact import redact, redacting_logger
+from ..plugin import Progress, ServiceResult
+from .config import RunnerConfig
+from .due_queue import DueQueue
+from .metrics import METRICS_HOST, RunnerMetrics
 from .schedules import Cron, Every, Schedule
+from .stats import ABORTED, DONE, FAILED, IDLE, SKIPPED, RunOutcome, TableStats, TableStatus, table_stats
+from .tables import TableHandles, Target, held_lease
 
 if TYPE_CHECKING:
     from apscheduler.schedulers.background import BackgroundScheduler

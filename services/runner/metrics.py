@@ -30,8 +30,8 @@ from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from ..timeline.errors import RunnerConfigError
-from .runner_stats import TableStats
+from ...timeline.errors import RunnerConfigError
+from .stats import TableStats
 
 #: Loopback only (see the module docstring).
 METRICS_HOST = "127.0.0.1"
