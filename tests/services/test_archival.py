@@ -28,9 +28,9 @@ from lakeline.timeline.errors import InvalidPropertyError
 from lakeline.timeline.faults import CRASH_EXIT_CODE
 
 from tests.helpers import run_script
+from tests.services.service_child import SERVICE_CHILD
 from tests.table.model import DAYS, SCHEMA, table_rows, to_arrow
 
-CHILD = Path(__file__).with_name("archival_child.py")
 HEARTBEAT = {"heartbeat.interval-ms": 100, "heartbeat.tolerable-misses": 1}
 BOUNDS = {"archive.min-active-instants": 4, "archive.max-active-instants": 8}
 COLUMNS = SCHEMA.names
@@ -207,7 +207,7 @@ def test_killed_at_a_fault_point_then_run_again(tmp_path: Path, timeline: str | 
     t = make_table(tmp_path, timeline)
     commits(t, 20)
     before, seen = instants(t), reads(t)
-    rc, out, err = run_script(CHILD, [t.path, timeline], faults=f"{point}=crash")
+    rc, out, err = run_script(SERVICE_CHILD, [t.path, timeline, "archive", {}], faults=f"{point}=crash")
     assert rc == CRASH_EXIT_CODE, err
     crashed = fresh(t)
     tl = crashed.timeline

@@ -34,15 +34,17 @@ from lakeline.timeline.file_group import table_tag
 from lakeline.timeline.instant import Action, State
 
 from tests.helpers import finish, run_script, start_script, wait_for_files
+from tests.services.service_child import SERVICE_CHILD
 
 # The store fixture (both timelines), fault reset and row builders of the compaction tests.
 from tests.services.test_compaction import _no_faults, keys, row  # noqa: F401
 from tests.table.model import DAYS, SCHEMA, TableModel, table_rows, to_arrow
 from tests.table.workers import WORKERS_PY, check_files_on_disk, data_files_on_disk
 
-CHILD = Path(__file__).with_name("cleaning_child.py")
 HEARTBEAT = {"heartbeat.interval-ms": 100, "heartbeat.tolerable-misses": 1}
 COLUMNS = SCHEMA.names
+
+CLEAN_RETAIN_1 = {"retain": 1, "dry_run": False}  # the child's clean: ``t.services.clean(**...)``
 
 
 def make_table(tmp: Path, timeline: str | None = None, table_type: str = "mor", **props: Any) -> Table:
@@ -339,7 +341,8 @@ def test_killed_mid_delete_is_finished_by_the_next_run(tmp_path: Path, timeline:
     history(t, model)
     expected = set(t.services.clean(retain=1, dry_run=True).stats["files"])
     assert len(expected) > 1
-    rc, out, err = run_script(CHILD, [t.path, timeline, 1], faults="clean.mid_delete=crash")
+    rc, out, err = run_script(SERVICE_CHILD, [t.path, timeline, "clean", CLEAN_RETAIN_1],
+                              faults="clean.mid_delete=crash")
     assert rc == CRASH_EXIT_CODE, f"the clean did not die mid-delete: rc={rc}\n{out}\n{err[-3000:]}"
     [pending] = t.timeline.pending()
     assert pending.action == "clean" and len(expected & data_files_on_disk(t)) == len(expected) - 1

@@ -31,11 +31,11 @@ from lakeline.timeline.faults import CRASH_EXIT_CODE
 from lakeline.timeline.markers import list_markers
 
 from tests.helpers import run_script
+from tests.services.service_child import SERVICE_CHILD
 from tests.services.test_compaction import _no_faults, check, keys, row  # noqa: F401 (fixtures)
 from tests.table.model import DAYS, SCHEMA, TableModel, table_rows, to_arrow
 from tests.table.workers import check_files_on_disk
 
-CHILD = Path(__file__).with_name("clustering_child.py")
 HEARTBEAT = {"heartbeat.interval-ms": 100, "heartbeat.tolerable-misses": 1}
 TARGET = 32 * 1024  # about 2,000 rows of SCHEMA; an insert of 400 rows per partition is small
 COLUMNS = SCHEMA.names
@@ -363,7 +363,8 @@ def test_killed_clustering_is_finished_by_the_next_run(tmp_path: Path, point: st
     indexes_for(t, "mor")
     model = TableModel()
     small_files(t, model, "mor", batches=4)
-    rc, out, err = run_script(CHILD, [t.path, None, ["v", "id"], "zorder"], faults=f"{point}=crash")
+    rc, out, err = run_script(SERVICE_CHILD, [t.path, None, "cluster", {"sort_by": ["v", "id"], "strategy": "zorder"}],
+                              faults=f"{point}=crash")
     assert rc == CRASH_EXIT_CODE, f"the clustering did not die at {point}: rc={rc}\n{out}\n{err[-3000:]}"
     [pending] = t.timeline.pending()
     assert pending.action == "replacecommit" and pending.plan["service"] == "clustering"

@@ -25,10 +25,10 @@ from lakeline.timeline.faults import CRASH_EXIT_CODE
 from lakeline.timeline.markers import list_markers
 
 from tests.helpers import run_script
+from tests.services.service_child import SERVICE_CHILD
 from tests.table.model import DAYS, SCHEMA, TableModel, table_rows, to_arrow
 from tests.table.workers import check_files_on_disk
 
-CHILD = Path(__file__).with_name("compaction_child.py")
 HEARTBEAT = {"heartbeat.interval-ms": 100, "heartbeat.tolerable-misses": 1}
 COLUMNS = SCHEMA.names
 
@@ -242,7 +242,7 @@ def test_killed_compaction_is_finished_by_the_next_run(tmp_path: Path, point: st
     t.indexes.create("column_stats")
     model = TableModel()
     seeded(t, model)
-    rc, out, err = run_script(CHILD, [t.path, None], faults=f"{point}=crash")
+    rc, out, err = run_script(SERVICE_CHILD, [t.path, None, "compact", {}], faults=f"{point}=crash")
     assert rc == CRASH_EXIT_CODE, f"the compaction did not die at {point}: rc={rc}\n{out}\n{err[-3000:]}"
     [pending] = t.timeline.pending()
     assert pending.action == "compaction"

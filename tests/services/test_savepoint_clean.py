@@ -25,8 +25,9 @@ from lakeline.timeline.errors import SavepointConflictError, SnapshotExpiredErro
 from lakeline.timeline.faults import CRASH_EXIT_CODE
 
 from tests.helpers import finish, run_script, start_script, wait_for_files
+from tests.services.service_child import SERVICE_CHILD
 from tests.services.test_cleaning import (
-    CHILD,
+    CLEAN_RETAIN_1,
     COLUMNS,
     data_ids,
     history,
@@ -86,7 +87,7 @@ def test_savepoint_from_another_process_during_the_deletes(tmp_path: Path, timel
     t, old, old_rows = prepared(tmp_path, timeline)
     fault_dir = tmp_path / "faults"
     fault_dir.mkdir()
-    proc = start_script(CHILD, [t.path, timeline, 1], faults="clean.mid_delete=wait",
+    proc = start_script(SERVICE_CHILD, [t.path, timeline, "clean", CLEAN_RETAIN_1], faults="clean.mid_delete=wait",
                         env={"LAKELINE_FAULT_DIR": str(fault_dir)})
     try:
         wait_for_files([fault_dir / "clean.mid_delete.reached"])
@@ -124,7 +125,8 @@ def test_a_crashed_clean_keeps_refusing_until_it_is_finished(tmp_path: Path, tim
     is refused until the clean is run again (and then that snapshot is gone)."""
     t, old, _ = prepared(tmp_path, timeline)
     latest = data_ids(t)[-1]
-    rc, out, err = run_script(CHILD, [t.path, timeline, 1], faults="clean.mid_delete=crash")
+    rc, out, err = run_script(SERVICE_CHILD, [t.path, timeline, "clean", CLEAN_RETAIN_1],
+                              faults="clean.mid_delete=crash")
     assert rc == CRASH_EXIT_CODE, err[-3000:]
     with pytest.raises(SavepointConflictError):
         t.services.savepoint(old)
