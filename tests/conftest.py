@@ -11,6 +11,7 @@ a CI run that silently skipped the PostgreSQL backend would prove nothing about 
 for a new table (a new folder for the filesystem, a new table uuid for PostgreSQL).
 ``timeline`` runs a test once per backend of a table's timeline: None for the
 filesystem store, else the PostgreSQL URL (what ``Table.create(..., timeline=)`` takes).
+``no_faults`` disarms every fault point around a test, for the modules that ask for it.
 Tests that use PostgreSQL are marked ``postgres`` automatically.
 """
 
@@ -97,6 +98,17 @@ def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[St
 def timeline(request: pytest.FixtureRequest) -> str | None:
     """None for the filesystem store, else the URL of the test PostgreSQL server."""
     return request.getfixturevalue("pg_url") if request.param == "postgresql" else None
+
+
+@pytest.fixture
+def no_faults() -> Iterator[None]:
+    """No fault point armed in this process before or after the test, whatever the last
+    test left armed. A module opts in with ``pytestmark = pytest.mark.usefixtures("no_faults")``."""
+    from lakeline.timeline import faults
+
+    faults.disarm_all()
+    yield
+    faults.disarm_all()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -22,7 +22,6 @@ import pytest
 from click.testing import CliRunner
 from lakeline.cli.main import cli
 from lakeline.table import Table
-from lakeline.timeline import faults
 from lakeline.timeline.archive import EventArchive
 from lakeline.timeline.errors import InvalidPropertyError
 from lakeline.timeline.faults import CRASH_EXIT_CODE
@@ -36,11 +35,7 @@ BOUNDS = {"archive.min-active-instants": 4, "archive.max-active-instants": 8}
 COLUMNS = SCHEMA.names
 
 
-@pytest.fixture(autouse=True)
-def _no_faults() -> Any:  # ``timeline`` (both stores) comes from conftest.py
-    faults.disarm_all()
-    yield
-    faults.disarm_all()
+pytestmark = pytest.mark.usefixtures("no_faults")  # no fault point armed before or after a test
 
 
 def make_table(tmp: Path, timeline: str | None, table_type: str = "mor", **props: Any) -> Table:

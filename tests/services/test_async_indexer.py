@@ -30,11 +30,7 @@ HEARTBEAT = {"heartbeat.interval-ms": 100, "heartbeat.tolerable-misses": 1}
 EXPIRY_S = 0.1 * (1 + 1)
 
 
-@pytest.fixture(autouse=True)
-def _disarm() -> Any:
-    faults.disarm_all()
-    yield
-    faults.disarm_all()
+pytestmark = pytest.mark.usefixtures("no_faults")  # no fault point armed before or after a test
 
 
 def rows(ids: range | list[int], ts: int = 1) -> pa.Table:

@@ -37,9 +37,11 @@ from tests.helpers import finish, run_script, start_script, wait_for_files
 from tests.services.service_child import SERVICE_CHILD
 
 # The store fixture (both timelines), fault reset and row builders of the compaction tests.
-from tests.services.test_compaction import _no_faults, keys, row  # noqa: F401
+from tests.services.test_compaction import keys, row  # noqa: F401
 from tests.table.model import DAYS, SCHEMA, TableModel, table_rows, to_arrow
 from tests.table.workers import WORKERS_PY, check_files_on_disk, data_files_on_disk
+
+pytestmark = pytest.mark.usefixtures("no_faults")  # no fault point armed before or after a test
 
 HEARTBEAT = {"heartbeat.interval-ms": 100, "heartbeat.tolerable-misses": 1}
 COLUMNS = SCHEMA.names

@@ -32,9 +32,11 @@ from lakeline.timeline.markers import list_markers
 
 from tests.helpers import run_script
 from tests.services.service_child import SERVICE_CHILD
-from tests.services.test_compaction import _no_faults, check, keys, row  # noqa: F401 (fixtures)
+from tests.services.test_compaction import check, keys, row  # noqa: F401 (fixtures)
 from tests.table.model import DAYS, SCHEMA, TableModel, table_rows, to_arrow
 from tests.table.workers import check_files_on_disk
+
+pytestmark = pytest.mark.usefixtures("no_faults")  # no fault point armed before or after a test
 
 HEARTBEAT = {"heartbeat.interval-ms": 100, "heartbeat.tolerable-misses": 1}
 TARGET = 32 * 1024  # about 2,000 rows of SCHEMA; an insert of 400 rows per partition is small

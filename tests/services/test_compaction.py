@@ -33,11 +33,7 @@ HEARTBEAT = {"heartbeat.interval-ms": 100, "heartbeat.tolerable-misses": 1}
 COLUMNS = SCHEMA.names
 
 
-@pytest.fixture(autouse=True)
-def _no_faults() -> Any:
-    faults.disarm_all()
-    yield
-    faults.disarm_all()
+pytestmark = pytest.mark.usefixtures("no_faults")  # no fault point armed before or after a test
 
 
 def make_table(tmp: Path, timeline: str | None = None, table_type: str = "mor", **props: Any) -> Table:

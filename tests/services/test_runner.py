@@ -15,7 +15,6 @@ import time
 import tomllib
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +35,7 @@ SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.string())])
 PROPS = {"compaction.delta-commits": 2, "heartbeat.interval-ms": 200, "engine.parallelism": 1}
 
 
-@pytest.fixture(autouse=True)
-def _no_faults() -> Iterator[None]:
-    faults.disarm_all()
-    yield
-    faults.disarm_all()
+pytestmark = pytest.mark.usefixtures("no_faults")  # no fault point armed before or after a test
 
 
 def mor_table(path: Path, commits: int, timeline: str | None = None, **props: Any) -> Table:

@@ -34,9 +34,10 @@ from tests.services.test_cleaning import (
     make_table,
     snapshot_files,
 )
-from tests.services.test_compaction import _no_faults  # noqa: F401
 from tests.table.model import TableModel, table_rows
 from tests.table.workers import check_files_on_disk
+
+pytestmark = pytest.mark.usefixtures("no_faults")  # no fault point armed before or after a test
 
 
 def prepared(tmp_path: Path, timeline: str | None) -> tuple[Table, int, list[Any]]:

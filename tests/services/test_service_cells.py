@@ -13,7 +13,7 @@ docs/concurrency.md links each cell here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +26,7 @@ from lakeline.timeline import faults
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string()), ("day", pa.string())])
 
 
-@pytest.fixture(autouse=True)
-def _disarm() -> Iterator[None]:
-    faults.disarm_all()
-    yield
-    faults.disarm_all()
+pytestmark = pytest.mark.usefixtures("no_faults")  # no fault point armed before or after a test
 
 
 def _rows(ids: list[int], v: str, day: str = "d1") -> pa.Table:

@@ -22,11 +22,7 @@ from lakeline.timeline import faults
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
 
 
-@pytest.fixture(autouse=True)
-def _disarm() -> None:
-    faults.disarm_all()
-    yield
-    faults.disarm_all()
+pytestmark = pytest.mark.usefixtures("no_faults")  # no fault point armed before or after a test
 
 
 def rows(t: Table) -> dict[int, str]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,11 +48,7 @@ EXPIRY_S = 0.1 * (1 + 1)
 SEED = {i: "seed" for i in range(10)}
 
 
-@pytest.fixture(autouse=True)
-def _disarm() -> Iterator[None]:
-    faults.disarm_all()
-    yield
-    faults.disarm_all()
+pytestmark = pytest.mark.usefixtures("no_faults")  # no fault point armed before or after a test
 
 
 def make_table(tmp: Path, timeline: str | None, table_type: str = "mor") -> Table:

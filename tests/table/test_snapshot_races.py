@@ -11,7 +11,6 @@ Each is driven here deterministically.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import lakeline.table.scan as scan_module
@@ -27,11 +26,7 @@ PROPS = {"engine.parallelism": 1, "heartbeat.interval-ms": 50, "heartbeat.tolera
          "clean.orphan-age-ms": 0}
 
 
-@pytest.fixture(autouse=True)
-def _disarm() -> Iterator[None]:
-    faults.disarm_all()
-    yield
-    faults.disarm_all()
+pytestmark = pytest.mark.usefixtures("no_faults")  # no fault point armed before or after a test
 
 
 def make(tmp_path: Path, table_type: str) -> str:
