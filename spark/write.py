@@ -58,7 +58,7 @@ from ..timeline.errors import SchemaMismatchError, UnsupportedOperationError
 from ..timeline.instant import Action
 from ..timeline.markers import reconcile_markers
 from ..timeline.staging_folders import OwnerBeat
-from ..timeline.table_config import TableConfig
+from ..timeline.table_config import TableConfig, refuse_duplicates
 from .engine import SparkEngine
 from .errors import reraise_typed
 from .staging import STAGED_SCHEMA, Staging, split_input
@@ -141,9 +141,7 @@ def _check_columns(df: DataFrame, cfg: TableConfig, operation: str) -> None:
     """Column names checked on the driver, from the DataFrame's schema alone (types and
     values are checked by the planning tasks, with the local rules)."""
     names = set(df.columns)
-    twice = sorted({c for c in df.columns if df.columns.count(c) > 1})
-    if twice:
-        raise SchemaMismatchError(f"columns {twice} appear more than once in the input")
+    refuse_duplicates(list(df.columns), "the input")
     if operation == "delete":
         missing = [k for k in cfg.record_key if k not in names]
         if missing:

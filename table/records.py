@@ -24,7 +24,7 @@ from ..timeline.errors import (
     UnknownColumnError,
 )
 from ..timeline.file_group import MAX_FOLDER_BYTES, partition_path
-from ..timeline.table_config import INTERNAL_PREFIX, TableConfig, check_column_names
+from ..timeline.table_config import INTERNAL_PREFIX, TableConfig, check_column_names, refuse_duplicates
 
 # Column names lakeline adds to user rows. The ones on disk in log files (``_op``,
 # ``_seq``, ``_base_pos``) are reserved (table_config.RESERVED_COLUMNS); the ones only
@@ -57,10 +57,7 @@ def to_arrow_table(data: Any) -> pa.Table:
             column would be the table's?).
     """
     table = _as_table(data)
-    names = table.column_names
-    if len(set(names)) != len(names):
-        dup = sorted({n for n in names if names.count(n) > 1})
-        raise SchemaMismatchError(f"data has duplicate column names {dup!r}: {names!r}")
+    refuse_duplicates(table.column_names, "data")
     return table
 
 

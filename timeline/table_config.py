@@ -42,6 +42,17 @@ RESERVED_COLUMNS = ("_op", "_seq", "_pos", "_base_pos")
 INTERNAL_PREFIX = "__lakeline_"
 
 
+def refuse_duplicates(names: list[str], what: str) -> None:
+    """Refuse column names that appear twice (which column would be the table's?).
+
+    Raises:
+        SchemaMismatchError: naming the duplicates.
+    """
+    dup = sorted(n for n, count in Counter(names).items() if count > 1)
+    if dup:
+        raise SchemaMismatchError(f"{what} has duplicate column names {dup!r} (each appears more than once): {names!r}")
+
+
 def check_column_names(names: list[str], what: str = "schema") -> None:
     """Refuse column names a table cannot hold, before anything is written.
 
@@ -54,9 +65,7 @@ def check_column_names(names: list[str], what: str = "schema") -> None:
     bad = [n for n in names if not isinstance(n, str)]
     if bad:
         raise SchemaMismatchError(f"{what} has column names that are not strings: {bad!r}")
-    dup = sorted(n for n, count in Counter(names).items() if count > 1)
-    if dup:
-        raise SchemaMismatchError(f"{what} has duplicate column names {dup!r}: {names!r}")
+    refuse_duplicates(names, what)
     reserved = [n for n in names if n in RESERVED_COLUMNS or n.startswith(INTERNAL_PREFIX)]
     if reserved:
         raise ReservedColumnError(

@@ -11,9 +11,6 @@ D14c, D16, D17b, D5j of the bad-input audit of 2026-11-25) are here as tests.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,29 +22,14 @@ from lakeline.table import changes as changes_module
 from lakeline.timeline.file_group import LITERAL_NULL_NAME, NULL_PARTITION, partition_path, partition_values
 from lakeline.timeline.table_config import INTERNAL_PREFIX, RESERVED_COLUMNS
 
+from tests.table.test_inputs import disk_files, nothing_written
+
 LIT = NULL_PARTITION  # the string value that spells the null folder's name
 S = pa.schema([("id", pa.int64()), ("day", pa.string()), ("v", pa.int64())])
 
 
 def rows_of(t: Table, **kw: Any) -> list[dict[str, Any]]:
     return sorted(t.to_arrow(**kw).to_pylist(), key=lambda r: (r["id"], str(r["day"])))
-
-
-def disk_files(path: Path) -> dict[str, int]:
-    out = {}
-    for root, _, names in os.walk(path):
-        for n in names:
-            p = os.path.join(root, n)
-            out[os.path.relpath(p, path)] = os.path.getsize(p)
-    return out
-
-
-@contextmanager
-def nothing_written(t: Table, path: Path) -> Iterator[None]:
-    seq, files = t.timeline.last_seq, disk_files(path)
-    yield
-    assert t.timeline.last_seq == seq, "a refused call appended events"
-    assert disk_files(path) == files, "a refused call changed files on disk"
 
 
 @pytest.fixture(params=["cow", "mor"])
