@@ -109,7 +109,7 @@ def run(rows: int, seconds: float, rounds: int = 5) -> dict[str, Any]:
     build see the same files and the same load), and the median over rounds is
     reported for each index.
     """
-    from lakeline.timeline import metrics
+    from lakeline.timeline.diagnostics import metrics
 
     root = Path(tempfile.mkdtemp(prefix="lakeline-async-index-"))
     try:

@@ -74,7 +74,7 @@ def run(commits: int, files: int, repeat: int) -> dict[str, Any]:
     """Build, measure with and without checkpoints; the smoke test calls this small."""
     from lakeline.indexes.files_index import FILES
     from lakeline.indexes.metadata_table import MetadataTable
-    from lakeline.timeline.storage import Storage
+    from lakeline.timeline.storage.filesystem import Storage
 
     root = Path(tempfile.mkdtemp(prefix="lakeline-open-bench-"))
     try:

@@ -27,9 +27,9 @@ from typing import Any
 
 from lakeline.timeline.instant import Action, State
 from lakeline.timeline.log import EventLog
-from lakeline.timeline.storage import Storage
-from lakeline.timeline.stores import open_store
-from lakeline.timeline.stores.protocol import TimelineStore
+from lakeline.timeline.storage.event_log import open_store
+from lakeline.timeline.storage.event_log.protocol import TimelineStore
+from lakeline.timeline.storage.filesystem import Storage
 from rich.console import Console
 from rich.progress import (
     BarColumn,

@@ -18,8 +18,8 @@ from typing import Any
 import click
 import pyarrow as pa
 
+from ..timeline.diagnostics.redact import redact
 from ..timeline.errors import LakelineError
-from ..timeline.redact import redact
 from .create_cmd import create
 from .demo import demo
 from .index_cmds import index

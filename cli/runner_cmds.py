@@ -30,7 +30,7 @@ import click
 from rich.markup import escape
 from rich.table import Table as RichTable
 
-from ..timeline.redact import RedactingFormatter
+from ..timeline.diagnostics.redact import RedactingFormatter
 from .options import json_option
 from .render import console, print_json
 

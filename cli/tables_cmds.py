@@ -19,7 +19,7 @@ from rich.table import Table as RichTable
 
 from ..table import Catalog
 from ..table.catalog import CatalogTable
-from ..timeline.redact import redact
+from ..timeline.diagnostics.redact import redact
 from .options import json_option
 from .render import console, fmt_time, print_json
 

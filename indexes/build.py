@@ -15,14 +15,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..timeline import faults
 from ..timeline.commit_metadata import CommitMetadata, file_paths
-from ..timeline.data_reads import DAMAGED, unreadable
+from ..timeline.diagnostics import faults
 from ..timeline.errors import IndexBuildError, SnapshotExpiredError
-from ..timeline.file_group import DataFile
-from ..timeline.fs_view import FileSystemView
-from ..timeline.storage import Storage
+from ..timeline.storage.data_reads import DAMAGED, unreadable
+from ..timeline.storage.filesystem import Storage
 from ..timeline.timeline import Timeline
+from ..timeline.view.file_group import DataFile
+from ..timeline.view.fs_view import FileSystemView
 from .entries import (
     EntriesTask,
     IndexTarget,

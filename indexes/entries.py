@@ -23,9 +23,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..timeline.data_reads import reading
 from ..timeline.errors import InvalidIndexError, InvalidIndexOptionsError
-from ..timeline.storage import Storage
+from ..timeline.storage.data_reads import reading
+from ..timeline.storage.filesystem import Storage
 from ..timeline.timeline import Timeline
 from .bloom import BLOOM_SCHEMA, DEFAULT_FPP, FileBloom
 from .column_stats import STATS_SCHEMA, file_stats

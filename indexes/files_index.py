@@ -28,10 +28,10 @@ from typing import Any
 import pyarrow as pa
 
 from ..timeline.errors import MetadataTableError
-from ..timeline.file_group import DataFile, FileSlice
-from ..timeline.fs_view import FileSystemView
-from ..timeline.storage import Storage
+from ..timeline.storage.filesystem import Storage
 from ..timeline.timeline import Timeline
+from ..timeline.view.file_group import DataFile, FileSlice
+from ..timeline.view.fs_view import FileSystemView
 from .metadata_table import MetadataTable
 from .states import FILES
 

@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 from ..timeline.errors import MetadataTableError
 from ..timeline.instant import State
 from ..timeline.markers import write_marker
-from ..timeline.storage import META_DIR, Storage
+from ..timeline.storage.filesystem import META_DIR, Storage
 from ..timeline.timeline import Timeline
 
 #: The column every stored entry carries: the data instant that caused it.

@@ -24,12 +24,12 @@ from collections.abc import Callable, Collection, Sequence
 import pyarrow as pa
 
 from ..config import TableProperties
-from ..timeline import faults
 from ..timeline.commit_metadata import CommitMetadata
+from ..timeline.diagnostics import faults
 from ..timeline.errors import InvalidIndexError, LakelineError
-from ..timeline.fs_view import FileSystemView
-from ..timeline.storage import Storage
+from ..timeline.storage.filesystem import Storage
 from ..timeline.timeline import Timeline
+from ..timeline.view.fs_view import FileSystemView
 from .entries import (
     EntriesTask,
     IndexTarget,

@@ -28,9 +28,9 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
 from ..timeline.errors import InvalidIndexError
-from ..timeline.file_group import FileSlice
-from ..timeline.storage import Storage
+from ..timeline.storage.filesystem import Storage
 from ..timeline.timeline import Timeline
+from ..timeline.view.file_group import FileSlice
 from .bloom import FileBloom, key_hashes
 from .column_stats import guarantees
 from .entries import resolve

@@ -42,8 +42,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..timeline import faults
 from ..timeline.archive import EventArchive
+from ..timeline.diagnostics import faults
 from ..timeline.errors import (
     InvalidPropertyError,
     ServiceAbortedError,

@@ -23,12 +23,12 @@ slice they are read with), so nothing needs a replay per snapshot.
 "orphan_age_ms", "snapshot_seq", "files": {partition: [path]}, "reasons": {path:
 "expired"|"orphan"|"rolled_back"}, "index_files": [path]}``. Candidates come from
 listing the table's own tree (``.lakeline/``, symbolic links and nested tables' folders
-excluded: :mod:`lakeline.timeline.ownership`), so files of rolled-back instants and
+excluded: :mod:`lakeline.timeline.storage.ownership`), so files of rolled-back instants and
 orphans (written by an instant that completed without them, e.g. a retried attempt) are
 found too; a file the timeline does not name is deleted only when its name carries this
 table's tag (docs/safety.md). ``index_files`` are leftovers of dropped indexes in the
 metadata table; ``staging`` the write ids of dead Spark writes' staging folders
-(:mod:`lakeline.timeline.staging_folders`), removed by execute only if still dead.
+(:mod:`lakeline.timeline.storage.staging_folders`), removed by execute only if still dead.
 *Execute* re-reads the timeline and skips every file that became
 protected meanwhile (a savepoint made after the plan, a new pending plan), deletes
 the rest (a missing file is fine: a re-run after a crash finds some gone) with the
@@ -55,12 +55,10 @@ import pyarrow.fs as pafs
 from ..indexes.metadata_table import MetadataTable
 from ..indexes.states import FILES, index_states, partition_of
 from ..table.rollback import remove_dead_staging
-from ..timeline import faults
 from ..timeline.commit_metadata import CommitMetadata, file_paths
+from ..timeline.diagnostics import faults
 from ..timeline.errors import InvalidPropertyError
-from ..timeline.file_group import FileSlice, parse_data_file_name, table_tag
 from ..timeline.instant import Action, Instant, State
-from ..timeline.ownership import is_own_orphan, walk_files
 from ..timeline.plans import (
     CleanPlan,
     ClusteringPlan,
@@ -73,9 +71,11 @@ from ..timeline.retention import (
     last_retain_seq as last_retain_seq,  # re-exported: the cleaner's retain point
 )
 from ..timeline.retention import pinned_seqs
-from ..timeline.staging_folders import Rules, dead_writes
-from ..timeline.storage import Storage
+from ..timeline.storage.filesystem import Storage
+from ..timeline.storage.ownership import is_own_orphan, walk_files
+from ..timeline.storage.staging_folders import Rules, dead_writes
 from ..timeline.timeline import Timeline
+from ..timeline.view.file_group import FileSlice, parse_data_file_name, table_tag
 from .plugin import Progress, TableService
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ As docs/services.md ("Clustering") describes it (issue 6, point 2):
   plan was made is included), read merged, sorted, written as new file groups cut at
   the target size, behind markers.
 * *Complete*: index entries for every index building or ready, through the writers'
-  own completion (the commit protocol, :mod:`lakeline.table.commit`), then the
+  own completion (the commit protocol, :mod:`lakeline.table.write.commit`), then the
   ``completed`` event with ``replaced`` naming the input groups, checked against the
   exact log it lands on: if any instant completed after the ``requested`` event wrote
   into or replaced an input group, the service aborts (writes beat services:
@@ -48,16 +48,16 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from ..table.files import FileWrite, write_file
-from ..table.group_tasks import WriteSettings, rel_path
-from ..table.scan import SliceRead, read_slice
+from ..table.read.scan import SliceRead, read_slice
+from ..table.write.group_tasks import WriteSettings, rel_path
 from ..table.zorder import STRATEGIES, sort_rows
 from ..timeline.commit_metadata import CommitMetadata, WriteStat
 from ..timeline.conflicts import find_input_conflict
 from ..timeline.errors import InvalidPropertyError, UnknownColumnError
-from ..timeline.file_group import FileSlice, data_file_name, new_file_group_id
 from ..timeline.instant import Action, Instant
 from ..timeline.plans import ClusteringGroup, ClusteringPlan, service_of
 from ..timeline.timeline import Timeline
+from ..timeline.view.file_group import FileSlice, data_file_name, new_file_group_id
 from .plugin import Progress, map_in_batches
 from .rewrite import Group, RewriteService, planned_groups
 

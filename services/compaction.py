@@ -16,7 +16,7 @@ As docs/services.md ("Compaction") describes it:
   is read merged and written as a base of the same group through the engine
   (:mod:`lakeline.services.compaction`), behind markers.
 * *Complete*: entries for every index building or ready (the writers' own completion,
-  the commit protocol, :mod:`lakeline.table.commit`), then the ``completed`` event,
+  the commit protocol, :mod:`lakeline.table.write.commit`), then the ``completed`` event,
   carrying commit metadata in the writers' shape, with a check against the exact log it
   lands on: if a clustering or overwrite replaced one of the groups (or a base landed
   in one) after the ``requested`` event, the service aborts (writes beat services) and
@@ -33,14 +33,14 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import TableProperties
 from ..table.files import FileWrite, write_file
-from ..table.group_tasks import WriteSettings, rel_path
-from ..table.scan import SliceRead, read_slice
+from ..table.read.scan import SliceRead, read_slice
+from ..table.write.group_tasks import WriteSettings, rel_path
 from ..timeline.commit_metadata import CommitMetadata, WriteStat
 from ..timeline.errors import InvalidPropertyError
-from ..timeline.file_group import FileSlice, data_file_name
 from ..timeline.instant import Action, Instant
 from ..timeline.plans import CompactionGroup, CompactionPlan
 from ..timeline.timeline import Timeline
+from ..timeline.view.file_group import FileSlice, data_file_name
 from .plugin import Progress, map_in_batches
 from .rewrite import Group, RewriteService, plan_groups, planned_groups
 

@@ -7,7 +7,7 @@ As docs/indexes.md ("Lifecycle") describes it (after Hudi RFC-45, fixed where Hu
    bulk, everything after it is caught up. From that event on the index is
    ``building``, and every writer that completes after it writes the index's entries:
    writers read the index states from the timeline they complete on, never from their
-   configuration (:meth:`lakeline.table.commit.Commit.complete`), so no writer
+   configuration (:meth:`lakeline.table.write.commit.Commit.complete`), so no writer
    inflight at schedule time can slip through unindexed and the indexer never waits
    for writers.
 2. *Build* (no lock): entries for every live base file of the snapshot at the base,
@@ -60,7 +60,7 @@ from ..indexes.states import (
     dropped_partition,
     partition_of,
 )
-from ..timeline import faults
+from ..timeline.diagnostics import faults
 from ..timeline.errors import (
     IndexBuildError,
     IndexExistsError,

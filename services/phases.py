@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ..timeline import faults, metrics
+from ..timeline.diagnostics import faults, metrics
 from ..timeline.errors import (
     InvalidTransitionError,
     ServiceAbortedError,

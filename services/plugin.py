@@ -16,7 +16,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from ..timeline import faults
+from ..timeline.diagnostics import faults
 from ..timeline.errors import StaleAttemptError
 from ..timeline.instant import Action, Instant, State
 from ..timeline.plans import Plan, service_of

@@ -2,7 +2,7 @@
 
 Both plan a set of file groups, write new data files for them through the engine behind
 markers, and complete like a writer: index entries for every index building or ready
-(the commit protocol, :mod:`lakeline.table.commit`), then the ``completed`` event with a
+(the commit protocol, :mod:`lakeline.table.write.commit`), then the ``completed`` event with a
 check against the exact log it lands on, which is where each applies its own conflict
 rule (writes beat services: a service whose inputs changed aborts). Re-running an
 interrupted execution writes fresh files under new names; the dead attempt's files,
@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..table.commit import Commit
 from ..table.rollback import delete_instant_files
-from ..timeline import faults
+from ..table.write.commit import Commit
 from ..timeline.commit_metadata import CommitMetadata
+from ..timeline.diagnostics import faults
 from ..timeline.errors import ServiceAbortedError, ServiceBusyError
 from ..timeline.instant import Action, Instant, State
 from ..timeline.markers import list_markers
@@ -88,7 +88,7 @@ class RewriteService(TableService):
         self._earlier[instant.id] = list_markers(table.storage, instant.id)
 
     def complete(self, table: Table, instant: Instant, metadata: dict[str, Any]) -> Instant:
-        """Complete through the commit protocol (:mod:`lakeline.table.commit`: index
+        """Complete through the commit protocol (:mod:`lakeline.table.write.commit`: index
         entries for the new files, then ``completed``), with this service's conflict rule
         as the completion rule: a stale attempt is refused, and an instant whose inputs
         changed gives up (:class:`ServiceAbortedError`)."""

@@ -11,7 +11,7 @@ instant whose heartbeat expired); every step is idempotent. A marker that names
 anything but a file of its instant is skipped and listed under ``refused``.
 
 The plan also lists the staging folders of dead Spark writes (``staging``; the rules
-are :mod:`lakeline.timeline.staging_folders`'): a write killed mid-way, before or after
+are :mod:`lakeline.timeline.storage.staging_folders`'): a write killed mid-way, before or after
 its instant began. Execute ends the failed writes first, then judges each listed
 folder again and removes it only if its write is still dead, so a write that was only
 slow keeps its staged input. Cleaning plans and removes them the same way.
@@ -22,11 +22,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..table.rollback import delete_files_of, end_instant, expired_writers, remove_dead_staging
-from ..timeline import faults
+from ..timeline.diagnostics import faults
 from ..timeline.instant import Action, Instant, State
 from ..timeline.markers import delete_markers, instants_with_markers
 from ..timeline.plans import RollbackPlan
-from ..timeline.staging_folders import Rules, dead_writes
+from ..timeline.storage.staging_folders import Rules, dead_writes
 from ..timeline.timeline import Timeline
 from .plugin import Progress, TableService
 

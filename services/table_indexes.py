@@ -38,8 +38,8 @@ from ..timeline.errors import (
     LakelineError,
     LockTimeoutError,
 )
-from ..timeline.fs_view import FileSystemView
 from ..timeline.plans import OP_CREATE, OP_DROP, IndexCreatePlan
+from ..timeline.view.fs_view import FileSystemView
 from .indexing import IndexingService
 from .phases import execute, schedule
 from .plugin import Progress

@@ -23,12 +23,12 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
 from ..table.files import FileRead, read_snapshot_file, with_columns_of
-from ..table.records import check_columns
-from ..table.scan import SliceRead, read_slice
+from ..table.read.scan import SliceRead, read_slice
 from ..table.table import Table
+from ..table.write.records import check_columns
 from ..timeline.errors import InvalidFilterError, SnapshotExpiredError, UnknownColumnError
-from ..timeline.file_group import FileSlice
-from ..timeline.storage import Storage
+from ..timeline.storage.filesystem import Storage
+from ..timeline.view.file_group import FileSlice
 from .filters import to_arrow_filter
 from .types import spark_readable, to_spark_schema
 

@@ -18,7 +18,7 @@ than ``commit``, and nothing beats for the write): a folder left by a killed
 application goes when rollback or cleaning finds its newest file older than
 ``clean.orphan-age-ms``. ``commit`` owns it (an owner file it beats) while it runs, so
 a commit killed midway leaves a folder removed once that beat is stale
-(:mod:`lakeline.timeline.staging_folders`).
+(:mod:`lakeline.timeline.storage.staging_folders`).
 
 For large DataFrames prefer :func:`lakeline.spark.write`, whose executors write the
 table's files themselves; here the commit reads the staged rows in one process.
@@ -37,8 +37,8 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from ..table.table import Table
 from ..timeline.errors import SchemaMismatchError, UnsupportedOperationError
-from ..timeline.staging_folders import OwnerBeat, folder_of
-from ..timeline.storage import Storage
+from ..timeline.storage.filesystem import Storage
+from ..timeline.storage.staging_folders import OwnerBeat, folder_of
 
 #: Operations of the ``operation`` option (``mode("overwrite")`` means overwrite).
 APPEND_OPERATIONS = ("insert", "upsert", "delete")

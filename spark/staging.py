@@ -7,7 +7,7 @@ the DataFrame's source is not repeatable. Storage every executor can reach is wh
 lakeline table needs anyway, since executors write its data files.
 
 The driver owns the folder while the write runs (an owner file it keeps beating, see
-:mod:`lakeline.timeline.staging_folders`) and removes it when the write ends. A driver
+:mod:`lakeline.timeline.storage.staging_folders`) and removes it when the write ends. A driver
 killed mid-write cannot: rollback and cleaning remove the folder once its owner has
 stopped beating and no instant it names is alive.
 """
@@ -26,8 +26,8 @@ import numpy as np
 import pyarrow as pa
 
 from ..indexes.bloom import key_hashes
-from ..timeline.staging_folders import folder_of
-from ..timeline.storage import Storage
+from ..timeline.storage.filesystem import Storage
+from ..timeline.storage.staging_folders import folder_of
 
 
 @dataclass(frozen=True)

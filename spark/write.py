@@ -1,9 +1,9 @@
 """Writes of Spark DataFrames: insert, upsert, delete (a DataFrame of keys) and overwrite.
 
 A DataFrame write is the local write distributed, not a second implementation: the
-same planners (:mod:`lakeline.table.operations`), file tasks
-(:mod:`lakeline.table.group_tasks`) and attempt loop with its commit protocol
-(:func:`lakeline.table.writer.run_attempts`) run; only their data parts move to
+same planners (:mod:`lakeline.table.write.operations`), file tasks
+(:mod:`lakeline.table.write.group_tasks`) and attempt loop with its commit protocol
+(:func:`lakeline.table.write.writer.run_attempts`) run; only their data parts move to
 executors (:mod:`.write_tasks`):
 
 1. **stage** (once per write): executors copy the DataFrame's rows into the write's
@@ -26,7 +26,7 @@ read from staging only when a concurrent commit makes the key check need them. T
 staging folder is removed when the write ends, whatever the outcome; while it runs the
 driver beats the folder's owner file (naming each attempt's instant once it begins), so
 if the driver dies, rollback or cleaning removes the folder once that beat and the
-instants' heartbeats are stale (:mod:`lakeline.timeline.staging_folders`).
+instants' heartbeats are stale (:mod:`lakeline.timeline.storage.staging_folders`).
 
 Copy-on-write writes from Spark start new file groups for new keys instead of filling
 small files (two tasks could fill the same one); clustering packs them.
@@ -42,22 +42,22 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from ..indexes.entries import Precomputed, index_job
-from ..table.commit import CompletionRule, write_rule
 from ..table.context import TableContext
 from ..table.engine import LocalEngine
 from ..table.files import Written
-from ..table.group_tasks import WriteSettings
 from ..table.hooks import Hooks, effective_hooks, run_after_commit
-from ..table.key_check import key_check
 from ..table.table import Table
-from ..table.writer import Rewritten, WriteResult, commit_metadata, entries_of, run_attempts
-from ..timeline import faults
+from ..table.write.commit import CompletionRule, write_rule
+from ..table.write.group_tasks import WriteSettings
+from ..table.write.key_check import key_check
+from ..table.write.writer import Rewritten, WriteResult, commit_metadata, entries_of, run_attempts
 from ..timeline.commit_metadata import CommitMetadata
 from ..timeline.conflicts import KeyCheck
+from ..timeline.diagnostics import faults
 from ..timeline.errors import SchemaMismatchError, UnsupportedOperationError
 from ..timeline.instant import Action
 from ..timeline.markers import reconcile_markers
-from ..timeline.staging_folders import OwnerBeat
+from ..timeline.storage.staging_folders import OwnerBeat
 from ..timeline.table_config import TableConfig, refuse_duplicates
 from .engine import SparkEngine
 from .errors import reraise_typed

@@ -35,15 +35,15 @@ import pyarrow as pa
 
 from ..table.context import TableContext
 from ..table.files import Written
-from ..table.group_tasks import LogTask, RewriteTask, WriteSettings, write_task
-from ..table.key_check import KeyClaims
-from ..table.operations import plan_delete, plan_insert, plan_overwrite, plan_upsert
-from ..table.plan import WritePlan
-from ..table.records import prepare_keys, prepare_rows
-from ..table.writer import Rewritten, new_file_chunks, new_file_task, write_plan_files
+from ..table.write.group_tasks import LogTask, RewriteTask, WriteSettings, write_task
+from ..table.write.key_check import KeyClaims
+from ..table.write.operations import plan_delete, plan_insert, plan_overwrite, plan_upsert
+from ..table.write.plan import WritePlan
+from ..table.write.records import prepare_keys, prepare_rows
+from ..table.write.writer import Rewritten, new_file_chunks, new_file_task, write_plan_files
 from ..timeline.errors import DriverGoneError
-from ..timeline.file_group import FileSlice, new_file_group_id
 from ..timeline.table_config import TableConfig
+from ..timeline.view.file_group import FileSlice, new_file_group_id
 from .staging import Staging, staged_rows
 
 # -- 2. plan -----------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ be able to hold writers or learn what it should not (issue 25):
   ``timeout``, whose socket is shut down when the time is up;
 * arguments are checked when the callback is made (:func:`check_callback_url` is the one
   URL check of both doors, ``http_post`` and the ``commit.callback-url`` property);
-* the URL is shown redacted (:func:`~lakeline.timeline.redact.redact`) in names, errors
+* the URL is shown redacted (:func:`~lakeline.timeline.diagnostics.redact.redact`) in names, errors
   and reprs, and header values are never shown.
 """
 
@@ -38,11 +38,11 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
+from ..timeline.diagnostics.redact import redact
 from ..timeline.errors import InvalidPropertyError
-from ..timeline.redact import redact
 
 if TYPE_CHECKING:
-    from .writer import WriteResult
+    from .write.writer import WriteResult
 
 #: Upper bounds of the arguments: a callback may hold its writer for at most
 #: ``(retries + 1) * timeout`` plus the backoff sleeps, so neither may be unbounded.

@@ -9,7 +9,7 @@ string names a whole set of tables, which is what the runner's ``[[catalogs]]`` 
 Why it is built this way:
 
 * The rules are the database's unique constraints (name, location, timeline), not checks
-  made before writing, so they hold between processes (:mod:`~lakeline.timeline.stores.
+  made before writing, so they hold between processes (:mod:`~lakeline.timeline.storage.event_log.
   postgresql_catalog`, the only module here that talks SQL).
 * Creating reserves the name and the location first, in a transaction that stays open
   while the table is created and commits with the table's uuid: of two creators of one
@@ -20,7 +20,7 @@ Why it is built this way:
 * Dropping removes only the name: the table stays where it is, openable by path
   (``Table.open(location, timeline=dsn)``) or adoptable again with
   :meth:`Catalog.register_table`. ``purge=True`` deletes its own files and timeline too,
-  and nothing else (:func:`lakeline.timeline.ownership.purge`).
+  and nothing else (:func:`lakeline.timeline.storage.ownership.purge`).
 
 psycopg is imported only when a catalog is constructed (``import lakeline.table`` stays light).
 """
@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from ..timeline.commit_metadata import file_paths
+from ..timeline.diagnostics.redact import redact
 from ..timeline.errors import (
     InvalidTableNameError,
     LakelineError,
@@ -46,19 +47,18 @@ from ..timeline.errors import (
     TableNotFoundError,
     TimelineConfigError,
 )
-from ..timeline.file_group import table_tag
-from ..timeline.ownership import purge as purge_files
-from ..timeline.redact import redact
-from ..timeline.storage import Storage
-from ..timeline.stores.pointer import pointer_path, read_pointer
+from ..timeline.storage.event_log.pointer import pointer_path, read_pointer
+from ..timeline.storage.filesystem import Storage
+from ..timeline.storage.ownership import purge as purge_files
 from ..timeline.table_config import TableConfig
+from ..timeline.view.file_group import table_tag
 from .hooks import property_hooks
 from .table import Table
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from ..timeline.stores.postgresql_catalog import CatalogRow, CatalogRows
+    from ..timeline.storage.event_log.postgresql_catalog import CatalogRow, CatalogRows
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ class Catalog:
         if not isinstance(dsn, str) or not dsn.startswith(("postgresql://", "postgres://")):
             # Most likely a DSN with a typo in its scheme, password and all: shown redacted.
             raise TimelineConfigError(f"a catalog needs a postgresql:// URL, not {redact(repr(dsn))}")
-        from ..timeline.stores.postgresql_catalog import CatalogRows  # psycopg: only now
+        from ..timeline.storage.event_log.postgresql_catalog import CatalogRows  # psycopg: only now
 
         self.dsn = dsn
         self.lock_timeout_s = lock_timeout_s
@@ -134,7 +134,7 @@ class Catalog:
         self.__init__(state["dsn"], state["lock_timeout_s"])  # type: ignore[misc]
 
     def __repr__(self) -> str:
-        from ..timeline.stores.postgresql import safe_dsn
+        from ..timeline.storage.event_log.postgresql import safe_dsn
 
         return f"Catalog({safe_dsn(self.dsn)!r})"
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..timeline.fs_view import FileSystemView
 from ..timeline.log import EventLog
-from ..timeline.storage import Storage
+from ..timeline.storage.filesystem import Storage
 from ..timeline.table_config import TableConfig
 from ..timeline.timeline import Timeline
+from ..timeline.view.fs_view import FileSystemView
 from .engine import Engine
 
 

@@ -18,11 +18,11 @@ import pyarrow.parquet as pq
 from ..indexes.entries import IndexJob, IndexTarget
 from ..indexes.hashing import ColumnHashes, min_max_values
 from ..timeline.commit_metadata import WriteStat
-from ..timeline.data_reads import check_log, reading
 from ..timeline.errors import InvalidTransitionError, SnapshotExpiredError
 from ..timeline.markers import marker_path, write_marker
-from ..timeline.storage import Storage
-from .records import OP, OP_DELETE, SEQ
+from ..timeline.storage.data_reads import check_log, reading
+from ..timeline.storage.filesystem import Storage
+from .write.records import OP, OP_DELETE, SEQ
 
 _JSON_KEY_TYPES = (int, str, float, bool)
 
@@ -186,7 +186,7 @@ def read_snapshot_file(task: FileRead) -> pa.Table:
         return read_file(task)
     except FileNotFoundError as e:
         # Only the caller's timeline can tell a clean from a deletion outside lakeline
-        # (lakeline.timeline.data_reads.missing_message): no guess here.
+        # (lakeline.timeline.storage.data_reads.missing_message): no guess here.
         raise SnapshotExpiredError(f"{task.rel_path} of the snapshot being read is missing") from e
 
 

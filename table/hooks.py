@@ -36,20 +36,20 @@ import pyarrow.compute as pc
 
 from ..config.table_properties import TableProperties
 from ..timeline.commit_metadata import CommitMetadata
+from ..timeline.diagnostics.redact import redact
 from ..timeline.errors import InvalidHookError, InvalidPropertyError, ValidationError
 from ..timeline.instant import Action, Event, State
 from ..timeline.log import now_us
-from ..timeline.redact import redact
 from ..timeline.timeline import Timeline
 from .callbacks import HttpPost, http_post
-from .changes import CHANGE_OP, changes
 from .context import TableContext
 from .engine import LocalEngine
-from .scan import Scan
+from .read.changes import CHANGE_OP, changes
+from .read.scan import Scan
 
 if TYPE_CHECKING:
     from .table import Table
-    from .writer import WriteResult
+    from .write.writer import WriteResult
 
 _log = logging.getLogger(__name__)
 

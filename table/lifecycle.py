@@ -1,11 +1,11 @@
 """Creating and opening a table's event log: the steps behind ``Table.create`` and
 ``Table.open``.
 
-Creating claims the location first (:func:`~lakeline.timeline.ownership.claim_location`:
+Creating claims the location first (:func:`~lakeline.timeline.storage.ownership.claim_location`:
 where a table may live, the pointer written whole or an abandoned one adopted), then
 appends the schema instant with a check that the log was empty, so of racing creators
 exactly one wins. Opening reads the pointer, refuses a timeline argument of the wrong
-kind and a copied PostgreSQL table (:func:`~lakeline.timeline.stores.pointer.check_identity`),
+kind and a copied PostgreSQL table (:func:`~lakeline.timeline.storage.event_log.pointer.check_identity`),
 and needs a completed schema instant.
 """
 
@@ -16,11 +16,11 @@ import dataclasses
 from ..timeline.archive import EventArchive
 from ..timeline.errors import TableExistsError, TableNotFoundError
 from ..timeline.log import EventLog
-from ..timeline.ownership import claim_location
 from ..timeline.plans import SchemaChangePlan
-from ..timeline.storage import Storage
-from ..timeline.stores import check_timeline_arg, open_store
-from ..timeline.stores.pointer import check_identity, read_pointer
+from ..timeline.storage.event_log import check_timeline_arg, open_store
+from ..timeline.storage.event_log.pointer import check_identity, read_pointer
+from ..timeline.storage.filesystem import Storage
+from ..timeline.storage.ownership import claim_location
 from ..timeline.table_config import TableConfig
 from ..timeline.timeline import Timeline
 from .schema_change import commit_schema

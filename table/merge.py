@@ -20,8 +20,8 @@ import pyarrow.compute as pc
 
 from ..indexes.hashing import hash_array
 from ..timeline.errors import CorruptLogError
-from .position_filter import drop_positions
-from .records import BASE_POS, OP, OP_DELETE, OP_UPSERT, constant
+from .read.position_filter import drop_positions
+from .write.records import BASE_POS, OP, OP_DELETE, OP_UPSERT, constant
 
 #: The fold order of a version (in memory only: under the reserved prefix).
 ORD = "__lakeline_ord"
@@ -110,7 +110,7 @@ def merge_at_positions(base: pa.Table, changes: pa.Table, key: tuple[str, ...], 
     """:func:`merge_onto` when the changes say which base rows they touch (position
     deletes): a change's ``_base_pos`` is the row its key has in ``base``, or null.
     Every base row of a key that a change carries must be pointed at by one of them;
-    the writers guarantee it (see :func:`lakeline.table.scan.read_slice`), so no base
+    the writers guarantee it (see :func:`lakeline.table.read.scan.read_slice`), so no base
     key is hashed or compared, and ``base`` need not hold the key columns at all: a
     touched row takes its key from the change pointing at it. When the changes are
     all deletes they need only ``_op`` and ``_base_pos``.

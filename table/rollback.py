@@ -15,7 +15,7 @@ reported, never deleted, and the rollback goes on.
 A Spark write's staging folder (``.lakeline/staging/<write>/``) is no file of an
 instant: it exists before the instant and outlives a conflict's rolled-back attempt.
 :func:`remove_dead_staging` removes the folders whose write is dead by the rules of
-:mod:`lakeline.timeline.staging_folders` (its owner stopped beating and no instant it
+:mod:`lakeline.timeline.storage.staging_folders` (its owner stopped beating and no instant it
 names is alive); the rollback service calls it after ending the failed writes, and
 cleaning calls it too. It never touches a live write's folder.
 """
@@ -25,15 +25,15 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from ..timeline import faults
+from ..timeline.diagnostics import faults
 from ..timeline.errors import InvalidTransitionError
 from ..timeline.heartbeat import is_expired
 from ..timeline.instant import Action, Instant, State
 from ..timeline.log import EventLog
 from ..timeline.markers import delete_markers, is_instant_file, list_markers
 from ..timeline.plans import WriteRequestPlan
-from ..timeline.staging_folders import Rules, dead_writes, naming, remove
-from ..timeline.storage import Storage
+from ..timeline.storage.filesystem import Storage
+from ..timeline.storage.staging_folders import Rules, dead_writes, naming, remove
 from ..timeline.timeline import Timeline
 
 _log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import pyarrow as pa
 
-from ..timeline import faults
+from ..timeline.diagnostics import faults
 from ..timeline.instant import Action, State
 from ..timeline.log import EventLog
 from ..timeline.plans import SchemaChangePlan

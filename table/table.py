@@ -17,24 +17,26 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..indexes.files_index import load_view
+from ..timeline.diagnostics.redact import redact
 from ..timeline.errors import (
     InvalidFilterError,
     TableNotFoundError,
     UnsupportedOperationError,
 )
-from ..timeline.fs_view import FileSystemView
 from ..timeline.instant import Action
 from ..timeline.log import EventLog
-from ..timeline.redact import redact
-from ..timeline.storage import Storage
+from ..timeline.storage.filesystem import Storage
 from ..timeline.table_config import TableConfig
 from ..timeline.timeline import Timeline
-from .changes import changes
+from ..timeline.view.fs_view import FileSystemView
 from .context import TableContext
 from .engine import Engine, LocalEngine
 from .hooks import Hooks, effective_hooks, property_hooks, run_after_commit
 from .lifecycle import create_log, open_log
-from .operations import (
+from .read.changes import changes
+from .read.scan import Scan, snapshot_of
+from .schema_change import add_columns
+from .write.operations import (
     partition_targets,
     plan_delete,
     plan_delete_where,
@@ -42,16 +44,14 @@ from .operations import (
     plan_overwrite,
     plan_upsert,
 )
-from .plan import WritePlan
-from .records import (
+from .write.plan import WritePlan
+from .write.records import (
     check_filter,
     prepare_keys,
     prepare_rows,
 )
-from .scan import Scan, snapshot_of
-from .schema_change import add_columns
-from .update import plan_update
-from .writer import WriteResult, run_write
+from .write.update import plan_update
+from .write.writer import WriteResult, run_write
 
 if TYPE_CHECKING:
     import polars
@@ -313,7 +313,7 @@ class Table:
             CommitConflictError: concurrent commits kept conflicting.
             Nothing is written when any of these but the last is raised.
         """
-        from .assign import check_assignments
+        from .write.assign import check_assignments
 
         cfg = self.config
         check_filter(cfg.schema, where)
@@ -365,7 +365,7 @@ class Table:
             UnmergedLogsError: a live slice has unmerged logs (compact first, or use scan).
             InstantNotFoundError, SnapshotExpiredError: as for :meth:`scan`.
         """
-        from .dataset import snapshot_dataset
+        from .read.dataset import snapshot_dataset
 
         return snapshot_dataset(self.context(snapshot_of(self.timeline, as_of)), as_of=as_of)
 
@@ -373,7 +373,7 @@ class Table:
         """The snapshot (pinned now, or as of ``as_of``) as a Polars ``LazyFrame``
         through an IO plugin: projection, predicate and row limit reach lakeline's
         pruning, merge-on-read included (:mod:`.polars_source`). Needs ``polars``."""
-        from .polars_source import PolarsSource
+        from .read.polars_source import PolarsSource
 
         return PolarsSource(self.context(snapshot_of(self.timeline, as_of)), as_of=as_of).lazy_frame()
 

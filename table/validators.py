@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 from ..timeline.errors import UnknownColumnError, ValidationError
 from .hooks import ValidationContext
-from .records import check_filter
+from .write.records import check_filter
 
 
 @dataclass(frozen=True)

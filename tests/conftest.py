@@ -41,7 +41,7 @@ def _under_ci() -> bool:
 def _check_reachable(url: str) -> str | None:
     """None if a store can talk to ``url``, else why not."""
     from lakeline.timeline.errors import TimelineError
-    from lakeline.timeline.stores.postgresql import PostgresStore
+    from lakeline.timeline.storage.event_log.postgresql import PostgresStore
 
     store = PostgresStore(url, "__probe__", "")
     try:
@@ -104,7 +104,7 @@ def timeline(request: pytest.FixtureRequest) -> str | None:
 def no_faults() -> Iterator[None]:
     """No fault point armed in this process before or after the test, whatever the last
     test left armed. A module opts in with ``pytestmark = pytest.mark.usefixtures("no_faults")``."""
-    from lakeline.timeline import faults
+    from lakeline.timeline.diagnostics import faults
 
     faults.disarm_all()
     yield

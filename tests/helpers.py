@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from lakeline.timeline.stores.protocol import TimelineStore
+from lakeline.timeline.storage.event_log.protocol import TimelineStore
 
 REPO = Path(__file__).resolve().parents[1]
 WITH_POSTGRES = REPO / "scripts" / "with-postgres.sh"
@@ -52,17 +52,17 @@ def store_spec(store: TimelineStore) -> StoreSpec:
 def open_spec(spec: Mapping[str, str]) -> TimelineStore:
     """A new store object for the table a spec describes (imports psycopg only for PG)."""
     if spec["kind"] == "filesystem":
-        from lakeline.timeline.stores.filesystem import FileSystemStore
+        from lakeline.timeline.storage.event_log.filesystem import FileSystemStore
 
         return FileSystemStore(spec["meta_dir"])
-    from lakeline.timeline.stores.postgresql import PostgresStore
+    from lakeline.timeline.storage.event_log.postgresql import PostgresStore
 
     return PostgresStore(spec["dsn"], spec["table_id"], spec["location"])
 
 
 def new_pg_store(pg_url: str, location: str | os.PathLike[str]) -> TimelineStore:
     """A PostgreSQL store for a brand-new table (a fresh uuid)."""
-    from lakeline.timeline.stores.postgresql import PostgresStore
+    from lakeline.timeline.storage.event_log.postgresql import PostgresStore
 
     return PostgresStore(pg_url, uuid.uuid4().hex, str(location))
 
@@ -80,11 +80,11 @@ class StoreFactory:
         """A store for a new, empty table."""
         location = self._base / f"table-{uuid.uuid4().hex[:8]}"
         if self.kind == "filesystem":
-            from lakeline.timeline.stores.filesystem import FileSystemStore
+            from lakeline.timeline.storage.event_log.filesystem import FileSystemStore
 
             store: TimelineStore = FileSystemStore(location / ".lakeline")
         else:
-            from lakeline.timeline.stores.postgresql import PostgresStore
+            from lakeline.timeline.storage.event_log.postgresql import PostgresStore
 
             assert self._pg_url is not None
             store = PostgresStore(self._pg_url, uuid.uuid4().hex, str(location))

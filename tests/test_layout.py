@@ -119,7 +119,7 @@ def test_wheel_layout(tmp_path: Path) -> None:
     (wheel,) = out.glob("lakeline-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for required in ("lakeline/timeline/__init__.py", "lakeline/timeline/log.py", "lakeline/table/table.py",
-                     "lakeline/timeline/stores/postgresql.py",
+                     "lakeline/timeline/storage/event_log/postgresql.py",
                      "lakeline/config/defaults.toml", "lakeline/cli/__main__.py", "lakeline/cli/main.py"):
         assert required in names, required
     # Only the lakeline namespace: nothing under a generic top-level name.
@@ -150,7 +150,7 @@ SEAM = {
 #: Which modules may import each heavy optional dependency (fnmatch patterns on module names).
 HEAVY_IMPORTERS = {
     "pyspark": ("lakeline.spark", "lakeline.spark.*"),
-    "psycopg": ("lakeline.timeline.stores.postgresql*",),
+    "psycopg": ("lakeline.timeline.storage.event_log.postgresql*",),
     "apscheduler": ("lakeline.services.runner", "lakeline.services.runner.*"),
 }
 assert set(HEAVY_IMPORTERS) == set(HEAVY)
@@ -262,35 +262,38 @@ def test_seam_is_in_use() -> None:
     assert SEAM <= edges
 
 
+_STORE = "lakeline.timeline.storage.event_log"
+
+
 @pytest.mark.parametrize(("importer", "source", "expected"), [
     # a relative import in a module resolves against its package...
-    ("lakeline.timeline.stores.filesystem", "from ..errors import TimelineError", "lakeline.timeline.errors"),
-    ("lakeline.timeline.stores.filesystem", "from .protocol import TimelineStore", "lakeline.timeline.stores.protocol"),
+    (f"{_STORE}.filesystem", "from ...errors import TimelineError", "lakeline.timeline.errors"),
+    (f"{_STORE}.filesystem", "from .protocol import TimelineStore", f"{_STORE}.protocol"),
     # ...in a package's __init__ against the package itself
-    ("lakeline.timeline.stores", "from .protocol import TimelineStore", "lakeline.timeline.stores.protocol"),
-    ("lakeline.timeline.stores", "from ..errors import TimelineError", "lakeline.timeline.errors"),
+    (_STORE, "from .protocol import TimelineStore", f"{_STORE}.protocol"),
+    ("lakeline.timeline.storage.event_log", "from ...errors import TimelineError", "lakeline.timeline.errors"),
     ("lakeline.table.table", "from ..services import table_indexes", "lakeline.services.table_indexes"),
     ("lakeline.table.table", "from .. import services", "lakeline.services"),
     ("lakeline.table.table", "import pyspark.sql", "pyspark.sql"),
 ])
 def test_import_resolution(tmp_path: Path, importer: str, source: str, expected: str) -> None:
-    name = "__init__.py" if importer == "lakeline.timeline.stores" else "module.py"
+    name = "__init__.py" if importer == "lakeline.timeline.storage.event_log" else "module.py"
     path = tmp_path / name
     path.write_text(f"def late():\n    {source}\n")
-    known = {"lakeline.services", "lakeline.services.table_indexes", "lakeline.timeline.stores.protocol"}
+    known = {"lakeline.services", "lakeline.services.table_indexes", "lakeline.timeline.storage.event_log.protocol"}
     assert [i.target for i in imports_of(importer, path, known)] == [expected]
 
 
 @pytest.mark.parametrize(("module", "source", "fragment"), [
     ("lakeline.timeline.log", "from ..table.table import Table", "timeline may not import table"),
-    ("lakeline.table.scan", "from ..services.table_indexes import TableIndexes", "table may not import services"),
+    ("lakeline.table.read.scan", "from ...services.table_indexes import TableIndexes", "table may not import services"),
     ("lakeline.cli.main", "from ..spark import engine", "cli may not import spark"),
     ("lakeline.spark.engine", "from ..cli import main", "spark may not import cli"),
     ("lakeline.table.table", "from ..services import TableServices", "table may not import services"),
     ("lakeline.indexes.bloom", "import pyspark", "may import pyspark"),
-    ("lakeline.timeline.storage", "from psycopg import sql", "may import psycopg"),
+    ("lakeline.timeline.storage.filesystem", "from psycopg import sql", "may import psycopg"),
     ("lakeline.services.phases", "import apscheduler.schedulers", "may import apscheduler"),
-    ("lakeline.table.scan", "from timeline.log import EventLog", "bare subsystem name"),
+    ("lakeline.table.read.scan", "from timeline.log import EventLog", "bare subsystem name"),
 ])
 def test_planted_violation_is_caught(tmp_path: Path, module: str, source: str, fragment: str) -> None:
     """The checker itself: each kind of violation, planted in a module under ``TYPE_CHECKING``,

@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 from .errors import CorruptArchiveError, TimelineGapError
 from .instant import EVENT_FORMAT_VERSION, Action, Event, State
-from .storage import Storage
+from .storage.filesystem import Storage
 
 #: Folder of the archive, under the table's base path.
 ARCHIVE_DIR = ".lakeline/archive"

@@ -15,7 +15,7 @@ from .commit_metadata import CommitMetadata
 from .instant import Action, Instant
 
 #: (our commit, a concurrent one) -> True when the two collide on a key (the write
-#: path's key check, :mod:`lakeline.table.key_check`).
+#: path's key check, :mod:`lakeline.table.write.key_check`).
 KeyCheck = Callable[[CommitMetadata, CommitMetadata], bool]
 
 

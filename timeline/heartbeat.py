@@ -20,7 +20,7 @@ import threading
 
 from .instant import Instant, datetime_to_micros
 from .log import now_us
-from .stores.protocol import TimelineStore
+from .storage.event_log.protocol import TimelineStore
 
 
 def expiry_us(interval_ms: int, tolerable_misses: int) -> int:

@@ -27,8 +27,8 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import faults
 from .archive import EventArchive
+from .diagnostics import faults
 from .errors import (
     CommitOutcomeUnknownError,
     EventsArchivedError,
@@ -38,7 +38,7 @@ from .errors import (
     TimelineGapError,
 )
 from .instant import Action, Event, State, check_transition
-from .stores.protocol import TimelineStore
+from .storage.event_log.protocol import TimelineStore
 from .timeline import Timeline
 
 #: A check run against the fresh timeline right before each put attempt; it raises to

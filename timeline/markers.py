@@ -26,9 +26,9 @@ from __future__ import annotations
 import posixpath
 import re
 
-from . import faults
-from .file_group import parse_data_file_name
-from .storage import META_DIR, Storage
+from .diagnostics import faults
+from .storage.filesystem import META_DIR, Storage
+from .view.file_group import parse_data_file_name
 
 MARKER_SUFFIX = ".marker"
 #: Metadata-table deltas an instant writes behind its markers

@@ -25,9 +25,9 @@ from .errors import (
     SchemaMismatchError,
     UnknownColumnError,
 )
-from .file_group import MAX_FOLDER_BYTES, partition_path
 from .instant import Action
 from .timeline import Timeline
+from .view.file_group import MAX_FOLDER_BYTES, partition_path
 
 TABLE_TYPES = ("cow", "mor")
 FORMAT_VERSION = 1

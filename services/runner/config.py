@@ -31,8 +31,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from ...timeline.diagnostics.redact import redact, redacted_repr
 from ...timeline.errors import RunnerConfigError
-from ...timeline.redact import redact, redacted_repr
 from ..table_services import SERVICES
 from .schedules import Schedule, parse_schedule
 

@@ -50,6 +50,7 @@ from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
+from ...timeline.diagnostics.redact import redact, redacting_logger
 from ...timeline.errors import (
     LakelineError,
     RunnerConfigError,
@@ -58,7 +59,6 @@ from ...timeline.errors import (
     StaleAttemptError,
 )
 from ...timeline.instant import State
-from ...timeline.redact import redact, redacting_logger
 from ..plugin import Progress, ServiceResult
 from .config import RunnerConfig
 from .due_queue import DueQueue

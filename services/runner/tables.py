@@ -20,9 +20,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ...timeline.diagnostics.redact import redact, redacted_repr, redacting_logger
 from ...timeline.errors import LakelineError, LockLostError
 from ...timeline.lock import Lock
-from ...timeline.redact import redact, redacted_repr, redacting_logger
 from .config import RunnerConfig
 from .metrics import RunnerMetrics
 from .schedules import Schedule

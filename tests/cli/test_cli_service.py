@@ -14,7 +14,7 @@ from click.testing import CliRunner, Result
 from lakeline.cli.main import cli
 from lakeline.services import ServiceAbortedError
 from lakeline.table import Table
-from lakeline.timeline import faults
+from lakeline.timeline.diagnostics import faults
 from lakeline.timeline.instant import Action, State
 
 from tests.cli._data import SCHEMA, rows

@@ -32,9 +32,9 @@ from lakeline.cli.main import cli
 from lakeline.services.runner import Runner
 from lakeline.services.runner.config import RunnerConfig
 from lakeline.table import Catalog, Table
+from lakeline.timeline.diagnostics.redact import redact
 from lakeline.timeline.errors import LakelineError, RunnerConfigError, TimelineConfigError
-from lakeline.timeline.redact import redact
-from lakeline.timeline.stores.postgresql import safe_dsn
+from lakeline.timeline.storage.event_log.postgresql import safe_dsn
 
 from tests.cli._data import SCHEMA, rows
 

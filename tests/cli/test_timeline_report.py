@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from lakeline.cli.main import cli
 from lakeline.cli.timeline_report import STATE_COLOURS, render_html, report_data
 from lakeline.table import Table
-from lakeline.timeline import faults
+from lakeline.timeline.diagnostics import faults
 
 SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.string()), ("note", pa.string())])
 HOSTILE = '<script>alert("x")</script>'

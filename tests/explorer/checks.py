@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lakeline.timeline.errors import LakelineError, SnapshotExpiredError
-from lakeline.timeline.file_group import parse_data_file_name
 from lakeline.timeline.instant import Action, State
 from lakeline.timeline.markers import instants_with_markers
 from lakeline.timeline.retention import furthest_retain_seq, pinned_seqs
+from lakeline.timeline.view.file_group import parse_data_file_name
 
 from tests.table.model import COLUMNS, ModelDuplicateKey, TableModel, table_rows
 

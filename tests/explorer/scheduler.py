@@ -2,7 +2,7 @@
 
 Why threads and not processes: the scheduler must stop an actor at *every* fault point
 and pick who goes next, which needs a hook on the point itself
-(:func:`lakeline.timeline.faults.set_hook`). Each actor is a thread with its own
+(:func:`lakeline.timeline.diagnostics.faults.set_hook`). Each actor is a thread with its own
 ``Table.open`` handle (its own store and caches, as a separate process would have);
 the hook parks a registered actor thread at each point until the scheduler gives it
 the next turn, and lets every other thread through (heartbeat threads, engine worker
@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lakeline.timeline import faults
+from lakeline.timeline.diagnostics import faults
 from lakeline.timeline.instant import State
 from lakeline.timeline.log import now_us
 

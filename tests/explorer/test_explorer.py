@@ -65,7 +65,7 @@ def test_every_small_interleaving_of_a_known_hazard(name: str) -> None:
 def test_explorer_reports_a_planted_bug(monkeypatch: pytest.MonkeyPatch) -> None:
     """With the commit conflict check switched off, two concurrent inserts of one key
     both land: the explorer must say so, with a replay command and the history."""
-    import lakeline.table.commit as commit
+    import lakeline.table.write.commit as commit
 
     monkeypatch.setattr(commit, "find_conflict", lambda *a, **k: None)
     spec = SCENARIOS["insert_insert_mor"]

@@ -25,8 +25,8 @@ from lakeline.indexes.files_index import (
 )
 from lakeline.indexes.metadata_table import MetadataTable
 from lakeline.table import Table
-from lakeline.timeline import faults
-from lakeline.timeline.fs_view import FileSystemView
+from lakeline.timeline.diagnostics import faults
+from lakeline.timeline.view.fs_view import FileSystemView
 
 SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("day", pa.string()), ("v", pa.int64())])
 DAYS = ["a", "b", "c"]

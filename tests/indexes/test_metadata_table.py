@@ -13,7 +13,7 @@ from lakeline.table.rollback import rollback_instant
 from lakeline.timeline.errors import MetadataTableError
 from lakeline.timeline.instant import Action, State
 from lakeline.timeline.markers import list_markers
-from lakeline.timeline.storage import Storage
+from lakeline.timeline.storage.filesystem import Storage
 
 from tests.indexes._timeline import Events
 

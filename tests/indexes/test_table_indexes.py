@@ -212,7 +212,7 @@ def test_ndv_per_table_and_partition_and_metadata_compaction(tmp_path: Path) -> 
 @pytest.mark.parametrize("kind", ["cow", "mor"])
 def test_failed_write_leaves_no_index_entries(tmp_path: Path, kind: str) -> None:
     """A write that fails after writing its entries is rolled back with them."""
-    from lakeline.timeline import faults
+    from lakeline.timeline.diagnostics import faults
     from lakeline.timeline.errors import FaultInjectedError
 
     rng = random.Random(13)
@@ -261,7 +261,7 @@ def test_create_while_another_writer_commits_misses_nothing(tmp_path: Path, kind
         except BaseException as e:  # noqa: BLE001 - surfaced by the assertion below
             errors.append(e)
 
-    from lakeline.timeline import faults
+    from lakeline.timeline.diagnostics import faults
 
     th = threading.Thread(target=writer)
     th.start()
@@ -292,7 +292,7 @@ def test_a_writer_that_read_the_index_states_before_a_create_still_writes_entrie
     requested (building) right before the writer completes: the writer must notice at
     completion and write the entries, since the indexer may already have caught up."""
     from lakeline.indexes.states import create_plan
-    from lakeline.timeline import faults
+    from lakeline.timeline.diagnostics import faults
     from lakeline.timeline.instant import Action, State
 
     rng = random.Random(5)
@@ -313,7 +313,7 @@ def test_a_writer_that_read_the_index_states_before_a_create_still_writes_entrie
 @pytest.mark.parametrize("kind", ["cow", "mor"])
 def test_tagging_probes_key_blooms_before_reading_keys(tmp_path: Path, kind: str,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    from lakeline.table import tagging
+    from lakeline.table.write import tagging
 
     schema = pa.schema([("id", pa.int64()), ("v", pa.int64())])
     tables = {}

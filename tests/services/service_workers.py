@@ -48,7 +48,7 @@ from typing import Any, TextIO
 import pyarrow as pa
 from lakeline.services.plugin import ServiceResult
 from lakeline.table import Table
-from lakeline.table.scan import SliceRead, read_slice
+from lakeline.table.read.scan import SliceRead, read_slice
 from lakeline.timeline.errors import LakelineError
 
 SERVICE_WORKERS_PY = Path(__file__).resolve()

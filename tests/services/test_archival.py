@@ -23,8 +23,8 @@ from click.testing import CliRunner
 from lakeline.cli.main import cli
 from lakeline.table import Table
 from lakeline.timeline.archive import EventArchive
+from lakeline.timeline.diagnostics.faults import CRASH_EXIT_CODE
 from lakeline.timeline.errors import InvalidPropertyError
-from lakeline.timeline.faults import CRASH_EXIT_CODE
 
 from tests.helpers import run_script
 from tests.services.service_child import SERVICE_CHILD

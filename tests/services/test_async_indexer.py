@@ -18,9 +18,9 @@ import pyarrow as pa
 import pytest
 from lakeline.indexes.metadata_table import MetadataTable
 from lakeline.table import Table
-from lakeline.timeline import faults
+from lakeline.timeline.diagnostics import faults
+from lakeline.timeline.diagnostics.faults import CRASH_EXIT_CODE
 from lakeline.timeline.errors import IndexExistsError, IndexNotFoundError
-from lakeline.timeline.faults import CRASH_EXIT_CODE
 
 from tests.helpers import finish, run_script, start_script
 

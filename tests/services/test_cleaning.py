@@ -24,14 +24,14 @@ import pytest
 from click.testing import CliRunner
 from lakeline.cli.main import cli
 from lakeline.table import Table
+from lakeline.timeline.diagnostics.faults import CRASH_EXIT_CODE
 from lakeline.timeline.errors import (
     InstantNotFoundError,
     InvalidPropertyError,
     SnapshotExpiredError,
 )
-from lakeline.timeline.faults import CRASH_EXIT_CODE
-from lakeline.timeline.file_group import table_tag
 from lakeline.timeline.instant import Action, State
+from lakeline.timeline.view.file_group import table_tag
 
 from tests.helpers import finish, run_script, start_script, wait_for_files
 from tests.services.service_child import SERVICE_CHILD

@@ -24,10 +24,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from lakeline.table import Table
-from lakeline.timeline import faults
 from lakeline.timeline.commit_metadata import CommitMetadata
+from lakeline.timeline.diagnostics import faults
+from lakeline.timeline.diagnostics.faults import CRASH_EXIT_CODE
 from lakeline.timeline.errors import InvalidPropertyError, UnknownColumnError
-from lakeline.timeline.faults import CRASH_EXIT_CODE
 from lakeline.timeline.markers import list_markers
 
 from tests.helpers import run_script

@@ -19,9 +19,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from lakeline.table import Table
-from lakeline.timeline import faults
+from lakeline.timeline.diagnostics import faults
+from lakeline.timeline.diagnostics.faults import CRASH_EXIT_CODE
 from lakeline.timeline.errors import InvalidPropertyError
-from lakeline.timeline.faults import CRASH_EXIT_CODE
 from lakeline.timeline.markers import list_markers
 
 from tests.helpers import run_script

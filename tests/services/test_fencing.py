@@ -31,7 +31,7 @@ from lakeline.services.indexing import IndexingService
 from lakeline.services.phases import execute, schedule
 from lakeline.services.plugin import ATTEMPT
 from lakeline.table import Table
-from lakeline.timeline import faults
+from lakeline.timeline.diagnostics import faults
 from lakeline.timeline.errors import IndexBuildError, ServiceBusyError
 from lakeline.timeline.instant import Action, Instant, State
 from lakeline.timeline.timeline import Timeline

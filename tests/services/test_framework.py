@@ -16,7 +16,7 @@ from lakeline.services import ServiceAbortedError, ServiceResult, TableService
 from lakeline.services.phases import execute, schedule
 from lakeline.table import Table
 from lakeline.table.engine import LocalEngine
-from lakeline.timeline import faults, metrics
+from lakeline.timeline.diagnostics import faults, metrics
 from lakeline.timeline.errors import (
     FaultInjectedError,
     ServiceBusyError,

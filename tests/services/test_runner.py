@@ -26,7 +26,7 @@ from lakeline.services.runner.due_queue import DueQueue
 from lakeline.services.runner.schedules import Cron, Every, parse_schedule
 from lakeline.services.runner.tables import Target
 from lakeline.table import Table
-from lakeline.timeline import faults
+from lakeline.timeline.diagnostics import faults
 from lakeline.timeline.errors import RunnerConfigError
 from lakeline.timeline.instant import Action, State
 

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 from lakeline.table import Table
-from lakeline.timeline import faults
+from lakeline.timeline.diagnostics import faults
+from lakeline.timeline.diagnostics.faults import CRASH_EXIT_CODE
 from lakeline.timeline.errors import SavepointConflictError, SnapshotExpiredError
-from lakeline.timeline.faults import CRASH_EXIT_CODE
 
 from tests.helpers import finish, run_script, start_script, wait_for_files
 from tests.services.service_child import SERVICE_CHILD

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from lakeline.table import Table
-from lakeline.timeline import faults
+from lakeline.timeline.diagnostics import faults
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string()), ("day", pa.string())])
 

@@ -2,7 +2,7 @@
 write's never is (no Spark here: the owners are faked with the owner file itself, or a
 real :class:`OwnerBeat` thread standing in for a running driver).
 
-The rules under test are :mod:`lakeline.timeline.staging_folders`'.
+The rules under test are :mod:`lakeline.timeline.storage.staging_folders`'.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from lakeline.table.rollback import remove_dead_staging
 from lakeline.timeline.instant import Action, State
 from lakeline.timeline.log import now_us
 from lakeline.timeline.plans import WriteRequestPlan
-from lakeline.timeline.staging_folders import (
+from lakeline.timeline.storage.staging_folders import (
     OWNER_FILE,
     Owner,
     OwnerBeat,

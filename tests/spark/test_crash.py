@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 from lakeline.table import Table
-from lakeline.timeline.faults import CRASH_EXIT_CODE
-from lakeline.timeline.staging_folders import read_owner, write_ids
+from lakeline.timeline.diagnostics.faults import CRASH_EXIT_CODE
+from lakeline.timeline.storage.staging_folders import read_owner, write_ids
 
 from tests.helpers import finish, start_script
 from tests.table.test_crash import EXPIRY_S, SEED, STATE_AT_CRASH, WRITE, make_table, orphan_files, state, upsert_spec

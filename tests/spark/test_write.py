@@ -18,7 +18,7 @@ import pyarrow as pa
 import pytest
 from lakeline.spark import write
 from lakeline.table import Table
-from lakeline.timeline import faults
+from lakeline.timeline.diagnostics import faults
 from lakeline.timeline.errors import (
     DuplicateKeyError,
     NullKeyError,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 from lakeline.table import Catalog
-from lakeline.timeline import faults
+from lakeline.timeline.diagnostics import faults
 from lakeline.timeline.errors import LakelineError
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from lakeline.table import Catalog, Table
-from lakeline.timeline import faults
+from lakeline.timeline.diagnostics import faults
 from lakeline.timeline.errors import (
     FaultInjectedError,
     InvalidTableNameError,
@@ -26,7 +26,7 @@ from lakeline.timeline.errors import (
     TimelineConfigError,
     UnknownColumnError,
 )
-from lakeline.timeline.stores.postgresql import PostgresStore
+from lakeline.timeline.storage.event_log.postgresql import PostgresStore
 
 from tests.table.catalog_race import create_one
 

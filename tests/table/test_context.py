@@ -18,9 +18,9 @@ import pytest
 from lakeline.table import Table
 from lakeline.table.context import TableContext
 from lakeline.table.engine import LocalEngine
-from lakeline.table.operations import plan_upsert
-from lakeline.table.scan import Scan
-from lakeline.table.writer import Phases
+from lakeline.table.read.scan import Scan
+from lakeline.table.write.operations import plan_upsert
+from lakeline.table.write.writer import Phases
 
 SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.string()), ("v", pa.string())])
 

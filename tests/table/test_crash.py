@@ -27,9 +27,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from lakeline.table import Table
-from lakeline.timeline.faults import CRASH_EXIT_CODE
+from lakeline.timeline.diagnostics.faults import CRASH_EXIT_CODE
 from lakeline.timeline.markers import is_instant_file, list_markers, marker_dir
-from lakeline.timeline.stores.filesystem import event_file_name
+from lakeline.timeline.storage.event_log.filesystem import event_file_name
 
 from tests.helpers import finish, run_script, start_script, wait_for_files
 from tests.table.workers import (

@@ -1,7 +1,7 @@
 """The key check across file groups, and tagging that never misses a live key.
 
 Why: the conflict rules per file group cannot see a key that two commits touch in two
-different groups; only the key check at completion can (table/key_check.py). Each case
+different groups; only the key check at completion can (table/write/key_check.py). Each case
 here is a history that, before issue 11's fixes, left the table different from the
 committed writes applied in completion order, or held a key twice. The concurrent commit
 is interleaved at an exact step of the protocol with an in-process fault hook
@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from lakeline.table import Table
-from lakeline.timeline import faults
+from lakeline.timeline.diagnostics import faults
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
 

@@ -17,10 +17,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from lakeline.table import ReservedColumnError, SchemaMismatchError, Table, key_check, merge, plan, records, tagging
-from lakeline.table import changes as changes_module
-from lakeline.timeline.file_group import LITERAL_NULL_NAME, NULL_PARTITION, partition_path, partition_values
+from lakeline.table import ReservedColumnError, SchemaMismatchError, Table, merge
+from lakeline.table.read import changes as changes_module
+from lakeline.table.write import key_check, plan, records, tagging
 from lakeline.timeline.table_config import INTERNAL_PREFIX, RESERVED_COLUMNS
+from lakeline.timeline.view.file_group import LITERAL_NULL_NAME, NULL_PARTITION, partition_path, partition_values
 
 from tests.table.test_inputs import disk_files, nothing_written
 

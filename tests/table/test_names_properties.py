@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lakeline.table import LakelineError, SchemaMismatchError, Table
-from lakeline.timeline.file_group import MAX_FOLDER_BYTES, NULL_PARTITION, partition_path
+from lakeline.timeline.view.file_group import MAX_FOLDER_BYTES, NULL_PARTITION, partition_path
 
 SPECIAL_VALUES = [NULL_PARTITION, "%5F_HIVE_DEFAULT_PARTITION__", "", ".", "..", "/", "%", "\x00", "../..", "a=b",
                   "%2F", " ", "\n", "é"]

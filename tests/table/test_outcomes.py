@@ -26,7 +26,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from lakeline.table import Table
-from lakeline.timeline import faults
+from lakeline.timeline.diagnostics import faults
 from lakeline.timeline.errors import (
     CommitOutcomeUnknownError,
     FaultInjectedError,

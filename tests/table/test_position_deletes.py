@@ -19,9 +19,9 @@ import pyarrow.parquet as pq
 import pytest
 from lakeline.table import Table
 from lakeline.table import merge as merge_module
-from lakeline.table import scan as scan_module
-from lakeline.table.records import BASE_FILE_KEY, BASE_POS, OP
-from lakeline.timeline import faults
+from lakeline.table.read import scan as scan_module
+from lakeline.table.write.records import BASE_FILE_KEY, BASE_POS, OP
+from lakeline.timeline.diagnostics import faults
 
 SCHEMA = pa.schema([("item", pa.int64()), ("ticket", pa.int64()), ("day", pa.int32()), ("v", pa.string()),
                     ("ts", pa.int64())])

@@ -1,4 +1,4 @@
-"""Dropping rows by position (lakeline.table.position_filter): the C loop, the Arrow
+"""Dropping rows by position (lakeline.table.read.position_filter): the C loop, the Arrow
 fallback and the in-place variant all give what Arrow's filter gives.
 
 Under CI the extension must be built: the Makefile's editable install compiles it.
@@ -13,8 +13,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from lakeline.table import position_filter
-from lakeline.table.position_filter import drop_positions
+from lakeline.table.read import position_filter
+from lakeline.table.read.position_filter import drop_positions
 
 RNG = np.random.default_rng(16)
 BUILT = position_filter.NATIVE is not None or os.environ.get("CI") == "true"
@@ -124,7 +124,7 @@ def test_columns_chunked_apart_keep_their_rows_whole() -> None:
     """A merge by position that may reorder rows does not, when the base's columns are
     chunked differently (fill_holes moves rows within a chunk)."""
     from lakeline.table.merge import merge_at_positions
-    from lakeline.table.records import BASE_POS, OP
+    from lakeline.table.write.records import BASE_POS, OP
 
     n = 1_000
     a = pa.array(np.arange(n, dtype=np.int64))
@@ -139,7 +139,7 @@ def test_columns_chunked_apart_keep_their_rows_whole() -> None:
 
 def test_a_log_pointing_past_its_base_is_refused() -> None:
     from lakeline.table.merge import merge_at_positions
-    from lakeline.table.records import BASE_POS, OP
+    from lakeline.table.write.records import BASE_POS, OP
     from lakeline.timeline.errors import CorruptLogError
 
     base = pa.table({"a": pa.array(np.arange(10, dtype=np.int64))})

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pytest
 from lakeline.table import LakelineError, SnapshotExpiredError, Table, UnsupportedOperationError
-from lakeline.table.polars_source import PolarsSource, to_arrow_filter
+from lakeline.table.read.polars_source import PolarsSource, to_arrow_filter
 from lakeline.timeline.errors import UnmergedLogsError
 
 duckdb = pytest.importorskip("duckdb")

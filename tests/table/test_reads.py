@@ -23,9 +23,9 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pytest
 from lakeline.table import LakelineError, SnapshotExpiredError, Table
-from lakeline.timeline import faults
+from lakeline.timeline.diagnostics import faults
 from lakeline.timeline.errors import FaultInjectedError, InstantNotFoundError
-from lakeline.timeline.file_group import partition_path
+from lakeline.timeline.view.file_group import partition_path
 
 from tests.table.model import (
     COLUMNS,

@@ -13,12 +13,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import lakeline.table.scan as scan_module
+import lakeline.table.read.scan as scan_module
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from lakeline.table import Table
-from lakeline.timeline import faults
+from lakeline.timeline.diagnostics import faults
 from lakeline.timeline.errors import FaultInjectedError, SnapshotExpiredError
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])

@@ -51,7 +51,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from lakeline.table import Table
-from lakeline.timeline.faults import CRASH_EXIT_CODE
+from lakeline.timeline.diagnostics.faults import CRASH_EXIT_CODE
 from lakeline.timeline.instant import Action, Instant
 from lakeline.timeline.retention import last_retain_seq
 

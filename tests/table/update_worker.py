@@ -29,7 +29,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from lakeline.table import Table
-from lakeline.table.writer import WriteResult
+from lakeline.table.write.writer import WriteResult
 from lakeline.timeline.errors import CommitConflictError, LakelineError
 
 

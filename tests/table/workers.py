@@ -287,8 +287,8 @@ def check_files_on_disk(t: Table) -> None:
     instant or belongs to a still pending one (no orphans); no file and no marker of a
     rolled-back instant is left; markers exist only for pending instants.
     """
-    from lakeline.timeline.file_group import parse_data_file_name
     from lakeline.timeline.markers import instants_with_markers
+    from lakeline.timeline.view.file_group import parse_data_file_name
 
     tl = t.timeline
     disk = data_files_on_disk(t)

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from lakeline.timeline.diagnostics.faults import CRASH_EXIT_CODE
 from lakeline.timeline.errors import CorruptEventError
-from lakeline.timeline.faults import CRASH_EXIT_CODE
 from lakeline.timeline.instant import Action, Event, State
 from lakeline.timeline.log import EventLog
-from lakeline.timeline.stores.filesystem import FileSystemStore, event_file_name
-from lakeline.timeline.stores.protocol import TimelineStore
+from lakeline.timeline.storage.event_log.filesystem import FileSystemStore, event_file_name
+from lakeline.timeline.storage.event_log.protocol import TimelineStore
 
 from tests.helpers import StoreFactory, run_script, store_spec
 

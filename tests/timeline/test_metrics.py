@@ -4,7 +4,7 @@ report their duration even when they raise, and the previous sink comes back."""
 from __future__ import annotations
 
 import pytest
-from lakeline.timeline import metrics
+from lakeline.timeline.diagnostics import metrics
 
 
 def test_default_sink_drops_and_recording_collects() -> None:

@@ -21,10 +21,10 @@ import pyarrow as pa
 import pytest
 from lakeline.table import Catalog, Table, TableExistsError, TableIdentityError, TableNotFoundError
 from lakeline.timeline.errors import UnsafeLocationError
-from lakeline.timeline.file_group import table_tag
 from lakeline.timeline.instant import State
-from lakeline.timeline.ownership import walk_files
-from lakeline.timeline.storage import Storage
+from lakeline.timeline.storage.filesystem import Storage
+from lakeline.timeline.storage.ownership import walk_files
+from lakeline.timeline.view.file_group import table_tag
 
 SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("day", pa.string())])
 

@@ -24,8 +24,8 @@ from lakeline.timeline.errors import (
 from lakeline.timeline.heartbeat import Heartbeat
 from lakeline.timeline.instant import Action, Event, State
 from lakeline.timeline.log import EventLog
-from lakeline.timeline.stores.postgresql import PostgresStore, safe_dsn
-from lakeline.timeline.stores.postgresql_schema import ensure_schema
+from lakeline.timeline.storage.event_log.postgresql import PostgresStore, safe_dsn
+from lakeline.timeline.storage.event_log.postgresql_schema import ensure_schema
 
 # Nothing listens on port 1; a refused connection fails at once.
 DEAD_DSN = "postgresql://lakeline:sekrit@127.0.0.1:1/nowhere?connect_timeout=3"

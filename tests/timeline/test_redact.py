@@ -1,4 +1,4 @@
-"""The one redaction helper (:mod:`lakeline.timeline.redact`): every form a password
+"""The one redaction helper (:mod:`lakeline.timeline.diagnostics.redact`): every form a password
 takes in a DSN, URL or log line is masked; ordinary text is left alone."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import logging
 from dataclasses import dataclass
 
 import pytest
-from lakeline.timeline.redact import RedactingFilter, RedactingFormatter, redact, redacted_repr
+from lakeline.timeline.diagnostics.redact import RedactingFilter, RedactingFormatter, redact, redacted_repr
 
 PW = "S3cretPW"
 

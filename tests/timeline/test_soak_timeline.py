@@ -13,10 +13,10 @@ import random
 from pathlib import Path
 
 import pytest
+from lakeline.timeline.diagnostics.faults import CRASH_EXIT_CODE
 from lakeline.timeline.errors import InvalidTransitionError
-from lakeline.timeline.faults import CRASH_EXIT_CODE
 from lakeline.timeline.instant import TRANSITIONS, Event, State
-from lakeline.timeline.stores.protocol import TimelineStore
+from lakeline.timeline.storage.event_log.protocol import TimelineStore
 
 from tests.helpers import StoreFactory, finish, start_script, store_spec, wait_for_files
 

@@ -23,8 +23,8 @@ from lakeline.timeline.errors import (
 )
 from lakeline.timeline.instant import Action, Event, State
 from lakeline.timeline.log import EventLog
-from lakeline.timeline.storage import Storage
-from lakeline.timeline.stores.protocol import TimelineStore
+from lakeline.timeline.storage.event_log.protocol import TimelineStore
+from lakeline.timeline.storage.filesystem import Storage
 
 from tests.helpers import StoreFactory
 

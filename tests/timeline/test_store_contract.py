@@ -17,7 +17,7 @@ import pytest
 from lakeline.timeline.errors import SlotTakenError, TimelineGapError
 from lakeline.timeline.instant import Action, Event, State
 from lakeline.timeline.log import EventLog
-from lakeline.timeline.stores.protocol import TimelineStore
+from lakeline.timeline.storage.event_log.protocol import TimelineStore
 
 from tests.helpers import (
     StoreFactory,

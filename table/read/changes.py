@@ -1,0 +1,137 @@
+"""Incremental reads: what the instants completed in ``(start, end]`` changed.
+
+The file groups those instants wrote or retired are read as of ``start`` and as of
+``end`` and compared by (partition, key): keys only in the new state are inserts, keys
+only in the old are deletes (with their last values), keys whose row differs are
+updates. The result holds the latest version per key and an ``_op`` column. An
+upsert that rewrote a key with identical values is not a change and is not listed.
+Tables without a record key report the rows, as of ``end``, of the file groups those
+instants created, as inserts, less the rows a clustering of the range moved there from
+groups that existed at ``start`` (rows are compared as multisets of values).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ...timeline.commit_metadata import CommitMetadata
+from ...timeline.retention import check_retained
+from ...timeline.timeline import Timeline
+from ...timeline.view.file_group import FileSlice
+from ...timeline.view.fs_view import FileSystemView
+from ..context import TableContext
+from ..write.records import constant
+from .scan import SliceRead, read_slice
+
+CHANGE_OP = "_op"
+#: The commit-metadata operation of a clustering (it moves rows, it changes none).
+CLUSTER = "cluster"
+PART = "__lakeline_partition"  # in memory only, under the reserved prefix
+_SIDE, _ID = "__lakeline_side", "__lakeline_id"
+_OLD, _NEW = "__lakeline_old", "__lakeline_new"
+
+
+def _rows(ctx: TableContext, slices: list[FileSlice]) -> pa.Table:
+    """Live rows of ``slices``, with their partition folder in column :data:`PART`
+    (never null, unlike a null partition value, so it can be a join key)."""
+    cfg = ctx.config
+    tasks = [SliceRead(ctx.storage, s, cfg.schema, cfg.record_key, cfg.ordering_field) for s in slices]
+    parts = [t.append_column(PART, constant(s.partition, t.num_rows))
+             for s, t in zip(slices, ctx.engine.map(read_slice, tasks))]
+    return pa.concat_tables(parts) if parts else cfg.schema.empty_table().append_column(PART, pa.array([], pa.string()))
+
+
+def _minus(rows: pa.Table, gone: pa.Table) -> pa.Table:
+    """``rows`` less ``gone``, as multisets of whole rows (append-only rows have no other
+    identity); nested columns cannot be grouped, so then nothing is taken away."""
+    if gone.num_rows == 0 or any(pa.types.is_nested(f.type) for f in rows.schema):
+        return rows
+    side = pa.array(np.concatenate([np.ones(rows.num_rows, np.int64), -np.ones(gone.num_rows, np.int64)]))
+    ids = pa.array(np.arange(rows.num_rows + gone.num_rows, dtype=np.int64)).cast(pa.int64())
+    ids = pc.if_else(pc.greater(side, 0), ids, pa.scalar(None, pa.int64()))
+    both = pa.concat_tables([rows, gone.cast(rows.schema)]).append_column(_SIDE, side).append_column(_ID, ids)
+    # Groups keep input order, so each group's ids of ``rows`` (not null) come first.
+    g = both.group_by(rows.column_names, use_threads=False).aggregate([(_SIDE, "sum"), (_ID, "list")])
+    lists = g.column(f"{_ID}_list").combine_chunks()
+    lengths = pc.list_value_length(lists).to_numpy()
+    surplus = np.repeat(np.clip(g.column(f"{_SIDE}_sum").to_numpy(), 0, None), lengths)
+    within = np.arange(len(lists.values)) - np.repeat(lists.offsets.to_numpy()[:-1], lengths)
+    keep = lists.values.filter(pa.array(within < surplus))
+    return rows.take(keep)
+
+
+def _label(t: pa.Table, op: str) -> pa.Table:
+    return t.append_column(CHANGE_OP, constant(op, t.num_rows))
+
+
+def changes(ctx: TableContext, view_of: Callable[[Timeline], FileSystemView], start: int,
+            end: int | None = None) -> pa.Table:
+    """Rows changed by instants completed after ``start`` up to and including ``end``
+    (``ctx``: the table now; ``view_of``: the file-system view of an earlier snapshot).
+
+    Raises:
+        InstantNotFoundError: ``start`` or ``end`` is not a completed instant.
+        SnapshotExpiredError: the snapshot at ``start`` (or ``end``) is outside retention.
+    """
+    cfg = ctx.config
+    tl = ctx.snapshot
+    old_tl = tl.as_of_instant(start)
+    check_retained(tl, old_tl.last_seq, start)  # the old rows are read from that snapshot
+    new_tl = tl.as_of_instant(end) if end is not None else tl
+    if end is not None:
+        check_retained(tl, new_tl.last_seq, end)
+    between = [i for i in new_tl.completed_after(old_tl.last_seq) if i.action.writes_data]
+    touched: set[tuple[str, str]] = set()
+    clustered: set[tuple[str, str]] = set()  # groups a clustering of the range retired
+    for inst in between:
+        md = CommitMetadata.from_dict(inst.metadata)
+        touched |= md.groups_written() | md.groups_replaced()
+        if md.operation == CLUSTER:
+            clustered |= md.groups_replaced()
+    out_schema = cfg.schema.append(pa.field(CHANGE_OP, pa.string()))
+    if not touched:
+        return out_schema.empty_table()
+    old_view, new_view = view_of(old_tl), view_of(new_tl)
+    if not cfg.has_key:
+        # The live rows, at ``end``, of the groups created in the range: a group that a
+        # later instant of the range rewrote (delete_where) is read once, as it ended.
+        created = [s for s in new_view.latest_slices()
+                   if (s.partition, s.file_group) in touched and old_view.group(s.partition, s.file_group) is None]
+        if not created:
+            return out_schema.empty_table()
+        rows = _rows(ctx, created).drop_columns([PART])
+        # A clustering moved the rows of the groups it retired into groups it created:
+        # those rows were there at ``start`` and are no insert.
+        moved = [s for s in old_view.latest_slices() if (s.partition, s.file_group) in clustered]
+        if moved:
+            rows = _minus(rows, _rows(ctx, moved).drop_columns([PART]))
+        return _label(rows, "insert")
+    pick = lambda view: [s for s in view.latest_slices() if (s.partition, s.file_group) in touched]  # noqa: E731
+    old = _rows(ctx, pick(old_view))
+    new = _rows(ctx, pick(new_view))
+    # Identity is (partition, key); the folder stands for the partition values because
+    # a join never matches null keys.
+    ident = [PART] + list(cfg.record_key)
+    old_i = old.select(ident).append_column(_OLD, pa.array(np.arange(old.num_rows, dtype=np.int64)))
+    new_i = new.select(ident).append_column(_NEW, pa.array(np.arange(new.num_rows, dtype=np.int64)))
+    old, new = old.drop_columns([PART]), new.drop_columns([PART])
+    pairs = new_i.join(old_i, ident, join_type="full outer")
+    o, n = pairs.column(_OLD), pairs.column(_NEW)
+    inserts = new.take(n.filter(pc.is_null(o)))
+    deletes = old.take(o.filter(pc.is_null(n)))
+    both = pc.and_(pc.is_valid(o), pc.is_valid(n))
+    old_b, new_b = old.take(o.filter(both)), new.take(n.filter(both))
+    differs = np.zeros(new_b.num_rows, dtype=bool)
+    for name in cfg.schema.names:
+        a, b = old_b.column(name), new_b.column(name)
+        try:
+            same = pc.or_kleene(pc.equal(a, b), pc.and_(pc.is_null(a), pc.is_null(b)))
+            differs |= ~pc.fill_null(same, False).to_numpy(zero_copy_only=False)
+        except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            differs |= np.array([x != y for x, y in zip(a.to_pylist(), b.to_pylist())], dtype=bool)
+    updates = new_b.filter(pa.array(differs))
+    return pa.concat_tables([_label(inserts, "insert"), _label(updates, "update"), _label(deletes, "delete")])

@@ -1,0 +1,80 @@
+"""A snapshot as a ``pyarrow.dataset.Dataset``: lakeline tables for DuckDB, Polars and
+any Arrow-dataset consumer, with their pruning intact.
+
+When every live slice of a snapshot is a base file alone (copy-on-write and append-only
+tables, merge-on-read tables after compaction), the snapshot *is* a set of Parquet files,
+and a ``FileSystemDataset`` over them is an exact view of it. Each file becomes a Parquet
+fragment whose partition expression is what lakeline knows about all its rows without
+opening it: its Hive partition values and, for a single-column record key, the range of
+keys the commit metadata records. A consumer's filter therefore drops whole files on
+those guarantees (no I/O), then row groups on the Parquet statistics of the files it
+opens: DuckDB and Polars push their filters and projections into the dataset scan.
+
+A slice with log files is refused with :class:`UnmergedLogsError`: its rows are the
+base merged with the logs by key, which a plain Parquet scan cannot express. Compact
+first, or read through :meth:`Table.scan` / :meth:`Table.to_polars`, which merge.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from ...timeline.errors import UnmergedLogsError
+from ...timeline.view.file_group import FileSlice
+from ..context import TableContext
+from .partition_pruning import partition_guarantee
+from .scan import Scan
+
+
+def key_range_guarantee(ctx: TableContext, s: FileSlice) -> pc.Expression | None:
+    """``key BETWEEN lo AND hi`` for the slice's recorded key range; None when unknown
+    (no single-column key, no range recorded, or bounds that do not cast)."""
+    key = ctx.config.record_key
+    bounds = s.key_bounds()
+    if len(key) != 1 or bounds is None:
+        return None
+    typ = ctx.config.schema.field(key[0]).type
+    try:
+        lo, hi = (pa.scalar(b).cast(typ) for b in bounds)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError):
+        return None
+    return (pc.field(key[0]) >= lo) & (pc.field(key[0]) <= hi)
+
+
+def fragment_guarantee(ctx: TableContext, s: FileSlice) -> pc.Expression:
+    """What every row of the slice's base file satisfies: partition values, key range."""
+    expr = partition_guarantee(ctx.config.schema, s.partition)
+    keys = key_range_guarantee(ctx, s)
+    return expr if keys is None else expr & keys
+
+
+def snapshot_dataset(ctx: TableContext, as_of: int | datetime | None = None) -> ds.FileSystemDataset:
+    """The base files of the context's snapshot as one Parquet dataset.
+
+    ``as_of`` is what the caller asked for (for the retention check, as in ``Scan``).
+
+    Raises:
+        UnmergedLogsError: a live slice has log files (nothing is read).
+        SnapshotExpiredError: a time-travel snapshot's files were cleaned.
+    """
+    slices = Scan(ctx, as_of=as_of).slices  # the snapshot's live slices, retention checked
+    with_logs = [s for s in slices if s.logs]
+    if with_logs:
+        n_logs = sum(len(s.logs) for s in with_logs)
+        raise UnmergedLogsError(
+            f"{len(with_logs)} file slice(s) of snapshot {ctx.snapshot.last_seq} have {n_logs} unmerged log "
+            f"file(s) (e.g. in partition {with_logs[0].partition or '<root>'!r}, file group "
+            f"{with_logs[0].file_group}): a dataset only sees base files; compact first "
+            "(t.services.compact()) or read with t.scan() / t.to_polars(), which merge the logs"
+        )
+    schema, storage = ctx.config.schema, ctx.storage
+    fmt = ds.ParquetFileFormat()
+    fragments = [
+        fmt.make_fragment(storage.path(s.base.path), storage.fs, partition_expression=fragment_guarantee(ctx, s))
+        for s in slices if s.base is not None
+    ]
+    return ds.FileSystemDataset(fragments, schema, fmt, storage.fs)

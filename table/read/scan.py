@@ -1,0 +1,383 @@
+"""The read path: snapshots, pruning, merge-on-read, and ``Scan``.
+
+A scan resolves its snapshot (now, an instant id, or a wall-clock time), asks the
+file-system view for the latest slice of every live file group, prunes slices whose
+partition cannot match the filter, and reads: slices without logs go through one
+``pyarrow.dataset`` scan (filter and projection pushed into Parquet); slices with logs
+are merged per group through the engine (base + logs folded by key), then filtered.
+
+Pruning uses Arrow's own expression simplification: each slice becomes a fragment
+whose *guarantee* is what its rows satisfy (its partition values; then the range of
+record keys its files hold), and Arrow drops the fragments the filter contradicts; the
+ready indexes prune further (:mod:`lakeline.indexes.pruning`). The key-range stage is
+counted with the stats stage in ``explain()``. Pruning can only drop a slice when no
+row of it can match.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from ...indexes.pruning import prune as prune_with_indexes
+from ...timeline.errors import CorruptLogError, InvalidFilterError, SnapshotExpiredError
+from ...timeline.instant import instant_id_of
+from ...timeline.retention import check_retained
+from ...timeline.storage.data_reads import DAMAGED, find_damaged, missing_error
+from ...timeline.storage.filesystem import Storage
+from ...timeline.timeline import Timeline
+from ...timeline.view.file_group import FileSlice
+from ..context import TableContext
+from ..files import FileRead, read_snapshot_file, with_columns_of
+from ..merge import merge_at_positions, merge_onto
+from ..write.records import BASE_POS, OP, SEQ, check_columns, check_filter, points_into
+from .partition_pruning import prune_slices
+
+
+def resolve_snapshot(tl: Timeline, as_of: int | datetime | None) -> Timeline:
+    """The timeline of the snapshot to read, from the table's current one.
+
+    Raises:
+        InstantNotFoundError: ``as_of`` names no completed instant / nothing had completed.
+    """
+    if as_of is None:
+        return tl
+    if isinstance(as_of, datetime):
+        return tl.as_of_time(as_of)
+    return tl.as_of_instant(instant_id_of(as_of))  # '3' as savepoint('3') takes it; True is no id
+
+
+def snapshot_of(current: Timeline, as_of: int | datetime | None) -> Timeline:
+    """The snapshot to read as of ``as_of`` (None: ``current``), refused when it is
+    outside retention, before anything is read."""
+    snapshot = resolve_snapshot(current, as_of)
+    if as_of is not None:
+        check_retained(current, snapshot.last_seq, as_of)
+    return snapshot
+
+
+def prune_key_ranges(ctx: TableContext, slices: list[FileSlice], filter: pc.Expression | None) -> list[FileSlice]:
+    """The slices whose record-key range (from the commit metadata every writer records,
+    no index needed) may hold a row matching ``filter``.
+
+    Sound for merge-on-read slices too: a merged row's key is a key of the base or of a
+    log, so it lies within the union of their ranges. Single-column keys only.
+    """
+    key, schema, fs = ctx.config.record_key, ctx.config.schema, ctx.storage.fs
+    if filter is None or len(key) != 1 or key[0] not in str(filter):
+        return list(slices)
+    typ = schema.field(key[0]).type
+    fmt = ds.ParquetFileFormat()
+    frags: list[ds.Fragment] = []
+    owners: list[int] = []
+    kept: list[int] = []
+    for i, s in enumerate(slices):
+        bounds = s.key_bounds()
+        try:
+            lo, hi = (pa.scalar(b).cast(typ) for b in bounds) if bounds else (None, None)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError):
+            lo = hi = None
+        if lo is None or hi is None:
+            kept.append(i)
+            continue
+        guarantee = (pc.field(key[0]) >= lo) & (pc.field(key[0]) <= hi)
+        frags.append(fmt.make_fragment(str(len(frags)), fs, partition_expression=guarantee))
+        owners.append(i)
+    if frags:
+        try:
+            dset = ds.FileSystemDataset(frags, schema, fmt, fs)
+            kept.extend(owners[int(f.path)] for f in dset.get_fragments(filter=filter))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            return list(slices)  # a filter Arrow cannot simplify: prune nothing
+    keep = set(kept)
+    return [s for i, s in enumerate(slices) if i in keep]
+
+
+@dataclass(frozen=True)
+class SliceRead:
+    """Read one slice merged: base folded with its logs."""
+
+    storage: Storage
+    slice: FileSlice
+    schema: pa.Schema
+    key: tuple[str, ...]
+    ordering: str | None
+    # The columns the caller needs back (of ``schema``); None: all of them. With
+    # position deletes the key columns are then only read from the logs.
+    wanted: tuple[str, ...] | None = None
+    threads: bool = True  # decode the base on Arrow's threads (:attr:`FileRead.threads`)
+    # Return the base's rows in file order. A read need not: then dropping the rows the
+    # logs touch moves only as many rows as it drops (:func:`drop_positions`).
+    keep_order: bool = True
+
+
+def read_slice(task: SliceRead) -> pa.Table:
+    """The live rows of a slice: the columns of ``task.schema``, which must hold the
+    record key and the ordering field (only those columns are read); or only the
+    ``task.wanted`` ones, when the slice's logs hold positions.
+
+    Position deletes: when every log names this slice's base as the file its positions
+    point into, the base rows the logs touch are exactly those positions (a writer
+    records the position of every key it finds live in the base; a key it finds in a
+    log, or deleted, was touched there by an earlier log). Else (a log from before
+    positions, or written on an older base that a compaction replaced meanwhile) the
+    merge compares keys."""
+    names = tuple(task.schema.names)
+    if not task.slice.logs:
+        return _read_base(task, names)
+    log_rows, positional = _read_logs(task)
+    if positional:
+        wanted, read = _position_columns(task)
+        try:
+            # The base was decoded for this merge alone: its rows may be dropped in place.
+            return merge_at_positions(_read_base(task, read), log_rows, task.key, task.ordering, list(wanted),
+                                      owned=True, keep_order=task.keep_order)
+        except CorruptLogError as e:
+            # The merge knows rows, not files: name them.
+            raise CorruptLogError(f"{e}: base {task.slice.base.path if task.slice.base else '(none)'}, logs "
+                                  f"{', '.join(f.path for f in task.slice.logs)}") from e
+    return merge_onto(_read_base(task, names), log_rows, task.key, task.ordering).cast(task.schema)
+
+
+def _read_logs(task: SliceRead) -> tuple[pa.Table, bool]:
+    """The slice's log rows in fold order (``task.schema``'s columns and ``_op``), and
+    whether they all hold positions into the slice's base (then with ``_base_pos``).
+
+    When every log holds deletes only (as their commits recorded) and they point into
+    the base, their rows only say which base rows go: then only ``_op`` and
+    ``_base_pos`` are read, in no particular order."""
+    s = task.slice
+    names = tuple(task.schema.names)
+    every_column = (*names, OP, SEQ, BASE_POS)
+    deletes_only = s.base is not None and all(f.deletes == f.rows for f in s.logs)
+    logs = [read_snapshot_file(FileRead(task.storage, f.path, (OP, BASE_POS) if deletes_only else every_column,
+                                        threads=False)) for f in s.logs]
+    positional = s.base is not None and all(points_into(lg, s.base.path) for lg in logs)
+    if deletes_only and positional:
+        return pa.concat_tables(logs), True
+    if deletes_only:  # logs from before positions: the merge compares keys
+        logs = [read_snapshot_file(FileRead(task.storage, f.path, every_column, threads=False)) for f in s.logs]
+    log_schema = task.schema.append(pa.field(OP, pa.string()))
+    if positional:
+        log_schema = log_schema.append(pa.field(BASE_POS, pa.int64()))
+    logs = [with_columns_of(lg.sort_by(SEQ).drop_columns([SEQ]), log_schema) for lg in logs]
+    return pa.concat_tables(logs, promote_options="permissive"), positional
+
+
+def _position_columns(task: SliceRead) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(wanted, read)`` of a merge by position: the columns returned, and the base
+    columns decoded (those and the ordering field; the key comes from the logs)."""
+    wanted = task.wanted if task.wanted is not None else tuple(task.schema.names)
+    read = (*wanted, task.ordering) if task.ordering and task.ordering not in wanted else wanted
+    return wanted, read
+
+
+def _read_base(task: SliceRead, names: tuple[str, ...]) -> pa.Table:
+    schema = pa.schema([task.schema.field(n) for n in names])
+    s = task.slice
+    if s.base is None:
+        return schema.empty_table()
+    return with_columns_of(read_snapshot_file(FileRead(task.storage, s.base.path, names, task.threads)), schema)
+
+
+class Scan:
+    """A planned read of one snapshot: the context's. Build with ``Table.scan``.
+
+    ``as_of`` is what the caller asked for (an instant id or a datetime), for the
+    retention check: the files of a time-travel snapshot must all still be there.
+    """
+
+    def __init__(
+        self,
+        ctx: TableContext,
+        filter: pc.Expression | None = None,
+        columns: list[str] | None = None,
+        as_of: int | datetime | None = None,
+    ) -> None:
+        cfg = ctx.config
+        check_filter(cfg.schema, filter)
+        self.columns = check_columns(cfg, columns)
+        self.filter = filter
+        self.ctx = ctx
+        self.snapshot = ctx.snapshot
+        every = ctx.view.latest_slices()
+        self._total = sum(len(s.files) for s in every)
+        self.slices = prune_slices(ctx, every, filter)
+        self._after_partition = sum(len(s.files) for s in self.slices)
+        self.slices = prune_key_ranges(ctx, self.slices, filter)
+        pruned = prune_with_indexes(ctx.storage, self.snapshot, cfg.schema, cfg.record_key, self.slices, filter)
+        self.slices = pruned.slices
+        self._after_stats, self._after_bloom = pruned.files_after_stats, pruned.files_after_bloom
+        if as_of is not None:
+            gone = ctx.storage.missing(ctx.storage.path(f.path) for s in self.slices for f in s.files)
+            if gone:
+                raise SnapshotExpiredError(
+                    f"snapshot as of {as_of} is outside retention: {len(gone)} of its files were cleaned, "
+                    f"e.g. {gone[0]}"
+                )
+
+    def files(self) -> list[str]:
+        """Absolute paths of every file this scan reads."""
+        return [self.ctx.storage.path(f.path) for s in self.slices for f in s.files]
+
+    def explain(self) -> dict[str, object]:
+        """File counts after each pruning stage, and the snapshot read."""
+        return {
+            "snapshot_seq": self.snapshot.last_seq,
+            "files_total": self._total,
+            "files_after_partition_pruning": self._after_partition,
+            "files_after_stats_pruning": self._after_stats,
+            "files_after_bloom_pruning": self._after_bloom,
+            "file_groups": len(self.slices),
+        }
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The schema of the rows this scan returns (the projection's columns)."""
+        schema = self.ctx.config.schema
+        return schema if self.columns is None else pa.schema([schema.field(c) for c in self.columns])
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        """The rows as record batches, streamed (see :meth:`to_reader`)."""
+        yield from self.to_reader()
+
+    def to_reader(self) -> pa.RecordBatchReader:
+        """The rows as a stream with bounded memory: slices without logs are read batch by
+        batch from their Parquet files, merge-on-read slices are merged one slice at a
+        time (never the whole table at once).
+
+        Raises (while streaming):
+            SnapshotExpiredError: a file of the snapshot was cleaned meanwhile (or is
+                missing: the message says which).
+            CorruptFileError: a data file is damaged or unreadable (named); a
+                ``CorruptLogError`` when a log is not a log or points past its base.
+        """
+        return pa.RecordBatchReader.from_batches(self.schema, self._stream())
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        """The Arrow C stream interface: DuckDB, Polars and pyarrow read a scan directly."""
+        return self.to_reader().__arrow_c_stream__(requested_schema)
+
+    def _plain(self, slices: list[FileSlice]) -> ds.Dataset:
+        """The base files of slices without logs, as one Parquet dataset."""
+        storage = self.ctx.storage
+        return ds.dataset([storage.path(s.base.path) for s in slices if s.base is not None],
+                          schema=self.ctx.config.schema, format="parquet", filesystem=storage.fs)
+
+    def _stream(self) -> Iterator[pa.RecordBatch]:
+        cfg, storage, out = self.ctx.config, self.ctx.storage, self.schema
+        plain = [s for s in self.slices if not s.logs and s.base is not None]
+        merged = [s for s in self.slices if s.logs]
+        try:
+            if plain:
+                with self._reading(plain):
+                    for batch in self._plain(plain).to_batches(filter=self.filter, columns=self.columns):
+                        yield from pa.Table.from_batches([batch]).cast(out).to_batches()
+            merge_schema = self._merge_schema()
+            wanted = self._wanted(merge_schema)
+            for s in merged:
+                t = read_slice(SliceRead(storage, s, merge_schema, cfg.record_key, cfg.ordering_field, wanted,
+                                         keep_order=False))
+                yield from self._filtered(t).select(out.names).cast(out).to_batches()
+        except (FileNotFoundError, SnapshotExpiredError) as e:
+            raise self._missing(e) from e
+
+    @contextmanager
+    def _reading(self, plain: list[FileSlice]) -> Iterator[None]:
+        """Read the slices without logs (one dataset) in this block: a damaged or
+        unreadable base raises ``CorruptFileError`` naming it."""
+        try:
+            yield
+        except FileNotFoundError:
+            raise
+        except DAMAGED as e:
+            damaged = find_damaged(self.ctx.storage, [s.base.path for s in plain if s.base is not None], e)
+            if damaged is not None:
+                raise damaged from e
+            if isinstance(e, OSError):
+                raise  # every file reads: the storage's own error
+            raise self._unevaluable(e) from e
+
+    def _filtered(self, rows: pa.Table) -> pa.Table:
+        """A merged slice's rows (in memory) that match the filter."""
+        if self.filter is None:
+            return rows
+        try:
+            return ds.dataset(rows).to_table(filter=self.filter)
+        except pa.ArrowInvalid as e:  # no file is read here: the filter's own error
+            raise self._unevaluable(e) from e
+
+    def _unevaluable(self, error: Exception) -> InvalidFilterError:
+        return InvalidFilterError(f"the filter {self.filter} cannot be evaluated on the rows: {error}")
+
+    def _missing(self, error: FileNotFoundError | SnapshotExpiredError) -> SnapshotExpiredError:
+        """The typed error for a file of this scan found missing: which one, and whether
+        a clean removed it (the snapshot left retention) or nothing lakeline did."""
+        if isinstance(error, SnapshotExpiredError) and not isinstance(error.__cause__, FileNotFoundError):
+            return error  # not a file found missing by the read
+        paths = [f.path for s in self.slices for f in s.files]
+        return missing_error(self.ctx.storage, self.ctx.log, self.snapshot.last_seq, paths, error)
+
+    def _merge_schema(self) -> pa.Schema:
+        """The columns a merged slice is read with: those asked for, the record key and
+        the ordering field (the merge needs them), and every column whose name the
+        filter's text holds (a superset of the ones it references), so a read of three
+        columns does not read the other twenty of a file with logs."""
+        cfg = self.ctx.config
+        if self.columns is None:
+            return cfg.schema
+        text = "" if self.filter is None else str(self.filter)
+        needed = {*self.columns, *cfg.record_key, *([cfg.ordering_field] if cfg.ordering_field else [])}
+        return pa.schema([f for f in cfg.schema if f.name in needed or (text and f.name in text)])
+
+    def _wanted(self, merge_schema: pa.Schema) -> tuple[str, ...] | None:
+        """The columns of ``merge_schema`` a merged slice must return: those asked for
+        and those the filter may name (None: every column)."""
+        if self.columns is None:
+            return None
+        text = "" if self.filter is None else str(self.filter)
+        return tuple(f.name for f in merge_schema if f.name in self.columns or (text and f.name in text))
+
+    def to_arrow(self) -> pa.Table:
+        """The snapshot's rows, filtered and projected, in no guaranteed order (a
+        merge-on-read slice's rows leave its base's order where the logs dropped rows).
+
+        Raises:
+            SnapshotExpiredError: a file of the snapshot was cleaned meanwhile (it left
+                retention while it was read), or is missing: the message says which.
+            CorruptFileError: as for :meth:`to_reader`.
+        """
+        try:
+            return self._read()
+        except (FileNotFoundError, SnapshotExpiredError) as e:
+            raise self._missing(e) from e
+
+    def _read(self) -> pa.Table:
+        cfg, storage = self.ctx.config, self.ctx.storage
+        schema = cfg.schema
+        out_schema = schema if self.columns is None else pa.schema([schema.field(c) for c in self.columns])
+        plain = [s for s in self.slices if not s.logs and s.base is not None]
+        merged = [s for s in self.slices if s.logs]
+        parts: list[pa.Table] = []
+        if plain:
+            with self._reading(plain):
+                parts.append(self._plain(plain).to_table(filter=self.filter, columns=self.columns))
+        if merged:
+            merge_schema = self._merge_schema()
+            wanted = self._wanted(merge_schema)
+            # As many slices as the engine has workers: each worker decodes its own.
+            workers = getattr(self.ctx.engine, "parallelism", None)
+            threads = workers is None or len(merged) < workers
+            tasks = [SliceRead(storage, s, merge_schema, cfg.record_key, cfg.ordering_field, wanted, threads,
+                               keep_order=False) for s in merged]
+            for t in self.ctx.engine.map(read_slice, tasks):
+                parts.append(self._filtered(t).select(out_schema.names))
+        if not parts:
+            return out_schema.empty_table()
+        return pa.concat_tables([p.cast(out_schema) for p in parts])

@@ -1,0 +1,261 @@
+"""Planners for the five writes: insert, upsert, delete, delete_where, overwrite.
+
+Each planner turns checked input and a snapshot into a :class:`WritePlan`. They only
+read; :func:`lakeline.table.write.writer.run_write` executes and commits the plan.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ...indexes.pruning import key_blooms
+from ...timeline.errors import DuplicateKeyError, UnknownColumnError
+from ...timeline.table_config import TableConfig
+from ...timeline.view.file_group import FileSlice
+from ..context import TableContext
+from ..read.partition_pruning import prune_slices
+from .plan import PARTITION, LogAppend, NewFiles, Rewrite, WritePlan
+from .records import BASE_POS, OP, OP_DELETE, OP_UPSERT, constant, split_by_partition
+from .tagging import tag
+
+
+def _tag(ctx: TableContext, plan: WritePlan, slices: list[FileSlice], keys: pa.Table,
+         positions: bool = True) -> tuple[pa.Array, pa.Array]:
+    """``tag`` the keys (their groups, and their rows in those groups' base files),
+    adding the time it took to ``plan.timings["tag_s"]``.
+
+    The record-key bloom filters of the snapshot are read once per plan, on first use.
+    """
+    t0 = time.perf_counter()
+    cfg = ctx.config
+    if plan.key_blooms is None:
+        plan.key_blooms = key_blooms(ctx.storage, ctx.snapshot, cfg.schema, cfg.record_key)
+    # Positions only where a log will keep them: merge-on-read updates and deletes.
+    tags = tag(ctx.storage, ctx.engine, slices, keys, cfg.record_key, plan.key_blooms,
+               positions and cfg.table_type == "mor")
+    plan.timings["tag_s"] = plan.timings.get("tag_s", 0.0) + time.perf_counter() - t0
+    return tags
+
+
+def _with_op(rows: pa.Table, op: str) -> pa.Table:
+    return rows.append_column(OP, constant(op, rows.num_rows))
+
+
+def _keys_with_partition(rows: pa.Table, key: tuple[str, ...], partition: str) -> pa.Table:
+    keys = rows.select(list(key))
+    return keys.append_column(PARTITION, constant(partition, keys.num_rows))
+
+
+def _group_rows(rows: pa.Table, fgs: pa.Array) -> dict[str, pa.Table]:
+    """Rows per file group id (rows whose group is null are left out)."""
+    out: dict[str, pa.Table] = {}
+    present = pc.is_valid(fgs)
+    if not pc.any(present).as_py():
+        return out
+    idx = pa.array(np.arange(rows.num_rows, dtype=np.int64)).filter(present)
+    t = pa.table({"fg": fgs.filter(present), "i": idx})
+    grouped = t.group_by(["fg"], use_threads=False).aggregate([("i", "list")])
+    for fg, ids in zip(grouped.column("fg").to_pylist(), grouped.column("i_list")):
+        out[fg] = rows.take(ids.values)
+    return out
+
+
+def _route_updates(cfg: TableConfig, plan: WritePlan, partition: str, slices: list[FileSlice],
+                   rows: pa.Table, tags: tuple[pa.Array, pa.Array], op: str) -> int:
+    """Rows of keys the table holds, to their groups: a log each (merge-on-read, the
+    rows with their base positions), or a rewrite each (copy-on-write)."""
+    fgs, positions = tags
+    by_id = {s.file_group: s for s in slices}
+    if cfg.table_type == "mor":
+        rows = rows.append_column(BASE_POS, positions)
+    n = 0
+    for fg, part_rows in _group_rows(rows, fgs).items():
+        incoming = _with_op(part_rows, op)
+        n += part_rows.num_rows
+        if cfg.table_type == "mor":
+            plan.logs.append(LogAppend(partition, by_id[fg], incoming))
+        else:
+            plan.rewrites.append(Rewrite(partition, by_id[fg], incoming))
+    return n
+
+
+def _route_inserts(cfg: TableConfig, plan: WritePlan, partition: str, slices: list[FileSlice],
+                   rows: pa.Table, taken: set[str]) -> None:
+    """New keys: copy-on-write fills the partition's small files first, the rest (and
+    every merge-on-read or append-only insert) starts new file groups."""
+    if rows.num_rows == 0:
+        return
+    target = cfg.props.write_target_file_size_bytes
+    small_limit = min(cfg.props.write_small_file_limit_bytes, target)
+    start = 0
+    if cfg.table_type == "cow" and cfg.has_key and small_limit > 0:
+        small = sorted(
+            (s for s in slices if s.base is not None and s.base.bytes < small_limit
+             and s.file_group not in taken and s.base.rows),
+            key=lambda s: s.bytes,
+        )
+        for s in small:
+            if start >= rows.num_rows:
+                break
+            per_row = max(s.base.bytes / s.base.rows, 1e-9)  # type: ignore[union-attr]
+            room = int((target - s.bytes) / per_row)
+            if room <= 0:
+                continue
+            chunk = rows.slice(start, room)
+            start += chunk.num_rows
+            plan.rewrites.append(Rewrite(partition, s, _with_op(chunk, OP_UPSERT), inserts=True, new_keys_only=True))
+    if start < rows.num_rows:
+        plan.new_files.append(NewFiles(partition, rows.slice(start)))
+
+
+def plan_insert(ctx: TableContext, rows: pa.Table) -> WritePlan:
+    cfg, view = ctx.config, ctx.view
+    plan = WritePlan("insert", stats={"inserted": rows.num_rows})
+    check = cfg.has_key and cfg.props.write_insert_key_check
+    new_keys = []
+    for partition, part in split_by_partition(rows, cfg.partition_by).items():
+        slices = view.latest_slices(partition)
+        if check and slices:
+            fgs, _ = _tag(ctx, plan, slices, part.select(list(cfg.record_key)), positions=False)
+            if fgs.null_count != len(fgs):
+                dupes = part.filter(pc.is_valid(fgs)).select(list(cfg.record_key)).slice(0, 5).to_pylist()
+                raise DuplicateKeyError(
+                    f"insert carries {len(fgs) - fgs.null_count} key(s) the table already holds, e.g. {dupes}; "
+                    "use upsert to update them"
+                )
+        _route_inserts(cfg, plan, partition, slices, part, set())
+        if cfg.has_key:
+            new_keys.append(_keys_with_partition(part, cfg.record_key, partition))
+    if new_keys:
+        plan.new_keys = pa.concat_tables(new_keys)
+    return plan
+
+
+def plan_upsert(ctx: TableContext, rows: pa.Table) -> WritePlan:
+    cfg, view = ctx.config, ctx.view
+    plan = WritePlan("upsert")
+    updated = inserted = 0
+    new_keys = []
+    for partition, part in split_by_partition(rows, cfg.partition_by).items():
+        slices = view.latest_slices(partition)
+        tags = _tag(ctx, plan, slices, part.select(list(cfg.record_key)))
+        updated += _route_updates(cfg, plan, partition, slices, part, tags, OP_UPSERT)
+        fresh = part.filter(pc.is_null(tags[0]))
+        inserted += fresh.num_rows
+        taken = {r.slice.file_group for r in plan.rewrites if r.partition == partition}
+        _route_inserts(cfg, plan, partition, slices, fresh, taken)
+        new_keys.append(_keys_with_partition(fresh, cfg.record_key, partition))
+    plan.new_keys = pa.concat_tables(new_keys) if new_keys else None
+    plan.stats = {"inserted": inserted, "updated": updated}
+    _merge_rewrites(plan)
+    return plan
+
+
+def _merge_rewrites(plan: WritePlan) -> None:
+    """A copy-on-write group hit by both updates and small-file inserts is rewritten once."""
+    merged: dict[tuple[str, str], Rewrite] = {}
+    for r in plan.rewrites:
+        k = (r.partition, r.slice.file_group)
+        if k in merged:
+            prev = merged[k]
+            both = pa.concat_tables([prev.incoming, r.incoming], promote_options="permissive")
+            merged[k] = Rewrite(r.partition, r.slice, both, None, prev.inserts or r.inserts,
+                                prev.new_keys_only and r.new_keys_only)
+        else:
+            merged[k] = r
+    plan.rewrites = list(merged.values())
+
+
+def plan_delete(ctx: TableContext, keys: pa.Table, operation: str = "delete") -> WritePlan:
+    """Delete by key. With the partition columns present the search is narrowed to those
+    partitions; without them every partition is searched."""
+    cfg, view = ctx.config, ctx.view
+    plan = WritePlan(operation)
+    have_parts = all(c in keys.column_names for c in cfg.partition_by)
+    if have_parts:
+        groups = split_by_partition(keys, cfg.partition_by)
+    else:
+        groups = {p: keys for p in view.partitions()}
+    deleted = 0
+    schema_cols = cfg.schema.names
+    key_cols = keys.select(list(cfg.record_key))
+    if have_parts:
+        named = [_keys_with_partition(part, cfg.record_key, p) for p, part in groups.items()]
+        plan.deleted_keys = pa.concat_tables(named) if named else None
+    else:
+        plan.deleted_keys = key_cols.append_column(PARTITION, pa.nulls(keys.num_rows, pa.string()))
+    for partition, part in groups.items():
+        slices = view.latest_slices(partition)
+        if not slices:
+            continue
+        tags = _tag(ctx, plan, slices, part.select(list(cfg.record_key)))
+        # Delete records carry the keys; other columns are null.
+        recs = pa.table({c: (part.column(c) if c in cfg.record_key
+                             else pa.nulls(part.num_rows, cfg.schema.field(c).type)) for c in schema_cols})
+        deleted += _route_updates(cfg, plan, partition, slices, recs, tags, OP_DELETE)
+    plan.stats = {"deleted": deleted}
+    return plan
+
+
+def plan_delete_where(ctx: TableContext, predicate: pc.Expression) -> WritePlan:
+    cfg = ctx.config
+    if cfg.has_key:
+        from ..read.scan import Scan
+
+        cols = list(dict.fromkeys(list(cfg.record_key) + list(cfg.partition_by)))
+        hits = Scan(ctx, filter=predicate, columns=cols).to_arrow()
+        plan = plan_delete(ctx, hits, operation="delete_where")
+        plan.delete_predicate = predicate
+        return plan
+    plan = WritePlan("delete_where", delete_predicate=predicate)
+    for s in prune_slices(ctx, ctx.view.latest_slices(), predicate):
+        plan.rewrites.append(Rewrite(s.partition, s, None, predicate))
+    return plan
+
+
+def plan_overwrite(ctx: TableContext, rows: pa.Table, partitions: list[str] | None) -> WritePlan:
+    cfg, view = ctx.config, ctx.view
+    by_part = split_by_partition(rows, cfg.partition_by)
+    targets = list(by_part) if partitions is None else partitions
+    if not cfg.partition_by:
+        targets = [""]
+    plan = WritePlan("overwrite", stats={"inserted": rows.num_rows})
+    for p in targets:
+        groups = [g.id for g in view.file_groups(p)]
+        if groups:
+            plan.replaced[p] = groups
+    plan.replaced_partitions = sorted(set(targets))
+    for partition, part in by_part.items():
+        plan.new_files.append(NewFiles(partition, part))
+    if cfg.has_key:
+        plan.new_keys = pa.concat_tables(
+            [_keys_with_partition(part, cfg.record_key, p) for p, part in by_part.items()]
+        ) if by_part else None
+    plan.stats["file_groups_replaced"] = sum(len(v) for v in plan.replaced.values())
+    if not by_part and not plan.replaced:
+        return WritePlan("overwrite")
+    return plan
+
+
+def partition_targets(partition_by: tuple[str, ...], partitions: list[object]) -> list[str]:
+    """Normalise ``overwrite(partitions=...)``: Hive paths or dicts of column values.
+
+    Raises:
+        UnknownColumnError: a dict names a column that is not a partition column.
+    """
+    from ...timeline.view.file_group import partition_path
+
+    cols = partition_by
+    out = []
+    for p in partitions:
+        if isinstance(p, str):
+            out.append(p)
+            continue
+        if not isinstance(p, dict) or set(p) != set(cols):
+            raise UnknownColumnError(f"partition {p!r} must give exactly the partition columns {list(cols)}")
+        out.append(partition_path(cols, tuple(p[c] for c in cols)))
+    return out

@@ -1,0 +1,308 @@
+"""Incoming rows: conforming them to the table, checking them, deduplicating them.
+
+Everything here runs before anything is written, so bad input (a schema that does not
+match, a null record key, an unknown column) is refused with a typed error and leaves
+no trace on the table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from ...timeline.errors import (
+    InvalidFilterError,
+    LakelineError,
+    NullKeyError,
+    SchemaMismatchError,
+    UnknownColumnError,
+)
+from ...timeline.table_config import INTERNAL_PREFIX, TableConfig, check_column_names, refuse_duplicates
+from ...timeline.view.file_group import MAX_FOLDER_BYTES, partition_path
+
+# Column names lakeline adds to user rows. The ones on disk in log files (``_op``,
+# ``_seq``, ``_base_pos``) are reserved (table_config.RESERVED_COLUMNS); the ones only
+# used in memory carry the reserved prefix (table_config.INTERNAL_PREFIX), so a user
+# column can never collide with either.
+POS = INTERNAL_PREFIX + "pos"
+OP = "_op"
+SEQ = "_seq"
+#: A log row's position in its slice's base file: the row its key had there, when the
+#: writer's tagging found the key live in that base (null otherwise). The log file names
+#: that base in its metadata (:data:`BASE_FILE_KEY`); readers drop those rows by position.
+BASE_POS = "_base_pos"
+BASE_FILE_KEY = b"lakeline.base-file"
+
+
+def points_into(log: pa.Table, base_file: str) -> bool:
+    """Whether the rows of a log file (as read, with its schema metadata) hold base
+    positions into ``base_file`` (:data:`BASE_POS`, :data:`BASE_FILE_KEY`)."""
+    return BASE_POS in log.column_names and (log.schema.metadata or {}).get(BASE_FILE_KEY) == base_file.encode()
+OP_UPSERT = "U"
+OP_DELETE = "D"
+
+
+def to_arrow_table(data: Any) -> pa.Table:
+    """Accept a pa.Table, RecordBatch(Reader), pandas.DataFrame, or any Arrow C stream or
+    array (``__arrow_c_stream__`` / ``__arrow_c_array__``).
+
+    Raises:
+        SchemaMismatchError: something else, or a column name that appears twice (which
+            column would be the table's?).
+    """
+    table = _as_table(data)
+    refuse_duplicates(table.column_names, "data")
+    return table
+
+
+def _as_table(data: Any) -> pa.Table:
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if isinstance(data, pa.RecordBatchReader):
+        return data.read_all()
+    if type(data).__module__.startswith("pandas"):
+        return pa.Table.from_pandas(data, preserve_index=False)
+    # Anything that speaks the Arrow PyCapsule interface (Polars, DuckDB, a lakeline Scan...).
+    if hasattr(data, "__arrow_c_stream__"):
+        return pa.table(data)
+    if hasattr(data, "__arrow_c_array__"):
+        return pa.Table.from_batches([pa.record_batch(data)])
+    raise SchemaMismatchError(
+        "data must be a pyarrow Table, RecordBatchReader, pandas DataFrame or an object with "
+        f"__arrow_c_stream__ / __arrow_c_array__, not {type(data).__name__}"
+    )
+
+
+def castable(src: pa.DataType, dst: pa.DataType) -> bool:
+    if src == dst:
+        return True
+    same_family = (
+        (pa.types.is_integer(src) and pa.types.is_integer(dst) and src.bit_width <= dst.bit_width
+         and (pa.types.is_signed_integer(dst) or not pa.types.is_signed_integer(src)))
+        or (pa.types.is_floating(src) and pa.types.is_floating(dst) and src.bit_width <= dst.bit_width)
+        or (pa.types.is_integer(src) and pa.types.is_floating(dst))
+        or ({str(src), str(dst)} <= {"string", "large_string", "string_view"})
+        or ({str(src), str(dst)} <= {"binary", "large_binary"})
+        or (pa.types.is_dictionary(src) and castable(src.value_type, dst))
+        or (pa.types.is_null(src))
+    )
+    return same_family
+
+
+def conform(data: Any, config: TableConfig, allow_new_columns: bool = False) -> tuple[pa.Table, list[pa.Field]]:
+    """Cast ``data`` to the table's schema.
+
+    Columns may come in any order; each must be losslessly castable to the table's type.
+
+    Returns:
+        The conformed table and the new (nullable, trailing) fields it carried, which are
+        only accepted when ``allow_new_columns`` is true.
+
+    Raises:
+        SchemaMismatchError: a column is missing, has an incompatible type, appears twice,
+            or is new while schema evolution is off.
+        ReservedColumnError: a new column has a reserved name (as at ``Table.create``).
+    """
+    table = to_arrow_table(data)
+    schema = config.schema
+    names = set(table.column_names)
+    missing = [f.name for f in schema if f.name not in names]
+    if missing:
+        raise SchemaMismatchError(f"data lacks columns {missing} of the table schema {schema.names}")
+    extra = [table.schema.field(n) for n in table.column_names if n not in set(schema.names)]
+    if extra and not allow_new_columns:
+        raise SchemaMismatchError(
+            f"data has columns {[f.name for f in extra]} that the table does not "
+            "(set write.schema-evolution=add-columns to accept new nullable columns)"
+        )
+    if extra:
+        check_column_names(schema.names + [f.name for f in extra], "the schema with the new columns")
+    cols = [conform_column(table.column(f.name), f) for f in schema]
+    for f in extra:
+        cols.append(table.column(f.name))
+    out = pa.Table.from_arrays(cols, schema=pa.schema(list(schema) + [f.with_nullable(True) for f in extra]))
+    return out, [f.with_nullable(True) for f in extra]
+
+
+def conform_column(col: pa.ChunkedArray, f: pa.Field) -> pa.ChunkedArray:
+    """``col`` cast to the field's type, when that is lossless.
+
+    Raises:
+        SchemaMismatchError: another type family (strings for integer keys, say), a
+            narrowing cast, a value the cast refuses, or nulls in a non-nullable field.
+    """
+    if not castable(col.type, f.type):
+        raise SchemaMismatchError(f"column {f.name!r} has type {col.type}, the table needs {f.type}")
+    try:
+        col = col.cast(f.type) if col.type != f.type else col
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise SchemaMismatchError(f"column {f.name!r} cannot be cast to {f.type}: {e}") from None
+    if not f.nullable and col.null_count:
+        raise SchemaMismatchError(f"column {f.name!r} is not nullable but holds nulls")
+    return col
+
+
+def constant(value: str, n: int) -> pa.Array:
+    """A string column of ``n`` copies of ``value``, built from raw buffers: no per-row
+    Python objects (this runs for every row written or merged)."""
+    data = value.encode()
+    if data:
+        offsets = np.arange(0, (n + 1) * len(data), len(data), dtype=np.int32)[: n + 1]
+    else:
+        offsets = np.zeros(n + 1, dtype=np.int32)
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data * n)])
+
+
+def check_keys(table: pa.Table, key: tuple[str, ...]) -> None:
+    """Raises NullKeyError when a record-key column holds a null."""
+    for k in key:
+        n = table.column(k).null_count
+        if n:
+            raise NullKeyError(f"record key column {k!r} holds {n} null value(s)")
+
+
+def deduplicate(table: pa.Table, key: tuple[str, ...], ordering: str | None) -> pa.Table:
+    """Keep one row per key: the largest ordering value, and on a tie the last row."""
+    if table.num_rows <= 1 or not key:
+        return table
+    if len(key) == 1 and _unique(table.column(key[0])):
+        return table  # already one row per key: skip the sort
+    t = table.append_column(POS, pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    sort_keys = [(ordering, "ascending", "at_start")] if ordering else []
+    order = pc.sort_indices(t, sort_keys=sort_keys + [(POS, "ascending", "at_end")])
+    t = t.take(order)
+    winners = t.group_by(list(key), use_threads=False).aggregate([(POS, "last")])
+    keep = pc.sort_indices(winners, sort_keys=[(f"{POS}_last", "ascending")])
+    positions = winners.column(f"{POS}_last").take(keep)
+    return table.take(positions)
+
+
+def _unique(col: pa.ChunkedArray) -> bool:
+    """Whether a key column has no repeats: strictly increasing (cheap, and common for
+    generated keys) or, failing that, as many distinct values as rows."""
+    flat = col.combine_chunks()
+    if len(flat) > 1 and not pc.any(pc.less_equal(flat[1:], flat[:-1])).as_py():
+        return True
+    return pc.count_distinct(flat).as_py() == len(flat)
+
+
+def split_by_partition(table: pa.Table, columns: tuple[str, ...]) -> dict[str, pa.Table]:
+    """Rows grouped by their Hive partition folder ("" for an unpartitioned table).
+
+    Rows are grouped by their partition values; each distinct value tuple gets its own
+    folder (:func:`partition_path` is one-to-one), and two tuples meeting in one folder
+    would be refused rather than merged, so no group can ever replace another.
+
+    Raises:
+        SchemaMismatchError: a partition folder name would be longer than
+            :data:`MAX_FOLDER_BYTES` (the file system would refuse it mid-write).
+    """
+    if not columns:
+        return {"": table}
+    if table.num_rows == 0:
+        return {}
+    t = table.select(list(columns)).append_column(POS, pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    groups = t.group_by(list(columns), use_threads=False).aggregate([(POS, "list")])
+    out: dict[str, pa.Table] = {}
+    owner: dict[str, tuple[object, ...]] = {}
+    values = [groups.column(c).to_pylist() for c in columns]
+    rows = groups.column(f"{POS}_list")
+    for i in range(groups.num_rows):
+        tup = tuple(v[i] for v in values)
+        path = partition_path(columns, tup)
+        if path in owner:
+            raise SchemaMismatchError(
+                f"partition values {owner[path]!r} and {tup!r} both map to folder {path!r}; nothing was written")
+        long = [p for p in path.split("/") if len(p.encode()) > MAX_FOLDER_BYTES]
+        if long:
+            raise SchemaMismatchError(
+                f"partition folder {long[0][:60]!r}... would be {len(long[0].encode())} bytes long (at most "
+                f"{MAX_FOLDER_BYTES}: a file system limit); shorten the partition value, nothing was written")
+        owner[path] = tup
+        out[path] = table.take(rows[i].values)
+    return out
+
+
+def check_columns(config: TableConfig, columns: Iterable[str] | None) -> list[str] | None:
+    """Raises UnknownColumnError for a column the table does not have."""
+    if columns is None:
+        return None
+    cols = list(columns)
+    unknown = [c for c in cols if c not in config.schema.names]
+    if unknown:
+        raise UnknownColumnError(f"unknown column(s) {unknown}; the table has {config.schema.names}")
+    return cols
+
+
+def check_filter(schema: pa.Schema, expr: pc.Expression | None) -> None:
+    """Refuse a filter that names unknown columns or cannot be evaluated.
+
+    Raises:
+        UnknownColumnError: a field reference is not in the schema.
+        InvalidFilterError: not an Expression, or a type error (e.g. string vs int).
+    """
+    if expr is None:
+        return
+    if not isinstance(expr, pc.Expression):
+        raise InvalidFilterError(f"filter must be a pyarrow.compute.Expression, not {type(expr).__name__}")
+    with evaluation_errors(f"filter {expr}", InvalidFilterError):
+        ds.dataset(schema.empty_table()).to_table(filter=expr)
+
+
+@contextmanager
+def evaluation_errors(what: str, error: type[LakelineError]) -> Iterator[None]:
+    """Arrow's errors evaluating an expression (``what``) over the table's schema, as
+    typed ones: a column the table lacks is UnknownColumnError, anything else ``error``."""
+    try:
+        yield
+    except pa.ArrowInvalid as e:
+        if "No match for FieldRef" in str(e):
+            raise UnknownColumnError(f"{what} names a column the table does not have: {e}") from None
+        raise error(f"{what} cannot be evaluated: {e}") from None
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        raise error(f"{what} cannot be evaluated: {e}") from None
+
+
+def prepare_rows(data: Any, cfg: TableConfig, dedupe: bool = True) -> tuple[pa.Table, list[pa.Field]]:
+    """Rows of a write, conformed to the table, keys checked, deduplicated by record
+    identity (``dedupe``), and the new columns they bring (``write.schema-evolution``).
+
+    Raises:
+        SchemaMismatchError, NullKeyError: bad input (nothing is written).
+    """
+    evolve = cfg.props.write_schema_evolution == "add-columns"
+    rows, new_fields = conform(data, cfg, allow_new_columns=evolve)
+    check_keys(rows, cfg.record_key)
+    # Record identity is (partition values, key): one key in two partitions is two records.
+    ident = tuple(dict.fromkeys(cfg.partition_by + cfg.record_key)) if cfg.has_key else ()
+    rows = deduplicate(rows, ident, cfg.ordering_field) if dedupe else rows
+    return rows, new_fields
+
+
+def prepare_keys(keys: Any, cfg: TableConfig) -> pa.Table:
+    """The keys of a delete: the record-key columns (and the partition columns given),
+    in the table's types.
+
+    Raises:
+        SchemaMismatchError, NullKeyError: key columns missing, of another type than the
+            table's (no cast across types: ``1`` never deletes ``"1"``) or null.
+    """
+    table = to_arrow_table(keys)
+    missing = [k for k in cfg.record_key if k not in table.column_names]
+    if missing:
+        raise SchemaMismatchError(f"delete needs the record-key columns {missing}")
+    cols = [c for c in table.column_names if c in cfg.record_key or c in cfg.partition_by]
+    # Same typing rule as upserts: keys of another type are refused, never cast
+    # (an int key cast to a string column would silently delete nothing).
+    table = pa.Table.from_arrays([conform_column(table.column(c), cfg.schema.field(c).with_nullable(True))
+                                  for c in cols], names=cols)
+    check_keys(table, cfg.record_key)
+    return table
