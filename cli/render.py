@@ -31,7 +31,7 @@ from rich.progress import (
 from rich.table import Table as RichTable
 
 from ..timeline.instant import Action, Event, Instant, State
-from ..timeline.plans import SchemaChangePlan, WriteRequestPlan
+from ..timeline.plans import SchemaChangePlan, WriteRequest
 
 #: Longest summary shown in a listing; ``inspect`` shows everything.
 SUMMARY_WIDTH = 72
@@ -98,7 +98,7 @@ def _short(text: str, width: int = SUMMARY_WIDTH) -> str:
 def summarize(instant: Instant, events: Sequence[Event] = ()) -> str:
     """A one-line description of what an instant did or plans to do."""
     plan, meta = dict(instant.plan), dict(instant.metadata)
-    write = WriteRequestPlan.from_dict(plan)
+    write = WriteRequest.from_dict(plan)
     if instant.state is State.ROLLED_BACK:
         reason = next((e.payload.get("reason") for e in reversed(events) if e.state is State.ROLLED_BACK), None)
         what = write.operation or instant.action

@@ -1,7 +1,7 @@
 """What an index stores for a data file: its entries, and the tasks that compute them.
 
 Everything an index holds is a pure function of a data file's content and the index's
-definition (kind, columns, options), computed by :func:`file_entries`. So a writer's
+definition (kind, columns, options), computed by :func:`entries_for_file`. So a writer's
 updates (:mod:`.on_commit`), a bulk build and ``validate`` (:mod:`.build`) all call the
 same function, and ``validate`` is simply "recompute and compare".
 
@@ -138,15 +138,15 @@ def read_base(storage: Storage, rel_path: str, columns: Sequence[str]) -> pa.Tab
         return pf.read(columns=present)
 
 
-def files_entries(targets: Sequence[IndexTarget], storage: Storage, schema: pa.Schema, rel_path: str,
+def entries_for_file(targets: Sequence[IndexTarget], storage: Storage, schema: pa.Schema, rel_path: str,
                   partition: str) -> list[pa.Table]:
     """The entries of one data file (base or log) for each of ``targets``, from one read
     of the file, hashing each column once for all of them."""
     columns = list(dict.fromkeys(c for t in targets for c in t.columns))
-    return rows_entries(targets, read_base(storage, rel_path, columns), schema, rel_path, partition)
+    return entries_for_rows(targets, read_base(storage, rel_path, columns), schema, rel_path, partition)
 
 
-def rows_entries(targets: Sequence[IndexTarget], rows: pa.Table, schema: pa.Schema, rel_path: str,
+def entries_for_rows(targets: Sequence[IndexTarget], rows: pa.Table, schema: pa.Schema, rel_path: str,
                  partition: str, hashes: ColumnHashes | None = None) -> list[pa.Table]:
     """The entries of the data file ``rel_path`` whose content is ``rows`` (all of it, or
     at least the columns of ``targets`` it has), for each of ``targets``; ``hashes`` of
@@ -166,12 +166,6 @@ def rows_entries(targets: Sequence[IndexTarget], rows: pa.Table, schema: pa.Sche
             fb = FileBloom.build(rows, target.columns, target.fpp, schema, hashes)
             out[i] = pa.Table.from_pylist([fb.to_row(rel_path, partition)], schema=BLOOM_SCHEMA)
     return [out[i] for i in range(len(targets))]
-
-
-def file_entries(target: IndexTarget, storage: Storage, schema: pa.Schema, rel_path: str,
-                 partition: str) -> pa.Table:
-    """The entries of one data file (base or log) for one index."""
-    return files_entries([target], storage, schema, rel_path, partition)[0]
 
 
 def entries_schema(kind: str) -> pa.Schema:
@@ -208,7 +202,7 @@ class IndexJob:
 
     def entries(self, rows: pa.Table, rel_path: str, partition: str,
                 hashes: ColumnHashes | None = None) -> dict[IndexTarget, pa.Table]:
-        return dict(zip(self.targets, rows_entries(self.targets, rows, self.schema, rel_path, partition, hashes)))
+        return dict(zip(self.targets, entries_for_rows(self.targets, rows, self.schema, rel_path, partition, hashes)))
 
 
 def index_job(timeline: Timeline, schema: pa.Schema, record_key: Sequence[str]) -> IndexJob | None:
@@ -228,7 +222,7 @@ Precomputed = Mapping[str, Mapping[IndexTarget, pa.Table]]
 
 
 def entries_task(task: EntriesTask) -> list[pa.Table]:
-    return files_entries(task.targets, task.storage, task.schema, task.path, task.partition)
+    return entries_for_file(task.targets, task.storage, task.schema, task.path, task.partition)
 
 
 def entries_for(target: IndexTarget, storage: Storage, schema: pa.Schema,

@@ -7,7 +7,7 @@ completion re-checks that no index appeared meanwhile (:func:`unhandled_indexes`
 
 After the commit landed, two chores keep reads of the metadata table cheap as a table
 ages, and both ride on commits so no service has to be running for them
-(:func:`after_commit`): saving a checkpoint of the file-system view into the ``files``
+(:func:`after_commit_upkeep`): saving a checkpoint of the file-system view into the ``files``
 index every ``metadata.files.checkpoint-commits`` data commits, and folding the deltas of
 a ready index into a new base once it holds more than ``metadata.compact.max-deltas`` of
 them. The commit is already durable when this runs, so upkeep never raises: a failure is
@@ -47,7 +47,7 @@ from .states import IndexDef, readable_indexes, written_indexes
 log = logging.getLogger(__name__)
 
 
-def after_commit(storage: Storage, timeline: Timeline, view_of: Callable[[Timeline], FileSystemView],
+def after_commit_upkeep(storage: Storage, timeline: Timeline, view_of: Callable[[Timeline], FileSystemView],
                  props: TableProperties) -> list[str]:
     """Checkpoint the view and fold index deltas where due; returns what was written.
 

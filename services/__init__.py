@@ -9,8 +9,8 @@ from ..timeline.errors import (
            UnknownServiceError,
 )
 from .inline import inline
-from .plugin import ServiceResult, TableService
+from .plugin import Service, ServiceResult
 from .table_services import TableServices
 
-__all__ = ["ServiceAbortedError", "ServiceBusyError", "ServiceResult", "ServiceStateError", "TableService",
+__all__ = ["ServiceAbortedError", "ServiceBusyError", "ServiceResult", "ServiceStateError", "Service",
            "TableServices", "UnknownServiceError", "inline"]

@@ -53,7 +53,7 @@ from ..timeline.instant import Action, Instant, State
 from ..timeline.plans import ArchivalPlan, Plan
 from ..timeline.retention import last_retain_seq, pinned_seqs
 from ..timeline.timeline import Timeline
-from .plugin import Progress, TableService
+from .plugin import Progress, Service
 
 if TYPE_CHECKING:
     from ..table.table import Table
@@ -116,7 +116,7 @@ def choose(timeline: Timeline, after: int, min_active: int, max_active: int, for
     return ArchivalPlan(after + 1, through, count, through - after, completed, min_active, max_active)
 
 
-class ArchivalService(TableService):
+class ArchivalService(Service):
     """Archive old instants (``t.services.archive()``, ``run("archival")``, the runner)."""
 
     name = "archival"

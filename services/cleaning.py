@@ -63,7 +63,7 @@ from ..timeline.plans import (
     CleanPlan,
     ClusteringPlan,
     CompactionPlan,
-    WriteRequestPlan,
+    WriteRequest,
     index_plan,
     plan_of,
 )
@@ -76,7 +76,7 @@ from ..timeline.storage.ownership import is_own_orphan, walk_files
 from ..timeline.storage.staging_folders import Rules, dead_writes
 from ..timeline.timeline import Timeline
 from ..timeline.view.file_group import FileSlice, parse_data_file_name, table_tag
-from .plugin import Progress, TableService
+from .plugin import Progress, Service
 
 if TYPE_CHECKING:
     from ..table.table import Table
@@ -140,7 +140,7 @@ def protected_files(table: Table, timeline: Timeline) -> set[str]:
         plan = plan_of(inst.action, inst.plan)
         groups = plan.groups if isinstance(plan, (CompactionPlan, ClusteringPlan)) else ()
         seqs = {inst.id}
-        if isinstance(plan, (WriteRequestPlan, CompactionPlan, ClusteringPlan)) and plan.snapshot_seq is not None:
+        if isinstance(plan, (WriteRequest, CompactionPlan, ClusteringPlan)) and plan.snapshot_seq is not None:
             seqs.add(plan.snapshot_seq)
         for seq in seqs:
             view = table.view(timeline.as_of_seq(seq))
@@ -276,7 +276,7 @@ def _instant_alive(timeline: Timeline, path: str) -> bool:
     return inst is None or inst.is_pending
 
 
-class CleaningService(TableService):
+class CleaningService(Service):
     """Delete file versions outside retention (``t.services.clean()``, ``run("cleaning")``)."""
 
     name = "cleaning"

@@ -80,7 +80,7 @@ from ..timeline.plans import (
 )
 from ..timeline.timeline import Timeline
 from .phases import table_lock
-from .plugin import Progress, TableService, fence, map_in_batches
+from .plugin import Progress, Service, fence, map_in_batches
 
 if TYPE_CHECKING:
     from ..table.table import Table
@@ -108,7 +108,7 @@ def _plan(instant: Instant) -> IndexPlan:
     return plan
 
 
-class IndexingService(TableService):
+class IndexingService(Service):
     """Create (build) and drop indexes as ``indexing`` instants."""
 
     name = "indexing"

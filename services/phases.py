@@ -4,7 +4,7 @@
 appends it as the ``requested`` event. The lock keeps planners from racing each other
 (two compaction plans over the same file groups, two creations of one index) and is
 held only for the planning itself; safety does not depend on it, because the event is
-appended with the service's :meth:`~.plugin.TableService.check_plan` run against the
+appended with the service's :meth:`~.plugin.Service.check_plan` run against the
 exact log prefix it lands on.
 
 *Execute* runs a scheduled plan in any process, later: ``inflight``, the work under a
@@ -22,7 +22,7 @@ an instant whose current attempt stopped beating. A claim is appended with the c
 that the attempt the claimant saw still holds the instant, so of two claimants of one
 round exactly one wins. Every later event of an attempt (``completed``,
 ``rolled_back``) is appended with the check that it still holds the instant
-(:func:`~.plugin.fence`), and a service's clean-up (:meth:`TableService.abort`) runs
+(:func:`~.plugin.fence`), and a service's clean-up (:meth:`Service.abort`) runs
 only after the attempt's own ``rolled_back`` event landed. A stale attempt (one that
 stalled past its heartbeat while another took over) can therefore neither complete,
 abort nor clean up, whatever the timing. Its heartbeat is its own (the store keeps
@@ -52,8 +52,8 @@ from .plugin import (
     ATTEMPT,
     Attempt,
     Progress,
+    Service,
     ServiceResult,
-    TableService,
     claim_of,
     running,
 )
@@ -84,7 +84,7 @@ def table_lock(table: Table) -> Iterator[None]:
         lock.release()
 
 
-def schedule(table: Table, service: TableService, **options: Any) -> Instant | None:
+def schedule(table: Table, service: Service, **options: Any) -> Instant | None:
     """Plan ``service`` under the table lock and append its ``requested`` event.
 
     Returns:
@@ -124,7 +124,7 @@ def claimable(table: Table, instant: Instant, timeline: Timeline | None = None) 
                            table.log.store.beats(), interval, misses)
 
 
-def _claim(table: Table, service: TableService, instant_id: int, seen: str | None) -> tuple[Attempt, Heartbeat]:
+def _claim(table: Table, service: Service, instant_id: int, seen: str | None) -> tuple[Attempt, Heartbeat]:
     """Append the claiming ``inflight`` event of a new attempt, checked against the exact
     log prefix it lands on: the attempt ``seen`` when the claim was decided must still
     hold the instant (None: nobody did), so of two claimants exactly one wins.
@@ -154,7 +154,7 @@ def _claim(table: Table, service: TableService, instant_id: int, seen: str | Non
     return attempt, heartbeat
 
 
-def execute(table: Table, service: TableService, instant_id: int,
+def execute(table: Table, service: Service, instant_id: int,
             progress: Progress | None = None) -> ServiceResult:
     """Execute the scheduled instant ``instant_id`` of ``service``.
 
@@ -212,7 +212,7 @@ def execute(table: Table, service: TableService, instant_id: int,
         heartbeat.stop(clear=True)
 
 
-def _abort(table: Table, service: TableService, inst: Instant, attempt: Attempt, reason: str) -> ServiceResult:
+def _abort(table: Table, service: Service, inst: Instant, attempt: Attempt, reason: str) -> ServiceResult:
     """End ``inst`` as rolled back by ``attempt`` and clean up, only if that event is
     ours: an instant ended by someone else, or re-claimed by another attempt, is not
     this attempt's to clean up."""
@@ -227,7 +227,7 @@ def _abort(table: Table, service: TableService, inst: Instant, attempt: Attempt,
     return ServiceResult(table.log.refresh().get(inst.id), {"aborted": reason}, aborted=reason)
 
 
-def run_pending(table: Table, service: TableService, progress: Progress | None = None) -> list[ServiceResult]:
+def run_pending(table: Table, service: Service, progress: Progress | None = None) -> list[ServiceResult]:
     """Execute every pending instant of ``service`` this process may claim, oldest first
     (others are skipped: a live process is on them)."""
     out = []

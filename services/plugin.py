@@ -125,7 +125,7 @@ class ServiceResult:
     aborted: str | None = None
 
 
-class TableService(ABC):
+class Service(ABC):
     """One kind of table service (indexing, rollback, compaction, ...)."""
 
     #: The name users schedule it by (``t.services.schedule(name)``, the CLI, the runner).

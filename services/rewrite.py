@@ -25,7 +25,7 @@ from ..timeline.instant import Action, Instant, State
 from ..timeline.markers import list_markers
 from ..timeline.plans import ClusteringPlan, CompactionPlan, Plan, RewritePlan, plan_of
 from ..timeline.timeline import Timeline
-from .plugin import TableService, fence
+from .plugin import Service, fence
 
 if TYPE_CHECKING:
     from ..table.table import Table
@@ -56,7 +56,7 @@ def planned_groups(timeline: Timeline) -> set[Group]:
 Conflict = Callable[[Timeline, int, set[Group]], str | None]
 
 
-class RewriteService(TableService):
+class RewriteService(Service):
     """A service that rewrites file groups: the plan check, the completion with index
     upkeep and the conflict rule, and the abort, shared by compaction and clustering."""
 
@@ -107,7 +107,7 @@ class RewriteService(TableService):
                 raise ServiceAbortedError(reason)
 
         done = commit.complete(md, rule)
-        commit.upkeep()
+        commit.after_commit_upkeep()
         return done
 
     def abort(self, table: Table, instant: Instant, reason: str) -> None:

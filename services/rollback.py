@@ -28,13 +28,13 @@ from ..timeline.markers import delete_markers, instants_with_markers
 from ..timeline.plans import RollbackPlan
 from ..timeline.storage.staging_folders import Rules, dead_writes
 from ..timeline.timeline import Timeline
-from .plugin import Progress, TableService
+from .plugin import Progress, Service
 
 if TYPE_CHECKING:
     from ..table.table import Table
 
 
-class RollbackService(TableService):
+class RollbackService(Service):
     """Roll back failed writes (``t.services.rollback_failed()``, ``lakeline service run PATH rollback``)."""
 
     name = "rollback"

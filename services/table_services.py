@@ -21,7 +21,7 @@ from .clustering import ClusteringService, check_options
 from .compaction import ALL, CompactionService
 from .indexing import IndexingService
 from .phases import execute, run_pending, schedule
-from .plugin import Progress, ServiceResult, TableService
+from .plugin import Progress, Service, ServiceResult
 from .rollback import RollbackService
 from .savepoints import (
     Savepoint,
@@ -34,13 +34,13 @@ if TYPE_CHECKING:
     from ..table.table import Table
 
 #: Every service by the name users schedule it by.
-SERVICES: dict[str, type[TableService]] = {
+SERVICES: dict[str, type[Service]] = {
     "indexing": IndexingService, "rollback": RollbackService, "compaction": CompactionService,
     "clustering": ClusteringService, "cleaning": CleaningService, "archival": ArchivalService,
 }
 
 
-def service_named(name: str) -> TableService:
+def service_named(name: str) -> Service:
     """The service called ``name``.
 
     Raises:
@@ -51,7 +51,7 @@ def service_named(name: str) -> TableService:
     raise UnknownServiceError(f"unknown service {name!r}; known: {', '.join(SERVICES)}")
 
 
-def _service_of(instant: Instant) -> TableService:
+def _service_of(instant: Instant) -> Service:
     name = service_of(instant.plan) or instant.action.value
     return service_named(name)
 

@@ -45,7 +45,7 @@ from ..indexes.entries import Precomputed, index_job
 from ..table.context import TableContext
 from ..table.engine import LocalEngine
 from ..table.files import Written
-from ..table.hooks import Hooks, effective_hooks, run_after_commit
+from ..table.hooks import Hooks, after_commit_hooks, effective_hooks
 from ..table.table import Table
 from ..table.write.commit import CompletionRule, write_rule
 from ..table.write.group_tasks import WriteSettings
@@ -134,7 +134,7 @@ def write(df: DataFrame, path: str, operation: str = "upsert", timeline: str | N
         spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
     # Inline services run on the write's engine: this application's executors.
     table.engine = SparkEngine(spark)
-    return run_after_commit(table, result, joined)
+    return after_commit_hooks(table, result, joined)
 
 
 def _check_columns(df: DataFrame, cfg: TableConfig, operation: str) -> None:

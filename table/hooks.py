@@ -229,7 +229,7 @@ class _Errors:
         self.items.append((name, text))
 
 
-def run_after_commit(table: Table, result: WriteResult, hooks: Hooks) -> WriteResult:
+def after_commit_hooks(table: Table, result: WriteResult, hooks: Hooks) -> WriteResult:
     """Callbacks, then inline services, of a landed commit; returns ``result`` with
     their errors in ``hook_errors``. Never raises (but ``KeyboardInterrupt`` and
     friends): the commit has landed."""

@@ -31,7 +31,7 @@ from ..timeline.heartbeat import is_expired
 from ..timeline.instant import Action, Instant, State
 from ..timeline.log import EventLog
 from ..timeline.markers import delete_markers, is_instant_file, list_markers
-from ..timeline.plans import WriteRequestPlan
+from ..timeline.plans import WriteRequest
 from ..timeline.storage.filesystem import Storage
 from ..timeline.storage.staging_folders import Rules, dead_writes, naming, remove
 from ..timeline.timeline import Timeline
@@ -114,7 +114,7 @@ def rollback_pending_writes(log: EventLog, storage: Storage, snapshot: Timeline,
     folder (a Spark write's) goes with it when the folder's write is dead by ``rules``."""
     ended = []
     for inst in snapshot.pending():
-        if WriteRequestPlan.from_dict(inst.plan).writer:  # only a live writer's plan says so
+        if WriteRequest.from_dict(inst.plan).writer:  # only a live writer's plan says so
             rollback_instant(log, storage, inst.id, "eager rollback (single-writer table)")
             ended.append(inst.id)
     named = tuple(w for i in ended for w in naming(storage, i))
@@ -134,6 +134,6 @@ def expired_writers(log: EventLog, snapshot: Timeline, interval_ms: int, tolerab
     beats = log.store.last_beats()
     return [
         i for i in snapshot.pending()
-        if (WriteRequestPlan.from_dict(i.plan).writer or i.action in _ONE_SHOT)
+        if (WriteRequest.from_dict(i.plan).writer or i.action in _ONE_SHOT)
         and is_expired(i, beats, interval_ms, tolerable_misses)
     ]

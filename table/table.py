@@ -31,7 +31,7 @@ from ..timeline.timeline import Timeline
 from ..timeline.view.fs_view import FileSystemView
 from .context import TableContext
 from .engine import Engine, LocalEngine
-from .hooks import Hooks, effective_hooks, property_hooks, run_after_commit
+from .hooks import Hooks, after_commit_hooks, effective_hooks, property_hooks
 from .lifecycle import create_log, open_log
 from .read.changes import changes
 from .read.scan import Scan, snapshot_of
@@ -327,7 +327,7 @@ class Table:
         :mod:`.hooks`): validators before the commit, callbacks and inline services after."""
         joined = effective_hooks(hooks, self.config.props, self.config.schema)
         result = run_write(self.context, operation, action, planner, evolve, joined.validators)
-        return run_after_commit(self, result, joined)
+        return after_commit_hooks(self, result, joined)
 
     def _need_key(self, op: str) -> None:
         if not self.config.has_key:

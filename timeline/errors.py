@@ -184,7 +184,7 @@ class FaultInjectedError(LakelineError):
 # --- indexes and the metadata table -------------------------------------------------
 
 
-class ConcurrentCommitError(LakelineError):
+class AttemptConflictError(LakelineError):
     """Internal: this write attempt conflicts with a concurrent commit; the writer rolls
     the attempt back and replays it (users see :class:`CommitConflictError` once the
     retries ran out)."""
@@ -238,7 +238,7 @@ class ServiceError(LakelineError):
 
 class ServiceAbortedError(ServiceError):
     """Raised by a service's ``execute`` when it must give up: its instant is ended as
-    rolled back, :meth:`TableService.abort` cleans up, and nothing else fails."""
+    rolled back, :meth:`Service.abort` cleans up, and nothing else fails."""
 
 
 class UnknownServiceError(ServiceError, ValueError):

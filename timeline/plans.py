@@ -49,7 +49,7 @@ def _opt_int(v: Any) -> int | None:
 
 
 @dataclass(frozen=True)
-class WriteRequestPlan:
+class WriteRequest:
     """The requested event of a write (``commit``, ``deltacommit``, overwrite's
     ``replacecommit``): the operation and the snapshot position the writer read.
     ``writer`` marks an instant a live writer keeps a heartbeat for."""
@@ -62,7 +62,7 @@ class WriteRequestPlan:
         return {"operation": self.operation, "snapshot_seq": self.snapshot_seq, "writer": self.writer}
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> WriteRequestPlan:
+    def from_dict(cls, raw: Mapping[str, Any]) -> WriteRequest:
         seq = raw.get("snapshot_seq")
         return cls(str(raw.get("operation", "")), seq if isinstance(seq, int) else None, bool(raw.get("writer")))
 
@@ -379,9 +379,9 @@ def plan_of(action: Action, raw: Mapping[str, Any]) -> Plan | None:
     """The typed plan of an instant of ``action`` with plan ``raw`` (None: an op this
     version does not know)."""
     if action in (Action.COMMIT, Action.DELTA_COMMIT):
-        return WriteRequestPlan.from_dict(raw)
+        return WriteRequest.from_dict(raw)
     if action is Action.REPLACE_COMMIT:
-        return ClusteringPlan.from_dict(raw) if service_of(raw) == "clustering" else WriteRequestPlan.from_dict(raw)
+        return ClusteringPlan.from_dict(raw) if service_of(raw) == "clustering" else WriteRequest.from_dict(raw)
     if action is Action.CLUSTERING:
         return ClusteringPlan.from_dict(raw)
     if action is Action.COMPACTION:

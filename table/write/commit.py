@@ -21,7 +21,7 @@ rule that decides whether it may still complete:
    scheduled).
 5. **after**: the beat is cleared, markers and earlier attempts' files removed, entries
    for indexes dropped meanwhile deleted, and the metadata table's **upkeep** done.
-   None of it may fail the write, which has landed (:func:`after_committed`).
+   None of it may fail the write, which has landed (:func:`after_commit_step`).
 
 **abort** rolls a write attempt back (its files are behind its markers). Two edges never
 leak or lie: a ``begin`` that fails after ``requested`` stops the beat and rolls the
@@ -38,21 +38,21 @@ from collections.abc import Callable, Sequence
 
 from ...indexes.entries import Precomputed
 from ...indexes.files_index import load_view
-from ...indexes.on_commit import after_commit, unhandled_indexes, write_commit_updates
+from ...indexes.on_commit import after_commit_upkeep, unhandled_indexes, write_commit_updates
 from ...indexes.states import written_indexes
 from ...timeline.commit_metadata import CommitMetadata
 from ...timeline.conflicts import KeyCheck, find_conflict
 from ...timeline.diagnostics import faults
 from ...timeline.errors import (
+    AttemptConflictError,
     CommitConflictError,
     CommitOutcomeUnknownError,
-    ConcurrentCommitError,
     IndexesBehindError,
 )
 from ...timeline.heartbeat import Heartbeat
 from ...timeline.instant import Action, Instant, State
 from ...timeline.markers import delete_markers
-from ...timeline.plans import WriteRequestPlan
+from ...timeline.plans import WriteRequest
 from ...timeline.timeline import Timeline
 from ..context import TableContext
 from ..rollback import rollback_instant
@@ -77,12 +77,12 @@ def write_rule(ctx: TableContext, instant: int, operation: str, metadata: Commit
         concurrent = [i for i in tl.completed_after(p) if i.id != instant]
         reason = find_conflict(metadata, concurrent, key_check)
         if reason is not None:
-            raise ConcurrentCommitError(f"instant {instant} ({operation}): {reason}")
+            raise AttemptConflictError(f"instant {instant} ({operation}): {reason}")
 
     return rule
 
 
-def after_committed(what: str, step: Callable[[], None]) -> None:
+def after_commit_step(what: str, step: Callable[[], None]) -> None:
     """Run a clean-up step that follows a ``completed`` event: it never fails the write,
     which has landed (a caller told otherwise would retry it and write the rows twice).
     What it leaves behind is redone later (the next commit's upkeep, the cleaner)."""
@@ -123,7 +123,7 @@ class Commit:
     @classmethod
     def begin(cls, ctx: TableContext, action: Action, operation: str) -> Commit:
         """Append ``requested`` and ``inflight`` for a write, start its heartbeat."""
-        plan = WriteRequestPlan(operation, ctx.snapshot.last_seq, writer=True).to_dict()
+        plan = WriteRequest(operation, ctx.snapshot.last_seq, writer=True).to_dict()
         faults.point("commit.before_requested")
         ev = ctx.log.append(action, State.REQUESTED, plan)
         commit = cls(ctx, action, ev.instant, writer=True)
@@ -181,7 +181,7 @@ class Commit:
         lands on, writing entries for indexes created meanwhile and trying again.
 
         Raises:
-            whatever ``rule`` raises (ConcurrentCommitError for writes, ServiceAbortedError
+            whatever ``rule`` raises (AttemptConflictError for writes, ServiceAbortedError
                 or StaleAttemptError for services): nothing was appended.
             InvalidTransitionError: the instant was rolled back meanwhile (stale writer).
             CommitOutcomeUnknownError: the store failed; nothing was deleted.
@@ -193,7 +193,7 @@ class Commit:
             except IndexesBehindError:
                 self.write_index_updates(metadata)
                 continue
-            self._after_complete()
+            self._after_commit_cleanup()
             return inst
         raise CommitConflictError(f"instant {self.instant_id}: indexes kept being created while it completed")
 
@@ -221,7 +221,7 @@ class Commit:
 
     # -- 5. after ---------------------------------------------------------------------
 
-    def _after_complete(self) -> None:
+    def _after_commit_cleanup(self) -> None:
         """Clear the beat, remove earlier attempts' files and the markers, and this
         commit's entries of indexes dropped meanwhile. None of it may fail the write:
         what is left (a beat, markers of a completed instant, an orphan file) is harmless,
@@ -238,7 +238,7 @@ class Commit:
             delete_markers(storage, self.instant_id)
 
         _logged(f"instant {self.instant_id} completed; removing its markers", remove_files)
-        after_committed(f"dropping stale index entries of instant {self.instant_id}", self._drop_stale_updates)
+        after_commit_step(f"dropping stale index entries of instant {self.instant_id}", self._drop_stale_updates)
 
     def _drop_stale_updates(self) -> None:
         """Remove this commit's entries for indexes dropped while it completed: the drop may
@@ -249,17 +249,17 @@ class Commit:
             if rel is not None and (name, created) not in live:
                 storage.delete(storage.path(rel))
 
-    def upkeep(self) -> None:
+    def after_commit_upkeep(self) -> None:
         """The metadata table's upkeep after the commit (a checkpoint of the view, folded
         index deltas where due); never raises."""
         ctx = self.ctx
 
         def upkeep() -> None:
-            after_commit(ctx.storage, ctx.log.timeline, lambda tl: load_view(ctx.storage, tl, [ctx.view]),
+            after_commit_upkeep(ctx.storage, ctx.log.timeline, lambda tl: load_view(ctx.storage, tl, [ctx.view]),
                          ctx.config.props)
 
         # A write's upkeep is one of its fault points (commit.cleanup); a service's is not.
-        (after_committed if self._writer else _logged)(f"metadata-table upkeep after instant {self.instant_id}",
+        (after_commit_step if self._writer else _logged)(f"metadata-table upkeep after instant {self.instant_id}",
                                                        upkeep)
 
     # -- abort ------------------------------------------------------------------------

@@ -24,9 +24,9 @@ import pyarrow as pa
 from ...indexes.entries import Precomputed, index_job
 from ...timeline.commit_metadata import CommitMetadata
 from ...timeline.errors import (
+    AttemptConflictError,
     CommitConflictError,
     CommitOutcomeUnknownError,
-    ConcurrentCommitError,
     LakelineError,
     SnapshotExpiredError,
 )
@@ -90,7 +90,7 @@ class WriteResult:
     hook_errors: list[tuple[str, str]] = field(default_factory=list)
 
 
-class Phases:
+class PhaseTimer:
     """Seconds per phase of a write attempt, kept apart from the steps they time."""
 
     def __init__(self) -> None:
@@ -110,8 +110,9 @@ def run_write(open_context: Callable[[], TableContext], operation: str, action: 
               before_commit: Callable[[], TableConfig] | None = None,
               validators: Sequence[Validator] = ()) -> WriteResult:
     """Plan and commit one write on the table's engine, replaying it on conflicts
-    (:func:`run_attempts` with :func:`write_files` and :func:`validate`)."""
-    return run_attempts(open_context, operation, action, planner, write_files, validate, before_commit, validators)
+    (:func:`run_attempts` with :func:`write_files` and :func:`completion_rule`)."""
+    return run_attempts(open_context, operation, action, planner, write_files, completion_rule, before_commit,
+                        validators)
 
 
 def run_attempts(open_context: Callable[[], TableContext], operation: str, action: Action,
@@ -143,7 +144,7 @@ def run_attempts(open_context: Callable[[], TableContext], operation: str, actio
         if ctx.config.props.write_concurrency_mode == "single-writer":
             rollback_pending_writes(ctx.log, ctx.storage, ctx.snapshot, Rules.of(ctx.config.props))
             ctx = open_context()
-        phases = Phases()
+        phases = PhaseTimer()
         try:  # plan (tag)
             with phases("plan"):
                 plan = planner(ctx)
@@ -171,7 +172,7 @@ def run_attempts(open_context: Callable[[], TableContext], operation: str, actio
             with phases("commit"):
                 completion = rule(ctx, commit.instant_id, plan, metadata)
                 inst = commit.complete(metadata, completion)
-        except (ConcurrentCommitError, SnapshotExpiredError) as e:
+        except (AttemptConflictError, SnapshotExpiredError) as e:
             # SnapshotExpiredError: a file the plan rewrites was cleaned meanwhile, so a
             # concurrent commit replaced it: a conflict, replayed like one.
             commit.abort(str(e))
@@ -183,13 +184,13 @@ def run_attempts(open_context: Callable[[], TableContext], operation: str, actio
             commit.abort(f"write failed: {e!r}")
             raise
         with phases("upkeep"):
-            commit.upkeep()
+            commit.after_commit_upkeep()
         timings.update(phases.seconds, total_s=time.perf_counter() - started)
         return WriteResult(inst, dict(metadata.stats), timings)
     raise CommitConflictError(f"{operation} gave up after {retries} retries: {last}")
 
 
-def validate(ctx: TableContext, instant: int, plan: WritePlan, metadata: CommitMetadata) -> CompletionRule:
+def completion_rule(ctx: TableContext, instant: int, plan: WritePlan, metadata: CommitMetadata) -> CompletionRule:
     """What the write must still pass when it completes, on the log it completes on: the
     conflict rules against every commit that landed since its snapshot, with the key
     check for the keys this plan inserts, upserts and deletes."""

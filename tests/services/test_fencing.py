@@ -25,7 +25,7 @@ import pyarrow as pa
 import pytest
 from lakeline.indexes.metadata_table import MetadataTable
 from lakeline.indexes.states import partition_of
-from lakeline.services import TableService
+from lakeline.services import Service
 from lakeline.services.compaction import CompactionService
 from lakeline.services.indexing import IndexingService
 from lakeline.services.phases import execute, schedule
@@ -234,7 +234,7 @@ class _HeldPlan:
         return {}
 
 
-class _Held(TableService):
+class _Held(Service):
     """A toy service (on the savepoint action) whose work waits for an event."""
 
     name = "held"

@@ -12,7 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from lakeline.services import ServiceAbortedError, ServiceResult, TableService
+from lakeline.services import Service, ServiceAbortedError, ServiceResult
 from lakeline.services.phases import execute, schedule
 from lakeline.table import Table
 from lakeline.table.engine import LocalEngine
@@ -39,7 +39,7 @@ class CountingPlan:
         return {"n": self.n}
 
 
-class Counting(TableService):
+class Counting(Service):
     """A toy service on the ``savepoint`` action: its plan names a marker file it creates."""
 
     name = "counting"

@@ -46,5 +46,5 @@ def test_every_written_plan_round_trips(tmp_path: Path) -> None:
         stamp = {SERVICE: inst.plan[SERVICE]} if SERVICE in inst.plan else {}
         assert {**stamp, **plan.to_dict()} == dict(inst.plan), inst
         seen.add(type(plan).__name__)
-    assert {"CleanPlan", "ArchivalPlan", "WriteRequestPlan", "CompactionPlan", "ClusteringPlan", "IndexCreatePlan",
+    assert {"CleanPlan", "ArchivalPlan", "WriteRequest", "CompactionPlan", "ClusteringPlan", "IndexCreatePlan",
             "IndexDropPlan", "SavepointCreatePlan", "SavepointReleasePlan", "SchemaChangePlan"} <= seen, seen

@@ -17,7 +17,7 @@ from lakeline.table import Table
 from lakeline.table.rollback import remove_dead_staging
 from lakeline.timeline.instant import Action, State
 from lakeline.timeline.log import now_us
-from lakeline.timeline.plans import WriteRequestPlan
+from lakeline.timeline.plans import WriteRequest
 from lakeline.timeline.storage.staging_folders import (
     OWNER_FILE,
     Owner,
@@ -63,7 +63,7 @@ def owner(beat_age_us: int, *instants: int) -> Owner:
 
 def pending_write(t: Table, beat: bool) -> int:
     """A requested write instant of a writer that keeps (``beat``) or lost its heartbeat."""
-    ev = t.log.append(Action.DELTA_COMMIT, State.REQUESTED, WriteRequestPlan("upsert", None, True).to_dict())
+    ev = t.log.append(Action.DELTA_COMMIT, State.REQUESTED, WriteRequest("upsert", None, True).to_dict())
     if beat:
         t.log.store.beat(ev.instant, now_us())
     return ev.instant

@@ -20,7 +20,7 @@ from lakeline.table.context import TableContext
 from lakeline.table.engine import LocalEngine
 from lakeline.table.read.scan import Scan
 from lakeline.table.write.operations import plan_upsert
-from lakeline.table.write.writer import Phases
+from lakeline.table.write.writer import PhaseTimer
 
 SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.string()), ("v", pa.string())])
 
@@ -70,7 +70,7 @@ def test_a_context_runs_on_the_engine_it_was_given(tmp_path: Path) -> None:
 
 
 def test_phases_add_up_per_name_and_time_only_their_block() -> None:
-    phases = Phases()
+    phases = PhaseTimer()
     for _ in range(2):
         with phases("plan"):
             pass

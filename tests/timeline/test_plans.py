@@ -24,14 +24,14 @@ from lakeline.timeline.plans import (
     SavepointCreatePlan,
     SavepointReleasePlan,
     SchemaChangePlan,
-    WriteRequestPlan,
+    WriteRequest,
     plan_of,
     service_of,
 )
 
 #: One plan of each kind, as this version writes it (without the framework's "service").
 WRITTEN_NOW: list[tuple[type, Action, dict[str, Any]]] = [
-    (WriteRequestPlan, Action.DELTA_COMMIT, {"operation": "upsert", "snapshot_seq": 7, "writer": True}),
+    (WriteRequest, Action.DELTA_COMMIT, {"operation": "upsert", "snapshot_seq": 7, "writer": True}),
     (CompactionPlan, Action.COMPACTION, {"trigger": "num_commits", "snapshot_seq": 12, "groups": [
         {"partition": "day=1", "file_group": "fg1", "base_instant": 3, "base": "day=1/a.parquet",
          "logs": ["day=1/a.log.1", "day=1/a.log.2"]},
@@ -73,7 +73,7 @@ def test_the_framework_stamp_is_not_part_of_a_plan() -> None:
     assert CompactionPlan.from_dict(raw).to_dict() == {"trigger": "all", "snapshot_seq": 1, "groups": []}
     # An overwrite is a replacecommit too: without the clustering stamp it is a write.
     assert isinstance(plan_of(Action.REPLACE_COMMIT, {"operation": "overwrite", "snapshot_seq": 2, "writer": True}),
-                      WriteRequestPlan)
+                      WriteRequest)
 
 
 def test_older_plans_read_with_the_old_defaults() -> None:
@@ -82,9 +82,9 @@ def test_older_plans_read_with_the_old_defaults() -> None:
     assert IndexDropPlan("s").to_dict() == {"op": "drop", "index": "s"}  # still written without "created"
     assert IndexCreatePlan.from_dict({"op": "create", "index": "s", "kind": "column_stats"}) == \
         IndexCreatePlan("s", "column_stats", (), {})
-    w = WriteRequestPlan.from_dict({"operation": "insert"})
+    w = WriteRequest.from_dict({"operation": "insert"})
     assert (w.snapshot_seq, w.writer) == (None, False)
-    assert WriteRequestPlan.from_dict({}).operation == ""
+    assert WriteRequest.from_dict({}).operation == ""
     c = CleanPlan.from_dict({"files": {"": ["a.parquet"]}})
     assert (c.orphan_age_ms, c.index_files, c.policy, c.retain, c.retain_seq) == (0, (), None, None, None)
     assert c.paths() == ["a.parquet"]
