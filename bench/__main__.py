@@ -13,17 +13,17 @@ import sys
 #: name -> module exposing ``main(argv: list[str]) -> int``.
 BENCHMARKS: dict[str, str] = {
     "timeline": "bench.timeline_bench",
-    "write": "bench.write_bench",
+    "write": "bench.write.bench",
     "index": "bench.index_bench",
     "open": "bench.open_bench",
     "async-index": "bench.async_index_bench",
-    "lookup": "bench.lookup_bench",
-    "services": "bench.services_bench",
+    "lookup": "bench.lookup.bench",
+    "services": "bench.services.bench",
     "stream": "bench.stream_bench",
     "spark": "bench.spark_bench",
     "scale": "bench.scale_bench",
     "mor-reads": "bench.mor_reads_bench",
-    "longevity": "bench.longevity_bench",
+    "longevity": "bench.longevity.bench",
 }
 
 

@@ -5,9 +5,9 @@ For each size (5M, 20M and 50M rows by default), in one run and on the same data
 appended, an upsert of a tenth of the rows (half updates spread over the table, half new
 keys), and the same read after it; lakeline copy-on-write and merge-on-read against
 deltalake, and the floor: pyarrow alone writing the same appends as plain Parquet files
-and reading the keys back (:class:`bench.write_systems.PyArrowFloor`).
+and reading the keys back (:class:`bench.write.systems.PyArrowFloor`).
 
-Every step runs in a fresh process (:func:`bench.write_bench.run_step`: the input is
+Every step runs in a fresh process (:func:`bench.write.bench.run_step`: the input is
 read from Parquet before the timer), and a step under :data:`REPEAT_UNDER` seconds runs
 :data:`REPEATS` times from the same starting state (the appends into an empty folder,
 the upsert into a copy of the appended table), its median reported. Each step's peak
@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from .report import ROOT, command_line, machine, today, update_section
-from .write_bench import APPENDS, READ_KEYS, default_timeout, prepare_inputs, run_step
-from .write_report import GiB, StepResult, _fmt_b
-from .write_systems import BASELINE, FLOOR, LAKELINE, make_system
+from .write.bench import APPENDS, READ_KEYS, default_timeout, prepare_inputs, run_step
+from .write.report import GiB, StepResult, _fmt_b
+from .write.systems import BASELINE, FLOOR, LAKELINE, make_system
 
 SECTION = "scale-bench"
 PLOT = ROOT / "docs" / "performance-scale.png"

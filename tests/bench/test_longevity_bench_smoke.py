@@ -14,8 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 pytest.importorskip("duckdb_extension_tpcds", reason="TPC-DS data comes with the bench extra")
 pytest.importorskip("deltalake", reason="deltalake comes with the bench extra")
 
-from bench import longevity_bench
-from bench.longevity_systems import SYSTEMS
+from bench.longevity import bench as longevity_bench
+from bench.longevity.systems import SYSTEMS
 
 
 @pytest.mark.timeout(120)

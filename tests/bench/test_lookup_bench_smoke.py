@@ -20,10 +20,12 @@ pytest.importorskip("deltalake", reason="the benchmark's peers come with the ben
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bench import data, lookup_bench, lookup_systems
-from bench.lookup_report import findings, markdown, metric_rows, rich_tables
+from bench import data
+from bench.lookup import bench as lookup_bench
+from bench.lookup import systems as lookup_systems
+from bench.lookup.report import findings, markdown, metric_rows, rich_tables
 from bench.report import update_section
-from bench.write_bench import APPENDS, READ_KEYS, _digest
+from bench.write.bench import APPENDS, READ_KEYS, _digest
 
 ROWS = 20_000
 

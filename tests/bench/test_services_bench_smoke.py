@@ -19,11 +19,12 @@ pytest.importorskip("deltalake", reason="the benchmark's peers come with the ben
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bench import data, services_bench
-from bench import services_steps as ss
-from bench.lookup_systems import expression
+from bench import data
+from bench.lookup.systems import expression
 from bench.report import update_section
-from bench.write_bench import APPENDS, _digest
+from bench.services import bench as services_bench
+from bench.services import steps as ss
+from bench.write.bench import APPENDS, _digest
 
 ROWS = 20_000
 

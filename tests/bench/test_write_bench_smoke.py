@@ -21,7 +21,8 @@ pytest.importorskip("pyiceberg", reason="the benchmark's peers come with the ben
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bench import data, write_bench
+from bench import data
+from bench.write import bench as write_bench
 
 ROWS = 20_000
 

@@ -1,6 +1,6 @@
 """Longevity after LST-Bench's WP1 (issues 15 and 16): TPC-DS queries over rounds of data maintenance.
 
-Each system (``bench/longevity_systems.py``: lakeline merge-on-read without compaction,
+Each system (``bench/longevity/systems.py``: lakeline merge-on-read without compaction,
 the same with lakeline's service runner beside the rounds, lakeline copy-on-write as a
 reference, deltalake, deltalake with ``optimize.compact()`` after each round) is loaded
 with TPC-DS ``store_sales`` (record key ``ss_item_sk, ss_ticket_number``) in its own
@@ -40,10 +40,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import tpcds_data
-from .longevity_systems import RUNNER_FALLBACK, SYSTEMS, System, make, runner_available
-from .mor_reads_bench import store_sales
-from .report import ROOT, command_line, machine, today, update_section
+from .. import tpcds_data
+from ..mor_reads_bench import store_sales
+from ..report import ROOT, command_line, machine, today, update_section
+from .systems import RUNNER_FALLBACK, SYSTEMS, System, make, runner_available
 
 QUERIES = [3, 42, 52, 55, 96]
 DIMENSIONS = ["date_dim", "item", "store", "time_dim", "household_demographics"]

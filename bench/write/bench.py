@@ -39,8 +39,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from .report import ROOT, command_line, today, update_section
-from .write_report import (
+from ..report import ROOT, command_line, today, update_section
+from .report import (
     GiB,
     MiB,
     Run,
@@ -55,7 +55,7 @@ from .write_report import (
     source_state,
     versions,
 )
-from .write_systems import BASELINE, LAKELINE, SYSTEMS, make_system
+from .systems import BASELINE, LAKELINE, SYSTEMS, make_system
 
 SECTION = "write-bench"
 STEPS = ("append", "upsert", "read")
@@ -111,7 +111,7 @@ def run_child(system_name: str, step: str, workdir: Path, profile: Path | None =
     import pyarrow.compute as pcc
     import pyarrow.parquet as pq
 
-    from . import data
+    from .. import data
 
     spec = json.loads((workdir / "spec.json").read_text())
     system = make_system(system_name, workdir)
@@ -206,7 +206,7 @@ def prepare_inputs(workdir: Path, rows: int, appends: int, read_keys: int) -> di
     """Write the append batches and the upsert batch as Parquet, and the run's spec."""
     import pyarrow.parquet as pq
 
-    from . import data
+    from .. import data
 
     per = rows // appends
     total = per * appends
@@ -225,7 +225,7 @@ def prepare_inputs(workdir: Path, rows: int, appends: int, read_keys: int) -> di
 
 
 def run_step(system: str, step: str, workdir: Path, timeout: float, profile: Path | None = None,
-             module: str = "bench.write_bench", mark: str = RESULT_MARK) -> StepResult:
+             module: str = "bench.write.bench", mark: str = RESULT_MARK) -> StepResult:
     """Run one step in a fresh interpreter (``python -m MODULE --child``: this benchmark's
     child by default, another benchmark's whose ``__main__`` calls :func:`child_main`)
     and parse its report."""

@@ -2,7 +2,7 @@
 make cheap, and the upsert they must not make expensive, lakeline against deltalake.
 
 One run, the same data for every system (:mod:`bench.data`, through the write
-benchmark's :func:`bench.write_bench.prepare_inputs`): ``--rows`` rows (5M by default)
+benchmark's :func:`bench.write.bench.prepare_inputs`): ``--rows`` rows (5M by default)
 written as 10 appends, then on lakeline (copy-on-write and merge-on-read) the indexes
 ``column_stats``, ``bloom_filters`` (record key) and ``bloom_ts`` (a bloom filter on
 ``ts``) are built and timed. Then, on the table after the appends and again after the
@@ -43,18 +43,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import lookup_systems as ls
-from .report import ROOT, add_run_options, command_line, today, update_section
-from .write_bench import (
+from ..report import ROOT, add_run_options, command_line, today, update_section
+from ..write.bench import (
     APPENDS,
     DEFAULT_ROWS,
     READ_KEYS,
     default_timeout,
     prepare_inputs,
 )
-from .write_bench import run_step as run_write_step
-from .write_report import Run, StepResult, Target, _fmt_b, _ratio, machine_line
-from .write_systems import BASELINE, LAKELINE
+from ..write.bench import run_step as run_write_step
+from ..write.report import Run, StepResult, Target, _fmt_b, _ratio, machine_line
+from ..write.systems import BASELINE, LAKELINE
+from . import systems as ls
 
 SECTION = "lookup-bench"
 RESULT_MARK = "LOOKUP_BENCH_RESULT "
@@ -86,7 +86,7 @@ class LookupRun(Run):
 
 
 def child_main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.lookup_bench --child")
+    p = argparse.ArgumentParser(prog="python -m bench.lookup.bench --child")
     p.add_argument("--child", nargs=3, metavar=("SYSTEM", "STEP", "WORKDIR"), required=True)
     system, step, workdir = p.parse_args(argv).child
     try:
@@ -111,7 +111,7 @@ def prepare(workdir: Path, rows: int, read_keys: int) -> dict[str, Any]:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from . import data
+    from .. import data
 
     spec = prepare_inputs(workdir, rows, APPENDS, read_keys)
     ups = pq.read_table(workdir / "input" / "upsert.parquet", columns=["key"]).column("key")
@@ -125,8 +125,8 @@ def prepare(workdir: Path, rows: int, read_keys: int) -> dict[str, Any]:
 
 
 def run_step(system: str, step: str, workdir: Path, timeout: float) -> StepResult:
-    """One step in a fresh interpreter (``write_bench.run_step`` for this module's child)."""
-    cmd = [sys.executable, "-m", "bench.lookup_bench", "--child", system, step, str(workdir)]
+    """One step in a fresh interpreter (``bench.write.bench.run_step`` for this module's child)."""
+    cmd = [sys.executable, "-m", "bench.lookup.bench", "--child", system, step, str(workdir)]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     t0 = time.perf_counter()
@@ -307,7 +307,7 @@ def record_upserts(workdir: Path, step_timeout: float, alive: Callable[[str], bo
     (so their runs share the machine's load), restoring each table from a copy taken
     before the first; record the run with the median time (a single run of a second or
     so swings by a fifth on this machine)."""
-    from .write_systems import make_system
+    from ..write.systems import make_system
 
     snaps = workdir / "before-upsert"
     tries: dict[str, list[StepResult]] = {}
@@ -328,8 +328,8 @@ def record_upserts(workdir: Path, step_timeout: float, alive: Callable[[str], bo
 
 
 def source_state() -> str:
-    """:func:`bench.write_report.source_state`, with indexes/ counted as measured code."""
-    from .write_report import source_state as write_source
+    """:func:`bench.write.report.source_state`, with indexes/ counted as measured code."""
+    from ..write.report import source_state as write_source
 
     return write_source(("table", "timeline", "config", "indexes"))
 
@@ -350,7 +350,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str]) -> int:
     from rich.console import Console
 
-    from .lookup_report import findings, markdown, rich_tables
+    from .report import findings, markdown, rich_tables
 
     args = parse(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind, killing the child

@@ -1,7 +1,7 @@
 """How the lookup benchmark's results are shown: rich tables and the markdown section.
 
-The records are the write benchmark's (:mod:`bench.write_report`: ``StepResult``,
-``Target``; the run is :class:`bench.lookup_bench.LookupRun`), and so are the machine,
+The records are the write benchmark's (:mod:`bench.write.report`: ``StepResult``,
+``Target``; the run is :class:`bench.lookup.bench.LookupRun`), and so are the machine,
 version and formatting helpers, so both sections of docs/performance.md describe their
 runs the same way.
 """
@@ -12,12 +12,12 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .report import today
-from .write_report import StepResult, _fmt_b, _ratio, _verdict, _version, machine_line
-from .write_systems import BASELINE
+from ..report import today
+from ..write.report import StepResult, _fmt_b, _ratio, _verdict, _version, machine_line
+from ..write.systems import BASELINE
 
 if TYPE_CHECKING:
-    from .lookup_bench import LookupRun
+    from .bench import LookupRun
 
 PHASE_LABEL = {"appended": "after appends", "upserted": "after upsert"}
 
@@ -28,7 +28,7 @@ def _query_label(run: LookupRun, q: str) -> str:
 
 def metric_rows(run: LookupRun) -> list[tuple[str, list[str]]]:
     """(label, one cell per system), in the order things happened; shared by rich and markdown."""
-    from .lookup_systems import INDEXES, PHASES, QUERIES
+    from .systems import INDEXES, PHASES, QUERIES
 
     systems = list(run.results)
 
@@ -192,7 +192,7 @@ def _with_runs(r: StepResult) -> str:
 
 def findings(run: LookupRun) -> list[str]:
     """What the numbers mean where a ratio alone would mislead, read off this run."""
-    from .lookup_systems import INDEXES
+    from .systems import INDEXES
 
     out: list[str] = []
     base = {q: run.get(BASELINE, f"{q}@upserted") for q in ("range", "ts")}

@@ -24,7 +24,7 @@ One run, the data of :mod:`bench.data` (the write benchmark's inputs): ``--rows`
    with its 5 logs per group, and again after the compaction.
 
 Every step runs in a fresh process (the write benchmark's ``run_step``/``child_main``;
-the child side is :mod:`bench.services_steps`), so times include opening the table and
+the child side is :mod:`bench.services.steps`), so times include opening the table and
 no step inherits another's caches; peak memory is the process's ``ru_maxrss``.
 """
 
@@ -46,11 +46,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import services_steps as ss
-from .lookup_bench import median_of
-from .report import add_run_options, command_line, today, update_section
-from .write_bench import APPENDS, READ_KEYS, child_main, prepare_inputs, run_step
-from .write_report import (
+from ..lookup.bench import median_of
+from ..report import add_run_options, command_line, today, update_section
+from ..write.bench import APPENDS, READ_KEYS, child_main, prepare_inputs, run_step
+from ..write.report import (
     StepResult,
     Target,
     _fmt_b,
@@ -59,6 +58,7 @@ from .write_report import (
     machine_line,
     source_state,
 )
+from . import steps as ss
 
 SECTION = "services-bench"
 RESULT_MARK = "SERVICES_BENCH_RESULT "
@@ -98,7 +98,7 @@ def prepare(workdir: Path, rows: int) -> dict[str, Any]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from . import data
+    from .. import data
 
     spec = prepare_inputs(workdir, rows, APPENDS, READ_KEYS)
     inputs, total, per = workdir / "input", spec["rows"], spec["rows_per_append"]
@@ -140,7 +140,7 @@ def run_benchmark(rows: int, workdir: Path, step_timeout: float, repeat: int = R
         f"{run.spec['update_rows']:,}; z-order target file size {_fmt_b(run.spec['z_target_bytes'])}")
 
     def step(system: str, name: str) -> StepResult:
-        return run_step(system, name, workdir, step_timeout, module="bench.services_bench", mark=RESULT_MARK)
+        return run_step(system, name, workdir, step_timeout, module="bench.services.bench", mark=RESULT_MARK)
 
     def record(res: StepResult) -> StepResult:
         run.results.setdefault(res.system, {})[res.step] = res

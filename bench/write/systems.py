@@ -1,6 +1,6 @@
 """The table formats the write benchmark compares, one adapter class each.
 
-:mod:`bench.write_bench` runs every system/step in a child process; the child builds its
+:mod:`bench.write.bench` runs every system/step in a child process; the child builds its
 system with :func:`make_system` and calls ``load``, ``create``, ``append``, ``upsert``,
 ``read`` and ``scan_all``. Imports are lazy so a child only loads its own library.
 """

@@ -1,7 +1,7 @@
 """What the lookup benchmark does inside one child process: build indexes, read, upsert.
 
-:mod:`bench.lookup_bench` runs every system/step in a fresh interpreter (the pattern of
-:mod:`bench.write_bench`, whose ``append`` child builds the tables) and calls
+:mod:`bench.lookup.bench` runs every system/step in a fresh interpreter (the pattern of
+:mod:`bench.write.bench`, whose ``append`` child builds the tables) and calls
 :func:`run_child` there. Steps:
 
 * ``index`` (lakeline only): ``t.indexes.create`` of each index in :data:`INDEXES`,
@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from .write_bench import _digest, _files, _maxrss
-from .write_systems import BASELINE, LAKELINE, make_system
+from ..write.bench import _digest, _files, _maxrss
+from ..write.systems import BASELINE, LAKELINE, make_system
 
 SYSTEMS = (*LAKELINE, BASELINE)
 PHASES = ("appended", "upserted")
@@ -57,7 +57,7 @@ def queries(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def expression(query: dict[str, Any], cast_strings: bool = False) -> Any:
     """The Arrow filter of ``query``. ``cast_strings``: compare a string column cast to
     ``string`` (deltalake's merge writes ``string_view``, which pyarrow cannot compare;
-    see :meth:`bench.write_systems.Delta.read`)."""
+    see :meth:`bench.write.systems.Delta.read`)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -95,7 +95,7 @@ def lakeline_query(path: Path, query: dict[str, Any]) -> tuple[Any, Callable[[],
 def delta_query(path: Path, query: dict[str, Any]) -> tuple[Any, Callable[[], dict[str, Any]]]:
     """deltalake's own file skipping: its log's per-file min/max become the fragments'
     partition expressions, so the fragments left after filtering are the files read
-    (as in :meth:`bench.write_systems.Delta.read`, generalised to any query)."""
+    (as in :meth:`bench.write.systems.Delta.read`, generalised to any query)."""
     import deltalake
     import pyarrow.dataset as pds
 

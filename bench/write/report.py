@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .report import ROOT, machine, today
-from .write_systems import BASELINE
+from ..report import ROOT, machine, today
+from .systems import BASELINE
 
 GiB = 1024**3
 MiB = 1024**2
