@@ -28,6 +28,7 @@ expression. So the translation is exact where it can be and otherwise only ever 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -236,7 +237,7 @@ def _date(lit: Message, kind: int) -> date:
 #: fp32 10, fp64 11, string 12, binary 13, timestamp 14 (microseconds), date 16 (days),
 #: fixed_char 21, var_char 22 (VarChar.value = 1), fixed_binary 23, decimal 24,
 #: timestamp_tz 27 (microseconds, UTC), null 29. Other kinds are not supported.
-_LITERALS = {
+_LITERALS: dict[int, Callable[[Message, int], Value | None]] = {
     1: lambda m, k: bool(m.uint(k)),
     2: Message.sint,
     3: Message.sint,
