@@ -36,6 +36,7 @@ from decimal import Decimal
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ...timeline.errors import InvalidFilterError
 from .substrait import MalformedSubstraitError, Message
 from .tree import (
     FALSE,
@@ -71,7 +72,7 @@ def from_arrow(expr: pc.Expression, schema: pa.Schema) -> Expr:
         return Unknown(f"not serializable to Substrait ({type(e).__name__}: {e}): {expr}")
     try:
         return decode(bytes(buf), schema)
-    except MalformedSubstraitError as e:
+    except InvalidFilterError as e:  # MalformedSubstraitError, or an operand not caught where read
         return Unknown(f"unreadable Substrait ({e}): {expr}")
 
 
@@ -99,7 +100,7 @@ class _Lit:
     value: Value | None
 
 
-class _Unsupported(Exception):
+class _Unsupported(InvalidFilterError):
     """Internal: an operand the tree cannot express (becomes ``Unknown``)."""
 
 
@@ -111,7 +112,10 @@ class _Decoder:
         """``e`` as a boolean; ``negated``: under an odd number of ``not``."""
         kind = _kind(e)
         if kind == 1:  # Expression.literal
-            lit = self.literal(e.message(1))
+            operand = self.operand(e)
+            if not isinstance(operand, _Lit):
+                return Unknown("a literal of an unsupported type as a filter")
+            lit = operand.value
             return TRUE if lit is True else FALSE if lit is False else Unknown(f"literal {lit!r} as a filter")
         if kind == 2:  # Expression.selection: a bare boolean column
             ref = self.column(e.message(2))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, time
 from decimal import Decimal
 
 import pyarrow as pa
@@ -169,6 +169,7 @@ def test_decoded_trees() -> None:
         f("i") == f("i"),  # a column on both sides
         f("i"),  # a non-boolean column as a filter
         pc.scalar(pa.scalar(None, pa.bool_())),
+        pc.scalar(pa.scalar(time(1, 2), pa.time64("us"))),  # a literal of a type the tree does not hold
     ],
     ids=str,
 )
