@@ -11,7 +11,8 @@ a CI run that silently skipped the PostgreSQL backend would prove nothing about 
 for a new table (a new folder for the filesystem, a new table uuid for PostgreSQL).
 ``timeline`` runs a test once per backend of a table's timeline: None for the
 filesystem store, else the PostgreSQL URL (what ``Table.create(..., timeline=)`` takes).
-``no_faults`` disarms every fault point around a test, for the modules that ask for it.
+``cat`` is a catalog on that server. ``no_faults`` disarms every fault point around a test,
+for the modules that ask for it.
 Tests that use PostgreSQL are marked ``postgres`` automatically.
 """
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -29,6 +31,9 @@ from tests.helpers import (
     ThrowawayPostgres,
     start_throwaway_postgres,
 )
+
+if TYPE_CHECKING:
+    from lakeline.table import Catalog
 
 PG_URL_VAR = "LAKELINE_TEST_PG_URL"
 STORE_KINDS = ["filesystem", "postgresql"]
@@ -98,6 +103,16 @@ def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[St
 def timeline(request: pytest.FixtureRequest) -> str | None:
     """None for the filesystem store, else the URL of the test PostgreSQL server."""
     return request.getfixturevalue("pg_url") if request.param == "postgresql" else None
+
+
+@pytest.fixture
+def cat(pg_url: str) -> Iterator[Catalog]:
+    """A :class:`~lakeline.table.Catalog` on the test server, closed after the test
+    (the catalog tests of tests/table and tests/cli)."""
+    from lakeline.table import Catalog
+
+    with Catalog(pg_url) as c:
+        yield c
 
 
 @pytest.fixture

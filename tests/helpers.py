@@ -29,6 +29,10 @@ from lakeline.timeline.storage.event_log.protocol import TimelineStore
 
 REPO = Path(__file__).resolve().parents[1]
 WITH_POSTGRES = REPO / "scripts" / "with-postgres.sh"
+#: The child-process scripts of every subsystem's tests (``*_child.py``, ``*_workers.py``, ...):
+#: one folder, started by path (``start_script(CHILDREN / "timeline_child.py", ...)``) or,
+#: for ``multiprocessing``, imported as ``tests.children.<module>``.
+CHILDREN = REPO / "tests" / "children"
 
 #: A store described in JSON: ``{"kind": "filesystem", "meta_dir": ...}`` or
 #: ``{"kind": "postgresql", "dsn": ..., "table_id": ..., "location": ...}``.

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,12 +15,6 @@ from lakeline.table import Catalog, Table
 from tests.cli._data import SCHEMA, rows
 
 pytestmark = pytest.mark.postgres
-
-
-@pytest.fixture
-def cat(pg_url: str) -> Iterator[Catalog]:
-    with Catalog(pg_url) as c:
-        yield c
 
 
 @pytest.fixture

@@ -26,8 +26,8 @@ from lakeline.timeline.archive import EventArchive
 from lakeline.timeline.diagnostics.faults import CRASH_EXIT_CODE
 from lakeline.timeline.errors import InvalidPropertyError
 
+from tests.children.service_child import SERVICE_CHILD
 from tests.helpers import run_script
-from tests.services.service_child import SERVICE_CHILD
 from tests.table.model import DAYS, SCHEMA, table_rows, to_arrow
 
 HEARTBEAT = {"heartbeat.interval-ms": 100, "heartbeat.tolerable-misses": 1}

@@ -33,13 +33,13 @@ from lakeline.timeline.errors import (
 from lakeline.timeline.instant import Action, State
 from lakeline.timeline.view.file_group import table_tag
 
+from tests.children.service_child import SERVICE_CHILD
+from tests.children.table_workers import WORKERS_PY, check_files_on_disk, data_files_on_disk
 from tests.helpers import finish, run_script, start_script, wait_for_files
-from tests.services.service_child import SERVICE_CHILD
 
 # The store fixture (both timelines), fault reset and row builders of the compaction tests.
 from tests.services.test_compaction import keys, row  # noqa: F401
 from tests.table.model import DAYS, SCHEMA, TableModel, table_rows, to_arrow
-from tests.table.workers import WORKERS_PY, check_files_on_disk, data_files_on_disk
 
 pytestmark = pytest.mark.usefixtures("no_faults")  # no fault point armed before or after a test
 

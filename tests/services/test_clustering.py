@@ -30,11 +30,11 @@ from lakeline.timeline.diagnostics.faults import CRASH_EXIT_CODE
 from lakeline.timeline.errors import InvalidPropertyError, UnknownColumnError
 from lakeline.timeline.markers import list_markers
 
+from tests.children.service_child import SERVICE_CHILD
+from tests.children.table_workers import check_files_on_disk
 from tests.helpers import run_script
-from tests.services.service_child import SERVICE_CHILD
 from tests.services.test_compaction import check, keys, row  # noqa: F401 (fixtures)
 from tests.table.model import DAYS, SCHEMA, TableModel, table_rows, to_arrow
-from tests.table.workers import check_files_on_disk
 
 pytestmark = pytest.mark.usefixtures("no_faults")  # no fault point armed before or after a test
 
@@ -297,8 +297,8 @@ def test_inserts_landing_while_it_runs_are_kept(tmp_path: Path, kind: str) -> No
 
 def _race(tmp_path: Path, kind: str, a: dict[str, Any], retries: int = 5) -> tuple[str, Any]:
     """Writer A (a child) pauses right before completing; a clustering of every group
-    completes here; A goes on. Returns A's outcome and the race (tests/table/test_conflicts.py)."""
-    from tests.table.test_conflicts import Race, apply, table_state, tagged
+    completes here; A goes on. Returns A's outcome and the race (tests/table/concurrency/test_conflicts.py)."""
+    from tests.table.concurrency.test_conflicts import Race, apply, table_state, tagged
 
     r = Race(tmp_path, kind, None, {"commit.max-retries": retries})
     a = tagged(a, "A")
@@ -327,7 +327,7 @@ def test_writers_vs_a_completed_clustering(tmp_path: Path, kind: str, op: str, e
     """docs/concurrency.md section 2: an upsert/delete/overwrite planned before a
     clustering that replaced its group completed retries (its replay targets the new group); an insert into new
     groups is ok."""
-    from tests.table.test_conflicts import dele, ins, ovw, ups
+    from tests.table.concurrency.test_conflicts import dele, ins, ovw, ups
 
     spec = {"upsert": ups(1), "delete": dele(2), "insert": ins(5), "overwrite": ovw(8)}[op]
     outcome, _ = _race(tmp_path, kind, spec)
@@ -335,7 +335,7 @@ def test_writers_vs_a_completed_clustering(tmp_path: Path, kind: str, op: str, e
 
 
 def test_writer_vs_clustering_without_retries_is_a_commit_conflict(tmp_path: Path) -> None:
-    from tests.table.test_conflicts import ups
+    from tests.table.concurrency.test_conflicts import ups
 
     outcome, _ = _race(tmp_path, "mor", ups(1), retries=0)
     assert outcome == "CommitConflictError"

@@ -24,10 +24,10 @@ from lakeline.timeline.diagnostics.faults import CRASH_EXIT_CODE
 from lakeline.timeline.errors import InvalidPropertyError
 from lakeline.timeline.markers import list_markers
 
+from tests.children.service_child import SERVICE_CHILD
+from tests.children.table_workers import check_files_on_disk
 from tests.helpers import run_script
-from tests.services.service_child import SERVICE_CHILD
 from tests.table.model import DAYS, SCHEMA, TableModel, table_rows, to_arrow
-from tests.table.workers import check_files_on_disk
 
 HEARTBEAT = {"heartbeat.interval-ms": 100, "heartbeat.tolerable-misses": 1}
 COLUMNS = SCHEMA.names

@@ -36,9 +36,9 @@ from lakeline.timeline.errors import IndexBuildError, ServiceBusyError
 from lakeline.timeline.instant import Action, Instant, State
 from lakeline.timeline.timeline import Timeline
 
-from tests.helpers import finish, start_script
+from tests.helpers import CHILDREN, finish, start_script
 
-CHILD = Path(__file__).with_name("fencing_child.py")
+CHILD = CHILDREN / "fencing_child.py"
 SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("v", pa.string())])
 HEARTBEAT = {"heartbeat.interval-ms": 100, "heartbeat.tolerable-misses": 1}
 EXPIRY_S = 0.1 * (1 + 1)

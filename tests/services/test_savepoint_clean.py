@@ -24,8 +24,9 @@ from lakeline.timeline.diagnostics import faults
 from lakeline.timeline.diagnostics.faults import CRASH_EXIT_CODE
 from lakeline.timeline.errors import SavepointConflictError, SnapshotExpiredError
 
+from tests.children.service_child import SERVICE_CHILD
+from tests.children.table_workers import check_files_on_disk
 from tests.helpers import finish, run_script, start_script, wait_for_files
-from tests.services.service_child import SERVICE_CHILD
 from tests.services.test_cleaning import (
     CLEAN_RETAIN_1,
     COLUMNS,
@@ -35,7 +36,6 @@ from tests.services.test_cleaning import (
     snapshot_files,
 )
 from tests.table.model import TableModel, table_rows
-from tests.table.workers import check_files_on_disk
 
 pytestmark = pytest.mark.usefixtures("no_faults")  # no fault point armed before or after a test
 

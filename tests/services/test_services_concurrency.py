@@ -6,9 +6,9 @@ services never lose a row nor fail a writer, and the cleaner never deletes a fil
 retained snapshot (or a savepoint, or an inflight writer) needs. For a set duration:
 
 * 4 writers upsert and delete random keys of a 64-key space (the ``stress`` command of
-  ``tests/table/workers.py``, logging every write and how it ended);
+  ``tests/children/table_workers.py``, logging every write and how it ended);
 * 4 service processes each loop one service: compaction, clustering, cleaning and
-  archival (``tests/services/service_workers.py``), with aggressive properties so they
+  archival (``tests/children/service_workers.py``), with aggressive properties so they
   have work: small files, compaction after 2 delta commits, clean keeping 5 commits
   with orphan age 0 (so only the inflight-writer protection keeps a writer's fresh
   files), archival between 8 and 16 active instants;
@@ -17,7 +17,7 @@ retained snapshot (or a savepoint, or an inflight writer) needs. For a set durat
 
 Afterwards (and after ``rollback_failed``, which must find nothing to do and leave
 nothing pending): the table equals the completion-order model of
-``tests/table/test_concurrency.py`` (the writers' committed operations applied in
+``tests/table/concurrency/test_concurrency.py`` (the writers' committed operations applied in
 ``t.timeline.completed()`` order to a plain ``key -> value`` dict: an upsert sets its
 keys, a delete removes every key it names whatever its snapshot held), no key is
 twice, every completed data instant is a reported write or a service's, every
@@ -53,10 +53,10 @@ from lakeline.timeline.errors import SnapshotExpiredError
 from lakeline.timeline.instant import Action, Instant
 from lakeline.timeline.retention import last_retain_seq, pinned_seqs
 
+from tests.children.service_workers import SERVICE_WORKERS_PY
+from tests.children.table_workers import WORKERS_PY, check_files_on_disk
 from tests.helpers import finish, start_script, wait_for_files
-from tests.services.service_workers import SERVICE_WORKERS_PY
-from tests.table.test_concurrency import KEYS, CompletionOrderModel
-from tests.table.workers import WORKERS_PY, check_files_on_disk
+from tests.table.concurrency.test_concurrency import KEYS, CompletionOrderModel
 
 SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("ts", pa.int64()), pa.field("v", pa.string())])
 WRITERS = 4

@@ -3,7 +3,7 @@ any instant), and an executor's Python worker killed mid-task: ``rollback_failed
 restores the table, no file of a failed attempt is ever read, and the dead write's
 staging folder (``.lakeline/staging/<write>/``) is gone.
 
-The drivers are child processes (``spark_op`` of tests/table/workers.py) with
+The drivers are child processes (``spark_op`` of tests/children/table_workers.py) with
 ``LAKELINE_FAULTS`` set; they run at once, each on its own table, to keep the Spark
 budget of ``make test``. The environment reaches the executors' Python workers too (the
 JVM passes it on), which is how ``marker.after_create=crash-once`` kills one of them in
@@ -21,9 +21,18 @@ from lakeline.table import Table
 from lakeline.timeline.diagnostics.faults import CRASH_EXIT_CODE
 from lakeline.timeline.storage.staging_folders import read_owner, write_ids
 
+from tests.children.table_workers import WORKERS_PY, check_files_on_disk, data_instants
 from tests.helpers import finish, start_script
-from tests.table.test_crash import EXPIRY_S, SEED, STATE_AT_CRASH, WRITE, make_table, orphan_files, state, upsert_spec
-from tests.table.workers import WORKERS_PY, check_files_on_disk, data_instants
+from tests.table.concurrency.test_crash import (
+    EXPIRY_S,
+    SEED,
+    STATE_AT_CRASH,
+    WRITE,
+    make_table,
+    orphan_files,
+    state,
+    upsert_spec,
+)
 
 #: The driver dies once its rows are staged, before its instant is requested.
 STAGED = "spark.after_stage"

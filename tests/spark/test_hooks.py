@@ -17,7 +17,7 @@ from lakeline.spark.validators import sql_equality, sql_inequality, sql_single_r
 from lakeline.table import Hooks, InvalidFilterError, Table, ValidationError
 from lakeline.timeline.instant import Action, State
 
-from tests.table.workers import check_files_on_disk, data_files_on_disk
+from tests.children.table_workers import check_files_on_disk, data_files_on_disk
 
 SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("amount", pa.float64())])
 

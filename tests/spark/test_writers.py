@@ -2,7 +2,7 @@
 
 Two Spark applications (each its own driver process, ``local[1]``) and two plain-Python
 writer processes upsert and delete a shared key space concurrently. The final table must
-equal the completion-order model of tests/table/test_concurrency.py, with no key twice,
+equal the completion-order model of tests/table/concurrency/test_concurrency.py, with no key twice,
 nothing pending and no file of a rolled-back attempt left: the Spark writer goes through
 the same commit protocol, conflict rules and key check as every other writer.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.table.test_concurrency import check_against_model, run_workers
+from tests.table.concurrency.test_concurrency import check_against_model, run_workers
 
 
 @pytest.mark.parametrize("table_type", ["mor", pytest.param("cow", marks=pytest.mark.soak)])

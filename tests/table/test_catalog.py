@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import multiprocessing
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -28,7 +27,7 @@ from lakeline.timeline.errors import (
 )
 from lakeline.timeline.storage.event_log.postgresql import PostgresStore
 
-from tests.table.catalog_race import create_one
+from tests.children.catalog_race import create_one
 
 pytestmark = pytest.mark.postgres
 
@@ -41,12 +40,6 @@ SCHEMA = pa.schema([
 
 def _rows(ids: list[int], ts: int = 1) -> pa.Table:
     return pa.table({"id": ids, "ts": [ts] * len(ids), "day": ["d1" if i % 2 else "d2" for i in ids]}, schema=SCHEMA)
-
-
-@pytest.fixture
-def cat(pg_url: str) -> Iterator[Catalog]:
-    with Catalog(pg_url) as c:
-        yield c
 
 
 @pytest.fixture

@@ -39,9 +39,9 @@ from lakeline.table.validators import no_nulls, row_count_change, rows_satisfy
 from lakeline.timeline.errors import InvalidHookError, UnknownServiceError
 from lakeline.timeline.instant import Action, State
 
+from tests.children.table_workers import WORKERS_PY, check_files_on_disk, data_files_on_disk
 from tests.helpers import child_env, finish, start_script, wait_for_files
-from tests.table.test_concurrency import CompletionOrderModel
-from tests.table.workers import WORKERS_PY, check_files_on_disk, data_files_on_disk
+from tests.table.concurrency.test_concurrency import CompletionOrderModel
 
 SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("v", pa.float64())])
 

@@ -22,9 +22,9 @@ from lakeline.timeline.log import EventLog
 from lakeline.timeline.storage.event_log.filesystem import FileSystemStore, event_file_name
 from lakeline.timeline.storage.event_log.protocol import TimelineStore
 
-from tests.helpers import StoreFactory, run_script, store_spec
+from tests.helpers import CHILDREN, StoreFactory, run_script, store_spec
 
-CHILD = Path(__file__).with_name("_child.py")
+CHILD = CHILDREN / "timeline_child.py"
 STATES = ("requested", "inflight", "completed")
 
 # (fault point, whether the event is in the log when the process dies there).

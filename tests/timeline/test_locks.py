@@ -17,9 +17,9 @@ import pytest
 from lakeline.timeline.errors import LockLostError, LockTimeoutError
 from lakeline.timeline.lock import FileLock
 
-from tests.helpers import StoreFactory, finish, start_script, store_spec, wait_for_files
+from tests.helpers import CHILDREN, StoreFactory, finish, start_script, store_spec, wait_for_files
 
-CHILD = Path(__file__).with_name("_child.py")
+CHILD = CHILDREN / "timeline_child.py"
 
 
 def test_exclusive_between_processes(store_factory: StoreFactory, tmp_path: Path) -> None:

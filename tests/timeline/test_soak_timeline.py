@@ -18,11 +18,11 @@ from lakeline.timeline.errors import InvalidTransitionError
 from lakeline.timeline.instant import TRANSITIONS, Event, State
 from lakeline.timeline.storage.event_log.protocol import TimelineStore
 
-from tests.helpers import StoreFactory, finish, start_script, store_spec, wait_for_files
+from tests.helpers import CHILDREN, StoreFactory, finish, start_script, store_spec, wait_for_files
 
 pytestmark = pytest.mark.soak
 
-CHILD = Path(__file__).with_name("_child.py")
+CHILD = CHILDREN / "timeline_child.py"
 
 
 def check_model(events: list[Event]) -> None:

@@ -35,7 +35,7 @@ from lakeline.timeline.errors import (
 from lakeline.timeline.instant import Event, State
 from lakeline.timeline.markers import instants_with_markers, list_markers
 
-from tests.table.workers import (
+from tests.children.table_workers import (
     check_files_on_disk,
     data_files_on_disk,
     data_instants,

@@ -40,9 +40,9 @@ from lakeline.table import (
     UnsupportedOperationError,
 )
 
+from tests.children.update_worker import WORKER_PY
 from tests.helpers import finish, start_script, wait_for_files
 from tests.table.model import DAYS, SCHEMA, Pred, Row, TableModel, random_pred, table_rows, to_arrow
-from tests.table.update_worker import WORKER_PY
 
 KEY_SPACE = 30
 STEPS = 12

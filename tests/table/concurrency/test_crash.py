@@ -31,14 +31,14 @@ from lakeline.timeline.diagnostics.faults import CRASH_EXIT_CODE
 from lakeline.timeline.markers import is_instant_file, list_markers, marker_dir
 from lakeline.timeline.storage.event_log.filesystem import event_file_name
 
-from tests.helpers import finish, run_script, start_script, wait_for_files
-from tests.table.workers import (
+from tests.children.table_workers import (
     WORKERS_PY,
     check_files_on_disk,
     data_files_on_disk,
     data_instants,
     referenced_files,
 )
+from tests.helpers import finish, run_script, start_script, wait_for_files
 
 SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.string())])
 HEARTBEAT = {"heartbeat.interval-ms": 100, "heartbeat.tolerable-misses": 1}

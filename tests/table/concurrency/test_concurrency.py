@@ -35,12 +35,12 @@ import pytest
 from lakeline.table import Table
 from lakeline.timeline.instant import Instant
 
-from tests.helpers import finish, start_script, wait_for_files
-from tests.table.workers import (
+from tests.children.table_workers import (
     WORKERS_PY,
     check_files_on_disk,
     data_instants,
 )
+from tests.helpers import finish, start_script, wait_for_files
 
 SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.string())])
 KEYS = 64
@@ -148,7 +148,7 @@ def run_workers(
     keys: int = KEYS,
 ) -> tuple[Table, list[dict[str, Any]]]:
     """Create a table, race ``workers`` processes on it, return it and their records
-    (``options``: the stress options of each worker, see tests/table/workers.py;
+    (``options``: the stress options of each worker, see tests/children/table_workers.py;
     ``commits`` may then be a list, one per worker)."""
     path = str(tmp_path / f"table-{table_type}")
     props = {"commit.max-retries": MAX_RETRIES, "engine.parallelism": 1, **(properties or {})}

@@ -20,6 +20,7 @@ from lakeline.timeline.log import EventLog
 from lakeline.timeline.storage.event_log.protocol import TimelineStore
 
 from tests.helpers import (
+    CHILDREN,
     StoreFactory,
     finish,
     run_script,
@@ -28,7 +29,7 @@ from tests.helpers import (
     wait_for_files,
 )
 
-CHILD = Path(__file__).with_name("_child.py")
+CHILD = CHILDREN / "timeline_child.py"
 
 
 def ev(seq: int, instant: int | None = None, state: State = State.REQUESTED, **payload: object) -> Event:

@@ -1,4 +1,4 @@
-"""Child-process entry points for the update tests (tests/table/test_update.py).
+"""Child-process entry points for the update tests (tests/table/write/test_update.py).
 
 Why a script: the concurrency tests of ``t.update`` race real, separate processes, each
 with its own ``Table`` handle, that a fault point (``LAKELINE_FAULTS``) can pause right

@@ -1,7 +1,7 @@
-"""Writer processes of the runner proof (``test_runner_processes.py``): each writes to
+"""Writer processes of the runner proof (``tests/services/runner/test_runner_processes.py``): each writes to
 every table of the run, in its own process, until a stop file appears.
 
-Why a script of its own: ``tests/table/workers.py``'s ``stress`` writes one keyed table;
+Why a script of its own: ``tests/children/table_workers.py``'s ``stress`` writes one keyed table;
 the runner's proof needs writers that spread over five tables at once, one of them
 append-only (inserts only, no key). Arguments are JSON; the first is the command.
 

@@ -6,8 +6,8 @@ a store round trip or a marker write (issue 11, item 5 is such a wedge). docs/co
 section 4 promises that after any crash ``rollback_failed`` brings the table back: the
 interrupted operation either happened entirely or not at all.
 
-Each round starts a child (``tests/table/workers.py torture`` for the writer,
-``tests/services/service_workers.py torture`` for a service), lets it start working
+Each round starts a child (``tests/children/table_workers.py torture`` for the writer,
+``tests/children/service_workers.py torture`` for a service), lets it start working
 (a GO file; the child imported and opened the table while the test checked the round
 before), sleeps a random delay and sends SIGKILL. A writer's delay is up to 1 s (it
 writes in a loop); a service's is up to 1.3 x the median time its first run took in
@@ -55,10 +55,10 @@ from lakeline.timeline.diagnostics.faults import CRASH_EXIT_CODE
 from lakeline.timeline.instant import Action, Instant
 from lakeline.timeline.retention import last_retain_seq
 
+from tests.children.service_workers import SERVICE_WORKERS_PY
+from tests.children.table_workers import WORKERS_PY, check_files_on_disk, run_op
 from tests.helpers import finish, start_script, wait_for_files
-from tests.services.service_workers import SERVICE_WORKERS_PY
-from tests.table.test_concurrency import CompletionOrderModel
-from tests.table.workers import WORKERS_PY, check_files_on_disk, run_op
+from tests.table.concurrency.test_concurrency import CompletionOrderModel
 
 SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.string())])
 KEYS = 64

@@ -19,7 +19,7 @@ agree with the timeline. docs/concurrency.md lists the cells and these tests.
 
 Cells against compaction and clustering are in tests/services/test_compaction.py and
 test_clustering.py; the key check across file groups has its own cases in
-tests/table/test_key_check.py.
+tests/table/write/test_key_check.py.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ import pyarrow as pa
 import pytest
 from lakeline.table import Table
 
+from tests.children.table_workers import WORKERS_PY, check_files_on_disk, data_instants, run_op
 from tests.helpers import finish, start_script, wait_for_files
-from tests.table.workers import WORKERS_PY, check_files_on_disk, data_instants, run_op
 
 SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.string()), pa.field("day", pa.string())])
 D1, D2 = "d1", "d2"

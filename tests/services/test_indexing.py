@@ -22,9 +22,9 @@ from lakeline.timeline.diagnostics import faults
 from lakeline.timeline.diagnostics.faults import CRASH_EXIT_CODE
 from lakeline.timeline.errors import IndexExistsError, IndexNotFoundError
 
-from tests.helpers import finish, run_script, start_script
+from tests.helpers import CHILDREN, finish, run_script, start_script
 
-CHILD = Path(__file__).with_name("indexer_child.py")
+CHILD = CHILDREN / "indexer_child.py"
 SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("v", pa.string())])
 HEARTBEAT = {"heartbeat.interval-ms": 100, "heartbeat.tolerable-misses": 1}
 EXPIRY_S = 0.1 * (1 + 1)
@@ -145,7 +145,7 @@ def test_completion_out_of_id_order(tmp_path: Path) -> None:
 
 def test_inflight_writer_that_dies_during_catch_up(tmp_path: Path) -> None:
     t = make(tmp_path, "cow")
-    rc, out, err = run_script(Path(__file__).parents[1] / "table" / "workers.py",
+    rc, out, err = run_script(CHILDREN / "table_workers.py",
                               ["op", t.path, None, {"op": "upsert", "rows": [{"id": 1, "ts": 9, "v": "dead"}]}],
                               faults="commit.before_complete=crash")
     assert rc == CRASH_EXIT_CODE, err[-2000:]

@@ -3,7 +3,7 @@ reader pinned to a snapshot, each in its own process.
 
 Why a script: issue 6's proof races real processes (each with its own ``Table``
 handle, heartbeat thread and store connection) on one table: writers (the ``stress``
-command of ``tests/table/workers.py``), one process per service, and a slow reader.
+command of ``tests/children/table_workers.py``), one process per service, and a slow reader.
 Each child appends one JSON line per step to its LOG, which the test reads afterwards
 (and prints when a check fails). Arguments are JSON; the first is the command.
 
@@ -24,7 +24,7 @@ Commands:
       line per round: {"instant", "seq", "savepoint", "rows" (its first read),
       "reads", "mismatches"}; a read error is logged as {"error", "message"} too.
   torture PATH TIMELINE NAME READY GO LOG SEED
-      For the kill -9 torture (``tests/table/test_torture.py``): warms up, writes
+      For the kill -9 torture (``tests/table/concurrency/test_torture.py``): warms up, writes
       READY, waits for GO (the kill's clock starts there), then runs service NAME
       over and over until the test kills it: the explicit call of compaction,
       clustering, cleaning or archival; for "indexing", drop the index

@@ -10,7 +10,7 @@ handles, heartbeats, leases and store connections. The run:
   listed by path, and one found through a PostgreSQL catalog (``[[catalogs]]``); each
   with its own service schedules (``every 1s``/``every 2s``, one cron) and aggressive
   triggers, so every scheduled service has work;
-* three writer processes (``runner_workers.py``) write random batches to all five for
+* three writer processes (``tests/children/runner_workers.py``) write random batches to all five for
   the duration, logging every write and how it ended;
 * runner A starts first with a fault point that parks its first compaction right after
   the compaction claimed its instant; runner B starts beside it; A is killed with
@@ -46,10 +46,10 @@ from lakeline.table import Catalog, Table
 from lakeline.timeline.instant import Action, Event, State
 from lakeline.timeline.plans import SERVICE
 
+from tests.children.runner_workers import RUNNER_WORKERS_PY, SCHEMA
+from tests.children.table_workers import check_files_on_disk
 from tests.helpers import child_env, finish, start_script, wait_for_files
-from tests.services.runner_workers import RUNNER_WORKERS_PY, SCHEMA
-from tests.table.test_concurrency import CompletionOrderModel
-from tests.table.workers import check_files_on_disk
+from tests.table.concurrency.test_concurrency import CompletionOrderModel
 
 #: Keys of the keyed tables (seeded with all of them) and writer processes.
 KEYS, WRITERS = 2000, 3
