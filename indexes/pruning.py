@@ -1,26 +1,27 @@
 """Data skipping with the indexes: which files may hold a row matching a filter.
 
-Two stages, each only ever keeping a file when in doubt:
+The filter is read once per scan as lakeline's own expression tree
+(:func:`~.expressions.from_arrow`, through Substrait; never from its printed text), and
+two stages, each only ever keeping a file when in doubt, ask it questions:
 
-* **stats**: a file's column stats become Arrow *guarantees* (what every row of the
-  file satisfies); Arrow's own expression simplification then says whether the filter
-  can hold. A file without stats, or a column without bounds, is never pruned on them.
-* **bloom**: for a filter that pins a bloomed column to ``= v`` or ``IN (...)`` in a
-  top-level conjunction, a file whose bloom filter answers "no" for every value is
-  dropped (bloom filters have no false negatives).
-
-Arrow offers no public way to take an expression apart, so the bloom stage reads the
-pinned values from the expression's text, and accepts a leaf only if an expression
-rebuilt from the parsed values prints exactly the same: a filter it cannot read with
-certainty is simply not bloom-pruned.
+* **stats**: a file's column stats become :class:`~.expressions.ColumnBounds`, and the
+  file is dropped when :func:`~.expressions.might_match` proves no row can match. A
+  second prover runs on the files the tree keeps: the stats as Arrow *guarantees* (what
+  every row of the file satisfies) and Arrow's own expression simplification, which
+  also sees through parts of a filter the tree reads as ``Unknown``. A file is dropped
+  when either proves it holds no match; a file without stats, or a column without
+  bounds, is never pruned on them.
+* **bloom**: for a filter that pins a bloomed column to a set of values
+  (:func:`~.expressions.pinned_values`: ``= v``, ``IN (...)``, through ``and``/``or``),
+  a file whose bloom filter answers "no" for every value is dropped (bloom filters have
+  no false negatives).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -32,10 +33,13 @@ from ..timeline.storage.filesystem import Storage
 from ..timeline.timeline import Timeline
 from ..timeline.view.file_group import FileSlice
 from .bloom import FileBloom, key_hashes
-from .column_stats import guarantees
+from .column_stats import decode_bound, guarantees
 from .entries import resolve
+from .expressions import And, ColumnBounds, Expr, Not, Or, Unknown, columns, from_arrow, might_match
+from .expressions import pinned_values as expression_pins
+from .expressions.values import comparable
 from .metadata_table import MetadataTable, visible_paths
-from .states import readable_indexes
+from .states import IndexKind, readable_indexes
 
 T = TypeVar("T")
 
@@ -43,26 +47,65 @@ _FMT = ds.ParquetFileFormat()
 _FS = pafs.LocalFileSystem()
 
 
-def _mentioned(filter: pc.Expression) -> Callable[[str], bool]:
-    text = str(filter)
-    return lambda name: name in text
+def filter_tree(filter: pc.Expression | Expr | None, schema: pa.Schema) -> Expr | None:
+    """The tree of a filter (read once per scan; a tree is returned as it is)."""
+    if filter is None or isinstance(filter, Expr):
+        return filter
+    return from_arrow(filter, schema)
+
+
+def has_unknown(tree: Expr) -> bool:
+    """Whether a part of ``tree`` was not understood (it may name any column)."""
+    if isinstance(tree, And | Or):
+        return any(has_unknown(c) for c in tree.children)
+    if isinstance(tree, Not):
+        return has_unknown(tree.child)
+    return isinstance(tree, Unknown)
+
+
+def file_bounds(rows: Iterable[Mapping[str, Any]], schema: pa.Schema) -> dict[str, ColumnBounds]:
+    """A file's column-stats rows as bounds per column (a bound that does not decode to
+    the column's current type is unknown)."""
+    out: dict[str, ColumnBounds] = {}
+    for row in rows:
+        name = str(row["column"])
+        if name not in schema.names:
+            continue
+        typ = schema.field(name).type
+        try:
+            lo, hi = decode_bound(row["min"], typ), decode_bound(row["max"], typ)
+            bounds = (lo.as_py(), hi.as_py()) if lo is not None and hi is not None else (None, None)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError, OverflowError):
+            bounds = (None, None)  # the column's type changed since (or a corrupt bound)
+        out[name] = ColumnBounds(bounds[0], bounds[1], int(row["null_count"]), int(row["value_count"]))
+    return out
 
 
 def stats_keep(filter: pc.Expression | None, schema: pa.Schema,
-               stats_by_path: Mapping[str, list[dict[str, object]]], paths: Sequence[str]) -> list[bool]:
-    """For each path: False only when its stats prove no row can match ``filter``.
+               stats_by_path: Mapping[str, list[dict[str, object]]], paths: Sequence[str],
+               tree: Expr | None = None) -> list[bool]:
+    """For each path: False only when its stats prove no row can match ``filter``
+    (``tree``: its tree, when the caller already read it).
 
     ``stats_by_path`` holds the column-stats rows of each file (absent: keep it).
     """
-    if filter is None:
+    tree = filter_tree(filter, schema) if tree is None else tree
+    if filter is None or tree is None:
         return [True] * len(paths)
-    mentioned = _mentioned(filter)
-    frags: list[ds.Fragment] = []
-    owners: list[int] = []
     keep = [True] * len(paths)
     for i, p in enumerate(paths):
         rows = stats_by_path.get(p)
-        if not rows:
+        if rows and not might_match(tree, file_bounds(rows, schema)):
+            keep[i] = False
+    # The second prover, on the files the tree keeps: Arrow's simplification under the
+    # stats as guarantees. Only columns the filter may name are split on nulls.
+    named = None if has_unknown(tree) else columns(tree)
+    mentioned: Callable[[str], bool] = (lambda name: True) if named is None else named.__contains__
+    frags: list[ds.Fragment] = []
+    owners: list[int] = []
+    for i, p in enumerate(paths):
+        rows = stats_by_path.get(p)
+        if not rows or not keep[i]:
             continue
         keep[i] = False
         for g in guarantees(rows, schema, mentioned):
@@ -75,177 +118,50 @@ def stats_keep(filter: pc.Expression | None, schema: pa.Schema,
         for frag in dset.get_fragments(filter=filter):
             keep[owners[int(frag.path)]] = True
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        return [True] * len(paths)  # a filter Arrow cannot simplify: prune nothing
+        for i in set(owners):  # a filter Arrow cannot simplify: the tree's answer stands
+            keep[i] = True
     return keep
 
 
 # -- bloom stage ------------------------------------------------------------------------
 
-_EQ = re.compile(r'^(?P<col>[A-Za-z_][A-Za-z0-9_]*) == (?P<lit>.+)$', re.DOTALL)
-_EQ_REV = re.compile(r'^(?P<lit>.+) == (?P<col>[A-Za-z_][A-Za-z0-9_]*)$', re.DOTALL)
-_IN = re.compile(r'^is_in\((?P<col>[A-Za-z_][A-Za-z0-9_]*), \{value_set=(?P<typ>[a-z0-9_\[\], ]+):\[(?P<body>.*)\], '
-                 r'null_matching_behavior=(?P<nm>[A-Z]+)\}\)$', re.DOTALL)
 
-
-def _strip_parens(text: str) -> str:
-    while text.startswith("(") and text.endswith(")") and _balanced(text[1:-1]):
-        text = text[1:-1]
-    return text
-
-
-def _balanced(text: str) -> bool:
-    depth, quoted, esc = 0, False, False
-    for ch in text:
-        if quoted:
-            esc, quoted = (False, quoted) if esc else (ch == "\\", ch != '"')
-            continue
-        if ch == '"':
-            quoted = True
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth < 0:
-                return False
-    return depth == 0 and not quoted
-
-
-def _conjuncts(text: str) -> list[str]:
-    """Top-level ``and`` operands of an expression's text."""
-    text = _strip_parens(text)
-    out, depth, quoted, esc, start, i = [], 0, False, False, 0, 0
-    while i < len(text):
-        ch = text[i]
-        if quoted:
-            esc, quoted = (False, True) if esc else (ch == "\\", ch != '"')
-        elif ch == '"':
-            quoted = True
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif depth == 0 and text.startswith(" and ", i):
-            out.append(text[start:i])
-            i += 5
-            start = i
-            continue
-        i += 1
-    out.append(text[start:])
-    if len(out) == 1:
-        return out
-    return [c for part in out for c in _conjuncts(part)]
-
-
-def _literal(text: str, typ: pa.DataType) -> pa.Scalar | None:
-    raw = text[1:-1] if len(text) >= 2 and text[0] == text[-1] == '"' else text
-    try:
-        return pc.cast(pa.scalar(raw, pa.string()), typ)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+def pinned_values(filter: pc.Expression | Expr | None, column: str, schema: pa.Schema) -> list[pa.Scalar] | None:
+    """The values of ``column`` (of its type) every row matching ``filter`` holds one
+    of, or None: not pinned, or a pinned value the column's type does not hold exactly
+    (it could not be probed as the rows were hashed)."""
+    tree = filter_tree(filter, schema)
+    if tree is None or column not in schema.names:
         return None
-
-
-def pinned_values(filter: pc.Expression | None, column: str, schema: pa.Schema) -> list[pa.Scalar] | None:
-    """The values a top-level ``=``/``IN`` conjunct pins ``column`` to, or None.
-
-    Several pinning conjuncts intersect; a leaf is only trusted if rebuilding it from
-    the parsed values prints exactly the same text.
-    """
-    if filter is None or column not in schema.names:
+    values = expression_pins(tree, column)
+    if values is None:
         return None
     typ = schema.field(column).type
-    result: set[object] | None = None
-    scalars: dict[object, pa.Scalar] = {}
-    for leaf in _conjuncts(str(filter)):
-        leaf = _strip_parens(leaf)
-        vals = _leaf_values(leaf, column, typ)
-        if vals is None:
-            continue
-        for v in vals:
-            scalars[v.as_py()] = v
-        found = {v.as_py() for v in vals}
-        result = found if result is None else result & found
-    if result is None:
-        return None
-    out = [scalars[v] for v in result]
-    if '"' in str(filter) and not _verified(filter, column, schema, out):
-        return None
+    out: list[pa.Scalar] = []
+    for v in values:
+        try:
+            s = pa.scalar(v, typ)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            return None
+        back = s.as_py()
+        if not comparable(v, back) or back != v:
+            return None
+        out.append(s)
     return out
 
 
-def _verified(filter: pc.Expression, column: str, schema: pa.Schema, values: list[pa.Scalar]) -> bool:
-    """Whether Arrow agrees the filter is false for values of ``column`` outside ``values``.
-
-    A string literal can hold quotes and ``and`` (Arrow prints it unescaped), which can
-    fool the text split; substituting values outside the pinned set and letting Arrow
-    fold the filter to false catches such a misreading. Only string and integer columns
-    get probes; other types are not bloom-pruned under quoted filters.
-    """
-    typ = schema.field(column).type
-    pinned = {v.as_py() for v in values}
-    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
-        probes: list[object] = ["", max(pinned, default="") + "\uffff\x01lakeline"]
-    elif pa.types.is_integer(typ):
-        probes = [min(pinned, default=0) - 1, max(pinned, default=0) + 1]
-    else:
-        return False
-    probes = [p for p in probes if p not in pinned]
-    if not probes:
-        return False
-    try:
-        frags = [_FMT.make_fragment(str(i), _FS, partition_expression=pc.field(column) == pa.scalar(p, typ))
-                 for i, p in enumerate(probes)]
-        return not list(ds.FileSystemDataset(frags, schema, _FMT, _FS).get_fragments(filter=filter))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError):
-        return False
-
-
-def _leaf_values(leaf: str, column: str, typ: pa.DataType) -> list[pa.Scalar] | None:
-    for rx in (_EQ, _EQ_REV):
-        m = rx.match(leaf)
-        if m and m.group("col") == column:
-            v = _literal(m.group("lit"), typ)
-            if v is None or not v.is_valid:
-                return None
-            # The literal's own type is unknown; accept if a rebuild of either orientation
-            # with the column's type prints the same text.
-            f = pc.field(column)
-            rebuilt = {str(f == v), str(pc.scalar(v) == f)}
-            if f"({leaf})" not in rebuilt:
-                return None
-            return [v]
-    m = _IN.match(leaf)
-    if m and m.group("col") == column and m.group("nm") in ("MATCH", "SKIP"):
-        items = [x.strip().rstrip(",") for x in m.group("body").strip().split("\n") if x.strip()]
-        if any(x == "null" for x in items):
-            return None  # null matches null rows, which no bloom filter holds
-        literals = [_literal(x, typ) for x in items]
-        vals = [v for v in literals if v is not None and v.is_valid]
-        if len(vals) != len(literals):
-            return None
-        try:
-            set_type = pa.type_for_alias(m.group("typ"))
-            arr = pa.array([v.as_py() for v in vals], typ).cast(set_type)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError):
-            return None
-        nm = m.group("nm").lower()
-        rebuilt = pc.field(column).isin(arr) if nm == "match" else pc.is_in(
-            pc.field(column), value_set=arr, skip_nulls=True)
-        if str(rebuilt) != leaf:
-            return None
-        return vals
-    return None
-
-
-def bloom_keep(filter: pc.Expression | None, schema: pa.Schema, columns: Sequence[str],
+def bloom_keep(filter: pc.Expression | Expr | None, schema: pa.Schema, columns: Sequence[str],
                blooms_by_path: Mapping[str, FileBloom], paths: Sequence[str]) -> list[bool]:
-    """For each path: False only when the filter pins the bloomed (single) column to
-    values the file's bloom filter surely does not hold."""
+    """For each path: False only when the filter (or its tree) pins the bloomed
+    (single) column to values the file's bloom filter surely does not hold."""
     keep = [True] * len(paths)
     if filter is None or len(columns) != 1:
         return keep
     values = pinned_values(filter, columns[0], schema)
     if values is None:
         return keep
+    if not values:  # no row can match at all
+        return [p not in blooms_by_path for p in paths]
     probe = key_hashes(pa.table({columns[0]: pa.array([v.as_py() for v in values], schema.field(columns[0]).type)}),
                        columns, schema)
     for i, p in enumerate(paths):
@@ -280,17 +196,19 @@ def _slices_kept(slices: Sequence[FileSlice], file_keep: Mapping[str, bool]) -> 
 
 
 def prune(storage: Storage, snapshot: Timeline, schema: pa.Schema, record_key: Sequence[str],
-          slices: list[FileSlice], filter: pc.Expression | None) -> Pruned:
-    """Drop the slices the snapshot's ready indexes prove hold no matching row."""
+          slices: list[FileSlice], filter: pc.Expression | None, tree: Expr | None = None) -> Pruned:
+    """Drop the slices the snapshot's ready indexes prove hold no matching row
+    (``tree``: the filter's tree, when the scan already read it)."""
     if filter is None:
         n = _files(slices)
         return Pruned(slices, n, n)
     ready = readable_indexes(snapshot)
-    stats_ix = [d for d in ready if d.kind == "column_stats"]
-    bloom_ix = [d for d in ready if d.kind == "bloom_filters"]
+    stats_ix = [d for d in ready if d.kind == IndexKind.COLUMN_STATS]
+    bloom_ix = [d for d in ready if d.kind == IndexKind.BLOOM_FILTERS]
     if not stats_ix and not bloom_ix:
         n = _files(slices)
         return Pruned(slices, n, n)
+    tree = filter_tree(filter, schema) if tree is None else tree
     mt = MetadataTable(storage)
     paths = [f.path for s in slices for f in s.files]
     stats_keep_by_path: dict[str, bool] = {}
@@ -301,7 +219,7 @@ def prune(storage: Storage, snapshot: Timeline, schema: pa.Schema, record_key: S
         by_path: dict[str, list[dict[str, object]]] = {}
         for r in rows.to_pylist():
             by_path.setdefault(str(r["path"]), []).append(r)
-        for p, k in zip(paths, stats_keep(filter, schema, by_path, paths)):
+        for p, k in zip(paths, stats_keep(filter, schema, by_path, paths, tree)):
             # Several stats indexes: a file is out when any one of them rules it out.
             stats_keep_by_path[p] = stats_keep_by_path.get(p, True) and k
     after_stats = _slices_kept(slices, stats_keep_by_path)
@@ -312,7 +230,7 @@ def prune(storage: Storage, snapshot: Timeline, schema: pa.Schema, record_key: S
             cols = resolve(idx, schema, record_key).columns
         except InvalidIndexError:
             continue  # its columns left the schema: no pruning with it
-        if len(cols) != 1 or pinned_values(filter, cols[0], schema) is None:
+        if len(cols) != 1 or pinned_values(tree, cols[0], schema) is None:
             continue  # nothing to probe: skip reading and decoding the filters
         rows = visible_paths(mt.read(idx.partition, snapshot), paths2)
         if rows is None or rows.num_rows == 0:
@@ -320,7 +238,7 @@ def prune(storage: Storage, snapshot: Timeline, schema: pa.Schema, record_key: S
         # Entries from another definition of the same name (columns) are not this index's.
         blooms = {str(r["path"]): FileBloom.from_row(r) for r in rows.to_pylist()
                   if r["columns"] == ",".join(cols)}
-        for p, k in zip(paths2, bloom_keep(filter, schema, cols, blooms, paths2)):
+        for p, k in zip(paths2, bloom_keep(tree, schema, cols, blooms, paths2)):
             bloom_keep_by_path[p] = bloom_keep_by_path.get(p, True) and k
     final = _slices_kept(after_stats, bloom_keep_by_path)
     return Pruned(final, _files(after_stats), _files(final))
@@ -334,7 +252,7 @@ def key_blooms(storage: Storage, snapshot: Timeline, schema: pa.Schema,
     asked for."""
     key = ",".join(record_key)
     for idx in readable_indexes(snapshot):
-        if idx.kind != "bloom_filters":
+        if idx.kind != IndexKind.BLOOM_FILTERS:
             continue
         try:
             if resolve(idx, schema, record_key).columns != tuple(record_key):

@@ -29,10 +29,12 @@ def test_pinned_values_of_equalities_and_in_lists() -> None:
     assert _pins((ID == 5) & (V > 1.5), "id") == {5}
     assert _pins((ID.isin([1, 2])) & (V > 0) & (ID == 2), "id") == {2}
     assert _pins((S == "q") & (ID == 1), "s") == {"q"}
+    assert _pins((ID == 5) | (ID == 6), "id") == {5, 6}  # a disjunction unites its pins
+    assert _pins((ID == 5) | ID.isin([7, 8]), "id") == {5, 7, 8}
 
 
 def test_no_pins_when_the_filter_does_not_imply_them() -> None:
-    for flt in [(ID == 5) | (ID == 6), ~(ID == 5), ID > 5, ID.isin([1, None]), V == 1.0,
+    for flt in [(ID == 5) | (V == 6), ~(ID == 5), ID > 5, ID.isin([1, None]), V == 1.0,
                 S == "a) and (id == 3", S == 'x" and id == 3 and "y', (S == 'a" and (id == 4) and "b') & (V > 0)]:
         assert _pins(flt, "id") is None, flt
     assert _pins(ID == 5, "nope") is None
