@@ -6,12 +6,14 @@ partition cannot match the filter, and reads: slices without logs go through one
 ``pyarrow.dataset`` scan (filter and projection pushed into Parquet); slices with logs
 are merged per group through the engine (base + logs folded by key), then filtered.
 
-Pruning uses Arrow's own expression simplification: each slice becomes a fragment
-whose *guarantee* is what its rows satisfy (its partition values; then the range of
-record keys its files hold), and Arrow drops the fragments the filter contradicts; the
-ready indexes prune further (:mod:`lakeline.indexes.pruning`). The key-range stage is
-counted with the stats stage in ``explain()``. Pruning can only drop a slice when no
-row of it can match.
+Pruning reads the filter once as lakeline's expression tree
+(:func:`~lakeline.indexes.expressions.from_arrow`, never its printed text) and asks it
+what each slice's rows satisfy: their partition values (:mod:`.partition_pruning`),
+the range of record keys its files hold (:mod:`.key_pruning`), then the ready indexes
+(:mod:`lakeline.indexes.pruning`); each stage also lets Arrow's own simplification
+prove a slice out under the same facts as a guarantee. The key-range stage is counted
+with the stats stage in ``explain()``. Pruning can only drop a slice when no row of it
+can match.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from ...indexes.expressions import columns as tree_columns
+from ...indexes.pruning import filter_tree, has_unknown
 from ...indexes.pruning import prune as prune_with_indexes
 from ...timeline.errors import CorruptLogError, InvalidFilterError, SnapshotExpiredError
 from ...timeline.instant import instant_id_of
@@ -37,6 +41,7 @@ from ..context import TableContext
 from ..files import FileRead, read_snapshot_file, with_columns_of
 from ..merge import merge_at_positions, merge_onto
 from ..write.records import BASE_POS, OP, SEQ, check_columns, check_filter, points_into
+from .key_pruning import prune_key_ranges
 from .partition_pruning import prune_slices
 
 
@@ -60,43 +65,6 @@ def snapshot_of(current: Timeline, as_of: int | datetime | None) -> Timeline:
     if as_of is not None:
         check_retained(current, snapshot.last_seq, as_of)
     return snapshot
-
-
-def prune_key_ranges(ctx: TableContext, slices: list[FileSlice], filter: pc.Expression | None) -> list[FileSlice]:
-    """The slices whose record-key range (from the commit metadata every writer records,
-    no index needed) may hold a row matching ``filter``.
-
-    Sound for merge-on-read slices too: a merged row's key is a key of the base or of a
-    log, so it lies within the union of their ranges. Single-column keys only.
-    """
-    key, schema, fs = ctx.config.record_key, ctx.config.schema, ctx.storage.fs
-    if filter is None or len(key) != 1 or key[0] not in str(filter):
-        return list(slices)
-    typ = schema.field(key[0]).type
-    fmt = ds.ParquetFileFormat()
-    frags: list[ds.Fragment] = []
-    owners: list[int] = []
-    kept: list[int] = []
-    for i, s in enumerate(slices):
-        bounds = s.key_bounds()
-        try:
-            lo, hi = (pa.scalar(b).cast(typ) for b in bounds) if bounds else (None, None)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError):
-            lo = hi = None
-        if lo is None or hi is None:
-            kept.append(i)
-            continue
-        guarantee = (pc.field(key[0]) >= lo) & (pc.field(key[0]) <= hi)
-        frags.append(fmt.make_fragment(str(len(frags)), fs, partition_expression=guarantee))
-        owners.append(i)
-    if frags:
-        try:
-            dset = ds.FileSystemDataset(frags, schema, fmt, fs)
-            kept.extend(owners[int(f.path)] for f in dset.get_fragments(filter=filter))
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-            return list(slices)  # a filter Arrow cannot simplify: prune nothing
-    keep = set(kept)
-    return [s for i, s in enumerate(slices) if i in keep]
 
 
 @dataclass(frozen=True)
@@ -208,10 +176,12 @@ class Scan:
         self.snapshot = ctx.snapshot
         every = ctx.view.latest_slices()
         self._total = sum(len(s.files) for s in every)
-        self.slices = prune_slices(ctx, every, filter)
+        self.tree = filter_tree(filter, cfg.schema)  # the filter as data, read once
+        self.slices = prune_slices(ctx, every, filter, self.tree)
         self._after_partition = sum(len(s.files) for s in self.slices)
-        self.slices = prune_key_ranges(ctx, self.slices, filter)
-        pruned = prune_with_indexes(ctx.storage, self.snapshot, cfg.schema, cfg.record_key, self.slices, filter)
+        self.slices = prune_key_ranges(ctx, self.slices, filter, self.tree)
+        pruned = prune_with_indexes(ctx.storage, self.snapshot, cfg.schema, cfg.record_key, self.slices, filter,
+                                    self.tree)
         self.slices = pruned.slices
         self._after_stats, self._after_bloom = pruned.files_after_stats, pruned.files_after_bloom
         if as_of is not None:
@@ -324,25 +294,42 @@ class Scan:
         paths = [f.path for s in self.slices for f in s.files]
         return missing_error(self.ctx.storage, self.ctx.log, self.snapshot.last_seq, paths, error)
 
+    def _filter_columns(self) -> frozenset[str]:
+        """Columns that hold every one the filter references: the tree's, checked by
+        binding the filter to an empty table of them (a part the tree folded away, e.g.
+        ``x or true``, still names its columns); else every column."""
+        cfg = self.ctx.config
+        every = frozenset(cfg.schema.names)
+        if self.filter is None or self.tree is None:
+            return frozenset()
+        if has_unknown(self.tree):
+            return every
+        named = tree_columns(self.tree)
+        try:
+            pa.schema([f for f in cfg.schema if f.name in named]).empty_table().filter(self.filter)
+        except (pa.ArrowException, KeyError, TypeError, ValueError):
+            return every
+        return named
+
     def _merge_schema(self) -> pa.Schema:
         """The columns a merged slice is read with: those asked for, the record key and
-        the ordering field (the merge needs them), and every column whose name the
-        filter's text holds (a superset of the ones it references), so a read of three
-        columns does not read the other twenty of a file with logs."""
+        the ordering field (the merge needs them), and the columns the filter references
+        (:meth:`_filter_columns`), so a read of three columns does not read the other
+        twenty of a file with logs."""
         cfg = self.ctx.config
         if self.columns is None:
             return cfg.schema
-        text = "" if self.filter is None else str(self.filter)
-        needed = {*self.columns, *cfg.record_key, *([cfg.ordering_field] if cfg.ordering_field else [])}
-        return pa.schema([f for f in cfg.schema if f.name in needed or (text and f.name in text)])
+        needed = {*self.columns, *cfg.record_key, *([cfg.ordering_field] if cfg.ordering_field else []),
+                  *self._filter_columns()}
+        return pa.schema([f for f in cfg.schema if f.name in needed])
 
     def _wanted(self, merge_schema: pa.Schema) -> tuple[str, ...] | None:
         """The columns of ``merge_schema`` a merged slice must return: those asked for
-        and those the filter may name (None: every column)."""
+        and those the filter references (None: every column)."""
         if self.columns is None:
             return None
-        text = "" if self.filter is None else str(self.filter)
-        return tuple(f.name for f in merge_schema if f.name in self.columns or (text and f.name in text))
+        named = self._filter_columns()
+        return tuple(f.name for f in merge_schema if f.name in self.columns or f.name in named)
 
     def to_arrow(self) -> pa.Table:
         """The snapshot's rows, filtered and projected, in no guaranteed order (a
