@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 from rich.markup import escape
 
 from ..table import Table
-from ..timeline.table_config import TABLE_TYPES
+from ..timeline.table_config import TABLE_TYPES, TableType
 from .options import json_option, timeline_option
 from .render import console, print_json
 
@@ -52,7 +52,7 @@ def describe(table: Table) -> dict[str, Any]:
     return {
         "path": table.path,
         "table_uuid": cfg.table_uuid,
-        "table_type": cfg.table_type,
+        "table_type": cfg.table_type.value,
         "record_key": list(cfg.record_key),
         "ordering_field": cfg.ordering_field,
         "partition_by": list(cfg.partition_by),
@@ -73,7 +73,7 @@ def describe(table: Table) -> dict[str, Any]:
               help="Ordering (precombine) field: the larger value wins when two versions of a key meet.")
 @click.option("--partition-by", "partition_by", multiple=True, metavar="COLS",
               help="Partition column(s), comma separated.")
-@click.option("--type", "table_type", type=click.Choice(TABLE_TYPES), default="cow", show_default=True,
+@click.option("--type", "table_type", type=click.Choice(TABLE_TYPES), default=TableType.COW.value, show_default=True,
               help="cow: copy-on-write; mor: merge-on-read.")
 @click.option("--property", "-p", "properties", multiple=True, metavar="KEY=VALUE",
               help="A table property (repeatable); see config/defaults.toml.")

@@ -20,7 +20,9 @@ import pyarrow as pa
 from rich.console import Console
 from rich.markup import escape
 
+from ..indexes.states import IndexKind
 from ..table import Table
+from ..timeline.table_config import TableType
 from .render import arrow_table, console, events_by_instant, instants_table
 
 #: Name of the demo table inside the demo directory.
@@ -71,7 +73,7 @@ def run_demo(directory: str | os.PathLike[str] | None = None, con: Console | Non
     base = Path(directory) if directory is not None else Path(tempfile.mkdtemp(prefix="lakeline-demo-"))
     path = base / DEMO_TABLE
     table = Table.create(path, SCHEMA, record_key="id", ordering_field="ts",
-                         partition_by=["day"], table_type="mor")
+                         partition_by=["day"], table_type=TableType.MOR)
     con.print(f"[green]created[/green] merge-on-read table at [bold]{escape(table.path)}[/bold]")
 
     first_write: int | None = None
@@ -128,15 +130,15 @@ def _index_while_writing(table: Table, con: Console) -> None:
     thread.start()
     try:
         before = len(commits)
-        created = table.indexes.create("column_stats", columns=["id", "amount"], wait=False,
+        created = table.indexes.create(IndexKind.COLUMN_STATS, columns=["id", "amount"], wait=False,
                                        progress=let_the_writer_in)
         con.print(f"[green]index column_stats[/green] -> instant {created.instant}, state [bold]{created.state}[/bold]"
                   " (building in the background while the writer keeps upserting)")
-        ready = table.indexes.wait("column_stats", timeout_s=300)
+        ready = table.indexes.wait(IndexKind.COLUMN_STATS.value, timeout_s=300)
     finally:
         stop.set()
         thread.join()
-    report = table.indexes.validate("column_stats")
+    report = table.indexes.validate(IndexKind.COLUMN_STATS.value)
     con.print(f"[green]index column_stats[/green] -> state [bold]{ready.state}[/bold]; the writer committed "
               f"{len(commits)} upserts meanwhile; validate: {report['files_checked']} files, "
               f"{len(report['mismatches'])} mismatches")

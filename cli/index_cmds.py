@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.table import Table as RichTable
 
 from ..indexes.entries import resolve
-from ..indexes.states import IndexDef
+from ..indexes.states import IndexDef, IndexKind
 from ..table import Table
 from ..timeline.errors import IndexNotFoundError, InvalidIndexError
 from .create_cmd import split_columns
@@ -45,7 +45,7 @@ def index_dict(table: Table, d: IndexDef) -> dict[str, Any]:
         columns = list(resolve(d, cfg.schema, cfg.record_key).columns)
     except InvalidIndexError:
         columns = list(d.columns)  # a listing must not fail on one index it cannot resolve
-    return {"name": d.name, "kind": d.kind, "columns": columns, "state": d.state,
+    return {"name": d.name, "kind": d.kind.value, "columns": columns, "state": d.state,
             "instant": d.instant, "options": dict(d.options)}
 
 
@@ -79,7 +79,7 @@ def create(path: str, kind: str, columns: tuple[str, ...], name: str | None, fpp
 
     KIND: column_stats or bloom_filters.
     """
-    if fpp is not None and kind != "bloom_filters":
+    if fpp is not None and kind != IndexKind.BLOOM_FILTERS:
         raise click.BadParameter("only bloom_filters take a false-positive rate", param_hint="--fpp")
     # The range of --fpp (and the name, the columns) is checked by t.indexes.create's
     # own check (check_definition), so the CLI refuses exactly what Python refuses.

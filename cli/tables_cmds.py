@@ -91,7 +91,7 @@ def show_dict(cat: Catalog, name: str) -> dict[str, Any]:
     finally:
         table.log.store.close()
     out.update({
-        "table_type": cfg.table_type,
+        "table_type": cfg.table_type.value,
         "record_key": list(cfg.record_key),
         "ordering_field": cfg.ordering_field,
         "partition_by": list(cfg.partition_by),

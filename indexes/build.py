@@ -33,6 +33,7 @@ from .entries import (
     serial_map,
 )
 from .metadata_table import INSTANT, MetadataTable
+from .states import IndexKind
 
 
 def live_files(view: FileSystemView) -> list[tuple[DataFile, str]]:
@@ -217,7 +218,7 @@ def validate(storage: Storage, view: FileSystemView, snapshot: Timeline, target:
             (:func:`validate_task`).
     """
     stored = MetadataTable(storage).read(target.partition, snapshot)
-    key_cols = ["path", "column"] if target.kind == "column_stats" else ["path"]
+    key_cols = ["path", "column"] if target.kind == IndexKind.COLUMN_STATS else ["path"]
     have: dict[tuple[Any, ...], dict[str, Any]] = {}
     if stored is not None:
         for r in stored.to_pylist():

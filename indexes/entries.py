@@ -30,7 +30,7 @@ from ..timeline.timeline import Timeline
 from .bloom import BLOOM_SCHEMA, DEFAULT_FPP, FileBloom
 from .column_stats import STATS_SCHEMA, file_stats
 from .hashing import ColumnHashes
-from .states import KINDS, IndexDef, partition_of, written_indexes
+from .states import IndexDef, IndexKind, index_kind, partition_of, written_indexes
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class IndexTarget:
     """What an index covers, resolved against the table's schema and key."""
 
     name: str
-    kind: str
+    kind: IndexKind
     columns: tuple[str, ...]
     fpp: float
     #: The metadata-table partition of the definition (``<name>@<created>``).
@@ -52,7 +52,7 @@ NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]+")
 MAX_NAME_CHARS = 100
 
 #: The options each kind takes.
-KNOWN_OPTIONS: Mapping[str, tuple[str, ...]] = {"bloom_filters": ("fpp",), "column_stats": ()}
+KNOWN_OPTIONS: Mapping[IndexKind, tuple[str, ...]] = {IndexKind.BLOOM_FILTERS: ("fpp",), IndexKind.COLUMN_STATS: ()}
 
 #: The smallest false-positive rate a bloom filter takes: below it a filter costs over
 #: 43 bits and 30 probes per key for a difference no read measures.
@@ -60,7 +60,7 @@ MIN_FPP = 1e-9
 
 
 def check_definition(name: object, kind: object, columns: object = None,
-                     options: object = None) -> tuple[str, str, list[str] | None, dict[str, Any]]:
+                     options: object = None) -> tuple[str, IndexKind, list[str] | None, dict[str, Any]]:
     """Check what ``t.indexes.create`` (and ``lakeline index create``) asks for, before
     anything is scheduled; returns (name, kind, columns or None, options).
 
@@ -75,10 +75,9 @@ def check_definition(name: object, kind: object, columns: object = None,
         InvalidIndexOptionsError: an option the kind does not take, or ``fpp`` not a
             number in [:data:`MIN_FPP`, 1).
     """
-    if not isinstance(kind, str) or kind not in KINDS:
-        raise InvalidIndexError(f"unknown index kind {kind!r}; known: {', '.join(KINDS)}")
+    kind = index_kind(kind)
     if name is None:
-        name = kind
+        name = kind.value
     if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name) or len(name) > MAX_NAME_CHARS:
         raise InvalidIndexError(f"invalid index name {str(name)[:MAX_NAME_CHARS + 20]!r}: 1 to {MAX_NAME_CHARS} "
                                 "letters, digits, '_' or '-'")
@@ -119,7 +118,7 @@ def resolve(idx: IndexDef, schema: pa.Schema, record_key: Sequence[str]) -> Inde
     """
     cols = tuple(idx.columns)
     if not cols:
-        cols = tuple(record_key) if idx.kind == "bloom_filters" else tuple(schema.names)
+        cols = tuple(record_key) if idx.kind == IndexKind.BLOOM_FILTERS else tuple(schema.names)
     if not cols:
         raise InvalidIndexError(f"index {idx.name!r}: a bloom filter on an append-only table needs columns")
     missing = [c for c in cols if c not in schema.names]
@@ -155,10 +154,10 @@ def entries_for_rows(targets: Sequence[IndexTarget], rows: pa.Table, schema: pa.
     out: dict[int, pa.Table] = {}
     # Bloom filters first: they need a column's hashes in memory, which its NDV sketch
     # then reuses (alone, a sketch hashes in one pass without keeping them).
-    order = sorted(range(len(targets)), key=lambda i: targets[i].kind == "column_stats")
+    order = sorted(range(len(targets)), key=lambda i: targets[i].kind == IndexKind.COLUMN_STATS)
     for i in order:
         target = targets[i]
-        if target.kind == "column_stats":
+        if target.kind == IndexKind.COLUMN_STATS:
             out[i] = file_stats(rel_path, partition, rows, target.columns, hashes=hashes)
         elif any(c not in rows.column_names for c in target.columns):
             out[i] = BLOOM_SCHEMA.empty_table()  # the file predates a bloomed column: no entry
@@ -168,8 +167,8 @@ def entries_for_rows(targets: Sequence[IndexTarget], rows: pa.Table, schema: pa.
     return [out[i] for i in range(len(targets))]
 
 
-def entries_schema(kind: str) -> pa.Schema:
-    return STATS_SCHEMA if kind == "column_stats" else BLOOM_SCHEMA
+def entries_schema(kind: IndexKind) -> pa.Schema:
+    return STATS_SCHEMA if kind == IndexKind.COLUMN_STATS else BLOOM_SCHEMA
 
 
 #: ``map(fn, items)``: how a batch of per-file entry computations runs. The table's

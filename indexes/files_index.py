@@ -30,7 +30,7 @@ import pyarrow as pa
 from ..timeline.errors import MetadataTableError
 from ..timeline.storage.filesystem import Storage
 from ..timeline.timeline import Timeline
-from ..timeline.view.file_group import DataFile, FileSlice
+from ..timeline.view.file_group import DataFile, FileKind, FileSlice
 from ..timeline.view.fs_view import FileSystemView
 from .metadata_table import MetadataTable
 from .states import FILES
@@ -73,7 +73,7 @@ def view_rows(view: FileSystemView) -> pa.Table:
                 cols["file_group"].append(fg)
                 cols["slot"].append(slot)
                 cols["base_instant"].append(s.base_instant)
-                cols["kind"].append(f.kind)
+                cols["kind"].append(str(f.kind))
                 cols["path"].append(f.path)
                 cols["instant"].append(f.instant)
                 cols["rows"].append(f.rows)
@@ -102,12 +102,12 @@ def state_from_rows(rows: pa.Table) -> dict[tuple[str, str], tuple[FileSlice, ..
     c = {name: rows.column(name).to_pylist() for name in FILES_SCHEMA.names}
     slices: dict[tuple[str, str], dict[int, list[Any]]] = {}
     for i in range(rows.num_rows):
-        df = DataFile(c["path"][i], c["kind"][i], c["instant"][i], c["rows"][i], c["bytes"][i],
+        df = DataFile(c["path"][i], _kind(c["kind"][i]), c["instant"][i], c["rows"][i], c["bytes"][i],
                       c["completed_seq"][i], _bound(c["key_min"][i]), _bound(c["key_max"][i]), c["inserts"][i],
                       c["deletes"][i])
         group = slices.setdefault((c["partition"][i], c["file_group"][i]), {})
         slot = group.setdefault(c["slot"][i], [c["base_instant"][i], None, []])
-        if df.kind == "base":
+        if df.kind == FileKind.BASE:
             slot[1] = df
         else:
             slot[2].append(df)
@@ -116,6 +116,14 @@ def state_from_rows(rows: pa.Table) -> dict[tuple[str, str], tuple[FileSlice, ..
                           for _, (base_instant, base, logs) in sorted(group.items()))
         for (part, fg), group in slices.items()
     }
+
+
+def _kind(text: str) -> FileKind:
+    try:
+        return FileKind(text)
+    except ValueError:
+        raise MetadataTableError(f"files checkpoint: file kind {text!r:.60} is not one of "
+                                 f"{', '.join(FileKind)}") from None
 
 
 def _bound(text: str | None) -> Any:

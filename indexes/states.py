@@ -34,17 +34,50 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..timeline.errors import IndexExistsError, IndexNotFoundError, InvalidIndexError
+from ..timeline.errors import CorruptEventError, IndexExistsError, IndexNotFoundError, InvalidIndexError
 from ..timeline.instant import Action, Instant, State
 from ..timeline.plans import IndexCreatePlan, IndexDropPlan, index_plan
 from ..timeline.timeline import Timeline
 
-#: The index kinds this version builds.
-KINDS = ("column_stats", "bloom_filters")
 
-#: The metadata-table partition of the always-on ``files`` index (the file-system view's
-#: checkpoints): created with the table, never created or dropped through the API.
-FILES = "files"
+class IndexKind(enum.StrEnum):
+    """What an index holds; the value is what ``indexing`` plans store."""
+
+    #: The always-on index of the file-system view's checkpoints (:data:`FILES`).
+    FILES = "files"
+    COLUMN_STATS = "column_stats"
+    BLOOM_FILTERS = "bloom_filters"
+
+
+#: The index kinds this version builds (through the API).
+KINDS = (IndexKind.COLUMN_STATS, IndexKind.BLOOM_FILTERS)
+
+#: The name and metadata-table partition of the always-on ``files`` index (the file-system
+#: view's checkpoints): created with the table, never created or dropped through the API.
+FILES = IndexKind.FILES.value
+
+
+def index_kind(kind: object) -> IndexKind:
+    """The kind an index may be created as, from its name (``"column_stats"``...).
+
+    Raises:
+        InvalidIndexError: not one of :data:`KINDS` (the message lists them).
+    """
+    if not isinstance(kind, str) or kind not in KINDS:
+        raise InvalidIndexError(f"unknown index kind {kind!r}; known: {', '.join(KINDS)}")
+    return IndexKind(kind)
+
+
+def stored_kind(plan: IndexCreatePlan) -> IndexKind:
+    """The kind of the index an ``indexing`` create plan on the timeline defines.
+
+    Raises:
+        CorruptEventError: the plan names no kind this version builds.
+    """
+    if plan.kind not in KINDS:
+        raise CorruptEventError(f"indexing plan of {plan.index!r}: index kind {plan.kind!r} is not one of "
+                                f"{', '.join(KINDS)}")
+    return IndexKind(plan.kind)
 
 
 def partition_of(name: str, created: int) -> str:
@@ -66,7 +99,7 @@ class IndexDef:
 
     Attributes:
         name: the index's name (its metadata-table partition).
-        kind: ``column_stats`` or ``bloom_filters``.
+        kind: :attr:`IndexKind.COLUMN_STATS` or :attr:`IndexKind.BLOOM_FILTERS`.
         columns: the indexed columns; empty means the default (every column for
             stats, the record key for bloom filters), resolved by the caller.
         state: building, ready or dropping.
@@ -76,7 +109,7 @@ class IndexDef:
     """
 
     name: str
-    kind: str
+    kind: IndexKind
     columns: tuple[str, ...]
     state: str
     instant: int
@@ -109,8 +142,7 @@ def create_plan(name: str, kind: str, columns: Sequence[str] | None = None,
     Raises:
         InvalidIndexError: unknown kind, empty name, or an empty column list.
     """
-    if kind not in KINDS:
-        raise InvalidIndexError(f"unknown index kind {kind!r}; known: {', '.join(KINDS)}")
+    kind = index_kind(kind).value
     if not name or "/" in name or name.startswith("."):
         raise InvalidIndexError(f"invalid index name {name!r}")
     if name == FILES:
@@ -182,7 +214,7 @@ def index_states(timeline: Timeline) -> dict[str, IndexDef]:
                 continue  # dropping what does not exist: nothing to stop using
             out[name] = IndexDef(prev.name, prev.kind, prev.columns, state.value, prev.instant, prev.options)
             continue
-        out[name] = IndexDef(name, plan.kind, plan.columns, state.value, inst.id, dict(plan.options))
+        out[name] = IndexDef(name, stored_kind(plan), plan.columns, state.value, inst.id, dict(plan.options))
     return out
 
 
@@ -196,7 +228,7 @@ def written_indexes(timeline: Timeline) -> list[IndexDef]:
     return [d for d in list_indexes(timeline) if d.is_written]
 
 
-def readable_indexes(timeline: Timeline, kind: str | None = None) -> list[IndexDef]:
+def readable_indexes(timeline: Timeline, kind: IndexKind | None = None) -> list[IndexDef]:
     """Ready indexes (of one kind) a reader of ``timeline`` may prune with."""
     return [d for d in list_indexes(timeline) if d.is_readable and (kind is None or d.kind == kind)]
 

@@ -51,13 +51,13 @@ from ..table.files import FileWrite, write_file
 from ..table.read.scan import SliceRead, read_slice
 from ..table.write.group_tasks import WriteSettings, rel_path
 from ..table.zorder import STRATEGIES, sort_rows
-from ..timeline.commit_metadata import CommitMetadata, WriteStat
+from ..timeline.commit_metadata import CommitMetadata, Operation, WriteStat
 from ..timeline.conflicts import find_input_conflict
 from ..timeline.errors import InvalidPropertyError, UnknownColumnError
 from ..timeline.instant import Action, Instant
 from ..timeline.plans import ClusteringGroup, ClusteringPlan, service_of
 from ..timeline.timeline import Timeline
-from ..timeline.view.file_group import FileSlice, data_file_name, new_file_group_id
+from ..timeline.view.file_group import FileKind, FileSlice, data_file_name, new_file_group_id
 from .plugin import Progress, map_in_batches
 from .rewrite import Group, RewriteService, planned_groups
 
@@ -198,7 +198,7 @@ class ClusteringService(RewriteService):
             "bytes_written": sum(w.bytes for w in written),
             "file_groups_replaced": len(inputs),
         }
-        return CommitMetadata(operation="cluster", snapshot_seq=instant.id, files=tuple(written),
+        return CommitMetadata(operation=Operation.CLUSTER, snapshot_seq=instant.id, files=tuple(written),
                               replaced={p: tuple(g) for p, g in replaced.items()}, stats=stats).to_dict()
 
 
@@ -246,8 +246,8 @@ def cluster_slices(task: ClusterTask) -> list[WriteStat]:
     step = _rows_per_file(task, rows.num_rows)
     for start in range(0, rows.num_rows, step):
         fg = new_file_group_id()
-        name = data_file_name(fg, st.instant, "base", st.tag)
+        name = data_file_name(fg, st.instant, FileKind.BASE, st.tag)
         out.append(write_file(FileWrite(st.storage, st.instant, rel_path(task.partition, name), task.partition, fg,
-                                        "base", rows.slice(start, step).combine_chunks(), st.key, st.compression,
+                                        FileKind.BASE, rows.slice(start, step).combine_chunks(), st.key, st.compression,
                                         st.row_group_rows, inserts=False)))
     return out

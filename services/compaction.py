@@ -35,12 +35,13 @@ from ..config import TableProperties
 from ..table.files import FileWrite, write_file
 from ..table.read.scan import SliceRead, read_slice
 from ..table.write.group_tasks import WriteSettings, rel_path
-from ..timeline.commit_metadata import CommitMetadata, WriteStat
+from ..timeline.commit_metadata import CommitMetadata, Operation, WriteStat
 from ..timeline.errors import InvalidPropertyError
 from ..timeline.instant import Action, Instant
 from ..timeline.plans import CompactionGroup, CompactionPlan
+from ..timeline.table_config import TableType
 from ..timeline.timeline import Timeline
-from ..timeline.view.file_group import FileSlice, data_file_name
+from ..timeline.view.file_group import FileKind, FileSlice, data_file_name
 from .plugin import Progress, map_in_batches
 from .rewrite import Group, RewriteService, plan_groups, planned_groups
 
@@ -90,7 +91,8 @@ def _inputs_changed(timeline: Timeline, instant: int, groups: set[Group]) -> str
         if not other.action.writes_data or other.id == instant:
             continue
         md = CommitMetadata.from_dict(other.metadata)
-        hit = groups & (md.groups_replaced() | {(f.partition, f.file_group) for f in md.files if f.kind == "base"})
+        bases = {(f.partition, f.file_group) for f in md.files if f.kind == FileKind.BASE}
+        hit = groups & (md.groups_replaced() | bases)
         if hit:
             p, fg = sorted(hit)[0]
             return (f"{other.action} {other.id} replaced or rewrote {len(hit)} file group(s) this compaction "
@@ -121,7 +123,7 @@ class CompactionService(RewriteService):
         trigger = trigger or props.compaction_trigger
         if trigger not in TRIGGERS + (ALL,):
             raise InvalidPropertyError(f"compaction trigger {trigger!r} is not one of {', '.join(TRIGGERS + (ALL,))}")
-        if table.config.table_type != "mor":
+        if table.config.table_type != TableType.MOR:
             return None  # copy-on-write and append-only tables have no logs
         busy = planned_groups(snapshot)
         now_us = time.time_ns() // 1000
@@ -152,7 +154,7 @@ class CompactionService(RewriteService):
             "files_added": len(written),
             "bytes_written": sum(w.bytes for w in written),
         }
-        return CommitMetadata(operation="compact", snapshot_seq=instant.id, files=tuple(written),
+        return CommitMetadata(operation=Operation.COMPACT, snapshot_seq=instant.id, files=tuple(written),
                               stats=stats).to_dict()
 
 
@@ -175,8 +177,8 @@ def compact_slice(task: CompactTask) -> WriteStat:
     """
     st, s = task.settings, task.slice
     rows = read_slice(SliceRead(st.storage, s, st.schema, st.key, st.ordering))
-    name = data_file_name(s.file_group, st.instant, "base", st.tag)
+    name = data_file_name(s.file_group, st.instant, FileKind.BASE, st.tag)
     return write_file(
-        FileWrite(st.storage, st.instant, rel_path(s.partition, name), s.partition, s.file_group, "base",
+        FileWrite(st.storage, st.instant, rel_path(s.partition, name), s.partition, s.file_group, FileKind.BASE,
                   rows.cast(st.schema), st.key, st.compression, st.row_group_rows, inserts=False)
     )

@@ -59,6 +59,7 @@ from ..indexes.states import (
     drop_plan,
     dropped_partition,
     partition_of,
+    stored_kind,
 )
 from ..timeline.diagnostics import faults
 from ..timeline.errors import (
@@ -93,7 +94,7 @@ _FINALIZE_ROUNDS = 100
 
 def index_def(plan: IndexCreatePlan, instant: int) -> IndexDef:
     """The index an ``indexing`` create plan defines."""
-    return IndexDef(plan.index, plan.kind, plan.columns, "building", instant, dict(plan.options))
+    return IndexDef(plan.index, stored_kind(plan), plan.columns, "building", instant, dict(plan.options))
 
 
 def _plan(instant: Instant) -> IndexPlan:
@@ -174,7 +175,7 @@ class IndexingService(Service):
         MetadataTable(storage).rebuild(target.partition, base, rows)
         caught_up = catch_up(storage, table.log.refresh(), base.last_seq, target, cfg.schema, table.log.refresh)
         faults.point("indexing.mid_catchup")
-        return {"op": OP_CREATE, "index": name, "kind": target.kind, "columns": list(target.columns),
+        return {"op": OP_CREATE, "index": name, "kind": target.kind.value, "columns": list(target.columns),
                 "base_seq": base.last_seq, "files_built": files, "entries": rows.num_rows,
                 "build_s": round(build_s, 4),
                 "caught_up": caught_up}

@@ -28,6 +28,7 @@ from ..indexes.files_index import FILES, validate_checkpoint, write_checkpoint
 from ..indexes.metadata_table import MetadataTable, visible_paths
 from ..indexes.states import (
     IndexDef,
+    IndexKind,
     check_can_drop,
     list_indexes,
     readable_indexes,
@@ -188,7 +189,7 @@ class TableIndexes:
         """The column_stats entries of the live base files from a ready index covering
         ``column``."""
         snapshot = self.table.timeline
-        ready = [d for d in readable_indexes(snapshot, "column_stats") if name is None or d.name == name]
+        ready = [d for d in readable_indexes(snapshot, IndexKind.COLUMN_STATS) if name is None or d.name == name]
         cfg = self.table.config
         for d in ready:
             if column not in resolve(d, cfg.schema, cfg.record_key).columns:

@@ -16,7 +16,9 @@ import pyarrow as pa
 from rich.console import Console
 
 from ..table.table import Table
+from ..timeline.commit_metadata import Operation
 from ..timeline.errors import TableNotFoundError
+from ..timeline.table_config import TableType
 from .engine import SparkEngine
 from .session import session
 from .write import write
@@ -33,7 +35,7 @@ def main(argv: list[str]) -> int:
         Table.open(path)
     except TableNotFoundError:
         Table.create(path, SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"],
-                             table_type="mor")
+                             table_type=TableType.MOR)
     con.print(f"[bold]Spark step[/bold] on [bold]{path}[/bold]: starting a local[2] Spark application")
     t0 = time.perf_counter()
     spark = session("local[2]", "lakeline-demo")
@@ -42,12 +44,12 @@ def main(argv: list[str]) -> int:
         rows = spark.range(1000, 101_000).selectExpr(
             "id", "cast(50 as long) as ts", "concat('2026-01-0', cast(1 + id % 2 as string)) as day",
             "concat('spark-', cast(id as string)) as name", "cast(id as double) * 0.5 as amount")
-        r = write(rows, path, "upsert")
+        r = write(rows, path, Operation.UPSERT)
         inst = r.instant.id if r.instant else None
         con.print(f"[green]lakeline.spark.write upsert of 100,000 rows[/green] -> instant {inst} "
                   f"{dict((k, v) for k, v in r.stats.items() if v)}; rows tagged, routed and written by executors")
         keys = spark.range(1000, 1100).selectExpr("id")
-        keys.write.format("lakeline").option("operation", "delete").mode("append").save(path)
+        keys.write.format("lakeline").option("operation", Operation.DELETE.value).mode("append").save(path)
         con.print("[green]df.write.format('lakeline').option('operation', 'delete')[/green] -> 100 keys deleted")
         t = Table.open(path)
         t.engine = SparkEngine(spark)

@@ -36,12 +36,13 @@ import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from ..table.table import Table
+from ..timeline.commit_metadata import Operation
 from ..timeline.errors import SchemaMismatchError, UnsupportedOperationError
 from ..timeline.storage.filesystem import Storage
 from ..timeline.storage.staging_folders import OwnerBeat, folder_of
 
 #: Operations of the ``operation`` option (``mode("overwrite")`` means overwrite).
-APPEND_OPERATIONS = ("insert", "upsert", "delete")
+APPEND_OPERATIONS = (Operation.INSERT, Operation.UPSERT, Operation.DELETE)
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class Staged(WriterCommitMessage):
     rows: int
 
 
-def write_operation(options: Mapping[str, str], overwrite: bool) -> str:
+def write_operation(options: Mapping[str, str], overwrite: bool) -> Operation:
     """The lakeline operation of a DataFrame write.
 
     Raises:
@@ -61,15 +62,15 @@ def write_operation(options: Mapping[str, str], overwrite: bool) -> str:
     """
     op = options.get("operation")
     if overwrite:
-        if op not in (None, "overwrite"):
+        if op not in (None, Operation.OVERWRITE):
             raise UnsupportedOperationError(f"mode('overwrite') overwrites; the operation option {op!r} "
                                             "goes with mode('append')")
-        return "overwrite"
-    op = op or "insert"
+        return Operation.OVERWRITE
+    op = op or Operation.INSERT
     if op not in APPEND_OPERATIONS:
         raise UnsupportedOperationError(f"unknown operation {op!r}; one of {', '.join(APPEND_OPERATIONS)} "
                                         "(or mode('overwrite'))")
-    return op
+    return Operation(op)
 
 
 class LakelineWriter(DataSourceArrowWriter):
@@ -124,6 +125,6 @@ class LakelineWriter(DataSourceArrowWriter):
 
 def _empty(t: Table, operation: str) -> pa.Table:
     cfg = t.config
-    if operation == "delete":
+    if operation == Operation.DELETE:
         return pa.schema([cfg.schema.field(k) for k in cfg.record_key]).empty_table()
     return cfg.schema.empty_table()

@@ -51,6 +51,7 @@ from pyspark.sql.types import (
 
 from ..table.table import Table
 from ..timeline.errors import SchemaMismatchError
+from ..timeline.table_config import TableType
 
 _UTC = "UTC"
 
@@ -137,8 +138,9 @@ def _short(error: BaseException) -> str:
 
 
 def create_table(path: str | os.PathLike[str], df_or_schema: DataFrame | StructType, record_key: Any = "id",
-                 ordering_field: str | None = None, partition_by: list[str] | None = None, table_type: str = "cow",
-                 properties: dict[str, Any] | None = None, timeline: str | None = None) -> Table:
+                 ordering_field: str | None = None, partition_by: list[str] | None = None,
+                 table_type: str = TableType.COW, properties: dict[str, Any] | None = None,
+                 timeline: str | None = None) -> Table:
     """``Table.create`` from a Spark schema (or a DataFrame's): the table's Arrow schema
     follows the mapping of this module. Nothing is written from a DataFrame; write its
     rows with :func:`lakeline.spark.write`.

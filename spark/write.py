@@ -51,7 +51,7 @@ from ..table.write.commit import CompletionRule, write_rule
 from ..table.write.group_tasks import WriteSettings
 from ..table.write.key_check import key_check
 from ..table.write.writer import Rewritten, WriteResult, commit_metadata, entries_of, run_attempts
-from ..timeline.commit_metadata import CommitMetadata
+from ..timeline.commit_metadata import CommitMetadata, Operation
 from ..timeline.conflicts import KeyCheck
 from ..timeline.diagnostics import faults
 from ..timeline.errors import SchemaMismatchError, UnsupportedOperationError
@@ -74,7 +74,7 @@ from .write_tasks import (
     write_group,
 )
 
-OPERATIONS = ("insert", "upsert", "delete", "overwrite")
+OPERATIONS = (Operation.INSERT, Operation.UPSERT, Operation.DELETE, Operation.OVERWRITE)
 #: Rows a planning task takes at most: bounds a task's memory. Up to that one task plans
 #: with a thread per core (tagging reads the candidate files' keys once, as the local
 #: engine does); beyond, each further task reads the candidate files again, and every
@@ -82,7 +82,7 @@ OPERATIONS = ("insert", "upsert", "delete", "overwrite")
 #: (a bucket per key range is the next step).
 _ROWS_PER_PLAN_TASK = 8_000_000
 
-def write(df: DataFrame, path: str, operation: str = "upsert", timeline: str | None = None,
+def write(df: DataFrame, path: str, operation: str = Operation.UPSERT, timeline: str | None = None,
           hooks: Hooks | None = None) -> WriteResult:
     """Write ``df`` into the lakeline table at ``path``: executors tag, route and write the
     rows; the driver commits once, with the local write's conflict rules, key check,
@@ -106,9 +106,10 @@ def write(df: DataFrame, path: str, operation: str = "upsert", timeline: str | N
     """
     if operation not in OPERATIONS:
         raise UnsupportedOperationError(f"unknown operation {operation!r}; one of {', '.join(OPERATIONS)}")
+    operation = Operation(operation)
     table = Table.open(path, timeline)
     cfg = table.config
-    if operation in ("upsert", "delete") and not cfg.has_key:
+    if operation in (Operation.UPSERT, Operation.DELETE) and not cfg.has_key:
         raise UnsupportedOperationError(f"{operation} needs a record key; the table at {path} has none")
     _check_columns(df, cfg, operation)
     joined = effective_hooks(hooks, cfg.props, cfg.schema)
@@ -123,7 +124,7 @@ def write(df: DataFrame, path: str, operation: str = "upsert", timeline: str | N
         inputs = _stage(df, cfg, staging)
         faults.point("spark.after_stage")  # staged, no instant yet: a crash leaves only the folder
         planner = _Planner(spark, staging, operation, inputs)
-        action = Action.REPLACE_COMMIT if operation == "overwrite" else cfg.write_action
+        action = Action.REPLACE_COMMIT if operation == Operation.OVERWRITE else cfg.write_action
         result = run_attempts(table.context, operation, action, planner, _Writer(spark, owner), _rule,
                               validators=joined.validators)
     finally:
@@ -142,7 +143,7 @@ def _check_columns(df: DataFrame, cfg: TableConfig, operation: str) -> None:
     values are checked by the planning tasks, with the local rules)."""
     names = set(df.columns)
     refuse_duplicates(list(df.columns), "the input")
-    if operation == "delete":
+    if operation == Operation.DELETE:
         missing = [k for k in cfg.record_key if k not in names]
         if missing:
             raise SchemaMismatchError(f"delete needs the record-key columns {missing}")
@@ -250,7 +251,7 @@ class _Planner:
         # even when every task's input was empty.
         for part in [PlanPart.of(local_plan(ctx, self.operation, _no_rows(ctx.config, self.operation))), *parts]:
             plan.add(part)
-        if self.operation == "overwrite" and plan.replaced:
+        if self.operation == Operation.OVERWRITE and plan.replaced:
             plan.stats["file_groups_replaced"] = sum(len(g) for g in plan.replaced.values())
         plan.timings["plan_tasks_s"] = time.perf_counter() - t0
         return plan
@@ -308,7 +309,7 @@ class _FusedJob:
 
 def _no_rows(cfg: TableConfig, operation: str) -> pa.Table:
     schema = cfg.schema
-    if operation == "delete":
+    if operation == Operation.DELETE:
         schema = pa.schema([schema.field(k) for k in cfg.record_key])
     return schema.empty_table()
 

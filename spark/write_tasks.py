@@ -41,6 +41,7 @@ from ..table.write.operations import plan_delete, plan_insert, plan_overwrite, p
 from ..table.write.plan import WritePlan
 from ..table.write.records import prepare_keys, prepare_rows
 from ..table.write.writer import Rewritten, new_file_chunks, new_file_task, write_plan_files
+from ..timeline.commit_metadata import Operation
 from ..timeline.errors import DriverGoneError
 from ..timeline.table_config import TableConfig
 from ..timeline.view.file_group import FileSlice, new_file_group_id
@@ -100,18 +101,18 @@ class PlanTask:
 
 
 def local_plan(ctx: TableContext, operation: str, rows: pa.Table) -> WritePlan:
-    if operation == "insert":
+    if operation == Operation.INSERT:
         return plan_insert(ctx, rows)
-    if operation == "upsert":
+    if operation == Operation.UPSERT:
         return plan_upsert(ctx, rows)
-    if operation == "delete":
+    if operation == Operation.DELETE:
         return plan_delete(ctx, rows)
     return plan_overwrite(ctx, rows, None)
 
 
 def prepared(cfg: TableConfig, operation: str, rows: pa.Table) -> pa.Table:
     """Rows checked, conformed and deduplicated by the local rules."""
-    if operation == "delete":
+    if operation == Operation.DELETE:
         return prepare_keys(rows, cfg)
     return prepare_rows(rows, cfg)[0]
 

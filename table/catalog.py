@@ -50,7 +50,7 @@ from ..timeline.errors import (
 from ..timeline.storage.event_log.pointer import pointer_path, read_pointer
 from ..timeline.storage.filesystem import Storage
 from ..timeline.storage.ownership import purge as purge_files
-from ..timeline.table_config import TableConfig
+from ..timeline.table_config import TableConfig, TableType
 from ..timeline.view.file_group import table_tag
 from .hooks import property_hooks
 from .table import Table
@@ -157,7 +157,7 @@ class Catalog:
         record_key: str | list[str] | None = None,
         ordering_field: str | None = None,
         partition_by: list[str] | None = None,
-        table_type: str = "cow",
+        table_type: str = TableType.COW,
         properties: Mapping[str, Any] | None = None,
     ) -> Table:
         """Create a table at ``location`` (arguments as for :meth:`Table.create`) and name it.

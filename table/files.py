@@ -22,6 +22,7 @@ from ..timeline.errors import InvalidTransitionError, SnapshotExpiredError
 from ..timeline.markers import marker_path, write_marker
 from ..timeline.storage.data_reads import check_log, reading
 from ..timeline.storage.filesystem import Storage
+from ..timeline.view.file_group import FileKind
 from .write.records import OP, OP_DELETE, SEQ
 
 _JSON_KEY_TYPES = (int, str, float, bool)
@@ -36,7 +37,7 @@ class FileWrite:
     rel_path: str
     partition: str
     file_group: str
-    kind: str  # "base" or "log"
+    kind: FileKind
     rows: pa.Table
     key: tuple[str, ...]
     compression: str
@@ -112,7 +113,7 @@ def write_indexed(task: FileWrite) -> Written:
         task.storage.delete(path)
         raise InvalidTransitionError(f"instant {task.instant} was rolled back while it wrote {task.rel_path}")
     deletes = 0
-    if task.kind == "log":
+    if task.kind == FileKind.LOG:
         deletes = pc.sum(pc.equal(task.rows.column(OP), OP_DELETE).cast(pa.int64())).as_py() or 0
     facts = ColumnHashes(task.rows)
     lo, hi = task.known_range if task.known_range is not None else key_range(task.rows, task.key, facts)

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..indexes.files_index import load_view
+from ..timeline.commit_metadata import Operation
 from ..timeline.diagnostics.redact import redact
 from ..timeline.errors import (
     InvalidFilterError,
@@ -26,7 +27,7 @@ from ..timeline.errors import (
 from ..timeline.instant import Action
 from ..timeline.log import EventLog
 from ..timeline.storage.filesystem import Storage
-from ..timeline.table_config import TableConfig
+from ..timeline.table_config import TableConfig, TableType
 from ..timeline.timeline import Timeline
 from ..timeline.view.fs_view import FileSystemView
 from .context import TableContext
@@ -92,7 +93,7 @@ class Table:
         record_key: str | list[str] | None = None,
         ordering_field: str | None = None,
         partition_by: list[str] | None = None,
-        table_type: str = "cow",
+        table_type: str = TableType.COW,
         properties: Mapping[str, Any] | None = None,
         timeline: str | None = None,
     ) -> Table:
@@ -233,7 +234,8 @@ class Table:
             CommitConflictError: concurrent commits kept conflicting.
         """
         rows, evolve = self._prepared(data)
-        return self._write("insert", self.config.write_action, lambda ctx: plan_insert(ctx, rows), hooks, evolve)
+        return self._write(Operation.INSERT, self.config.write_action, lambda ctx: plan_insert(ctx, rows), hooks,
+                           evolve)
 
     def upsert(self, data: Any, hooks: Hooks | None = None) -> WriteResult:
         """Insert new keys and update existing ones (the larger ordering value wins).
@@ -243,9 +245,10 @@ class Table:
             SchemaMismatchError, NullKeyError: bad input; nothing is written.
             CommitConflictError: concurrent commits kept conflicting.
         """
-        self._need_key("upsert")
+        self._need_key(Operation.UPSERT)
         rows, evolve = self._prepared(data)
-        return self._write("upsert", self.config.write_action, lambda ctx: plan_upsert(ctx, rows), hooks, evolve)
+        return self._write(Operation.UPSERT, self.config.write_action, lambda ctx: plan_upsert(ctx, rows), hooks,
+                           evolve)
 
     def delete(self, keys: Any, hooks: Hooks | None = None) -> WriteResult:
         """Delete rows by record key; keys the table does not hold are ignored.
@@ -260,10 +263,10 @@ class Table:
                 type than the table's (no cast across types: ``1`` never deletes ``"1"``)
                 or null.
         """
-        self._need_key("delete")
+        self._need_key(Operation.DELETE)
         cfg = self.config
         table = prepare_keys(keys, cfg)
-        return self._write("delete", cfg.write_action, lambda ctx: plan_delete(ctx, table), hooks)
+        return self._write(Operation.DELETE, cfg.write_action, lambda ctx: plan_delete(ctx, table), hooks)
 
     def delete_where(self, predicate: pc.Expression, hooks: Hooks | None = None) -> WriteResult:
         """Delete every row matching ``predicate``.
@@ -275,7 +278,7 @@ class Table:
             raise InvalidFilterError("delete_where needs a predicate (use overwrite to empty the table)")
         check_filter(self.config.schema, predicate)
         action = self.config.write_action if self.config.has_key else Action.COMMIT
-        return self._write("delete_where", action, lambda ctx: plan_delete_where(ctx, predicate), hooks)
+        return self._write(Operation.DELETE_WHERE, action, lambda ctx: plan_delete_where(ctx, predicate), hooks)
 
     def overwrite(self, data: Any, partitions: list[Any] | None = None, hooks: Hooks | None = None) -> WriteResult:
         """Replace the partitions present in ``data`` (all of an unpartitioned table).
@@ -288,8 +291,8 @@ class Table:
         """
         rows, evolve = self._prepared(data)
         targets = partition_targets(self.config.partition_by, partitions) if partitions is not None else None
-        return self._write("overwrite", Action.REPLACE_COMMIT, lambda ctx: plan_overwrite(ctx, rows, targets), hooks,
-                           evolve)
+        return self._write(Operation.OVERWRITE, Action.REPLACE_COMMIT,
+                           lambda ctx: plan_overwrite(ctx, rows, targets), hooks, evolve)
 
     def update(self, where: pc.Expression | None = None, set: Mapping[str, Any] | None = None,
                hooks: Hooks | None = None) -> WriteResult:
@@ -319,9 +322,9 @@ class Table:
         check_filter(cfg.schema, where)
         assignments = check_assignments(cfg, set)
         action = cfg.write_action if cfg.has_key else Action.COMMIT
-        return self._write("update", action, lambda ctx: plan_update(ctx, where, assignments), hooks)
+        return self._write(Operation.UPDATE, action, lambda ctx: plan_update(ctx, where, assignments), hooks)
 
-    def _write(self, operation: str, action: Action, planner: Callable[[TableContext], WritePlan],
+    def _write(self, operation: Operation, action: Action, planner: Callable[[TableContext], WritePlan],
                hooks: Hooks | None, evolve: Callable[[], TableConfig] | None = None) -> WriteResult:
         """Run a write with its hooks (the call's and the table properties',
         :mod:`.hooks`): validators before the commit, callbacks and inline services after."""
@@ -329,7 +332,7 @@ class Table:
         result = run_write(self.context, operation, action, planner, evolve, joined.validators)
         return after_commit_hooks(self, result, joined)
 
-    def _need_key(self, op: str) -> None:
+    def _need_key(self, op: Operation) -> None:
         if not self.config.has_key:
             raise UnsupportedOperationError(f"{op} needs a record key; this table is append-only")
 

@@ -14,11 +14,13 @@ that reads the raw record instead (cleaning lists only paths) goes through
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .errors import CorruptEventError
+from .view.file_group import FileKind
 
 #: Fields of a file record (``WriteStat``) and the JSON types each may hold; the first
 #: six are required. A key range is any JSON scalar (or null).
@@ -32,6 +34,21 @@ _FILE_FIELDS: dict[str, tuple[type, ...]] = {
 _REQUIRED = ("path", "partition", "file_group", "kind", "rows", "bytes")
 
 
+class Operation(enum.StrEnum):
+    """What a data-writing instant did: the ``operation`` of its requested event
+    (:class:`~.plans.WriteRequest`) and of its :class:`CommitMetadata`. The value is
+    what they store."""
+
+    INSERT = "insert"
+    UPSERT = "upsert"
+    DELETE = "delete"
+    DELETE_WHERE = "delete_where"
+    OVERWRITE = "overwrite"
+    UPDATE = "update"
+    COMPACT = "compact"  # the compaction service
+    CLUSTER = "cluster"  # the clustering service
+
+
 @dataclass(frozen=True)
 class WriteStat:
     """One file added by an instant."""
@@ -39,7 +56,7 @@ class WriteStat:
     path: str  # relative to the table's base path
     partition: str  # relative partition folder, "" when unpartitioned
     file_group: str
-    kind: str  # "base" or "log"
+    kind: FileKind
     rows: int
     bytes: int
     deletes: int = 0  # log files: how many of the rows are delete records
@@ -48,7 +65,7 @@ class WriteStat:
     inserts: bool = False  # holds keys that were new to the table when written
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "kind": str(self.kind)}  # the plain value, as stored
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> WriteStat:
@@ -58,7 +75,12 @@ class WriteStat:
             CorruptEventError: not an object with the fields of a file record.
         """
         _check_file(raw)
-        return cls(**{k: raw[k] for k in cls.__dataclass_fields__ if k in raw})
+        try:
+            kind = FileKind(raw["kind"])
+        except ValueError:
+            raise CorruptEventError(f"commit metadata: file kind {raw['kind']!r:.60} is not one of "
+                                    f"{', '.join(FileKind)}") from None
+        return cls(**{k: raw[k] for k in cls.__dataclass_fields__ if k in raw and k != "kind"}, kind=kind)
 
 
 @dataclass(frozen=True)
@@ -66,7 +88,8 @@ class CommitMetadata:
     """The metadata of a completed data-writing instant.
 
     Attributes:
-        operation: insert, upsert, delete, delete_where, overwrite, compact, cluster.
+        operation: an :class:`Operation`'s value (insert, upsert, ..., compact, cluster);
+            a record read back holds the text it stored.
         snapshot_seq: the log position the writer read its snapshot at.
         files: the files it added.
         replaced: ``partition -> [file group]`` retired entirely by this instant.
@@ -85,7 +108,7 @@ class CommitMetadata:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "operation": self.operation,
+            "operation": str(self.operation),
             "snapshot_seq": self.snapshot_seq,
             "files": [f.to_dict() for f in self.files],
             "replaced": {p: list(g) for p, g in self.replaced.items()},

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 
 from .commit_metadata import CommitMetadata
 from .instant import Action, Instant
+from .view.file_group import FileKind
 
 #: (our commit, a concurrent one) -> True when the two collide on a key (the write
 #: path's key check, :mod:`lakeline.table.write.key_check`).
@@ -34,7 +35,7 @@ def find_conflict(
             (both made it live, or ours deletes a key theirs made live), so that the
             outcome would differ from applying them in completion order.
     """
-    log_groups = {(f.partition, f.file_group) for f in ours.files if f.kind == "log"}
+    log_groups = {(f.partition, f.file_group) for f in ours.files if f.kind == FileKind.LOG}
     rewritten = set(ours.rewritten)
     replaced = ours.groups_replaced()
     for inst in concurrent:
@@ -80,7 +81,7 @@ def find_input_conflict(
         if not inst.action.writes_data:
             continue
         theirs = CommitMetadata.from_dict(inst.metadata)
-        written = {(f.partition, f.file_group) for f in theirs.files if not (logs_ok and f.kind == "log")}
+        written = {(f.partition, f.file_group) for f in theirs.files if not (logs_ok and f.kind == FileKind.LOG)}
         hit = groups & (theirs.groups_replaced() | written)
         if hit:
             p, fg = sorted(hit)[0]

@@ -59,7 +59,7 @@ class WriteRequest:
     writer: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"operation": self.operation, "snapshot_seq": self.snapshot_seq, "writer": self.writer}
+        return {"operation": str(self.operation), "snapshot_seq": self.snapshot_seq, "writer": self.writer}
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> WriteRequest:

@@ -9,6 +9,7 @@ it from there at commit time rather than trusting its own local settings.
 from __future__ import annotations
 
 import base64
+import enum
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,7 +30,17 @@ from .instant import Action
 from .timeline import Timeline
 from .view.file_group import MAX_FOLDER_BYTES, partition_path
 
-TABLE_TYPES = ("cow", "mor")
+
+class TableType(enum.StrEnum):
+    """How a table applies changes: copy-on-write rewrites base files, merge-on-read
+    appends log files a compaction folds later. The value is what the configuration stores."""
+
+    COW = "cow"
+    MOR = "mor"
+
+
+#: The values of :class:`TableType`, as arguments and the stored configuration spell them.
+TABLE_TYPES = tuple(t.value for t in TableType)
 FORMAT_VERSION = 1
 
 #: Columns lakeline writes into log files beside the user's (``_op``, ``_seq``,
@@ -100,7 +111,7 @@ class TableConfig:
     record_key: tuple[str, ...] = ()
     ordering_field: str | None = None
     partition_by: tuple[str, ...] = ()
-    table_type: str = "cow"
+    table_type: TableType = TableType.COW
     properties: Mapping[str, Any] = field(default_factory=dict)
     table_uuid: str = ""
 
@@ -148,14 +159,14 @@ class TableConfig:
                 raise SchemaMismatchError(f"column {c!r} of type {t} cannot be a key or partition column")
         if table_type not in TABLE_TYPES:
             raise InvalidPropertyError(f"table_type must be one of {TABLE_TYPES}, not {table_type!r}")
-        if table_type == "mor" and not keys:
+        if table_type == TableType.MOR and not keys:
             raise InvalidPropertyError("a merge-on-read table needs a record key")
         return cls(
             schema=schema,
             record_key=keys,
             ordering_field=ordering_field,
             partition_by=parts,
-            table_type=table_type,
+            table_type=TableType(table_type),
             properties=_check_properties(properties),
             table_uuid=table_uuid,
         )
@@ -166,7 +177,7 @@ class TableConfig:
 
     @property
     def write_action(self) -> Action:
-        return Action.DELTA_COMMIT if self.table_type == "mor" else Action.COMMIT
+        return Action.DELTA_COMMIT if self.table_type == TableType.MOR else Action.COMMIT
 
     @cached_property
     def props(self) -> TableProperties:
@@ -189,7 +200,7 @@ class TableConfig:
             "record_key": list(self.record_key),
             "ordering_field": self.ordering_field,
             "partition_by": list(self.partition_by),
-            "table_type": self.table_type,
+            "table_type": self.table_type.value,
             "properties": dict(self.properties),
             "table_uuid": self.table_uuid,
         }
@@ -214,7 +225,7 @@ class TableConfig:
             record_key=tuple(raw.get("record_key") or ()),
             ordering_field=raw.get("ordering_field"),
             partition_by=tuple(raw.get("partition_by") or ()),
-            table_type=raw.get("table_type", "cow"),
+            table_type=TableType(raw.get("table_type", TableType.COW)),
             properties=dict(raw.get("properties") or {}),
             table_uuid=raw.get("table_uuid", ""),
         )
@@ -257,7 +268,7 @@ def _check_config_shape(raw: object) -> None:
             raise CorruptEventError(f"table configuration: {name} is not a list of column names: {value!r}")
     if raw.get("ordering_field") is not None and not isinstance(raw.get("ordering_field"), str):
         raise CorruptEventError(f"table configuration: ordering_field {raw.get('ordering_field')!r} is no column name")
-    table_type = raw.get("table_type", "cow")
+    table_type = raw.get("table_type", TableType.COW.value)
     if table_type not in TABLE_TYPES:
         raise CorruptEventError(f"table configuration: table_type {table_type!r} is not one of {TABLE_TYPES}")
     if not isinstance(raw.get("properties") or {}, Mapping) or not isinstance(raw.get("table_uuid", ""), str):

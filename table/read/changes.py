@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...timeline.commit_metadata import CommitMetadata
+from ...timeline.commit_metadata import CommitMetadata, Operation
 from ...timeline.retention import check_retained
 from ...timeline.timeline import Timeline
 from ...timeline.view.file_group import FileSlice
@@ -28,8 +28,6 @@ from ..write.records import constant
 from .scan import SliceRead, read_slice
 
 CHANGE_OP = "_op"
-#: The commit-metadata operation of a clustering (it moves rows, it changes none).
-CLUSTER = "cluster"
 PART = "__lakeline_partition"  # in memory only, under the reserved prefix
 _SIDE, _ID = "__lakeline_side", "__lakeline_id"
 _OLD, _NEW = "__lakeline_old", "__lakeline_new"
@@ -90,7 +88,7 @@ def changes(ctx: TableContext, view_of: Callable[[Timeline], FileSystemView], st
     for inst in between:
         md = CommitMetadata.from_dict(inst.metadata)
         touched |= md.groups_written() | md.groups_replaced()
-        if md.operation == CLUSTER:
+        if md.operation == Operation.CLUSTER:  # it moves rows, it changes none
             clustered |= md.groups_replaced()
     out_schema = cfg.schema.append(pa.field(CHANGE_OP, pa.string()))
     if not touched:

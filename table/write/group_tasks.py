@@ -16,7 +16,7 @@ from ...indexes.entries import IndexJob
 from ...timeline.commit_metadata import WriteStat
 from ...timeline.storage.filesystem import Storage
 from ...timeline.table_config import TableConfig
-from ...timeline.view.file_group import FileSlice, data_file_name, table_tag
+from ...timeline.view.file_group import FileKind, FileSlice, data_file_name, table_tag
 from ..files import (
     FileRead,
     FileWrite,
@@ -106,10 +106,10 @@ def rewrite_group(task: RewriteTask) -> Written | None:
         if lo is not None:
             bounds: list[Any] = [lo, hi, s.base.key_min, s.base.key_max]  # one key type, compared as is
             known = (min(bounds[0], bounds[2]), max(bounds[1], bounds[3]))
-    name = data_file_name(s.file_group, st.instant, "base", st.tag)
+    name = data_file_name(s.file_group, st.instant, FileKind.BASE, st.tag)
     return write_indexed(
         FileWrite(
-            st.storage, st.instant, rel_path(s.partition, name), s.partition, s.file_group, "base",
+            st.storage, st.instant, rel_path(s.partition, name), s.partition, s.file_group, FileKind.BASE,
             result.cast(st.schema), st.key, st.compression, st.row_group_rows, task.inserts, known, st.indexes,
         )
     )
@@ -120,7 +120,7 @@ _UNCHANGED = "__unchanged__"
 
 def _unchanged(s: FileSlice) -> Written:
     """Marker result: the predicate matched nothing, the group is untouched."""
-    return Written(WriteStat(path=_UNCHANGED, partition=s.partition, file_group=s.file_group, kind="base",
+    return Written(WriteStat(path=_UNCHANGED, partition=s.partition, file_group=s.file_group, kind=FileKind.BASE,
                              rows=0, bytes=0))
 
 
@@ -161,10 +161,10 @@ def write_log(task: LogTask) -> Written:
             {BASE_FILE_KEY: task.base_file.encode()})
     rows = rows.append_column(SEQ, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
     rows = rows.select(schema.names).cast(schema)
-    name = data_file_name(task.file_group, st.instant, "log", st.tag)
+    name = data_file_name(task.file_group, st.instant, FileKind.LOG, st.tag)
     return write_indexed(
         FileWrite(
-            st.storage, st.instant, rel_path(task.partition, name), task.partition, task.file_group, "log",
+            st.storage, st.instant, rel_path(task.partition, name), task.partition, task.file_group, FileKind.LOG,
             rows, st.key, st.compression, st.row_group_rows, False, indexes=st.indexes,
         )
     )

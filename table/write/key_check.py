@@ -44,9 +44,10 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...timeline.commit_metadata import CommitMetadata, WriteStat
+from ...timeline.commit_metadata import CommitMetadata, Operation, WriteStat
 from ...timeline.conflicts import KeyCheck
 from ...timeline.storage.filesystem import Storage
+from ...timeline.view.file_group import FileKind
 from ..files import FileRead, read_file, with_columns_of
 from .plan import PARTITION, WritePlan
 from .records import OP, OP_DELETE, OP_UPSERT, constant
@@ -54,7 +55,7 @@ from .records import OP, OP_DELETE, OP_UPSERT, constant
 #: Column of ``KeyClaims.deleted_in_group`` naming the file group a delete record goes to.
 GROUP = "__lakeline_fg"  # in memory only, under the reserved prefix
 #: Operations whose files move no key a concurrent writer could see differently.
-_SERVICE_OPERATIONS = frozenset({"compact", "cluster"})
+_SERVICE_OPERATIONS = frozenset({Operation.COMPACT, Operation.CLUSTER})
 
 
 @dataclass(frozen=True)
@@ -153,7 +154,7 @@ def key_check(storage: Storage, schema: pa.Schema, claims: KeyClaims) -> KeyChec
         if theirs.operation in _SERVICE_OPERATIONS:
             return False
         for f in theirs.files:
-            new_rows = f.inserts or f.kind == "log"  # rows whose keys they made live
+            new_rows = f.inserts or f.kind == FileKind.LOG  # rows whose keys they made live
             if new_rows and _updated_meets(storage, f, claims, key):
                 return True
             if not new_rows and claims.predicate is None:
@@ -175,7 +176,7 @@ def key_check(storage: Storage, schema: pa.Schema, claims: KeyClaims) -> KeyChec
                 continue
             if _meets(rows, mine_new, key) or _meets(rows, mine_log, key):
                 return True
-            if mine_del is not None and f.kind == "log" and claims.predicate is None:
+            if mine_del is not None and f.kind == FileKind.LOG and claims.predicate is None:
                 # Logs of one group merge in completion order: our delete record in this
                 # group already follows their upsert there.
                 ours_here = _in_partition(_in_group(claims.deleted_in_group, f.file_group), p, key)
@@ -213,8 +214,8 @@ def _their_rows(storage: Storage, schema: pa.Schema, f: WriteStat, key: tuple[st
     """The rows a concurrent commit's file makes live: every row of a base file, the
     upsert records of a log. Only the key columns unless ``whole_rows`` (a predicate
     needs the others; columns added to the schema later read as nulls)."""
-    columns = None if whole_rows else key + ((OP,) if f.kind == "log" else ())
+    columns = None if whole_rows else key + ((OP,) if f.kind == FileKind.LOG else ())
     rows = read_file(FileRead(storage, f.path, columns))
-    if f.kind == "log":
+    if f.kind == FileKind.LOG:
         rows = rows.filter(pc.equal(rows.column(OP), OP_UPSERT)).drop_columns([OP])
     return with_columns_of(rows, schema) if whole_rows else rows

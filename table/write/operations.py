@@ -13,8 +13,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...indexes.pruning import key_blooms
+from ...timeline.commit_metadata import Operation
 from ...timeline.errors import DuplicateKeyError, UnknownColumnError
-from ...timeline.table_config import TableConfig
+from ...timeline.table_config import TableConfig, TableType
 from ...timeline.view.file_group import FileSlice
 from ..context import TableContext
 from ..read.partition_pruning import prune_slices
@@ -36,7 +37,7 @@ def _tag(ctx: TableContext, plan: WritePlan, slices: list[FileSlice], keys: pa.T
         plan.key_blooms = key_blooms(ctx.storage, ctx.snapshot, cfg.schema, cfg.record_key)
     # Positions only where a log will keep them: merge-on-read updates and deletes.
     tags = tag(ctx.storage, ctx.engine, slices, keys, cfg.record_key, plan.key_blooms,
-               positions and cfg.table_type == "mor")
+               positions and cfg.table_type == TableType.MOR)
     plan.timings["tag_s"] = plan.timings.get("tag_s", 0.0) + time.perf_counter() - t0
     return tags
 
@@ -70,13 +71,13 @@ def _route_updates(cfg: TableConfig, plan: WritePlan, partition: str, slices: li
     rows with their base positions), or a rewrite each (copy-on-write)."""
     fgs, positions = tags
     by_id = {s.file_group: s for s in slices}
-    if cfg.table_type == "mor":
+    if cfg.table_type == TableType.MOR:
         rows = rows.append_column(BASE_POS, positions)
     n = 0
     for fg, part_rows in _group_rows(rows, fgs).items():
         incoming = _with_op(part_rows, op)
         n += part_rows.num_rows
-        if cfg.table_type == "mor":
+        if cfg.table_type == TableType.MOR:
             plan.logs.append(LogAppend(partition, by_id[fg], incoming))
         else:
             plan.rewrites.append(Rewrite(partition, by_id[fg], incoming))
@@ -92,7 +93,7 @@ def _route_inserts(cfg: TableConfig, plan: WritePlan, partition: str, slices: li
     target = cfg.props.write_target_file_size_bytes
     small_limit = min(cfg.props.write_small_file_limit_bytes, target)
     start = 0
-    if cfg.table_type == "cow" and cfg.has_key and small_limit > 0:
+    if cfg.table_type == TableType.COW and cfg.has_key and small_limit > 0:
         small = sorted(
             (s for s in slices if s.base is not None and s.base.bytes < small_limit
              and s.file_group not in taken and s.base.rows),
@@ -114,7 +115,7 @@ def _route_inserts(cfg: TableConfig, plan: WritePlan, partition: str, slices: li
 
 def plan_insert(ctx: TableContext, rows: pa.Table) -> WritePlan:
     cfg, view = ctx.config, ctx.view
-    plan = WritePlan("insert", stats={"inserted": rows.num_rows})
+    plan = WritePlan(Operation.INSERT, stats={"inserted": rows.num_rows})
     check = cfg.has_key and cfg.props.write_insert_key_check
     new_keys = []
     for partition, part in split_by_partition(rows, cfg.partition_by).items():
@@ -137,7 +138,7 @@ def plan_insert(ctx: TableContext, rows: pa.Table) -> WritePlan:
 
 def plan_upsert(ctx: TableContext, rows: pa.Table) -> WritePlan:
     cfg, view = ctx.config, ctx.view
-    plan = WritePlan("upsert")
+    plan = WritePlan(Operation.UPSERT)
     updated = inserted = 0
     new_keys = []
     for partition, part in split_by_partition(rows, cfg.partition_by).items():
@@ -170,7 +171,7 @@ def _merge_rewrites(plan: WritePlan) -> None:
     plan.rewrites = list(merged.values())
 
 
-def plan_delete(ctx: TableContext, keys: pa.Table, operation: str = "delete") -> WritePlan:
+def plan_delete(ctx: TableContext, keys: pa.Table, operation: Operation = Operation.DELETE) -> WritePlan:
     """Delete by key. With the partition columns present the search is narrowed to those
     partitions; without them every partition is searched."""
     cfg, view = ctx.config, ctx.view
@@ -208,10 +209,10 @@ def plan_delete_where(ctx: TableContext, predicate: pc.Expression) -> WritePlan:
 
         cols = list(dict.fromkeys(list(cfg.record_key) + list(cfg.partition_by)))
         hits = Scan(ctx, filter=predicate, columns=cols).to_arrow()
-        plan = plan_delete(ctx, hits, operation="delete_where")
+        plan = plan_delete(ctx, hits, operation=Operation.DELETE_WHERE)
         plan.delete_predicate = predicate
         return plan
-    plan = WritePlan("delete_where", delete_predicate=predicate)
+    plan = WritePlan(Operation.DELETE_WHERE, delete_predicate=predicate)
     for s in prune_slices(ctx, ctx.view.latest_slices(), predicate):
         plan.rewrites.append(Rewrite(s.partition, s, None, predicate))
     return plan
@@ -223,7 +224,7 @@ def plan_overwrite(ctx: TableContext, rows: pa.Table, partitions: list[str] | No
     targets = list(by_part) if partitions is None else partitions
     if not cfg.partition_by:
         targets = [""]
-    plan = WritePlan("overwrite", stats={"inserted": rows.num_rows})
+    plan = WritePlan(Operation.OVERWRITE, stats={"inserted": rows.num_rows})
     for p in targets:
         groups = [g.id for g in view.file_groups(p)]
         if groups:
@@ -237,7 +238,7 @@ def plan_overwrite(ctx: TableContext, rows: pa.Table, partitions: list[str] | No
         ) if by_part else None
     plan.stats["file_groups_replaced"] = sum(len(v) for v in plan.replaced.values())
     if not by_part and not plan.replaced:
-        return WritePlan("overwrite")
+        return WritePlan(Operation.OVERWRITE)
     return plan
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ...timeline.commit_metadata import Operation
 from ...timeline.view.file_group import FileSlice
 
 #: Column of ``WritePlan.new_keys`` naming each key's partition folder.
@@ -57,7 +58,7 @@ class LogAppend:
 class WritePlan:
     """Everything one attempt writes, plus what it retires."""
 
-    operation: str
+    operation: Operation
     new_files: list[NewFiles] = field(default_factory=list)
     rewrites: list[Rewrite] = field(default_factory=list)
     logs: list[LogAppend] = field(default_factory=list)

@@ -31,8 +31,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from ...timeline.commit_metadata import Operation
 from ...timeline.errors import InvalidFilterError, SnapshotExpiredError
 from ...timeline.storage.data_reads import DAMAGED, unreadable
+from ...timeline.table_config import TableType
 from ..context import TableContext
 from ..read.scan import Scan, SliceRead, read_slice
 from .assign import Assignments, apply_assignments
@@ -101,7 +103,7 @@ def plan_update(ctx: TableContext, where: pc.Expression | None, assignments: Ass
     tasks = [SliceMatch(SliceRead(ctx.storage, s, schema, cfg.record_key, cfg.ordering_field), where)
              for s in slices]
     matched = ctx.engine.map(slice_matches, tasks)
-    plan = WritePlan("update", delete_predicate=EVERY_ROW if where is None else where)
+    plan = WritePlan(Operation.UPDATE, delete_predicate=EVERY_ROW if where is None else where)
     reset_ordering = cfg.ordering_field is not None and any(c == cfg.ordering_field for c, _ in assignments)
     updated = 0
     keys: list[pa.Table] = []
@@ -117,7 +119,7 @@ def plan_update(ctx: TableContext, where: pc.Expression | None, assignments: Ass
         incoming = _with_op(new, OP_UPSERT)
         if reset_ordering:
             incoming = pa.concat_tables([_with_op(rows, OP_DELETE), incoming])
-        if cfg.table_type == "mor":
+        if cfg.table_type == TableType.MOR:
             plan.logs.append(LogAppend(s.partition, s, incoming))
         else:
             plan.rewrites.append(Rewrite(s.partition, s, incoming))

@@ -33,7 +33,7 @@ from ...timeline.errors import (
 from ...timeline.instant import Action, Instant
 from ...timeline.storage.staging_folders import Rules
 from ...timeline.table_config import TableConfig
-from ...timeline.view.file_group import data_file_name, new_file_group_id
+from ...timeline.view.file_group import FileKind, data_file_name, new_file_group_id
 from ..context import TableContext
 from ..files import FileWrite, Written
 from ..hooks import Validator, run_validators, validation_context
@@ -250,10 +250,10 @@ def new_file_chunks(ctx: TableContext, nf: NewFiles) -> Iterator[tuple[pa.Table,
 
 def new_file_task(st: WriteSettings, partition: str, file_group: str, rows: pa.Table, inserts: bool) -> FileWrite:
     """The task writing ``rows`` as the first base file of a new group."""
-    name = data_file_name(file_group, st.instant, "base", st.tag)
+    name = data_file_name(file_group, st.instant, FileKind.BASE, st.tag)
     return FileWrite(st.storage, st.instant, rel_path(partition, name),
-                     partition, file_group, "base", rows.cast(st.schema), st.key, st.compression, st.row_group_rows,
-                     inserts, indexes=st.indexes)
+                     partition, file_group, FileKind.BASE, rows.cast(st.schema), st.key, st.compression,
+                     st.row_group_rows, inserts, indexes=st.indexes)
 
 
 #: A rewrite's outcome by (partition, file group): the new base, None when no row

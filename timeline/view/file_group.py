@@ -10,6 +10,7 @@ retried or concurrent write can never overwrite a file another instant owns.
 from __future__ import annotations
 
 import ast
+import enum
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -42,6 +43,14 @@ _NAME = re.compile(
 TABLE_TAG_LENGTH = 12
 
 
+class FileKind(enum.StrEnum):
+    """What a data file of a slice is: its base file, or a log file written on top of
+    it (merge-on-read). The value is what commit metadata and the files index store."""
+
+    BASE = "base"
+    LOG = "log"
+
+
 def new_file_group_id() -> str:
     return uuid.uuid4().hex
 
@@ -51,12 +60,12 @@ def table_tag(table_uuid: str) -> str:
     return table_uuid[:TABLE_TAG_LENGTH] if len(table_uuid) >= TABLE_TAG_LENGTH else ""
 
 
-def data_file_name(file_group: str, instant: int, kind: str, tag: str) -> str:
-    """A fresh, never-repeating name for a base (``kind="base"``) or log file of the table
+def data_file_name(file_group: str, instant: int, kind: FileKind, tag: str) -> str:
+    """A fresh, never-repeating name for a base (:attr:`FileKind.BASE`) or log file of the table
     whose :func:`table_tag` is ``tag``."""
     token = uuid.uuid4().hex[:8]
     owner = f"_{tag}" if tag else ""
-    return f"{file_group}_{instant}_{token}{owner}{LOG_SUFFIX if kind == 'log' else BASE_SUFFIX}"
+    return f"{file_group}_{instant}_{token}{owner}{LOG_SUFFIX if kind == FileKind.LOG else BASE_SUFFIX}"
 
 
 @dataclass(frozen=True)
@@ -64,7 +73,7 @@ class ParsedName:
     file_group: str
     instant: int
     token: str
-    kind: str
+    kind: FileKind
     table_tag: str = ""  # "" for a name written before names carried the table's tag
 
 
@@ -73,7 +82,7 @@ def parse_data_file_name(name: str) -> ParsedName | None:
     m = _NAME.match(name.rsplit("/", 1)[-1])
     if m is None:
         return None
-    kind = "log" if m.group("suffix") == LOG_SUFFIX else "base"
+    kind = FileKind.LOG if m.group("suffix") == LOG_SUFFIX else FileKind.BASE
     return ParsedName(m.group("fg"), int(m.group("instant")), m.group("token"), kind, m.group("table") or "")
 
 
@@ -127,7 +136,7 @@ class DataFile:
     """One file of a slice, as the commit that wrote it described it."""
 
     path: str  # relative to the table's base path
-    kind: str  # "base" or "log"
+    kind: FileKind
     instant: int  # the instant that wrote it
     rows: int
     bytes: int

@@ -23,7 +23,7 @@ from dataclasses import replace
 from ..commit_metadata import CommitMetadata
 from ..instant import Instant
 from ..timeline import Timeline
-from .file_group import DataFile, FileGroup, FileSlice
+from .file_group import DataFile, FileGroup, FileKind, FileSlice
 
 #: (partition, file group id) -> the group's slices, oldest first.
 GroupSlices = Mapping[tuple[str, str], tuple[FileSlice, ...]]
@@ -118,7 +118,7 @@ class FileSystemView:
                 )
                 groups = groups_of(st.partition)
                 slices = groups.get(st.file_group, ())
-                if st.kind == "base":
+                if st.kind == FileKind.BASE:
                     groups[st.file_group] = _add_base(slices, st.file_group, st.partition, df)
                 else:
                     groups[st.file_group] = _add_log(slices, st.file_group, st.partition, df)
