@@ -36,8 +36,10 @@ def service() -> None:
 
 def result_dict(result: ServiceResult) -> dict[str, Any]:
     """One service result as ``run --json`` prints it."""
-    return {"instant": result.instant.to_dict() if result.instant else None,
-            "stats": result.stats, "aborted": result.aborted}
+    return {"service": result.service, "instant": result.instant.to_dict() if result.instant else None,
+            "stats": result.stats, "aborted": result.aborted,
+            "conflict": None if result.conflict is None else result.conflict.kind.value,
+            "dry_run": result.dry_run, "plan": result.plan, "pending": list(result.pending)}
 
 
 @service.command("run")
@@ -70,7 +72,7 @@ def run(path: str, name: str, dry_run: bool, execute: bool, as_json: bool, timel
         print_json({"service": name, "dry_run": dry_run, "results": [result_dict(r) for r in results],
                     "left_pending": left})
     elif dry_run:
-        _print_dry_run(name, results[0].stats)
+        _print_dry_run(name, results[0])
     else:
         con = console()
         ran = [r.instant for r in results if r.instant is not None]
@@ -86,16 +88,16 @@ def run(path: str, name: str, dry_run: bool, execute: bool, as_json: bool, timel
         click.get_current_context().exit(ABORTED_EXIT_CODE)
 
 
-def _print_dry_run(name: str, stats: dict[str, Any]) -> None:
+def _print_dry_run(name: str, result: ServiceResult) -> None:
     con = console()
-    plan = stats.get("plan")
+    plan = result.plan
     if plan is None:
         con.print(f"dry run: {escape(name)} has nothing new to plan")
     else:
         con.print(f"dry run: {escape(name)} would plan")
         con.print(JSON(json.dumps(plan, default=str)))
-    if stats.get("pending"):
-        con.print(f"pending instants a run would finish first: {', '.join(map(str, stats['pending']))}")
+    if result.pending:
+        con.print(f"pending instants a run would finish first: {', '.join(map(str, result.pending))}")
     if name in DRY_BY_DEFAULT:
         con.print(f"nothing was deleted; run again with --execute to {escape(name)}")
 

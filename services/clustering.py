@@ -52,7 +52,7 @@ from ..table.read.scan import SliceRead, read_slice
 from ..table.write.group_tasks import WriteSettings, rel_path
 from ..table.zorder import STRATEGIES, sort_rows
 from ..timeline.commit_metadata import CommitMetadata, Operation, WriteStat
-from ..timeline.conflicts import find_input_conflict
+from ..timeline.conflicts import Conflict, find_input_conflict
 from ..timeline.errors import InvalidPropertyError, UnknownColumnError
 from ..timeline.instant import Action, Instant
 from ..timeline.plans import ClusteringGroup, ClusteringPlan, service_of
@@ -124,7 +124,7 @@ class ClusteringService(RewriteService):
     name = "clustering"
     action = Action.REPLACE_COMMIT
 
-    def conflict(self, timeline: Timeline, instant: int, groups: set[Group]) -> str | None:
+    def conflict(self, timeline: Timeline, instant: int, groups: set[Group]) -> Conflict | None:
         concurrent = [i for i in timeline.completed_after(instant) if i.id != instant]
         return find_input_conflict(groups, concurrent, "clustering")
 

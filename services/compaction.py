@@ -36,6 +36,7 @@ from ..table.files import FileWrite, write_file
 from ..table.read.scan import SliceRead, read_slice
 from ..table.write.group_tasks import WriteSettings, rel_path
 from ..timeline.commit_metadata import CommitMetadata, Operation, WriteStat
+from ..timeline.conflicts import Conflict, find_input_conflict
 from ..timeline.errors import InvalidPropertyError
 from ..timeline.instant import Action, Instant
 from ..timeline.plans import CompactionGroup, CompactionPlan
@@ -83,31 +84,17 @@ def _slice_plan(s: FileSlice) -> CompactionGroup:
                            tuple(f.path for f in s.logs))
 
 
-def _inputs_changed(timeline: Timeline, instant: int, groups: set[Group]) -> str | None:
-    """Why the compaction ``instant`` can no longer complete: an instant completed after
-    its ``requested`` event replaced one of its groups or wrote a base into one (log
-    appends are fine: they join the new slice). None when it can."""
-    for other in timeline.completed_after(instant):
-        if not other.action.writes_data or other.id == instant:
-            continue
-        md = CommitMetadata.from_dict(other.metadata)
-        bases = {(f.partition, f.file_group) for f in md.files if f.kind == FileKind.BASE}
-        hit = groups & (md.groups_replaced() | bases)
-        if hit:
-            p, fg = sorted(hit)[0]
-            return (f"{other.action} {other.id} replaced or rewrote {len(hit)} file group(s) this compaction "
-                    f"rewrites (e.g. {fg} in {p or '/'})")
-    return None
-
-
 class CompactionService(RewriteService):
     """Compact merge-on-read file slices (``t.services.compact()``, ``run("compaction")``)."""
 
     name = "compaction"
     action = Action.COMPACTION
 
-    def conflict(self, timeline: Timeline, instant: int, groups: set[Group]) -> str | None:
-        return _inputs_changed(timeline, instant, groups)
+    def conflict(self, timeline: Timeline, instant: int, groups: set[Group]) -> Conflict | None:
+        """An instant completed after the ``requested`` event replaced one of the groups or
+        wrote a base into one; log appends are fine (they join the new slice)."""
+        concurrent = [i for i in timeline.completed_after(instant) if i.id != instant]
+        return find_input_conflict(groups, concurrent, "compaction", logs_ok=True)
 
     def plan(self, table: Table, snapshot: Timeline, trigger: str | None = None,
              **options: Any) -> CompactionPlan | None:

@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from ..timeline.conflicts import Conflict
 from ..timeline.diagnostics import faults, metrics
 from ..timeline.errors import (
     InvalidTransitionError,
@@ -174,7 +175,7 @@ def execute(table: Table, service: Service, instant_id: int,
     if inst.action is not service.action or not service.owns(inst):
         raise ServiceStateError(f"instant {instant_id} is a {inst.action}, not a {service.name} instant")
     if inst.state is State.COMPLETED:
-        return ServiceResult(inst, dict(inst.metadata))
+        return ServiceResult.of(service.name, inst)
     if inst.state is State.ROLLED_BACK:
         raise ServiceStateError(f"{service.name} instant {instant_id} was rolled back")
     if not claimable(table, inst, tl):
@@ -188,12 +189,12 @@ def execute(table: Table, service: Service, instant_id: int,
             metadata = service.execute(table, inst, progress)
             done = service.complete(table, inst, metadata)
         except ServiceAbortedError as e:
-            return _abort(table, service, inst, attempt, str(e))
+            return _abort(table, service, inst, attempt, str(e), e.conflict)
         except (StaleAttemptError, InvalidTransitionError) as e:
             # Another attempt holds or ended the instant: nothing of ours takes effect.
             now = log.refresh().get(instant_id)
             if now.state is State.COMPLETED:
-                return ServiceResult(now, dict(now.metadata))
+                return ServiceResult.of(service.name, now)
             if now.state is State.ROLLED_BACK and service.abortable(now):
                 # Ended for good: whatever any attempt wrote is garbage, ours included
                 # (written after the abort cleaned up, so nobody else will delete it).
@@ -206,13 +207,14 @@ def execute(table: Table, service: Service, instant_id: int,
             if service.abortable(inst):
                 _abort(table, service, inst, attempt, f"failed: {e!r}")
             raise
-        return ServiceResult(done, dict(done.metadata))
+        return ServiceResult.of(service.name, done)
     finally:
         running.reset(token)
         heartbeat.stop(clear=True)
 
 
-def _abort(table: Table, service: Service, inst: Instant, attempt: Attempt, reason: str) -> ServiceResult:
+def _abort(table: Table, service: Service, inst: Instant, attempt: Attempt, reason: str,
+           conflict: Conflict | None = None) -> ServiceResult:
     """End ``inst`` as rolled back by ``attempt`` and clean up, only if that event is
     ours: an instant ended by someone else, or re-claimed by another attempt, is not
     this attempt's to clean up."""
@@ -221,10 +223,10 @@ def _abort(table: Table, service: Service, inst: Instant, attempt: Attempt, reas
                          instant=inst.id, check=attempt.check)
     except (InvalidTransitionError, StaleAttemptError):
         now = table.log.refresh().get(inst.id)
-        return ServiceResult(now, {"aborted": reason, "stale": True}, aborted=reason)
+        return ServiceResult(now, {"stale": True}, reason, service.name, conflict)
     faults.point(f"{service.name}.before_abort")
     service.abort(table, inst, reason)
-    return ServiceResult(table.log.refresh().get(inst.id), {"aborted": reason}, aborted=reason)
+    return ServiceResult(table.log.refresh().get(inst.id), {}, reason, service.name, conflict)
 
 
 def run_pending(table: Table, service: Service, progress: Progress | None = None) -> list[ServiceResult]:

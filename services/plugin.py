@@ -11,11 +11,12 @@ interrupted execution, and aborting. A service only knows its own work.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
+from ..timeline.conflicts import Conflict
 from ..timeline.diagnostics import faults
 from ..timeline.errors import StaleAttemptError
 from ..timeline.instant import Action, Instant, State
@@ -114,15 +115,39 @@ def fence(instant: int, also: Callable[[Timeline], None] | None = None) -> Calla
 
 @dataclass(frozen=True)
 class ServiceResult:
-    """What a service run did: its instant (None when there was nothing to do) and counts.
+    """What one service run did, in the same fields for every service.
 
-    ``aborted`` is the reason when the service gave up (its inputs changed, or it
-    failed) and ended its instant as rolled back; writers are never affected by that.
+    ``instant`` is None when there was nothing to do (or on a dry run); ``stats`` holds
+    the service's counts, flat for every service (a rewriting service's commit metadata
+    keeps its files in ``instant.metadata``): ``file_groups_compacted``,
+    ``file_groups_clustered``, ``files_deleted``, ``events_archived``, ``rolled_back``,
+    ... ``aborted`` is the reason when the service gave up (its inputs changed, or it
+    failed) and ended its instant as rolled back, writers are never affected by that;
+    ``conflict`` is then the typed reason when a concurrent instant changed its inputs. A
+    dry run has ``dry_run``, the ``plan`` it would write (None: nothing to plan) and the
+    ``pending`` instants a run would finish first.
     """
 
     instant: Instant | None
     stats: dict[str, Any] = field(default_factory=dict)
     aborted: str | None = None
+    service: str = ""
+    conflict: Conflict | None = None
+    dry_run: bool = False
+    plan: dict[str, Any] | None = None
+    pending: tuple[int, ...] = ()
+
+    @classmethod
+    def of(cls, service: str, instant: Instant) -> ServiceResult:
+        """The result of a completed service ``instant``, its stats read from its metadata."""
+        return cls(instant, stats_of(instant.metadata), service=service)
+
+
+def stats_of(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The flat stats of a completed service instant: a rewriting service's commit metadata
+    nests its counts under ``stats``; the other services' metadata is the counts."""
+    inner = metadata.get("stats")
+    return dict(inner) if isinstance(inner, Mapping) else dict(metadata)
 
 
 class Service(ABC):

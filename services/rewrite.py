@@ -13,12 +13,12 @@ with them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..table.rollback import delete_instant_files
 from ..table.write.commit import Commit
 from ..timeline.commit_metadata import CommitMetadata
+from ..timeline.conflicts import Conflict
 from ..timeline.diagnostics import faults
 from ..timeline.errors import ServiceAbortedError, ServiceBusyError
 from ..timeline.instant import Action, Instant, State
@@ -52,9 +52,6 @@ def planned_groups(timeline: Timeline) -> set[Group]:
     return out
 
 
-#: ``conflict(timeline, instant id, groups)``: why the instant can no longer complete, or None.
-Conflict = Callable[[Timeline, int, set[Group]], str | None]
-
 
 class RewriteService(Service):
     """A service that rewrites file groups: the plan check, the completion with index
@@ -67,7 +64,7 @@ class RewriteService(Service):
         # instant -> files of earlier attempts, seen when this execution started.
         self._earlier: dict[int, list[str]] = {}
 
-    def conflict(self, timeline: Timeline, instant: int, groups: set[Group]) -> str | None:
+    def conflict(self, timeline: Timeline, instant: int, groups: set[Group]) -> Conflict | None:
         """Why ``instant`` can no longer complete on ``timeline`` (None: it can)."""
         raise NotImplementedError
 
@@ -104,7 +101,7 @@ class RewriteService(Service):
             stale(tl)
             reason = self.conflict(tl, instant.id, groups)
             if reason is not None:
-                raise ServiceAbortedError(reason)
+                raise ServiceAbortedError(str(reason), reason)
 
         done = commit.complete(md, rule)
         commit.after_commit_upkeep()

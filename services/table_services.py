@@ -9,6 +9,7 @@ plans of that service whose executor died.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..timeline.errors import ServiceBusyError, UnknownServiceError
@@ -88,7 +89,7 @@ class TableServices:
         ran yet), then schedule and execute a new plan if one is due.
 
         ``dry_run`` plans without appending anything: one result with no instant whose
-        ``stats["plan"]`` is what would be done. Indexing plans come only from
+        ``plan`` is what would be done. Indexing plans come only from
         ``t.indexes.create``/``drop``, so ``run("indexing")`` only finishes pending ones.
 
         Raises:
@@ -98,8 +99,8 @@ class TableServices:
         if dry_run:
             plan = None if name == "indexing" else service.plan(self.table, self.table.log.refresh(), **options)
             pending = [i.id for i in service.pending(self.table.log.refresh())]
-            return [ServiceResult(None, {"dry_run": True, "plan": None if plan is None else plan.to_dict(),
-                                         "pending": pending})]
+            return [ServiceResult(None, service=name, dry_run=True, plan=None if plan is None else plan.to_dict(),
+                                  pending=tuple(pending))]
         results = run_pending(self.table, service, progress)
         if name != "indexing" and (inst := schedule(self.table, service, **options)) is not None:
             try:
@@ -117,8 +118,7 @@ class TableServices:
         was nothing to compact (or the table is not merge-on-read).
         """
         results = self.run("compaction", progress=progress, trigger=ALL)
-        # Stats in the shape of a compaction's commit metadata, so callers read one shape.
-        return results[-1] if results else ServiceResult(None, {"stats": {"file_groups_compacted": 0}})
+        return results[-1] if results else ServiceResult(None, {"file_groups_compacted": 0}, service="compaction")
 
     def cluster(self, sort_by: Sequence[str] | str | None = None, strategy: str | None = None,
                 progress: Progress | None = None) -> ServiceResult:
@@ -136,7 +136,7 @@ class TableServices:
         """
         check_options(self.table, sort_by, strategy)  # before run() finishes any pending plan
         results = self.run("clustering", progress=progress, scope=EVERY_GROUP, sort_by=sort_by, strategy=strategy)
-        return results[-1] if results else ServiceResult(None, {"stats": {"file_groups_clustered": 0}})
+        return results[-1] if results else ServiceResult(None, {"file_groups_clustered": 0}, service="clustering")
 
     def archive(self, progress: Progress | None = None) -> ServiceResult:
         """Move the oldest completed instants into the timeline archive until
@@ -148,13 +148,15 @@ class TableServices:
         ``first_seq`` and ``through_seq``.
         """
         results = self.run("archival", progress=progress, force=True)
-        return results[-1] if results else ServiceResult(None, {"events_archived": 0, "instants_archived": 0})
+        nothing = {"events_archived": 0, "instants_archived": 0}
+        return results[-1] if results else ServiceResult(None, nothing, service="archival")
 
     def rollback_failed(self) -> ServiceResult:
         """Roll back every pending write whose heartbeat expired, and finish rollbacks
         that died midway."""
         results = self.run("rollback")
-        return results[-1] if results else ServiceResult(None, {"rolled_back": 0, "files_deleted": 0})
+        nothing = {"rolled_back": 0, "files_deleted": 0}
+        return results[-1] if results else ServiceResult(None, nothing, service="rollback")
 
     def clean(self, policy: str | None = None, retain: int | None = None, dry_run: bool = True,
               orphan_age_ms: int | None = None, progress: Progress | None = None) -> ServiceResult:
@@ -169,15 +171,13 @@ class TableServices:
             plan = CleaningService().plan(self.table, self.table.log.refresh(), policy=policy, retain=retain,
                                           orphan_age_ms=orphan_age_ms)
             files = sorted(plan.paths()) if plan is not None else []
-            return ServiceResult(None, {"dry_run": True, "plan": None if plan is None else plan.to_dict(),
-                                        "files": files, "files_deleted": 0,
-                                        "files_to_delete": len(files)})
+            return ServiceResult(None, {"files": files, "files_deleted": 0, "files_to_delete": len(files)},
+                                 service="cleaning", dry_run=True, plan=None if plan is None else plan.to_dict())
         results = self.run("cleaning", progress=progress, policy=policy, retain=retain, orphan_age_ms=orphan_age_ms)
         if not results:
-            return ServiceResult(None, {"files": [], "files_deleted": 0})
+            return ServiceResult(None, {"files": [], "files_deleted": 0}, service="cleaning")
         last = results[-1]
-        return ServiceResult(last.instant, {**last.stats, "files": list(last.stats.get("deleted", ()))},
-                             last.aborted)
+        return replace(last, stats={**last.stats, "files": list(last.stats.get("deleted", ()))})
 
     def savepoint(self, instant_id: int | str | None = None) -> Instant:
         """Pin the snapshot as of completed instant ``instant_id`` (default: the latest)

@@ -55,7 +55,7 @@ def main(argv: list[str]) -> int:
         t.engine = SparkEngine(spark)
         c = t.services.compact()
         con.print(f"[green]t.engine = SparkEngine(spark); t.services.compact()[/green] -> "
-                  f"{c.stats.get('stats', {})}; file groups merged on executors")
+                  f"{c.stats}; file groups merged on executors")
         if _can_read(spark):
             n = spark.read.format("lakeline").load(path).count()
         else:

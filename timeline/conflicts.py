@@ -10,6 +10,8 @@ callback supplied by the write path. Writes beat services: conflicts here make t
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import StrEnum
 
 from .commit_metadata import CommitMetadata
 from .instant import Action, Instant
@@ -20,11 +22,62 @@ from .view.file_group import FileKind
 KeyCheck = Callable[[CommitMetadata, CommitMetadata], bool]
 
 
+class ConflictKind(StrEnum):
+    """Which rule of docs/concurrency.md §2 a concurrent instant broke."""
+
+    #: it replaced file groups this commit appends logs to
+    REPLACED_APPENDED_GROUPS = "replaced-appended-groups"
+    #: it wrote file groups this commit rewrites (copy-on-write)
+    WROTE_REWRITTEN_GROUPS = "wrote-rewritten-groups"
+    #: it wrote file groups this commit replaces
+    WROTE_REPLACED_GROUPS = "wrote-replaced-groups"
+    #: it wrote partitions this commit overwrites
+    WROTE_OVERWRITTEN_PARTITIONS = "wrote-overwritten-partitions"
+    #: it made a key live that this commit inserts, revives or deletes
+    SAME_KEY = "same-key"
+    #: it replaced or wrote file groups a table service rewrites (the service gives up)
+    CHANGED_SERVICE_INPUTS = "changed-service-inputs"
+
+
+_TEXT = {
+    ConflictKind.REPLACED_APPENDED_GROUPS: "replaced file groups this commit appends to",
+    ConflictKind.WROTE_REWRITTEN_GROUPS: "wrote file groups this commit rewrites",
+    ConflictKind.WROTE_REPLACED_GROUPS: "wrote file groups this commit replaces",
+    ConflictKind.WROTE_OVERWRITTEN_PARTITIONS: "wrote partitions this commit overwrites",
+    ConflictKind.SAME_KEY: "made a key live that this commit inserts, revives or deletes",
+    ConflictKind.CHANGED_SERVICE_INPUTS: "replaced or wrote file groups this service rewrites",
+}
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """Why a commit cannot complete: the rule, the concurrent instant that broke it, and
+    what it hit (file groups as ``(partition, file group)``, or partitions). ``str()`` is
+    the message errors carry."""
+
+    kind: ConflictKind
+    instant: int
+    action: Action
+    groups: tuple[tuple[str, str], ...] = ()
+    partitions: tuple[str, ...] = ()
+    #: what the committing instant is called in the message (``"clustering"``)
+    what: str = "commit"
+
+    def __str__(self) -> str:
+        text = _TEXT[self.kind].replace("this commit", f"this {self.what}").replace("this service", f"this {self.what}")
+        if self.partitions:
+            text += f": {list(self.partitions)}"
+        if self.groups:
+            p, fg = self.groups[0]
+            text += f" ({len(self.groups)} file group(s), e.g. {fg} in {p or '/'})"
+        return f"{self.action} {self.instant} {text}"
+
+
 def find_conflict(
     ours: CommitMetadata,
     concurrent: Iterable[Instant],
     key_check: KeyCheck | None = None,
-) -> str | None:
+) -> Conflict | None:
     """Why ``ours`` cannot complete after ``concurrent``, or None when it can.
 
     Args:
@@ -43,20 +96,24 @@ def find_conflict(
             continue
         theirs = CommitMetadata.from_dict(inst.metadata)
         touched = theirs.groups_written() | theirs.groups_replaced()
-        where = f"{inst.action} {inst.id}"
+
+        def conflict(kind: ConflictKind, groups: Iterable[tuple[str, str]] = (),
+                     partitions: Iterable[str] = (), at: Instant = inst) -> Conflict:
+            return Conflict(kind, at.id, at.action, tuple(sorted(groups)), tuple(sorted(partitions)))
+
         if log_groups & theirs.groups_replaced():
-            return f"{where} replaced file groups this commit appends to"
+            return conflict(ConflictKind.REPLACED_APPENDED_GROUPS, log_groups & theirs.groups_replaced())
         if rewritten & touched:
-            return f"{where} wrote file groups this commit rewrites"
+            return conflict(ConflictKind.WROTE_REWRITTEN_GROUPS, rewritten & touched)
         # A compaction only wrote a new version of rows the replacement retires anyway.
         if replaced & touched and inst.action is not Action.COMPACTION:
-            return f"{where} wrote file groups this commit replaces"
+            return conflict(ConflictKind.WROTE_REPLACED_GROUPS, replaced & touched)
         if ours.replaced_partitions and inst.action is not Action.COMPACTION:
             hit = set(ours.replaced_partitions) & theirs.partitions_written()
             if hit:
-                return f"{where} wrote partitions this commit overwrites: {sorted(hit)}"
+                return conflict(ConflictKind.WROTE_OVERWRITTEN_PARTITIONS, partitions=hit)
         if key_check is not None and theirs.files and key_check(ours, theirs):
-            return f"{where} made a key live that this commit inserts, revives or deletes"
+            return conflict(ConflictKind.SAME_KEY)
     return None
 
 
@@ -65,7 +122,7 @@ def find_input_conflict(
     concurrent: Iterable[Instant],
     what: str,
     logs_ok: bool = False,
-) -> str | None:
+) -> Conflict | None:
     """Why a table service that rewrites the file groups ``groups`` can no longer
     complete after ``concurrent`` (instants completed after its ``requested`` event),
     or None when it can. Writes beat services: the service gives up, never the writer.
@@ -84,7 +141,5 @@ def find_input_conflict(
         written = {(f.partition, f.file_group) for f in theirs.files if not (logs_ok and f.kind == FileKind.LOG)}
         hit = groups & (theirs.groups_replaced() | written)
         if hit:
-            p, fg = sorted(hit)[0]
-            return (f"{inst.action} {inst.id} replaced or wrote {len(hit)} file group(s) this {what} rewrites "
-                    f"(e.g. {fg} in {p or '/'})")
+            return Conflict(ConflictKind.CHANGED_SERVICE_INPUTS, inst.id, inst.action, tuple(sorted(hit)), what=what)
     return None

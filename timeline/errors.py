@@ -9,6 +9,11 @@ these without importing anything else.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .conflicts import Conflict
+
 
 class LakelineError(Exception):
     """Root of every error lakeline raises on purpose."""
@@ -187,7 +192,12 @@ class FaultInjectedError(LakelineError):
 class AttemptConflictError(LakelineError):
     """Internal: this write attempt conflicts with a concurrent commit; the writer rolls
     the attempt back and replays it (users see :class:`CommitConflictError` once the
-    retries ran out)."""
+    retries ran out). ``conflict`` is the typed reason
+    (:class:`~lakeline.timeline.conflicts.Conflict`)."""
+
+    def __init__(self, message: str, conflict: Conflict | None = None) -> None:
+        super().__init__(message)
+        self.conflict = conflict
 
 
 class LakelineIndexError(LakelineError):
@@ -238,7 +248,12 @@ class ServiceError(LakelineError):
 
 class ServiceAbortedError(ServiceError):
     """Raised by a service's ``execute`` when it must give up: its instant is ended as
-    rolled back, :meth:`Service.abort` cleans up, and nothing else fails."""
+    rolled back, :meth:`Service.abort` cleans up, and nothing else fails. ``conflict`` is
+    the typed reason when a concurrent instant changed the service's inputs."""
+
+    def __init__(self, message: str, conflict: Conflict | None = None) -> None:
+        super().__init__(message)
+        self.conflict = conflict
 
 
 class UnknownServiceError(ServiceError, ValueError):

@@ -158,7 +158,7 @@ def _compact(workdir: Path) -> dict[str, Any]:
     res, seconds = _timed(lambda: Table.open(str(table_path(workdir, MOR))).services.compact())
     if res.aborted:
         raise RuntimeError(f"compaction aborted: {res.aborted}")
-    stats = dict(res.stats.get("stats", {}))
+    stats = dict(res.stats)
     return {"seconds": seconds, "rows_total": stats.get("rows"), "bytes_written": stats.get("bytes_written"),
             "files_written": stats.get("files_added"),
             "files_read": stats.get("file_groups_compacted", 0) + stats.get("logs_compacted", 0),
@@ -217,7 +217,7 @@ def _zbuild(system: str, workdir: Path, spec: dict[str, Any]) -> dict[str, Any]:
             sort_by=list(Z_COLUMNS), strategy="zorder"))
         if res.aborted:
             raise RuntimeError(f"clustering aborted: {res.aborted}")
-        detail["stats"] = dict(res.stats.get("stats", {}))
+        detail["stats"] = dict(res.stats)
         detail["files_after"] = len(Table.open(str(path)).scan().files())
     return {"seconds": seconds, "detail": detail}
 

@@ -77,7 +77,7 @@ def write_rule(ctx: TableContext, instant: int, operation: str, metadata: Commit
         concurrent = [i for i in tl.completed_after(p) if i.id != instant]
         reason = find_conflict(metadata, concurrent, key_check)
         if reason is not None:
-            raise AttemptConflictError(f"instant {instant} ({operation}): {reason}")
+            raise AttemptConflictError(f"instant {instant} ({operation}): {reason}", reason)
 
     return rule
 

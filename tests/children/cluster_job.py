@@ -26,7 +26,7 @@ def main(master: str, path: str) -> None:
     executors = set(spark.sparkContext.parallelize(range(8), 8).map(lambda _: os.getpid()).collect())
     print(json.dumps({
         "inserted": first.stats.get("inserted"), "updated": second.stats.get("updated"),
-        "compacted": compacted.stats.get("stats", {}).get("file_groups_compacted"), "updated_rows": df.count(),
+        "compacted": compacted.stats.get("file_groups_compacted"), "updated_rows": df.count(),
         "total": read(spark, path).count(), "partitions": df.rdd.getNumPartitions(),
         "executor_pids": len(executors), "driver_pid": os.getpid(), "master": spark.sparkContext.master,
     }), flush=True)

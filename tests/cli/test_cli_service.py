@@ -67,7 +67,7 @@ def test_rollback_of_a_failed_write_dry_run_then_run(runner: CliRunner, table: T
     before = len(table.timeline)
     dry = json.loads(_run(runner, "run", table.path, "rollback", "--dry-run", "--json").stdout)
     (result,) = dry["results"]
-    assert result["instant"] is None and result["stats"]["plan"]["targets"] == [failed]
+    assert result["instant"] is None and result["plan"]["targets"] == [failed]
     assert len(Table.open(table.path).timeline) == before  # a dry run appends nothing
     assert "would plan" in _run(runner, "run", table.path, "rollback", "--dry-run").stdout
 
@@ -104,7 +104,7 @@ def test_indexing_finishes_a_pending_build(runner: CliRunner, table: Table) -> N
 def test_indexing_json_and_dry_run(runner: CliRunner, table: Table) -> None:
     inst = _pending_build(table)
     dry = json.loads(_run(runner, "run", table.path, "indexing", "--dry-run", "--json").stdout)
-    assert dry["results"][0]["stats"]["pending"] == [inst]
+    assert dry["results"][0]["pending"] == [inst]
     assert Table.open(table.path).indexes.list()[0].state == "building"
     out = json.loads(_run(runner, "run", table.path, "indexing", "--json").stdout)
     (result,) = out["results"]

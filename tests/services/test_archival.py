@@ -122,7 +122,7 @@ def test_scheduled_runs_wait_for_the_maximum(tmp_path: Path, timeline: str | Non
     t = make_table(tmp_path, timeline)
     commits(t, 6)  # 7 completed instants with the schema: not above the maximum (8)
     assert t.services.run("archival") == []
-    assert t.services.run("archival", dry_run=True)[0].stats["plan"] is None
+    assert t.services.run("archival", dry_run=True)[0].plan is None
     commits(t, 4, start=6)
     due = len(t.timeline.completed())
     assert due > BOUNDS["archive.max-active-instants"]

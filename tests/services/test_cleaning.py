@@ -196,7 +196,7 @@ def test_dry_run_lists_and_deletes_nothing(tmp_path: Path) -> None:
     dry = t.services.clean(retain=1, dry_run=True)
     assert dry.instant is None and dry.stats["files_to_delete"] == len(dry.stats["files"]) > 0
     [run] = t.services.run("cleaning", dry_run=True, retain=1)
-    assert run.instant is None and run.stats["plan"]["files"]
+    assert run.instant is None and run.plan["files"]
     assert data_files_on_disk(t) == disk and len(t.timeline) == n
     assert set(t.services.clean(retain=1, dry_run=False).stats["files"]) == set(dry.stats["files"])
     with pytest.raises(InvalidPropertyError):
@@ -366,7 +366,7 @@ def test_cli_cleans_only_with_execute(tmp_path: Path) -> None:
     assert "--execute" in res.output and data_files_on_disk(t) == disk
     res = runner.invoke(cli, ["service", "run", t.path, "cleaning", "--json"])
     out = json.loads(res.stdout)
-    assert out["dry_run"] is True and out["results"][0]["stats"]["plan"]["files"]
+    assert out["dry_run"] is True and out["results"][0]["plan"]["files"]
     res = runner.invoke(cli, ["service", "run", t.path, "cleaning", "--execute", "--json"])
     assert res.exit_code == 0, res.output
     [result] = json.loads(res.stdout)["results"]
@@ -437,4 +437,4 @@ def test_each_policy_has_its_own_default_retain_unless_the_table_sets_one(tmp_pa
     u = make_table(tmp_path / "b", table_type="cow", **{"clean.retain": 2})
     history(u, TableModel())
     r = u.services.clean(policy="keep_latest_file_versions", dry_run=True)
-    assert r.stats["plan"]["retain"] == 2 and r.stats["files_to_delete"] > 0
+    assert r.plan["retain"] == 2 and r.stats["files_to_delete"] > 0

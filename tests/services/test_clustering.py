@@ -104,7 +104,7 @@ def test_scheduled_run_gathers_small_files_and_keeps_rows(tmp_path: Path, kind: 
     assert len(before) >= 16 and all(f.bytes < 0.6 * TARGET for f in before if f.kind == "base")
     [r] = t.services.run("clustering")
     assert r.aborted is None and r.instant.action == "replacecommit" and r.instant.state == "completed"
-    assert r.instant.plan["service"] == "clustering" and r.stats["operation"] == "cluster"
+    assert r.instant.plan["service"] == "clustering" and r.instant.metadata["operation"] == "cluster"
     check(t, model)
     after = live_files(t)
     assert len(after) <= len(before) // 2, f"{len(before)} files became {len(after)}"
@@ -113,7 +113,7 @@ def test_scheduled_run_gathers_small_files_and_keeps_rows(tmp_path: Path, kind: 
     sizes = sorted(f.bytes for f in after)
     assert sizes[-1] <= 1.5 * TARGET and sizes[len(sizes) // 2] >= 0.5 * TARGET, sizes
     # Every small group, but perhaps one left alone per partition by the packing.
-    assert r.stats["stats"]["file_groups_clustered"] >= groups - 2
+    assert r.stats["file_groups_clustered"] >= groups - 2
     # The snapshot before is still readable, the indexes exact, nothing left over.
     assert table_rows(t.to_arrow(as_of=before_id), COLUMNS) == model.sorted()
     assert t.indexes.validate()["mismatches"] == []
@@ -132,7 +132,7 @@ def test_a_lone_small_group_is_left_alone_and_dry_run_appends_nothing(tmp_path: 
     assert t.services.run("clustering") == [] and len(t.timeline) == n
     t.insert(to_arrow([row(i, 1) for i in range(800, 1600, 2)]))
     [dry] = t.services.run("clustering", dry_run=True)
-    assert dry.instant is None and len(dry.stats["plan"]["groups"]) == 2 and len(t.timeline) == n + 1
+    assert dry.instant is None and len(dry.plan["groups"]) == 2 and len(t.timeline) == n + 1
 
 
 def test_explicit_cluster_takes_every_group_on_both_stores(tmp_path: Path, timeline: str | None) -> None:
@@ -143,7 +143,7 @@ def test_explicit_cluster_takes_every_group_on_both_stores(tmp_path: Path, timel
     groups_before = {(s.partition, s.file_group) for s in t.view(t.timeline).latest_slices()}
     r = t.services.cluster(sort_by=["v", "id"], strategy="linear")
     assert r.instant.state == "completed" and r.instant.action == "replacecommit"
-    replaced = {(p, g) for p, gs in r.stats["replaced"].items() for g in gs}
+    replaced = {(p, g) for p, gs in r.instant.metadata["replaced"].items() for g in gs}
     assert replaced == groups_before
     check(t, model)
     # linear: every new file is sorted by (v, id)

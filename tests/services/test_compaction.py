@@ -92,7 +92,7 @@ def test_compaction_keeps_rows_indexes_and_time_travel(tmp_path: Path, timeline:
     assert logs_left(t) > 0
     r = t.services.compact()
     assert r.aborted is None and r.instant.action == "compaction" and r.instant.state == "completed"
-    assert r.stats["stats"]["file_groups_compacted"] >= 3 and r.stats["operation"] == "compact"
+    assert r.stats["file_groups_compacted"] >= 3 and r.instant.metadata["operation"] == "compact"
     check(t, model)
     assert table_rows(t.to_arrow(), COLUMNS) == table_rows(before, COLUMNS)
     assert logs_left(t) == 0
@@ -195,7 +195,7 @@ def test_trigger_is_checked_and_dry_run_appends_nothing(tmp_path: Path) -> None:
                      properties={"compaction.trigger": "sometimes"})
     n = len(t.timeline)
     [dry] = t.services.run("compaction", dry_run=True)
-    assert dry.instant is None and len(dry.stats["plan"]["groups"]) == 1 and len(t.timeline) == n
+    assert dry.instant is None and len(dry.plan["groups"]) == 1 and len(t.timeline) == n
 
 
 @pytest.mark.parametrize("table_type", ["cow", "append"])
@@ -208,7 +208,7 @@ def test_other_table_types_plan_nothing(tmp_path: Path, table_type: str) -> None
         t.insert(to_arrow([row(i, 1) for i in range(10)]))
         t.upsert(to_arrow([row(1, 2)]))
     nothing = t.services.compact()
-    assert nothing.instant is None and nothing.stats["stats"]["file_groups_compacted"] == 0
+    assert nothing.instant is None and nothing.stats["file_groups_compacted"] == 0
     assert t.services.run("compaction") == []
     assert t.services.schedule("compaction") is None
 

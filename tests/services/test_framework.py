@@ -127,7 +127,7 @@ def test_unknown_services(table: Table) -> None:
         table.services.schedule("vacuum")
     assert table.services.run("rollback") == []
     [dry] = table.services.run("rollback", dry_run=True)
-    assert dry.instant is None and dry.stats["plan"] is None
+    assert dry.instant is None and dry.plan is None
 
 
 def test_background_engine_threads_are_niced(table: Table) -> None:

@@ -193,7 +193,7 @@ def test_cleaning_with_nothing_else_to_delete_still_removes_dead_staging(t: Tabl
     run) and removes it; a live write's folder planned as dead meanwhile is kept."""
     dead = staged(t, owner(LONG_AGO))
     listed = t.services.clean(retain=10, orphan_age_ms=0, dry_run=True)
-    assert listed.instant is None and listed.stats["plan"]["staging"] == [dead]
+    assert listed.instant is None and listed.plan["staging"] == [dead]
     assert dead in write_ids(t.storage)  # a dry run removes nothing
     result = t.services.clean(retain=10, dry_run=False, orphan_age_ms=0)
     assert result.instant is not None and result.instant.plan["staging"] == [dead]
