@@ -244,6 +244,61 @@ def layering_violations(modules: dict[str, Path]) -> list[str]:
     return problems
 
 
+#: Rooms inside a subsystem with rules of their own: the lakeline modules outside the room
+#: that its modules may import. What a process reports (diagnostics) and filters as data
+#: (expressions) sit at the bottom, so every layer can use them without a cycle.
+ROOM_IMPORTS = {
+    "lakeline.timeline.diagnostics": {"lakeline.timeline.errors"},
+    "lakeline.indexes.expressions": {"lakeline.timeline.errors"},
+}
+
+#: Rooms nothing else in their subsystem may import: the scheduled runner sits on top of
+#: the services (it runs them); no service depends on it.
+TOP_ROOMS = {"lakeline.services.runner"}
+
+
+def _in(module: str, room: str) -> bool:
+    return module == room or module.startswith(room + ".")
+
+
+def room_violations(modules: dict[str, Path]) -> list[str]:
+    """Every import that breaks :data:`ROOM_IMPORTS` or :data:`TOP_ROOMS`, one line each."""
+    problems = []
+    for module, path in sorted(modules.items()):
+        for imp in imports_of(module, path, modules):
+            if not imp.target.startswith("lakeline."):
+                continue
+            for room, allowed in ROOM_IMPORTS.items():
+                if _in(module, room) and not _in(imp.target, room) and imp.target not in allowed:
+                    problems.append(f"{imp}: {room} may import only {sorted(allowed)} outside itself")
+            for room in TOP_ROOMS:
+                own = room.rpartition(".")[0]
+                if _in(imp.target, room) and not _in(module, room) and _subsystem(module) == _subsystem(own):
+                    problems.append(f"{imp}: nothing in {own} may import {room}, which runs on top of it")
+    return problems
+
+
+def test_rooms_keep_their_own_rules() -> None:
+    """Inside the subsystems, the rooms of docs/architecture.md keep their direction."""
+    modules = _modules()
+    assert set(ROOM_IMPORTS) | TOP_ROOMS <= set(modules), "a room of the rules does not exist"
+    problems = room_violations(modules)
+    assert problems == [], "room violations:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize(("module", "source", "fragment"), [
+    ("lakeline.timeline.diagnostics.metrics", "from ..log import EventLog", "may import only"),
+    ("lakeline.indexes.expressions.tree", "from ..pruning import prune", "may import only"),
+    ("lakeline.services.compaction", "from .runner.runner import Runner", "nothing in lakeline.services"),
+])
+def test_planted_room_violation_is_caught(tmp_path: Path, module: str, source: str, fragment: str) -> None:
+    path = tmp_path / "module.py"
+    path.write_text(f"def late():\n    {source}\n")
+    modules = {**_modules(), module: path}
+    problems = [p for p in room_violations(modules) if p.startswith(module + " ")]
+    assert len(problems) == 1 and fragment in problems[0], problems
+
+
 def test_imports_follow_the_layering() -> None:
     """Every module of the package imports only its own subsystem and those before it
     (plus the declared seam), and the heavy optional dependencies only where allowed."""
