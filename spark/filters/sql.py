@@ -12,7 +12,7 @@ from decimal import Decimal
 
 import pyarrow as pa
 
-from ..indexes.expressions import (
+from ...indexes.expressions import (
     Compare,
     Expr,
     Op,

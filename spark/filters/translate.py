@@ -48,7 +48,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..indexes.expressions import (
+from ...indexes.expressions import (
     FALSE,
     TRUE,
     And,
@@ -65,8 +65,8 @@ from ..indexes.expressions import (
     push_not,
     to_arrow,
 )
-from ..timeline.errors import InvalidFilterError
-from .sql_filters import ISO_DATE, Col, Lit, Operand, Other, compare, in_list, parse_sql
+from ...timeline.errors import InvalidFilterError
+from .sql import ISO_DATE, Col, Lit, Operand, Other, compare, in_list, parse_sql
 
 
 def to_arrow_filter(filter: Any, schema: pa.Schema) -> pc.Expression | None:
