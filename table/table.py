@@ -51,7 +51,7 @@ from .write.records import (
     prepare_keys,
     prepare_rows,
 )
-from .write.update import plan_update
+from .write.update import update_planner
 from .write.writer import WriteResult, run_write
 
 if TYPE_CHECKING:
@@ -277,8 +277,8 @@ class Table:
         if predicate is None:
             raise InvalidFilterError("delete_where needs a predicate (use overwrite to empty the table)")
         check_filter(self.config.schema, predicate)
-        action = self.config.write_action if self.config.has_key else Action.COMMIT
-        return self._write(Operation.DELETE_WHERE, action, lambda ctx: plan_delete_where(ctx, predicate), hooks)
+        planner = lambda ctx: plan_delete_where(ctx, predicate)  # noqa: E731
+        return self._write(Operation.DELETE_WHERE, self.config.where_action, planner, hooks)
 
     def overwrite(self, data: Any, partitions: list[Any] | None = None, hooks: Hooks | None = None) -> WriteResult:
         """Replace the partitions present in ``data`` (all of an unpartitioned table).
@@ -316,13 +316,8 @@ class Table:
             CommitConflictError: concurrent commits kept conflicting.
             Nothing is written when any of these but the last is raised.
         """
-        from .write.assign import check_assignments
-
-        cfg = self.config
-        check_filter(cfg.schema, where)
-        assignments = check_assignments(cfg, set)
-        action = cfg.write_action if cfg.has_key else Action.COMMIT
-        return self._write(Operation.UPDATE, action, lambda ctx: plan_update(ctx, where, assignments), hooks)
+        planner = update_planner(self.config, where, set)
+        return self._write(Operation.UPDATE, self.config.where_action, planner, hooks)
 
     def _write(self, operation: Operation, action: Action, planner: Callable[[TableContext], WritePlan],
                hooks: Hooks | None, evolve: Callable[[], TableConfig] | None = None) -> WriteResult:

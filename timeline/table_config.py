@@ -179,6 +179,13 @@ class TableConfig:
     def write_action(self) -> Action:
         return Action.DELTA_COMMIT if self.table_type == TableType.MOR else Action.COMMIT
 
+    @property
+    def where_action(self) -> Action:
+        """The action of a write that picks rows by a predicate (``delete_where``,
+        ``update``): an append-only table has no keys for a log to name, so it rewrites
+        the files in a ``commit`` whatever its type."""
+        return self.write_action if self.has_key else Action.COMMIT
+
     @cached_property
     def props(self) -> TableProperties:
         """Stored properties merged over the documented defaults, typed (``props.to_dict()``

@@ -25,7 +25,9 @@ the predicate (a concurrent row matching ``where`` is one the update must change
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -34,12 +36,12 @@ import pyarrow.dataset as ds
 from ...timeline.commit_metadata import Operation
 from ...timeline.errors import InvalidFilterError, SnapshotExpiredError
 from ...timeline.storage.data_reads import DAMAGED, unreadable
-from ...timeline.table_config import TableType
+from ...timeline.table_config import TableConfig, TableType
 from ..context import TableContext
 from ..read.scan import Scan, SliceRead, read_slice
-from .assign import Assignments, apply_assignments
+from .assign import Assignments, apply_assignments, check_assignments
 from .plan import PARTITION, LogAppend, Rewrite, WritePlan
-from .records import OP, OP_DELETE, OP_UPSERT, constant
+from .records import OP, OP_DELETE, OP_UPSERT, check_filter, constant
 
 #: What an update of every row (``where=None``) claims against concurrent rows (rule 4).
 EVERY_ROW = pc.scalar(True)
@@ -87,6 +89,15 @@ def _unevaluable(where: pc.Expression | None, error: Exception) -> InvalidFilter
 
 def _with_op(rows: pa.Table, op: str) -> pa.Table:
     return rows.append_column(OP, constant(op, rows.num_rows))
+
+
+def update_planner(cfg: TableConfig, where: pc.Expression | None,
+                   set: Mapping[str, Any] | None) -> Callable[[TableContext], WritePlan]:
+    """Check an update's input against ``cfg`` (refused before anything is written) and
+    return the planner each attempt runs."""
+    check_filter(cfg.schema, where)
+    assignments = check_assignments(cfg, set)
+    return lambda ctx: plan_update(ctx, where, assignments)
 
 
 def plan_update(ctx: TableContext, where: pc.Expression | None, assignments: Assignments) -> WritePlan:
