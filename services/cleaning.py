@@ -52,8 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
-from ..indexes.metadata_table import MetadataTable
-from ..indexes.states import FILES, index_states, partition_of
+from ..indexes.states import FILES, index_states
 from ..table.rollback import remove_dead_staging
 from ..timeline.commit_metadata import CommitMetadata, file_paths
 from ..timeline.diagnostics import faults
@@ -64,7 +63,6 @@ from ..timeline.plans import (
     ClusteringPlan,
     CompactionPlan,
     WriteRequest,
-    index_plan,
     plan_of,
 )
 from ..timeline.retention import (
@@ -72,10 +70,11 @@ from ..timeline.retention import (
 )
 from ..timeline.retention import pinned_seqs
 from ..timeline.storage.filesystem import Storage
-from ..timeline.storage.ownership import is_own_orphan, walk_files
+from ..timeline.storage.ownership import is_own_orphan
 from ..timeline.storage.staging_folders import Rules, dead_writes
 from ..timeline.timeline import Timeline
 from ..timeline.view.file_group import FileSlice, parse_data_file_name, table_tag
+from .orphans import data_files_on_storage, dropped_index_files, index_of, instant_alive, is_young
 from .plugin import Progress, Service
 
 if TYPE_CHECKING:
@@ -224,58 +223,6 @@ def _old_versions(table: Table, timeline: Timeline, retain: int,
     return old
 
 
-def _list_data_files(table: Table) -> dict[str, pafs.FileInfo]:
-    """Data files lakeline named in the table's own tree, by relative path: ``.lakeline/``,
-    symbolic links and nested tables' folders are left out (:func:`walk_files`)."""
-    storage = table.storage
-    out = {}
-    for info in walk_files(storage):
-        rel = storage.relative(info.path)
-        if parse_data_file_name(rel) is not None:
-            out[rel] = info
-    return out
-
-
-def _young(info: pafs.FileInfo, now_ns: int, age_ms: int) -> bool:
-    mtime = info.mtime_ns
-    return mtime is None or now_ns - mtime < age_ms * 1_000_000
-
-
-def _dropped_index_files(table: Table, timeline: Timeline, now_ns: int, age_ms: int) -> list[str]:
-    """Metadata-table files of indexes no longer on the timeline (a dropped index whose
-    partition a late writer wrote to, or a drop that died before removing it)."""
-    mt = MetadataTable(table.storage)
-    live = {d.partition for d in index_states(timeline).values()} | {FILES}
-    named = {partition_of(p.index, i.id) for i in timeline.by_action(Action.INDEXING)
-             if (p := index_plan(i.plan)) is not None}
-    out = []
-    for name in mt.indexes_on_storage():
-        # Only partitions the timeline once knew: a folder of an index whose create is
-        # newer than this timeline is not a leftover.
-        if name in live or name not in named:
-            continue
-        for info in table.storage.list_files(table.storage.path(mt.rel_dir(name)), recursive=True):
-            if not _young(info, now_ns, age_ms):
-                out.append(table.storage.relative(info.path))
-    return sorted(out)
-
-
-def _index_of(rel: str) -> str:
-    """The index whose metadata-table partition holds ``rel`` (``.lakeline/metadata/<index>/...``)."""
-    parts = rel.split("/")
-    return parts[2] if len(parts) > 3 else ""
-
-
-def _instant_alive(timeline: Timeline, path: str) -> bool:
-    """Whether the instant that named ``path`` is pending or unknown to ``timeline`` (a
-    writer that started after it was read): its files are never touched."""
-    parsed = parse_data_file_name(path)
-    if parsed is None:
-        return True
-    inst = timeline.find(parsed.instant)
-    return inst is None or inst.is_pending
-
-
 class CleaningService(Service):
     """Delete file versions outside retention (``t.services.clean()``, ``run("cleaning")``)."""
 
@@ -303,7 +250,7 @@ class CleaningService(Service):
                                        f"(got {retain}, {age_ms})")
         if self.pending(snapshot):
             return None  # finished first by run(); two plans would only list the same files
-        on_disk = _list_data_files(table)
+        on_disk = data_files_on_storage(table)
         # Read after listing: a writer that started since is then known (and protected).
         tl = table.log.refresh()
         now_ns = _now_ns()
@@ -321,7 +268,7 @@ class CleaningService(Service):
         tag = table_tag(table.config.table_uuid)
         reasons: dict[str, str] = {}
         for path, info in sorted(on_disk.items()):
-            if path in guard or _instant_alive(tl, path) or _young(info, now_ns, age_ms):
+            if path in guard or instant_alive(tl, path) or is_young(info, now_ns, age_ms):
                 continue
             if path in expired:
                 reasons[path] = "expired"
@@ -329,7 +276,7 @@ class CleaningService(Service):
                 # Unnamed by the timeline: deleted only when its name says this table wrote it.
                 state = tl.get(parse_data_file_name(path).instant).state  # type: ignore[union-attr]
                 reasons[path] = "rolled_back" if state is State.ROLLED_BACK else "orphan"
-        index_files = _dropped_index_files(table, tl, now_ns, age_ms)
+        index_files = dropped_index_files(table, tl, now_ns, age_ms)
         # The timeline is read after the owner files (staging_folders.verdicts); execute judges again.
         staging = dead_writes(table.storage, lambda: (table.log.refresh(), table.log.store.last_beats()),
                               Rules.of(props, age_ms))
@@ -362,7 +309,7 @@ class CleaningService(Service):
             info = infos[path]
             if info.type == pafs.FileType.NotFound:
                 missing += 1
-            elif path in guard or _instant_alive(tl, path) or _young(info, now_ns, age_ms):
+            elif path in guard or instant_alive(tl, path) or is_young(info, now_ns, age_ms):
                 skipped.append(path)
             elif plan.reasons.get(path, "expired") != "expired" and not is_own_orphan(path, tag):
                 skipped.append(path)  # a plan made before orphans had to carry the table's tag
@@ -385,7 +332,7 @@ class CleaningService(Service):
         live_indexes = {d.partition for d in index_states(tl).values()} | {FILES}
         index_deleted = 0
         for rel in plan.index_files:
-            if _index_of(rel) in live_indexes:
+            if index_of(rel) in live_indexes:
                 continue  # re-created under the same name since the plan
             index_deleted += storage.delete(storage.path(rel))
         return {"policy": plan.policy, "retain": plan.retain, "retain_seq": plan.retain_seq,
