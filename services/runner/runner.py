@@ -32,9 +32,10 @@ it is:
   transition is one put-if-absent event.
 
 Companions: which tables and their open handles (:mod:`.tables`), the metrics
-(:mod:`.metrics`). Only this module imports apscheduler (docs/architecture.md,
-"Import direction"): its triggers check the config's cron expressions when the runner is
-built, and its scheduler is imported by :meth:`Runner.start` (a one-shot pass needs none).
+(:mod:`.metrics`), the apscheduler triggers of the schedules (:mod:`.triggers`). Only this
+module and :mod:`.triggers` import apscheduler (docs/architecture.md, "Import direction"):
+the triggers check the config's cron expressions when the runner is built, and the
+scheduler is imported by :meth:`Runner.start` (a one-shot pass needs none).
 """
 
 from __future__ import annotations
@@ -46,8 +47,6 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from apscheduler.triggers.base import BaseTrigger
-from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from ...timeline.diagnostics.redact import redact, redacting_logger
@@ -63,9 +62,10 @@ from ..plugin import Progress, ServiceResult
 from .config import RunnerConfig
 from .due_queue import DueQueue
 from .metrics import METRICS_HOST, RunnerMetrics
-from .schedules import Cron, Every, Schedule
+from .schedules import Every
 from .stats import ABORTED, DONE, FAILED, IDLE, SKIPPED, RunOutcome, TableStats, TableStatus, table_stats
 from .tables import TableHandles, Target, held_lease
+from .triggers import check_triggers, trigger_of
 
 if TYPE_CHECKING:
     from apscheduler.schedulers.background import BackgroundScheduler
@@ -84,21 +84,6 @@ CATALOG_REFRESH_S, STATS_REFRESH_S = 30.0, 10.0
 LEASE_PREFIX = "runner-"
 
 
-def trigger_of(schedule: Schedule, where: str) -> BaseTrigger:
-    """The apscheduler trigger of a schedule.
-
-    Raises:
-        RunnerConfigError: a cron expression apscheduler refuses (a field out of range).
-    """
-    if isinstance(schedule, Every):
-        return IntervalTrigger(seconds=schedule.seconds)
-    assert isinstance(schedule, Cron)
-    try:
-        return CronTrigger.from_crontab(schedule.expression)
-    except ValueError as e:
-        raise RunnerConfigError(f"{where}: cron expression {schedule.expression!r}: {e}") from None
-
-
 class Runner:
     """Runs table services on schedules over many tables (see the module docstring).
 
@@ -111,11 +96,7 @@ class Runner:
         """Raises:
             RunnerConfigError: a cron expression out of range (checked before anything runs).
         """
-        for what, schedules in (("tables", [e.schedules for e in config.tables]),
-                                ("catalogs", [c.schedules for c in config.catalogs])):
-            for n, entry in enumerate(schedules):
-                for name, sched in entry.items():
-                    trigger_of(sched, f"{config.source} [[{what}]] #{n + 1} {name}")
+        check_triggers(config)
         self.config = config
         self.metrics = RunnerMetrics()
         self._tables = TableHandles(config, self.metrics)
@@ -378,4 +359,4 @@ class Runner:
         return out
 
 
-__all__ = ["Runner", "RunOutcome", "TableStatus", "Target", "trigger_of"]
+__all__ = ["Runner", "RunOutcome", "TableStatus", "Target"]
