@@ -1,0 +1,68 @@
+"""Plans of index builds and drops (``indexing`` instants)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .plan import OP_CREATE, OP_DROP, optional_int
+
+
+@dataclass(frozen=True)
+class IndexCreatePlan:
+    """An ``indexing`` instant that creates index ``index`` (empty ``columns``: the default)."""
+
+    index: str
+    kind: str
+    columns: tuple[str, ...] = ()
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    op = OP_CREATE
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"op": OP_CREATE, "index": self.index, "kind": self.kind, "columns": list(self.columns),
+                "options": dict(self.options)}
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> IndexCreatePlan:
+        return cls(str(raw["index"]), str(raw.get("kind")), tuple(raw.get("columns") or ()),
+                   dict(raw.get("options") or {}))
+
+
+@dataclass(frozen=True)
+class IndexDropPlan:
+    """An ``indexing`` instant that drops index ``index``; ``created`` names the definition
+    it drops (None in plans written before drops named it)."""
+
+    index: str
+    created: int | None = None
+
+    op = OP_DROP
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"op": OP_DROP, "index": self.index}
+        if self.created is not None:
+            out["created"] = self.created
+        return out
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> IndexDropPlan:
+        return cls(str(raw["index"]), optional_int(raw.get("created")))
+
+
+IndexPlan = IndexCreatePlan | IndexDropPlan
+
+
+def index_plan(raw: Mapping[str, Any]) -> IndexPlan | None:
+    """The plan of an ``indexing`` instant; None for an ``op`` this version does not know
+    (or a plan that names no index)."""
+    if not isinstance(raw.get("index"), str):
+        return None
+    op = raw.get("op")
+    if op == OP_CREATE:
+        return IndexCreatePlan.from_dict(raw)
+    if op == OP_DROP:
+        return IndexDropPlan.from_dict(raw)
+    return None
+
