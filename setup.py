@@ -11,17 +11,12 @@ from setuptools import Extension, setup
 
 setup(
     ext_modules=[
-        Extension(
-            "lakeline.indexes._native",
-            sources=["indexes/_native.c"],
-            extra_compile_args=["-O3"],
-            optional=True,
-        ),
+        Extension("lakeline.indexes._native", sources=["indexes/_native.c"], extra_compile_args=["-O3"], optional=True),
         Extension(
             "lakeline.table._position_filter",
             sources=["table/_position_filter.c"],
             extra_compile_args=["-O3"],
             optional=True,
         ),
-    ],
+    ]
 )

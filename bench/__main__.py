@@ -29,9 +29,11 @@ BENCHMARKS: dict[str, str] = {
 
 def usage() -> str:
     names = "|".join(BENCHMARKS)
-    return (f"usage: python -m bench [{names}] [ARGS...]\n"
-            "  no name: run every benchmark with its defaults\n"
-            "  python -m bench NAME --help: the benchmark's own options")
+    return (
+        f"usage: python -m bench [{names}] [ARGS...]\n"
+        "  no name: run every benchmark with its defaults\n"
+        "  python -m bench NAME --help: the benchmark's own options"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -62,8 +62,14 @@ def build_table(path: Path, rows: int) -> Any:
     from lakeline.table import Table
 
     schema = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("v", pa.string())])
-    t = Table.create(path, schema, record_key="id", ordering_field="ts", table_type="mor",
-                     properties={"write.target-file-size-bytes": 16 * 1024 * 1024})
+    t = Table.create(
+        path,
+        schema,
+        record_key="id",
+        ordering_field="ts",
+        table_type="mor",
+        properties={"write.target-file-size-bytes": 16 * 1024 * 1024},
+    )
     step = 500_000
     for start in range(0, rows, step):
         ids = pa.array(range(start, min(rows, start + step)), pa.int64())
@@ -162,17 +168,27 @@ def run(rows: int, seconds: float, rounds: int = 5) -> dict[str, Any]:
         # create is waiting for the writer's inflight commits to land.
         ratios = {name: statistics.median(rd / b for rd, b in zip(reads, bs)) for name, bs in builds.items()}
         return {
-            "rows": rows, "files": len([s for s in t.view(t.timeline).latest_slices() if s.base is not None]),
+            "rows": rows,
+            "files": len([s for s in t.view(t.timeline).latest_slices() if s.base is not None]),
             "data_files": len([f for s in t.view(t.timeline).latest_slices() for f in s.files]),
-            "baseline_commits": len(base), "during_commits": len(during),
-            "baseline_median_s": statistics.median(base) if base else float("nan"), "baseline_p95_s": _pct(base, 0.95),
+            "baseline_commits": len(base),
+            "during_commits": len(during),
+            "baseline_median_s": statistics.median(base) if base else float("nan"),
+            "baseline_p95_s": _pct(base, 0.95),
             "during_median_s": statistics.median(during) if during else float("nan"),
             "during_p95_s": _pct(during, 0.95),
-            "lock_holds": len(holds), "lock_p99_s": _pct(holds, 0.99), "lock_max_s": max(holds),
-            "rounds": rounds, "reads_s": reads, "builds_s": builds, "throughput": ratios,
+            "lock_holds": len(holds),
+            "lock_p99_s": _pct(holds, 0.99),
+            "lock_max_s": max(holds),
+            "rounds": rounds,
+            "reads_s": reads,
+            "builds_s": builds,
+            "throughput": ratios,
             "build_s": sum(statistics.median(bs) for bs in builds.values()),
             "create_s": statistics.median(b - a for a, b in windows),
-            "read_s": statistics.median(reads), "serial_read_s": serial_read_s, "idle_read_s": idle_read_s,
+            "read_s": statistics.median(reads),
+            "serial_read_s": serial_read_s,
+            "idle_read_s": idle_read_s,
             "mismatches": len(t.indexes.validate()["mismatches"]),
         }
     finally:
@@ -183,23 +199,40 @@ def verdicts(r: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
     med = r["during_median_s"] / r["baseline_median_s"]
     p95 = r["during_p95_s"] / r["baseline_p95_s"]
     out = [
-        ("writer commit latency, median: during build / without", f"{med:.2f}x", f"<= {LATENCY_RATIO}x",
-         med <= LATENCY_RATIO),
-        ("writer commit latency, p95: during build / without", f"{p95:.2f}x", f"<= {LATENCY_RATIO}x",
-         p95 <= LATENCY_RATIO),
-        ("table lock held by the indexer, p99", f"{r['lock_p99_s'] * 1000:.1f} ms", f"< {LOCK_P99_S * 1000:.0f} ms",
-         r["lock_p99_s"] < LOCK_P99_S),
+        (
+            "writer commit latency, median: during build / without",
+            f"{med:.2f}x",
+            f"<= {LATENCY_RATIO}x",
+            med <= LATENCY_RATIO,
+        ),
+        (
+            "writer commit latency, p95: during build / without",
+            f"{p95:.2f}x",
+            f"<= {LATENCY_RATIO}x",
+            p95 <= LATENCY_RATIO,
+        ),
+        (
+            "table lock held by the indexer, p99",
+            f"{r['lock_p99_s'] * 1000:.1f} ms",
+            f"< {LOCK_P99_S * 1000:.0f} ms",
+            r["lock_p99_s"] < LOCK_P99_S,
+        ),
     ]
     for name, thr in r["throughput"].items():
-        out.append((f"build throughput of `{name}`: plain read time / build time (median of rounds)",
-                    f"{thr:.2f}", f">= {THROUGHPUT_RATIO}", thr >= THROUGHPUT_RATIO))
+        out.append(
+            (
+                f"build throughput of `{name}`: plain read time / build time (median of rounds)",
+                f"{thr:.2f}",
+                f">= {THROUGHPUT_RATIO}",
+                thr >= THROUGHPUT_RATIO,
+            )
+        )
     out.append(("validate after the build", f"{r['mismatches']} mismatches", "0", r["mismatches"] == 0))
     return out
 
 
 def markdown(r: dict[str, Any], cmd: str) -> str:
-    rounds = "; ".join(
-        f"`{name}` " + ", ".join(f"{b:.3f}" for b in bs) + " s" for name, bs in r["builds_s"].items())
+    rounds = "; ".join(f"`{name}` " + ", ".join(f"{b:.3f}" for b in bs) + " s" for name, bs in r["builds_s"].items())
     lines = [
         "## Async index build while a writer writes",
         "",
@@ -219,7 +252,8 @@ def markdown(r: dict[str, Any], cmd: str) -> str:
         "Build throughput: each round reads the live data files (the bases and the writer's logs on them, "
         "what a build indexes) with plain `pyarrow.parquet.read_table` through the build's engine (the same "
         "threads at `service.nice`, under the same writer), then builds; reads "
-        + ", ".join(f"{x:.3f}" for x in r["reads_s"]) + f" s; bulk builds {rounds}. For scale: "
+        + ", ".join(f"{x:.3f}" for x in r["reads_s"])
+        + f" s; bulk builds {rounds}. For scale: "
         f"{r['serial_read_s']:.3f} s to read them one after the other at normal priority, "
         f"{r['idle_read_s']:.3f} s for the base files alone with no writer. The indexer took the table lock "
         f"{r['lock_holds']} times (longest {r['lock_max_s'] * 1000:.1f} ms).",

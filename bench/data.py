@@ -20,12 +20,14 @@ N_CATEGORIES = 100
 APPEND_TS = 1_700_000_000_000
 UPDATE_TS = 1_800_000_000_000
 
-SCHEMA = pa.schema([
-    pa.field("key", pa.string(), nullable=False),
-    pa.field("ts", pa.int64(), nullable=False),
-    pa.field("value", pa.float64()),
-    pa.field("category", pa.string()),
-])
+SCHEMA = pa.schema(
+    [
+        pa.field("key", pa.string(), nullable=False),
+        pa.field("ts", pa.int64(), nullable=False),
+        pa.field("value", pa.float64()),
+        pa.field("category", pa.string()),
+    ]
+)
 
 _CATEGORIES = pa.array([f"cat_{i:02d}" for i in range(N_CATEGORIES)], pa.string())
 
@@ -45,8 +47,7 @@ def _rows(numbers: np.ndarray, ts: np.ndarray, rng: np.random.Generator) -> pa.T
     n = len(numbers)
     cats = _CATEGORIES.take(pa.array(rng.integers(0, N_CATEGORIES, n), pa.int32()))
     return pa.Table.from_arrays(
-        [keys(numbers), pa.array(ts, pa.int64()), pa.array(rng.random(n), pa.float64()), cats],
-        schema=SCHEMA,
+        [keys(numbers), pa.array(ts, pa.int64()), pa.array(rng.random(n), pa.float64()), cats], schema=SCHEMA
     )
 
 

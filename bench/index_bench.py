@@ -60,9 +60,11 @@ def _pybloom(present: pa.Table, absent: pa.Table, fpp: float, repeat: int) -> di
 
     t_build, bf = _best(build, repeat)
     t_miss, hits = _best(lambda: [k in bf for k in miss], repeat)
-    return {"pybloom_build_keys_per_s": len(keys) / t_build,
-            "pybloom_probe_miss_keys_per_s": len(miss) / t_miss,
-            "pybloom_fpp_measured": sum(hits) / max(len(miss), 1)}
+    return {
+        "pybloom_build_keys_per_s": len(keys) / t_build,
+        "pybloom_probe_miss_keys_per_s": len(miss) / t_miss,
+        "pybloom_fpp_measured": sum(hits) / max(len(miss), 1),
+    }
 
 
 def _datasketches(ids: pa.Array, repeat: int) -> dict[str, float]:
@@ -80,8 +82,10 @@ def _datasketches(ids: pa.Array, repeat: int) -> dict[str, float]:
         return float(sk.get_estimate())
 
     t, est = _best(sketch, repeat)
-    return {"datasketches_hll_values_per_s": len(ids) / t,
-            "datasketches_relative_error": abs(est - len(ids)) / len(ids)}
+    return {
+        "datasketches_hll_values_per_s": len(ids) / t,
+        "datasketches_relative_error": abs(est - len(ids)) / len(ids),
+    }
 
 
 def run(keys: int, fpp: float, repeat: int) -> dict[str, Any]:

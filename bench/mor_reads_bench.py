@@ -113,18 +113,24 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
     deleted = t.delete_where(window).stats.get("deleted", 0)
     out["delete_s"] = time.perf_counter() - t0
-    out["steps"]["after delete_where"] = {**compare(path, work, args.repeat), "deleted": deleted,
-                                          "log_files": log_files()}
+    out["steps"]["after delete_where"] = {
+        **compare(path, work, args.repeat),
+        "deleted": deleted,
+        "log_files": log_files(),
+    }
     # 1% of the rows: half updated in place (ss_quantity + 1), half new tickets.
     n = rows.num_rows // 200
     changed = rows.slice(rows.num_rows // 3, n)
-    changed = changed.set_column(changed.schema.get_field_index("ss_quantity"), "ss_quantity",
-                                 pc.add(changed.column("ss_quantity"), 1))
+    changed = changed.set_column(
+        changed.schema.get_field_index("ss_quantity"), "ss_quantity", pc.add(changed.column("ss_quantity"), 1)
+    )
     fresh = rows.slice(rows.num_rows // 2, n)
     top = pc.max(rows.column("ss_ticket_number")).as_py()
-    fresh = fresh.set_column(fresh.schema.get_field_index("ss_ticket_number"), "ss_ticket_number",
-                             pc.add(fresh.column("ss_ticket_number"), pa.scalar(top, fresh.schema.field(
-                                 "ss_ticket_number").type)))
+    fresh = fresh.set_column(
+        fresh.schema.get_field_index("ss_ticket_number"),
+        "ss_ticket_number",
+        pc.add(fresh.column("ss_ticket_number"), pa.scalar(top, fresh.schema.field("ss_ticket_number").type)),
+    )
     t0 = time.perf_counter()
     Table.open(str(path)).upsert(pa.concat_tables([changed, fresh]))
     out["upsert_s"] = time.perf_counter() - t0
@@ -147,11 +153,16 @@ def report(result: dict[str, Any], command: str) -> str:
         "|---|---:|---:|---:|---:|---|",
     ]
     for step, r in result["steps"].items():
-        lines.append(f"| {step} | {r['log_files']} | {r['merged_s']:.3f} s | {r['compacted_s']:.3f} s | "
-                     f"{r['ratio']:.2f}x | <= {TARGET}x: {'yes' if r['ratio'] <= TARGET else 'NO'} |")
+        lines.append(
+            f"| {step} | {r['log_files']} | {r['merged_s']:.3f} s | {r['compacted_s']:.3f} s | "
+            f"{r['ratio']:.2f}x | <= {TARGET}x: {'yes' if r['ratio'] <= TARGET else 'NO'} |"
+        )
     same = all(r["same_rows"] for r in result["steps"].values())
-    lines += ["", f"The delete_where took {result['delete_s']:.2f} s, the upsert {result['upsert_s']:.2f} s. "
-              f"Each table and its compacted copy hold the same rows: {'yes' if same else 'NO'}."]
+    lines += [
+        "",
+        f"The delete_where took {result['delete_s']:.2f} s, the upsert {result['upsert_s']:.2f} s. "
+        f"Each table and its compacted copy hold the same rows: {'yes' if same else 'NO'}.",
+    ]
     return "\n".join(lines)
 
 

@@ -65,9 +65,14 @@ def measure(path: Path, repeat: int) -> dict[str, Any]:
         out = subprocess.run([sys.executable, "-c", _CHILD, str(path)], capture_output=True, text=True, check=True)
         runs.append(json.loads(out.stdout))
     totals = [r["open_s"] + r["plan_s"] for r in runs]
-    return {"median_s": statistics.median(totals), "min_s": min(totals), "max_s": max(totals),
-            "import_s": statistics.median(r["import_s"] for r in runs), "files": runs[0]["files"],
-            "commits": runs[0]["commits"]}
+    return {
+        "median_s": statistics.median(totals),
+        "min_s": min(totals),
+        "max_s": max(totals),
+        "import_s": statistics.median(r["import_s"] for r in runs),
+        "files": runs[0]["files"],
+        "commits": runs[0]["commits"],
+    }
 
 
 def run(commits: int, files: int, repeat: int) -> dict[str, Any]:
@@ -86,8 +91,14 @@ def run(commits: int, files: int, repeat: int) -> dict[str, Any]:
         for _, p in MetadataTable(storage).bases(FILES):
             storage.delete(p)
         replay = measure(table, repeat)
-        return {"commits": commits, "files_per_commit": files, "build_s": built, "checkpoints": checkpoints,
-                "with_checkpoint": with_cp, "full_replay": replay}
+        return {
+            "commits": commits,
+            "files_per_commit": files,
+            "build_s": built,
+            "checkpoints": checkpoints,
+            "with_checkpoint": with_cp,
+            "full_replay": replay,
+        }
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -95,27 +106,29 @@ def run(commits: int, files: int, repeat: int) -> dict[str, Any]:
 def markdown(res: dict[str, Any], cmd: str) -> str:
     cp, rp = res["with_checkpoint"], res["full_replay"]
     verdict = "**PASS**" if cp["median_s"] < TARGET_S else "**FAIL**"
-    return "\n".join([
-        "## Open a long-lived table and plan a full scan",
-        "",
-        f"Measured {today()} on {machine()}.",
-        "",
-        f"Command: `{cmd}`",
-        "",
-        f"Table: {res['commits']:,} merge-on-read insert commits of {res['files_per_commit']} partitions each "
-        f"({cp['files']:,} files), written in {res['build_s']:.1f} s with the default checkpoint interval "
-        f"({res['checkpoints']} checkpoints kept). Each number is the median (min-max) of fresh processes "
-        "timing `Table.open(path)` + `t.scan().files()`; importing lakeline is apart.",
-        "",
-        "| view built from | open + plan | target | result |",
-        "|---|---:|---:|---|",
-        f"| files-index checkpoint + commits after it | {cp['median_s'] * 1000:.0f} ms "
-        f"({cp['min_s'] * 1000:.0f}-{cp['max_s'] * 1000:.0f}) | < {TARGET_S:.0f} s | {verdict} |",
-        f"| full replay of the timeline (checkpoints removed) | {rp['median_s'] * 1000:.0f} ms "
-        f"({rp['min_s'] * 1000:.0f}-{rp['max_s'] * 1000:.0f}) | - | - |",
-        "",
-        f"Import of `lakeline.table`: {cp['import_s'] * 1000:.0f} ms.",
-    ])
+    return "\n".join(
+        [
+            "## Open a long-lived table and plan a full scan",
+            "",
+            f"Measured {today()} on {machine()}.",
+            "",
+            f"Command: `{cmd}`",
+            "",
+            f"Table: {res['commits']:,} merge-on-read insert commits of {res['files_per_commit']} partitions each "
+            f"({cp['files']:,} files), written in {res['build_s']:.1f} s with the default checkpoint interval "
+            f"({res['checkpoints']} checkpoints kept). Each number is the median (min-max) of fresh processes "
+            "timing `Table.open(path)` + `t.scan().files()`; importing lakeline is apart.",
+            "",
+            "| view built from | open + plan | target | result |",
+            "|---|---:|---:|---|",
+            f"| files-index checkpoint + commits after it | {cp['median_s'] * 1000:.0f} ms "
+            f"({cp['min_s'] * 1000:.0f}-{cp['max_s'] * 1000:.0f}) | < {TARGET_S:.0f} s | {verdict} |",
+            f"| full replay of the timeline (checkpoints removed) | {rp['median_s'] * 1000:.0f} ms "
+            f"({rp['min_s'] * 1000:.0f}-{rp['max_s'] * 1000:.0f}) | - | - |",
+            "",
+            f"Import of `lakeline.table`: {cp['import_s'] * 1000:.0f} ms.",
+        ]
+    )
 
 
 def main(argv: list[str]) -> int:

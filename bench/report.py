@@ -52,8 +52,10 @@ def machine() -> str:
         pyarrow = "?"
     # The load average says whether other work shared the machine during the run.
     load = f", load average {os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else ""
-    return (f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores{load}, "
-            f"Python {platform.python_version()}, pyarrow {pyarrow}")
+    return (
+        f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores{load}, "
+        f"Python {platform.python_version()}, pyarrow {pyarrow}"
+    )
 
 
 def today() -> str:
@@ -78,17 +80,25 @@ def add_run_options(parser: argparse.ArgumentParser, repeat: int | None = None) 
     """The options every benchmark run shares (where tables go, what it writes out, and,
     with ``repeat``, how many fresh-process runs of each read the median is taken over)."""
     if repeat is not None:
-        parser.add_argument("--repeat", type=_positive, default=repeat,
-                            help=f"runs of each read, each in a fresh process; the median is reported "
-                                 f"(default {repeat})")
-    parser.add_argument("--step-timeout", type=float, default=None,
-                        help="seconds one step may take before it is killed (default scales with --rows)")
+        parser.add_argument(
+            "--repeat",
+            type=_positive,
+            default=repeat,
+            help=f"runs of each read, each in a fresh process; the median is reported (default {repeat})",
+        )
+    parser.add_argument(
+        "--step-timeout",
+        type=float,
+        default=None,
+        help="seconds one step may take before it is killed (default scales with --rows)",
+    )
     parser.add_argument("--workdir", type=Path, default=None, help="where tables go (default: a temp dir, removed)")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (tables, inputs)")
     parser.add_argument("--json", type=Path, default=None, help="also write the raw results as JSON here")
     parser.add_argument("--no-docs", action="store_true", help="do not update docs/performance.md")
-    parser.add_argument("--check", action="store_true",
-                        help="exit 1 when a target is missed or the systems' answers disagree")
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 when a target is missed or the systems' answers disagree"
+    )
 
 
 def _positive(text: str) -> int:

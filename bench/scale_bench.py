@@ -71,8 +71,9 @@ def _restore(path: Path, saved: Path | None) -> None:
     os.sync()  # the copy's write-back must not compete with the timed step
 
 
-def measure(system: str, step: str, workdir: Path, timeout: float, saved: Path | None,
-            repeats: int = REPEATS) -> Measured:
+def measure(
+    system: str, step: str, workdir: Path, timeout: float, saved: Path | None, repeats: int = REPEATS
+) -> Measured:
     """Run ``step`` of ``system`` (again from ``saved`` while it is short) and summarise."""
     path = make_system(system, workdir).path
     results: list[StepResult] = []
@@ -86,12 +87,14 @@ def measure(system: str, step: str, workdir: Path, timeout: float, saved: Path |
         if step != "read":
             _restore(path, saved)
     first = results[0]
-    return Measured(seconds=statistics.median(r.seconds for r in results if r.seconds is not None),
-                    runs=[r.seconds for r in results if r.seconds is not None],
-                    peak_rss=max(r.peak_rss or 0 for r in results), bytes_written=first.bytes_written,
-                    files_read=first.files_read,
-                    state=(first.rows_total, first.distinct_keys, first.sum_ts, first.read_digest)
-                    if step == "read" else None)
+    return Measured(
+        seconds=statistics.median(r.seconds for r in results if r.seconds is not None),
+        runs=[r.seconds for r in results if r.seconds is not None],
+        peak_rss=max(r.peak_rss or 0 for r in results),
+        bytes_written=first.bytes_written,
+        files_read=first.files_read,
+        state=(first.rows_total, first.distinct_keys, first.sum_ts, first.read_digest) if step == "read" else None,
+    )
 
 
 def run_size(rows: int, systems: list[str], workdir: Path, repeats: int, log: Any) -> dict[str, dict[str, Measured]]:
@@ -123,8 +126,10 @@ def run_size(rows: int, systems: list[str], workdir: Path, repeats: int, log: An
                 log(f"  {system:13} {shown:13} FAILED: {m.error}")
             else:
                 extra = f", {m.files_read} files read" if m.files_read is not None else ""
-                log(f"  {system:13} {shown:13} {m.seconds:7.2f} s (runs {', '.join(f'{r:.2f}' for r in m.runs)}) "
-                    f"peak {_fmt_b(m.peak_rss)}, wrote {_fmt_b(m.bytes_written)}{extra}")
+                log(
+                    f"  {system:13} {shown:13} {m.seconds:7.2f} s (runs {', '.join(f'{r:.2f}' for r in m.runs)}) "
+                    f"peak {_fmt_b(m.peak_rss)}, wrote {_fmt_b(m.bytes_written)}{extra}"
+                )
     shutil.rmtree(workdir / "tables", ignore_errors=True)  # the next size starts afresh
     return out
 
@@ -143,10 +148,13 @@ def targets(results: dict[str, dict[str, Measured]]) -> list[tuple[str, str, boo
 
     out = [ratio(f"{s} appends <= 0.6x deltalake", s, "append", 0.6) for s in LAKELINE]
     out += [ratio(f"{s} appends <= 1.5x the pyarrow floor", s, "append", 1.5, FLOOR) for s in LAKELINE]
-    out += [ratio("lakeline-mor upsert <= 0.4x deltalake", "lakeline-mor", "upsert", 0.4),
-            ratio("lakeline-cow upsert <= 0.9x deltalake", "lakeline-cow", "upsert", 0.9)]
-    out += [ratio(f"{s} {step} <= 1.0x deltalake", s, step, 1.0) for step in ("read appended", "read")
-            for s in LAKELINE]
+    out += [
+        ratio("lakeline-mor upsert <= 0.4x deltalake", "lakeline-mor", "upsert", 0.4),
+        ratio("lakeline-cow upsert <= 0.9x deltalake", "lakeline-cow", "upsert", 0.9),
+    ]
+    out += [
+        ratio(f"{s} {step} <= 1.0x deltalake", s, step, 1.0) for step in ("read appended", "read") for s in LAKELINE
+    ]
     peaks = [(s, st, m.peak_rss) for s, steps in results.items() for st, m in steps.items() if m.peak_rss]
     if peaks:
         s, st, peak = max(peaks, key=lambda p: p[2])
@@ -154,18 +162,24 @@ def targets(results: dict[str, dict[str, Measured]]) -> list[tuple[str, str, boo
     return out
 
 
-def markdown(all_results: dict[int, dict[str, dict[str, Measured]]], systems: list[str], command: str,
-             repeats: int) -> str:
-    lines = ["## Scale: appends, upsert and 1,000-key reads at 5M to 50M rows (vs deltalake, the pyarrow floor)",
-             "", f"{today()}, {machine()}. Command: `{command}`", "",
-             f"Each step in a fresh process; steps under {REPEAT_UNDER:.0f} s are the median of {repeats} runs "
-             "from the same state. Ratios are to deltalake at the same size. Peak is the step process's "
-             "maximum resident memory; the floor is pyarrow writing the same appends as plain Parquet "
-             "(two files at a time, dictionary only on `category`) and reading the keys with a dataset scan.",
-             "", f"![time per step against table size]({PLOT.name})", ""]
+def markdown(
+    all_results: dict[int, dict[str, dict[str, Measured]]], systems: list[str], command: str, repeats: int
+) -> str:
+    lines = [
+        "## Scale: appends, upsert and 1,000-key reads at 5M to 50M rows (vs deltalake, the pyarrow floor)",
+        "",
+        f"{today()}, {machine()}. Command: `{command}`",
+        "",
+        f"Each step in a fresh process; steps under {REPEAT_UNDER:.0f} s are the median of {repeats} runs "
+        "from the same state. Ratios are to deltalake at the same size. Peak is the step process's "
+        "maximum resident memory; the floor is pyarrow writing the same appends as plain Parquet "
+        "(two files at a time, dictionary only on `category`) and reading the keys with a dataset scan.",
+        "",
+        f"![time per step against table size]({PLOT.name})",
+        "",
+    ]
     for rows, results in all_results.items():
-        lines += [f"### {rows:,} rows", "", "| step | " + " | ".join(systems) + " |",
-                  "|---|" + "---:|" * len(systems)]
+        lines += [f"### {rows:,} rows", "", "| step | " + " | ".join(systems) + " |", "|---|" + "---:|" * len(systems)]
         for shown, _ in STEPS:
             cells = []
             for s in systems:
@@ -182,8 +196,12 @@ def markdown(all_results: dict[int, dict[str, dict[str, Measured]]], systems: li
             lines.append(f"| {shown} | " + " | ".join(cells) + " |")
         states = {s: m.state for s in systems if (m := results.get(s, {}).get("read")) is not None and m.state}
         same = len(set(states.values())) == 1
-        lines += ["", f"After the upsert {', '.join(states)} hold the same rows and read the same keys: "
-                      f"{'yes' if same else 'NO: ' + str(states)}.", ""]
+        lines += [
+            "",
+            f"After the upsert {', '.join(states)} hold the same rows and read the same keys: "
+            f"{'yes' if same else 'NO: ' + str(states)}.",
+            "",
+        ]
     largest = max(all_results)
     lines += [f"Targets at {largest:,} rows:", "", "| target | measured | met |", "|---|---|---|"]
     for name, measured, ok in targets(all_results[largest]):
@@ -201,8 +219,11 @@ def plot(all_results: dict[int, dict[str, dict[str, Measured]]], systems: list[s
     sizes = sorted(all_results)
     for ax, (shown, _) in zip(axes, STEPS):
         for s in systems:
-            points = [(n / 1e6, all_results[n][s][shown].seconds) for n in sizes
-                      if all_results[n].get(s, {}).get(shown) is not None and all_results[n][s][shown].seconds]
+            points = [
+                (n / 1e6, all_results[n][s][shown].seconds)
+                for n in sizes
+                if all_results[n].get(s, {}).get(shown) is not None and all_results[n][s][shown].seconds
+            ]
             if points:
                 ax.plot(*zip(*points), marker="o", label=s)
         ax.set_title(shown)
@@ -246,11 +267,20 @@ def main(argv: list[str]) -> int:
     text = markdown(all_results, systems, command_line("scale", argv, with_postgres=False), args.repeats)
     print(text)
     if args.json is not None:
-        args.json.write_text(json.dumps({str(n): {s: {st: asdict(m) for st, m in steps.items()}
-                                                  for s, steps in r.items()} for n, r in all_results.items()},
-                                        indent=2))
+        args.json.write_text(
+            json.dumps(
+                {
+                    str(n): {s: {st: asdict(m) for st, m in steps.items()} for s, steps in r.items()}
+                    for n, r in all_results.items()
+                },
+                indent=2,
+            )
+        )
     if not args.no_docs:
         plot(all_results, systems, PLOT)
         update_section(SECTION, text)
-    return 0 if all(m.seconds is not None for r in all_results.values() for steps in r.values()
-                    for m in steps.values()) else 1
+    return (
+        0
+        if all(m.seconds is not None for r in all_results.values() for steps in r.values() for m in steps.values())
+        else 1
+    )

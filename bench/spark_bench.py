@@ -51,8 +51,13 @@ def build_base(path: Path, rows: int, table_type: str) -> None:
 
 def _child(code: str) -> dict[str, Any]:
     """Run ``code`` (which prints one JSON line last) in a fresh Python process."""
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
-                         cwd=Path(__file__).resolve().parents[1])
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
@@ -74,9 +79,13 @@ for line in sys.stdin:
 """
 
     def __init__(self, input_path: Path) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-c", self._CODE, str(input_path)], text=True,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     cwd=Path(__file__).resolve().parents[1])
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", self._CODE, str(input_path)],
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            cwd=Path(__file__).resolve().parents[1],
+        )
         assert self.proc.stdout is not None and self.proc.stdout.readline().strip() == "ready"
 
     def upsert(self, path: Path) -> dict[str, Any]:
@@ -124,8 +133,12 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     build_base(base, args.rows, args.table_type)
     pq.write_table(data.upsert_batch(args.rows, args.upsert), input_path)
     print(f"base table of {args.rows:,} rows and the input in {time.perf_counter() - t0:.1f} s", flush=True)
-    result: dict[str, Any] = {"rows": args.rows, "upsert": args.upsert, "table_type": args.table_type,
-                              "repeat": args.repeat}
+    result: dict[str, Any] = {
+        "rows": args.rows,
+        "upsert": args.upsert,
+        "table_type": args.table_type,
+        "repeat": args.repeat,
+    }
     spark = session("local[2]", "lakeline-bench", **{"spark.driver.memory": args.driver_memory})
     # Start both kinds of Python workers (the DataFrame and the RDD path each keep their
     # own) with lakeline imported, as a long-running application's are: worker start is
@@ -180,8 +193,11 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         t.services.compact()
         result["compact_spark"] = {"seconds": time.perf_counter() - t0}
         result["compact_local"] = local_compact(work / "compact-local")
-        print(f"compaction: spark {result['compact_spark']['seconds']:.2f} s, "
-              f"local {result['compact_local']['seconds']:.2f} s", flush=True)
+        print(
+            f"compaction: spark {result['compact_spark']['seconds']:.2f} s, "
+            f"local {result['compact_local']['seconds']:.2f} s",
+            flush=True,
+        )
     spark.stop()
     return result
 
@@ -206,8 +222,9 @@ def report(result: dict[str, Any], command: str) -> str:
     ]
     if "transfer" in result:
         xfer = result["transfer"]["seconds"]
-        lines.append(f"| Spark reading the rows into Python (`mapInArrow`, no work) | {xfer:.2f} | "
-                     f"{xfer / local:.2f}x local | |")
+        lines.append(
+            f"| Spark reading the rows into Python (`mapInArrow`, no work) | {xfer:.2f} | {xfer / local:.2f}x local | |"
+        )
     if "compact_spark" in result:
         cs, cl = result["compact_spark"]["seconds"], result["compact_local"]["seconds"]
         lines.append(f"| compaction on SparkEngine | {cs:.2f} | {cs / cl:.2f}x local ({cl:.2f} s) | |")
@@ -215,8 +232,10 @@ def report(result: dict[str, Any], command: str) -> str:
     timings = result.get("spark_timings", {})
     if timings:
         staged = result["spark"]["runs"][-1] - timings.get("total_s", 0.0)
-        lines.append("Spark upsert phases of the last round (s): stage (input to staging, before the attempt) "
-                     f"{staged:.2f}, " + ", ".join(f"{k} {v:.2f}" for k, v in timings.items()) + ".")
+        lines.append(
+            "Spark upsert phases of the last round (s): stage (input to staging, before the attempt) "
+            f"{staged:.2f}, " + ", ".join(f"{k} {v:.2f}" for k, v in timings.items()) + "."
+        )
     return "\n".join(lines)
 
 
@@ -242,6 +261,9 @@ def main(argv: list[str]) -> int:
         args.json.write_text(json.dumps(result, indent=2))
     if not args.no_docs:
         update_section("spark-bench", text)
-    ok = result["same_rows"] and result["spark"]["seconds"] <= UPSERT_TARGET * result["local"]["seconds"] \
+    ok = (
+        result["same_rows"]
+        and result["spark"]["seconds"] <= UPSERT_TARGET * result["local"]["seconds"]
         and result["spark"]["seconds"] <= PARQUET_TARGET * result["parquet"]["seconds"]
+    )
     return 1 if args.check and not ok else 0

@@ -63,12 +63,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         t0 = time.perf_counter()
         disk, arrow_bytes = build(root / "t", args.rows)
-        print(f"built {args.rows:,} rows (mor, logs on every slice) in {time.perf_counter() - t0:.1f} s: "
-              f"{disk / 2**20:.0f} MiB on disk, {arrow_bytes / 2**20:.0f} MiB in Arrow")
+        print(
+            f"built {args.rows:,} rows (mor, logs on every slice) in {time.perf_counter() - t0:.1f} s: "
+            f"{disk / 2**20:.0f} MiB on disk, {arrow_bytes / 2**20:.0f} MiB in Arrow"
+        )
         results = {}
         for how in ("reader", "to_arrow"):
-            out = subprocess.run([sys.executable, "-c", _CHILD, str(root / "t"), how], check=True,
-                                 capture_output=True, text=True).stdout
+            out = subprocess.run(
+                [sys.executable, "-c", _CHILD, str(root / "t"), how], check=True, capture_output=True, text=True
+            ).stdout
             results[how] = json.loads(out.strip().splitlines()[-1])
             r = results[how]
             print(f"{how:>9}: {r['rows']:,} rows in {r['s']:.1f} s, peak memory {r['peak_mib']:.0f} MiB")
@@ -76,8 +79,10 @@ def main(argv: list[str] | None = None) -> int:
         if (a["rows"], a["sum"]) != (b["rows"], b["sum"]):
             print(f"MISMATCH: {a} vs {b}")
             return 1
-        print(f"streamed peak / materialised peak: {a['peak_mib'] / b['peak_mib']:.2f}x; "
-              f"streamed peak {'<' if a['peak_mib'] < 1024 else '>='} 1 GiB")
+        print(
+            f"streamed peak / materialised peak: {a['peak_mib'] / b['peak_mib']:.2f}x; "
+            f"streamed peak {'<' if a['peak_mib'] < 1024 else '>='} 1 GiB"
+        )
         return 0
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -31,13 +31,7 @@ from lakeline.timeline.storage.event_log import open_store
 from lakeline.timeline.storage.event_log.protocol import TimelineStore
 from lakeline.timeline.storage.filesystem import Storage
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-)
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table as RichTable
 
 from .report import command_line, machine, today, update_section
@@ -96,15 +90,29 @@ def _payload(state: State, instant: int, seq: int) -> dict[str, Any]:
         return {}
     group = uuid.uuid4().hex
     files = [
-        {"path": f"day=2026-01-0{k + 1}/{group}_{instant}_{uuid.uuid4().hex[:8]}.log.parquet",
-         "partition": f"day=2026-01-0{k + 1}", "file_group": group, "kind": "log", "rows": 1000,
-         "bytes": 65536, "deletes": 0, "key_min": instant * 1000, "key_max": instant * 1000 + 999,
-         "inserts": False}
+        {
+            "path": f"day=2026-01-0{k + 1}/{group}_{instant}_{uuid.uuid4().hex[:8]}.log.parquet",
+            "partition": f"day=2026-01-0{k + 1}",
+            "file_group": group,
+            "kind": "log",
+            "rows": 1000,
+            "bytes": 65536,
+            "deletes": 0,
+            "key_min": instant * 1000,
+            "key_max": instant * 1000 + 999,
+            "inserts": False,
+        }
         for k in range(2)
     ]
-    return {"operation": "upsert", "snapshot_seq": instant - 1, "files": files, "replaced": {},
-            "rewritten": [], "replaced_partitions": [],
-            "stats": {"inserted": 0, "updated": 2000, "deleted": 0, "files_added": 2, "bytes_written": 131072}}
+    return {
+        "operation": "upsert",
+        "snapshot_seq": instant - 1,
+        "files": files,
+        "replaced": {},
+        "rewritten": [],
+        "replaced_partitions": [],
+        "stats": {"inserted": 0, "updated": 2000, "deleted": 0, "files_added": 2, "bytes_written": 131072},
+    }
 
 
 def _triples(n_events: int) -> Iterator[State]:
@@ -121,16 +129,19 @@ def append_events(log: EventLog, n_events: int, on_append: Callable[[float], Non
     for state in _triples(n_events):
         seq = log.timeline.last_seq + 1
         t0 = time.perf_counter()
-        ev = log.append(Action.DELTA_COMMIT, state, _payload(state, instant if instant is not None else seq, seq),
-                        instant=None if state is State.REQUESTED else instant)
+        ev = log.append(
+            Action.DELTA_COMMIT,
+            state,
+            _payload(state, instant if instant is not None else seq, seq),
+            instant=None if state is State.REQUESTED else instant,
+        )
         elapsed = time.perf_counter() - t0
         instant = ev.instant
         if on_append is not None:
             on_append(elapsed)
 
 
-def measure(name: str, store: TimelineStore, n_events: int, runs: int, n_appends: int,
-            progress: Progress) -> Result:
+def measure(name: str, store: TimelineStore, n_events: int, runs: int, n_appends: int, progress: Progress) -> Result:
     """Build the log, then time fresh loads and single appends on it."""
     result = Result(store=name, events=n_events)
     log = EventLog(store)
@@ -183,15 +194,20 @@ def run_postgres(url: str | None, n_events: int, runs: int, n_appends: int, prog
         store = open_store(Storage.for_uri(tmp), url, table_id)
         try:
             result = measure("postgresql", store, n_events, runs, n_appends, progress)
-            _, rows = store.execute("SELECT current_setting('server_version'), current_setting('fsync')",  # type: ignore[attr-defined]
-                                    (), "reading server settings")
+            _, rows = store.execute(
+                "SELECT current_setting('server_version'), current_setting('fsync')",  # type: ignore[attr-defined]
+                (),
+                "reading server settings",
+            )
             version, fsync = rows[0]
             result.note = f"PostgreSQL {version}, fsync={fsync}, one connection reused"
         finally:
             # A bench must not leave its rows in what may be someone's catalog.
-            for sql in ("DELETE FROM lakeline_events WHERE table_id = %s",
-                        "DELETE FROM lakeline_heartbeats WHERE table_id = %s",
-                        "DELETE FROM lakeline_tables WHERE table_id = %s"):
+            for sql in (
+                "DELETE FROM lakeline_events WHERE table_id = %s",
+                "DELETE FROM lakeline_heartbeats WHERE table_id = %s",
+                "DELETE FROM lakeline_tables WHERE table_id = %s",
+            ):
                 store.execute(sql, (table_id,), "removing bench rows")  # type: ignore[attr-defined]
             store.close()
     return result
@@ -199,8 +215,16 @@ def run_postgres(url: str | None, n_events: int, runs: int, n_appends: int, prog
 
 def results_table(results: list[Result], n_events: int) -> RichTable:
     table = RichTable(title=f"timeline: load a {n_events:,}-event log, append one event")
-    for col in ("store", "events", "load (median)", "load target", "append median", "append p95",
-                "append target", "verdict"):
+    for col in (
+        "store",
+        "events",
+        "load (median)",
+        "load target",
+        "append median",
+        "append p95",
+        "append target",
+        "verdict",
+    ):
         table.add_column(col, justify="right" if col not in ("store", "verdict") else "left")
     for r in results:
         if r.skipped:
@@ -208,8 +232,16 @@ def results_table(results: list[Result], n_events: int) -> RichTable:
             continue
         target = f"< {r.append_target_ms:g} ms" if r.append_target_ms else "-"
         verdict = "[green]meets targets[/green]" if r.ok else "[red]MISSES a target[/red]"
-        table.add_row(r.store, f"{r.events:,}", f"{r.load_median_s * 1000:.0f} ms", f"< {LOAD_TARGET_S * 1000:.0f} ms",
-                      f"{r.append_median_ms:.2f} ms", f"{r.append_p95_ms:.2f} ms", target, verdict)
+        table.add_row(
+            r.store,
+            f"{r.events:,}",
+            f"{r.load_median_s * 1000:.0f} ms",
+            f"< {LOAD_TARGET_S * 1000:.0f} ms",
+            f"{r.append_median_ms:.2f} ms",
+            f"{r.append_p95_ms:.2f} ms",
+            target,
+            verdict,
+        )
     return table
 
 
@@ -221,8 +253,10 @@ def markdown(results: list[Result], runs: int, n_appends: int, command: str) -> 
         "",
         f"Command: `{command}`",
         "",
-        (f"| store | events | load, median of {runs} (min-max) | target | append median | append p95 | target "
-        "| verdict |"),
+        (
+            f"| store | events | load, median of {runs} (min-max) | target | append median | append p95 | target "
+            "| verdict |"
+        ),
         "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in results:
@@ -232,15 +266,19 @@ def markdown(results: list[Result], runs: int, n_appends: int, command: str) -> 
         target = f"< {r.append_target_ms:g} ms" if r.append_target_ms else "-"
         spread = f"({min(r.loads_s) * 1000:.0f}-{max(r.loads_s) * 1000:.0f})"
         verdict = "meets targets" if r.ok else "**misses a target**"
-        lines.append(f"| {r.store} | {r.events:,} | {r.load_median_s * 1000:.0f} ms {spread} "
-                     f"| < {LOAD_TARGET_S * 1000:.0f} ms | {r.append_median_ms:.2f} ms | {r.append_p95_ms:.2f} ms "
-                     f"| {target} | {verdict} |")
+        lines.append(
+            f"| {r.store} | {r.events:,} | {r.load_median_s * 1000:.0f} ms {spread} "
+            f"| < {LOAD_TARGET_S * 1000:.0f} ms | {r.append_median_ms:.2f} ms | {r.append_p95_ms:.2f} ms "
+            f"| {target} | {verdict} |"
+        )
     lines += [
         "",
-        ("*Load* is a fresh `EventLog(store).refresh()` of the whole log (a new process opening "
-         "the table reads this much); *append* is one `EventLog.append` on that full log "
-         f"({n_appends} appends of requested/inflight/completed triples, each timed alone). "
-         "Events carry write-path-shaped payloads (a commit's metadata names two files)."),
+        (
+            "*Load* is a fresh `EventLog(store).refresh()` of the whole log (a new process opening "
+            "the table reads this much); *append* is one `EventLog.append` on that full log "
+            f"({n_appends} appends of requested/inflight/completed triples, each timed alone). "
+            "Events carry write-path-shaped payloads (a commit's metadata names two files)."
+        ),
         "",
     ]
     lines += [f"- {r.store}: {r.note}; building the log took {r.build_s:.1f} s" for r in results if not r.skipped]
@@ -262,12 +300,17 @@ def main(argv: list[str]) -> int:
     # Piped (make, CI logs): rich would assume 80 columns and fold the table.
     con = Console(width=None if os.isatty(1) or "COLUMNS" in os.environ else 140)
     url = pg_url()
-    con.print(f"[bold]timeline benchmark[/bold]: {args.events:,} events, {args.runs} loads, "
-              f"{args.appends} appends, on {machine()}")
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=con) as progress:
-        results = [run_filesystem(args.events, args.runs, args.appends, progress),
-                   run_postgres(url, args.events, args.runs, args.appends, progress)]
+    con.print(
+        f"[bold]timeline benchmark[/bold]: {args.events:,} events, {args.runs} loads, "
+        f"{args.appends} appends, on {machine()}"
+    )
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=con
+    ) as progress:
+        results = [
+            run_filesystem(args.events, args.runs, args.appends, progress),
+            run_postgres(url, args.events, args.runs, args.appends, progress),
+        ]
     con.print(results_table(results, args.events))
     for r in results:
         if r.skipped:

@@ -65,23 +65,59 @@ def describe(table: Table) -> dict[str, Any]:
 
 @click.command()
 @click.argument("path")
-@click.option("--schema-from", "schema_from", required=True, metavar="FILE.parquet",
-              type=click.Path(exists=True, dir_okay=False), help="Take the schema from this Parquet file.")
-@click.option("--key", "keys", multiple=True, metavar="COLS",
-              help="Record key column(s), comma separated; omit for an append-only table.")
-@click.option("--ordering", default=None, metavar="COL",
-              help="Ordering (precombine) field: the larger value wins when two versions of a key meet.")
-@click.option("--partition-by", "partition_by", multiple=True, metavar="COLS",
-              help="Partition column(s), comma separated.")
-@click.option("--type", "table_type", type=click.Choice(TABLE_TYPES), default=TableType.COW.value, show_default=True,
-              help="cow: copy-on-write; mor: merge-on-read.")
-@click.option("--property", "-p", "properties", multiple=True, metavar="KEY=VALUE",
-              help="A table property (repeatable); see config/defaults.toml.")
+@click.option(
+    "--schema-from",
+    "schema_from",
+    required=True,
+    metavar="FILE.parquet",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Take the schema from this Parquet file.",
+)
+@click.option(
+    "--key",
+    "keys",
+    multiple=True,
+    metavar="COLS",
+    help="Record key column(s), comma separated; omit for an append-only table.",
+)
+@click.option(
+    "--ordering",
+    default=None,
+    metavar="COL",
+    help="Ordering (precombine) field: the larger value wins when two versions of a key meet.",
+)
+@click.option(
+    "--partition-by", "partition_by", multiple=True, metavar="COLS", help="Partition column(s), comma separated."
+)
+@click.option(
+    "--type",
+    "table_type",
+    type=click.Choice(TABLE_TYPES),
+    default=TableType.COW.value,
+    show_default=True,
+    help="cow: copy-on-write; mor: merge-on-read.",
+)
+@click.option(
+    "--property",
+    "-p",
+    "properties",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A table property (repeatable); see config/defaults.toml.",
+)
 @json_option
 @timeline_option
-def create(path: str, schema_from: str, keys: tuple[str, ...], ordering: str | None,
-           partition_by: tuple[str, ...], table_type: str, properties: tuple[str, ...],
-           as_json: bool, timeline_url: str | None) -> None:
+def create(
+    path: str,
+    schema_from: str,
+    keys: tuple[str, ...],
+    ordering: str | None,
+    partition_by: tuple[str, ...],
+    table_type: str,
+    properties: tuple[str, ...],
+    as_json: bool,
+    timeline_url: str | None,
+) -> None:
     """Create a table at PATH."""
     props = parse_properties(properties)
     key_cols = split_columns(keys)

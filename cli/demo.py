@@ -28,13 +28,15 @@ from .render import arrow_table, console, events_by_instant, instants_table
 #: Name of the demo table inside the demo directory.
 DEMO_TABLE = "demo_table"
 
-SCHEMA = pa.schema([
-    pa.field("id", pa.int64(), nullable=False),
-    pa.field("ts", pa.int64()),
-    pa.field("day", pa.string()),
-    pa.field("name", pa.string()),
-    pa.field("amount", pa.float64()),
-])
+SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("ts", pa.int64()),
+        pa.field("day", pa.string()),
+        pa.field("name", pa.string()),
+        pa.field("amount", pa.float64()),
+    ]
+)
 
 
 def _rows(ids: list[int], ts: int, amount: float) -> pa.Table:
@@ -72,8 +74,9 @@ def run_demo(directory: str | os.PathLike[str] | None = None, con: Console | Non
     con = con or console()
     base = Path(directory) if directory is not None else Path(tempfile.mkdtemp(prefix="lakeline-demo-"))
     path = base / DEMO_TABLE
-    table = Table.create(path, SCHEMA, record_key="id", ordering_field="ts",
-                         partition_by=["day"], table_type=TableType.MOR)
+    table = Table.create(
+        path, SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"], table_type=TableType.MOR
+    )
     con.print(f"[green]created[/green] merge-on-read table at [bold]{escape(table.path)}[/bold]")
 
     first_write: int | None = None
@@ -88,15 +91,18 @@ def run_demo(directory: str | os.PathLike[str] | None = None, con: Console | Non
     _index_while_writing(table, con)
 
     tl = table.timeline
-    con.print(instants_table(tl.instants(), events_by_instant(tl.events),
-                             f"timeline ({len(tl)} instants, times in UTC)"))
+    con.print(
+        instants_table(tl.instants(), events_by_instant(tl.events), f"timeline ({len(tl)} instants, times in UTC)")
+    )
     if hasattr(table, "to_arrow"):
         con.print(arrow_table(table.to_arrow().sort_by("id"), "now"))
         if first_write is not None:
             old = table.to_arrow(as_of=first_write).sort_by("id")
             con.print(arrow_table(old, f"as of instant {first_write} (time travel)"))
-    con.print(f"\nlook around: [bold]lakeline timeline show {escape(table.path)}[/bold]"
-              f"  |  [bold]lakeline timeline inspect {escape(table.path)} <id>[/bold]")
+    con.print(
+        f"\nlook around: [bold]lakeline timeline show {escape(table.path)}[/bold]"
+        f"  |  [bold]lakeline timeline inspect {escape(table.path)} <id>[/bold]"
+    )
     return table
 
 
@@ -130,21 +136,28 @@ def _index_while_writing(table: Table, con: Console) -> None:
     thread.start()
     try:
         before = len(commits)
-        created = table.indexes.create(IndexKind.COLUMN_STATS, columns=["id", "amount"], wait=False,
-                                       progress=let_the_writer_in)
-        con.print(f"[green]index column_stats[/green] -> instant {created.instant}, state [bold]{created.state}[/bold]"
-                  " (building in the background while the writer keeps upserting)")
+        created = table.indexes.create(
+            IndexKind.COLUMN_STATS, columns=["id", "amount"], wait=False, progress=let_the_writer_in
+        )
+        con.print(
+            f"[green]index column_stats[/green] -> instant {created.instant}, state [bold]{created.state}[/bold]"
+            " (building in the background while the writer keeps upserting)"
+        )
         ready = table.indexes.wait(IndexKind.COLUMN_STATS.value, timeout_s=300)
     finally:
         stop.set()
         thread.join()
     report = table.indexes.validate(IndexKind.COLUMN_STATS.value)
-    con.print(f"[green]index column_stats[/green] -> state [bold]{ready.state}[/bold]; the writer committed "
-              f"{len(commits)} upserts meanwhile; validate: {report['files_checked']} files, "
-              f"{len(report['mismatches'])} mismatches")
+    con.print(
+        f"[green]index column_stats[/green] -> state [bold]{ready.state}[/bold]; the writer committed "
+        f"{len(commits)} upserts meanwhile; validate: {report['files_checked']} files, "
+        f"{len(report['mismatches'])} mismatches"
+    )
     for d in table.indexes.list():
-        con.print(f"  index [bold]{escape(d.name)}[/bold] kind={d.kind} columns={','.join(d.columns)} "
-                  f"state={d.state} (instant {d.instant})")
+        con.print(
+            f"  index [bold]{escape(d.name)}[/bold] kind={d.kind} columns={','.join(d.columns)} "
+            f"state={d.state} (instant {d.instant})"
+        )
 
 
 @click.command()

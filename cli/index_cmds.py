@@ -45,8 +45,14 @@ def index_dict(table: Table, d: IndexDef) -> dict[str, Any]:
         columns = list(resolve(d, cfg.schema, cfg.record_key).columns)
     except InvalidIndexError:
         columns = list(d.columns)  # a listing must not fail on one index it cannot resolve
-    return {"name": d.name, "kind": d.kind.value, "columns": columns, "state": d.state,
-            "instant": d.instant, "options": dict(d.options)}
+    return {
+        "name": d.name,
+        "kind": d.kind.value,
+        "columns": columns,
+        "state": d.state,
+        "instant": d.instant,
+        "options": dict(d.options),
+    }
 
 
 def _styled(state: str) -> str:
@@ -62,19 +68,38 @@ def _describe(info: dict[str, Any]) -> str:
 @index.command("create")
 @click.argument("path")
 @click.argument("kind")
-@click.option("--columns", "columns", multiple=True, metavar="COLS",
-              help="Indexed column(s), comma separated; default: every column (column_stats), "
-              "the record key (bloom_filters).")
+@click.option(
+    "--columns",
+    "columns",
+    multiple=True,
+    metavar="COLS",
+    help="Indexed column(s), comma separated; default: every column (column_stats), the record key (bloom_filters).",
+)
 @click.option("--name", default=None, help="Index name; default: the kind.")
-@click.option("--fpp", type=float, default=None,
-              help="False-positive rate of bloom filters (bloom_filters only), 1e-9 <= FPP < 1.")
-@click.option("--no-wait", "no_wait", is_flag=True,
-              help="Only schedule: return with the index building; "
-              "`lakeline service run PATH indexing` builds it.")
+@click.option(
+    "--fpp",
+    type=float,
+    default=None,
+    help="False-positive rate of bloom filters (bloom_filters only), 1e-9 <= FPP < 1.",
+)
+@click.option(
+    "--no-wait",
+    "no_wait",
+    is_flag=True,
+    help="Only schedule: return with the index building; `lakeline service run PATH indexing` builds it.",
+)
 @json_option
 @timeline_option
-def create(path: str, kind: str, columns: tuple[str, ...], name: str | None, fpp: float | None,
-           no_wait: bool, as_json: bool, timeline_url: str | None) -> None:
+def create(
+    path: str,
+    kind: str,
+    columns: tuple[str, ...],
+    name: str | None,
+    fpp: float | None,
+    no_wait: bool,
+    as_json: bool,
+    timeline_url: str | None,
+) -> None:
     """Create an index of KIND on the table at PATH while writers keep writing.
 
     KIND: column_stats or bloom_filters.
@@ -87,8 +112,9 @@ def create(path: str, kind: str, columns: tuple[str, ...], name: str | None, fpp
     options = {"fpp": fpp} if fpp is not None else None
     with opened_table(path, timeline_url) as table:
         if no_wait:
-            inst = table.services.schedule("indexing", op="create", index=name or kind, kind=kind,
-                                           columns=cols, options=options)
+            inst = table.services.schedule(
+                "indexing", op="create", index=name or kind, kind=kind, columns=cols, options=options
+            )
             assert inst is not None  # creating always has something to do
             found = next((d for d in table.indexes.list() if d.instant == inst.id), None)
             if found is None:  # a concurrent drop, or a builder that failed, came first
@@ -96,8 +122,7 @@ def create(path: str, kind: str, columns: tuple[str, ...], name: str | None, fpp
             built = found
         else:
             with progress_bar(f"building {name or kind}") as progress:
-                built = table.indexes.create(kind, cols, wait=True, name=name, options=options,
-                                             progress=progress)
+                built = table.indexes.create(kind, cols, wait=True, name=name, options=options, progress=progress)
         info = index_dict(table, built)
     if as_json:
         print_json(info)
@@ -139,8 +164,14 @@ def list_(path: str, as_json: bool, timeline_url: str | None) -> None:
     for col in ("name", "kind", "columns", "state", "instant", "options"):
         view.add_column(col, overflow="fold")
     for i in infos:
-        view.add_row(escape(i["name"]), i["kind"], escape(",".join(i["columns"])), _styled(i["state"]),
-                     str(i["instant"]), escape(json.dumps(i["options"])) if i["options"] else "")
+        view.add_row(
+            escape(i["name"]),
+            i["kind"],
+            escape(",".join(i["columns"])),
+            _styled(i["state"]),
+            str(i["instant"]),
+            escape(json.dumps(i["options"])) if i["options"] else "",
+        )
     con.print(view)
 
 

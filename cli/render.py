@@ -20,14 +20,7 @@ import pyarrow as pa
 from rich.console import Console
 from rich.json import JSON
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table as RichTable
 
 from ..timeline.instant import Action, Event, Instant, State
@@ -36,12 +29,7 @@ from ..timeline.plans import SchemaChangePlan, WriteRequest
 #: Longest summary shown in a listing; ``inspect`` shows everything.
 SUMMARY_WIDTH = 72
 
-_STATE_STYLE = {
-    State.REQUESTED: "yellow",
-    State.INFLIGHT: "cyan",
-    State.COMPLETED: "green",
-    State.ROLLED_BACK: "red",
-}
+_STATE_STYLE = {State.REQUESTED: "yellow", State.INFLIGHT: "cyan", State.COMPLETED: "green", State.ROLLED_BACK: "red"}
 
 
 #: Width used when stdout is not a terminal (piped to a file, a pager, ``make``): rich
@@ -86,8 +74,7 @@ def _counts(stats: Mapping[str, Any]) -> str:
     # Zero counts are noise in a one-line summary; lists (e.g. instant ids) are shown by inspect.
     keys = [k for k in _COUNT_ORDER if k in stats] + [k for k in stats if k not in _COUNT_ORDER]
     return " ".join(
-        f"{k}={stats[k]}" for k in keys
-        if isinstance(stats[k], int) and not isinstance(stats[k], bool) and stats[k]
+        f"{k}={stats[k]}" for k in keys if isinstance(stats[k], int) and not isinstance(stats[k], bool) and stats[k]
     )
 
 
@@ -182,8 +169,10 @@ def print_instant(con: Console, instant: Instant, events: Sequence[Event]) -> No
     style = _STATE_STYLE.get(instant.state, "")
     con.print(f"[bold]instant {instant.id}[/bold]  {instant.action}  [{style}]{instant.state}[/{style}]")
     con.print(f"requested_at  {fmt_time(instant.requested_at)}")
-    con.print(f"completed_at  {fmt_time(instant.completed_at)}"
-              + (f"  (event {instant.completed_seq})" if instant.completed_seq is not None else ""))
+    con.print(
+        f"completed_at  {fmt_time(instant.completed_at)}"
+        + (f"  (event {instant.completed_seq})" if instant.completed_seq is not None else "")
+    )
     ev_table = RichTable(title="events", title_justify="left")
     for col in ("seq", "ts", "state", "token", "payload"):
         ev_table.add_column(col, overflow="fold", no_wrap=col != "payload")
@@ -217,8 +206,9 @@ def rows_table(rows: Sequence[Mapping[str, Any]], title: str) -> RichTable:
         table.add_column(key, overflow="fold")
     for row in rows:
         cells = (row.get(k, "") for k in keys)
-        table.add_row(*(escape(v if isinstance(v, str) else json.dumps(v, separators=(",", ":"), default=str))
-                        for v in cells))
+        table.add_row(
+            *(escape(v if isinstance(v, str) else json.dumps(v, separators=(",", ":"), default=str)) for v in cells)
+        )
     return table
 
 
@@ -234,8 +224,13 @@ def progress_bar(description: str) -> Iterator[Callable[[int, int], None]]:
 
     def update(done: int, total: int) -> None:
         if "bar" not in state:
-            bar = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
-                           TimeElapsedColumn(), console=Console(stderr=True, highlight=False))
+            bar = Progress(
+                TextColumn("{task.description}", markup=False),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=Console(stderr=True, highlight=False),
+            )
             bar.start()
             state["bar"] = (bar, bar.add_task(description, total=total))
         bar, task = state["bar"]

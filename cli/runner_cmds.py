@@ -55,13 +55,19 @@ def _log_to_stderr(level: int) -> None:
 @click.group(invoke_without_command=True)
 @click.option("--config", "config", type=_CONFIG, metavar="FILE", help="The runner's TOML config (docs/runner.md).")
 @click.option("--once", is_flag=True, help="Run every scheduled service once and exit (for cron or Airflow).")
-@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None, metavar="N",
-              help="Serve Prometheus metrics on 127.0.0.1:N (overrides [runner] metrics_port; 0: off).")
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    metavar="N",
+    help="Serve Prometheus metrics on 127.0.0.1:N (overrides [runner] metrics_port; 0: off).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log every run, also those with nothing to do.")
 @json_option
 @click.pass_context
-def runner(ctx: click.Context, config: str | None, once: bool, metrics_port: int | None, verbose: bool,
-           as_json: bool) -> None:
+def runner(
+    ctx: click.Context, config: str | None, once: bool, metrics_port: int | None, verbose: bool, as_json: bool
+) -> None:
     """Keep tables healthy: run their services on schedules (docs/runner.md).
 
     With --config FILE: run until SIGTERM (or Ctrl-C), then let running services finish
@@ -110,8 +116,10 @@ def _run_until_signalled(r: Runner, as_json: bool) -> None:
     else:
         console().print(_summary_table(outcomes))
         if not finished:
-            console().print("[yellow]some services did not finish within the grace period; "
-                            "a later run finishes or rolls back their instants[/yellow]")
+            console().print(
+                "[yellow]some services did not finish within the grace period; "
+                "a later run finishes or rolls back their instants[/yellow]"
+            )
 
 
 def _summary_rows(outcomes: list[RunOutcome]) -> list[dict[str, Any]]:
@@ -120,8 +128,10 @@ def _summary_rows(outcomes: list[RunOutcome]) -> list[dict[str, Any]]:
     for o in outcomes:
         by.setdefault((o.table, o.service), Counter())[o.outcome] += 1
         instants.setdefault((o.table, o.service), []).extend(o.instants)
-    return [{"table": t, "service": s, "runs": sum(c.values()), **dict(c), "instants": instants[(t, s)]}
-            for (t, s), c in sorted(by.items())]
+    return [
+        {"table": t, "service": s, "runs": sum(c.values()), **dict(c), "instants": instants[(t, s)]}
+        for (t, s), c in sorted(by.items())
+    ]
 
 
 def _summary_table(outcomes: list[RunOutcome]) -> RichTable:
@@ -129,9 +139,13 @@ def _summary_table(outcomes: list[RunOutcome]) -> RichTable:
     for col in ("table", "service", "runs", "done", "idle", "skipped", "aborted", "failed", "instants"):
         table.add_column(col, justify="right" if col not in ("table", "service", "instants") else "left")
     for row in _summary_rows(outcomes):
-        table.add_row(escape(row["table"]), row["service"], str(row["runs"]),
-                      *(str(row.get(k, 0)) for k in ("done", "idle", "skipped", "aborted", "failed")),
-                      ",".join(map(str, row["instants"][-8:])) or "-")
+        table.add_row(
+            escape(row["table"]),
+            row["service"],
+            str(row["runs"]),
+            *(str(row.get(k, 0)) for k in ("done", "idle", "skipped", "aborted", "failed")),
+            ",".join(map(str, row["instants"][-8:])) or "-",
+        )
     return table
 
 
@@ -142,14 +156,21 @@ def _outcomes_table(outcomes: list[RunOutcome], title: str) -> RichTable:
     style = {"done": "green", "failed": "red", "aborted": "yellow", "skipped": "cyan"}
     for o in outcomes:
         mark = style.get(o.outcome)
-        table.add_row(escape(o.table), o.service, f"[{mark}]{o.outcome}[/{mark}]" if mark else o.outcome,
-                      ",".join(map(str, o.instants)) or "-", f"{o.seconds:.2f}", escape(o.error or ""))
+        table.add_row(
+            escape(o.table),
+            o.service,
+            f"[{mark}]{o.outcome}[/{mark}]" if mark else o.outcome,
+            ",".join(map(str, o.instants)) or "-",
+            f"{o.seconds:.2f}",
+            escape(o.error or ""),
+        )
     return table
 
 
 @runner.command("status")
-@click.option("--config", "config", type=_CONFIG, metavar="FILE", required=True,
-              help="The runner's TOML config (docs/runner.md).")
+@click.option(
+    "--config", "config", type=_CONFIG, metavar="FILE", required=True, help="The runner's TOML config (docs/runner.md)."
+)
 @json_option
 def status(config: str, as_json: bool) -> None:
     """Each table of the config and its backlog: pending instants per service, files,
@@ -167,26 +188,52 @@ def status(config: str, as_json: bool) -> None:
         table.add_column(col, justify="right" if col in ("pending", "files", "small share", "logs/slice") else "left")
     for row in rows:
         if row["error"]:
-            table.add_row(escape(row["table"]), row["service"], row["schedule"], "[red]?[/red]", "", "", "",
-                          f"[red]{escape(row['error'])}[/red]")
+            table.add_row(
+                escape(row["table"]),
+                row["service"],
+                row["schedule"],
+                "[red]?[/red]",
+                "",
+                "",
+                "",
+                f"[red]{escape(row['error'])}[/red]",
+            )
             continue
-        table.add_row(escape(row["table"]), row["service"], escape(row["schedule"]), str(row["pending"]),
-                      str(row["files"]), f"{row['small_file_share']:.0%}", f"{row['log_files_per_slice']:.2f}",
-                      row["last_completed"] or "-")
+        table.add_row(
+            escape(row["table"]),
+            row["service"],
+            escape(row["schedule"]),
+            str(row["pending"]),
+            str(row["files"]),
+            f"{row['small_file_share']:.0%}",
+            f"{row['log_files_per_slice']:.2f}",
+            row["last_completed"] or "-",
+        )
     console().print(table)
 
 
 def _status_row(ts: TableStatus, service: str) -> dict[str, Any]:
     sched = ts.target.schedules.get(service)
-    row: dict[str, Any] = {"table": ts.target.name, "service": service, "schedule": str(sched or "-"),
-                           "error": ts.error}
+    row: dict[str, Any] = {
+        "table": ts.target.name,
+        "service": service,
+        "schedule": str(sched or "-"),
+        "error": ts.error,
+    }
     s = ts.stats
     if s is None:
         return row
     last_us = s.last_completed_us.get(service)
-    last = (datetime.fromtimestamp(last_us / 1e6, UTC).strftime("%Y-%m-%d %H:%M:%S")
-            if last_us else None)
-    row.update(pending=s.pending.get(service, 0), files=s.files, slices=s.slices, log_files=s.log_files,
-               small_slices=s.small_slices, small_file_share=round(s.small_file_share, 4),
-               log_files_per_slice=round(s.logs_per_slice, 4), backlog=s.backlog, last_completed=last)
+    last = datetime.fromtimestamp(last_us / 1e6, UTC).strftime("%Y-%m-%d %H:%M:%S") if last_us else None
+    row.update(
+        pending=s.pending.get(service, 0),
+        files=s.files,
+        slices=s.slices,
+        log_files=s.log_files,
+        small_slices=s.small_slices,
+        small_file_share=round(s.small_file_share, 4),
+        log_files_per_slice=round(s.logs_per_slice, 4),
+        backlog=s.backlog,
+        last_completed=last,
+    )
     return row

@@ -36,19 +36,31 @@ def service() -> None:
 
 def result_dict(result: ServiceResult) -> dict[str, Any]:
     """One service result as ``run --json`` prints it."""
-    return {"service": result.service, "instant": result.instant.to_dict() if result.instant else None,
-            "stats": result.stats, "aborted": result.aborted,
-            "conflict": None if result.conflict is None else result.conflict.kind.value,
-            "dry_run": result.dry_run, "plan": result.plan, "pending": list(result.pending)}
+    return {
+        "service": result.service,
+        "instant": result.instant.to_dict() if result.instant else None,
+        "stats": result.stats,
+        "aborted": result.aborted,
+        "conflict": None if result.conflict is None else result.conflict.kind.value,
+        "dry_run": result.dry_run,
+        "plan": result.plan,
+        "pending": list(result.pending),
+    }
 
 
 @service.command("run")
 @click.argument("path")
 @click.argument("name", metavar="NAME")
-@click.option("--dry-run", "dry_run", is_flag=True,
-              help="Plan without appending anything and print what would be done.")
-@click.option("--execute", "--no-dry-run", "execute", is_flag=True,
-              help="cleaning only: really delete (cleaning is a dry run by default).")
+@click.option(
+    "--dry-run", "dry_run", is_flag=True, help="Plan without appending anything and print what would be done."
+)
+@click.option(
+    "--execute",
+    "--no-dry-run",
+    "execute",
+    is_flag=True,
+    help="cleaning only: really delete (cleaning is a dry run by default).",
+)
 @json_option
 @timeline_option
 def run(path: str, name: str, dry_run: bool, execute: bool, as_json: bool, timeline_url: str | None) -> None:
@@ -69,8 +81,9 @@ def run(path: str, name: str, dry_run: bool, execute: bool, as_json: bool, timel
         events = events_by_instant(table.timeline.events)
     aborted = [r for r in results if r.aborted is not None]
     if as_json:
-        print_json({"service": name, "dry_run": dry_run, "results": [result_dict(r) for r in results],
-                    "left_pending": left})
+        print_json(
+            {"service": name, "dry_run": dry_run, "results": [result_dict(r) for r in results], "left_pending": left}
+        )
     elif dry_run:
         _print_dry_run(name, results[0])
     else:
@@ -117,8 +130,10 @@ def schedule(path: str, name: str, as_json: bool, timeline_url: str | None) -> N
     """
     if name == "indexing":
         # An indexing plan needs an index and a kind: the index commands carry them.
-        raise UnsupportedOperationError("indexing is planned by `lakeline index create|drop`; "
-                                        "`lakeline service run PATH indexing` builds what they planned")
+        raise UnsupportedOperationError(
+            "indexing is planned by `lakeline index create|drop`; "
+            "`lakeline service run PATH indexing` builds what they planned"
+        )
     with opened_table(path, timeline_url) as table:
         inst = table.services.schedule(name)
         events = events_by_instant(table.timeline.events)

@@ -28,8 +28,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def catalog_option(fn: F) -> F:
     """``--catalog DSN`` (required; also read from ``LAKELINE_CATALOG``)."""
-    return click.option("--catalog", "dsn", metavar="DSN", required=True, envvar="LAKELINE_CATALOG",
-                        help="postgresql://... URL of the catalog's database (or $LAKELINE_CATALOG).")(fn)
+    return click.option(
+        "--catalog",
+        "dsn",
+        metavar="DSN",
+        required=True,
+        envvar="LAKELINE_CATALOG",
+        help="postgresql://... URL of the catalog's database (or $LAKELINE_CATALOG).",
+    )(fn)
 
 
 @contextmanager
@@ -44,8 +50,13 @@ def opened_catalog(dsn: str) -> Iterator[Catalog]:
 
 def entry_dict(entry: CatalogTable) -> dict[str, Any]:
     """One catalog entry as ``list --json`` prints it."""
-    return {"name": entry.name, "namespace": entry.namespace, "location": entry.location,
-            "table_uuid": entry.table_uuid, "created_at": entry.created_at.isoformat()}
+    return {
+        "name": entry.name,
+        "namespace": entry.namespace,
+        "location": entry.location,
+        "table_uuid": entry.table_uuid,
+        "created_at": entry.created_at.isoformat(),
+    }
 
 
 @click.group()
@@ -90,19 +101,25 @@ def show_dict(cat: Catalog, name: str) -> dict[str, Any]:
         last = table.timeline.last_completed()
     finally:
         table.log.store.close()
-    out.update({
-        "table_type": cfg.table_type.value,
-        "record_key": list(cfg.record_key),
-        "ordering_field": cfg.ordering_field,
-        "partition_by": list(cfg.partition_by),
-        "schema": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in cfg.schema],
-        # A property may carry a credential (a callback URL with user:password@): never printed.
-        "properties": {k: redact(v) if isinstance(v, str) else v for k, v in cfg.properties.items()},
-        "last_instant": None if last is None else {
-            "id": last.id, "action": str(last.action), "state": str(last.state),
-            "completed_at": last.completed_at.isoformat() if last.completed_at else None,
-        },
-    })
+    out.update(
+        {
+            "table_type": cfg.table_type.value,
+            "record_key": list(cfg.record_key),
+            "ordering_field": cfg.ordering_field,
+            "partition_by": list(cfg.partition_by),
+            "schema": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in cfg.schema],
+            # A property may carry a credential (a callback URL with user:password@): never printed.
+            "properties": {k: redact(v) if isinstance(v, str) else v for k, v in cfg.properties.items()},
+            "last_instant": None
+            if last is None
+            else {
+                "id": last.id,
+                "action": str(last.action),
+                "state": str(last.state),
+                "completed_at": last.completed_at.isoformat() if last.completed_at else None,
+            },
+        }
+    )
     return out
 
 
@@ -129,8 +146,13 @@ def show(name: str, dsn: str, as_json: bool) -> None:
     ]
     last = info["last_instant"]
     if last is not None and last["completed_at"]:
-        lines.append(("last", f"instant {last['id']} ({last['action']}), completed "
-                              f"{_utc(datetime.fromisoformat(last['completed_at']))} UTC"))
+        lines.append(
+            (
+                "last",
+                f"instant {last['id']} ({last['action']}), completed "
+                f"{_utc(datetime.fromisoformat(last['completed_at']))} UTC",
+            )
+        )
     else:
         lines.append(("last", "-"))
     for key, value in lines:
@@ -149,8 +171,12 @@ def show(name: str, dsn: str, as_json: bool) -> None:
 
 @tables.command("drop")
 @click.argument("name")
-@click.option("--purge", is_flag=True, help="Also delete the table's own files (its .lakeline/ and the data "
-              "files it wrote) and its timeline; anything else at its location stays.")
+@click.option(
+    "--purge",
+    is_flag=True,
+    help="Also delete the table's own files (its .lakeline/ and the data "
+    "files it wrote) and its timeline; anything else at its location stays.",
+)
 @click.option("--yes", "-y", "yes", is_flag=True, help="Do not ask for confirmation.")
 @catalog_option
 def drop(name: str, purge: bool, yes: bool, dsn: str) -> None:
@@ -159,13 +185,18 @@ def drop(name: str, purge: bool, yes: bool, dsn: str) -> None:
     with opened_catalog(dsn) as cat:
         entry = cat.describe(name)  # refuses an unknown name before asking
         if not yes:
-            what = (f"drop {entry.name} and DELETE its files at {entry.location}" if purge
-                    else f"drop the name {entry.name} (the table stays at {entry.location})")
+            what = (
+                f"drop {entry.name} and DELETE its files at {entry.location}"
+                if purge
+                else f"drop the name {entry.name} (the table stays at {entry.location})"
+            )
             click.confirm(f"{what}?", abort=True, err=True)
         dropped = cat.drop_table(name, purge=purge)
     con = console()
     if purge:
-        con.print(f"[red]purged[/red] {escape(dropped.name)}: its files at {escape(dropped.location)} and its "
-                  "timeline are deleted (anything else there stays)")
+        con.print(
+            f"[red]purged[/red] {escape(dropped.name)}: its files at {escape(dropped.location)} and its "
+            "timeline are deleted (anything else there stays)"
+        )
     else:
         con.print(f"[green]dropped[/green] {escape(dropped.name)}; the table stays at {escape(dropped.location)}")

@@ -16,14 +16,7 @@ from rich.markup import escape
 from ..timeline.errors import OutputPathError
 from ..timeline.instant import Action, Instant
 from .options import json_option, opened_table, timeline_option
-from .render import (
-    console,
-    events_by_instant,
-    instant_detail,
-    instants_table,
-    print_instant,
-    print_json,
-)
+from .render import console, events_by_instant, instant_detail, instants_table, print_instant, print_json
 
 _ACTIONS = [a.value for a in Action]
 
@@ -38,8 +31,11 @@ def select(
 ) -> list[Instant]:
     """Filter a by-id listing (dropping archived instants, ids up to ``archived_through``),
     then keep the newest ``limit`` (newest = largest id)."""
-    chosen = [i for i in instants if i.id > archived_through and (not pending or i.is_pending)
-              and (action is None or i.action == action)]
+    chosen = [
+        i
+        for i in instants
+        if i.id > archived_through and (not pending or i.is_pending) and (action is None or i.action == action)
+    ]
     if limit is not None:
         chosen = chosen[-limit:] if limit else []
     return chosen
@@ -48,15 +44,28 @@ def select(
 @timeline.command("show")
 @click.argument("path")
 @click.option("--pending", is_flag=True, help="Only requested or inflight instants.")
-@click.option("--action", type=click.Choice(_ACTIONS, case_sensitive=False), default=None,
-              help="Only instants of this action.")
-@click.option("--limit", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Keep the newest N instants (after the other filters).")
+@click.option(
+    "--action", type=click.Choice(_ACTIONS, case_sensitive=False), default=None, help="Only instants of this action."
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Keep the newest N instants (after the other filters).",
+)
 @click.option("--all", "show_all", is_flag=True, help="Include archived instants (moved out of the active timeline).")
 @json_option
 @timeline_option
-def show(path: str, pending: bool, action: str | None, limit: int | None, show_all: bool, as_json: bool,
-         timeline_url: str | None) -> None:
+def show(
+    path: str,
+    pending: bool,
+    action: str | None,
+    limit: int | None,
+    show_all: bool,
+    as_json: bool,
+    timeline_url: str | None,
+) -> None:
     """List the instants of the table at PATH, oldest first (the active timeline; --all
     adds the archived instants)."""
     with opened_table(path, timeline_url) as table:
@@ -69,9 +78,11 @@ def show(path: str, pending: bool, action: str | None, limit: int | None, show_a
         return
     con = console()
     hidden = sum(1 for i in tl.instants() if i.id <= archived)
-    title = escape(f"timeline of {table.path}: {len(chosen)} of {len(tl)} instants, "
-                   + (f"{hidden} archived (--all shows them), " if hidden else "")
-                   + f"last event {tl.last_seq} (times in UTC)")
+    title = escape(
+        f"timeline of {table.path}: {len(chosen)} of {len(tl)} instants, "
+        + (f"{hidden} archived (--all shows them), " if hidden else "")
+        + f"last event {tl.last_seq} (times in UTC)"
+    )
     if not chosen:
         con.print(title)
         con.print("[dim]no instants match[/dim]")
@@ -98,8 +109,13 @@ def inspect(path: str, instant_id: int, as_json: bool, timeline_url: str | None)
 
 @timeline.command("report")
 @click.argument("path")
-@click.option("--html", "html_file", required=True, type=click.Path(dir_okay=False, writable=True),
-              help="Write the page here (one self-contained HTML file).")
+@click.option(
+    "--html",
+    "html_file",
+    required=True,
+    type=click.Path(dir_okay=False, writable=True),
+    help="Write the page here (one self-contained HTML file).",
+)
 @timeline_option
 def report(path: str, html_file: str, timeline_url: str | None) -> None:
     """Write a picture of the timeline of the table at PATH as one HTML page: instants as
@@ -118,5 +134,7 @@ def report(path: str, html_file: str, timeline_url: str | None) -> None:
             f.write(page)
     except OSError as e:  # not writable, vanished meanwhile, disk full: one line, not a traceback
         raise OutputPathError(f"cannot write {html_file}: {e.strerror or e}") from e
-    console().print(f"wrote {escape(html_file)}: {len(data.spans)} instants, "
-                    f"{len({p.partition for p in data.partitions})} partitions, {len(data.indexes)} indexes")
+    console().print(
+        f"wrote {escape(html_file)}: {len(data.spans)} instants, "
+        f"{len({p.partition for p in data.partitions})} partitions, {len(data.indexes)} indexes"
+    )

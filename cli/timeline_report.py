@@ -91,16 +91,32 @@ def report_data(table: Table, timeline: Timeline | None = None) -> ReportData:
     for inst in tl.instants():
         t = times.get(inst.id, {})
         end = t.get(State.COMPLETED, t.get(State.ROLLED_BACK))
-        spans.append(Span(inst.id, inst.action.value, inst.state.value, t.get(State.REQUESTED, inst.requested_us),
-                          t.get(State.INFLIGHT), end, _summary(inst)))
+        spans.append(
+            Span(
+                inst.id,
+                inst.action.value,
+                inst.state.value,
+                t.get(State.REQUESTED, inst.requested_us),
+                t.get(State.INFLIGHT),
+                end,
+                _summary(inst),
+            )
+        )
     points = []
     data = [i for i in tl.completed() if i.action.writes_data][-_MAX_SNAPSHOTS:]
     for inst in data:
         view = table.view(tl.as_of_seq(int(inst.completed_seq or 0)))
         for part in view.partitions():
             slices = view.latest_slices(part)
-            points.append(PartitionPoint(inst.id, int(inst.completed_us or 0), part or "(unpartitioned)",
-                                         sum(len(s.files) for s in slices), sum(s.bytes for s in slices)))
+            points.append(
+                PartitionPoint(
+                    inst.id,
+                    int(inst.completed_us or 0),
+                    part or "(unpartitioned)",
+                    sum(len(s.files) for s in slices),
+                    sum(s.bytes for s in slices),
+                )
+            )
     indexes = tuple((d.name, d.kind, ", ".join(d.columns), str(d.state)) for d in list_indexes(tl))
     now = int(datetime.now(UTC).timestamp() * 1e6)
     return ReportData(table.path, tuple(spans), tuple(points), indexes, now)
@@ -125,24 +141,31 @@ def _lanes_svg(d: ReportData) -> str:
         return _LEFT + (us - lo) / span * plot
 
     height = len(lanes) * _LANE_H + 40
-    out = [f'<svg class="lanes" role="img" width="{_WIDTH}" height="{height}" viewBox="0 0 {_WIDTH} {height}" '
-           f'aria-label="{escape(f"{len(d.spans)} instants in {len(lanes)} lanes, one per action", quote=True)}">']
+    out = [
+        f'<svg class="lanes" role="img" width="{_WIDTH}" height="{height}" viewBox="0 0 {_WIDTH} {height}" '
+        f'aria-label="{escape(f"{len(d.spans)} instants in {len(lanes)} lanes, one per action", quote=True)}">'
+    ]
     for n, lane in enumerate(lanes):
         y = 10 + n * _LANE_H
-        out.append(f'<rect class="lane" x="0" y="{y}" width="{_WIDTH}" height="{_LANE_H - 2}" '
-                   f'fill="{"#f4f4f4" if n % 2 else "#ffffff"}"/>')
+        out.append(
+            f'<rect class="lane" x="0" y="{y}" width="{_WIDTH}" height="{_LANE_H - 2}" '
+            f'fill="{"#f4f4f4" if n % 2 else "#ffffff"}"/>'
+        )
         out.append(f'<text x="6" y="{y + _LANE_H / 2 + 4}" font-size="13">{escape(lane)}</text>')
     for s in d.spans:
         y = 10 + lanes.index(s.action) * _LANE_H + 4
         x0, x1 = x(s.requested_us), x(s.end_us or d.generated_us)
         w = max(x1 - x0, 4.0)
         colour = STATE_COLOURS.get(s.state, "#000000")
-        out.append(f'<g class="instant {escape(s.state, quote=True)}"><title>{escape(s.summary)}</title>'
-                   f'<rect x="{x0:.1f}" y="{y}" width="{w:.1f}" height="{_LANE_H - 10}" fill="{colour}"/>')
+        out.append(
+            f'<g class="instant {escape(s.state, quote=True)}"><title>{escape(s.summary)}</title>'
+            f'<rect x="{x0:.1f}" y="{y}" width="{w:.1f}" height="{_LANE_H - 10}" fill="{colour}"/>'
+        )
         if s.inflight_us is not None:  # where the work started
             xi = x(s.inflight_us)
-            out.append(f'<line x1="{xi:.1f}" x2="{xi:.1f}" y1="{y}" y2="{y + _LANE_H - 10}" stroke="#000" '
-                       'stroke-width="1"/>')
+            out.append(
+                f'<line x1="{xi:.1f}" x2="{xi:.1f}" y1="{y}" y2="{y + _LANE_H - 10}" stroke="#000" stroke-width="1"/>'
+            )
         if s.state == "rolled_back":
             out.append(f'<text x="{x0 + w + 2:.1f}" y="{y + 13}" font-size="13" fill="{colour}">✕</text>')
         out.append("</g>")
@@ -161,15 +184,21 @@ def _partitions_svg(points: Sequence[PartitionPoint]) -> str:
     top = max(p.bytes for p in points) or 1
     w, h, left = 700, 220, 60
     palette = ["#1565c0", "#6a1b9a", "#00838f", "#9e9d24", "#4e342e", "#ad1457", "#283593", "#2e7d32"]
-    out = [f'<svg class="partitions" role="img" width="{w + 220}" height="{h + 30}" '
-           f'aria-label="bytes per partition after each data instant ({len(parts)} partitions)">']
+    out = [
+        f'<svg class="partitions" role="img" width="{w + 220}" height="{h + 30}" '
+        f'aria-label="bytes per partition after each data instant ({len(parts)} partitions)">'
+    ]
     for n, part in enumerate(parts):
         pts = [p for p in points if p.partition == part]
-        coords = " ".join(f"{left + ids.index(p.instant) / max(len(ids) - 1, 1) * (w - left):.1f},"
-                          f"{h - p.bytes / top * (h - 10):.1f}" for p in pts)
+        coords = " ".join(
+            f"{left + ids.index(p.instant) / max(len(ids) - 1, 1) * (w - left):.1f},{h - p.bytes / top * (h - 10):.1f}"
+            for p in pts
+        )
         colour = palette[n % len(palette)]
-        out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{coords}">'
-                   f'<title>{escape(part)}</title></polyline>')
+        out.append(
+            f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{coords}">'
+            f"<title>{escape(part)}</title></polyline>"
+        )
         out.append(f'<text x="{w + 10}" y="{14 + n * 16}" font-size="12" fill="{colour}">{escape(part)}</text>')
     out.append(f'<text x="0" y="14" font-size="11">{_size(top)}</text>')
     out.append(f'<text x="0" y="{h}" font-size="11">0</text></svg>')
@@ -181,20 +210,32 @@ def _size(n: int) -> str:
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    head = "".join(f"<th scope=\"col\">{escape(h)}</th>" for h in headers)
+    head = "".join(f'<th scope="col">{escape(h)}</th>' for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def render_html(d: ReportData) -> str:
     """The page: legend, lanes, partitions over time, indexes, and the text table."""
-    legend = "".join(f'<span class="key"><span class="swatch" style="background:{c}"></span>{escape(s)}</span>'
-                     for s, c in STATE_COLOURS.items())
+    legend = "".join(
+        f'<span class="key"><span class="swatch" style="background:{c}"></span>{escape(s)}</span>'
+        for s, c in STATE_COLOURS.items()
+    )
     latest: dict[str, PartitionPoint] = {}
     for p in d.partitions:
         latest[p.partition] = p
-    instants = [(s.instant, s.action, s.state, _time(s.requested_us), _time(s.inflight_us), _time(s.end_us),
-                 s.summary.replace("\n", "; ")) for s in d.spans]
+    instants = [
+        (
+            s.instant,
+            s.action,
+            s.state,
+            _time(s.requested_us),
+            _time(s.inflight_us),
+            _time(s.end_us),
+            s.summary.replace("\n", "; "),
+        )
+        for s in d.spans
+    ]
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">

@@ -85,13 +85,9 @@ class PropertySpec:
             else:
                 value = str(raw)
         except (TypeError, ValueError, OverflowError):
-            raise PropertyProblem(
-                f"property {self.key!r}: {_short(raw)} is not a valid {t.__name__}"
-            ) from None
+            raise PropertyProblem(f"property {self.key!r}: {_short(raw)} is not a valid {t.__name__}") from None
         if self.choices is not None and value not in self.choices:
-            raise PropertyProblem(
-                f"property {self.key!r}: {value!r} is not one of {', '.join(map(str, self.choices))}"
-            )
+            raise PropertyProblem(f"property {self.key!r}: {value!r} is not one of {', '.join(map(str, self.choices))}")
         if self.min is not None and value < self.min:
             raise PropertyProblem(f"property {self.key!r}: {_short(value)} is below the minimum {self.min}")
         if self.max is not None and value > self.max and stored:

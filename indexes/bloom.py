@@ -47,16 +47,18 @@ _MAGIC = b"LLBF1"
 _HEADER = struct.Struct("<QI")
 
 #: The metadata-table schema of the ``bloom_filters`` index partition.
-BLOOM_SCHEMA = pa.schema([
-    pa.field("path", pa.string(), nullable=False),
-    pa.field("partition", pa.string(), nullable=False),
-    pa.field("columns", pa.string(), nullable=False),  # the bloomed columns, comma-joined
-    pa.field("key_min", pa.string()),
-    pa.field("key_max", pa.string()),
-    pa.field("entries", pa.int64(), nullable=False),
-    pa.field("fpp", pa.float64(), nullable=False),
-    pa.field("filter", pa.binary(), nullable=False),
-])
+BLOOM_SCHEMA = pa.schema(
+    [
+        pa.field("path", pa.string(), nullable=False),
+        pa.field("partition", pa.string(), nullable=False),
+        pa.field("columns", pa.string(), nullable=False),  # the bloomed columns, comma-joined
+        pa.field("key_min", pa.string()),
+        pa.field("key_max", pa.string()),
+        pa.field("entries", pa.int64(), nullable=False),
+        pa.field("fpp", pa.float64(), nullable=False),
+        pa.field("filter", pa.binary(), nullable=False),
+    ]
+)
 
 
 def _key_columns(rows: pa.Table, columns: Sequence[str], schema: pa.Schema | None) -> list[pa.ChunkedArray]:
@@ -71,8 +73,9 @@ def _key_columns(rows: pa.Table, columns: Sequence[str], schema: pa.Schema | Non
     return out
 
 
-def key_hashes(rows: pa.Table, columns: Sequence[str], schema: pa.Schema | None = None,
-               hashes: ColumnHashes | None = None) -> np.ndarray:
+def key_hashes(
+    rows: pa.Table, columns: Sequence[str], schema: pa.Schema | None = None, hashes: ColumnHashes | None = None
+) -> np.ndarray:
     """The 64-bit hash of each row's key over ``columns`` (cast to ``schema``'s types;
     ``hashes`` of ``rows``' columns are reused when no cast is needed).
 
@@ -92,8 +95,12 @@ def key_hashes(rows: pa.Table, columns: Sequence[str], schema: pa.Schema | None 
         return hash_text(pc.binary_join_element_wise(*parts, KEY_SEPARATOR))
     # A binary part need not be UTF-8: join the bytes (the text of the other parts as
     # its UTF-8 bytes), which hashes exactly as the joined text would.
-    raw = [pc.fill_null(pc.cast(as_plain_binary(c) if is_binary_like(c.type) else pc.cast(c, pa.string()),
-                                pa.binary()), b"") for c in cols]
+    raw = [
+        pc.fill_null(
+            pc.cast(as_plain_binary(c) if is_binary_like(c.type) else pc.cast(c, pa.string()), pa.binary()), b""
+        )
+        for c in cols
+    ]
     return hash_text(pc.binary_join_element_wise(*raw, KEY_SEPARATOR.encode()))
 
 
@@ -157,8 +164,9 @@ class BloomBits:
         """For each hash: False only when the key was surely never added."""
         if NATIVE is not None:
             out = np.empty(len(hashes), dtype=np.uint8)
-            NATIVE.bloom_test(np.ascontiguousarray(hashes, dtype=np.uint64), self.num_bits, self.num_hashes,
-                              self.bits, out)
+            NATIVE.bloom_test(
+                np.ascontiguousarray(hashes, dtype=np.uint64), self.num_bits, self.num_hashes, self.bits, out
+            )
             return out.view(bool)
         return self.contains_numpy(hashes)
 
@@ -183,9 +191,9 @@ class BloomBits:
     @classmethod
     def from_bytes(cls, raw: bytes) -> BloomBits:
         """Raises:
-            MetadataTableError: not a serialized lakeline bloom filter."""
+        MetadataTableError: not a serialized lakeline bloom filter."""
         head = len(_MAGIC) + _HEADER.size
-        if raw[:len(_MAGIC)] != _MAGIC or len(raw) < head:
+        if raw[: len(_MAGIC)] != _MAGIC or len(raw) < head:
             raise MetadataTableError("bloom filter entry in an unknown format; rebuild the index")
         m, k = _HEADER.unpack_from(raw, len(_MAGIC))
         if len(raw) - head != (m + 7) // 8:
@@ -205,8 +213,14 @@ class FileBloom:
     fpp: float
 
     @classmethod
-    def build(cls, rows: pa.Table, columns: Sequence[str], fpp: float = DEFAULT_FPP,
-              schema: pa.Schema | None = None, hashed: ColumnHashes | None = None) -> FileBloom:
+    def build(
+        cls,
+        rows: pa.Table,
+        columns: Sequence[str],
+        fpp: float = DEFAULT_FPP,
+        schema: pa.Schema | None = None,
+        hashed: ColumnHashes | None = None,
+    ) -> FileBloom:
         """A filter over the keys of ``rows`` with false-positive rate ``fpp`` (``hashed``:
         hashes of ``rows``' columns shared with the file's other indexes)."""
         hashes = key_hashes(rows, columns, schema, hashed)
@@ -254,7 +268,13 @@ def bloom_table(rows: list[dict[str, object]]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=BLOOM_SCHEMA)
 
 
-def file_bloom_rows(path: str, partition: str, rows: pa.Table, columns: Sequence[str],
-                    fpp: float = DEFAULT_FPP, schema: pa.Schema | None = None) -> pa.Table:
+def file_bloom_rows(
+    path: str,
+    partition: str,
+    rows: pa.Table,
+    columns: Sequence[str],
+    fpp: float = DEFAULT_FPP,
+    schema: pa.Schema | None = None,
+) -> pa.Table:
     """The ``bloom_filters`` row of one file, as a one-row table."""
     return bloom_table([FileBloom.build(rows, columns, fpp, schema).to_row(path, partition)])

@@ -23,15 +23,7 @@ from ..timeline.storage.filesystem import Storage
 from ..timeline.timeline import Timeline
 from ..timeline.view.file_group import DataFile
 from ..timeline.view.fs_view import FileSystemView
-from .entries import (
-    EntriesTask,
-    IndexTarget,
-    MapFn,
-    entries_for,
-    entries_schema,
-    entries_task,
-    serial_map,
-)
+from .entries import EntriesTask, IndexTarget, MapFn, entries_for, entries_schema, entries_task, serial_map
 from .metadata_table import INSTANT, MetadataTable
 from .states import IndexKind
 
@@ -70,8 +62,9 @@ def try_build_task(task: BuildTask) -> pa.Table | str:
     except FileNotFoundError:
         return task.entries.path
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
-        raise IndexBuildError(f"index {task.entries.targets[0].name!r}: entries of {task.entries.path} "
-                              f"cannot be computed: {e}") from e
+        raise IndexBuildError(
+            f"index {task.entries.targets[0].name!r}: entries of {task.entries.path} cannot be computed: {e}"
+        ) from e
 
 
 def validate_task(task: BuildTask) -> pa.Table:
@@ -111,8 +104,7 @@ def build_tasks(storage: Storage, view: FileSystemView, target: IndexTarget, sch
     engine's workers then finish together (a large base left for last would keep one
     worker busy while the others idle)."""
     files = sorted(live_files(view), key=lambda fp: -fp[0].bytes)
-    return [BuildTask(EntriesTask((target,), storage, schema, f.path, partition), f.instant)
-            for f, partition in files]
+    return [BuildTask(EntriesTask((target,), storage, schema, f.path, partition), f.instant) for f, partition in files]
 
 
 def built(target: IndexTarget, parts: Sequence[pa.Table]) -> pa.Table:
@@ -131,8 +123,13 @@ def build(storage: Storage, view: FileSystemView, target: IndexTarget, schema: p
 _CATCH_UP_ROUNDS = 5
 
 
-def _live_entries(target: IndexTarget, storage: Storage, schema: pa.Schema, files: list[tuple[str, str]],
-                  refresh: Callable[[], Timeline] | None) -> pa.Table:
+def _live_entries(
+    target: IndexTarget,
+    storage: Storage,
+    schema: pa.Schema,
+    files: list[tuple[str, str]],
+    refresh: Callable[[], Timeline] | None,
+) -> pa.Table:
     """Entries of ``files`` (path, partition), leaving out files that are no longer live.
 
     A concurrent instant's file can be deleted while it is being indexed: replaced by
@@ -160,8 +157,14 @@ def _live_entries(target: IndexTarget, storage: Storage, schema: pa.Schema, file
     raise IndexBuildError(f"index {target.name!r}: data files kept vanishing while indexed")
 
 
-def catch_up(storage: Storage, timeline: Timeline, after_seq: int, target: IndexTarget,
-             schema: pa.Schema, refresh: Callable[[], Timeline] | None = None) -> int:
+def catch_up(
+    storage: Storage,
+    timeline: Timeline,
+    after_seq: int,
+    target: IndexTarget,
+    schema: pa.Schema,
+    refresh: Callable[[], Timeline] | None = None,
+) -> int:
     """Index the data files of data instants completed after ``after_seq`` that did not
     write entries themselves (they completed before they saw the index building).
     Returns how many instants were indexed.
@@ -205,8 +208,14 @@ def _comparable(kind: str, row: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in row.items() if k != INSTANT}
 
 
-def validate(storage: Storage, view: FileSystemView, snapshot: Timeline, target: IndexTarget,
-             schema: pa.Schema, map_fn: MapFn = serial_map) -> tuple[int, list[dict[str, Any]]]:
+def validate(
+    storage: Storage,
+    view: FileSystemView,
+    snapshot: Timeline,
+    target: IndexTarget,
+    schema: pa.Schema,
+    map_fn: MapFn = serial_map,
+) -> tuple[int, list[dict[str, Any]]]:
     """Recompute ``target`` from the live data files (one ``map_fn`` task per file: an
     engine's ``map``, serial by default) and compare with the metadata table.
 
@@ -235,6 +244,7 @@ def validate(storage: Storage, view: FileSystemView, snapshot: Timeline, target:
                 mismatches.append({"index": target.name, "path": path, "key": list(k), "problem": "missing"})
             elif got != _comparable(target.kind, e):
                 diff = sorted(c for c in e if got.get(c) != e[c])
-                mismatches.append({"index": target.name, "path": path, "key": list(k),
-                                   "problem": "differs", "fields": diff})
+                mismatches.append(
+                    {"index": target.name, "path": path, "key": list(k), "problem": "differs", "fields": diff}
+                )
     return len(tasks), mismatches

@@ -34,23 +34,32 @@ DEFAULT_LG_K = 12
 
 #: The metadata-table schema of the ``column_stats`` index partition (without the
 #: columns the metadata table adds itself).
-STATS_SCHEMA = pa.schema([
-    pa.field("path", pa.string(), nullable=False),
-    pa.field("partition", pa.string(), nullable=False),
-    pa.field("column", pa.string(), nullable=False),
-    pa.field("min", pa.string()),
-    pa.field("max", pa.string()),
-    pa.field("null_count", pa.int64(), nullable=False),
-    pa.field("value_count", pa.int64(), nullable=False),
-    pa.field("ndv_sketch", pa.binary()),
-])
+STATS_SCHEMA = pa.schema(
+    [
+        pa.field("path", pa.string(), nullable=False),
+        pa.field("partition", pa.string(), nullable=False),
+        pa.field("column", pa.string(), nullable=False),
+        pa.field("min", pa.string()),
+        pa.field("max", pa.string()),
+        pa.field("null_count", pa.int64(), nullable=False),
+        pa.field("value_count", pa.int64(), nullable=False),
+        pa.field("ndv_sketch", pa.binary()),
+    ]
+)
 
 
 def _has_bounds(typ: pa.DataType) -> bool:
     """Whether min/max of this type survive a round trip through text."""
-    return (pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_string(typ)
-            or pa.types.is_large_string(typ) or pa.types.is_boolean(typ) or pa.types.is_date(typ)
-            or pa.types.is_timestamp(typ) or pa.types.is_decimal(typ))
+    return (
+        pa.types.is_integer(typ)
+        or pa.types.is_floating(typ)
+        or pa.types.is_string(typ)
+        or pa.types.is_large_string(typ)
+        or pa.types.is_boolean(typ)
+        or pa.types.is_date(typ)
+        or pa.types.is_timestamp(typ)
+        or pa.types.is_decimal(typ)
+    )
 
 
 def _sketchable(typ: pa.DataType) -> bool:
@@ -63,8 +72,14 @@ def sketch_values(column: pa.ChunkedArray | pa.Array, lg_k: int = DEFAULT_LG_K) 
     return Hll.of_coupons(column_coupons(column), lg_k).to_bytes()
 
 
-def file_stats(path: str, partition: str, rows: pa.Table, columns: Sequence[str] | None = None,
-               lg_k: int = DEFAULT_LG_K, hashes: ColumnHashes | None = None) -> pa.Table:
+def file_stats(
+    path: str,
+    partition: str,
+    rows: pa.Table,
+    columns: Sequence[str] | None = None,
+    lg_k: int = DEFAULT_LG_K,
+    hashes: ColumnHashes | None = None,
+) -> pa.Table:
     """The ``column_stats`` rows of one data file (``rows`` is its content; ``hashes``
     of its columns may be shared with its other indexes)."""
     hashes = hashes if hashes is not None else ColumnHashes(rows)
@@ -132,8 +147,7 @@ class NdvEstimate:
     upper: float
 
 
-def ndv(stats: pa.Table, column: str, partition: str | None = None,
-        lg_k: int = DEFAULT_LG_K) -> NdvEstimate:
+def ndv(stats: pa.Table, column: str, partition: str | None = None, lg_k: int = DEFAULT_LG_K) -> NdvEstimate:
     """Distinct values of ``column`` over the files in ``stats`` (one partition or all).
 
     ``stats`` holds ``column_stats`` rows, typically ``MetadataTable.read`` limited to the
@@ -152,8 +166,9 @@ def ndv(stats: pa.Table, column: str, partition: str | None = None,
 MAX_NULL_SPLITS = 4
 
 
-def guarantees(stats_rows: Iterable[Mapping[str, Any]], schema: pa.Schema,
-               mentioned: Callable[[str], bool] = lambda name: True) -> list[pc.Expression]:
+def guarantees(
+    stats_rows: Iterable[Mapping[str, Any]], schema: pa.Schema, mentioned: Callable[[str], bool] = lambda name: True
+) -> list[pc.Expression]:
     """Guarantees of one file, from its stats rows (one per column): every row of the
     file satisfies at least one of them.
 

@@ -40,8 +40,12 @@ def column_coupons(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
         return word_coupons(words)
     array = as_plain_binary(array)  # fixed-size binaries by their bytes: need not be UTF-8
     typ = array.type
-    if not (pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_binary(typ)
-            or pa.types.is_large_binary(typ)):
+    if not (
+        pa.types.is_string(typ)
+        or pa.types.is_large_string(typ)
+        or pa.types.is_binary(typ)
+        or pa.types.is_large_binary(typ)
+    ):
         array = pc.cast(array, pa.string())
     chunks = array.chunks if isinstance(array, pa.ChunkedArray) else [array]
     parts = [text_coupons(c) for c in chunks if len(c)]
@@ -67,8 +71,13 @@ def text_coupons(chunk: pa.Array) -> np.ndarray:
         NATIVE.ds_coupons_text(data, offsets, offsets.dtype == np.int64, n, out)
         return out
     raw = data.tobytes()
-    return np.array([coupon(*murmur3_128(raw[offsets[i]:offsets[i + 1]])) if offsets[i + 1] > offsets[i] else 0
-                     for i in range(n)], dtype=np.uint32)
+    return np.array(
+        [
+            coupon(*murmur3_128(raw[offsets[i] : offsets[i + 1]])) if offsets[i + 1] > offsets[i] else 0
+            for i in range(n)
+        ],
+        dtype=np.uint32,
+    )
 
 
 # -- references ---------------------------------------------------------------------------
@@ -91,15 +100,15 @@ def murmur3_128(key: bytes, seed: int = SEED) -> tuple[int, int]:
     h1 = h2 = seed
     n = len(key) // 16
     for i in range(n):
-        k1 = int.from_bytes(key[16 * i:16 * i + 8], "little")
-        k2 = int.from_bytes(key[16 * i + 8:16 * i + 16], "little")
+        k1 = int.from_bytes(key[16 * i : 16 * i + 8], "little")
+        k2 = int.from_bytes(key[16 * i + 8 : 16 * i + 16], "little")
         h1 ^= (_rotl((k1 * _C1) & _M64, 31) * _C2) & _M64
         h1 = (_rotl(h1, 27) + h2) & _M64
         h1 = (h1 * 5 + 0x52DCE729) & _M64
         h2 ^= (_rotl((k2 * _C2) & _M64, 33) * _C1) & _M64
         h2 = (_rotl(h2, 31) + h1) & _M64
         h2 = (h2 * 5 + 0x38495AB5) & _M64
-    tail = key[16 * n:]
+    tail = key[16 * n :]
     if len(tail) > 8:
         h2 ^= (_rotl((int.from_bytes(tail[8:], "little") * _C2) & _M64, 33) * _C1) & _M64
     if tail:

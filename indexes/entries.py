@@ -59,8 +59,9 @@ KNOWN_OPTIONS: Mapping[IndexKind, tuple[str, ...]] = {IndexKind.BLOOM_FILTERS: (
 MIN_FPP = 1e-9
 
 
-def check_definition(name: object, kind: object, columns: object = None,
-                     options: object = None) -> tuple[str, IndexKind, list[str] | None, dict[str, Any]]:
+def check_definition(
+    name: object, kind: object, columns: object = None, options: object = None
+) -> tuple[str, IndexKind, list[str] | None, dict[str, Any]]:
     """Check what ``t.indexes.create`` (and ``lakeline index create``) asks for, before
     anything is scheduled; returns (name, kind, columns or None, options).
 
@@ -79,8 +80,10 @@ def check_definition(name: object, kind: object, columns: object = None,
     if name is None:
         name = kind.value
     if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name) or len(name) > MAX_NAME_CHARS:
-        raise InvalidIndexError(f"invalid index name {str(name)[:MAX_NAME_CHARS + 20]!r}: 1 to {MAX_NAME_CHARS} "
-                                "letters, digits, '_' or '-'")
+        raise InvalidIndexError(
+            f"invalid index name {str(name)[: MAX_NAME_CHARS + 20]!r}: 1 to {MAX_NAME_CHARS} "
+            "letters, digits, '_' or '-'"
+        )
     cols: list[str] | None = None
     if columns is not None:
         if isinstance(columns, (str, bytes)) or not isinstance(columns, Sequence):
@@ -99,8 +102,9 @@ def check_definition(name: object, kind: object, columns: object = None,
     known = KNOWN_OPTIONS[kind]
     unknown = sorted(str(k) for k in options if k not in known)
     if unknown:
-        raise InvalidIndexOptionsError(f"index {name!r}: unknown options {unknown} for {kind}; known: "
-                                       f"{', '.join(known) or 'none'}")
+        raise InvalidIndexOptionsError(
+            f"index {name!r}: unknown options {unknown} for {kind}; known: {', '.join(known) or 'none'}"
+        )
     if "fpp" in options:
         fpp = options["fpp"]
         value = float(fpp) if isinstance(fpp, Real) and not isinstance(fpp, bool) else math.nan
@@ -124,8 +128,9 @@ def resolve(idx: IndexDef, schema: pa.Schema, record_key: Sequence[str]) -> Inde
     missing = [c for c in cols if c not in schema.names]
     if missing:
         raise InvalidIndexError(f"index {idx.name!r}: unknown columns {missing}")
-    return IndexTarget(idx.name, idx.kind, cols, float(idx.options.get("fpp", DEFAULT_FPP)),
-                       partition_of(idx.name, idx.instant))
+    return IndexTarget(
+        idx.name, idx.kind, cols, float(idx.options.get("fpp", DEFAULT_FPP)), partition_of(idx.name, idx.instant)
+    )
 
 
 def read_base(storage: Storage, rel_path: str, columns: Sequence[str]) -> pa.Table:
@@ -137,16 +142,23 @@ def read_base(storage: Storage, rel_path: str, columns: Sequence[str]) -> pa.Tab
         return pf.read(columns=present)
 
 
-def entries_for_file(targets: Sequence[IndexTarget], storage: Storage, schema: pa.Schema, rel_path: str,
-                  partition: str) -> list[pa.Table]:
+def entries_for_file(
+    targets: Sequence[IndexTarget], storage: Storage, schema: pa.Schema, rel_path: str, partition: str
+) -> list[pa.Table]:
     """The entries of one data file (base or log) for each of ``targets``, from one read
     of the file, hashing each column once for all of them."""
     columns = list(dict.fromkeys(c for t in targets for c in t.columns))
     return entries_for_rows(targets, read_base(storage, rel_path, columns), schema, rel_path, partition)
 
 
-def entries_for_rows(targets: Sequence[IndexTarget], rows: pa.Table, schema: pa.Schema, rel_path: str,
-                 partition: str, hashes: ColumnHashes | None = None) -> list[pa.Table]:
+def entries_for_rows(
+    targets: Sequence[IndexTarget],
+    rows: pa.Table,
+    schema: pa.Schema,
+    rel_path: str,
+    partition: str,
+    hashes: ColumnHashes | None = None,
+) -> list[pa.Table]:
     """The entries of the data file ``rel_path`` whose content is ``rows`` (all of it, or
     at least the columns of ``targets`` it has), for each of ``targets``; ``hashes`` of
     ``rows`` may be shared with the caller."""
@@ -199,8 +211,9 @@ class IndexJob:
     targets: tuple[IndexTarget, ...]
     schema: pa.Schema
 
-    def entries(self, rows: pa.Table, rel_path: str, partition: str,
-                hashes: ColumnHashes | None = None) -> dict[IndexTarget, pa.Table]:
+    def entries(
+        self, rows: pa.Table, rel_path: str, partition: str, hashes: ColumnHashes | None = None
+    ) -> dict[IndexTarget, pa.Table]:
         return dict(zip(self.targets, entries_for_rows(self.targets, rows, self.schema, rel_path, partition, hashes)))
 
 
@@ -224,8 +237,13 @@ def entries_task(task: EntriesTask) -> list[pa.Table]:
     return entries_for_file(task.targets, task.storage, task.schema, task.path, task.partition)
 
 
-def entries_for(target: IndexTarget, storage: Storage, schema: pa.Schema,
-                files: Iterable[tuple[str, str]], map_fn: MapFn = serial_map) -> pa.Table:
+def entries_for(
+    target: IndexTarget,
+    storage: Storage,
+    schema: pa.Schema,
+    files: Iterable[tuple[str, str]],
+    map_fn: MapFn = serial_map,
+) -> pa.Table:
     """Entries of many (path, partition) data files, concatenated."""
     parts = map_fn(entries_task, [EntriesTask((target,), storage, schema, p, part) for p, part in files])
     return pa.concat_tables([p[0] for p in parts]) if parts else entries_schema(target.kind).empty_table()

@@ -44,22 +44,24 @@ KEEP_CHECKPOINTS = 3
 #: commit metadata records them as JSON values of the key's type. ``deletes`` (a log's
 #: delete records) came later: a checkpoint without it reads as 0, "not known", which
 #: only makes a read of a delete-only log read it whole.
-FILES_SCHEMA = pa.schema([
-    pa.field("partition", pa.string(), nullable=False),
-    pa.field("file_group", pa.string(), nullable=False),
-    pa.field("slot", pa.int32(), nullable=False),
-    pa.field("base_instant", pa.int64(), nullable=False),
-    pa.field("kind", pa.string(), nullable=False),
-    pa.field("path", pa.string(), nullable=False),
-    pa.field("instant", pa.int64(), nullable=False),
-    pa.field("rows", pa.int64(), nullable=False),
-    pa.field("bytes", pa.int64(), nullable=False),
-    pa.field("completed_seq", pa.int64(), nullable=False),
-    pa.field("key_min", pa.string()),
-    pa.field("key_max", pa.string()),
-    pa.field("inserts", pa.bool_(), nullable=False),
-    pa.field("deletes", pa.int64(), nullable=False),
-])
+FILES_SCHEMA = pa.schema(
+    [
+        pa.field("partition", pa.string(), nullable=False),
+        pa.field("file_group", pa.string(), nullable=False),
+        pa.field("slot", pa.int32(), nullable=False),
+        pa.field("base_instant", pa.int64(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("path", pa.string(), nullable=False),
+        pa.field("instant", pa.int64(), nullable=False),
+        pa.field("rows", pa.int64(), nullable=False),
+        pa.field("bytes", pa.int64(), nullable=False),
+        pa.field("completed_seq", pa.int64(), nullable=False),
+        pa.field("key_min", pa.string()),
+        pa.field("key_max", pa.string()),
+        pa.field("inserts", pa.bool_(), nullable=False),
+        pa.field("deletes", pa.int64(), nullable=False),
+    ]
+)
 _OPTIONAL = {"deletes"}
 
 
@@ -97,14 +99,24 @@ def state_from_rows(rows: pa.Table) -> dict[tuple[str, str], tuple[FileSlice, ..
         raise MetadataTableError(f"files checkpoint lacks columns {missing}")
     for name in missing:
         rows = rows.append_column(name, pa.array([0] * rows.num_rows, FILES_SCHEMA.field(name).type))
-    rows = rows.sort_by([("partition", "ascending"), ("file_group", "ascending"), ("slot", "ascending"),
-                         ("completed_seq", "ascending")])
+    rows = rows.sort_by(
+        [("partition", "ascending"), ("file_group", "ascending"), ("slot", "ascending"), ("completed_seq", "ascending")]
+    )
     c = {name: rows.column(name).to_pylist() for name in FILES_SCHEMA.names}
     slices: dict[tuple[str, str], dict[int, list[Any]]] = {}
     for i in range(rows.num_rows):
-        df = DataFile(c["path"][i], _kind(c["kind"][i]), c["instant"][i], c["rows"][i], c["bytes"][i],
-                      c["completed_seq"][i], _bound(c["key_min"][i]), _bound(c["key_max"][i]), c["inserts"][i],
-                      c["deletes"][i])
+        df = DataFile(
+            c["path"][i],
+            _kind(c["kind"][i]),
+            c["instant"][i],
+            c["rows"][i],
+            c["bytes"][i],
+            c["completed_seq"][i],
+            _bound(c["key_min"][i]),
+            _bound(c["key_max"][i]),
+            c["inserts"][i],
+            c["deletes"][i],
+        )
         group = slices.setdefault((c["partition"][i], c["file_group"][i]), {})
         slot = group.setdefault(c["slot"][i], [c["base_instant"][i], None, []])
         if df.kind == FileKind.BASE:
@@ -112,8 +124,10 @@ def state_from_rows(rows: pa.Table) -> dict[tuple[str, str], tuple[FileSlice, ..
         else:
             slot[2].append(df)
     return {
-        (part, fg): tuple(FileSlice(fg, part, base_instant, base, tuple(logs))
-                          for _, (base_instant, base, logs) in sorted(group.items()))
+        (part, fg): tuple(
+            FileSlice(fg, part, base_instant, base, tuple(logs))
+            for _, (base_instant, base, logs) in sorted(group.items())
+        )
         for (part, fg), group in slices.items()
     }
 
@@ -122,8 +136,9 @@ def _kind(text: str) -> FileKind:
     try:
         return FileKind(text)
     except ValueError:
-        raise MetadataTableError(f"files checkpoint: file kind {text!r:.60} is not one of "
-                                 f"{', '.join(FileKind)}") from None
+        raise MetadataTableError(
+            f"files checkpoint: file kind {text!r:.60} is not one of {', '.join(FileKind)}"
+        ) from None
 
 
 def _bound(text: str | None) -> Any:
@@ -191,8 +206,10 @@ def validate_checkpoint(storage: Storage, timeline: Timeline) -> dict[str, Any]:
             continue
         saved = state_from_rows(MetadataTable(storage).read_file(path))
         replayed = FileSystemView(timeline.as_of_seq(seq)).state()
-        bad = [{"index": FILES, "partition": p, "file_group": fg, "problem": "differs"}
-               for (p, fg) in sorted(set(saved) | set(replayed)) if saved.get((p, fg)) != replayed.get((p, fg))]
+        bad = [
+            {"index": FILES, "partition": p, "file_group": fg, "problem": "differs"}
+            for (p, fg) in sorted(set(saved) | set(replayed))
+            if saved.get((p, fg)) != replayed.get((p, fg))
+        ]
         return {"checkpoint_seq": seq, "mismatches": bad}
     return {"checkpoint_seq": None, "mismatches": []}
-

@@ -67,7 +67,7 @@ class Hll:
         """The sketch of some coupons (repeats and zeros, i.e. skipped values, ignored)."""
         c = np.asarray(coupons, dtype=np.uint32)
         limit = set_max(p)
-        if len(c) > 4 * limit and len(_distinct(c[:4 * limit])) > limit:
+        if len(c) > 4 * limit and len(_distinct(c[: 4 * limit])) > limit:
             return cls(p, _registers(c, p), None)  # many values: no need for the set of them
         unique = _distinct(c)
         if len(unique) <= limit:
@@ -149,9 +149,10 @@ class Hll:
         Raises:
             MetadataTableError: not such an image, or an old lakeline sketch.
         """
-        if raw[:len(_LEGACY_MAGIC)] == _LEGACY_MAGIC:
-            raise MetadataTableError("NDV sketch in lakeline's pre-DataSketches format; rebuild the index: "
-                                     "t.indexes.rebuild('column_stats')")
+        if raw[: len(_LEGACY_MAGIC)] == _LEGACY_MAGIC:
+            raise MetadataTableError(
+                "NDV sketch in lakeline's pre-DataSketches format; rebuild the index: t.indexes.rebuild('column_stats')"
+            )
         if len(raw) < 8 or raw[2] != _FAMILY or raw[1] != _SER_VER:
             raise MetadataTableError("NDV sketch in an unknown format; rebuild the column_stats index")
         pre_ints, lg_k, mode = raw[0], raw[3], raw[7] & 3

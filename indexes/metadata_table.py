@@ -189,10 +189,18 @@ class MetadataTable:
         was nothing to fold.
         """
         bases, deltas = self._listing(index)
-        folded = [p for i, ps in deltas.items()
-                  if (inst := timeline.find(i)) is not None and inst.state is State.COMPLETED for p in ps]
-        dead = [p for i, ps in deltas.items()
-                if (inst := timeline.find(i)) is not None and inst.state is State.ROLLED_BACK for p in ps]
+        folded = [
+            p
+            for i, ps in deltas.items()
+            if (inst := timeline.find(i)) is not None and inst.state is State.COMPLETED
+            for p in ps
+        ]
+        dead = [
+            p
+            for i, ps in deltas.items()
+            if (inst := timeline.find(i)) is not None and inst.state is State.ROLLED_BACK
+            for p in ps
+        ]
         if not folded and len(bases) <= 1:
             for p in dead:
                 self.storage.delete(p)

@@ -30,16 +30,7 @@ from ..timeline.errors import InvalidIndexError, LakelineError
 from ..timeline.storage.filesystem import Storage
 from ..timeline.timeline import Timeline
 from ..timeline.view.fs_view import FileSystemView
-from .entries import (
-    EntriesTask,
-    IndexTarget,
-    MapFn,
-    Precomputed,
-    entries_schema,
-    entries_task,
-    resolve,
-    serial_map,
-)
+from .entries import EntriesTask, IndexTarget, MapFn, Precomputed, entries_schema, entries_task, resolve, serial_map
 from .files_index import commits_since_checkpoint, write_checkpoint
 from .metadata_table import MetadataTable
 from .states import IndexDef, readable_indexes, written_indexes
@@ -47,8 +38,9 @@ from .states import IndexDef, readable_indexes, written_indexes
 log = logging.getLogger(__name__)
 
 
-def after_commit_upkeep(storage: Storage, timeline: Timeline, view_of: Callable[[Timeline], FileSystemView],
-                 props: TableProperties) -> list[str]:
+def after_commit_upkeep(
+    storage: Storage, timeline: Timeline, view_of: Callable[[Timeline], FileSystemView], props: TableProperties
+) -> list[str]:
     """Checkpoint the view and fold index deltas where due; returns what was written.
 
     Args:
@@ -72,11 +64,17 @@ def after_commit_upkeep(storage: Storage, timeline: Timeline, view_of: Callable[
     return written
 
 
-def write_commit_updates(storage: Storage, timeline: Timeline, instant: int, metadata: CommitMetadata,
-                         schema: pa.Schema, record_key: Sequence[str],
-                         skip: Collection[tuple[str, int]] = (),
-                         map_fn: MapFn = serial_map,
-                         precomputed: Precomputed | None = None) -> list[tuple[str, int, str | None]]:
+def write_commit_updates(
+    storage: Storage,
+    timeline: Timeline,
+    instant: int,
+    metadata: CommitMetadata,
+    schema: pa.Schema,
+    record_key: Sequence[str],
+    skip: Collection[tuple[str, int]] = (),
+    map_fn: MapFn = serial_map,
+    precomputed: Precomputed | None = None,
+) -> list[tuple[str, int, str | None]]:
     """Write, behind ``instant``'s markers, the entries of the data files it added for
     every index that is building or ready in ``timeline`` (read right before the
     completion) and not in ``skip``; entries in ``precomputed`` (computed by the write
@@ -101,8 +99,7 @@ def write_commit_updates(storage: Storage, timeline: Timeline, instant: int, met
     # One task per file for every index its write task did not cover (one read, each
     # column hashed once), and the files in parallel through the engine.
     have = precomputed or {}
-    todo = [(f, tuple(dict.fromkeys(t for _, t in targets if t not in have.get(f.path, {}))))
-            for f in metadata.files]
+    todo = [(f, tuple(dict.fromkeys(t for _, t in targets if t not in have.get(f.path, {})))) for f in metadata.files]
     todo = [(f, ts) for f, ts in todo if ts]
     computed = map_fn(entries_task, [EntriesTask(ts, storage, schema, f.path, f.partition) for f, ts in todo])
     per_file: dict[str, dict[IndexTarget, pa.Table]] = {f.path: dict(have.get(f.path, {})) for f in metadata.files}

@@ -81,9 +81,13 @@ def file_bounds(rows: Iterable[Mapping[str, Any]], schema: pa.Schema) -> dict[st
     return out
 
 
-def stats_keep(filter: pc.Expression | None, schema: pa.Schema,
-               stats_by_path: Mapping[str, list[dict[str, object]]], paths: Sequence[str],
-               tree: Expr | None = None) -> list[bool]:
+def stats_keep(
+    filter: pc.Expression | None,
+    schema: pa.Schema,
+    stats_by_path: Mapping[str, list[dict[str, object]]],
+    paths: Sequence[str],
+    tree: Expr | None = None,
+) -> list[bool]:
     """For each path: False only when its stats prove no row can match ``filter``
     (``tree``: its tree, when the caller already read it).
 
@@ -150,8 +154,13 @@ def pinned_values(filter: pc.Expression | Expr | None, column: str, schema: pa.S
     return out
 
 
-def bloom_keep(filter: pc.Expression | Expr | None, schema: pa.Schema, columns: Sequence[str],
-               blooms_by_path: Mapping[str, FileBloom], paths: Sequence[str]) -> list[bool]:
+def bloom_keep(
+    filter: pc.Expression | Expr | None,
+    schema: pa.Schema,
+    columns: Sequence[str],
+    blooms_by_path: Mapping[str, FileBloom],
+    paths: Sequence[str],
+) -> list[bool]:
     """For each path: False only when the filter (or its tree) pins the bloomed
     (single) column to values the file's bloom filter surely does not hold."""
     keep = [True] * len(paths)
@@ -162,8 +171,9 @@ def bloom_keep(filter: pc.Expression | Expr | None, schema: pa.Schema, columns: 
         return keep
     if not values:  # no row can match at all
         return [p not in blooms_by_path for p in paths]
-    probe = key_hashes(pa.table({columns[0]: pa.array([v.as_py() for v in values], schema.field(columns[0]).type)}),
-                       columns, schema)
+    probe = key_hashes(
+        pa.table({columns[0]: pa.array([v.as_py() for v in values], schema.field(columns[0]).type)}), columns, schema
+    )
     for i, p in enumerate(paths):
         fb = blooms_by_path.get(p)
         if fb is not None and not fb.might_contain_any(probe):
@@ -176,6 +186,7 @@ def select(items: Iterable[T], keep: Iterable[bool]) -> list[T]:
 
 
 # -- pruning a snapshot's file slices with its ready indexes --------------------------
+
 
 @dataclass(frozen=True)
 class Pruned:
@@ -195,8 +206,15 @@ def _slices_kept(slices: Sequence[FileSlice], file_keep: Mapping[str, bool]) -> 
     return [s for s in slices if any(file_keep.get(f.path, True) for f in s.files)]
 
 
-def prune(storage: Storage, snapshot: Timeline, schema: pa.Schema, record_key: Sequence[str],
-          slices: list[FileSlice], filter: pc.Expression | None, tree: Expr | None = None) -> Pruned:
+def prune(
+    storage: Storage,
+    snapshot: Timeline,
+    schema: pa.Schema,
+    record_key: Sequence[str],
+    slices: list[FileSlice],
+    filter: pc.Expression | None,
+    tree: Expr | None = None,
+) -> Pruned:
     """Drop the slices the snapshot's ready indexes prove hold no matching row
     (``tree``: the filter's tree, when the scan already read it)."""
     if filter is None:
@@ -236,16 +254,16 @@ def prune(storage: Storage, snapshot: Timeline, schema: pa.Schema, record_key: S
         if rows is None or rows.num_rows == 0:
             continue
         # Entries from another definition of the same name (columns) are not this index's.
-        blooms = {str(r["path"]): FileBloom.from_row(r) for r in rows.to_pylist()
-                  if r["columns"] == ",".join(cols)}
+        blooms = {str(r["path"]): FileBloom.from_row(r) for r in rows.to_pylist() if r["columns"] == ",".join(cols)}
         for p, k in zip(paths2, bloom_keep(tree, schema, cols, blooms, paths2)):
             bloom_keep_by_path[p] = bloom_keep_by_path.get(p, True) and k
     final = _slices_kept(after_stats, bloom_keep_by_path)
     return Pruned(final, _files(after_stats), _files(final))
 
 
-def key_blooms(storage: Storage, snapshot: Timeline, schema: pa.Schema,
-               record_key: Sequence[str]) -> dict[str, FileBloom]:
+def key_blooms(
+    storage: Storage, snapshot: Timeline, schema: pa.Schema, record_key: Sequence[str]
+) -> dict[str, FileBloom]:
     """The bloom filters over exactly the record key, by base-file path, from a
     ``ready`` index of ``snapshot`` (empty when there is none). Tagging probes them
     before it reads a file's keys; files that are not live in the snapshot are never
@@ -264,5 +282,3 @@ def key_blooms(storage: Storage, snapshot: Timeline, schema: pa.Schema,
             continue
         return {str(r["path"]): FileBloom.from_row(r) for r in rows.to_pylist() if r["columns"] == key}
     return {}
-
-

@@ -75,8 +75,9 @@ def stored_kind(plan: IndexCreatePlan) -> IndexKind:
         CorruptEventError: the plan names no kind this version builds.
     """
     if plan.kind not in KINDS:
-        raise CorruptEventError(f"indexing plan of {plan.index!r}: index kind {plan.kind!r} is not one of "
-                                f"{', '.join(KINDS)}")
+        raise CorruptEventError(
+            f"indexing plan of {plan.index!r}: index kind {plan.kind!r} is not one of {', '.join(KINDS)}"
+        )
     return IndexKind(plan.kind)
 
 
@@ -135,8 +136,9 @@ class IndexDef:
         return self.state == IndexState.READY.value
 
 
-def create_plan(name: str, kind: str, columns: Sequence[str] | None = None,
-                options: Mapping[str, Any] | None = None) -> IndexCreatePlan:
+def create_plan(
+    name: str, kind: str, columns: Sequence[str] | None = None, options: Mapping[str, Any] | None = None
+) -> IndexCreatePlan:
     """The plan of an ``indexing`` instant that creates an index.
 
     Raises:
@@ -171,8 +173,11 @@ def dropped_partition(timeline: Timeline, drop: Instant) -> str:
     plan = IndexDropPlan.from_dict(drop.plan)
     name, created = plan.index, plan.created
     if created is None:
-        creates = [i.id for i in timeline.by_action(Action.INDEXING)
-                   if i.id < drop.id and isinstance(p := index_plan(i.plan), IndexCreatePlan) and p.index == name]
+        creates = [
+            i.id
+            for i in timeline.by_action(Action.INDEXING)
+            if i.id < drop.id and isinstance(p := index_plan(i.plan), IndexCreatePlan) and p.index == name
+        ]
         created = creates[-1] if creates else -1
     return partition_of(name, int(created))
 

@@ -2,15 +2,18 @@
 compaction, clustering, cleaning and archival; ``inline(name)`` runs one after a write's
 commit (a write hook)."""
 
-from ..timeline.errors import (
-           ServiceAbortedError,
-           ServiceBusyError,
-           ServiceStateError,
-           UnknownServiceError,
-)
+from ..timeline.errors import ServiceAbortedError, ServiceBusyError, ServiceStateError, UnknownServiceError
 from .inline import inline
 from .plugin import Service, ServiceResult
 from .table_services import TableServices
 
-__all__ = ["ServiceAbortedError", "ServiceBusyError", "ServiceResult", "ServiceStateError", "Service",
-           "TableServices", "UnknownServiceError", "inline"]
+__all__ = [
+    "ServiceAbortedError",
+    "ServiceBusyError",
+    "ServiceResult",
+    "ServiceStateError",
+    "Service",
+    "TableServices",
+    "UnknownServiceError",
+    "inline",
+]

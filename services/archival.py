@@ -44,11 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..timeline.archive import EventArchive
 from ..timeline.diagnostics import faults
-from ..timeline.errors import (
-    InvalidPropertyError,
-    ServiceAbortedError,
-    ServiceBusyError,
-)
+from ..timeline.errors import InvalidPropertyError, ServiceAbortedError, ServiceBusyError
 from ..timeline.instant import Action, Instant, State
 from ..timeline.plans import ArchivalPlan, Plan
 from ..timeline.retention import last_retain_seq, pinned_seqs
@@ -134,7 +130,8 @@ class ArchivalService(Service):
         lo, hi = props.archive_min_active_instants, props.archive_max_active_instants
         if lo > hi:
             raise InvalidPropertyError(
-                f"archive.min-active-instants ({lo}) is above archive.max-active-instants ({hi})")
+                f"archive.min-active-instants ({lo}) is above archive.max-active-instants ({hi})"
+            )
         if self.pending(snapshot):
             return None  # finished first by run(); one archival at a time
         return choose(snapshot, archived_through(table), lo, hi, force)
@@ -178,7 +175,11 @@ class ArchivalService(Service):
             if hi < through:
                 faults.point("archival.mid_delete")
         archived = [i for i in tl.instants() if first <= i.id <= through]
-        return {"first_seq": first, "through_seq": through, "events_archived": through + 1 - first,
-                "instants_archived": len(archived),
-                "completed_archived": sum(1 for i in archived if i.state is State.COMPLETED),
-                "archive_file": written}
+        return {
+            "first_seq": first,
+            "through_seq": through,
+            "events_archived": through + 1 - first,
+            "instants_archived": len(archived),
+            "completed_archived": sum(1 for i in archived if i.state is State.COMPLETED),
+            "archive_file": written,
+        }

@@ -58,16 +58,8 @@ from ..timeline.commit_metadata import CommitMetadata, file_paths
 from ..timeline.diagnostics import faults
 from ..timeline.errors import InvalidPropertyError
 from ..timeline.instant import Action, Instant, State
-from ..timeline.plans import (
-    CleanPlan,
-    ClusteringPlan,
-    CompactionPlan,
-    WriteRequest,
-    plan_of,
-)
-from ..timeline.retention import (
-    last_retain_seq as last_retain_seq,  # re-exported: the cleaner's retain point
-)
+from ..timeline.plans import CleanPlan, ClusteringPlan, CompactionPlan, WriteRequest, plan_of
+from ..timeline.retention import last_retain_seq as last_retain_seq  # re-exported: the cleaner's retain point
 from ..timeline.retention import pinned_seqs
 from ..timeline.storage.filesystem import Storage
 from ..timeline.storage.ownership import is_own_orphan
@@ -191,8 +183,7 @@ def _versions(slices: tuple[FileSlice, ...]) -> list[tuple[set[str], int]]:
     return out
 
 
-def _old_versions(table: Table, timeline: Timeline, retain: int,
-                  on_disk: Mapping[str, Any]) -> dict[str, int]:
+def _old_versions(table: Table, timeline: Timeline, retain: int, on_disk: Mapping[str, Any]) -> dict[str, int]:
     """keep_latest_file_versions: path -> the seq from which no snapshot needs it, for
     every file outside the latest ``retain`` versions of its group."""
     old: dict[str, int] = {}
@@ -208,8 +199,9 @@ def _old_versions(table: Table, timeline: Timeline, retain: int,
     view = table.view(timeline)
     for grp in view.file_groups():
         drop(_versions(grp.slices), retain, None)
-    groups_on_disk = {(posixpath.dirname(p), parsed.file_group) for p in on_disk
-                      if (parsed := parse_data_file_name(p)) is not None}
+    groups_on_disk = {
+        (posixpath.dirname(p), parsed.file_group) for p in on_disk if (parsed := parse_data_file_name(p)) is not None
+    }
     for inst in _data_instants(timeline):
         md = CommitMetadata.from_dict(inst.metadata)
         gone = md.groups_replaced() & groups_on_disk
@@ -229,16 +221,24 @@ class CleaningService(Service):
     name = "cleaning"
     action = Action.CLEAN
 
-    def plan(self, table: Table, snapshot: Timeline, policy: str | None = None, retain: int | None = None,
-             orphan_age_ms: int | None = None, **options: Any) -> CleanPlan | None:
+    def plan(
+        self,
+        table: Table,
+        snapshot: Timeline,
+        policy: str | None = None,
+        retain: int | None = None,
+        orphan_age_ms: int | None = None,
+        **options: Any,
+    ) -> CleanPlan | None:
         """The files to delete; None when there are none (or another clean is pending).
 
         Raises:
             InvalidPropertyError: an unknown policy or option, or retain below 1.
         """
         if options:
-            raise InvalidPropertyError(f"cleaning takes no options {sorted(options)}; "
-                                       "it takes policy=, retain=, orphan_age_ms=")
+            raise InvalidPropertyError(
+                f"cleaning takes no options {sorted(options)}; it takes policy=, retain=, orphan_age_ms="
+            )
         props = table.config.props
         policy = policy or props.clean_policy
         if policy not in POLICIES:
@@ -246,8 +246,9 @@ class CleaningService(Service):
         retain = resolve_retain(table, policy, retain)
         age_ms = int(orphan_age_ms) if orphan_age_ms is not None else props.clean_orphan_age_ms
         if retain < 1 or age_ms < 0:
-            raise InvalidPropertyError(f"clean retain must be at least 1 and the orphan age not negative "
-                                       f"(got {retain}, {age_ms})")
+            raise InvalidPropertyError(
+                f"clean retain must be at least 1 and the orphan age not negative (got {retain}, {age_ms})"
+            )
         if self.pending(snapshot):
             return None  # finished first by run(); two plans would only list the same files
         on_disk = data_files_on_storage(table)
@@ -262,7 +263,8 @@ class CleaningService(Service):
         else:
             seq = retain_seq(policy, retain, tl, now_ns // 1000)
             needed = snapshot_files(table, tl, seq) | {
-                p for i in tl.completed_after(seq) if i.action.writes_data for p in file_paths(i.metadata)}
+                p for i in tl.completed_after(seq) if i.action.writes_data for p in file_paths(i.metadata)
+            }
             expired = referenced - needed
         guard = protected_files(table, tl)
         tag = table_tag(table.config.table_uuid)
@@ -278,8 +280,9 @@ class CleaningService(Service):
                 reasons[path] = "rolled_back" if state is State.ROLLED_BACK else "orphan"
         index_files = dropped_index_files(table, tl, now_ns, age_ms)
         # The timeline is read after the owner files (staging_folders.verdicts); execute judges again.
-        staging = dead_writes(table.storage, lambda: (table.log.refresh(), table.log.store.last_beats()),
-                              Rules.of(props, age_ms))
+        staging = dead_writes(
+            table.storage, lambda: (table.log.refresh(), table.log.store.last_beats()), Rules.of(props, age_ms)
+        )
         if not reasons and not index_files and not staging:
             return None
         if policy == "keep_latest_file_versions":
@@ -288,8 +291,17 @@ class CleaningService(Service):
         files: dict[str, list[str]] = {}
         for path in reasons:
             files.setdefault(posixpath.dirname(path), []).append(path)
-        return CleanPlan(policy, retain, int(seq), age_ms, tl.last_seq, {d: tuple(ps) for d, ps in files.items()},
-                         reasons, tuple(index_files), tuple(staging))
+        return CleanPlan(
+            policy,
+            retain,
+            int(seq),
+            age_ms,
+            tl.last_seq,
+            {d: tuple(ps) for d, ps in files.items()},
+            reasons,
+            tuple(index_files),
+            tuple(staging),
+        )
 
     def execute(self, table: Table, instant: Instant, progress: Progress | None = None) -> dict[str, Any]:
         plan = CleanPlan.from_dict(instant.plan)
@@ -316,10 +328,11 @@ class CleaningService(Service):
             else:
                 doomed.append(path)
         # The deletes go through the engine in batches (on Spark, executors delete).
-        batches = [tuple(doomed[i:i + _DELETES_PER_TASK]) for i in range(0, len(doomed), _DELETES_PER_TASK)]
+        batches = [tuple(doomed[i : i + _DELETES_PER_TASK]) for i in range(0, len(doomed), _DELETES_PER_TASK)]
         done = 0
-        for batch, gone in zip(batches, table.service_engine.map(delete_files, [DeleteFiles(storage, b)
-                                                                              for b in batches])):
+        for batch, gone in zip(
+            batches, table.service_engine.map(delete_files, [DeleteFiles(storage, b) for b in batches])
+        ):
             for path, ok in zip(batch, gone):
                 if ok:
                     deleted.append(path)
@@ -335,10 +348,19 @@ class CleaningService(Service):
             if index_of(rel) in live_indexes:
                 continue  # re-created under the same name since the plan
             index_deleted += storage.delete(storage.path(rel))
-        return {"policy": plan.policy, "retain": plan.retain, "retain_seq": plan.retain_seq,
-                "files_deleted": len(deleted), "files_missing": missing, "files_skipped": len(skipped),
-                "bytes_deleted": freed, "index_files_deleted": index_deleted,
-                "deleted": deleted, "skipped": skipped,
-                # Dead Spark writes' staging folders, judged again now (one may have begun since).
-                "staging_removed": remove_dead_staging(table.log, storage, Rules.of(table.config.props, age_ms),
-                                                       only=plan.staging)}
+        return {
+            "policy": plan.policy,
+            "retain": plan.retain,
+            "retain_seq": plan.retain_seq,
+            "files_deleted": len(deleted),
+            "files_missing": missing,
+            "files_skipped": len(skipped),
+            "bytes_deleted": freed,
+            "index_files_deleted": index_deleted,
+            "deleted": deleted,
+            "skipped": skipped,
+            # Dead Spark writes' staging folders, judged again now (one may have begun since).
+            "staging_removed": remove_dead_staging(
+                table.log, storage, Rules.of(table.config.props, age_ms), only=plan.staging
+            ),
+        }

@@ -71,8 +71,9 @@ SMALL_FILES, ALL = "small-files", "all"
 _BATCH = 4
 
 
-def check_options(table: Table, sort_by: Sequence[str] | str | None,
-                  strategy: str | None) -> tuple[tuple[str, ...], str]:
+def check_options(
+    table: Table, sort_by: Sequence[str] | str | None, strategy: str | None
+) -> tuple[tuple[str, ...], str]:
     """The sort columns and strategy a run uses: the given ones, else the table's
     ``clustering.sort-columns`` (empty: the record key) and ``clustering.strategy``.
 
@@ -92,8 +93,9 @@ def check_options(table: Table, sort_by: Sequence[str] | str | None,
     cols = (sort_by,) if isinstance(sort_by, str) else tuple(sort_by)
     unknown = [c for c in cols if c not in cfg.schema.names]
     if unknown:
-        raise UnknownColumnError(f"clustering sort columns {unknown} are not columns of the table "
-                                 f"({', '.join(cfg.schema.names)})")
+        raise UnknownColumnError(
+            f"clustering sort columns {unknown} are not columns of the table ({', '.join(cfg.schema.names)})"
+        )
     nested = [c for c in cols if pa.types.is_nested(cfg.schema.field(c).type)]
     if nested:
         raise InvalidPropertyError(f"clustering cannot sort by nested columns {nested}")
@@ -135,17 +137,24 @@ class ClusteringService(RewriteService):
         """Only clustering's ``replacecommit`` instants: overwrites share the action."""
         return service_of(instant.plan) == self.name
 
-    def plan(self, table: Table, snapshot: Timeline, scope: str = SMALL_FILES,
-             sort_by: Sequence[str] | str | None = None, strategy: str | None = None,
-             **options: Any) -> ClusteringPlan | None:
+    def plan(
+        self,
+        table: Table,
+        snapshot: Timeline,
+        scope: str = SMALL_FILES,
+        sort_by: Sequence[str] | str | None = None,
+        strategy: str | None = None,
+        **options: Any,
+    ) -> ClusteringPlan | None:
         """Clustering groups (see the module docstring); None when nothing is worth it.
 
         Raises:
             InvalidPropertyError, UnknownColumnError: bad options (nothing is appended).
         """
         if options:
-            raise InvalidPropertyError(f"clustering takes no options {sorted(options)}; "
-                                       "it takes sort_by=, strategy=, scope=")
+            raise InvalidPropertyError(
+                f"clustering takes no options {sorted(options)}; it takes sort_by=, strategy=, scope="
+            )
         if scope not in (SMALL_FILES, ALL):
             raise InvalidPropertyError(f"clustering scope {scope!r} is not one of {SMALL_FILES}, {ALL}")
         cols, strategy = check_options(table, sort_by, strategy)
@@ -163,8 +172,11 @@ class ClusteringService(RewriteService):
                 clusters.extend(pack([s for s in free if s.bytes < limit], target, 2))
         if not clusters:
             return None
-        groups = tuple(ClusteringGroup(s.partition, s.file_group, n, s.bytes)
-                       for n, c in enumerate(clusters) for s in sorted(c, key=lambda s: s.file_group))
+        groups = tuple(
+            ClusteringGroup(s.partition, s.file_group, n, s.bytes)
+            for n, c in enumerate(clusters)
+            for s in sorted(c, key=lambda s: s.file_group)
+        )
         return ClusteringPlan(scope, snapshot.last_seq, tuple(cols), strategy, target, len(clusters), groups)
 
     def execute(self, table: Table, instant: Instant, progress: Progress | None = None) -> dict[str, Any]:
@@ -180,11 +192,16 @@ class ClusteringService(RewriteService):
                 members.setdefault(g.cluster, []).append(s)
         st = WriteSettings.of(table.storage, table.config, instant.id)
         sort_by, strategy, target = plan.sort_by, plan.strategy, plan.target_bytes
-        tasks = [ClusterTask(st, ss[0].partition, tuple(ss), sort_by, strategy, target)
-                 for _, ss in sorted(members.items())]
-        written: list[WriteStat] = [f for files in map_in_batches(table.service_engine, cluster_slices, tasks, _BATCH,
-                                                                  progress, "clustering.mid_write")
-                                    for f in files]
+        tasks = [
+            ClusterTask(st, ss[0].partition, tuple(ss), sort_by, strategy, target) for _, ss in sorted(members.items())
+        ]
+        written: list[WriteStat] = [
+            f
+            for files in map_in_batches(
+                table.service_engine, cluster_slices, tasks, _BATCH, progress, "clustering.mid_write"
+            )
+            for f in files
+        ]
         inputs = [s for t in tasks for s in t.slices]
         replaced: dict[str, list[str]] = {}
         for s in inputs:
@@ -198,11 +215,17 @@ class ClusteringService(RewriteService):
             "bytes_written": sum(w.bytes for w in written),
             "file_groups_replaced": len(inputs),
         }
-        return CommitMetadata(operation=Operation.CLUSTER, snapshot_seq=instant.id, files=tuple(written),
-                              replaced={p: tuple(g) for p, g in replaced.items()}, stats=stats).to_dict()
+        return CommitMetadata(
+            operation=Operation.CLUSTER,
+            snapshot_seq=instant.id,
+            files=tuple(written),
+            replaced={p: tuple(g) for p, g in replaced.items()},
+            stats=stats,
+        ).to_dict()
 
 
 # -- the engine task (runs on a LocalEngine thread, a worker process or a Spark executor) --
+
 
 @dataclass(frozen=True)
 class ClusterTask:
@@ -247,7 +270,21 @@ def cluster_slices(task: ClusterTask) -> list[WriteStat]:
     for start in range(0, rows.num_rows, step):
         fg = new_file_group_id()
         name = data_file_name(fg, st.instant, FileKind.BASE, st.tag)
-        out.append(write_file(FileWrite(st.storage, st.instant, rel_path(task.partition, name), task.partition, fg,
-                                        FileKind.BASE, rows.slice(start, step).combine_chunks(), st.key, st.compression,
-                                        st.row_group_rows, inserts=False)))
+        out.append(
+            write_file(
+                FileWrite(
+                    st.storage,
+                    st.instant,
+                    rel_path(task.partition, name),
+                    task.partition,
+                    fg,
+                    FileKind.BASE,
+                    rows.slice(start, step).combine_chunks(),
+                    st.key,
+                    st.compression,
+                    st.row_group_rows,
+                    inserts=False,
+                )
+            )
+        )
     return out

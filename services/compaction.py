@@ -69,10 +69,13 @@ def is_due(s: FileSlice, trigger: str, props: TableProperties, timeline: Timelin
     checks: dict[str, Callable[[], bool]] = {
         # Delta commits, not log files: one commit writes one log per group it touches.
         "delta-commits": lambda: len({f.instant for f in s.logs}) >= props.compaction_delta_commits,
-        "log-ratio": lambda: sum(f.bytes for f in s.logs) >= props.compaction_log_ratio * (
-            s.base.bytes if s.base is not None else 0),
-        "time": lambda: s.base is None or now_us - (_completed_us(timeline, s.base.instant) or now_us)
-        >= props.compaction_interval_ms * 1000,
+        "log-ratio": lambda: (
+            sum(f.bytes for f in s.logs) >= props.compaction_log_ratio * (s.base.bytes if s.base is not None else 0)
+        ),
+        "time": lambda: (
+            s.base is None
+            or now_us - (_completed_us(timeline, s.base.instant) or now_us) >= props.compaction_interval_ms * 1000
+        ),
     }
     if trigger == "any":
         return any(check() for check in checks.values())
@@ -80,8 +83,13 @@ def is_due(s: FileSlice, trigger: str, props: TableProperties, timeline: Timelin
 
 
 def _slice_plan(s: FileSlice) -> CompactionGroup:
-    return CompactionGroup(s.partition, s.file_group, s.base_instant, s.base.path if s.base is not None else None,
-                           tuple(f.path for f in s.logs))
+    return CompactionGroup(
+        s.partition,
+        s.file_group,
+        s.base_instant,
+        s.base.path if s.base is not None else None,
+        tuple(f.path for f in s.logs),
+    )
 
 
 class CompactionService(RewriteService):
@@ -96,8 +104,9 @@ class CompactionService(RewriteService):
         concurrent = [i for i in timeline.completed_after(instant) if i.id != instant]
         return find_input_conflict(groups, concurrent, "compaction", logs_ok=True)
 
-    def plan(self, table: Table, snapshot: Timeline, trigger: str | None = None,
-             **options: Any) -> CompactionPlan | None:
+    def plan(
+        self, table: Table, snapshot: Timeline, trigger: str | None = None, **options: Any
+    ) -> CompactionPlan | None:
         """Slices with logs that are due under ``trigger`` (default: the table's
         ``compaction.trigger``; ``"all"``: every one); None on other table types.
 
@@ -114,25 +123,35 @@ class CompactionService(RewriteService):
             return None  # copy-on-write and append-only tables have no logs
         busy = planned_groups(snapshot)
         now_us = time.time_ns() // 1000
-        slices = [s for s in table.view(snapshot).latest_slices()
-                  if s.logs and (s.partition, s.file_group) not in busy
-                  and is_due(s, trigger, props, snapshot, now_us)]
+        slices = [
+            s
+            for s in table.view(snapshot).latest_slices()
+            if s.logs and (s.partition, s.file_group) not in busy and is_due(s, trigger, props, snapshot, now_us)
+        ]
         if not slices:
             return None
-        return CompactionPlan(trigger, snapshot.last_seq,
-                              tuple(_slice_plan(s) for s in sorted(slices, key=lambda s: (s.partition, s.file_group))))
+        return CompactionPlan(
+            trigger,
+            snapshot.last_seq,
+            tuple(_slice_plan(s) for s in sorted(slices, key=lambda s: (s.partition, s.file_group))),
+        )
 
     def execute(self, table: Table, instant: Instant, progress: Progress | None = None) -> dict[str, Any]:
         wanted = plan_groups(CompactionPlan.from_dict(instant.plan))
         self.start_attempt(table, instant)
         # The view at the requested event: what the new bases supersede (module docstring).
         view = table.view(table.log.refresh().as_of_seq(instant.id))
-        slices = [s for p in sorted({p for p, _ in wanted}) for s in view.latest_slices(p)
-                  if (s.partition, s.file_group) in wanted and s.logs]
+        slices = [
+            s
+            for p in sorted({p for p, _ in wanted})
+            for s in view.latest_slices(p)
+            if (s.partition, s.file_group) in wanted and s.logs
+        ]
         st = WriteSettings.of(table.storage, table.config, instant.id)
         tasks = [CompactTask(st, s) for s in slices]
-        written: list[WriteStat] = map_in_batches(table.service_engine, compact_slice, tasks, _BATCH, progress,
-                                                  "compaction.mid_write")
+        written: list[WriteStat] = map_in_batches(
+            table.service_engine, compact_slice, tasks, _BATCH, progress, "compaction.mid_write"
+        )
         stats = {
             "file_groups_compacted": len(written),
             "logs_compacted": sum(len(s.logs) for s in slices),
@@ -141,11 +160,13 @@ class CompactionService(RewriteService):
             "files_added": len(written),
             "bytes_written": sum(w.bytes for w in written),
         }
-        return CommitMetadata(operation=Operation.COMPACT, snapshot_seq=instant.id, files=tuple(written),
-                              stats=stats).to_dict()
+        return CommitMetadata(
+            operation=Operation.COMPACT, snapshot_seq=instant.id, files=tuple(written), stats=stats
+        ).to_dict()
 
 
 # -- the engine task (runs on a LocalEngine thread, a worker process or a Spark executor) --
+
 
 @dataclass(frozen=True)
 class CompactTask:
@@ -166,6 +187,17 @@ def compact_slice(task: CompactTask) -> WriteStat:
     rows = read_slice(SliceRead(st.storage, s, st.schema, st.key, st.ordering))
     name = data_file_name(s.file_group, st.instant, FileKind.BASE, st.tag)
     return write_file(
-        FileWrite(st.storage, st.instant, rel_path(s.partition, name), s.partition, s.file_group, FileKind.BASE,
-                  rows.cast(st.schema), st.key, st.compression, st.row_group_rows, inserts=False)
+        FileWrite(
+            st.storage,
+            st.instant,
+            rel_path(s.partition, name),
+            s.partition,
+            s.file_group,
+            FileKind.BASE,
+            rows.cast(st.schema),
+            st.key,
+            st.compression,
+            st.row_group_rows,
+            inserts=False,
+        )
     )

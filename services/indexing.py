@@ -41,14 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ..indexes.build import (
-    build_tasks,
-    built,
-    catch_up,
-    gone_but_live,
-    missing_updates,
-    try_build_task,
-)
+from ..indexes.build import build_tasks, built, catch_up, gone_but_live, missing_updates, try_build_task
 from ..indexes.entries import IndexTarget, check_definition, resolve
 from ..indexes.metadata_table import MetadataTable
 from ..indexes.states import (
@@ -70,15 +63,7 @@ from ..timeline.errors import (
     UnindexedCommitError,
 )
 from ..timeline.instant import Action, Instant, State
-from ..timeline.plans import (
-    OP_CREATE,
-    OP_DROP,
-    IndexCreatePlan,
-    IndexDropPlan,
-    IndexPlan,
-    Plan,
-    index_plan,
-)
+from ..timeline.plans import OP_CREATE, OP_DROP, IndexCreatePlan, IndexDropPlan, IndexPlan, Plan, index_plan
 from ..timeline.timeline import Timeline
 from .phases import table_lock
 from .plugin import Progress, Service, fence, map_in_batches
@@ -131,8 +116,9 @@ class IndexingService(Service):
         else:
             # Checked before the requested event (issue 25, B4b-d): a bad fpp, name or
             # option used to fail the build after the instant was written.
-            name, kind, columns, opts = check_definition(options.get("index"), options.get("kind"),
-                                                         options.get("columns"), options.get("options"))
+            name, kind, columns, opts = check_definition(
+                options.get("index"), options.get("kind"), options.get("columns"), options.get("options")
+            )
             plan = create_plan(name, kind, columns, opts)
             cfg = table.config
             resolve(index_def(plan, -1), cfg.schema, cfg.record_key)  # refuse bad columns now
@@ -144,8 +130,10 @@ class IndexingService(Service):
         if isinstance(plan, IndexDropPlan):
             cur = check_can_drop(timeline, plan.index)
             if plan.created is not None and plan.created != cur.instant:
-                raise IndexExistsError(f"index {cur.name!r} was re-created (instant {cur.instant}) "
-                                       f"since the drop of instant {plan.created} was planned")
+                raise IndexExistsError(
+                    f"index {cur.name!r} was re-created (instant {cur.instant}) "
+                    f"since the drop of instant {plan.created} was planned"
+                )
         else:
             check_can_create(timeline, plan.index)
 
@@ -175,13 +163,21 @@ class IndexingService(Service):
         MetadataTable(storage).rebuild(target.partition, base, rows)
         caught_up = catch_up(storage, table.log.refresh(), base.last_seq, target, cfg.schema, table.log.refresh)
         faults.point("indexing.mid_catchup")
-        return {"op": OP_CREATE, "index": name, "kind": target.kind.value, "columns": list(target.columns),
-                "base_seq": base.last_seq, "files_built": files, "entries": rows.num_rows,
-                "build_s": round(build_s, 4),
-                "caught_up": caught_up}
+        return {
+            "op": OP_CREATE,
+            "index": name,
+            "kind": target.kind.value,
+            "columns": list(target.columns),
+            "base_seq": base.last_seq,
+            "files_built": files,
+            "entries": rows.num_rows,
+            "build_s": round(build_s, 4),
+            "caught_up": caught_up,
+        }
 
-    def _build(self, table: Table, base: Timeline, target: IndexTarget,
-               progress: Progress | None) -> tuple[pa.Table, int]:
+    def _build(
+        self, table: Table, base: Timeline, target: IndexTarget, progress: Progress | None
+    ) -> tuple[pa.Table, int]:
         """Entries of every live data file at the base (with ``_instant``), and how many files.
 
         A file replaced since the base and cleaned meanwhile is left out once it is no
@@ -195,8 +191,9 @@ class IndexingService(Service):
         gone = [p for p in parts if isinstance(p, str)]
         lost = gone_but_live(gone, table.log.refresh())
         if lost:
-            raise IndexBuildError(f"index {target.name!r}: {len(lost)} live data file(s) cannot be read, "
-                                  f"e.g. {lost[0]}")
+            raise IndexBuildError(
+                f"index {target.name!r}: {len(lost)} live data file(s) cannot be read, e.g. {lost[0]}"
+            )
         return built(target, [p for p in parts if not isinstance(p, str)]), len(tasks)
 
     def complete(self, table: Table, instant: Instant, metadata: dict[str, Any]) -> Instant:
@@ -212,7 +209,8 @@ class IndexingService(Service):
         with table_lock(table):
             for _ in range(_FINALIZE_ROUNDS):
                 metadata["caught_up"] = metadata.get("caught_up", 0) + catch_up(
-                    storage, log.refresh(), base_seq, target, cfg.schema, log.refresh)
+                    storage, log.refresh(), base_seq, target, cfg.schema, log.refresh
+                )
 
                 def nothing_unindexed(now: Timeline) -> None:
                     if missing_updates(storage, now, base_seq, target.partition):
@@ -221,8 +219,13 @@ class IndexingService(Service):
                 try:
                     # Checked in this order against the prefix it lands on: this attempt
                     # still holds the instant, and every data instant has entries.
-                    ev = log.append(self.action, State.COMPLETED, metadata, instant=instant.id,
-                                    check=fence(instant.id, nothing_unindexed))
+                    ev = log.append(
+                        self.action,
+                        State.COMPLETED,
+                        metadata,
+                        instant=instant.id,
+                        check=fence(instant.id, nothing_unindexed),
+                    )
                     return log.timeline.get(ev.instant)
                 except UnindexedCommitError:
                     continue

@@ -48,8 +48,11 @@ def dropped_index_files(table: Table, timeline: Timeline, now_ns: int, age_ms: i
     partition a late writer wrote to, or a drop that died before removing it)."""
     mt = MetadataTable(table.storage)
     live = {d.partition for d in index_states(timeline).values()} | {FILES}
-    named = {partition_of(p.index, i.id) for i in timeline.by_action(Action.INDEXING)
-             if (p := index_plan(i.plan)) is not None}
+    named = {
+        partition_of(p.index, i.id)
+        for i in timeline.by_action(Action.INDEXING)
+        if (p := index_plan(i.plan)) is not None
+    }
     out = []
     for name in mt.indexes_on_storage():
         # Only partitions the timeline once knew: a folder of an index whose create is

@@ -49,15 +49,7 @@ from ..timeline.heartbeat import Heartbeat, attempt_expired
 from ..timeline.instant import Instant, State
 from ..timeline.plans import SERVICE
 from ..timeline.timeline import Timeline
-from .plugin import (
-    ATTEMPT,
-    Attempt,
-    Progress,
-    Service,
-    ServiceResult,
-    claim_of,
-    running,
-)
+from .plugin import ATTEMPT, Attempt, Progress, Service, ServiceResult, claim_of, running
 
 if TYPE_CHECKING:
     from ..table.table import Table
@@ -101,8 +93,12 @@ def schedule(table: Table, service: Service, **options: Any) -> Instant | None:
         plan = service.plan(table, snapshot, **options)
         if plan is None:
             return None
-        ev = log.append(service.action, State.REQUESTED, {SERVICE: service.name, **plan.to_dict()},
-                        check=lambda tl: service.check_plan(tl, plan))
+        ev = log.append(
+            service.action,
+            State.REQUESTED,
+            {SERVICE: service.name, **plan.to_dict()},
+            check=lambda tl: service.check_plan(tl, plan),
+        )
     faults.point(f"{service.name}.after_requested")
     return log.timeline.get(ev.instant)
 
@@ -121,8 +117,9 @@ def claimable(table: Table, instant: Instant, timeline: Timeline | None = None) 
         return False
     attempt, since_us = claim_of(timeline if timeline is not None else table.log.refresh(), instant.id)
     interval, misses = _heartbeat_settings(table)
-    return attempt_expired(instant, attempt or "", max(since_us, instant.requested_us),
-                           table.log.store.beats(), interval, misses)
+    return attempt_expired(
+        instant, attempt or "", max(since_us, instant.requested_us), table.log.store.beats(), interval, misses
+    )
 
 
 def _claim(table: Table, service: Service, instant_id: int, seen: str | None) -> tuple[Attempt, Heartbeat]:
@@ -144,8 +141,7 @@ def _claim(table: Table, service: Service, instant_id: int, seen: str | None) ->
     # attempt's own: a lost race clears nobody else's.
     heartbeat = Heartbeat(table.log.store, instant_id, interval, attempt.id).start()
     try:
-        table.log.append(service.action, State.INFLIGHT, {ATTEMPT: attempt.id}, instant=instant_id,
-                         check=nobody_else)
+        table.log.append(service.action, State.INFLIGHT, {ATTEMPT: attempt.id}, instant=instant_id, check=nobody_else)
     except (InvalidTransitionError, StaleAttemptError):
         heartbeat.stop(clear=True)
         raise ServiceBusyError(f"{service.name} instant {instant_id} was claimed by another process") from None
@@ -155,8 +151,7 @@ def _claim(table: Table, service: Service, instant_id: int, seen: str | None) ->
     return attempt, heartbeat
 
 
-def execute(table: Table, service: Service, instant_id: int,
-            progress: Progress | None = None) -> ServiceResult:
+def execute(table: Table, service: Service, instant_id: int, progress: Progress | None = None) -> ServiceResult:
     """Execute the scheduled instant ``instant_id`` of ``service``.
 
     A completed instant is not run again: its result is returned as it stands (also
@@ -199,8 +194,9 @@ def execute(table: Table, service: Service, instant_id: int,
                 # Ended for good: whatever any attempt wrote is garbage, ours included
                 # (written after the abort cleaned up, so nobody else will delete it).
                 service.abort(table, now, f"stale attempt {attempt.id} after the instant was rolled back")
-            raise StaleAttemptError(f"{service.name} instant {instant_id}: attempt {attempt.id} is stale "
-                                    f"({now.state}): {e}") from e
+            raise StaleAttemptError(
+                f"{service.name} instant {instant_id}: attempt {attempt.id} is stale ({now.state}): {e}"
+            ) from e
         except Exception as e:
             # A failed execution gives up cleanly; a crash (the process gone) leaves the
             # instant inflight for another process to run again.
@@ -213,14 +209,20 @@ def execute(table: Table, service: Service, instant_id: int,
         heartbeat.stop(clear=True)
 
 
-def _abort(table: Table, service: Service, inst: Instant, attempt: Attempt, reason: str,
-           conflict: Conflict | None = None) -> ServiceResult:
+def _abort(
+    table: Table, service: Service, inst: Instant, attempt: Attempt, reason: str, conflict: Conflict | None = None
+) -> ServiceResult:
     """End ``inst`` as rolled back by ``attempt`` and clean up, only if that event is
     ours: an instant ended by someone else, or re-claimed by another attempt, is not
     this attempt's to clean up."""
     try:
-        table.log.append(service.action, State.ROLLED_BACK, {"reason": reason, ATTEMPT: attempt.id},
-                         instant=inst.id, check=attempt.check)
+        table.log.append(
+            service.action,
+            State.ROLLED_BACK,
+            {"reason": reason, ATTEMPT: attempt.id},
+            instant=inst.id,
+            check=attempt.check,
+        )
     except (InvalidTransitionError, StaleAttemptError):
         now = table.log.refresh().get(inst.id)
         return ServiceResult(now, {"stale": True}, reason, service.name, conflict)

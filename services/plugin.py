@@ -34,8 +34,14 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-def map_in_batches(engine: Engine, fn: Callable[[T], R], tasks: Sequence[T], batch: int,
-                   progress: Progress | None = None, fault: str | None = None) -> list[R]:
+def map_in_batches(
+    engine: Engine,
+    fn: Callable[[T], R],
+    tasks: Sequence[T],
+    batch: int,
+    progress: Progress | None = None,
+    fault: str | None = None,
+) -> list[R]:
     """``engine.map(fn, tasks)`` a batch at a time, so a long service run reports
     ``progress`` and reaches its mid-work ``fault`` point between batches. Returns the
     results in task order."""
@@ -43,7 +49,7 @@ def map_in_batches(engine: Engine, fn: Callable[[T], R], tasks: Sequence[T], bat
     if progress is not None:
         progress(0, len(tasks))
     for start in range(0, len(tasks), batch):
-        out.extend(engine.map(fn, tasks[start:start + batch]))
+        out.extend(engine.map(fn, tasks[start : start + batch]))
         if fault is not None:
             faults.point(fault)
         if progress is not None:
@@ -91,7 +97,8 @@ class Attempt:
         """
         if not self.holds(timeline):
             raise StaleAttemptError(
-                f"attempt {self.id} no longer holds instant {self.instant} (another executor re-claimed it)")
+                f"attempt {self.id} no longer holds instant {self.instant} (another executor re-claimed it)"
+            )
 
 
 #: The attempt this thread executes (set by the framework around a service's execute,

@@ -52,7 +52,6 @@ def planned_groups(timeline: Timeline) -> set[Group]:
     return out
 
 
-
 class RewriteService(Service):
     """A service that rewrites file groups: the plan check, the completion with index
     upkeep and the conflict rule, and the abort, shared by compaction and clustering."""
@@ -90,8 +89,9 @@ class RewriteService(Service):
         as the completion rule: a stale attempt is refused, and an instant whose inputs
         changed gives up (:class:`ServiceAbortedError`)."""
         md = CommitMetadata.from_dict(metadata)
-        commit = Commit.resume(table.context(engine=table.service_engine), instant,
-                               leftovers=self._earlier.pop(instant.id, []))
+        commit = Commit.resume(
+            table.context(engine=table.service_engine), instant, leftovers=self._earlier.pop(instant.id, [])
+        )
         commit.write_index_updates(md)
         faults.point(f"{self.name}.before_complete")
         groups = self.rewritten_groups(instant, md)

@@ -42,10 +42,11 @@ class RollbackService(Service):
 
     def plan(self, table: Table, snapshot: Timeline, **options: Any) -> RollbackPlan | None:
         props = table.config.props
-        targets = [i.id for i in expired_writers(table.log, snapshot, props.heartbeat_interval_ms,
-                                                 props.heartbeat_tolerable_misses)]
-        marked = [(i, x.state) for i in instants_with_markers(table.storage)
-                  if (x := snapshot.find(i)) is not None]
+        targets = [
+            i.id
+            for i in expired_writers(table.log, snapshot, props.heartbeat_interval_ms, props.heartbeat_tolerable_misses)
+        ]
+        marked = [(i, x.state) for i in instants_with_markers(table.storage) if (x := snapshot.find(i)) is not None]
         leftovers = [i for i, state in marked if state is State.ROLLED_BACK]
         finished = [i for i, state in marked if state is State.COMPLETED]
         # Judged on this snapshot; execute judges them again before removing any.
@@ -78,5 +79,10 @@ class RollbackService(Service):
             delete_markers(storage, t)
         # After the targets ended: a folder naming one of them is judged on its new state.
         staging = remove_dead_staging(log, storage, Rules.of(table.config.props), only=plan.staging)
-        return {"rolled_back": len(done), "instants": done, "files_deleted": deleted, "refused": refused,
-                "staging_removed": staging}
+        return {
+            "rolled_back": len(done),
+            "instants": done,
+            "files_deleted": deleted,
+            "refused": refused,
+            "staging_removed": staging,
+        }

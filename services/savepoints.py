@@ -35,33 +35,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..timeline.errors import (
-    InstantNotFoundError,
-    SavepointConflictError,
-    SnapshotExpiredError,
-)
+from ..timeline.errors import InstantNotFoundError, SavepointConflictError, SnapshotExpiredError
 from ..timeline.instant import Action, Instant, State, instant_id_of
 from ..timeline.log import AppendCheck
-from ..timeline.plans import (
-    OP_CREATE,
-    OP_RELEASE,
-    CleanPlan,
-    Plan,
-    SavepointCreatePlan,
-    SavepointReleasePlan,
-)
-from ..timeline.retention import (
-    Savepoint,
-    active_savepoints,
-    pinned_seqs,
-)
+from ..timeline.plans import OP_CREATE, OP_RELEASE, CleanPlan, Plan, SavepointCreatePlan, SavepointReleasePlan
+from ..timeline.retention import Savepoint, active_savepoints, pinned_seqs
 from ..timeline.timeline import Timeline
 
 if TYPE_CHECKING:
     from ..table.table import Table
 
-__all__ = ["OP_CREATE", "OP_RELEASE", "Savepoint", "active_savepoints", "create_savepoint", "pinned_seqs",
-           "release_savepoint"]
+__all__ = [
+    "OP_CREATE",
+    "OP_RELEASE",
+    "Savepoint",
+    "active_savepoints",
+    "create_savepoint",
+    "pinned_seqs",
+    "release_savepoint",
+]
 
 
 def _append_done(table: Table, plan: Plan, check: AppendCheck | None = None) -> Instant:
@@ -99,22 +91,28 @@ def _pin(table: Table, tl: Timeline, instant_id: int) -> Instant:
     target = tl.get(instant_id)
     pinned = {f.path for f in table.view(snap).files()}
     assert target.completed_seq is not None  # as_of_instant refused one that is not completed
-    done = _append_done(table, SavepointCreatePlan(instant_id, target.completed_seq),
-                        check=_no_clean_deleting(table, instant_id, pinned))
+    done = _append_done(
+        table,
+        SavepointCreatePlan(instant_id, target.completed_seq),
+        check=_no_clean_deleting(table, instant_id, pinned),
+    )
     # Checked after the event landed: from now on a cleaner skips these files.
     storage = table.storage
     gone = storage.missing(storage.path(f.path) for f in table.view(snap).files())
     if gone:
         release_savepoint(table, done.id)
-        raise SnapshotExpiredError(f"snapshot as of {instant_id} is outside retention: {len(gone)} of its "
-                                   f"files were cleaned, e.g. {gone[0]}")
+        raise SnapshotExpiredError(
+            f"snapshot as of {instant_id} is outside retention: {len(gone)} of its files were cleaned, e.g. {gone[0]}"
+        )
     return done
 
 
 def _first_claim(timeline: Timeline, instant_id: int) -> int | None:
     """Sequence number of the first ``inflight`` event of ``instant_id``."""
-    return next((ev.seq for ev in timeline.events_after(instant_id)
-                 if ev.instant == instant_id and ev.state is State.INFLIGHT), None)
+    return next(
+        (ev.seq for ev in timeline.events_after(instant_id) if ev.instant == instant_id and ev.state is State.INFLIGHT),
+        None,
+    )
 
 
 def _no_clean_deleting(table: Table, instant_id: int, pinned: set[str]) -> AppendCheck:
@@ -140,7 +138,8 @@ def _no_clean_deleting(table: Table, instant_id: int, pinned: set[str]) -> Appen
             if doomed:
                 raise SavepointConflictError(
                     f"cannot savepoint the snapshot as of {instant_id}: clean {clean.id} is deleting "
-                    f"{len(doomed)} of its files (e.g. {sorted(doomed)[0]}); it is outside that clean's retention")
+                    f"{len(doomed)} of its files (e.g. {sorted(doomed)[0]}); it is outside that clean's retention"
+                )
 
     return check
 

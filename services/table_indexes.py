@@ -26,19 +26,8 @@ from ..indexes.column_stats import STATS_SCHEMA, NdvEstimate, ndv
 from ..indexes.entries import check_definition, resolve
 from ..indexes.files_index import FILES, validate_checkpoint, write_checkpoint
 from ..indexes.metadata_table import MetadataTable, visible_paths
-from ..indexes.states import (
-    IndexDef,
-    IndexKind,
-    check_can_drop,
-    list_indexes,
-    readable_indexes,
-)
-from ..timeline.errors import (
-    IndexBuildError,
-    IndexNotFoundError,
-    LakelineError,
-    LockTimeoutError,
-)
+from ..indexes.states import IndexDef, IndexKind, check_can_drop, list_indexes, readable_indexes
+from ..timeline.errors import IndexBuildError, IndexNotFoundError, LakelineError, LockTimeoutError
 from ..timeline.plans import OP_CREATE, OP_DROP, IndexCreatePlan
 from ..timeline.view.fs_view import FileSystemView
 from .indexing import IndexingService
@@ -62,9 +51,15 @@ class TableIndexes:
         """Indexes building, ready or dropping, by name (from the timeline as it is now)."""
         return list_indexes(self.table.timeline)
 
-    def create(self, kind: str, columns: Sequence[str] | None = None, wait: bool = True,
-               name: str | None = None, options: dict[str, Any] | None = None,
-               progress: Progress | None = None) -> IndexDef:
+    def create(
+        self,
+        kind: str,
+        columns: Sequence[str] | None = None,
+        wait: bool = True,
+        name: str | None = None,
+        options: dict[str, Any] | None = None,
+        progress: Progress | None = None,
+    ) -> IndexDef:
         """Create an index: schedule its ``indexing`` instant (it is ``building`` from
         then on) and build it.
 
@@ -99,8 +94,9 @@ class TableIndexes:
         assert inst is not None  # creating always has something to do
         plan = IndexCreatePlan.from_dict(inst.plan)
         if not wait:
-            thread = threading.Thread(target=self._build_quietly, args=(service, inst.id, progress),
-                                      name=f"lakeline-index-{plan.index}")
+            thread = threading.Thread(
+                target=self._build_quietly, args=(service, inst.id, progress), name=f"lakeline-index-{plan.index}"
+            )
             thread.start()
             self._threads.append(thread)
             return self._definition(plan.index, inst.id)
@@ -178,12 +174,20 @@ class TableIndexes:
         """
         rows = self._stats_of(column, name)
         rows = rows.filter(pc.equal(rows.column("column"), column))
-        groups = {s.base.path: s.file_group for s in self.table.view(self.table.timeline).latest_slices()
-                  if s.base is not None}
+        groups = {
+            s.base.path: s.file_group
+            for s in self.table.view(self.table.timeline).latest_slices()
+            if s.base is not None
+        }
         paths = rows.column("path").to_pylist()
-        return pa.table({"partition": rows.column("partition"), "path": rows.column("path"),
-                         "file_group": pa.array([groups.get(p) for p in paths], pa.string()),
-                         "sketch": rows.column("ndv_sketch")})
+        return pa.table(
+            {
+                "partition": rows.column("partition"),
+                "path": rows.column("path"),
+                "file_group": pa.array([groups.get(p) for p in paths], pa.string()),
+                "sketch": rows.column("ndv_sketch"),
+            }
+        )
 
     def _stats_of(self, column: str, name: str | None) -> pa.Table:
         """The column_stats entries of the live base files from a ready index covering
@@ -262,8 +266,14 @@ class TableIndexes:
             defs = [d for d in list_indexes(snapshot) if d.is_written]
         view = self.table.view(snapshot)
         for d in defs:
-            n, bad = validate(self.table.storage, view, snapshot, resolve(d, cfg.schema, cfg.record_key), cfg.schema,
-                              self.table.service_engine.map)
+            n, bad = validate(
+                self.table.storage,
+                view,
+                snapshot,
+                resolve(d, cfg.schema, cfg.record_key),
+                cfg.schema,
+                self.table.service_engine.map,
+            )
             checked += n
             mismatches.extend(bad)
         return {"files_checked": checked, "mismatches": mismatches}

@@ -24,20 +24,19 @@ from .indexing import IndexingService
 from .phases import execute, run_pending, schedule
 from .plugin import Progress, Service, ServiceResult
 from .rollback import RollbackService
-from .savepoints import (
-    Savepoint,
-    active_savepoints,
-    create_savepoint,
-    release_savepoint,
-)
+from .savepoints import Savepoint, active_savepoints, create_savepoint, release_savepoint
 
 if TYPE_CHECKING:
     from ..table.table import Table
 
 #: Every service by the name users schedule it by.
 SERVICES: dict[str, type[Service]] = {
-    "indexing": IndexingService, "rollback": RollbackService, "compaction": CompactionService,
-    "clustering": ClusteringService, "cleaning": CleaningService, "archival": ArchivalService,
+    "indexing": IndexingService,
+    "rollback": RollbackService,
+    "compaction": CompactionService,
+    "clustering": ClusteringService,
+    "cleaning": CleaningService,
+    "archival": ArchivalService,
 }
 
 
@@ -83,8 +82,9 @@ class TableServices:
         inst = self.table.log.refresh().get(inst_id)
         return execute(self.table, _service_of(inst), inst_id, progress)
 
-    def run(self, name: str, dry_run: bool = False, progress: Progress | None = None,
-            **options: Any) -> list[ServiceResult]:
+    def run(
+        self, name: str, dry_run: bool = False, progress: Progress | None = None, **options: Any
+    ) -> list[ServiceResult]:
         """Finish pending plans of service ``name`` whose executor died (or that nobody
         ran yet), then schedule and execute a new plan if one is due.
 
@@ -99,8 +99,15 @@ class TableServices:
         if dry_run:
             plan = None if name == "indexing" else service.plan(self.table, self.table.log.refresh(), **options)
             pending = [i.id for i in service.pending(self.table.log.refresh())]
-            return [ServiceResult(None, service=name, dry_run=True, plan=None if plan is None else plan.to_dict(),
-                                  pending=tuple(pending))]
+            return [
+                ServiceResult(
+                    None,
+                    service=name,
+                    dry_run=True,
+                    plan=None if plan is None else plan.to_dict(),
+                    pending=tuple(pending),
+                )
+            ]
         results = run_pending(self.table, service, progress)
         if name != "indexing" and (inst := schedule(self.table, service, **options)) is not None:
             try:
@@ -120,8 +127,9 @@ class TableServices:
         results = self.run("compaction", progress=progress, trigger=ALL)
         return results[-1] if results else ServiceResult(None, {"file_groups_compacted": 0}, service="compaction")
 
-    def cluster(self, sort_by: Sequence[str] | str | None = None, strategy: str | None = None,
-                progress: Progress | None = None) -> ServiceResult:
+    def cluster(
+        self, sort_by: Sequence[str] | str | None = None, strategy: str | None = None, progress: Progress | None = None
+    ) -> ServiceResult:
         """Rewrite every file group (outside pending plans) as new groups of about the
         target size, sorted by ``sort_by`` under ``strategy`` (``"linear"``: by the
         columns in turn; ``"zorder"``: interleaved, so filters on any of them prune
@@ -158,8 +166,14 @@ class TableServices:
         nothing = {"rolled_back": 0, "files_deleted": 0}
         return results[-1] if results else ServiceResult(None, nothing, service="rollback")
 
-    def clean(self, policy: str | None = None, retain: int | None = None, dry_run: bool = True,
-              orphan_age_ms: int | None = None, progress: Progress | None = None) -> ServiceResult:
+    def clean(
+        self,
+        policy: str | None = None,
+        retain: int | None = None,
+        dry_run: bool = True,
+        orphan_age_ms: int | None = None,
+        progress: Progress | None = None,
+    ) -> ServiceResult:
         """Delete the files no snapshot inside retention needs (policy and retain default
         to ``clean.policy``/``clean.retain``: keep_latest_commits, 10). A dry run by
         default, like the CLI and delta-rs's ``vacuum``: it only lists; pass
@@ -168,11 +182,17 @@ class TableServices:
         dry run, which deletes nothing.
         """
         if dry_run:
-            plan = CleaningService().plan(self.table, self.table.log.refresh(), policy=policy, retain=retain,
-                                          orphan_age_ms=orphan_age_ms)
+            plan = CleaningService().plan(
+                self.table, self.table.log.refresh(), policy=policy, retain=retain, orphan_age_ms=orphan_age_ms
+            )
             files = sorted(plan.paths()) if plan is not None else []
-            return ServiceResult(None, {"files": files, "files_deleted": 0, "files_to_delete": len(files)},
-                                 service="cleaning", dry_run=True, plan=None if plan is None else plan.to_dict())
+            return ServiceResult(
+                None,
+                {"files": files, "files_deleted": 0, "files_to_delete": len(files)},
+                service="cleaning",
+                dry_run=True,
+                plan=None if plan is None else plan.to_dict(),
+            )
         results = self.run("cleaning", progress=progress, policy=policy, retain=retain, orphan_age_ms=orphan_age_ms)
         if not results:
             return ServiceResult(None, {"files": [], "files_deleted": 0}, service="cleaning")
@@ -204,8 +224,17 @@ class TableServices:
 
     def pending(self, names: Sequence[str] | None = None) -> list[Instant]:
         """Pending service instants (of the given services), by id."""
-        wanted = ([service_named(n) for n in names] if names
-                  else [IndexingService(), RollbackService(), CompactionService(), CleaningService(),
-                        ClusteringService(), ArchivalService()])
+        wanted = (
+            [service_named(n) for n in names]
+            if names
+            else [
+                IndexingService(),
+                RollbackService(),
+                CompactionService(),
+                CleaningService(),
+                ClusteringService(),
+                ArchivalService(),
+            ]
+        )
         tl = self.table.log.refresh()
         return sorted((i for s in wanted for i in s.pending(tl)), key=lambda i: i.id)

@@ -30,7 +30,7 @@ def typed_error(error: BaseException) -> LakelineError | None:
         if isinstance(cls, type) and issubclass(cls, LakelineError):
             message = m.group("message")
             # A multi-line message continues until the JVM's own stack trace starts.
-            for more in lines[i + 1:]:
+            for more in lines[i + 1 :]:
                 if more.startswith(("\tat ", "\n", "org.apache.", "py4j.")) or not more.strip():
                     break
                 message += "\n" + more

@@ -59,8 +59,10 @@ def slice_batches(task: SliceRows) -> Iterator[pa.RecordBatch]:
         if s.logs:
             rows = read_slice(SliceRead(task.storage, s, task.schema, task.key, task.ordering))
         elif s.base is not None:
-            rows = with_columns_of(read_snapshot_file(FileRead(task.storage, s.base.path, task.columns)),
-                                   pa.schema([task.schema.field(c) for c in task.columns]))
+            rows = with_columns_of(
+                read_snapshot_file(FileRead(task.storage, s.base.path, task.columns)),
+                pa.schema([task.schema.field(c) for c in task.columns]),
+            )
         else:
             return
     except FileNotFoundError as e:
@@ -81,8 +83,9 @@ def as_of_value(text: str | None) -> int | datetime | None:
         raise InvalidFilterError(f"as_of must be an instant id or an ISO date-time, not {text!r}") from None
 
 
-def plan(table: Table, filter: pc.Expression | None, columns: list[str] | None,
-         as_of: int | datetime | None) -> tuple[list[SliceRows], pa.Schema]:
+def plan(
+    table: Table, filter: pc.Expression | None, columns: list[str] | None, as_of: int | datetime | None
+) -> tuple[list[SliceRows], pa.Schema]:
     """The slice tasks of a read and the Arrow schema Spark gets (planned on the driver).
 
     Raises:
@@ -97,16 +100,24 @@ def plan(table: Table, filter: pc.Expression | None, columns: list[str] | None,
         scan = table.scan(as_of=as_of)  # a translation Arrow rejects: prune nothing, Spark filters
     out = spark_readable(pa.schema([cfg.schema.field(c) for c in wanted]))
     slices: list[FileSlice | None] = list(scan.slices) or [None]
-    return [SliceRows(table.storage, s, cfg.schema, cfg.record_key, cfg.ordering_field, wanted, out)
-            for s in _largest_first(slices)], out
+    return [
+        SliceRows(table.storage, s, cfg.schema, cfg.record_key, cfg.ordering_field, wanted, out)
+        for s in _largest_first(slices)
+    ], out
 
 
 def _largest_first(slices: list[FileSlice | None]) -> list[FileSlice | None]:
     return sorted(slices, key=lambda s: -(s.bytes if s is not None else 0))
 
 
-def read(spark: SparkSession, path: str, filter: Any = None, columns: list[str] | None = None,
-         as_of: int | datetime | str | None = None, timeline: str | None = None) -> DataFrame:
+def read(
+    spark: SparkSession,
+    path: str,
+    filter: Any = None,
+    columns: list[str] | None = None,
+    as_of: int | datetime | str | None = None,
+    timeline: str | None = None,
+) -> DataFrame:
     """The table at ``path`` (now, or as of an instant id or a datetime) as a DataFrame,
     one Spark partition per file slice.
 

@@ -63,13 +63,15 @@ def write_operation(options: Mapping[str, str], overwrite: bool) -> Operation:
     op = options.get("operation")
     if overwrite:
         if op not in (None, Operation.OVERWRITE):
-            raise UnsupportedOperationError(f"mode('overwrite') overwrites; the operation option {op!r} "
-                                            "goes with mode('append')")
+            raise UnsupportedOperationError(
+                f"mode('overwrite') overwrites; the operation option {op!r} goes with mode('append')"
+            )
         return Operation.OVERWRITE
     op = op or Operation.INSERT
     if op not in APPEND_OPERATIONS:
-        raise UnsupportedOperationError(f"unknown operation {op!r}; one of {', '.join(APPEND_OPERATIONS)} "
-                                        "(or mode('overwrite'))")
+        raise UnsupportedOperationError(
+            f"unknown operation {op!r}; one of {', '.join(APPEND_OPERATIONS)} (or mode('overwrite'))"
+        )
     return Operation(op)
 
 

@@ -124,8 +124,9 @@ BUCKET = "__lakeline_bucket"  # under the reserved prefix: never a user column
 BUCKETS = 4096
 
 
-def split_input(staging: Staging, identity: list[str]
-                ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def split_input(
+    staging: Staging, identity: list[str]
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function of stage 1: the input as IPC files, each row with its
     bucket, so every copy of a record goes to one planning task.
 

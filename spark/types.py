@@ -69,8 +69,9 @@ def to_spark_field(field: pa.Field) -> StructField:
     try:
         return StructField(field.name, from_arrow_type(field.type), field.nullable)
     except (TypeError, ValueError, AssertionError) as e:
-        raise SchemaMismatchError(f"column {field.name!r} has type {field.type}, which Spark cannot hold: "
-                                  f"{_short(e)}") from None
+        raise SchemaMismatchError(
+            f"column {field.name!r} has type {field.type}, which Spark cannot hold: {_short(e)}"
+        ) from None
 
 
 def to_arrow_schema(schema: StructType) -> pa.Schema:
@@ -86,8 +87,10 @@ def to_arrow_field(field: StructField) -> pa.Field:
     try:
         typ = _to_arrow_type(field.dataType)
     except (TypeError, ValueError, AssertionError) as e:
-        raise SchemaMismatchError(f"column {field.name!r} has Spark type {field.dataType.simpleString()}, "
-                                  f"which lakeline cannot store: {_short(e)}") from None
+        raise SchemaMismatchError(
+            f"column {field.name!r} has Spark type {field.dataType.simpleString()}, "
+            f"which lakeline cannot store: {_short(e)}"
+        ) from None
     return pa.field(field.name, _large_to_plain(typ), field.nullable)
 
 
@@ -137,10 +140,16 @@ def _short(error: BaseException) -> str:
     return str(error).splitlines()[0][:200]
 
 
-def create_table(path: str | os.PathLike[str], df_or_schema: DataFrame | StructType, record_key: Any = "id",
-                 ordering_field: str | None = None, partition_by: list[str] | None = None,
-                 table_type: str = TableType.COW, properties: dict[str, Any] | None = None,
-                 timeline: str | None = None) -> Table:
+def create_table(
+    path: str | os.PathLike[str],
+    df_or_schema: DataFrame | StructType,
+    record_key: Any = "id",
+    ordering_field: str | None = None,
+    partition_by: list[str] | None = None,
+    table_type: str = TableType.COW,
+    properties: dict[str, Any] | None = None,
+    timeline: str | None = None,
+) -> Table:
     """``Table.create`` from a Spark schema (or a DataFrame's): the table's Arrow schema
     follows the mapping of this module. Nothing is written from a DataFrame; write its
     rows with :func:`lakeline.spark.write`.
@@ -152,6 +161,13 @@ def create_table(path: str | os.PathLike[str], df_or_schema: DataFrame | StructT
     struct = df_or_schema.schema if isinstance(df_or_schema, DataFrame) else df_or_schema
     if not isinstance(struct, StructType):
         raise SchemaMismatchError(f"create_table needs a DataFrame or a StructType, not {type(struct).__name__}")
-    return Table.create(path, to_arrow_schema(struct), record_key=record_key, ordering_field=ordering_field,
-                        partition_by=partition_by, table_type=table_type, properties=properties, timeline=timeline)
-
+    return Table.create(
+        path,
+        to_arrow_schema(struct),
+        record_key=record_key,
+        ordering_field=ordering_field,
+        partition_by=partition_by,
+        table_type=table_type,
+        properties=properties,
+        timeline=timeline,
+    )

@@ -82,8 +82,10 @@ OPERATIONS = (Operation.INSERT, Operation.UPSERT, Operation.DELETE, Operation.OV
 #: (a bucket per key range is the next step).
 _ROWS_PER_PLAN_TASK = 8_000_000
 
-def write(df: DataFrame, path: str, operation: str = Operation.UPSERT, timeline: str | None = None,
-          hooks: Hooks | None = None) -> WriteResult:
+
+def write(
+    df: DataFrame, path: str, operation: str = Operation.UPSERT, timeline: str | None = None, hooks: Hooks | None = None
+) -> WriteResult:
     """Write ``df`` into the lakeline table at ``path``: executors tag, route and write the
     rows; the driver commits once, with the local write's conflict rules, key check,
     index entries and replays.
@@ -125,8 +127,9 @@ def write(df: DataFrame, path: str, operation: str = Operation.UPSERT, timeline:
         faults.point("spark.after_stage")  # staged, no instant yet: a crash leaves only the folder
         planner = _Planner(spark, staging, operation, inputs)
         action = Action.REPLACE_COMMIT if operation == Operation.OVERWRITE else cfg.write_action
-        result = run_attempts(table.context, operation, action, planner, _Writer(spark, owner), _rule,
-                              validators=joined.validators)
+        result = run_attempts(
+            table.context, operation, action, planner, _Writer(spark, owner), _rule, validators=joined.validators
+        )
     finally:
         if planner is not None:
             planner.release()
@@ -150,8 +153,10 @@ def _check_columns(df: DataFrame, cfg: TableConfig, operation: str) -> None:
         return
     unknown = sorted(names - set(cfg.schema.names))
     if unknown:
-        raise SchemaMismatchError(f"columns {unknown} are not in the table's schema (Spark writes do not add "
-                                  "columns: evolve the schema with the local API first)")
+        raise SchemaMismatchError(
+            f"columns {unknown} are not in the table's schema (Spark writes do not add "
+            "columns: evolve the schema with the local API first)"
+        )
 
 
 # -- 1. stage -----------------------------------------------------------------------------
@@ -209,8 +214,7 @@ class SparkPlan:
 class _Planner:
     """Plans each attempt on the executors (stage 2) from the staged input."""
 
-    def __init__(self, spark: SparkSession, staging: Staging, operation: str,
-                 inputs: list[tuple[str, int]]) -> None:
+    def __init__(self, spark: SparkSession, staging: Staging, operation: str, inputs: list[tuple[str, int]]) -> None:
         self.spark, self.staging, self.operation = spark, staging, operation
         total = sum(rows for _, rows in inputs)
         self.inputs = tuple(path for path, _ in inputs)
@@ -239,8 +243,10 @@ class _Planner:
         self.attempts += 1
         t0 = time.perf_counter()
         remote = _executor_context(ctx)
-        tasks = [PlanTask(remote, self.operation, self.staging, attempt, self.inputs, i, self.tasks)
-                 for i in range(self.tasks)]
+        tasks = [
+            PlanTask(remote, self.operation, self.staging, attempt, self.inputs, i, self.tasks)
+            for i in range(self.tasks)
+        ]
         if self.fused:
             self.job = _FusedJob(self.spark, self.staging, attempt, tasks)
             parts = self.job.planned()
@@ -351,8 +357,9 @@ class _Writer:
                 rewritten.append(((partition, group), outcome))
             elif outcome is not None:
                 written.append(outcome)
-        metadata = commit_metadata(ctx, plan.operation, plan.stats, written, rewritten, plan.replaced,
-                                   plan.replaced_partitions)
+        metadata = commit_metadata(
+            ctx, plan.operation, plan.stats, written, rewritten, plan.replaced, plan.replaced_partitions
+        )
         reconcile_markers(ctx.storage, instant, {f.path for f in metadata.files})
         return metadata, entries_of(written, rewritten)
 

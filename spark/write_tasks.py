@@ -85,8 +85,9 @@ class PlanPart:
 
     @classmethod
     def of(cls, plan: WritePlan, groups: tuple[GroupPart, ...] = (), claims: str | None = None) -> PlanPart:
-        return cls(groups, claims, dict(plan.replaced), tuple(plan.replaced_partitions), dict(plan.stats),
-                   dict(plan.timings))
+        return cls(
+            groups, claims, dict(plan.replaced), tuple(plan.replaced_partitions), dict(plan.stats), dict(plan.timings)
+        )
 
 
 @dataclass(frozen=True)
@@ -196,15 +197,29 @@ def _plan_part(task: PlanTask, started: float) -> PlanPart:
         for r in plan.rewrites:
             assert r.incoming is not None and r.predicate is None  # no predicates on these writes
             flags = (INSERTS if r.inserts else 0) | (NEW_KEYS_ONLY if r.new_keys_only else 0)
-            pending.append((GroupPart("rewrite", r.slice.file_group, r.partition, flags, "", r.incoming.num_rows),
-                            r.incoming))
+            pending.append(
+                (GroupPart("rewrite", r.slice.file_group, r.partition, flags, "", r.incoming.num_rows), r.incoming)
+            )
         for lg in plan.logs:
-            pending.append((GroupPart("log", lg.slice.file_group, lg.partition, 0, "", lg.incoming.num_rows),
-                            lg.incoming))
+            pending.append(
+                (GroupPart("log", lg.slice.file_group, lg.partition, 0, "", lg.incoming.num_rows), lg.incoming)
+            )
         for nf in plan.new_files:
             for chunk, per_file in new_file_chunks(ctx, nf):
-                pending.append((GroupPart("new", new_file_group_id(), nf.partition, INSERTS if nf.inserts else 0, "",
-                                          chunk.num_rows, per_file), chunk))
+                pending.append(
+                    (
+                        GroupPart(
+                            "new",
+                            new_file_group_id(),
+                            nf.partition,
+                            INSERTS if nf.inserts else 0,
+                            "",
+                            chunk.num_rows,
+                            per_file,
+                        ),
+                        chunk,
+                    )
+                )
         paths = pool.map(lambda p: staging.put_table(task.attempt, p[1]), pending)
         groups = tuple(replace(part, path=path) for (part, _), path in zip(pending, paths))
         claims_path = claims.result()
@@ -229,8 +244,7 @@ class GroupWrite:
 def write_group(task: GroupWrite) -> tuple[str, str, str, Written | None]:
     """Stage 3: (kind, partition, file group, what the file task returned)."""
     st, first = task.settings, task.parts[0]
-    incoming = pa.concat_tables([task.staging.table(p.path) for p in task.parts],
-                                promote_options="permissive")
+    incoming = pa.concat_tables([task.staging.table(p.path) for p in task.parts], promote_options="permissive")
     outcome: Written | None
     if first.kind == "new":
         outcome = write_task(new_file_task(st, first.partition, task.file_group, incoming, bool(first.flags & INSERTS)))
@@ -239,13 +253,22 @@ def write_group(task: GroupWrite) -> tuple[str, str, str, Written | None]:
         outcome = write_task(LogTask(st, first.partition, task.file_group, incoming, base))
     else:
         assert task.slice is not None
-        outcome = write_task(RewriteTask(st, task.slice, incoming, None, any(p.flags & INSERTS for p in task.parts),
-                                         all(p.flags & NEW_KEYS_ONLY for p in task.parts)))
+        outcome = write_task(
+            RewriteTask(
+                st,
+                task.slice,
+                incoming,
+                None,
+                any(p.flags & INSERTS for p in task.parts),
+                all(p.flags & NEW_KEYS_ONLY for p in task.parts),
+            )
+        )
     return first.kind, first.partition, task.file_group, outcome
 
 
-def group_writes(settings: WriteSettings, staging: Staging, slices: dict[tuple[str, str], FileSlice],
-                 parts: list[GroupPart]) -> list[GroupWrite]:
+def group_writes(
+    settings: WriteSettings, staging: Staging, slices: dict[tuple[str, str], FileSlice], parts: list[GroupPart]
+) -> list[GroupWrite]:
     """One task per file group: an existing group's parts together; new chunks of a
     partition packed first-fit, largest first, into files of about the target size (so
     a small write spread over many tasks still writes one file per partition)."""
@@ -280,8 +303,13 @@ def _put_claims(staging: Staging, kind: str, claims: KeyClaims) -> str:
     """Stage ``claims``: each key table as IPC (a pickled slice would carry its
     parent's whole buffers), and the index of them; the index's path."""
     tables = {name: staging.put_table(kind, t) for name in _CLAIM_TABLES if (t := getattr(claims, name)) is not None}
-    return staging.put_table(kind, pa.table({"name": list(tables), "path": list(tables.values())},
-                                            schema=pa.schema([("name", pa.string()), ("path", pa.string())])))
+    return staging.put_table(
+        kind,
+        pa.table(
+            {"name": list(tables), "path": list(tables.values())},
+            schema=pa.schema([("name", pa.string()), ("path", pa.string())]),
+        ),
+    )
 
 
 def claims_of(staging: Staging, key: tuple[str, ...], paths: list[str]) -> KeyClaims:

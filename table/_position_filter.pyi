@@ -9,7 +9,18 @@ Both return a count of nulls: written (``drop_rows``) or dropped (``fill_holes``
 
 from typing_extensions import Buffer  # collections.abc.Buffer from Python 3.12 on
 
-def drop_rows(values: Buffer, validity: Buffer | None, offset: int, length: int, width: int, positions: Buffer,
-              out_values: Buffer, out_validity: Buffer | None, out_offset: int, /) -> int: ...
-def fill_holes(values: Buffer, validity: Buffer | None, offset: int, length: int, width: int,
-               positions: Buffer, /) -> int: ...
+def drop_rows(
+    values: Buffer,
+    validity: Buffer | None,
+    offset: int,
+    length: int,
+    width: int,
+    positions: Buffer,
+    out_values: Buffer,
+    out_validity: Buffer | None,
+    out_offset: int,
+    /,
+) -> int: ...
+def fill_holes(
+    values: Buffer, validity: Buffer | None, offset: int, length: int, width: int, positions: Buffer, /
+) -> int: ...

@@ -77,8 +77,9 @@ def check_callback_url(url: object) -> str:
     if not url.startswith(("http://", "https://")):
         raise _url_error(url, "is not an http(s) URL (http:// or https://, lower case)")
     if not url.isascii() or any(c.isspace() or not c.isprintable() for c in url):
-        raise _url_error(url, "has whitespace, control or non-ASCII characters "
-                              "(percent-encode them; punycode an international host)")
+        raise _url_error(
+            url, "has whitespace, control or non-ASCII characters (percent-encode them; punycode an international host)"
+        )
     parts = urlsplit(url)
     try:
         port = parts.port
@@ -95,8 +96,9 @@ def _check_number(name: str, value: object, low: float, high: float, integral: b
     """Refuse ``value`` unless a (finite, integral if asked) number in ``[low, high]``."""
     kind = numbers.Integral if integral else numbers.Real
     if isinstance(value, bool) or not isinstance(value, kind):
-        raise InvalidPropertyError(f"http_post {name}={value!r}: must be {'an int' if integral else 'a number'}, "
-                                   f"not {type(value).__name__}")
+        raise InvalidPropertyError(
+            f"http_post {name}={value!r}: must be {'an int' if integral else 'a number'}, not {type(value).__name__}"
+        )
     try:
         number = float(value)
     except OverflowError:  # an int too large for a float is out of range all the same
@@ -115,8 +117,9 @@ def _check_headers(headers: object) -> dict[str, str]:
         if not isinstance(key, str) or not _HEADER_NAME.match(key):
             raise InvalidPropertyError(f"http_post headers: {key!r} is not a header name")
         if not isinstance(value, str):
-            raise InvalidPropertyError(f"http_post headers: the value of {key!r} must be a str, "
-                                       f"not {type(value).__name__}")
+            raise InvalidPropertyError(
+                f"http_post headers: the value of {key!r} must be a str, not {type(value).__name__}"
+            )
         if _HEADER_VALUE_BAD.search(value):
             raise InvalidPropertyError(f"http_post headers: the value of {key!r} has a line break or NUL")
         out[key] = value
@@ -180,8 +183,9 @@ class _Attempt:
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         conn: http.client.HTTPConnection
         if parts.scheme == "https":
-            conn = http.client.HTTPSConnection(parts.hostname or "", parts.port, timeout=self._time_left(),
-                                               context=ssl.create_default_context())
+            conn = http.client.HTTPSConnection(
+                parts.hostname or "", parts.port, timeout=self._time_left(), context=ssl.create_default_context()
+            )
         else:
             conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=self._time_left())
         with self._lock:
@@ -263,16 +267,22 @@ class HttpPost:
 
     def __repr__(self) -> str:
         # Header values are credentials more often than not: only their names show.
-        return (f"HttpPost({redact(self.url)!r}, timeout={self.timeout:g}, retries={self.retries}, "
-                f"headers={sorted(self.headers)})")
+        return (
+            f"HttpPost({redact(self.url)!r}, timeout={self.timeout:g}, retries={self.retries}, "
+            f"headers={sorted(self.headers)})"
+        )
 
     def for_table(self, path: str, uuid: str) -> HttpPost:
         """The same callback naming the table it reports on."""
         return replace(self, table_path=path, table_uuid=uuid)
 
     def _headers(self, instant: int) -> dict[str, str]:
-        out = {"Content-Type": "application/json", "User-Agent": "lakeline-callback", "Connection": "close",
-               "Idempotency-Key": f"{self.table_uuid}/{instant}"}
+        out = {
+            "Content-Type": "application/json",
+            "User-Agent": "lakeline-callback",
+            "Connection": "close",
+            "Idempotency-Key": f"{self.table_uuid}/{instant}",
+        }
         parts = urlsplit(self.url)
         if parts.username is not None:
             userinfo = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
@@ -304,11 +314,17 @@ class HttpPost:
         status = attempt.status
         if 300 <= status < 400:
             where = redact(attempt.location)[:200] or "nowhere"
-            raise urllib.error.HTTPError(shown, status, f"redirect to {where} not followed: "
-                                         "a callback POSTs to its own URL only", http.client.HTTPMessage(), None)
+            raise urllib.error.HTTPError(
+                shown,
+                status,
+                f"redirect to {where} not followed: a callback POSTs to its own URL only",
+                http.client.HTTPMessage(),
+                None,
+            )
         if not 200 <= status < 300:
-            raise urllib.error.HTTPError(shown, status, http.client.responses.get(status, "error"),
-                                         http.client.HTTPMessage(), None)
+            raise urllib.error.HTTPError(
+                shown, status, http.client.responses.get(status, "error"), http.client.HTTPMessage(), None
+            )
 
     def __call__(self, result: WriteResult) -> None:
         """POST the summary; raises the last error when every attempt failed."""

@@ -179,9 +179,16 @@ class Catalog:
         self._check_free(storage, tname)
         with self._rows.reserving(tname.namespace, tname.name, storage.uri) as reservation:
             try:
-                table = Table.create(storage.uri, schema, record_key=record_key, ordering_field=ordering_field,
-                                     partition_by=partition_by, table_type=table_type, properties=properties,
-                                     timeline=self.dsn)
+                table = Table.create(
+                    storage.uri,
+                    schema,
+                    record_key=record_key,
+                    ordering_field=ordering_field,
+                    partition_by=partition_by,
+                    table_type=table_type,
+                    properties=properties,
+                    timeline=self.dsn,
+                )
             except TableExistsError:  # a table appeared there meanwhile, outside this catalog
                 raise LocationInUseError(f"a table already exists at {storage.uri}") from None
             reservation.table_id = table.config.table_uuid
@@ -313,8 +320,13 @@ class Catalog:
                 storage, referenced = owned
                 purged = purge_files(storage, table_tag(row.table_id), referenced)
                 if purged.kept:
-                    log.warning("purged %s at %s; kept %d file(s) there that are not the table's: %s", tname,
-                                storage.uri, len(purged.kept), ", ".join(purged.kept[:10]))
+                    log.warning(
+                        "purged %s at %s; kept %d file(s) there that are not the table's: %s",
+                        tname,
+                        storage.uri,
+                        len(purged.kept),
+                        ", ".join(purged.kept[:10]),
+                    )
             self._rows.purge_timeline(row.table_id)
         return _entry(row)
 
@@ -333,13 +345,15 @@ class Catalog:
         if pointer.get("table_uuid") != row.table_id:
             raise TableIdentityError(
                 f"the location {storage.uri} now holds another table (uuid {pointer.get('table_uuid')}, "
-                f"not {row.table_id}); nothing was purged or dropped")
+                f"not {row.table_id}); nothing was purged or dropped"
+            )
         try:
             table = Table.open(storage.uri, timeline=self.dsn)
             try:
                 timeline = table.timeline
-                return storage, {p for i in timeline.completed() if i.action.writes_data
-                                 for p in file_paths(i.metadata)}
+                return storage, {
+                    p for i in timeline.completed() if i.action.writes_data for p in file_paths(i.metadata)
+                }
             finally:
                 table.log.store.close()
         except LakelineError:  # a damaged table: its tagged files and .lakeline/ are still known

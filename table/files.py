@@ -83,8 +83,9 @@ def dictionary_columns(table: pa.Table, sample_rows: int = 10_000) -> list[str]:
     out = []
     for name, col in zip(sample.column_names, sample.columns):
         t = col.type
-        if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
-                or pa.types.is_dictionary(t)):
+        if not (
+            pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_dictionary(t)
+        ):
             continue
         if sample.num_rows and pc.count_distinct(col).as_py() <= sample.num_rows // 2:
             out.append(name)
@@ -104,8 +105,13 @@ def write_indexed(task: FileWrite) -> Written:
     task.storage.mkdirs(path.rsplit("/", 1)[0])
     compression = None if task.compression == "none" else task.compression
     with task.storage.fs.open_output_stream(path) as sink:
-        pq.write_table(task.rows, sink, compression=compression, row_group_size=task.row_group_rows,
-                       use_dictionary=dictionary_columns(task.rows))
+        pq.write_table(
+            task.rows,
+            sink,
+            compression=compression,
+            row_group_size=task.row_group_rows,
+            use_dictionary=dictionary_columns(task.rows),
+        )
         size = sink.tell()
     if not task.storage.exists(marker_path(task.storage, task.instant, task.rel_path)):
         # The instant was rolled back while this (stalled) task wrote: the rollback
@@ -118,18 +124,21 @@ def write_indexed(task: FileWrite) -> Written:
     facts = ColumnHashes(task.rows)
     lo, hi = task.known_range if task.known_range is not None else key_range(task.rows, task.key, facts)
     entries = {} if task.indexes is None else task.indexes.entries(task.rows, task.rel_path, task.partition, facts)
-    return Written(WriteStat(
-        path=task.rel_path,
-        partition=task.partition,
-        file_group=task.file_group,
-        kind=task.kind,
-        rows=task.rows.num_rows,
-        bytes=size,
-        deletes=deletes,
-        key_min=lo,
-        key_max=hi,
-        inserts=task.inserts,
-    ), entries)
+    return Written(
+        WriteStat(
+            path=task.rel_path,
+            partition=task.partition,
+            file_group=task.file_group,
+            kind=task.kind,
+            rows=task.rows.num_rows,
+            bytes=size,
+            deletes=deletes,
+            key_min=lo,
+            key_max=hi,
+            inserts=task.inserts,
+        ),
+        entries,
+    )
 
 
 @dataclass(frozen=True)
@@ -197,6 +206,5 @@ def with_columns_of(table: pa.Table, schema: pa.Schema) -> pa.Table:
     if table.schema.names == schema.names:
         return table
     fields = [table.schema.field(f.name) if f.name in table.column_names else f for f in schema]
-    cols = [table.column(f.name) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
-            for f in schema]
+    cols = [table.column(f.name) if f.name in table.column_names else pa.nulls(table.num_rows, f.type) for f in schema]
     return pa.Table.from_arrays(cols, schema=pa.schema(fields))

@@ -110,8 +110,10 @@ class Hooks:
                 raise InvalidHookError(f"Hooks({kind}=...): {bad[0]!r} is not callable")
         bad_services = [s for s in self.services if not hasattr(s, "run")]
         if bad_services:
-            raise InvalidHookError(f"Hooks(services=...): {bad_services[0]!r} is not an inline service "
-                                   "(use lakeline.services.inline(name))")
+            raise InvalidHookError(
+                f"Hooks(services=...): {bad_services[0]!r} is not an inline service "
+                "(use lakeline.services.inline(name))"
+            )
 
     def check_schema(self, schema: pa.Schema) -> None:
         """Refuse validators that name what the table does not have, before the write
@@ -127,8 +129,11 @@ class Hooks:
     def joined(self, other: Hooks) -> Hooks:
         """These hooks then ``other``'s (an inline service named in both runs once)."""
         names = {s.name for s in self.services}
-        return Hooks([*self.validators, *other.validators], [*self.callbacks, *other.callbacks],
-                     [*self.services, *(s for s in other.services if s.name not in names)])
+        return Hooks(
+            [*self.validators, *other.validators],
+            [*self.callbacks, *other.callbacks],
+            [*self.services, *(s for s in other.services if s.name not in names)],
+        )
 
 
 # -- before the commit ----------------------------------------------------------------
@@ -174,8 +179,9 @@ class ValidationContext:
         before, after = self.before.ctx, self.after.ctx
         start = before.snapshot.last_completed()
         assert start is not None  # every table has its completed schema instant
-        return changes(after, lambda tl: after.view if tl.last_seq == after.snapshot.last_seq else before.view,
-                       start.id)
+        return changes(
+            after, lambda tl: after.view if tl.last_seq == after.snapshot.last_seq else before.view, start.id
+        )
 
     @cached_property
     def new_rows(self) -> pa.Table:
@@ -184,15 +190,22 @@ class ValidationContext:
         return ch.filter(pc.not_equal(ch.column(CHANGE_OP), "delete")).drop_columns([CHANGE_OP])
 
 
-def validation_context(ctx: TableContext, action: Action, instant: int, operation: str,
-                       metadata: CommitMetadata) -> ValidationContext:
+def validation_context(
+    ctx: TableContext, action: Action, instant: int, operation: str, metadata: CommitMetadata
+) -> ValidationContext:
     """The before/after pair of an attempt about to complete: ``after`` is the attempt's
     snapshot with its ``completed`` event applied in memory (no other process sees it).
     Snapshots read on a local engine: a validator runs on the driver."""
     local = replace(ctx, engine=LocalEngine())
     snap = ctx.snapshot
-    done = Event(seq=snap.last_seq + 1, ts_us=max(now_us(), snap.last_ts_us + 1), instant=instant, action=action,
-                 state=State.COMPLETED, payload=metadata.to_dict())
+    done = Event(
+        seq=snap.last_seq + 1,
+        ts_us=max(now_us(), snap.last_ts_us + 1),
+        instant=instant,
+        action=action,
+        state=State.COMPLETED,
+        payload=metadata.to_dict(),
+    )
     after_tl: Timeline = snap.extended([done])
     after = replace(local, snapshot=after_tl, view=ctx.view.extended(after_tl))
     return ValidationContext(Snapshot(local), Snapshot(after), operation, instant, metadata.to_dict())
@@ -208,11 +221,13 @@ def run_validators(validators: Sequence[Validator], vctx: ValidationContext) -> 
         try:
             check(vctx)
         except ValidationError as e:
-            raise ValidationError(f"validator {hook_name(check)} refused instant {vctx.instant} "
-                                  f"({vctx.operation}): {e}") from e
+            raise ValidationError(
+                f"validator {hook_name(check)} refused instant {vctx.instant} ({vctx.operation}): {e}"
+            ) from e
         except Exception as e:  # noqa: BLE001 - a broken validator refuses too: never commit unchecked
-            raise ValidationError(f"validator {hook_name(check)} failed on instant {vctx.instant} "
-                                  f"({vctx.operation}): {e!r}") from e
+            raise ValidationError(
+                f"validator {hook_name(check)} failed on instant {vctx.instant} ({vctx.operation}): {e!r}"
+            ) from e
 
 
 # -- after the commit ------------------------------------------------------------------
@@ -266,8 +281,9 @@ def property_hooks(props: TableProperties) -> Hooks:
     names = [n.strip() for n in props.inline_services.split(",") if n.strip()]
     unknown = [n for n in names if n not in INLINE_SERVICES]
     if unknown:
-        raise InvalidPropertyError(f"property 'inline.services': {unknown} cannot run inline; "
-                                   f"known: {', '.join(INLINE_SERVICES)}")
+        raise InvalidPropertyError(
+            f"property 'inline.services': {unknown} cannot run inline; known: {', '.join(INLINE_SERVICES)}"
+        )
     url = props.commit_callback_url
     try:
         callbacks = [http_post(url)] if url else []

@@ -64,10 +64,14 @@ def open_log(storage: Storage, timeline: str | None) -> EventLog:
     log = EventLog(open_store(storage, timeline, pointer["table_uuid"]), archive=EventArchive(storage))
     current = log.refresh()
     if TableConfig.from_timeline(current) is None:
-        how = ("Table.create at the same location completes it" if not current.instants() else
-               "remove its folder's .lakeline to create it again")
-        raise TableNotFoundError(f"the table at {storage.uri} has no completed schema instant (its creation "
-                                 f"did not finish; {how})")
+        how = (
+            "Table.create at the same location completes it"
+            if not current.instants()
+            else "remove its folder's .lakeline to create it again"
+        )
+        raise TableNotFoundError(
+            f"the table at {storage.uri} has no completed schema instant (its creation did not finish; {how})"
+        )
     return log
 
 

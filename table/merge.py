@@ -100,13 +100,21 @@ def merge_onto(base: pa.Table, changes: pa.Table, key: tuple[str, ...], ordering
         # A composite key: base rows whose key hash a change's has. A collision only
         # sends an untouched row through the fold, which keeps it (its key is its own).
         # Arrow's is_in probes a hash set of the (few) changes; np.isin would sort every row.
-        touched = pc.is_in(pa.array(_row_hashes(base, key, base.schema)),
-                           value_set=pa.array(_row_hashes(changes, key, base.schema)))
+        touched = pc.is_in(
+            pa.array(_row_hashes(base, key, base.schema)), value_set=pa.array(_row_hashes(changes, key, base.schema))
+        )
     return _merge_touched(base, touched, changes, key, ordering)
 
 
-def merge_at_positions(base: pa.Table, changes: pa.Table, key: tuple[str, ...], ordering: str | None,
-                       columns: list[str], owned: bool = False, keep_order: bool = True) -> pa.Table:
+def merge_at_positions(
+    base: pa.Table,
+    changes: pa.Table,
+    key: tuple[str, ...],
+    ordering: str | None,
+    columns: list[str],
+    owned: bool = False,
+    keep_order: bool = True,
+) -> pa.Table:
     """:func:`merge_onto` when the changes say which base rows they touch (position
     deletes): a change's ``_base_pos`` is the row its key has in ``base``, or null.
     Every base row of a key that a change carries must be pointed at by one of them;
@@ -125,8 +133,9 @@ def merge_at_positions(base: pa.Table, changes: pa.Table, key: tuple[str, ...], 
     """
     touched = Touched.of(changes)
     if len(touched.positions) and (touched.positions[0] < 0 or touched.positions[-1] >= base.num_rows):
-        raise CorruptLogError(f"a log points at base row {int(touched.positions[-1])} (or below 0) of a base file "
-                              f"of {base.num_rows} rows")
+        raise CorruptLogError(
+            f"a log points at base row {int(touched.positions[-1])} (or below 0) of a base file of {base.num_rows} rows"
+        )
     if not keep_order and len({tuple(len(ch) for ch in base.column(c).chunks) for c in columns}) > 1:
         # Filling holes moves rows within a chunk: columns chunked apart would move
         # their rows apart (a decoder splitting one large column, a column the file
@@ -134,9 +143,10 @@ def merge_at_positions(base: pa.Table, changes: pa.Table, key: tuple[str, ...], 
         keep_order = True
     # Without an ordering field the touched base rows are all replaced or deleted.
     hit = None if touched.only_deletes or ordering is None else base.take(pa.array(touched.positions))
-    untouched = pa.Table.from_arrays([drop_positions(base.column(c), touched.positions, owned, keep_order)
-                                      for c in columns],
-                                     schema=pa.schema([base.schema.field(c) for c in columns]))
+    untouched = pa.Table.from_arrays(
+        [drop_positions(base.column(c), touched.positions, owned, keep_order) for c in columns],
+        schema=pa.schema([base.schema.field(c) for c in columns]),
+    )
     return touched.merge(untouched, hit, changes, key, ordering, columns)
 
 
@@ -158,8 +168,15 @@ class Touched:
         only_deletes = changes.num_rows == 0 or bool(pc.all(pc.equal(changes.column(OP), OP_DELETE)).as_py())
         return cls(positions.astype(np.int64, copy=False), first, only_deletes)
 
-    def merge(self, untouched: pa.Table, hit: pa.Table | None, changes: pa.Table, key: tuple[str, ...],
-              ordering: str | None, columns: list[str]) -> pa.Table:
+    def merge(
+        self,
+        untouched: pa.Table,
+        hit: pa.Table | None,
+        changes: pa.Table,
+        key: tuple[str, ...],
+        ordering: str | None,
+        columns: list[str],
+    ) -> pa.Table:
         """The live rows: ``untouched`` (the base rows not at ``positions``, with
         ``columns``), plus the fold of the touched base rows (``hit``: the base rows at
         ``positions``, in order) with the changes. ``hit`` may be None when there is no
@@ -186,15 +203,17 @@ class Touched:
         return pa.concat_tables([untouched, merged]) if untouched.num_rows else merged
 
 
-def _merge_touched(base: pa.Table, touched: pa.Array, changes: pa.Table, key: tuple[str, ...],
-                   ordering: str | None) -> pa.Table:
+def _merge_touched(
+    base: pa.Table, touched: pa.Array, changes: pa.Table, key: tuple[str, ...], ordering: str | None
+) -> pa.Table:
     """Base rows not ``touched`` pass as they are; the touched ones and the changes fold."""
     untouched = base.filter(pc.invert(touched))
     base = base.filter(touched)
     base_v = base.append_column(OP, constant(OP_UPSERT, base.num_rows))
     changes = changes.select(base_v.column_names).cast(base_v.schema)
-    versions = pa.concat_tables([with_order(base_v, 0), with_order(changes, base.num_rows)],
-                                promote_options="permissive")
+    versions = pa.concat_tables(
+        [with_order(base_v, 0), with_order(changes, base.num_rows)], promote_options="permissive"
+    )
     merged = fold(versions, key, ordering).cast(untouched.schema)
     return pa.concat_tables([untouched, merged]) if untouched.num_rows else merged
 

@@ -54,8 +54,9 @@ def delete_files_of(storage: Storage, instant: int) -> Deleted:
     for rel in list_markers(storage, instant):
         if not is_instant_file(rel, instant):
             refused.append(rel)
-            _log.warning("rollback of instant %d skips %r: a marker names it, but it is not a file "
-                         "of that instant", instant, rel)
+            _log.warning(
+                "rollback of instant %d skips %r: a marker names it, but it is not a file of that instant", instant, rel
+            )
             continue
         faults.point("rollback.mid_delete")
         deleted += storage.delete(storage.path(rel))
@@ -96,8 +97,9 @@ def end_instant(log: EventLog, storage: Storage, instant: int, reason: str) -> D
     return deleted
 
 
-def remove_dead_staging(log: EventLog, storage: Storage, rules: Rules, only: tuple[str, ...] | None = None
-                        ) -> list[str]:
+def remove_dead_staging(
+    log: EventLog, storage: Storage, rules: Rules, only: tuple[str, ...] | None = None
+) -> list[str]:
     """Remove the staging folders of dead writes (of those in ``only``, when given: a
     plan's list, judged again now); the write ids removed. The timeline is read after
     the owner files, so a write that began meanwhile is judged alive."""
@@ -133,7 +135,8 @@ def expired_writers(log: EventLog, snapshot: Timeline, interval_ms: int, tolerab
     rolled back, they did not happen, which is what their caller saw)."""
     beats = log.store.last_beats()
     return [
-        i for i in snapshot.pending()
+        i
+        for i in snapshot.pending()
         if (WriteRequest.from_dict(i.plan).writer or i.action in _ONE_SHOT)
         and is_expired(i, beats, interval_ms, tolerable_misses)
     ]

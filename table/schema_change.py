@@ -22,8 +22,13 @@ from ..timeline.table_config import TableConfig
 from ..timeline.timeline import Timeline
 
 
-def commit_schema(log: EventLog, change: SchemaChangePlan, config: TableConfig,
-                  check: Callable[[Timeline], None] | None = None, fault: str | None = None) -> int:
+def commit_schema(
+    log: EventLog,
+    change: SchemaChangePlan,
+    config: TableConfig,
+    check: Callable[[Timeline], None] | None = None,
+    fault: str | None = None,
+) -> int:
     """Append a schema instant whose completion makes ``config`` the table's; ``check``
     guards the ``requested`` append, ``fault`` names a fault point right after it.
     Returns the instant id."""

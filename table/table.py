@@ -19,11 +19,7 @@ import pyarrow.compute as pc
 from ..indexes.files_index import load_view
 from ..timeline.commit_metadata import Operation
 from ..timeline.diagnostics.redact import redact
-from ..timeline.errors import (
-    InvalidFilterError,
-    TableNotFoundError,
-    UnsupportedOperationError,
-)
+from ..timeline.errors import InvalidFilterError, TableNotFoundError
 from ..timeline.instant import Action
 from ..timeline.log import EventLog
 from ..timeline.storage.filesystem import Storage
@@ -46,11 +42,7 @@ from .write.operations import (
     plan_upsert,
 )
 from .write.plan import WritePlan
-from .write.records import (
-    check_filter,
-    prepare_keys,
-    prepare_rows,
-)
+from .write.records import check_filter, prepare_keys, prepare_rows
 from .write.update import update_planner
 from .write.writer import WriteResult, run_write
 
@@ -234,8 +226,9 @@ class Table:
             CommitConflictError: concurrent commits kept conflicting.
         """
         rows, evolve = self._prepared(data)
-        return self._write(Operation.INSERT, self.config.write_action, lambda ctx: plan_insert(ctx, rows), hooks,
-                           evolve)
+        return self._write(
+            Operation.INSERT, self.config.write_action, lambda ctx: plan_insert(ctx, rows), hooks, evolve
+        )
 
     def upsert(self, data: Any, hooks: Hooks | None = None) -> WriteResult:
         """Insert new keys and update existing ones (the larger ordering value wins).
@@ -245,10 +238,11 @@ class Table:
             SchemaMismatchError, NullKeyError: bad input; nothing is written.
             CommitConflictError: concurrent commits kept conflicting.
         """
-        self._need_key(Operation.UPSERT)
+        self.config.require_key(Operation.UPSERT)
         rows, evolve = self._prepared(data)
-        return self._write(Operation.UPSERT, self.config.write_action, lambda ctx: plan_upsert(ctx, rows), hooks,
-                           evolve)
+        return self._write(
+            Operation.UPSERT, self.config.write_action, lambda ctx: plan_upsert(ctx, rows), hooks, evolve
+        )
 
     def delete(self, keys: Any, hooks: Hooks | None = None) -> WriteResult:
         """Delete rows by record key; keys the table does not hold are ignored.
@@ -263,7 +257,7 @@ class Table:
                 type than the table's (no cast across types: ``1`` never deletes ``"1"``)
                 or null.
         """
-        self._need_key(Operation.DELETE)
+        self.config.require_key(Operation.DELETE)
         cfg = self.config
         table = prepare_keys(keys, cfg)
         return self._write(Operation.DELETE, cfg.write_action, lambda ctx: plan_delete(ctx, table), hooks)
@@ -291,11 +285,13 @@ class Table:
         """
         rows, evolve = self._prepared(data)
         targets = partition_targets(self.config.partition_by, partitions) if partitions is not None else None
-        return self._write(Operation.OVERWRITE, Action.REPLACE_COMMIT,
-                           lambda ctx: plan_overwrite(ctx, rows, targets), hooks, evolve)
+        return self._write(
+            Operation.OVERWRITE, Action.REPLACE_COMMIT, lambda ctx: plan_overwrite(ctx, rows, targets), hooks, evolve
+        )
 
-    def update(self, where: pc.Expression | None = None, set: Mapping[str, Any] | None = None,
-               hooks: Hooks | None = None) -> WriteResult:
+    def update(
+        self, where: pc.Expression | None = None, set: Mapping[str, Any] | None = None, hooks: Hooks | None = None
+    ) -> WriteResult:
         """Change the rows ``where`` matches (None: every row), SQL's ``UPDATE ... SET``.
 
         Args:
@@ -319,22 +315,25 @@ class Table:
         planner = update_planner(self.config, where, set)
         return self._write(Operation.UPDATE, self.config.where_action, planner, hooks)
 
-    def _write(self, operation: Operation, action: Action, planner: Callable[[TableContext], WritePlan],
-               hooks: Hooks | None, evolve: Callable[[], TableConfig] | None = None) -> WriteResult:
+    def _write(
+        self,
+        operation: Operation,
+        action: Action,
+        planner: Callable[[TableContext], WritePlan],
+        hooks: Hooks | None,
+        evolve: Callable[[], TableConfig] | None = None,
+    ) -> WriteResult:
         """Run a write with its hooks (the call's and the table properties',
         :mod:`.hooks`): validators before the commit, callbacks and inline services after."""
         joined = effective_hooks(hooks, self.config.props, self.config.schema)
         result = run_write(self.context, operation, action, planner, evolve, joined.validators)
         return after_commit_hooks(self, result, joined)
 
-    def _need_key(self, op: Operation) -> None:
-        if not self.config.has_key:
-            raise UnsupportedOperationError(f"{op} needs a record key; this table is append-only")
-
     # -- reads -------------------------------------------------------------------------
 
-    def scan(self, filter: pc.Expression | None = None, columns: list[str] | None = None,
-             as_of: int | datetime | None = None) -> Scan:
+    def scan(
+        self, filter: pc.Expression | None = None, columns: list[str] | None = None, as_of: int | datetime | None = None
+    ) -> Scan:
         """Plan a read of the table now, or as of an instant id or a datetime.
 
         Raises:
@@ -344,13 +343,15 @@ class Table:
         """
         return Scan(self.context(snapshot_of(self.timeline, as_of)), filter=filter, columns=columns, as_of=as_of)
 
-    def to_arrow(self, filter: pc.Expression | None = None, columns: list[str] | None = None,
-                 as_of: int | datetime | None = None) -> pa.Table:
+    def to_arrow(
+        self, filter: pc.Expression | None = None, columns: list[str] | None = None, as_of: int | datetime | None = None
+    ) -> pa.Table:
         """Read the table into one Arrow table (see :meth:`scan`)."""
         return self.scan(filter=filter, columns=columns, as_of=as_of).to_arrow()
 
-    def to_pandas(self, filter: pc.Expression | None = None, columns: list[str] | None = None,
-                  as_of: int | datetime | None = None) -> Any:
+    def to_pandas(
+        self, filter: pc.Expression | None = None, columns: list[str] | None = None, as_of: int | datetime | None = None
+    ) -> Any:
         """Read the table into a ``pandas.DataFrame`` (see :meth:`scan`)."""
         return self.to_arrow(filter=filter, columns=columns, as_of=as_of).to_pandas()
 

@@ -85,8 +85,9 @@ class RowsSatisfy:
         failing = rows.filter(pc.invert(self.expression))
         if failing.num_rows:
             sample = failing.slice(0, 3).to_pylist()
-            raise ValidationError(f"{failing.num_rows} of {rows.num_rows} new rows break {self.expression}, "
-                                  f"e.g. {sample}")
+            raise ValidationError(
+                f"{failing.num_rows} of {rows.num_rows} new rows break {self.expression}, e.g. {sample}"
+            )
 
 
 def row_count_change(min: int | None = None, max: int | None = None) -> RowCountChange:

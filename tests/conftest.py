@@ -25,12 +25,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.helpers import (
-    PostgresUnavailable,
-    StoreFactory,
-    ThrowawayPostgres,
-    start_throwaway_postgres,
-)
+from tests.helpers import PostgresUnavailable, StoreFactory, ThrowawayPostgres, start_throwaway_postgres
 
 if TYPE_CHECKING:
     from lakeline.table import Catalog

@@ -123,20 +123,11 @@ def child_env(faults: str | None = None, extra: Mapping[str, str] | None = None)
 
 
 def start_script(
-    script: str | os.PathLike[str],
-    args: Sequence[Any],
-    faults: str | None = None,
-    env: Mapping[str, str] | None = None,
+    script: str | os.PathLike[str], args: Sequence[Any], faults: str | None = None, env: Mapping[str, str] | None = None
 ) -> subprocess.Popen[str]:
     """Start ``python script args...``, each argument JSON-encoded."""
     argv = [sys.executable, str(script)] + [json.dumps(a) for a in args]
-    return subprocess.Popen(
-        argv,
-        env=child_env(faults, env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return subprocess.Popen(argv, env=child_env(faults, env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def finish(proc: subprocess.Popen[str], timeout: float = 120.0) -> tuple[int, str, str]:
@@ -151,10 +142,7 @@ def finish(proc: subprocess.Popen[str], timeout: float = 120.0) -> tuple[int, st
 
 
 def run_script(
-    script: str | os.PathLike[str],
-    args: Sequence[Any],
-    faults: str | None = None,
-    timeout: float = 120.0,
+    script: str | os.PathLike[str], args: Sequence[Any], faults: str | None = None, timeout: float = 120.0
 ) -> tuple[int, str, str]:
     """Run a child to its end; returns ``(returncode, stdout, stderr)``."""
     return finish(start_script(script, args, faults), timeout)

@@ -30,9 +30,21 @@ ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
 #: Folders that are not the project's own text: the virtualenv, git, build output, caches,
 #: and what runs leave behind (.gitignore's list).
-SKIPPED_DIRS = {".git", ".venv", "venv", "build", "dist", "__pycache__", ".pytest_cache",
-                ".mypy_cache", ".ruff_cache", ".hypothesis", "node_modules", "spark-warehouse",
-                "metastore_db"}
+SKIPPED_DIRS = {
+    ".git",
+    ".venv",
+    "venv",
+    "build",
+    "dist",
+    "__pycache__",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".hypothesis",
+    "node_modules",
+    "spark-warehouse",
+    "metastore_db",
+}
 #: The same, by path from the checkout: benchmark inputs and outputs.
 SKIPPED_PATHS = {"bench/data", "bench/out"}
 #: No text file of the project is this large; bigger files are data, not read.
@@ -49,8 +61,11 @@ def repository_files(root: Path) -> list[Path]:
     found = []
     for folder, dirs, files in os.walk(root):
         here = Path(folder).relative_to(root)
-        dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS and not d.endswith(".egg-info")
-                   and (here / d).as_posix() not in SKIPPED_PATHS]
+        dirs[:] = [
+            d
+            for d in dirs
+            if d not in SKIPPED_DIRS and not d.endswith(".egg-info") and (here / d).as_posix() not in SKIPPED_PATHS
+        ]
         found.extend(Path(folder, f) for f in files)
     return found
 
@@ -80,7 +95,8 @@ def package_folders(root: Path) -> list[str]:
 def package_modules(root: Path, folder: str) -> list[str]:
     """The modules of ``folder`` and its subpackages, as paths inside ``folder``."""
     return sorted(
-        p.relative_to(root / folder).as_posix() for p in (root / folder).rglob("*.py")
+        p.relative_to(root / folder).as_posix()
+        for p in (root / folder).rglob("*.py")
         if "__pycache__" not in p.parts and p.name != "__init__.py"
     )
 
@@ -133,12 +149,20 @@ def test_the_checks_catch_what_they_guard(tmp_path: Path) -> None:
     """Each check fails when violated: a reference in any text file, a module left out, and
     a module named only in another folder's section (same file name)."""
     (tmp_path / "pyproject.toml").write_text('[tool.setuptools.package-dir]\n"lakeline.a" = "a"\n"lakeline.b" = "b"\n')
-    for module in ("a/__init__.py", "a/engine.py", "a/sub/__init__.py", "a/sub/store.py", "b/__init__.py",
-                   "b/engine.py", "b/extra.py"):
+    for module in (
+        "a/__init__.py",
+        "a/engine.py",
+        "a/sub/__init__.py",
+        "a/sub/store.py",
+        "b/__init__.py",
+        "b/engine.py",
+        "b/extra.py",
+    ):
         (tmp_path / module).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / module).write_text('"""A module."""\n')
-    markdown = ("# Map\n\n**`a/`**: `engine.py`, `sub/store.py::Store`.\n\n**`b/`**: `extra.py`.\n\n"
-                "## Elsewhere\n`engine.py`\n")
+    markdown = (
+        "# Map\n\n**`a/`**: `engine.py`, `sub/store.py::Store`.\n\n**`b/`**: `extra.py`.\n\n## Elsewhere\n`engine.py`\n"
+    )
     assert unnamed_modules(tmp_path, markdown) == ["b/engine.py"]
     assert unnamed_modules(tmp_path, markdown.replace("`extra.py`.", "`extra.py`, `b/engine.py`.")) == []
     bare = markdown.replace("`sub/store.py::Store`", "`store.py`")  # a subpackage's module by file name only
@@ -150,4 +174,6 @@ def test_the_checks_catch_what_they_guard(tmp_path: Path) -> None:
     (tmp_path / ".venv").mkdir()
     (tmp_path / ".venv" / "x.py").write_text("DESIGN" + ".md\n")
     assert sorted(design_references(tmp_path)) == [
-        "b/extra.py:1: \"\"\"See " + "DESIGN" + ".md section 3.\"\"\"", "notes.sh:1: # as " + "DESIGN" + " §4 says"]
+        'b/extra.py:1: """See ' + "DESIGN" + '.md section 3."""',
+        "notes.sh:1: # as " + "DESIGN" + " §4 says",
+    ]

@@ -48,15 +48,17 @@ def _pyproject() -> dict:
 
 def _package_folders() -> set[str]:
     return {
-        p.name for p in ROOT.iterdir()
-        if p.is_dir() and not p.name.startswith(".") and (p / "__init__.py").is_file()
+        p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(".") and (p / "__init__.py").is_file()
     } - NOT_INSTALLED
 
 
 def _subpackages(folder: str) -> list[str]:
     """``lakeline.<folder>`` and every package folder below it."""
-    return [f"lakeline.{'.'.join(p.parent.relative_to(ROOT).parts)}" for p in (ROOT / folder).rglob("__init__.py")
-            if "__pycache__" not in p.parts]
+    return [
+        f"lakeline.{'.'.join(p.parent.relative_to(ROOT).parts)}"
+        for p in (ROOT / folder).rglob("__init__.py")
+        if "__pycache__" not in p.parts
+    ]
 
 
 def test_packages_match_folders() -> None:
@@ -118,9 +120,15 @@ def test_wheel_layout(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     (wheel,) = out.glob("lakeline-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for required in ("lakeline/timeline/__init__.py", "lakeline/timeline/log.py", "lakeline/table/table.py",
-                     "lakeline/timeline/storage/event_log/postgresql.py",
-                     "lakeline/config/defaults.toml", "lakeline/cli/__main__.py", "lakeline/cli/main.py"):
+    for required in (
+        "lakeline/timeline/__init__.py",
+        "lakeline/timeline/log.py",
+        "lakeline/table/table.py",
+        "lakeline/timeline/storage/event_log/postgresql.py",
+        "lakeline/config/defaults.toml",
+        "lakeline/cli/__main__.py",
+        "lakeline/cli/main.py",
+    ):
         assert required in names, required
     # Only the lakeline namespace: nothing under a generic top-level name.
     tops = {n.split("/")[0] for n in names}
@@ -204,7 +212,7 @@ def imports_of(module: str, path: Path, known: set[str] | dict[str, Path]) -> It
                 package = _package_of(module, path).split(".")
                 if node.level - 1 >= len(package):
                     raise AssertionError(f"{module} line {node.lineno}: relative import beyond the top")
-                base = ".".join(package[:len(package) - (node.level - 1)])
+                base = ".".join(package[: len(package) - (node.level - 1)])
                 source = f"{base}.{node.module}" if node.module else base
             else:
                 source = node.module or ""
@@ -239,8 +247,10 @@ def layering_violations(modules: dict[str, Path]) -> list[str]:
                 elif target not in RANK:
                     problems.append(f"{imp}: {target} is no subsystem")
                 elif target != own and RANK[target] >= RANK[own] and (module, imp.target) not in SEAM:
-                    problems.append(f"{imp}: {own} may not import {target} (the direction is "
-                                    "config -> timeline -> indexes -> table -> services -> spark, cli)")
+                    problems.append(
+                        f"{imp}: {own} may not import {target} (the direction is "
+                        "config -> timeline -> indexes -> table -> services -> spark, cli)"
+                    )
     return problems
 
 
@@ -286,11 +296,14 @@ def test_rooms_keep_their_own_rules() -> None:
     assert problems == [], "room violations:\n" + "\n".join(problems)
 
 
-@pytest.mark.parametrize(("module", "source", "fragment"), [
-    ("lakeline.timeline.diagnostics.metrics", "from ..log import EventLog", "may import only"),
-    ("lakeline.indexes.expressions.tree", "from ..pruning import prune", "may import only"),
-    ("lakeline.services.compaction", "from .runner.runner import Runner", "nothing in lakeline.services"),
-])
+@pytest.mark.parametrize(
+    ("module", "source", "fragment"),
+    [
+        ("lakeline.timeline.diagnostics.metrics", "from ..log import EventLog", "may import only"),
+        ("lakeline.indexes.expressions.tree", "from ..pruning import prune", "may import only"),
+        ("lakeline.services.compaction", "from .runner.runner import Runner", "nothing in lakeline.services"),
+    ],
+)
 def test_planted_room_violation_is_caught(tmp_path: Path, module: str, source: str, fragment: str) -> None:
     path = tmp_path / "module.py"
     path.write_text(f"def late():\n    {source}\n")
@@ -312,25 +325,31 @@ def test_seam_is_in_use() -> None:
     """The declared seam names modules that exist and an import that is really there,
     so a stale entry cannot silently widen the rules."""
     modules = _modules()
-    edges = {(imp.importer, imp.target) for importer in {i for i, _ in SEAM}
-             for imp in imports_of(importer, modules[importer], modules)}
+    edges = {
+        (imp.importer, imp.target)
+        for importer in {i for i, _ in SEAM}
+        for imp in imports_of(importer, modules[importer], modules)
+    }
     assert SEAM <= edges
 
 
 _STORE = "lakeline.timeline.storage.event_log"
 
 
-@pytest.mark.parametrize(("importer", "source", "expected"), [
-    # a relative import in a module resolves against its package...
-    (f"{_STORE}.filesystem", "from ...errors import TimelineError", "lakeline.timeline.errors"),
-    (f"{_STORE}.filesystem", "from .protocol import TimelineStore", f"{_STORE}.protocol"),
-    # ...in a package's __init__ against the package itself
-    (_STORE, "from .protocol import TimelineStore", f"{_STORE}.protocol"),
-    ("lakeline.timeline.storage.event_log", "from ...errors import TimelineError", "lakeline.timeline.errors"),
-    ("lakeline.table.table", "from ..services import table_indexes", "lakeline.services.table_indexes"),
-    ("lakeline.table.table", "from .. import services", "lakeline.services"),
-    ("lakeline.table.table", "import pyspark.sql", "pyspark.sql"),
-])
+@pytest.mark.parametrize(
+    ("importer", "source", "expected"),
+    [
+        # a relative import in a module resolves against its package...
+        (f"{_STORE}.filesystem", "from ...errors import TimelineError", "lakeline.timeline.errors"),
+        (f"{_STORE}.filesystem", "from .protocol import TimelineStore", f"{_STORE}.protocol"),
+        # ...in a package's __init__ against the package itself
+        (_STORE, "from .protocol import TimelineStore", f"{_STORE}.protocol"),
+        ("lakeline.timeline.storage.event_log", "from ...errors import TimelineError", "lakeline.timeline.errors"),
+        ("lakeline.table.table", "from ..services import table_indexes", "lakeline.services.table_indexes"),
+        ("lakeline.table.table", "from .. import services", "lakeline.services"),
+        ("lakeline.table.table", "import pyspark.sql", "pyspark.sql"),
+    ],
+)
 def test_import_resolution(tmp_path: Path, importer: str, source: str, expected: str) -> None:
     name = "__init__.py" if importer == "lakeline.timeline.storage.event_log" else "module.py"
     path = tmp_path / name
@@ -339,17 +358,24 @@ def test_import_resolution(tmp_path: Path, importer: str, source: str, expected:
     assert [i.target for i in imports_of(importer, path, known)] == [expected]
 
 
-@pytest.mark.parametrize(("module", "source", "fragment"), [
-    ("lakeline.timeline.log", "from ..table.table import Table", "timeline may not import table"),
-    ("lakeline.table.read.scan", "from ...services.table_indexes import TableIndexes", "table may not import services"),
-    ("lakeline.cli.main", "from ..spark import engine", "cli may not import spark"),
-    ("lakeline.spark.engine", "from ..cli import main", "spark may not import cli"),
-    ("lakeline.table.table", "from ..services import TableServices", "table may not import services"),
-    ("lakeline.indexes.bloom", "import pyspark", "may import pyspark"),
-    ("lakeline.timeline.storage.filesystem", "from psycopg import sql", "may import psycopg"),
-    ("lakeline.services.phases", "import apscheduler.schedulers", "may import apscheduler"),
-    ("lakeline.table.read.scan", "from timeline.log import EventLog", "bare subsystem name"),
-])
+@pytest.mark.parametrize(
+    ("module", "source", "fragment"),
+    [
+        ("lakeline.timeline.log", "from ..table.table import Table", "timeline may not import table"),
+        (
+            "lakeline.table.read.scan",
+            "from ...services.table_indexes import TableIndexes",
+            "table may not import services",
+        ),
+        ("lakeline.cli.main", "from ..spark import engine", "cli may not import spark"),
+        ("lakeline.spark.engine", "from ..cli import main", "spark may not import cli"),
+        ("lakeline.table.table", "from ..services import TableServices", "table may not import services"),
+        ("lakeline.indexes.bloom", "import pyspark", "may import pyspark"),
+        ("lakeline.timeline.storage.filesystem", "from psycopg import sql", "may import psycopg"),
+        ("lakeline.services.phases", "import apscheduler.schedulers", "may import apscheduler"),
+        ("lakeline.table.read.scan", "from timeline.log import EventLog", "bare subsystem name"),
+    ],
+)
 def test_planted_violation_is_caught(tmp_path: Path, module: str, source: str, fragment: str) -> None:
     """The checker itself: each kind of violation, planted in a module under ``TYPE_CHECKING``,
     is reported."""
@@ -379,14 +405,21 @@ def _folders(top: Path) -> Iterator[Path]:
 
 @pytest.mark.parametrize("top", ["tests", "bench"])
 def test_no_folder_holds_more_than_fifteen_modules(top: str) -> None:
-    crowded = {str(f.relative_to(ROOT)): n for f in _folders(ROOT / top)
-               if (n := len(list(f.glob("*.py")))) > MAX_MODULES_PER_FOLDER}
+    crowded = {
+        str(f.relative_to(ROOT)): n
+        for f in _folders(ROOT / top)
+        if (n := len(list(f.glob("*.py")))) > MAX_MODULES_PER_FOLDER
+    }
     assert crowded == {}
 
 
 def test_child_process_scripts_live_in_tests_children() -> None:
     patterns = ("*_child.py", "*_worker.py", "*_workers.py", "_child.py", "*_job.py", "catalog_race.py")
-    stray = sorted(str(p.relative_to(ROOT)) for pat in patterns for p in (ROOT / "tests").rglob(pat)
-                   if p.parent != CHILDREN and "__pycache__" not in p.parts)
+    stray = sorted(
+        str(p.relative_to(ROOT))
+        for pat in patterns
+        for p in (ROOT / "tests").rglob(pat)
+        if p.parent != CHILDREN and "__pycache__" not in p.parts
+    )
     assert stray == []
     assert (CHILDREN / "table_workers.py").is_file()

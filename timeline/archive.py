@@ -41,16 +41,19 @@ _FORMAT_KEY = b"lakeline.archive.format"
 
 _NAME = re.compile(r"^(\d{20})-(\d{20})\.parquet$")
 
-ARCHIVE_SCHEMA = pa.schema([
-    pa.field("seq", pa.int64(), nullable=False),
-    pa.field("ts_us", pa.int64(), nullable=False),
-    pa.field("instant", pa.int64(), nullable=False),
-    pa.field("action", pa.string(), nullable=False),
-    pa.field("state", pa.string(), nullable=False),
-    pa.field("token", pa.string(), nullable=False),
-    pa.field("format", pa.int16(), nullable=False),
-    pa.field("payload", pa.string(), nullable=False),
-], metadata={_FORMAT_KEY: str(ARCHIVE_FORMAT_VERSION).encode()})
+ARCHIVE_SCHEMA = pa.schema(
+    [
+        pa.field("seq", pa.int64(), nullable=False),
+        pa.field("ts_us", pa.int64(), nullable=False),
+        pa.field("instant", pa.int64(), nullable=False),
+        pa.field("action", pa.string(), nullable=False),
+        pa.field("state", pa.string(), nullable=False),
+        pa.field("token", pa.string(), nullable=False),
+        pa.field("format", pa.int16(), nullable=False),
+        pa.field("payload", pa.string(), nullable=False),
+    ],
+    metadata={_FORMAT_KEY: str(ARCHIVE_FORMAT_VERSION).encode()},
+)
 
 
 @dataclass(frozen=True)
@@ -124,8 +127,7 @@ class EventArchive:
         for info in self.storage.list_files(self.storage.path(ARCHIVE_DIR)):
             m = _NAME.match(info.base_name)
             if m:
-                out.append(ArchiveFile(int(m.group(1)), int(m.group(2)),
-                                       posixpath.join(ARCHIVE_DIR, info.base_name)))
+                out.append(ArchiveFile(int(m.group(1)), int(m.group(2)), posixpath.join(ARCHIVE_DIR, info.base_name)))
         return sorted(out, key=lambda f: (f.first_seq, f.last_seq))
 
     def last_seq(self) -> int:
@@ -143,17 +145,20 @@ class EventArchive:
         for prev, cur in zip(events, events[1:]):
             if cur.seq != prev.seq + 1:
                 raise TimelineGapError(f"events to archive skip from {prev.seq} to {cur.seq}")
-        table = pa.table({
-            "seq": [e.seq for e in events],
-            "ts_us": [e.ts_us for e in events],
-            "instant": [e.instant for e in events],
-            "action": [e.action.value for e in events],
-            "state": [e.state.value for e in events],
-            "token": [e.token for e in events],
-            "format": [EVENT_FORMAT_VERSION] * len(events),
-            # The same JSON text the stores write, so an archived event reads back equal.
-            "payload": [json.dumps(dict(e.payload), separators=(",", ":"), sort_keys=True) for e in events],
-        }, schema=ARCHIVE_SCHEMA)
+        table = pa.table(
+            {
+                "seq": [e.seq for e in events],
+                "ts_us": [e.ts_us for e in events],
+                "instant": [e.instant for e in events],
+                "action": [e.action.value for e in events],
+                "state": [e.state.value for e in events],
+                "token": [e.token for e in events],
+                "format": [EVENT_FORMAT_VERSION] * len(events),
+                # The same JSON text the stores write, so an archived event reads back equal.
+                "payload": [json.dumps(dict(e.payload), separators=(",", ":"), sort_keys=True) for e in events],
+            },
+            schema=ARCHIVE_SCHEMA,
+        )
         name = archive_file_name(events[0].seq, events[-1].seq)
         final = self.storage.path(ARCHIVE_DIR, name)
         self.storage.mkdirs(self.storage.path(ARCHIVE_DIR))
@@ -203,11 +208,26 @@ class EventArchive:
         if bad:
             raise CorruptArchiveError(f"{where} holds events of unknown format {bad[0]}")
         try:
-            out = [Event(seq, ts, inst, _ACTIONS[action], _STATES[state],
-                         LazyPayload(payload, f"event {seq} of {where}"), token)
-                   for seq, ts, inst, action, state, token, payload in zip(
-                       cols["seq"], cols["ts_us"], cols["instant"], cols["action"], cols["state"], cols["token"],
-                       cols["payload"])]
+            out = [
+                Event(
+                    seq,
+                    ts,
+                    inst,
+                    _ACTIONS[action],
+                    _STATES[state],
+                    LazyPayload(payload, f"event {seq} of {where}"),
+                    token,
+                )
+                for seq, ts, inst, action, state, token, payload in zip(
+                    cols["seq"],
+                    cols["ts_us"],
+                    cols["instant"],
+                    cols["action"],
+                    cols["state"],
+                    cols["token"],
+                    cols["payload"],
+                )
+            ]
         except KeyError as e:
             raise CorruptArchiveError(f"{where} holds an event of unknown action or state {e}") from None
         seqs = [e.seq for e in out]

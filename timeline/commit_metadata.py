@@ -27,8 +27,15 @@ from .view.file_group import FileKind
 _TEXT = (str,)
 _COUNT = (int,)
 _FILE_FIELDS: dict[str, tuple[type, ...]] = {
-    "path": _TEXT, "partition": _TEXT, "file_group": _TEXT, "kind": _TEXT, "rows": _COUNT, "bytes": _COUNT,
-    "deletes": _COUNT, "key_min": (int, float, str, bool, type(None)), "key_max": (int, float, str, bool, type(None)),
+    "path": _TEXT,
+    "partition": _TEXT,
+    "file_group": _TEXT,
+    "kind": _TEXT,
+    "rows": _COUNT,
+    "bytes": _COUNT,
+    "deletes": _COUNT,
+    "key_min": (int, float, str, bool, type(None)),
+    "key_max": (int, float, str, bool, type(None)),
     "inserts": (bool,),
 }
 _REQUIRED = ("path", "partition", "file_group", "kind", "rows", "bytes")
@@ -78,8 +85,9 @@ class WriteStat:
         try:
             kind = FileKind(raw["kind"])
         except ValueError:
-            raise CorruptEventError(f"commit metadata: file kind {raw['kind']!r:.60} is not one of "
-                                    f"{', '.join(FileKind)}") from None
+            raise CorruptEventError(
+                f"commit metadata: file kind {raw['kind']!r:.60} is not one of {', '.join(FileKind)}"
+            ) from None
         return cls(**{k: raw[k] for k in cls.__dataclass_fields__ if k in raw and k != "kind"}, kind=kind)
 
 

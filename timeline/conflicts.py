@@ -74,9 +74,7 @@ class Conflict:
 
 
 def find_conflict(
-    ours: CommitMetadata,
-    concurrent: Iterable[Instant],
-    key_check: KeyCheck | None = None,
+    ours: CommitMetadata, concurrent: Iterable[Instant], key_check: KeyCheck | None = None
 ) -> Conflict | None:
     """Why ``ours`` cannot complete after ``concurrent``, or None when it can.
 
@@ -97,8 +95,12 @@ def find_conflict(
         theirs = CommitMetadata.from_dict(inst.metadata)
         touched = theirs.groups_written() | theirs.groups_replaced()
 
-        def conflict(kind: ConflictKind, groups: Iterable[tuple[str, str]] = (),
-                     partitions: Iterable[str] = (), at: Instant = inst) -> Conflict:
+        def conflict(
+            kind: ConflictKind,
+            groups: Iterable[tuple[str, str]] = (),
+            partitions: Iterable[str] = (),
+            at: Instant = inst,
+        ) -> Conflict:
             return Conflict(kind, at.id, at.action, tuple(sorted(groups)), tuple(sorted(partitions)))
 
         if log_groups & theirs.groups_replaced():
@@ -118,10 +120,7 @@ def find_conflict(
 
 
 def find_input_conflict(
-    groups: set[tuple[str, str]],
-    concurrent: Iterable[Instant],
-    what: str,
-    logs_ok: bool = False,
+    groups: set[tuple[str, str]], concurrent: Iterable[Instant], what: str, logs_ok: bool = False
 ) -> Conflict | None:
     """Why a table service that rewrites the file groups ``groups`` can no longer
     complete after ``concurrent`` (instants completed after its ``requested`` event),

@@ -36,8 +36,15 @@ def is_expired(
     return (now if now is not None else now_us()) - last > expiry_us(interval_ms, tolerable_misses)
 
 
-def attempt_expired(instant: Instant, attempt: str, since_us: int, beats: dict[tuple[int, str], int],
-                    interval_ms: int, tolerable_misses: int, now: int | None = None) -> bool:
+def attempt_expired(
+    instant: Instant,
+    attempt: str,
+    since_us: int,
+    beats: dict[tuple[int, str], int],
+    interval_ms: int,
+    tolerable_misses: int,
+    now: int | None = None,
+) -> bool:
     """Whether ``attempt`` of ``instant`` has stopped beating: its last beat, or with
     none ``since_us`` (when the attempt claimed the instant), is too old. Beats of other
     attempts of the same instant do not count."""

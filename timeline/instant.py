@@ -93,9 +93,7 @@ def check_transition(instant_id: int | None, current: State | None, target: Stat
     """
     if target not in TRANSITIONS[current]:
         where = "absent" if current is None else current.value
-        raise InvalidTransitionError(
-            f"instant {instant_id} cannot move from {where} to {target.value}"
-        )
+        raise InvalidTransitionError(f"instant {instant_id} cannot move from {where} to {target.value}")
 
 
 def micros_to_datetime(us: int) -> datetime:

@@ -65,9 +65,7 @@ class Lock(ABC):
     def __enter__(self) -> Lock:
         return self.acquire()
 
-    def __exit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         self.release()
 
 

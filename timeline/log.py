@@ -59,8 +59,9 @@ def now_us() -> int:
 class EventLog:
     """The append side of one table's timeline, over any :class:`TimelineStore`."""
 
-    def __init__(self, store: TimelineStore, clock: Callable[[], int] = now_us,
-                 archive: EventArchive | None = None) -> None:
+    def __init__(
+        self, store: TimelineStore, clock: Callable[[], int] = now_us, archive: EventArchive | None = None
+    ) -> None:
         self.store = store
         self.archive = archive
         self._clock = clock
@@ -147,9 +148,7 @@ class EventLog:
                     check_transition(instant, None, state)
                 else:
                     if cur.action is not action:
-                        raise InvalidTransitionError(
-                            f"instant {instant} is a {cur.action}, not a {action.value}"
-                        )
+                        raise InvalidTransitionError(f"instant {instant} is a {cur.action}, not a {action.value}")
                     check_transition(instant, cur.state, state)
             if check is not None:
                 check(tl)

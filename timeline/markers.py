@@ -95,8 +95,9 @@ def is_instant_file(rel_path: str, instant: int) -> bool:
         return False
     if parts[0] == META_DIR:
         delta = _DELTA.match(parts[-1])
-        return (len(parts) == 4 and parts[1] == "metadata" and delta is not None
-                and int(delta.group("instant")) == instant)
+        return (
+            len(parts) == 4 and parts[1] == "metadata" and delta is not None and int(delta.group("instant")) == instant
+        )
     parsed = parse_data_file_name(rel_path)
     return parsed is not None and parsed.instant == instant
 
@@ -107,8 +108,11 @@ def instants_with_markers(storage: Storage) -> list[int]:
     from pyarrow.fs import FileSelector, FileType
 
     infos = storage.fs.get_file_info(FileSelector(root, allow_not_found=True))
-    return sorted(int(posixpath.basename(i.path)) for i in infos
-                  if i.type == FileType.Directory and posixpath.basename(i.path).isdigit())
+    return sorted(
+        int(posixpath.basename(i.path))
+        for i in infos
+        if i.type == FileType.Directory and posixpath.basename(i.path).isdigit()
+    )
 
 
 def delete_markers(storage: Storage, instant: int) -> None:

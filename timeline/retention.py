@@ -37,17 +37,23 @@ class Savepoint:
 
 
 def _released(timeline: Timeline) -> set[int]:
-    return {p.savepoint for i in timeline.by_action(Action.SAVEPOINT)
-            if i.is_completed and isinstance(p := savepoint_plan(i.plan), SavepointReleasePlan)}
+    return {
+        p.savepoint
+        for i in timeline.by_action(Action.SAVEPOINT)
+        if i.is_completed and isinstance(p := savepoint_plan(i.plan), SavepointReleasePlan)
+    }
 
 
 def active_savepoints(timeline: Timeline) -> list[Savepoint]:
     """Savepoints that pin a snapshot in ``timeline`` (pending creations included), by id."""
     gone = _released(timeline)
-    return [Savepoint(i.id, p.instant, p.seq, i.state)
-            for i in timeline.by_action(Action.SAVEPOINT)
-            if isinstance(p := savepoint_plan(i.plan), SavepointCreatePlan) and i.id not in gone
-            and i.state is not State.ROLLED_BACK]
+    return [
+        Savepoint(i.id, p.instant, p.seq, i.state)
+        for i in timeline.by_action(Action.SAVEPOINT)
+        if isinstance(p := savepoint_plan(i.plan), SavepointCreatePlan)
+        and i.id not in gone
+        and i.state is not State.ROLLED_BACK
+    ]
 
 
 def pinned_seqs(timeline: Timeline) -> list[int]:
@@ -67,8 +73,11 @@ def furthest_retain_seq(timeline: Timeline) -> int | None:
     """The latest retain point of any completed clean: every snapshot before it may have
     lost files to one of them (a later clean with a looser policy does not bring them
     back). None when the table was never cleaned."""
-    seqs = [int(i.metadata["retain_seq"]) for i in timeline.completed()
-            if i.action is Action.CLEAN and i.metadata.get("retain_seq") is not None]
+    seqs = [
+        int(i.metadata["retain_seq"])
+        for i in timeline.completed()
+        if i.action is Action.CLEAN and i.metadata.get("retain_seq") is not None
+    ]
     return max(seqs) if seqs else None
 
 

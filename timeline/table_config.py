@@ -25,6 +25,7 @@ from .errors import (
     ReservedColumnError,
     SchemaMismatchError,
     UnknownColumnError,
+    UnsupportedOperationError,
 )
 from .instant import Action
 from .timeline import Timeline
@@ -81,11 +82,13 @@ def check_column_names(names: list[str], what: str = "schema") -> None:
     if reserved:
         raise ReservedColumnError(
             f"{what} has column(s) {reserved!r} reserved by lakeline: {', '.join(RESERVED_COLUMNS)} and any "
-            f"name starting with {INTERNAL_PREFIX!r}")
+            f"name starting with {INTERNAL_PREFIX!r}"
+        )
     paths = [n for n in names if n.startswith(".")]
     if paths:
-        raise ReservedColumnError(f"{what} has column(s) {paths!r} starting with '.', which Arrow reads as a "
-                                  "nested field path; rename them")
+        raise ReservedColumnError(
+            f"{what} has column(s) {paths!r} starting with '.', which Arrow reads as a nested field path; rename them"
+        )
 
 
 def schema_to_text(schema: pa.Schema) -> str:
@@ -151,8 +154,10 @@ class TableConfig:
         for c in parts:
             # Its folder must fit with a null value at least (any value, were it not for this).
             if len(partition_path((c,), (None,)).encode()) > MAX_FOLDER_BYTES:
-                raise SchemaMismatchError(f"partition column name {c[:40]!r}... is too long: its folder name would "
-                                          f"exceed {MAX_FOLDER_BYTES} bytes (a file system limit)")
+                raise SchemaMismatchError(
+                    f"partition column name {c[:40]!r}... is too long: its folder name would "
+                    f"exceed {MAX_FOLDER_BYTES} bytes (a file system limit)"
+                )
         for c in keys + parts:
             t = schema.field(c).type
             if pa.types.is_nested(t) or pa.types.is_floating(t):
@@ -178,6 +183,13 @@ class TableConfig:
     @property
     def write_action(self) -> Action:
         return Action.DELTA_COMMIT if self.table_type == TableType.MOR else Action.COMMIT
+
+    def require_key(self, operation: str) -> None:
+        """Raises:
+        UnsupportedOperationError: the table is append-only, and ``operation`` needs keys.
+        """
+        if not self.has_key:
+            raise UnsupportedOperationError(f"{operation} needs a record key; this table is append-only")
 
     @property
     def where_action(self) -> Action:

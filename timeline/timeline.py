@@ -58,14 +58,24 @@ class Timeline:
                 # The instant's requested event was archived away; keep what we know.
                 cur = Instant(ev.instant, ev.action, state, ev.ts_us)
             if state is completed:
-                done = Instant(cur.id, cur.action, completed, cur.requested_us, ev.ts_us, cur.plan,
-                               ev.payload, ev.seq, ev.seq)
+                done = Instant(
+                    cur.id, cur.action, completed, cur.requested_us, ev.ts_us, cur.plan, ev.payload, ev.seq, ev.seq
+                )
                 by_id[ev.instant] = done
                 self._completed.append(done)  # events arrive in order: completion order
                 self._completed_seqs.append(ev.seq)
             else:
-                by_id[ev.instant] = Instant(cur.id, cur.action, state, cur.requested_us, cur.completed_us,
-                                            cur.plan, cur.metadata, cur.completed_seq, ev.seq)
+                by_id[ev.instant] = Instant(
+                    cur.id,
+                    cur.action,
+                    state,
+                    cur.requested_us,
+                    cur.completed_us,
+                    cur.plan,
+                    cur.metadata,
+                    cur.completed_seq,
+                    ev.seq,
+                )
         self._events = self._events + tuple(events)
 
     # -- positions ----------------------------------------------------------------------
@@ -138,7 +148,7 @@ class Timeline:
         if not self._events:
             return []
         first = self._events[0].seq
-        return list(self._events[max(0, seq + 1 - first):])
+        return list(self._events[max(0, seq + 1 - first) :])
 
     # -- time travel -------------------------------------------------------------------
 

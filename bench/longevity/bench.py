@@ -109,8 +109,9 @@ def measure(system: System, con: Any, texts: dict[int, str]) -> tuple[float, flo
     return t1 - t0, time.perf_counter() - t1, results
 
 
-def query_round(systems: list[System], con: Any, texts: dict[int, str], repeat: int,
-                round_no: int, out: dict[str, Any]) -> dict[str, dict[str, float]]:
+def query_round(
+    systems: list[System], con: Any, texts: dict[int, str], repeat: int, round_no: int, out: dict[str, Any]
+) -> dict[str, dict[str, float]]:
     """Every system's read and queries ``repeat`` times in turns; per system the fastest
     run (its read and query parts) and the median.
     Results that differ from the first system's go to ``out["mismatches"]``; a digest of
@@ -127,15 +128,22 @@ def query_round(systems: list[System], con: Any, texts: dict[int, str], repeat: 
                 reference = results
             for q in QUERIES:
                 if results[q] != reference[q]:
-                    mismatches.append({"round": round_no, "system": s.name, "query": q,
-                                       "reference": systems[0].name})
-                    print(f"RESULTS DIFFER: round {round_no}, query {q}: {s.name} != {systems[0].name}",
-                          file=sys.stderr)
+                    mismatches.append({"round": round_no, "system": s.name, "query": q, "reference": systems[0].name})
+                    print(
+                        f"RESULTS DIFFER: round {round_no}, query {q}: {s.name} != {systems[0].name}", file=sys.stderr
+                    )
     assert reference is not None
     out["digests"].append({q: hashlib.sha1(repr(rows).encode()).hexdigest()[:12] for q, rows in reference.items()})
     best = {name: min(ts, key=sum) for name, ts in times.items()}
-    return {name: {"read_s": best[name][0], "queries_s": best[name][1], "query_time_s": sum(best[name]),
-                   "query_time_median_s": statistics.median(r + q for r, q in ts)} for name, ts in times.items()}
+    return {
+        name: {
+            "read_s": best[name][0],
+            "queries_s": best[name][1],
+            "query_time_s": sum(best[name]),
+            "query_time_median_s": statistics.median(r + q for r, q in ts),
+        }
+        for name, ts in times.items()
+    }
 
 
 def degradation_rate(times: list[float]) -> float:
@@ -161,9 +169,15 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     use_runner = "lakeline-mor-runner" in args.systems and runner_available()
     systems = [make(name, work, args.runner_every, use_runner) for name in args.systems]
     watches = {s.name: DiskWatch(s.path) for s in systems}
-    out: dict[str, Any] = {"sf": args.sf, "rows": rows.num_rows, "rounds": args.rounds, "repeat": args.repeat,
-                           "systems": {s.name: {"mode": s.mode, "rounds": []} for s in systems}, "mismatches": [],
-                           "digests": []}
+    out: dict[str, Any] = {
+        "sf": args.sf,
+        "rows": rows.num_rows,
+        "rounds": args.rounds,
+        "repeat": args.repeat,
+        "systems": {s.name: {"mode": s.mode, "rounds": []} for s in systems},
+        "mismatches": [],
+        "digests": [],
+    }
     for s in systems:
         t0 = time.perf_counter()
         s.load(rows)
@@ -186,28 +200,47 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                     s.delete_window(lo, lo + WINDOW_DAYS)
                     t2 = time.perf_counter()
                     optimize_s = s.after_round()
-                    maintenance[s.name] = {"insert_s": t1 - t0, "delete_s": t2 - t1, "optimize_s": optimize_s,
-                                           "maintenance_s": t2 - t0 + optimize_s}
+                    maintenance[s.name] = {
+                        "insert_s": t1 - t0,
+                        "delete_s": t2 - t1,
+                        "optimize_s": optimize_s,
+                        "maintenance_s": t2 - t0 + optimize_s,
+                    }
             timed = query_round(systems, con, texts, args.repeat, round_no, out)
             for s in systems:
                 files = s.files()
                 written = watches[s.name].new_bytes()
-                out["systems"][s.name]["rounds"].append({
-                    "round": round_no, **timed[s.name], **maintenance[s.name],
-                    "bytes_written": written if round_no else 0, "files": files["data"], "log_files": files["logs"],
-                    "files_on_disk": watches[s.name].on_disk()})
-            print(f"round {round_no}: " + ", ".join(f"{n} {t['query_time_s']:.2f} s" for n, t in timed.items()),
-                  file=sys.stderr)
+                out["systems"][s.name]["rounds"].append(
+                    {
+                        "round": round_no,
+                        **timed[s.name],
+                        **maintenance[s.name],
+                        "bytes_written": written if round_no else 0,
+                        "files": files["data"],
+                        "log_files": files["logs"],
+                        "files_on_disk": watches[s.name].on_disk(),
+                    }
+                )
+            print(
+                f"round {round_no}: " + ", ".join(f"{n} {t['query_time_s']:.2f} s" for n, t in timed.items()),
+                file=sys.stderr,
+            )
     finally:
         for s in systems:
             out["systems"][s.name]["background"] = s.stop()
     for r in out["systems"].values():
         t = [x["query_time_s"] for x in r["rounds"]]
-        r["summary"] = {"round0_s": t[0], "last_s": t[-1], "last_over_round0": t[-1] / t[0],
-                        "worst_over_round0": max(t) / t[0], "degradation_rate": degradation_rate(t),
-                        "maintenance_s": sum(x.get("maintenance_s", 0.0) for x in r["rounds"]),
-                        "bytes_written": sum(x["bytes_written"] for x in r["rounds"]),
-                        "files": r["rounds"][-1]["files"], "log_files": r["rounds"][-1]["log_files"]}
+        r["summary"] = {
+            "round0_s": t[0],
+            "last_s": t[-1],
+            "last_over_round0": t[-1] / t[0],
+            "worst_over_round0": max(t) / t[0],
+            "degradation_rate": degradation_rate(t),
+            "maintenance_s": sum(x.get("maintenance_s", 0.0) for x in r["rounds"]),
+            "bytes_written": sum(x["bytes_written"] for x in r["rounds"]),
+            "files": r["rounds"][-1]["files"],
+            "log_files": r["rounds"][-1]["log_files"],
+        }
     if "deltalake" in out["systems"]:
         # Load on a shared machine moves every system's time alike (they are measured in
         # turns): the drift against deltalake's over the same rounds factors it out.
@@ -225,17 +258,32 @@ def targets(out: dict[str, Any]) -> list[dict[str, Any]]:
     found = []
     if "lakeline-mor" in s:
         v = s["lakeline-mor"]["worst_over_round0"]
-        found.append({"target": f"lakeline-mor (no compaction): every round within {MOR_TARGET}x of round 0 "
-                                f"(issue 16)", "value": f"worst {v:.3f}x", "pass": v <= MOR_TARGET})
+        found.append(
+            {
+                "target": f"lakeline-mor (no compaction): every round within {MOR_TARGET}x of round 0 (issue 16)",
+                "value": f"worst {v:.3f}x",
+                "pass": v <= MOR_TARGET,
+            }
+        )
     if "lakeline-mor-runner" in s:
         v = s["lakeline-mor-runner"]["last_over_round0"]
-        found.append({"target": f"lakeline-mor-runner: round {n} within {RUNNER_TARGET}x of round 0 (issue 15)",
-                      "value": f"{v:.3f}x", "pass": v <= RUNNER_TARGET})
+        found.append(
+            {
+                "target": f"lakeline-mor-runner: round {n} within {RUNNER_TARGET}x of round 0 (issue 15)",
+                "value": f"{v:.3f}x",
+                "pass": v <= RUNNER_TARGET,
+            }
+        )
         for peer in ("deltalake", "deltalake-optimize"):
             if peer in s:
                 a, b = s["lakeline-mor-runner"]["maintenance_s"], s[peer]["maintenance_s"]
-                found.append({"target": f"lakeline-mor-runner maintenance faster than {peer}'s (issue 15)",
-                              "value": f"{a:.2f} s against {b:.2f} s ({a / b:.2f}x)", "pass": a < b})
+                found.append(
+                    {
+                        "target": f"lakeline-mor-runner maintenance faster than {peer}'s (issue 15)",
+                        "value": f"{a:.2f} s against {b:.2f} s ({a / b:.2f}x)",
+                        "pass": a < b,
+                    }
+                )
     return found
 
 
@@ -270,32 +318,57 @@ def report(result: dict[str, Any], command: str) -> str:
     ]
     for name in names:
         s = systems[name]["summary"]
-        lines.append(f"| {name} | {s['round0_s']:.2f} s | {s['last_s']:.2f} s | {s['last_over_round0']:.2f}x | "
-                     f"{s['worst_over_round0']:.2f}x | {s['degradation_rate']:+.1%} | "
-                     + (f"{s['last_over_round0_vs_deltalake']:.2f}x" if "last_over_round0_vs_deltalake" in s else "-")
-                     + f" | {s['maintenance_s']:.2f} s | "
-                     f"{_mib(s['bytes_written'])} | {s['files']} ({s['log_files']}) |")
-    lines += ["", "Query time per round, read + queries (seconds):", "",
-              "| round | " + " | ".join(names) + " |", "|---:|" + "---:|" * len(names)]
+        lines.append(
+            f"| {name} | {s['round0_s']:.2f} s | {s['last_s']:.2f} s | {s['last_over_round0']:.2f}x | "
+            f"{s['worst_over_round0']:.2f}x | {s['degradation_rate']:+.1%} | "
+            + (f"{s['last_over_round0_vs_deltalake']:.2f}x" if "last_over_round0_vs_deltalake" in s else "-")
+            + f" | {s['maintenance_s']:.2f} s | "
+            f"{_mib(s['bytes_written'])} | {s['files']} ({s['log_files']}) |"
+        )
+    lines += [
+        "",
+        "Query time per round, read + queries (seconds):",
+        "",
+        "| round | " + " | ".join(names) + " |",
+        "|---:|" + "---:|" * len(names),
+    ]
     for i in range(n + 1):
         cells = [systems[name]["rounds"][i] for name in names]
-        lines.append(f"| {i} | " + " | ".join(f"{c['query_time_s']:.2f} ({c['read_s']:.2f} + {c['queries_s']:.2f})"
-                                              for c in cells) + " |")
-    lines += ["", "Maintenance per round, insert + delete (+ optimize), seconds; files the snapshot reads "
-              "(merge-on-read logs among them):", "",
-              "| round | " + " | ".join(names) + " |", "|---:|" + "---:|" * len(names)]
+        lines.append(
+            f"| {i} | "
+            + " | ".join(f"{c['query_time_s']:.2f} ({c['read_s']:.2f} + {c['queries_s']:.2f})" for c in cells)
+            + " |"
+        )
+    lines += [
+        "",
+        "Maintenance per round, insert + delete (+ optimize), seconds; files the snapshot reads "
+        "(merge-on-read logs among them):",
+        "",
+        "| round | " + " | ".join(names) + " |",
+        "|---:|" + "---:|" * len(names),
+    ]
     for i in range(1, n + 1):
         cells = [systems[name]["rounds"][i] for name in names]
-        lines.append(f"| {i} | " + " | ".join(
-            f"{c['insert_s']:.2f} + {c['delete_s']:.2f}" + (f" + {c['optimize_s']:.2f}" if c["optimize_s"] else "")
-            + f"; {c['files']} ({c['log_files']})" for c in cells) + " |")
+        lines.append(
+            f"| {i} | "
+            + " | ".join(
+                f"{c['insert_s']:.2f} + {c['delete_s']:.2f}"
+                + (f" + {c['optimize_s']:.2f}" if c["optimize_s"] else "")
+                + f"; {c['files']} ({c['log_files']})"
+                for c in cells
+            )
+            + " |"
+        )
     lines += ["", "Targets:", ""]
     lines += [f"- {t['target']}: {t['value']}: **{'PASS' if t['pass'] else 'FAIL'}**" for t in result["targets"]]
     if "lakeline-mor-runner" in systems:
         bg = systems["lakeline-mor-runner"]["background"]
-        lines += ["", f"lakeline-mor-runner: {bg.get('mode', '')}; {bg.get('compactions', 0)} compactions and "
-                  f"{bg.get('cleans', 0)} cleans completed during the run; table property "
-                  "`compaction.delta-commits = 1`."]
+        lines += [
+            "",
+            f"lakeline-mor-runner: {bg.get('mode', '')}; {bg.get('compactions', 0)} compactions and "
+            f"{bg.get('cleans', 0)} cleans completed during the run; table property "
+            "`compaction.delta-commits = 1`.",
+        ]
         if RUNNER_FALLBACK in bg.get("mode", ""):
             lines.append("**The lakeline runner did not exist when this ran: the numbers are the fallback's.**")
     same = not result["mismatches"]
@@ -314,9 +387,16 @@ def print_summary(result: dict[str, Any]) -> None:
         table.add_column(col, justify="left" if col == "system" else "right")
     for name, r in result["systems"].items():
         s = r["summary"]
-        table.add_row(name, f"{s['round0_s']:.2f} s", f"{s['last_s']:.2f} s", f"{s['last_over_round0']:.2f}x",
-                      f"{s['degradation_rate']:+.1%}", f"{s['maintenance_s']:.2f} s", _mib(s["bytes_written"]),
-                      f"{s['files']} ({s['log_files']})")
+        table.add_row(
+            name,
+            f"{s['round0_s']:.2f} s",
+            f"{s['last_s']:.2f} s",
+            f"{s['last_over_round0']:.2f}x",
+            f"{s['degradation_rate']:+.1%}",
+            f"{s['maintenance_s']:.2f} s",
+            _mib(s["bytes_written"]),
+            f"{s['files']} ({s['log_files']})",
+        )
     console = Console(stderr=True, width=160)
     console.print(table)
     for t in result["targets"]:
@@ -328,8 +408,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--sf", type=float, default=1.0, help="TPC-DS scale factor (default 1)")
     parser.add_argument("--rounds", type=int, default=8, help="rounds of data maintenance after round 0")
     parser.add_argument("--repeat", type=int, default=5, help="reads + queries per system and round (best reported)")
-    parser.add_argument("--systems", type=lambda v: [s for s in v.split(",") if s], default=list(SYSTEMS),
-                        help=f"comma list (default {','.join(SYSTEMS)})")
+    parser.add_argument(
+        "--systems",
+        type=lambda v: [s for s in v.split(",") if s],
+        default=list(SYSTEMS),
+        help=f"comma list (default {','.join(SYSTEMS)})",
+    )
     parser.add_argument("--runner-every", default="5s", help="compaction and cleaning interval of the runner")
     parser.add_argument("--cache", type=Path, default=None, help=f"TPC-DS Parquet cache (default {DEFAULT_CACHE})")
     parser.add_argument("--workdir", type=Path, default=None, help="where tables go (default: a temp dir, removed)")

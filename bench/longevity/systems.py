@@ -84,8 +84,9 @@ class Lakeline(System):
     def load(self, rows: Any) -> None:
         from lakeline.table import Table
 
-        Table.create(str(self.path), rows.schema, record_key=KEY, table_type=self.table_type,
-                     properties=self.properties).insert(rows)
+        Table.create(
+            str(self.path), rows.schema, record_key=KEY, table_type=self.table_type, properties=self.properties
+        ).insert(rows)
 
     def insert(self, rows: Any) -> None:
         self._table().insert(rows)
@@ -115,8 +116,7 @@ def runner_available() -> bool:
             return False
     except ImportError:
         return False
-    cli = subprocess.run([sys.executable, "-m", "lakeline.cli", "runner", "--help"],
-                         capture_output=True, timeout=60)
+    cli = subprocess.run([sys.executable, "-m", "lakeline.cli", "runner", "--help"], capture_output=True, timeout=60)
     return cli.returncode == 0
 
 
@@ -126,27 +126,42 @@ class LakelineWithRunner(Lakeline):
     def __init__(self, name: str, path: Path, every: str, use_runner: bool) -> None:
         super().__init__(name, path, "mor", RUNNER_TABLE_PROPERTIES)
         self.every, self.use_runner = every, use_runner
-        self.mode = f"lakeline runner subprocess, compaction and cleaning every {every}" if use_runner \
+        self.mode = (
+            f"lakeline runner subprocess, compaction and cleaning every {every}"
+            if use_runner
             else f"{RUNNER_FALLBACK}, every {every}"
+        )
         self._proc: subprocess.Popen[bytes] | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self._errors: list[str] = []
 
     def config_text(self) -> str:
-        return "\n".join([
-            "[runner]", "threads = 1", "metrics_port = 0", "grace_seconds = 30", "",
-            "[[tables]]", f'path = "{self.path}"', f'compaction = "every {self.every}"',
-            f'cleaning = "every {self.every}"', "",
-        ])
+        return "\n".join(
+            [
+                "[runner]",
+                "threads = 1",
+                "metrics_port = 0",
+                "grace_seconds = 30",
+                "",
+                "[[tables]]",
+                f'path = "{self.path}"',
+                f'compaction = "every {self.every}"',
+                f'cleaning = "every {self.every}"',
+                "",
+            ]
+        )
 
     def start(self) -> None:
         if self.use_runner:
             config = self.path.parent / f"{self.name}-runner.toml"
             config.write_text(self.config_text())
             self._log = open(self.path.parent / f"{self.name}-runner.log", "wb")
-            self._proc = subprocess.Popen([sys.executable, "-m", "lakeline.cli", "runner", "--config", str(config)],
-                                          stdout=self._log, stderr=subprocess.STDOUT)
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "lakeline.cli", "runner", "--config", str(config)],
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+            )
         else:
             self._thread = threading.Thread(target=self._loop, name="longevity-compaction", daemon=True)
             self._thread.start()

@@ -44,13 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from ..report import ROOT, add_run_options, command_line, today, update_section
-from ..write.bench import (
-    APPENDS,
-    DEFAULT_ROWS,
-    READ_KEYS,
-    default_timeout,
-    prepare_inputs,
-)
+from ..write.bench import APPENDS, DEFAULT_ROWS, READ_KEYS, default_timeout, prepare_inputs
 from ..write.bench import run_step as run_write_step
 from ..write.report import Run, StepResult, Target, _fmt_b, _ratio, machine_line
 from ..write.systems import BASELINE, LAKELINE
@@ -80,7 +74,6 @@ class LookupRun(Run):
     queries: dict[str, str] = field(default_factory=dict)  # name -> filter text
 
 
-
 # --------------------------------------------------------------------------------------
 # Child side.
 
@@ -92,8 +85,13 @@ def child_main(argv: list[str]) -> int:
     try:
         out = ls.run_child(system, step, Path(workdir))
     except Exception as e:  # noqa: BLE001 - reported to the parent as a failed step
-        out = {"system": system, "step": step, "ok": False,
-               "error": f"{type(e).__name__}: {e}"[:500], "traceback": traceback.format_exc()[-4000:]}
+        out = {
+            "system": system,
+            "step": step,
+            "ok": False,
+            "error": f"{type(e).__name__}: {e}"[:500],
+            "traceback": traceback.format_exc()[-4000:],
+        }
     sys.stdout.write("\n" + RESULT_MARK + json.dumps(out) + "\n")
     sys.stdout.flush()
     return 0 if out["ok"] else 1
@@ -131,18 +129,17 @@ def run_step(system: str, step: str, workdir: Path, timeout: float) -> StepResul
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
-                              check=False)
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
-        return StepResult(system, step, error=f"timed out after {timeout:.0f} s (killed)",
-                          wall_s=time.perf_counter() - t0)
+        return StepResult(
+            system, step, error=f"timed out after {timeout:.0f} s (killed)", wall_s=time.perf_counter() - t0
+        )
     wall = time.perf_counter() - t0
     line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith(RESULT_MARK)), None)
     if line is None:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-        return StepResult(system, step, error=f"child exited {proc.returncode}: {' | '.join(tail)}"[:500],
-                          wall_s=wall)
-    raw = json.loads(line[len(RESULT_MARK):])
+        return StepResult(system, step, error=f"child exited {proc.returncode}: {' | '.join(tail)}"[:500], wall_s=wall)
+    raw = json.loads(line[len(RESULT_MARK) :])
     res = StepResult(**{k: raw[k] for k in StepResult.__dataclass_fields__ if k in raw})
     res.wall_s = wall
     if not res.ok and "traceback" in raw:
@@ -182,23 +179,39 @@ def evaluate(run: LookupRun) -> None:
                 r = run.get(s, step)
                 ok = r is not None and r.ok and base is not None and base.ok
                 ratio = _ratio(r.seconds, base.seconds) if ok else None  # type: ignore[union-attr]
-                measured = "n/a" if ratio is None else (
-                    f"{r.files_read} vs {base.files_read} files, {ratio:.2f}x "  # type: ignore[union-attr]
-                    f"({r.seconds * 1000:.0f} vs {base.seconds * 1000:.0f} ms)")  # type: ignore[union-attr]
-                verdict = None if ratio is None else (
-                    r.files_read <= base.files_read and ratio <= READ_RATIO)  # type: ignore[union-attr]
-                targets.append(Target(f"{s} {label}, {phase}", measured,
-                                      f"files <= deltalake, <= {READ_RATIO:g}x time", verdict))
+                measured = (
+                    "n/a"
+                    if ratio is None
+                    else (
+                        f"{r.files_read} vs {base.files_read} files, {ratio:.2f}x "  # type: ignore[union-attr]
+                        f"({r.seconds * 1000:.0f} vs {base.seconds * 1000:.0f} ms)"
+                    )
+                )  # type: ignore[union-attr]
+                verdict = None if ratio is None else (r.files_read <= base.files_read and ratio <= READ_RATIO)  # type: ignore[union-attr]
+                targets.append(
+                    Target(f"{s} {label}, {phase}", measured, f"files <= deltalake, <= {READ_RATIO:g}x time", verdict)
+                )
     for s in LAKELINE:
         r = run.get(s, "upsert")
         tag = (r.detail.get("timings") or {}).get("tag_s") if r is not None and r.ok else None
-        targets.append(Target(f"{s} upsert tagging (tag_s)", "n/a" if tag is None else f"{tag:.2f} s",
-                              f"<= {TAG_SECONDS:g} s", None if tag is None else tag <= TAG_SECONDS))
+        targets.append(
+            Target(
+                f"{s} upsert tagging (tag_s)",
+                "n/a" if tag is None else f"{tag:.2f} s",
+                f"<= {TAG_SECONDS:g} s",
+                None if tag is None else tag <= TAG_SECONDS,
+            )
+        )
     cow, base_s = _seconds(run, "lakeline-cow", "upsert"), _seconds(run, BASELINE, "upsert")
     ratio = _ratio(cow, base_s)
-    targets.append(Target("lakeline-cow upsert vs deltalake merge",
-                          "n/a" if ratio is None else f"{ratio:.2f}x ({cow:.1f} s vs {base_s:.1f} s)",
-                          f"<= {COW_UPSERT_RATIO:g}x", None if ratio is None else ratio <= COW_UPSERT_RATIO))
+    targets.append(
+        Target(
+            "lakeline-cow upsert vs deltalake merge",
+            "n/a" if ratio is None else f"{ratio:.2f}x ({cow:.1f} s vs {base_s:.1f} s)",
+            f"<= {COW_UPSERT_RATIO:g}x",
+            None if ratio is None else ratio <= COW_UPSERT_RATIO,
+        )
+    )
     run.targets = targets
     consistency(run)
 
@@ -215,7 +228,7 @@ def consistency(run: LookupRun) -> None:
             if len(done) < len(got):
                 bad.append(f"{q}@{phase}: not run or failed on {sorted(set(got) - set(done))}")
             if len({r.read_digest for r in done.values()}) > 1:
-                bad.append(f"{q}@{phase}: digests differ {({s: r.read_digest for s, r in done.items()})}")
+                bad.append(f"{q}@{phase}: digests differ { ({s: r.read_digest for s, r in done.items()}) }")
             wrong = {s: r.rows_read for s, r in done.items() if r.rows_read != want_rows[q]}
             if wrong:
                 bad.append(f"{q}@{phase}: rows {wrong}, expected {want_rows[q]}")
@@ -227,7 +240,7 @@ def consistency(run: LookupRun) -> None:
     expect = run.rows + run.upsert_rows - run.upsert_rows // 2
     for f in ("rows_total", "distinct_keys", "sum_ts"):
         if len({getattr(r, f) for r in done_u.values()}) > 1:
-            bad.append(f"after upsert {f} differ: {({s: getattr(r, f) for s, r in done_u.items()})}")
+            bad.append(f"after upsert {f} differ: { ({s: getattr(r, f) for s, r in done_u.items()}) }")
     if any(r.rows_total != expect or r.distinct_keys != expect for r in done_u.values()):
         bad.append(f"after upsert: expected {expect:,} rows with distinct keys")
     if len(done_u) < len(ups):
@@ -236,27 +249,48 @@ def consistency(run: LookupRun) -> None:
     if bad:
         run.consistency_note = "MISMATCH: " + "; ".join(bad)
     else:
-        digests = "; ".join(f"{q} {run.get(BASELINE, q + '@appended').read_digest} / "  # type: ignore[union-attr]
-                            f"{run.get(BASELINE, q + '@upserted').read_digest}" for q in ls.QUERIES)  # type: ignore[union-attr]
-        run.consistency_note = (f"{len(done_u)} systems agree: {expect:,} rows after the upsert; both queries "
-                                f"return the same rows on every system, after the appends and after the upsert "
-                                f"(digests {digests})")
+        digests = "; ".join(
+            f"{q} {run.get(BASELINE, q + '@appended').read_digest} / "  # type: ignore[union-attr]
+            f"{run.get(BASELINE, q + '@upserted').read_digest}"
+            for q in ls.QUERIES
+        )  # type: ignore[union-attr]
+        run.consistency_note = (
+            f"{len(done_u)} systems agree: {expect:,} rows after the upsert; both queries "
+            f"return the same rows on every system, after the appends and after the upsert "
+            f"(digests {digests})"
+        )
 
 
-def run_benchmark(rows: int, workdir: Path, step_timeout: float, read_keys: int = READ_KEYS,
-                  repeat: int = REPEAT, log: Callable[[str], None] = print) -> LookupRun:
+def run_benchmark(
+    rows: int,
+    workdir: Path,
+    step_timeout: float,
+    read_keys: int = READ_KEYS,
+    repeat: int = REPEAT,
+    log: Callable[[str], None] = print,
+) -> LookupRun:
     """Build the tables once, then every step for every system, each in its own process."""
     t_start = time.perf_counter()
     load_start = os.getloadavg()[0]
     spec = prepare(workdir, rows, read_keys)
     qs = ls.queries(spec)
-    log(f"data: {spec['rows']:,} rows in {APPENDS} appends, upsert {spec['upsert_rows']:,} rows; "
-        f"queries: {qs['range']['text']}; {qs['ts']['text']} (row {spec['lookup_key']})")
-    run = LookupRun(rows=spec["rows"], appends=APPENDS, upsert_rows=spec["upsert_rows"],
-                    input_upsert_bytes=spec["upsert_bytes"], read_range=(spec["read_a"], spec["read_b"]),
-                    read_keys=spec["read_keys"], results={s: {} for s in ls.SYSTEMS},
-                    lookup_ts=spec["lookup_ts"], lookup_key=spec["lookup_key"], repeat=repeat,
-                    queries={q: d["text"] for q, d in qs.items()})
+    log(
+        f"data: {spec['rows']:,} rows in {APPENDS} appends, upsert {spec['upsert_rows']:,} rows; "
+        f"queries: {qs['range']['text']}; {qs['ts']['text']} (row {spec['lookup_key']})"
+    )
+    run = LookupRun(
+        rows=spec["rows"],
+        appends=APPENDS,
+        upsert_rows=spec["upsert_rows"],
+        input_upsert_bytes=spec["upsert_bytes"],
+        read_range=(spec["read_a"], spec["read_b"]),
+        read_keys=spec["read_keys"],
+        results={s: {} for s in ls.SYSTEMS},
+        lookup_ts=spec["lookup_ts"],
+        lookup_key=spec["lookup_key"],
+        repeat=repeat,
+        queries={q: d["text"] for q, d in qs.items()},
+    )
 
     def record(res: StepResult) -> None:
         run.results[res.system][res.step] = res
@@ -301,8 +335,9 @@ def run_benchmark(rows: int, workdir: Path, step_timeout: float, read_keys: int 
 UPSERT_REPEAT = 3
 
 
-def record_upserts(workdir: Path, step_timeout: float, alive: Callable[[str], bool],
-                   record: Callable[[StepResult], None]) -> None:
+def record_upserts(
+    workdir: Path, step_timeout: float, alive: Callable[[str], bool], record: Callable[[StepResult], None]
+) -> None:
     """Run the upsert :data:`UPSERT_REPEAT` times per system, going round the systems
     (so their runs share the machine's load), restoring each table from a copy taken
     before the first; record the run with the median time (a single run of a second or
@@ -336,9 +371,12 @@ def source_state() -> str:
 
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench lookup", description=__doc__.split("\n\n")[0])
-    p.add_argument("--rows", type=int, default=DEFAULT_ROWS,
-                   help=f"rows appended in total, in {APPENDS} appends (default {DEFAULT_ROWS:,}); "
-                        "the upsert is a tenth of that")
+    p.add_argument(
+        "--rows",
+        type=int,
+        default=DEFAULT_ROWS,
+        help=f"rows appended in total, in {APPENDS} appends (default {DEFAULT_ROWS:,}); the upsert is a tenth of that",
+    )
     p.add_argument("--read-keys", type=int, default=READ_KEYS, help="consecutive keys read (default 1000)")
     add_run_options(p, repeat=REPEAT)
     args = p.parse_args(argv)
@@ -361,15 +399,24 @@ def main(argv: list[str]) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     timeout = args.step_timeout or default_timeout(args.rows)
     try:
-        run = run_benchmark(args.rows, workdir, timeout, args.read_keys, args.repeat,
-                            log=lambda m: con.print(m, markup=False, highlight=False))
+        run = run_benchmark(
+            args.rows,
+            workdir,
+            timeout,
+            args.read_keys,
+            args.repeat,
+            log=lambda m: con.print(m, markup=False, highlight=False),
+        )
     finally:
         if own_dir and not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
     for t in rich_tables(run):
         con.print(t)
-    con.print(("[green]" if run.consistent else "[red]") + f"consistency: {run.consistency_note}",
-              markup=True, highlight=False)
+    con.print(
+        ("[green]" if run.consistent else "[red]") + f"consistency: {run.consistency_note}",
+        markup=True,
+        highlight=False,
+    )
     notes = [f"{s} {st}: {r.error}" for s, steps in run.results.items() for st, r in steps.items() if not r.ok]
     for n in findings(run) + notes:
         con.print(f"[yellow]{n}[/yellow]", highlight=False)
@@ -380,8 +427,7 @@ def main(argv: list[str]) -> int:
         payload["date"], payload["machine"] = today(), machine_line()
         args.json.write_text(json.dumps(payload, indent=2, default=str))
     if not args.no_docs:
-        update_section(SECTION, markdown(run, command_line("lookup", argv, with_postgres=False),
-                                         findings(run) + notes))
+        update_section(SECTION, markdown(run, command_line("lookup", argv, with_postgres=False), findings(run) + notes))
         con.print(f"wrote the {SECTION} section of docs/performance.md")
     missed = any(t.ok is False for t in run.targets) or run.consistent is False
     return 1 if args.check and missed else 0

@@ -57,8 +57,9 @@ def metric_rows(run: LookupRun) -> list[tuple[str, list[str]]]:
         e = r.detail.get("explain") or {}
         if not e:  # deltalake: one stage, its log's min/max
             return f"{r.detail.get('files_total')} → {r.files_read} (min/max)"
-        return (f"{e['files_total']} → {e['files_after_stats_pruning']} (stats) → "
-                f"{e['files_after_bloom_pruning']} (bloom)")
+        return (
+            f"{e['files_total']} → {e['files_after_stats_pruning']} (stats) → {e['files_after_bloom_pruning']} (bloom)"
+        )
 
     def timing(name: str) -> Callable[[StepResult], str]:
         return lambda r: f"{(r.detail.get('timings') or {}).get(name, 0.0):.2f} s"
@@ -107,8 +108,10 @@ def metric_rows(run: LookupRun) -> list[tuple[str, list[str]]]:
 def rich_tables(run: LookupRun) -> list[Any]:
     from rich.table import Table as RichTable
 
-    res = RichTable(title=f"lookup benchmark: {run.rows:,} rows, upsert {run.upsert_rows:,}; "
-                          f"{run.queries['range']}; {run.queries['ts']}")
+    res = RichTable(
+        title=f"lookup benchmark: {run.rows:,} rows, upsert {run.upsert_rows:,}; "
+        f"{run.queries['range']}; {run.queries['ts']}"
+    )
     res.add_column("metric")
     for s in run.results:
         res.add_column(s, justify="right")
@@ -126,8 +129,11 @@ def rich_tables(run: LookupRun) -> list[Any]:
 
 def markdown(run: LookupRun, command: str, notes: list[str]) -> str:
     systems = list(run.results)
-    load = (f"1-minute load average {run.load[0]:.1f} at the start, {run.load[1]:.1f} at the end, "
-            f"on {os.cpu_count()} cores" if run.load else "load average unknown")
+    load = (
+        f"1-minute load average {run.load[0]:.1f} at the start, {run.load[1]:.1f} at the end, on {os.cpu_count()} cores"
+        if run.load
+        else "load average unknown"
+    )
     per = run.rows // run.appends
     lines = [
         "## Indexes: 1,000-key read, non-key point lookup, upsert with indexes ready (vs deltalake)",
@@ -136,14 +142,16 @@ def markdown(run: LookupRun, command: str, notes: list[str]) -> str:
         "",
         f"Command: `{command}` (whole run {run.total_s / 60:.1f} min; {load})",
         "",
-        (f"Data: the write benchmark's, {run.rows:,} rows written as {run.appends} appends of {per:,}. "
-         "lakeline then builds three indexes: `column_stats` (every column), `bloom_filters` (record key) "
-         "and `bloom_ts` (a bloom filter on `ts`); deltalake keeps per-file min/max in its log. "
-         f"Queries, each on the table after the appends and again after the upsert: "
-         f"`{run.queries['range']}` ({run.read_keys:,} consecutive keys) and `{run.queries['ts']}` "
-         f"(the row `{run.lookup_key}`, which the upsert leaves alone). The upsert: {run.upsert_rows:,} rows, "
-         f"{run.upsert_rows // 2:,} updates of keys drawn uniformly from the whole key space with a larger "
-         f"`ts` and {run.upsert_rows - run.upsert_rows // 2:,} new keys, with the indexes ready."),
+        (
+            f"Data: the write benchmark's, {run.rows:,} rows written as {run.appends} appends of {per:,}. "
+            "lakeline then builds three indexes: `column_stats` (every column), `bloom_filters` (record key) "
+            "and `bloom_ts` (a bloom filter on `ts`); deltalake keeps per-file min/max in its log. "
+            f"Queries, each on the table after the appends and again after the upsert: "
+            f"`{run.queries['range']}` ({run.read_keys:,} consecutive keys) and `{run.queries['ts']}` "
+            f"(the row `{run.lookup_key}`, which the upsert leaves alone). The upsert: {run.upsert_rows:,} rows, "
+            f"{run.upsert_rows // 2:,} updates of keys drawn uniformly from the whole key space with a larger "
+            f"`ts` and {run.upsert_rows - run.upsert_rows // 2:,} new keys, with the indexes ready."
+        ),
         "",
         "| metric | " + " | ".join(systems) + " |",
         "|---|" + "---:|" * len(systems),
@@ -157,27 +165,31 @@ def markdown(run: LookupRun, command: str, notes: list[str]) -> str:
         "",
         f"Consistency: {run.consistency_note}.",
         "",
-        ("How it is measured: every system/step runs in a fresh Python process (libraries imported "
-         "before the timer). A read's *time* covers opening the table, pruning and reading the matching "
-         f"rows; each read runs {run.repeat} times, going round the systems, and the median is shown with "
-         "the range. *Files read*: lakeline's `Scan.files()` (base and log files of the slices kept) with "
-         "`Scan.explain()`'s stages; deltalake's dataset fragments left after filtering on the per-file "
-         "min/max of its log. The upsert's time covers `Table.open(...).upsert(batch)` (lakeline) and "
-         "`DeltaTable(...).merge(...)` when-matched-update-all / when-not-matched-insert-all (deltalake); "
-         "it runs 3 times per system, going round the systems, each on the table as the appends left it "
-         "(restored from a copy, untimed), and the median run is shown (all three in brackets, phases "
-         "of the median run); the phases are lakeline's `WriteResult.timings`. Index build times are "
-         "`t.indexes.create` each. "
-         "deltalake reads filter rows on string columns cast to `string`, because its merge writes "
-         "`string_view`, which pyarrow cannot compare (delta-io/delta-rs#4579); the pruning filter is the "
-         "plain one."),
+        (
+            "How it is measured: every system/step runs in a fresh Python process (libraries imported "
+            "before the timer). A read's *time* covers opening the table, pruning and reading the matching "
+            f"rows; each read runs {run.repeat} times, going round the systems, and the median is shown with "
+            "the range. *Files read*: lakeline's `Scan.files()` (base and log files of the slices kept) with "
+            "`Scan.explain()`'s stages; deltalake's dataset fragments left after filtering on the per-file "
+            "min/max of its log. The upsert's time covers `Table.open(...).upsert(batch)` (lakeline) and "
+            "`DeltaTable(...).merge(...)` when-matched-update-all / when-not-matched-insert-all (deltalake); "
+            "it runs 3 times per system, going round the systems, each on the table as the appends left it "
+            "(restored from a copy, untimed), and the median run is shown (all three in brackets, phases "
+            "of the median run); the phases are lakeline's `WriteResult.timings`. Index build times are "
+            "`t.indexes.create` each. "
+            "deltalake reads filter rows on string columns cast to `string`, because its merge writes "
+            "`string_view`, which pyarrow cannot compare (delta-io/delta-rs#4579); the pruning filter is the "
+            "plain one."
+        ),
         "",
-        ("Why `ts`: a data engineer looks a record up by its event time. `ts` rises with the key on "
-         "appends, so after the appends min/max statistics already isolate its file and a bloom filter "
-         "adds nothing; after the upsert every rewritten file (copy-on-write) holds updated rows with the "
-         "larger `ts` of the updates, so its `ts` range spans most of the table and only the bloom filter "
-         "tells the files apart. An equality on `category` is not measured: every file holds all 100 "
-         "values, so no index can skip a file and the read is a scan on every system."),
+        (
+            "Why `ts`: a data engineer looks a record up by its event time. `ts` rises with the key on "
+            "appends, so after the appends min/max statistics already isolate its file and a bloom filter "
+            "adds nothing; after the upsert every rewritten file (copy-on-write) holds updated rows with the "
+            "larger `ts` of the updates, so its `ts` range spans most of the table and only the bloom filter "
+            "tells the files apart. An equality on `category` is not measured: every file holds all 100 "
+            "values, so no index can skip a file and the read is a scan on every system."
+        ),
     ]
     if notes:
         lines += [""] + [f"- {n}" for n in notes]
@@ -202,15 +214,17 @@ def findings(run: LookupRun) -> list[str]:
         lake = {s: run.get(s, "range@upserted") for s in run.results if s != BASELINE}
         more = {s: x for s, x in lake.items() if x is not None and x.ok and (x.files_read or 0) > (r.files_read or 0)}
         if more:
-            theirs = ", ".join(f"{s} {x.files_read} files of {_fmt_b(x.detail.get('bytes_read'))}"
-                               for s, x in more.items())
+            theirs = ", ".join(
+                f"{s} {x.files_read} files of {_fmt_b(x.detail.get('bytes_read'))}" for s, x in more.items()
+            )
             out.append(
                 f"After the upsert deltalake's table is {total} file(s): its merge rewrote every file it "
-                f"touched into one output, so \"files read\" compares unlike things there: deltalake reads "
+                f'touched into one output, so "files read" compares unlike things there: deltalake reads '
                 f"{r.files_read} file(s) of {_fmt_b(r.detail.get('bytes_read'))}, {theirs} (lakeline keeps "
                 "its file groups, and merge-on-read adds a log file to each group it updates). The read "
                 "targets are judged on the benchmark data as appended, where both systems have the same "
-                "files to choose from; after the upsert they are reported only.")
+                "files to choose from; after the upsert they are reported only."
+            )
     mor, b = run.get("lakeline-mor", "ts@upserted"), base["ts"]
     if mor is not None and mor.ok and b is not None and b.ok and (mor.files_read or 0) > (b.files_read or 0):
         e = mor.detail.get("explain") or {}
@@ -219,7 +233,8 @@ def findings(run: LookupRun) -> list[str]:
             f"only by its files' record-key range (the column_stats and bloom indexes prune slices without logs "
             f"only, since a log may hold any value), so the "
             f"`ts` lookup keeps {e.get('files_after_bloom_pruning')} of {e.get('files_total')} files; "
-            "compaction folds the logs into new base files, which the indexes cover again.")
+            "compaction folds the logs into new base files, which the indexes cover again."
+        )
     cow = run.get("lakeline-cow", "upsert")
     if cow is not None and cow.ok:
         t = cow.detail.get("timings") or {}
@@ -227,5 +242,6 @@ def findings(run: LookupRun) -> list[str]:
         out.append(
             f"lakeline-cow upsert: `index_s` ({t.get('index_s', 0):.1f} s of {cow.seconds:.1f} s) is writing the "
             f"entries of all three indexes ({names}) for every rewritten base file; the updates touch every "
-            "file group, so that is about the whole table again (compare the index build times above).")
+            "file group, so that is about the whole table again (compare the index build times above)."
+        )
     return out

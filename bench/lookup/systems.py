@@ -47,10 +47,14 @@ INDEXES: tuple[tuple[str, dict[str, Any]], ...] = (
 def queries(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The benchmark's two queries, as JSON-able descriptions."""
     return {
-        "range": {"kind": "range", "column": "key", "a": spec["read_a"], "b": spec["read_b"],
-                  "text": f"key >= '{spec['read_a']}' AND key < '{spec['read_b']}'"},
-        "ts": {"kind": "eq", "column": "ts", "value": spec["lookup_ts"],
-               "text": f"ts == {spec['lookup_ts']}"},
+        "range": {
+            "kind": "range",
+            "column": "key",
+            "a": spec["read_a"],
+            "b": spec["read_b"],
+            "text": f"key >= '{spec['read_a']}' AND key < '{spec['read_b']}'",
+        },
+        "ts": {"kind": "eq", "column": "ts", "value": spec["lookup_ts"], "text": f"ts == {spec['lookup_ts']}"},
     }
 
 
@@ -88,8 +92,11 @@ def lakeline_query(path: Path, query: dict[str, Any]) -> tuple[Any, Callable[[],
 
     scan = Table.open(str(path)).scan(filter=expression(query))
     rows = scan.to_arrow()
-    return rows, lambda: {"files_read": len(scan.files()), "bytes_read": _sizes(scan.files()),
-                          "explain": scan.explain()}
+    return rows, lambda: {
+        "files_read": len(scan.files()),
+        "bytes_read": _sizes(scan.files()),
+        "explain": scan.explain(),
+    }
 
 
 def delta_query(path: Path, query: dict[str, Any]) -> tuple[Any, Callable[[], dict[str, Any]]]:
@@ -107,8 +114,11 @@ def delta_query(path: Path, query: dict[str, Any]) -> tuple[Any, Callable[[], di
     # above because it would disable the pruning.
     rows = pruned.to_table(filter=expression(query, cast_strings=True))
     # Fragment paths are relative to the table (deltalake's own filesystem handler).
-    return rows, lambda: {"files_read": len(frags), "files_total": len(dset.files),
-                          "bytes_read": _sizes(str(path / f.path) for f in frags)}
+    return rows, lambda: {
+        "files_read": len(frags),
+        "files_total": len(dset.files),
+        "bytes_read": _sizes(str(path / f.path) for f in frags),
+    }
 
 
 def _sizes(paths: Iterable[str]) -> int:
@@ -130,7 +140,8 @@ def _build_indexes(path: Path) -> dict[str, Any]:
     for kind, kwargs in INDEXES:
         # Opened again for each index, as a user creating them one by one would.
         idx, each[kwargs.get("name", kind)] = _timed(
-            lambda kind=kind, kwargs=kwargs: Table.open(str(path)).indexes.create(kind, **kwargs))
+            lambda kind=kind, kwargs=kwargs: Table.open(str(path)).indexes.create(kind, **kwargs)
+        )
         if idx.state != "ready":
             raise RuntimeError(f"index {idx.name} is {idx.state} after create")
     return {"seconds": sum(each.values()), "detail": {"indexes_s": each}}
@@ -141,10 +152,17 @@ def _query(system: str, path: Path, query: dict[str, Any]) -> dict[str, Any]:
     (rows, describe), seconds = _timed(lambda: fn(path, query))
     facts = describe()  # after the timer: which files, how big, the pruning stages
     explain = facts.get("explain") or {}
-    return {"seconds": seconds, "files_read": facts["files_read"], "rows_read": rows.num_rows,
-            "read_digest": _digest(rows),
-            "detail": {"explain": explain, "files_total": facts.get("files_total", explain.get("files_total")),
-                       "bytes_read": facts["bytes_read"]}}
+    return {
+        "seconds": seconds,
+        "files_read": facts["files_read"],
+        "rows_read": rows.num_rows,
+        "read_digest": _digest(rows),
+        "detail": {
+            "explain": explain,
+            "files_total": facts.get("files_total", explain.get("files_total")),
+            "bytes_read": facts["bytes_read"],
+        },
+    }
 
 
 def _upsert(system: str, workdir: Path) -> dict[str, Any]:
@@ -164,8 +182,11 @@ def _upsert(system: str, workdir: Path) -> dict[str, Any]:
         detail = {"stats": dict(res.stats), "timings": dict(res.timings)}
     out = {"seconds": seconds, "peak_rss": _maxrss(), "detail": detail}
     every = sys_.scan_all(["key", "ts"])  # untimed, for the consistency check
-    out.update(rows_total=every.num_rows, distinct_keys=pc.count_distinct(every.column("key")).as_py(),
-               sum_ts=pc.sum(every.column("ts")).as_py())
+    out.update(
+        rows_total=every.num_rows,
+        distinct_keys=pc.count_distinct(every.column("key")).as_py(),
+        sum_ts=pc.sum(every.column("ts")).as_py(),
+    )
     return out
 
 

@@ -49,15 +49,7 @@ from typing import Any
 from ..lookup.bench import median_of
 from ..report import add_run_options, command_line, today, update_section
 from ..write.bench import APPENDS, READ_KEYS, child_main, prepare_inputs, run_step
-from ..write.report import (
-    StepResult,
-    Target,
-    _fmt_b,
-    _ratio,
-    _version,
-    machine_line,
-    source_state,
-)
+from ..write.report import StepResult, Target, _fmt_b, _ratio, _version, machine_line, source_state
 from . import steps as ss
 
 SECTION = "services-bench"
@@ -112,22 +104,35 @@ def prepare(workdir: Path, rows: int) -> dict[str, Any]:
     lo, hi = data.key(total // 4), data.key(total // 2)
     point = data.key(total // 3)
     spec.update(
-        update_rounds=UPDATE_ROUNDS, update_rows=update_rows,
+        update_rounds=UPDATE_ROUNDS,
+        update_rows=update_rows,
         z_target_bytes=max(1024, sum(p.stat().st_size for p in appends) // Z_FILES),
         point_query={"kind": "eq", "column": "key", "value": point, "text": f"key == '{point}'"},
         z_queries={
-            "zrange": {"kind": "and", "parts": [
-                {"kind": "range", "column": "key", "a": lo, "b": hi},
-                {"kind": "range", "column": "value", "a": 0.25, "b": 0.5}],
-                "text": f"key >= '{lo}' AND key < '{hi}' AND value >= 0.25 AND value < 0.5"},
-            "zkeys": {"kind": "range", "column": "key", "a": spec["read_a"], "b": spec["read_b"],
-                      "text": f"key >= '{spec['read_a']}' AND key < '{spec['read_b']}'"}})
+            "zrange": {
+                "kind": "and",
+                "parts": [
+                    {"kind": "range", "column": "key", "a": lo, "b": hi},
+                    {"kind": "range", "column": "value", "a": 0.25, "b": 0.5},
+                ],
+                "text": f"key >= '{lo}' AND key < '{hi}' AND value >= 0.25 AND value < 0.5",
+            },
+            "zkeys": {
+                "kind": "range",
+                "column": "key",
+                "a": spec["read_a"],
+                "b": spec["read_b"],
+                "text": f"key >= '{spec['read_a']}' AND key < '{spec['read_b']}'",
+            },
+        },
+    )
     (workdir / "spec.json").write_text(json.dumps(spec, indent=2))
     return spec
 
 
-def run_benchmark(rows: int, workdir: Path, step_timeout: float, repeat: int = REPEAT,
-                  log: Callable[[str], None] = print) -> ServicesRun:
+def run_benchmark(
+    rows: int, workdir: Path, step_timeout: float, repeat: int = REPEAT, log: Callable[[str], None] = print
+) -> ServicesRun:
     """Build the tables, then every step, each in its own process; evaluate."""
     t_start, load_start = time.perf_counter(), os.getloadavg()[0]
     # The data is made in a process of its own: a child's ru_maxrss starts at its parent's
@@ -136,8 +141,10 @@ def run_benchmark(rows: int, workdir: Path, step_timeout: float, repeat: int = R
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
         run = ServicesRun(spec=pool.submit(prepare, workdir, rows).result())
     run.spec["repeat"] = repeat
-    log(f"data: {run.spec['rows']:,} rows in {APPENDS} appends; {UPDATE_ROUNDS} update rounds of "
-        f"{run.spec['update_rows']:,}; z-order target file size {_fmt_b(run.spec['z_target_bytes'])}")
+    log(
+        f"data: {run.spec['rows']:,} rows in {APPENDS} appends; {UPDATE_ROUNDS} update rounds of "
+        f"{run.spec['update_rows']:,}; z-order target file size {_fmt_b(run.spec['z_target_bytes'])}"
+    )
 
     def step(system: str, name: str) -> StepResult:
         return run_step(system, name, workdir, step_timeout, module="bench.services.bench", mark=RESULT_MARK)
@@ -190,18 +197,34 @@ def evaluate(run: ServicesRun) -> None:
     """Targets (PASS/FAIL) and the check that every read returned the rows it must."""
     plain, comp = plain_seconds(run), run.seconds(ss.MOR, "compact")
     ratio = _ratio(plain, comp)
-    run.targets = [Target("compaction throughput vs plain pyarrow read + write",
-                          "n/a" if ratio is None else f"{ratio:.2f} ({plain:.2f} s plain vs {comp:.2f} s compaction)",
-                          f">= {COMPACTION_RATIO:g}", None if ratio is None else ratio >= COMPACTION_RATIO)]
+    run.targets = [
+        Target(
+            "compaction throughput vs plain pyarrow read + write",
+            "n/a" if ratio is None else f"{ratio:.2f} ({plain:.2f} s plain vs {comp:.2f} s compaction)",
+            f">= {COMPACTION_RATIO:g}",
+            None if ratio is None else ratio >= COMPACTION_RATIO,
+        )
+    ]
     for q, label in (("zrange", "range on key and value"), ("zkeys", f"{READ_KEYS:,}-key read")):
         mine, base = run.get(ss.COW, q), run.get(ss.DELTA, q)
         ok = mine is not None and mine.ok and base is not None and base.ok
         r = _ratio(mine.seconds, base.seconds) if ok else None  # type: ignore[union-attr]
-        measured = "n/a" if r is None else (f"{mine.files_read} vs {base.files_read} files, {r:.2f}x "  # type: ignore[union-attr]
-                                            f"({mine.seconds * 1000:.0f} vs {base.seconds * 1000:.0f} ms)")  # type: ignore[union-attr]
-        run.targets.append(Target(f"after z-order: {label}, lakeline vs deltalake", measured,
-                                  f"files <= deltalake, <= {ZREAD_RATIO:g}x time",
-                                  None if r is None else mine.files_read <= base.files_read and r <= ZREAD_RATIO))  # type: ignore[union-attr]
+        measured = (
+            "n/a"
+            if r is None
+            else (
+                f"{mine.files_read} vs {base.files_read} files, {r:.2f}x "  # type: ignore[union-attr]
+                f"({mine.seconds * 1000:.0f} vs {base.seconds * 1000:.0f} ms)"
+            )
+        )  # type: ignore[union-attr]
+        run.targets.append(
+            Target(
+                f"after z-order: {label}, lakeline vs deltalake",
+                measured,
+                f"files <= deltalake, <= {ZREAD_RATIO:g}x time",
+                None if r is None else mine.files_read <= base.files_read and r <= ZREAD_RATIO,
+            )
+        )  # type: ignore[union-attr]
     consistency(run)
 
 
@@ -223,7 +246,7 @@ def consistency(run: ServicesRun) -> None:
         if len(done) < len(got):
             bad.append(f"{q}: not run or failed on {sorted(set(got) - set(done))}")
         if len({r.read_digest for r in done.values()}) > 1:
-            bad.append(f"{q}: rows differ {({f'{s} {st}': r.read_digest for (s, st), r in done.items()})}")
+            bad.append(f"{q}: rows differ { ({f'{s} {st}': r.read_digest for (s, st), r in done.items()}) }")
         if any(r.rows_read != want.get(q, r.rows_read) or not r.rows_read for r in done.values()):
             bad.append(f"{q}: rows {[r.rows_read for r in done.values()]}, expected {want.get(q, '> 0')}")
         if any(r.detail.get("stable") is False for r in done.values()):
@@ -240,7 +263,8 @@ def consistency(run: ServicesRun) -> None:
         f"{run.get(ss.MOR, 'full@logs').read_digest}) and the point read return the same rows with logs and "  # type: ignore[union-attr]
         f"after compaction; lakeline and deltalake return the same rows after z-order (range "
         f"{run.get(ss.DELTA, 'zrange').rows_read:,} rows, digest {digest['zrange']}; "  # type: ignore[union-attr]
-        f"{READ_KEYS:,}-key read digest {digest['zkeys']})")
+        f"{READ_KEYS:,}-key read digest {digest['zkeys']})"
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -252,16 +276,21 @@ def findings(run: ServicesRun) -> list[str]:
     keys = run.get(ss.DELTA, "zkeys")
     if keys is None or not keys.ok or keys.files_read < 0.9 * (keys.detail.get("files_total") or 1e9):
         return []
-    return ["deltalake's z-order hardly prunes the key read: delta-rs builds its z-order key from the "
-            "first 16 bytes of each column's row encoding, interleaved bit by bit, and every `key` starts "
-            "with the same bytes (`k000...`), so the leading bits of `value` decide the order and each "
-            "file spans almost the whole key range. lakeline's `zorder` interleaves each column's rank "
-            "instead (`table/zorder.py`)."]
+    return [
+        "deltalake's z-order hardly prunes the key read: delta-rs builds its z-order key from the "
+        "first 16 bytes of each column's row encoding, interleaved bit by bit, and every `key` starts "
+        "with the same bytes (`k000...`), so the leading bits of `value` decide the order and each "
+        "file spans almost the whole key range. lakeline's `zorder` interleaves each column's rank "
+        "instead (`table/zorder.py`)."
+    ]
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1),
-            *("| " + " | ".join(r) + " |" for r in rows)]
+    return [
+        "| " + " | ".join(header) + " |",
+        "|---|" + "---:|" * (len(header) - 1),
+        *("| " + " | ".join(r) + " |" for r in rows),
+    ]
 
 
 def _ms(r: StepResult | None) -> str:
@@ -282,70 +311,120 @@ def markdown(run: ServicesRun, command: str, notes: list[str]) -> str:
     spec, g = run.spec, run.get
     build, comp = g(ss.MOR, "build"), g(ss.MOR, "compact")
     plains = [g(ss.PLAIN, "plain@before"), g(ss.PLAIN, "plain@after")]
-    load = (f"; 1-minute load average {run.load[0]:.1f} at the start, {run.load[1]:.1f} at the end, "
-            f"on {os.cpu_count()} cores" if run.load else "")
+    load = (
+        f"; 1-minute load average {run.load[0]:.1f} at the start, {run.load[1]:.1f} at the end, "
+        f"on {os.cpu_count()} cores"
+        if run.load
+        else ""
+    )
     logs = "-".join(str(n) for n in sorted(set(build.detail["logs_per_group"]))) if build and build.ok else "-"
-    groups = _get(build, lambda r: f"{r.detail['file_groups']} file groups with {logs} logs each "
-                                   f"({_fmt_b(r.detail['base_bytes'])} of bases, "
-                                   f"{_fmt_b(r.detail['log_bytes'])} of logs)")
+    groups = _get(
+        build,
+        lambda r: (
+            f"{r.detail['file_groups']} file groups with {logs} logs each "
+            f"({_fmt_b(r.detail['base_bytes'])} of bases, "
+            f"{_fmt_b(r.detail['log_bytes'])} of logs)"
+        ),
+    )
     lines = [
-        "## Table services: compaction, z-order clustering, merge-on-read reads (vs pyarrow, deltalake)", "",
-        f"Measured {today()} on {machine_line()}; deltalake {_version('deltalake')}; lakeline at {run.source}.", "",
-        f"Command: `{command}` (whole run {run.total_s / 60:.1f} min{load})", "",
-        (f"Data: {spec['rows']:,} rows of the write benchmark's data in {APPENDS} appends. Merge-on-read "
-         f"table: then {spec['update_rounds']} rounds of {spec['update_rows']:,} updates each (keys drawn "
-         f"uniformly from the whole key space, a larger `ts`): {groups}. Z-order tables: the same "
-         f"{spec['rows']:,} rows shuffled, in {APPENDS} appends, files cut at "
-         f"{_fmt_b(spec['z_target_bytes'])} by both systems."), "",
-        "**Compaction** (`t.services.compact()` against a plain pyarrow read + write of the same files)", "",
+        "## Table services: compaction, z-order clustering, merge-on-read reads (vs pyarrow, deltalake)",
+        "",
+        f"Measured {today()} on {machine_line()}; deltalake {_version('deltalake')}; lakeline at {run.source}.",
+        "",
+        f"Command: `{command}` (whole run {run.total_s / 60:.1f} min{load})",
+        "",
+        (
+            f"Data: {spec['rows']:,} rows of the write benchmark's data in {APPENDS} appends. Merge-on-read "
+            f"table: then {spec['update_rounds']} rounds of {spec['update_rows']:,} updates each (keys drawn "
+            f"uniformly from the whole key space, a larger `ts`): {groups}. Z-order tables: the same "
+            f"{spec['rows']:,} rows shuffled, in {APPENDS} appends, files cut at "
+            f"{_fmt_b(spec['z_target_bytes'])} by both systems."
+        ),
+        "",
+        "**Compaction** (`t.services.compact()` against a plain pyarrow read + write of the same files)",
+        "",
     ]
     col = [comp, *plains]
-    lines += _table(["", "lakeline compaction", "plain pyarrow, before", "plain pyarrow, after"], [
-        ["time", *(_get(r, lambda r: f"{r.seconds:.2f} s") for r in col)],
-        ["rows written", *(_get(r, lambda r: f"{r.rows_total:,}") for r in col)],
-        ["files read / written", *(_get(r, lambda r: f"{r.files_read} / {r.files_written}") for r in col)],
-        ["bytes read (Parquet)", *(_get(r, lambda r: _fmt_b(r.detail.get("bytes_read"))) for r in col)],
-        ["bytes written", *(_get(r, lambda r: _fmt_b(r.bytes_written)) for r in col)],
-        ["rows per second", *(_get(r, lambda r: f"{r.rows_total / r.seconds:,.0f}") for r in col)],
-        ["peak memory", *(_get(r, lambda r: _fmt_b(r.peak_rss)) for r in col)]])
-    lines += ["", f"**After z-order** on `key`, `value` (median of {run.spec.get('repeat', REPEAT)} runs, "
-                  "min-max in brackets)", ""]
+    lines += _table(
+        ["", "lakeline compaction", "plain pyarrow, before", "plain pyarrow, after"],
+        [
+            ["time", *(_get(r, lambda r: f"{r.seconds:.2f} s") for r in col)],
+            ["rows written", *(_get(r, lambda r: f"{r.rows_total:,}") for r in col)],
+            ["files read / written", *(_get(r, lambda r: f"{r.files_read} / {r.files_written}") for r in col)],
+            ["bytes read (Parquet)", *(_get(r, lambda r: _fmt_b(r.detail.get("bytes_read"))) for r in col)],
+            ["bytes written", *(_get(r, lambda r: _fmt_b(r.bytes_written)) for r in col)],
+            ["rows per second", *(_get(r, lambda r: f"{r.rows_total / r.seconds:,.0f}") for r in col)],
+            ["peak memory", *(_get(r, lambda r: _fmt_b(r.peak_rss)) for r in col)],
+        ],
+    )
+    lines += [
+        "",
+        f"**After z-order** on `key`, `value` (median of {run.spec.get('repeat', REPEAT)} runs, min-max in brackets)",
+        "",
+    ]
     zb = [g(s, "zbuild") for s in ss.ZSYSTEMS]
-    rows = [["files before / after z-order", *(_get(r, lambda r: f"{r.detail['files_before']} / "
-                                                                  f"{r.detail['files_after']}") for r in zb)],
-            ["z-order time", *(_get(r, lambda r: f"{r.seconds:.2f} s") for r in zb)]]
+    rows = [
+        [
+            "files before / after z-order",
+            *(_get(r, lambda r: f"{r.detail['files_before']} / {r.detail['files_after']}") for r in zb),
+        ],
+        ["z-order time", *(_get(r, lambda r: f"{r.seconds:.2f} s") for r in zb)],
+    ]
     for q in ss.ZQUERIES:
         text = spec["z_queries"][q]["text"]
         zq = [g(s, q) for s in ss.ZSYSTEMS]
-        rows += [[f"`{text}`: time", *(_ms(r) for r in zq)],
-                 ["files read / bytes", *(_get(r, lambda r: f"{r.files_read} of {r.detail.get('files_total')} / "
-                                                            f"{_fmt_b(r.detail.get('bytes_read'))}") for r in zq)],
-                 ["rows", *(_get(r, lambda r: f"{r.rows_read:,}") for r in zq)]]
+        rows += [
+            [f"`{text}`: time", *(_ms(r) for r in zq)],
+            [
+                "files read / bytes",
+                *(
+                    _get(
+                        r,
+                        lambda r: (
+                            f"{r.files_read} of {r.detail.get('files_total')} / {_fmt_b(r.detail.get('bytes_read'))}"
+                        ),
+                    )
+                    for r in zq
+                ),
+            ],
+            ["rows", *(_get(r, lambda r: f"{r.rows_read:,}") for r in zq)],
+        ]
     lines += _table(["", "lakeline (`cluster`, strategy `zorder`)", "deltalake (`optimize.z_order`)"], rows)
-    lines += ["", f"**Merge-on-read read** with {spec['update_rounds']} logs per group, and after compaction "
-                  f"(median of {run.spec.get('repeat', REPEAT)} runs)", ""]
+    lines += [
+        "",
+        f"**Merge-on-read read** with {spec['update_rounds']} logs per group, and after compaction "
+        f"(median of {run.spec.get('repeat', REPEAT)} runs)",
+        "",
+    ]
     rows = []
     for q, label in (("full", "full table"), ("point", f"point read `{spec['point_query']['text']}`")):
         logs, compacted = g(ss.MOR, f"{q}@logs"), g(ss.MOR, f"{q}@compacted")
         both = logs is not None and logs.ok and compacted is not None and compacted.ok
         r = _ratio(logs.seconds, compacted.seconds) if both else None  # type: ignore[union-attr]
-        rows += [[f"{label}: time", _ms(logs), _ms(compacted), "-" if r is None else f"{r:.2f}x"],
-                 ["files read", _get(logs, lambda r: f"{r.files_read}"), _get(compacted, lambda r: f"{r.files_read}"),
-                  ""]]
+        rows += [
+            [f"{label}: time", _ms(logs), _ms(compacted), "-" if r is None else f"{r:.2f}x"],
+            ["files read", _get(logs, lambda r: f"{r.files_read}"), _get(compacted, lambda r: f"{r.files_read}"), ""],
+        ]
     lines += _table(["", "with logs", "after compaction", "with logs / after"], rows)
     lines += ["", "| target | measured | limit | result |", "|---|---|---|---|"]
     verdict = {True: "PASS", False: "FAIL", None: "n/a"}
     lines += [f"| {t.name} | {t.measured} | {t.limit} | **{verdict[t.ok]}** |" for t in run.targets]
-    lines += ["", f"Consistency: {run.consistency_note}.", "",
-              ("How it is measured: every step runs in a fresh Python process; times cover opening the "
-               "table and the operation. The plain job reads each group's base and logs with "
-               "`pq.read_table` and writes that group's row count with `pq.write_table` (Snappy, "
-               f"{ss.ROW_GROUP_ROWS:,}-row groups, dictionary encoding on the columns lakeline's writer "
-               "picks), one group after another; its time is the mean of its run "
-               "before and after the compaction. The lakeline tables run services at niceness 0 "
-               "(`service.nice`, default 10, would measure the neighbours' load on a shared machine). Files "
-               "read: lakeline's `Scan.files()` (pruned by key ranges and the `column_stats` index), "
-               "deltalake's dataset fragments left after its log's min/max pruning.")]
+    lines += [
+        "",
+        f"Consistency: {run.consistency_note}.",
+        "",
+        (
+            "How it is measured: every step runs in a fresh Python process; times cover opening the "
+            "table and the operation. The plain job reads each group's base and logs with "
+            "`pq.read_table` and writes that group's row count with `pq.write_table` (Snappy, "
+            f"{ss.ROW_GROUP_ROWS:,}-row groups, dictionary encoding on the columns lakeline's writer "
+            "picks), one group after another; its time is the mean of its run "
+            "before and after the compaction. The lakeline tables run services at niceness 0 "
+            "(`service.nice`, default 10, would measure the neighbours' load on a shared machine). Files "
+            "read: lakeline's `Scan.files()` (pruned by key ranges and the `column_stats` index), "
+            "deltalake's dataset fragments left after its log's min/max pruning."
+        ),
+    ]
     return "\n".join(lines + ([""] + [f"- {n}" for n in notes] if notes else []))
 
 
@@ -360,8 +439,12 @@ def default_timeout(rows: int) -> float:
 
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench services", description=__doc__.split("\n\n")[0])
-    p.add_argument("--rows", type=int, default=DEFAULT_ROWS,
-                   help=f"rows in every table, in {APPENDS} appends (default {DEFAULT_ROWS:,})")
+    p.add_argument(
+        "--rows",
+        type=int,
+        default=DEFAULT_ROWS,
+        help=f"rows in every table, in {APPENDS} appends (default {DEFAULT_ROWS:,})",
+    )
     add_run_options(p, repeat=REPEAT)
     args = p.parse_args(argv)
     if args.rows < APPENDS * UPDATE_SHARE:
@@ -377,13 +460,19 @@ def main(argv: list[str]) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="lakeline-services-bench-")) if own_dir else args.workdir
     workdir.mkdir(parents=True, exist_ok=True)
     try:
-        run = run_benchmark(args.rows, workdir, args.step_timeout or default_timeout(args.rows), args.repeat,
-                            log=lambda m: print(m, flush=True))
+        run = run_benchmark(
+            args.rows,
+            workdir,
+            args.step_timeout or default_timeout(args.rows),
+            args.repeat,
+            log=lambda m: print(m, flush=True),
+        )
     finally:
         if own_dir and not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
-    notes = findings(run) + [f"{s} {st}: {r.error}" for s, steps in run.results.items()
-                             for st, r in steps.items() if not r.ok]
+    notes = findings(run) + [
+        f"{s} {st}: {r.error}" for s, steps in run.results.items() for st, r in steps.items() if not r.ok
+    ]
     md = markdown(run, command_line("services", argv, with_postgres=False), notes)
     print("\n" + md)
     if args.keep:
@@ -391,8 +480,9 @@ def main(argv: list[str]) -> int:
     if args.json is not None:
         from dataclasses import asdict
 
-        args.json.write_text(json.dumps({**asdict(run), "date": today(), "machine": machine_line()},
-                                        indent=2, default=str))
+        args.json.write_text(
+            json.dumps({**asdict(run), "date": today(), "machine": machine_line()}, indent=2, default=str)
+        )
     if not args.no_docs:
         update_section(SECTION, md)
         print(f"wrote the {SECTION} section of docs/performance.md")

@@ -56,8 +56,12 @@ def zorder_properties(target_bytes: int) -> dict[str, Any]:
     ``z_order(target_size=...)``. Setup only: no small-file filling and no insert key
     check while appending the shuffled rows (unique by construction), which would
     rewrite or read every earlier file on every append without changing the result."""
-    return {"write.target-file-size-bytes": target_bytes, "write.small-file-limit-bytes": 0,
-            "write.insert-key-check": False, "service.nice": 0}
+    return {
+        "write.target-file-size-bytes": target_bytes,
+        "write.small-file-limit-bytes": 0,
+        "write.insert-key-check": False,
+        "service.nice": 0,
+    }
 
 
 def fingerprint(table: Any) -> str:
@@ -68,9 +72,12 @@ def fingerprint(table: Any) -> str:
     import pyarrow.compute as pc
 
     t = table.select(["key", "ts", "value", "category"]).sort_by("key")
-    cols = [pc.cast(pc.utf8_slice_codeunits(t.column("key").cast(pa.string()), 1), pa.int64()),
-            t.column("ts"), t.column("value"),
-            pc.cast(pc.utf8_slice_codeunits(t.column("category").cast(pa.string()), 4), pa.int64())]
+    cols = [
+        pc.cast(pc.utf8_slice_codeunits(t.column("key").cast(pa.string()), 1), pa.int64()),
+        t.column("ts"),
+        t.column("value"),
+        pc.cast(pc.utf8_slice_codeunits(t.column("category").cast(pa.string()), 4), pa.int64()),
+    ]
     h = hashlib.sha256(str(t.num_rows).encode())
     for c in cols:
         h.update(c.to_numpy().tobytes())
@@ -93,8 +100,9 @@ def _build_mor(workdir: Path, spec: dict[str, Any]) -> dict[str, Any]:
 
     path, inputs = table_path(workdir, MOR), workdir / "input"
     t0 = time.perf_counter()
-    t = Table.create(str(path), data.SCHEMA, record_key="key", ordering_field="ts", table_type="mor",
-                     properties=MOR_PROPERTIES)
+    t = Table.create(
+        str(path), data.SCHEMA, record_key="key", ordering_field="ts", table_type="mor", properties=MOR_PROPERTIES
+    )
     for i in range(spec["appends"]):
         t.insert(pq.read_table(inputs / f"append_{i:02d}.parquet"))
     for r in range(spec["update_rounds"]):
@@ -102,15 +110,24 @@ def _build_mor(workdir: Path, spec: dict[str, Any]) -> dict[str, Any]:
     seconds = time.perf_counter() - t0
     t = Table.open(str(path))
     slices = t.view(t.timeline).latest_slices()
-    groups = [{"base": t.storage.path(s.base.path), "logs": [t.storage.path(f.path) for f in s.logs],
-               "rows": s.base.rows} for s in slices if s.base is not None]
+    groups = [
+        {"base": t.storage.path(s.base.path), "logs": [t.storage.path(f.path) for f in s.logs], "rows": s.base.rows}
+        for s in slices
+        if s.base is not None
+    ]
     (workdir / "mor_slices.json").write_text(json.dumps(groups, indent=1))
     logs = [len(g["logs"]) for g in groups]
-    return {"seconds": seconds, "detail": {
-        "file_groups": len(groups), "logs_per_group": [min(logs), max(logs)], "log_files": sum(logs),
-        "base_bytes": sum(s.base.bytes for s in slices if s.base is not None),
-        "log_bytes": sum(f.bytes for s in slices for f in s.logs),
-        "log_rows": sum(f.rows for s in slices for f in s.logs)}}
+    return {
+        "seconds": seconds,
+        "detail": {
+            "file_groups": len(groups),
+            "logs_per_group": [min(logs), max(logs)],
+            "log_files": sum(logs),
+            "base_bytes": sum(s.base.bytes for s in slices if s.base is not None),
+            "log_bytes": sum(f.bytes for s in slices for f in s.logs),
+            "log_rows": sum(f.rows for s in slices for f in s.logs),
+        },
+    }
 
 
 def _plain(workdir: Path) -> dict[str, Any]:
@@ -138,18 +155,29 @@ def _plain(workdir: Path) -> dict[str, Any]:
             read += sum(p.nbytes for p in parts)
             both = pa.concat_tables([p.select(names) for p in parts], promote_options="permissive")
             rows_out = both.slice(0, g["rows"])
-            pq.write_table(rows_out, out_dir / f"group_{i:04d}.parquet", compression="snappy",
-                           row_group_size=ROW_GROUP_ROWS, use_dictionary=dictionary_columns(rows_out))
+            pq.write_table(
+                rows_out,
+                out_dir / f"group_{i:04d}.parquet",
+                compression="snappy",
+                row_group_size=ROW_GROUP_ROWS,
+                use_dictionary=dictionary_columns(rows_out),
+            )
             rows += g["rows"]
         return rows, read
 
     (rows, arrow_bytes), seconds = _timed(job)
     written = _files(out_dir)
-    return {"seconds": seconds, "rows_total": rows, "bytes_written": sum(st[0] for st in written.values()),
-            "files_written": len(written),
-            "files_read": sum(1 + len(g["logs"]) for g in groups),
-            "detail": {"bytes_read": sum(Path(p).stat().st_size for g in groups for p in (g["base"], *g["logs"])),
-                       "arrow_bytes_read": arrow_bytes}}
+    return {
+        "seconds": seconds,
+        "rows_total": rows,
+        "bytes_written": sum(st[0] for st in written.values()),
+        "files_written": len(written),
+        "files_read": sum(1 + len(g["logs"]) for g in groups),
+        "detail": {
+            "bytes_read": sum(Path(p).stat().st_size for g in groups for p in (g["base"], *g["logs"])),
+            "arrow_bytes_read": arrow_bytes,
+        },
+    }
 
 
 def _compact(workdir: Path) -> dict[str, Any]:
@@ -159,10 +187,14 @@ def _compact(workdir: Path) -> dict[str, Any]:
     if res.aborted:
         raise RuntimeError(f"compaction aborted: {res.aborted}")
     stats = dict(res.stats)
-    return {"seconds": seconds, "rows_total": stats.get("rows"), "bytes_written": stats.get("bytes_written"),
-            "files_written": stats.get("files_added"),
-            "files_read": stats.get("file_groups_compacted", 0) + stats.get("logs_compacted", 0),
-            "detail": {"stats": stats, "bytes_read": stats.get("bytes_read")}}
+    return {
+        "seconds": seconds,
+        "rows_total": stats.get("rows"),
+        "bytes_written": stats.get("bytes_written"),
+        "files_written": stats.get("files_added"),
+        "files_read": stats.get("file_groups_compacted", 0) + stats.get("logs_compacted", 0),
+        "detail": {"stats": stats, "bytes_read": stats.get("bytes_read")},
+    }
 
 
 def _mor_read(workdir: Path, spec: dict[str, Any], read: str) -> dict[str, Any]:
@@ -173,9 +205,14 @@ def _mor_read(workdir: Path, spec: dict[str, Any], read: str) -> dict[str, Any]:
         return _query(MOR, path, spec["point_query"])
     scan, seconds = _timed(lambda: Table.open(str(path)).scan())
     rows, read_s = _timed(scan.to_arrow)
-    return {"seconds": seconds + read_s, "files_read": len(scan.files()), "rows_read": rows.num_rows,
-            "read_digest": fingerprint(rows), "rows_total": rows.num_rows,
-            "distinct_keys": len(rows.column("key").unique())}
+    return {
+        "seconds": seconds + read_s,
+        "files_read": len(scan.files()),
+        "rows_read": rows.num_rows,
+        "read_digest": fingerprint(rows),
+        "rows_total": rows.num_rows,
+        "distinct_keys": len(rows.column("key").unique()),
+    }
 
 
 # --------------------------------------------------------------------------------------
@@ -196,16 +233,23 @@ def _zbuild(system: str, workdir: Path, spec: dict[str, Any]) -> dict[str, Any]:
             deltalake.write_deltalake(str(path), pq.read_table(b), mode="append")
         detail["append_s"] = time.perf_counter() - t0
         detail["files_before"] = len(deltalake.DeltaTable(str(path)).file_uris())
-        metrics, seconds = _timed(lambda: deltalake.DeltaTable(str(path)).optimize.z_order(
-            list(Z_COLUMNS), target_size=target))
+        metrics, seconds = _timed(
+            lambda: deltalake.DeltaTable(str(path)).optimize.z_order(list(Z_COLUMNS), target_size=target)
+        )
         detail["metrics"] = {k: v for k, v in metrics.items() if isinstance(v, (int, float, str))}
         detail["files_after"] = len(deltalake.DeltaTable(str(path)).file_uris())
     else:
         from lakeline.table import Table
 
         t0 = time.perf_counter()
-        t = Table.create(str(path), data.SCHEMA, record_key="key", ordering_field="ts", table_type="cow",
-                         properties=zorder_properties(target))
+        t = Table.create(
+            str(path),
+            data.SCHEMA,
+            record_key="key",
+            ordering_field="ts",
+            table_type="cow",
+            properties=zorder_properties(target),
+        )
         for b in batches:
             t.insert(pq.read_table(b))
         detail["append_s"] = time.perf_counter() - t0
@@ -213,8 +257,9 @@ def _zbuild(system: str, workdir: Path, spec: dict[str, Any]) -> dict[str, Any]:
         idx, detail["index_s"] = _timed(lambda: Table.open(str(path)).indexes.create("column_stats"))
         if idx.state != "ready":
             raise RuntimeError(f"index {idx.name} is {idx.state} after create")
-        res, seconds = _timed(lambda: Table.open(str(path)).services.cluster(
-            sort_by=list(Z_COLUMNS), strategy="zorder"))
+        res, seconds = _timed(
+            lambda: Table.open(str(path)).services.cluster(sort_by=list(Z_COLUMNS), strategy="zorder")
+        )
         if res.aborted:
             raise RuntimeError(f"clustering aborted: {res.aborted}")
         detail["stats"] = dict(res.stats)

@@ -191,8 +191,13 @@ def child_main(argv: list[str], run: ChildRun = run_child, mark: str = RESULT_MA
     try:
         out = run(system, step, Path(workdir), args.profile)
     except Exception as e:  # noqa: BLE001 - any failure is reported to the parent as a failed step
-        out = {"system": system, "step": step, "ok": False,
-               "error": f"{type(e).__name__}: {e}"[:500], "traceback": traceback.format_exc()[-4000:]}
+        out = {
+            "system": system,
+            "step": step,
+            "ok": False,
+            "error": f"{type(e).__name__}: {e}"[:500],
+            "traceback": traceback.format_exc()[-4000:],
+        }
     sys.stdout.write("\n" + mark + json.dumps(out) + "\n")
     sys.stdout.flush()
     return 0 if out["ok"] else 1
@@ -217,15 +222,29 @@ def prepare_inputs(workdir: Path, rows: int, appends: int, read_keys: int) -> di
     upsert_rows = max(2, total // 10)
     pq.write_table(data.upsert_batch(total, upsert_rows), inputs / "upsert.parquet")
     a, b = data.read_range(total, read_keys)
-    spec = {"rows": total, "appends": appends, "rows_per_append": per, "upsert_rows": upsert_rows,
-            "read_a": a, "read_b": b, "read_keys": min(read_keys, total),
-            "upsert_bytes": (inputs / "upsert.parquet").stat().st_size}
+    spec = {
+        "rows": total,
+        "appends": appends,
+        "rows_per_append": per,
+        "upsert_rows": upsert_rows,
+        "read_a": a,
+        "read_b": b,
+        "read_keys": min(read_keys, total),
+        "upsert_bytes": (inputs / "upsert.parquet").stat().st_size,
+    }
     (workdir / "spec.json").write_text(json.dumps(spec, indent=2))
     return spec
 
 
-def run_step(system: str, step: str, workdir: Path, timeout: float, profile: Path | None = None,
-             module: str = "bench.write.bench", mark: str = RESULT_MARK) -> StepResult:
+def run_step(
+    system: str,
+    step: str,
+    workdir: Path,
+    timeout: float,
+    profile: Path | None = None,
+    module: str = "bench.write.bench",
+    mark: str = RESULT_MARK,
+) -> StepResult:
     """Run one step in a fresh interpreter (``python -m MODULE --child``: this benchmark's
     child by default, another benchmark's whose ``__main__`` calls :func:`child_main`)
     and parse its report."""
@@ -236,18 +255,17 @@ def run_step(system: str, step: str, workdir: Path, timeout: float, profile: Pat
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
-                              check=False)
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
-        return StepResult(system, step, error=f"timed out after {timeout:.0f} s (killed)",
-                          wall_s=time.perf_counter() - t0)
+        return StepResult(
+            system, step, error=f"timed out after {timeout:.0f} s (killed)", wall_s=time.perf_counter() - t0
+        )
     wall = time.perf_counter() - t0
     line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith(mark)), None)
     if line is None:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-        return StepResult(system, step, error=f"child exited {proc.returncode}: {' | '.join(tail)}"[:500],
-                          wall_s=wall)
-    raw = json.loads(line[len(mark):])
+        return StepResult(system, step, error=f"child exited {proc.returncode}: {' | '.join(tail)}"[:500], wall_s=wall)
+    raw = json.loads(line[len(mark) :])
     raw.pop("traceback", None) if raw.get("ok") else None
     known = {k: raw[k] for k in StepResult.__dataclass_fields__ if k in raw}
     res = StepResult(**known)
@@ -282,10 +300,19 @@ def evaluate(run: Run) -> None:
     mor = run.get("lakeline-mor", "upsert")
     if mor is not None:
         r = _ratio(mor.bytes_written if mor.ok else None, run.input_upsert_bytes)
-        measured = "n/a" if r is None else (f"{r:.2f}x ({mor.bytes_written / MiB:.1f} MiB vs "
-                                             f"{run.input_upsert_bytes / MiB:.1f} MiB input)")
-        targets.append(Target("lakeline-mor upsert bytes written vs input Parquet", measured,
-                              f"<= {MOR_UPSERT_BYTES_RATIO:g}x", None if r is None else r <= MOR_UPSERT_BYTES_RATIO))
+        measured = (
+            "n/a"
+            if r is None
+            else (f"{r:.2f}x ({mor.bytes_written / MiB:.1f} MiB vs {run.input_upsert_bytes / MiB:.1f} MiB input)")
+        )
+        targets.append(
+            Target(
+                "lakeline-mor upsert bytes written vs input Parquet",
+                measured,
+                f"<= {MOR_UPSERT_BYTES_RATIO:g}x",
+                None if r is None else r <= MOR_UPSERT_BYTES_RATIO,
+            )
+        )
     for s in LAKELINE:
         steps = run.results.get(s)
         if not steps:
@@ -297,13 +324,18 @@ def evaluate(run: Run) -> None:
             measured = f"{peak / GiB:.2f} GiB ({at})" + ("" if complete else ", some steps failed")
         else:
             measured = "n/a"
-        targets.append(Target(f"{s} peak memory of any step", measured, "<= 2 GiB",
-                              None if not peaks else (peak <= PEAK_MEMORY and complete)))
+        targets.append(
+            Target(
+                f"{s} peak memory of any step",
+                measured,
+                "<= 2 GiB",
+                None if not peaks else (peak <= PEAK_MEMORY and complete),
+            )
+        )
     run.targets = targets
 
     reads = {s: run.get(s, "read") for s in run.results}
-    complete = {s: r for s, r in reads.items()
-                if r is not None and r.ok and all(x.ok for x in run.results[s].values())}
+    complete = {s: r for s, r in reads.items() if r is not None and r.ok and all(x.ok for x in run.results[s].values())}
     skipped = sorted(set(run.results) - set(complete))
     if len(complete) < 1:
         run.consistent, run.consistency_note = None, "no system completed every step"
@@ -315,27 +347,47 @@ def evaluate(run: Run) -> None:
     bad += [f"{f} != {v}" for f, v in expect.items() if any(x != v for x in seen[f].values())]
     bad += [f"{s}: distinct keys != rows" for s, r in complete.items() if r.distinct_keys != r.rows_total]
     run.consistent = not bad
-    note = (f"{len(complete)} systems agree: {next(iter(seen['rows_total'].values())):,} rows, "
-            f"1,000-key read digest {next(iter(seen['read_digest'].values()))}") if not bad else \
-        "MISMATCH: " + "; ".join(f"{b}: {seen.get(b.split(' ')[0], '')}" for b in bad)
+    note = (
+        (
+            f"{len(complete)} systems agree: {next(iter(seen['rows_total'].values())):,} rows, "
+            f"1,000-key read digest {next(iter(seen['read_digest'].values()))}"
+        )
+        if not bad
+        else "MISMATCH: " + "; ".join(f"{b}: {seen.get(b.split(' ')[0], '')}" for b in bad)
+    )
     if skipped:
         note += f" (not compared: {', '.join(skipped)}, which did not complete every step)"
     run.consistency_note = note
 
 
-def run_benchmark(rows: int, systems: list[str], workdir: Path, step_timeout: float,
-                  read_keys: int = READ_KEYS, appends: int = APPENDS,
-                  profile: tuple[str, str] | None = None, log: Callable[[str], None] = print) -> Run:
+def run_benchmark(
+    rows: int,
+    systems: list[str],
+    workdir: Path,
+    step_timeout: float,
+    read_keys: int = READ_KEYS,
+    appends: int = APPENDS,
+    profile: tuple[str, str] | None = None,
+    log: Callable[[str], None] = print,
+) -> Run:
     """Generate the data, run every system/step in its own process, evaluate."""
     t_start = time.perf_counter()
     load_start = os.getloadavg()[0]
     spec = prepare_inputs(workdir, rows, appends, read_keys)
-    log(f"data: {spec['rows']:,} rows in {appends} batches, upsert {spec['upsert_rows']:,} rows "
+    log(
+        f"data: {spec['rows']:,} rows in {appends} batches, upsert {spec['upsert_rows']:,} rows "
         f"({spec['upsert_bytes'] / MiB:.1f} MiB Parquet), read {spec['read_a']} <= key < {spec['read_b']} "
-        f"({time.perf_counter() - t_start:.1f} s to generate)")
-    run = Run(rows=spec["rows"], appends=appends, upsert_rows=spec["upsert_rows"],
-              input_upsert_bytes=spec["upsert_bytes"], read_range=(spec["read_a"], spec["read_b"]),
-              read_keys=spec["read_keys"], results={s: {} for s in systems})
+        f"({time.perf_counter() - t_start:.1f} s to generate)"
+    )
+    run = Run(
+        rows=spec["rows"],
+        appends=appends,
+        upsert_rows=spec["upsert_rows"],
+        input_upsert_bytes=spec["upsert_bytes"],
+        read_range=(spec["read_a"], spec["read_b"]),
+        read_keys=spec["read_keys"],
+        results={s: {} for s in systems},
+    )
     # Step by step rather than system by system: the systems' runs of one step follow
     # each other closely, so they share whatever else the machine is doing at the time.
     for step in STEPS:
@@ -349,8 +401,10 @@ def run_benchmark(rows: int, systems: list[str], workdir: Path, step_timeout: fl
             run.results[system][step] = res
             if res.ok:
                 extra = f", {res.files_read} files read" if step == "read" else ""
-                log(f"{system:13} {step:7} {res.seconds:8.2f} s  peak {_fmt_b(res.peak_rss):>9}  "
-                    f"wrote {_fmt_b(res.bytes_written):>10}{extra}  ({res.wall_s:.1f} s with startup)")
+                log(
+                    f"{system:13} {step:7} {res.seconds:8.2f} s  peak {_fmt_b(res.peak_rss):>9}  "
+                    f"wrote {_fmt_b(res.bytes_written):>10}{extra}  ({res.wall_s:.1f} s with startup)"
+                )
             else:
                 log(f"{system:13} {step:7} FAILED: {res.error}")
             if prof is not None and prof.exists():
@@ -371,20 +425,32 @@ def default_timeout(rows: int) -> float:
 
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench write", description=__doc__.split("\n\n")[0])
-    p.add_argument("--rows", type=int, default=DEFAULT_ROWS,
-                   help=f"rows appended in total, in {APPENDS} appends (default {DEFAULT_ROWS:,}); "
-                        "the upsert is a tenth of that")
-    p.add_argument("--systems", default=",".join(SYSTEMS),
-                   help=f"comma-separated subset of {','.join(SYSTEMS)} (default: all)")
+    p.add_argument(
+        "--rows",
+        type=int,
+        default=DEFAULT_ROWS,
+        help=f"rows appended in total, in {APPENDS} appends (default {DEFAULT_ROWS:,}); the upsert is a tenth of that",
+    )
+    p.add_argument(
+        "--systems", default=",".join(SYSTEMS), help=f"comma-separated subset of {','.join(SYSTEMS)} (default: all)"
+    )
     p.add_argument("--read-keys", type=int, default=READ_KEYS, help="consecutive keys read (default 1000)")
-    p.add_argument("--step-timeout", type=float, default=None,
-                   help="seconds one system/step may take before it is killed (default scales with --rows)")
+    p.add_argument(
+        "--step-timeout",
+        type=float,
+        default=None,
+        help="seconds one system/step may take before it is killed (default scales with --rows)",
+    )
     p.add_argument("--workdir", type=Path, default=None, help="where tables go (default: a temp dir, removed)")
     p.add_argument("--keep", action="store_true", help="keep the temp dir (tables, inputs, profiles)")
-    p.add_argument("--profile", metavar="SYSTEM:STEP", default=None,
-                   help="run that step under cProfile and print where its time goes (implies --keep); "
-                        "cProfile sees the calling thread only, so work the engine runs in its "
-                        "thread pool shows as waiting: for those, py-spy record on the child")
+    p.add_argument(
+        "--profile",
+        metavar="SYSTEM:STEP",
+        default=None,
+        help="run that step under cProfile and print where its time goes (implies --keep); "
+        "cProfile sees the calling thread only, so work the engine runs in its "
+        "thread pool shows as waiting: for those, py-spy record on the child",
+    )
     p.add_argument("--json", type=Path, default=None, help="also write the raw results as JSON here")
     p.add_argument("--no-docs", action="store_true", help="do not update docs/performance.md")
     p.add_argument("--check", action="store_true", help="exit 1 when a target is missed or systems disagree")
@@ -427,15 +493,25 @@ def main(argv: list[str]) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     timeout = args.step_timeout or default_timeout(args.rows)
     try:
-        run = run_benchmark(args.rows, args.systems, workdir, timeout, args.read_keys,
-                            profile=args.profile, log=lambda m: con.print(m, markup=False, highlight=False))
+        run = run_benchmark(
+            args.rows,
+            args.systems,
+            workdir,
+            timeout,
+            args.read_keys,
+            profile=args.profile,
+            log=lambda m: con.print(m, markup=False, highlight=False),
+        )
     finally:
         if own_dir and not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
     for t in rich_tables(run):
         con.print(t)
-    con.print(("[green]" if run.consistent else "[red]") + f"consistency: {run.consistency_note}",
-              markup=True, highlight=False)
+    con.print(
+        ("[green]" if run.consistent else "[red]") + f"consistency: {run.consistency_note}",
+        markup=True,
+        highlight=False,
+    )
     notes = []
     for s, steps in run.results.items():
         for st, r in steps.items():

@@ -124,8 +124,10 @@ def metric_rows(run: Run) -> list[tuple[str, list[str]]]:
         (f"upsert {run.upsert_rows:,} rows: time", cells(lambda r: f"{r.seconds:.2f} s", "upsert")),
         ("upsert: vs deltalake", vs_base("upsert")),
         ("upsert: bytes written", cells(lambda r: _fmt_b(r.bytes_written), "upsert")),
-        ("upsert: bytes written / input", cells(
-            lambda r: f"{r.bytes_written / run.input_upsert_bytes:.2f}x", "upsert")),
+        (
+            "upsert: bytes written / input",
+            cells(lambda r: f"{r.bytes_written / run.input_upsert_bytes:.2f}x", "upsert"),
+        ),
         ("upsert: files written", cells(lambda r: f"{r.files_written}", "upsert")),
         ("upsert: peak memory", cells(lambda r: _fmt_b(r.peak_rss), "upsert")),
         ("on disk after upsert (old versions kept)", cells(lambda r: _fmt_b(r.table_bytes), "upsert")),
@@ -144,8 +146,10 @@ def _verdict(ok: bool | None) -> str:
 def rich_tables(run: Run) -> list[Any]:
     from rich.table import Table as RichTable
 
-    res = RichTable(title=f"write benchmark: {run.rows:,} rows in {run.appends} appends, "
-                          f"upsert {run.upsert_rows:,}, read {run.read_keys:,} keys")
+    res = RichTable(
+        title=f"write benchmark: {run.rows:,} rows in {run.appends} appends, "
+        f"upsert {run.upsert_rows:,}, read {run.read_keys:,} keys"
+    )
     res.add_column("metric")
     for s in run.results:
         res.add_column(s, justify="right")
@@ -187,8 +191,12 @@ def machine_line() -> str:
 
 def markdown(run: Run, command: str, notes: list[str]) -> str:
     systems = list(run.results)
-    load = (f"; 1-minute load average {run.load[0]:.1f} at the start, {run.load[1]:.1f} at the end, "
-            f"on {os.cpu_count()} cores" if run.load else "")
+    load = (
+        f"; 1-minute load average {run.load[0]:.1f} at the start, {run.load[1]:.1f} at the end, "
+        f"on {os.cpu_count()} cores"
+        if run.load
+        else ""
+    )
     lines = [
         "## Write path: appends, upsert, 1,000-key read (vs deltalake, pyiceberg)",
         "",
@@ -196,13 +204,15 @@ def markdown(run: Run, command: str, notes: list[str]) -> str:
         "",
         f"Command: `{command}` (whole run {run.total_s / 60:.1f} min{load})",
         "",
-        (f"Data: {run.rows:,} rows (`key` string `k000000000`..., `ts` int64, `value` double, "
-         f"`category` string of 100 values) written as {run.appends} appends of "
-         f"{run.rows // run.appends:,}; then an upsert of {run.upsert_rows:,} rows "
-         f"({run.upsert_rows // 2:,} updates of keys drawn uniformly from the whole key space "
-         f"with a larger `ts`, {run.upsert_rows - run.upsert_rows // 2:,} new keys; "
-         f"{run.input_upsert_bytes / MiB:.1f} MiB as Parquet); then a read of {run.read_keys:,} "
-         f"consecutive keys (`key >= '{run.read_range[0]}' AND key < '{run.read_range[1]}'`)."),
+        (
+            f"Data: {run.rows:,} rows (`key` string `k000000000`..., `ts` int64, `value` double, "
+            f"`category` string of 100 values) written as {run.appends} appends of "
+            f"{run.rows // run.appends:,}; then an upsert of {run.upsert_rows:,} rows "
+            f"({run.upsert_rows // 2:,} updates of keys drawn uniformly from the whole key space "
+            f"with a larger `ts`, {run.upsert_rows - run.upsert_rows // 2:,} new keys; "
+            f"{run.input_upsert_bytes / MiB:.1f} MiB as Parquet); then a read of {run.read_keys:,} "
+            f"consecutive keys (`key >= '{run.read_range[0]}' AND key < '{run.read_range[1]}'`)."
+        ),
         "",
         "| metric | " + " | ".join(systems) + " |",
         "|---|" + "---:|" * len(systems),
@@ -216,15 +226,17 @@ def markdown(run: Run, command: str, notes: list[str]) -> str:
         "",
         f"Consistency: {run.consistency_note}.",
         "",
-        ("How it is measured: every system/step runs in a fresh Python process; *time* covers "
-         "opening the table and the operation (the input batch is read from Parquet before the "
-         "timer starts; the first append includes creating the table); *peak memory* is the "
-         "process's `ru_maxrss`, interpreter and libraries included; *bytes written* is the "
-         "size of files under the table's folder that are new or changed after the step "
-         "(data, logs, metadata; pyiceberg's sqlite catalog included); *data files read* is "
-         "lakeline's `Scan.files()`, deltalake's dataset fragments left after its min/max "
-         "pruning, pyiceberg's `plan_files()`. lakeline and deltalake write Snappy Parquet, "
-         "pyiceberg its default (zstd)."),
+        (
+            "How it is measured: every system/step runs in a fresh Python process; *time* covers "
+            "opening the table and the operation (the input batch is read from Parquet before the "
+            "timer starts; the first append includes creating the table); *peak memory* is the "
+            "process's `ru_maxrss`, interpreter and libraries included; *bytes written* is the "
+            "size of files under the table's folder that are new or changed after the step "
+            "(data, logs, metadata; pyiceberg's sqlite catalog included); *data files read* is "
+            "lakeline's `Scan.files()`, deltalake's dataset fragments left after its min/max "
+            "pruning, pyiceberg's `plan_files()`. lakeline and deltalake write Snappy Parquet, "
+            "pyiceberg its default (zstd)."
+        ),
     ]
     if notes:
         lines += [""] + [f"- {n}" for n in notes]
@@ -235,19 +247,23 @@ def method_notes(run: Run) -> list[str]:
     """What a reader needs to know about how each peer was driven."""
     notes = []
     if BASELINE in run.results:
-        notes.append("deltalake read: deltalake >= 1.4 rewrites files with `string_view` columns in merge and "
-                     "delete, and pyarrow has no `string_view` comparison kernel, so "
-                     "`to_pyarrow_dataset().to_table(filter=...)` raises ArrowNotImplementedError after the "
-                     "merge (delta-io/delta-rs#4579). The benchmark prunes the dataset's fragments with the "
-                     "plain filter (their min/max statistics) and filters rows on `key` cast to string.")
+        notes.append(
+            "deltalake read: deltalake >= 1.4 rewrites files with `string_view` columns in merge and "
+            "delete, and pyarrow has no `string_view` comparison kernel, so "
+            "`to_pyarrow_dataset().to_table(filter=...)` raises ArrowNotImplementedError after the "
+            "merge (delta-io/delta-rs#4579). The benchmark prunes the dataset's fragments with the "
+            "plain filter (their min/max statistics) and filters rows on `key` cast to string."
+        )
     ice = run.get("pyiceberg", "upsert")
     if ice is not None:
-        how = (f"took {ice.seconds:.0f} s" if ice.ok else f"did not finish: {ice.error}")
-        notes.append("pyiceberg upsert is `Table.upsert(df, join_cols=['key'])` of pyiceberg "
-                     f"{_version('pyiceberg')}: it scans the table with an `In` filter of every incoming key, "
-                     "compares the matches row by row in Python, then overwrites the matched rows "
-                     f"(copy-on-write) and appends the new keys; it {how}, so it is reported but is not "
-                     "a target.")
+        how = f"took {ice.seconds:.0f} s" if ice.ok else f"did not finish: {ice.error}"
+        notes.append(
+            "pyiceberg upsert is `Table.upsert(df, join_cols=['key'])` of pyiceberg "
+            f"{_version('pyiceberg')}: it scans the table with an `In` filter of every incoming key, "
+            "compares the matches row by row in Python, then overwrites the matched rows "
+            f"(copy-on-write) and appends the new keys; it {how}, so it is reported but is not "
+            "a target."
+        )
     return notes
 
 
@@ -264,10 +280,12 @@ def source_state(folders: tuple[str, ...] = ("table", "timeline", "config")) -> 
     """Which lakeline code was measured: the commit, and which of ``folders`` (the code
     the benchmark exercises) had uncommitted changes (others edit them while benchmarks run)."""
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                              text=True, check=True).stdout.strip()
-        status = subprocess.run(["git", "status", "--porcelain", "--", *folders],
-                                cwd=ROOT, capture_output=True, text=True, check=True).stdout
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--", *folders], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout
     except (OSError, subprocess.CalledProcessError):
         return "unknown (not a git checkout)"
     # Lines are "XY path": the path starts at the fourth character (X may be a space).

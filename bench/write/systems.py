@@ -63,8 +63,9 @@ class Lakeline(System):
         self.pc, self.Table = pc, Table
 
     def create(self, schema: Any) -> None:
-        self.table = self.Table.create(str(self.path), schema, record_key="key", ordering_field="ts",
-                                          table_type=self.table_type)
+        self.table = self.Table.create(
+            str(self.path), schema, record_key="key", ordering_field="ts", table_type=self.table_type
+        )
 
     def append(self, batch: Any) -> None:
         self.table.insert(batch)
@@ -95,10 +96,22 @@ class Delta(System):
 
     def upsert(self, batch: Any) -> dict[str, Any]:
         dt = self.dl.DeltaTable(str(self.path))
-        metrics = (dt.merge(source=batch, predicate="t.key = s.key", source_alias="s", target_alias="t")
-                   .when_matched_update_all().when_not_matched_insert_all().execute())
-        return {k: metrics[k] for k in ("num_target_rows_updated", "num_target_rows_inserted",
-                                        "num_target_files_added", "num_target_files_removed") if k in metrics}
+        metrics = (
+            dt.merge(source=batch, predicate="t.key = s.key", source_alias="s", target_alias="t")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute()
+        )
+        return {
+            k: metrics[k]
+            for k in (
+                "num_target_rows_updated",
+                "num_target_rows_inserted",
+                "num_target_files_added",
+                "num_target_files_removed",
+            )
+            if k in metrics
+        }
 
     def read(self, a: str, b: str) -> tuple[Any, Callable[[], int]]:
         import pyarrow as pa
@@ -135,8 +148,9 @@ class Iceberg(System):
 
     def _catalog(self) -> Any:
         self.path.mkdir(parents=True, exist_ok=True)
-        return self.SqlCatalog("bench", uri=f"sqlite:///{self.path / 'catalog.db'}",
-                          warehouse=(self.path / "warehouse").as_uri())
+        return self.SqlCatalog(
+            "bench", uri=f"sqlite:///{self.path / 'catalog.db'}", warehouse=(self.path / "warehouse").as_uri()
+        )
 
     def create(self, schema: Any) -> None:
         cat = self._catalog()
@@ -152,8 +166,11 @@ class Iceberg(System):
 
     def read(self, a: str, b: str) -> tuple[Any, Callable[[], int]]:
         ice = self.ice
-        scan = self._catalog().load_table(self.IDENT).scan(
-            row_filter=ice.And(ice.GreaterThanOrEqual("key", a), ice.LessThan("key", b)))
+        scan = (
+            self._catalog()
+            .load_table(self.IDENT)
+            .scan(row_filter=ice.And(ice.GreaterThanOrEqual("key", a), ice.LessThan("key", b)))
+        )
         return scan.to_arrow(), lambda: len(list(scan.plan_files()))
 
     def scan_all(self, columns: list[str]) -> Any:

@@ -38,22 +38,7 @@ import pyarrow.compute as pc
 
 from ...timeline.errors import InvalidFilterError
 from .substrait import MalformedSubstraitError, Message
-from .tree import (
-    FALSE,
-    TRUE,
-    Compare,
-    Expr,
-    Op,
-    Ref,
-    Unknown,
-    Value,
-    and_,
-    is_in,
-    is_null,
-    not_,
-    not_null,
-    or_,
-)
+from .tree import FALSE, TRUE, Compare, Expr, Op, Ref, Unknown, Value, and_, is_in, is_null, not_, not_null, or_
 
 _COMPARISONS = {"equal": Op.EQ, "not_equal": Op.NE, "lt": Op.LT, "lte": Op.LE, "gt": Op.GT, "gte": Op.GE}
 _EPOCH = datetime(1970, 1, 1)

@@ -41,5 +41,16 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["ABORTABLE_ON_STOP", "ABORTED", "DONE", "FAILED", "IDLE", "LEASE_PREFIX", "SKIPPED", "RunOutcome", "Runner",
-           "TableStatus", "trigger_of"]
+__all__ = [
+    "ABORTABLE_ON_STOP",
+    "ABORTED",
+    "DONE",
+    "FAILED",
+    "IDLE",
+    "LEASE_PREFIX",
+    "SKIPPED",
+    "RunOutcome",
+    "Runner",
+    "TableStatus",
+    "trigger_of",
+]

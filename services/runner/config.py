@@ -115,8 +115,9 @@ class RunnerConfig:
         _known(raw, SECTIONS, source)
         settings = _settings(raw.get("runner", {}), f"{source} [runner]")
         tables = tuple(_table(t, f"{source} [[tables]] #{n + 1}") for n, t in enumerate(_list(raw, "tables", source)))
-        catalogs = tuple(_catalog(c, f"{source} [[catalogs]] #{n + 1}")
-                         for n, c in enumerate(_list(raw, "catalogs", source)))
+        catalogs = tuple(
+            _catalog(c, f"{source} [[catalogs]] #{n + 1}") for n, c in enumerate(_list(raw, "catalogs", source))
+        )
         if not tables and not catalogs:
             raise RunnerConfigError(f"{source}: no [[tables]] and no [[catalogs]]: the runner would have nothing to do")
         return cls(settings, tables, catalogs, source)
@@ -137,8 +138,7 @@ def _as_dict(s: RunnerSettings) -> dict[str, Any]:
 def _known(raw: Mapping[str, Any], allowed: tuple[str, ...], where: str) -> None:
     unknown = sorted(set(raw) - set(allowed))
     if unknown:
-        raise RunnerConfigError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
-                                f"known: {', '.join(allowed)}")
+        raise RunnerConfigError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; known: {', '.join(allowed)}")
 
 
 def _list(raw: Mapping[str, Any], key: str, source: str) -> list[Mapping[str, Any]]:
@@ -162,9 +162,11 @@ def _settings(raw: object, where: str) -> RunnerSettings:
     grace = raw.get("grace_seconds", DEFAULT_GRACE_SECONDS)
     if isinstance(grace, bool) or not isinstance(grace, int | float) or not 0 <= grace <= 24 * 3600:
         raise RunnerConfigError(f"{where}: grace_seconds must be a number of seconds from 0 to 86400, not {grace!r}")
-    return RunnerSettings(threads=_int(raw, "threads", DEFAULT_THREADS, 1, 256, where),
-                          metrics_port=_int(raw, "metrics_port", DEFAULT_METRICS_PORT, 0, 65535, where),
-                          grace_seconds=float(grace))
+    return RunnerSettings(
+        threads=_int(raw, "threads", DEFAULT_THREADS, 1, 256, where),
+        metrics_port=_int(raw, "metrics_port", DEFAULT_METRICS_PORT, 0, 65535, where),
+        grace_seconds=float(grace),
+    )
 
 
 def _string(raw: Mapping[str, Any], key: str, where: str, required: bool) -> str | None:
@@ -187,9 +189,11 @@ def _timeline(value: str | None, where: str, required: bool) -> str | None:
         return None
     if not value.startswith(("postgresql://", "postgres://")):
         # The refused value is most likely a DSN with a typo, password included: shown redacted.
-        raise RunnerConfigError(f"{where}: timeline must be a postgresql:// URL"
-                                + ("" if required else " (omit it for a timeline stored with the table)")
-                                + f", not {redact(repr(value))}")
+        raise RunnerConfigError(
+            f"{where}: timeline must be a postgresql:// URL"
+            + ("" if required else " (omit it for a timeline stored with the table)")
+            + f", not {redact(repr(value))}"
+        )
     return value
 
 

@@ -45,33 +45,58 @@ class RunnerMetrics:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.runs = Counter("lakeline_runner_runs", "Service runs attempted", _TS, registry=r)
-        self.failures = Counter("lakeline_runner_failures", "Service runs that failed with an error", _TS,
-                                registry=r)
-        self.aborts = Counter("lakeline_runner_aborts", "Service instants that gave up and were rolled back", _TS,
-                              registry=r)
-        self.skips = Counter("lakeline_runner_skips", "Service runs left to another runner (lease or claim held)",
-                             _TS, registry=r)
+        self.failures = Counter("lakeline_runner_failures", "Service runs that failed with an error", _TS, registry=r)
+        self.aborts = Counter(
+            "lakeline_runner_aborts", "Service instants that gave up and were rolled back", _TS, registry=r
+        )
+        self.skips = Counter(
+            "lakeline_runner_skips", "Service runs left to another runner (lease or claim held)", _TS, registry=r
+        )
         self.instants = Counter("lakeline_runner_instants", "Service instants completed by runs", _TS, registry=r)
-        self.duration = Histogram("lakeline_runner_duration_seconds", "Duration of service runs", _TS, registry=r,
-                                  buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600))
-        self.last_success = Gauge("lakeline_runner_last_success_timestamp_seconds",
-                                  "Unix time a service run last ended without error", _TS, registry=r)
+        self.duration = Histogram(
+            "lakeline_runner_duration_seconds",
+            "Duration of service runs",
+            _TS,
+            registry=r,
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600),
+        )
+        self.last_success = Gauge(
+            "lakeline_runner_last_success_timestamp_seconds",
+            "Unix time a service run last ended without error",
+            _TS,
+            registry=r,
+        )
         self.pending = Gauge("lakeline_table_pending_instants", "Pending instants of the service", _TS, registry=r)
-        self.files = Gauge("lakeline_table_files", "Data files (base and log) of the latest snapshot", ["table"],
-                           registry=r)
-        self.small_share = Gauge("lakeline_table_small_file_share",
-                                 "Share of file slices below clustering.small-file-ratio of the target size",
-                                 ["table"], registry=r)
-        self.logs_per_slice = Gauge("lakeline_table_log_files_per_slice", "Log files per file slice on average",
-                                    ["table"], registry=r)
-        self.catalog_errors = Counter("lakeline_runner_catalog_errors", "Failed listings of a catalog's tables",
-                                      ["catalog"], registry=r)
+        self.files = Gauge(
+            "lakeline_table_files", "Data files (base and log) of the latest snapshot", ["table"], registry=r
+        )
+        self.small_share = Gauge(
+            "lakeline_table_small_file_share",
+            "Share of file slices below clustering.small-file-ratio of the target size",
+            ["table"],
+            registry=r,
+        )
+        self.logs_per_slice = Gauge(
+            "lakeline_table_log_files_per_slice", "Log files per file slice on average", ["table"], registry=r
+        )
+        self.catalog_errors = Counter(
+            "lakeline_runner_catalog_errors", "Failed listings of a catalog's tables", ["catalog"], registry=r
+        )
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
         self.port: int | None = None
 
-    def record_run(self, table: str, service: str, seconds: float, *, failed: bool = False, skipped: bool = False,
-                   aborted: int = 0, completed: int = 0) -> None:
+    def record_run(
+        self,
+        table: str,
+        service: str,
+        seconds: float,
+        *,
+        failed: bool = False,
+        skipped: bool = False,
+        aborted: int = 0,
+        completed: int = 0,
+    ) -> None:
         """Count one run of ``service`` on ``table``."""
         self.runs.labels(table, service).inc()
         self.duration.labels(table, service).observe(seconds)
@@ -106,9 +131,11 @@ class RunnerMetrics:
         except OSError as e:
             # Typically another runner (or a second copy of this one) holds the port: a
             # config problem the operator fixes, so one typed line, not a traceback.
-            raise RunnerConfigError(f"metrics port {METRICS_HOST}:{port} cannot be served: "
-                                    f"{e.strerror or e}; set [runner] metrics_port (or --metrics-port) "
-                                    "to a free port, or 0 for no metrics") from e
+            raise RunnerConfigError(
+                f"metrics port {METRICS_HOST}:{port} cannot be served: "
+                f"{e.strerror or e}; set [runner] metrics_port (or --metrics-port) "
+                "to a free port, or 0 for no metrics"
+            ) from e
         self.port = int(self._server.server_port)
         return self.port
 

@@ -94,7 +94,7 @@ class Runner:
 
     def __init__(self, config: RunnerConfig) -> None:
         """Raises:
-            RunnerConfigError: a cron expression out of range (checked before anything runs).
+        RunnerConfigError: a cron expression out of range (checked before anything runs).
         """
         check_triggers(config)
         self.config = config
@@ -196,22 +196,39 @@ class Runner:
             outcome, error = FAILED, redact(f"{type(e).__name__}: {e}")
             log.warning("%s: %s failed: %s", target.name, service, error, exc_info=not isinstance(e, LakelineError))
             self._tables.drop(target.name, service)
-        completed = tuple(r.instant.id for r in results
-                          if r.instant is not None and r.aborted is None and r.instant.state is State.COMPLETED)
+        completed = tuple(
+            r.instant.id
+            for r in results
+            if r.instant is not None and r.aborted is None and r.instant.state is State.COMPLETED
+        )
         aborted = [str(r.aborted) for r in results if r.aborted is not None]
         if outcome == IDLE and aborted:
             outcome, error = ABORTED, "; ".join(aborted)
         elif outcome == IDLE and completed:
             outcome = DONE
         seconds = time.monotonic() - t0
-        self.metrics.record_run(target.name, service, seconds, failed=outcome == FAILED, skipped=outcome == SKIPPED,
-                                aborted=len(aborted), completed=len(completed))
+        self.metrics.record_run(
+            target.name,
+            service,
+            seconds,
+            failed=outcome == FAILED,
+            skipped=outcome == SKIPPED,
+            aborted=len(aborted),
+            completed=len(completed),
+        )
         result = RunOutcome(target.name, service, outcome, completed, error, seconds)
         with self._mutex:
             self._last[(target.name, service)] = result
         if outcome in (DONE, ABORTED):
-            log.info("%s: %s %s, instant(s) %s, %.2fs%s", target.name, service, outcome,
-                     ",".join(map(str, completed)) or "-", seconds, f" ({error})" if error else "")
+            log.info(
+                "%s: %s %s, instant(s) %s, %.2fs%s",
+                target.name,
+                service,
+                outcome,
+                ",".join(map(str, completed)) or "-",
+                seconds,
+                f" ({error})" if error else "",
+            )
             self.refresh_stats(target, service)
         else:
             log.debug("%s: %s %s, %.2fs", target.name, service, outcome, seconds)
@@ -230,8 +247,10 @@ class Runner:
         for target in targets:
             for service in target.schedules:
                 self._enqueue(target, service)
-        workers = [threading.Thread(target=self._work, args=(False,), name=f"lakeline-runner-{n}")
-                   for n in range(self.config.runner.threads)]
+        workers = [
+            threading.Thread(target=self._work, args=(False,), name=f"lakeline-runner-{n}")
+            for n in range(self.config.runner.threads)
+        ]
         for w in workers:
             w.start()
         for w in workers:
@@ -271,15 +290,20 @@ class Runner:
         # and get a thread of their own, so a slow store never delays a schedule.
         self._scheduler = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(1), "reads": ThreadPoolExecutor(1)},
-            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None})
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
+        )
         self._sync_targets()
-        self._scheduler.add_job(self._refresh_all_stats, IntervalTrigger(seconds=STATS_REFRESH_S), id="stats",
-                                executor="reads")
+        self._scheduler.add_job(
+            self._refresh_all_stats, IntervalTrigger(seconds=STATS_REFRESH_S), id="stats", executor="reads"
+        )
         if self.config.catalogs:
-            self._scheduler.add_job(self._sync_targets, IntervalTrigger(seconds=CATALOG_REFRESH_S), id="catalogs",
-                                    executor="reads")
-        self._workers = [threading.Thread(target=self._work, args=(True,), name=f"lakeline-runner-{n}", daemon=True)
-                         for n in range(self.config.runner.threads)]
+            self._scheduler.add_job(
+                self._sync_targets, IntervalTrigger(seconds=CATALOG_REFRESH_S), id="catalogs", executor="reads"
+            )
+        self._workers = [
+            threading.Thread(target=self._work, args=(True,), name=f"lakeline-runner-{n}", daemon=True)
+            for n in range(self.config.runner.threads)
+        ]
         for w in self._workers:
             w.start()
         self._scheduler.start()
@@ -300,8 +324,13 @@ class Runner:
                 # An interval's first run is now (a restarted runner does not wait a whole
                 # period); a cron expression fires at its own times.
                 first = {"next_run_time": datetime.now(UTC)} if isinstance(sched, Every) else {}
-                self._scheduler.add_job(self._enqueue, trigger_of(sched, f"{name} {service}"), args=(target, service),
-                                        id=f"{name}\x00{service}", **first)
+                self._scheduler.add_job(
+                    self._enqueue,
+                    trigger_of(sched, f"{name} {service}"),
+                    args=(target, service),
+                    id=f"{name}\x00{service}",
+                    **first,
+                )
         for name in set(self._targets) - set(now):
             for service in self._targets[name].schedules:
                 try:

@@ -66,8 +66,7 @@ def parse_schedule(text: object, where: str) -> Schedule:
         RunnerConfigError: not a string, a zero interval or one over 366 days, or neither form.
     """
     if not isinstance(text, str):
-        raise RunnerConfigError(f"{where}: a schedule is a string (\"every 5m\" or a cron expression), "
-                                f"not {text!r}")
+        raise RunnerConfigError(f'{where}: a schedule is a string ("every 5m" or a cron expression), not {text!r}')
     spec = text.strip()
     if m := _EVERY.fullmatch(spec):
         digits = m.group(1).lstrip("0") or "0"
@@ -75,13 +74,16 @@ def parse_schedule(text: object, where: str) -> Schedule:
         # digits is refused by Python itself).
         seconds = int(digits) * UNITS[m.group(2).lower()] if len(digits) <= 12 else MAX_EVERY_SECONDS + 1
         if seconds <= 0:
-            raise RunnerConfigError(f"{where}: {text!r} is no interval; use at least \"every 1s\"")
+            raise RunnerConfigError(f'{where}: {text!r} is no interval; use at least "every 1s"')
         if seconds > MAX_EVERY_SECONDS:
-            raise RunnerConfigError(f"{where}: {text!r} is longer than 366 days (\"every 8784h\"); "
-                                    "use a cron expression for rare runs")
+            raise RunnerConfigError(
+                f'{where}: {text!r} is longer than 366 days ("every 8784h"); use a cron expression for rare runs'
+            )
         return Every(seconds)
     fields = spec.split()
     if len(fields) == 5 and all(_CRON_FIELD.fullmatch(f) for f in fields):
         return Cron(" ".join(fields))
-    raise RunnerConfigError(f"{where}: {text!r} is not a schedule; use \"every N s|m|h\" (e.g. \"every 5m\") "
-                            "or a 5-field cron expression (e.g. \"0 * * * *\")")
+    raise RunnerConfigError(
+        f'{where}: {text!r} is not a schedule; use "every N s|m|h" (e.g. "every 5m") '
+        'or a 5-field cron expression (e.g. "0 * * * *")'
+    )

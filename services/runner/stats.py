@@ -45,9 +45,15 @@ class RunOutcome:
     ended_at: float = field(default_factory=time.time)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"table": self.table, "service": self.service, "outcome": self.outcome,
-                "instants": list(self.instants), "error": self.error, "seconds": round(self.seconds, 3),
-                "ended_at": self.ended_at}
+        return {
+            "table": self.table,
+            "service": self.service,
+            "outcome": self.outcome,
+            "instants": list(self.instants),
+            "error": self.error,
+            "seconds": round(self.seconds, 3),
+            "ended_at": self.ended_at,
+        }
 
 
 @dataclass(frozen=True)
@@ -129,4 +135,3 @@ def table_stats(table: Table) -> TableStats:
         small_slices=sum(1 for s in slices if s.bytes < limit),
         last_completed_us=MappingProxyType(last),
     )
-

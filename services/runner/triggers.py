@@ -34,8 +34,10 @@ def check_triggers(config: RunnerConfig) -> None:
     Raises:
         RunnerConfigError: a cron expression out of range, named by where it is.
     """
-    for what, schedules in (("tables", [e.schedules for e in config.tables]),
-                            ("catalogs", [c.schedules for c in config.catalogs])):
+    for what, schedules in (
+        ("tables", [e.schedules for e in config.tables]),
+        ("catalogs", [c.schedules for c in config.catalogs]),
+    ):
         for n, entry in enumerate(schedules):
             for name, sched in entry.items():
                 trigger_of(sched, f"{config.source} [[{what}]] #{n + 1} {name}")

@@ -12,22 +12,12 @@ from decimal import Decimal
 
 import pyarrow as pa
 
-from ...indexes.expressions import (
-    Compare,
-    Expr,
-    Op,
-    Ref,
-    Unknown,
-    Value,
-    and_,
-    is_in,
-    is_null,
-    not_,
-    or_,
-)
+from ...indexes.expressions import Compare, Expr, Op, Ref, Unknown, Value, and_, is_in, is_null, not_, or_
 
-_TOKEN = re.compile(r"""\s*(?:(?P<num>-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)|(?P<str>'(?:[^']|'')*')|"""
-                    r"""(?P<bq>`[^`]+`)|(?P<op><=>|<=|>=|<>|!=|==|=|<|>|\(|\)|,)|(?P<word>[A-Za-z_][\w.]*))""")
+_TOKEN = re.compile(
+    r"""\s*(?:(?P<num>-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)|(?P<str>'(?:[^']|'')*')|"""
+    r"""(?P<bq>`[^`]+`)|(?P<op><=>|<=|>=|<>|!=|==|=|<|>|\(|\)|,)|(?P<word>[A-Za-z_][\w.]*))"""
+)
 _COMPARE = {"=": Op.EQ, "==": Op.EQ, "!=": Op.NE, "<>": Op.NE, "<": Op.LT, "<=": Op.LE, ">": Op.GT, ">=": Op.GE}
 ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
@@ -190,8 +180,9 @@ class _Parser:
             self.take("AND")
             hi = self.operand()
             if isinstance(left, Col) and isinstance(lo, Lit) and isinstance(hi, Lit):
-                expr = and_(compare(Op.GE, left.name, lo.value, self.schema),
-                            compare(Op.LE, left.name, hi.value, self.schema))
+                expr = and_(
+                    compare(Op.GE, left.name, lo.value, self.schema), compare(Op.LE, left.name, hi.value, self.schema)
+                )
             else:
                 expr = Unknown("BETWEEN over something other than a column and literals")
             return not_(expr) if negated else expr
@@ -237,5 +228,3 @@ class _Parser:
     def _column(self, name: str) -> Operand:
         real = self.columns.get(name.lower())
         return Col(real) if real is not None else Other(name)  # a nested field, a typo: Spark decides
-
-

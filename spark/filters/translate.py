@@ -136,8 +136,7 @@ def _value_set(node: In, schema: pa.Schema) -> pa.Array:
 
 # -- Column nodes -----------------------------------------------------------------------
 
-_NODE_COMPARE = {"=": Op.EQ, "==": Op.EQ, "!=": Op.NE, "<>": Op.NE, "<": Op.LT, "<=": Op.LE, ">": Op.GT,
-                 ">=": Op.GE}
+_NODE_COMPARE = {"=": Op.EQ, "==": Op.EQ, "!=": Op.NE, "<>": Op.NE, "<": Op.LT, "<=": Op.LE, ">": Op.GT, ">=": Op.GE}
 
 
 class _ColumnNodes:

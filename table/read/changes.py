@@ -38,8 +38,10 @@ def _rows(ctx: TableContext, slices: list[FileSlice]) -> pa.Table:
     (never null, unlike a null partition value, so it can be a join key)."""
     cfg = ctx.config
     tasks = [SliceRead(ctx.storage, s, cfg.schema, cfg.record_key, cfg.ordering_field) for s in slices]
-    parts = [t.append_column(PART, constant(s.partition, t.num_rows))
-             for s, t in zip(slices, ctx.engine.map(read_slice, tasks))]
+    parts = [
+        t.append_column(PART, constant(s.partition, t.num_rows))
+        for s, t in zip(slices, ctx.engine.map(read_slice, tasks))
+    ]
     return pa.concat_tables(parts) if parts else cfg.schema.empty_table().append_column(PART, pa.array([], pa.string()))
 
 
@@ -66,8 +68,9 @@ def _label(t: pa.Table, op: str) -> pa.Table:
     return t.append_column(CHANGE_OP, constant(op, t.num_rows))
 
 
-def changes(ctx: TableContext, view_of: Callable[[Timeline], FileSystemView], start: int,
-            end: int | None = None) -> pa.Table:
+def changes(
+    ctx: TableContext, view_of: Callable[[Timeline], FileSystemView], start: int, end: int | None = None
+) -> pa.Table:
     """Rows changed by instants completed after ``start`` up to and including ``end``
     (``ctx``: the table now; ``view_of``: the file-system view of an earlier snapshot).
 
@@ -97,8 +100,11 @@ def changes(ctx: TableContext, view_of: Callable[[Timeline], FileSystemView], st
     if not cfg.has_key:
         # The live rows, at ``end``, of the groups created in the range: a group that a
         # later instant of the range rewrote (delete_where) is read once, as it ended.
-        created = [s for s in new_view.latest_slices()
-                   if (s.partition, s.file_group) in touched and old_view.group(s.partition, s.file_group) is None]
+        created = [
+            s
+            for s in new_view.latest_slices()
+            if (s.partition, s.file_group) in touched and old_view.group(s.partition, s.file_group) is None
+        ]
         if not created:
             return out_schema.empty_table()
         rows = _rows(ctx, created).drop_columns([PART])

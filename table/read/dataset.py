@@ -75,6 +75,7 @@ def snapshot_dataset(ctx: TableContext, as_of: int | datetime | None = None) -> 
     fmt = ds.ParquetFileFormat()
     fragments = [
         fmt.make_fragment(storage.path(s.base.path), storage.fs, partition_expression=fragment_guarantee(ctx, s))
-        for s in slices if s.base is not None
+        for s in slices
+        if s.base is not None
     ]
     return ds.FileSystemDataset(fragments, schema, fmt, storage.fs)

@@ -32,8 +32,9 @@ def _bounds(s: FileSlice, typ: pa.DataType) -> tuple[pa.Scalar, pa.Scalar] | Non
     return (lo, hi) if lo.is_valid and hi.is_valid else None
 
 
-def prune_key_ranges(ctx: TableContext, slices: list[FileSlice], filter: pc.Expression | None,
-                     tree: Expr | None = None) -> list[FileSlice]:
+def prune_key_ranges(
+    ctx: TableContext, slices: list[FileSlice], filter: pc.Expression | None, tree: Expr | None = None
+) -> list[FileSlice]:
     """The slices whose record-key range may hold a row matching ``filter`` (``tree``:
     its tree, when the caller already read it).
 

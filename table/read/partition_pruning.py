@@ -73,8 +73,9 @@ def _arrow_might_match(ctx: TableContext, partition: str, filter: pc.Expression)
         return True  # a filter Arrow cannot simplify: the tree's answer stands
 
 
-def prune_slices(ctx: TableContext, slices: list[FileSlice], filter: pc.Expression | None,
-                 tree: Expr | None = None) -> list[FileSlice]:
+def prune_slices(
+    ctx: TableContext, slices: list[FileSlice], filter: pc.Expression | None, tree: Expr | None = None
+) -> list[FileSlice]:
     """The slices whose partition may hold a row matching ``filter`` (``tree``: its
     tree, when the caller already read it)."""
     if filter is None or not ctx.config.partition_by:
@@ -86,8 +87,9 @@ def prune_slices(ctx: TableContext, slices: list[FileSlice], filter: pc.Expressi
     for s in slices:
         if s.partition not in cache:
             values = partition_tree_values(schema, s.partition)
-            cache[s.partition] = (tree is None or partition_might_match(tree, values)) \
-                and _arrow_might_match(ctx, s.partition, filter)
+            cache[s.partition] = (tree is None or partition_might_match(tree, values)) and _arrow_might_match(
+                ctx, s.partition, filter
+            )
         if cache[s.partition]:
             kept.append(s)
     return kept

@@ -59,10 +59,10 @@ def _literal(node: Any) -> Any:
     lit = node["Literal"]
     if not isinstance(lit, dict) or len(lit) != 1:
         return _NO_LITERAL
-    (kind, body), = lit.items()
+    ((kind, body),) = lit.items()
     if not isinstance(body, dict) or len(body) != 1:
         return _NO_LITERAL
-    (typ, value), = body.items()
+    ((typ, value),) = body.items()
     if kind == "Dyn" and typ in ("Int", "Float", "Str"):
         return value
     if kind != "Scalar":
@@ -126,8 +126,14 @@ class _Translator:
             field, lit = pc.field(col), _scalar(typ, value)
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
             return None, False  # e.g. a literal out of the column type's range: left to Polars
-        expr = {"==": field == lit, "!=": field != lit, "<": field < lit, "<=": field <= lit,
-                ">": field > lit, ">=": field >= lit}[op]
+        expr = {
+            "==": field == lit,
+            "!=": field != lit,
+            "<": field < lit,
+            "<=": field <= lit,
+            ">": field > lit,
+            ">=": field >= lit,
+        }[op]
         return expr, True
 
     def function(self, fn: Any, inputs: list[Any]) -> Translation:
@@ -169,7 +175,7 @@ class _Translator:
     def translate(self, node: Any) -> Translation:
         if not isinstance(node, dict) or len(node) != 1:
             return None, False
-        (kind, body), = node.items()
+        ((kind, body),) = node.items()
         if kind == "Column":
             col = self.column(node)
             if col is not None and pa.types.is_boolean(self.schema.field(col).type):
@@ -227,12 +233,16 @@ class PolarsSource:
         from polars.io.plugins import register_io_source
 
         return register_io_source(
-            self.read, schema=self.schema, is_pure=True, explain_name="lakeline",
+            self.read,
+            schema=self.schema,
+            is_pure=True,
+            explain_name="lakeline",
             explain_detail=f"{self.ctx.storage.uri} snapshot {self.ctx.snapshot.last_seq}",
         )
 
-    def read(self, with_columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None,
-             batch_size: int | None) -> Iterator[pl.DataFrame]:
+    def read(
+        self, with_columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None, batch_size: int | None
+    ) -> Iterator[pl.DataFrame]:
         """The IO source function: yields the snapshot's rows that match ``predicate``,
         projected to ``with_columns``, at most ``n_rows`` of them."""
         import polars as pl
@@ -244,8 +254,14 @@ class PolarsSource:
             needed = set(with_columns) | (set(predicate.meta.root_names()) if predicate is not None else set())
             columns = [c for c in names if c in needed]
         scan = Scan(self.ctx, filter=arrow_filter, columns=columns, as_of=self.as_of)
-        self.explains.append({**scan.explain(), "filter": None if arrow_filter is None else str(arrow_filter),
-                              "exact": exact, "columns": columns})
+        self.explains.append(
+            {
+                **scan.explain(),
+                "filter": None if arrow_filter is None else str(arrow_filter),
+                "exact": exact,
+                "columns": columns,
+            }
+        )
         if n_rows == 0:
             return
         # Streamed (Scan.to_reader: a merge-on-read slice at a time), so memory stays

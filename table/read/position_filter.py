@@ -33,8 +33,9 @@ from ...indexes.native import load_extension
 NATIVE: ModuleType | None = load_extension("lakeline.table._position_filter")
 
 
-def drop_positions(column: pa.ChunkedArray, positions: np.ndarray, in_place: bool = False,
-                   keep_order: bool = True) -> pa.ChunkedArray:
+def drop_positions(
+    column: pa.ChunkedArray, positions: np.ndarray, in_place: bool = False, keep_order: bool = True
+) -> pa.ChunkedArray:
     """``column`` without the rows at ``positions`` (int64, ascending, unique, each
     below ``len(column)``).
 
@@ -48,8 +49,10 @@ def drop_positions(column: pa.ChunkedArray, positions: np.ndarray, in_place: boo
         return column
     bounds = np.cumsum([0] + [len(c) for c in column.chunks])
     cuts = np.searchsorted(positions, bounds)
-    chunks = [_drop(chunk, positions[cuts[i]:cuts[i + 1]] - bounds[i], in_place, keep_order)
-              for i, chunk in enumerate(column.chunks)]
+    chunks = [
+        _drop(chunk, positions[cuts[i] : cuts[i + 1]] - bounds[i], in_place, keep_order)
+        for i, chunk in enumerate(column.chunks)
+    ]
     return pa.chunked_array(chunks, type=column.type)
 
 
@@ -69,8 +72,9 @@ def _drop(chunk: pa.Array, positions: np.ndarray, in_place: bool, keep_order: bo
             # from the same rows, as the C loop.
             return chunk.take(pa.array(_holes_filled(len(chunk), positions)))
         dropped_nulls = NATIVE.fill_holes(values, validity, chunk.offset, len(chunk), width, positions)
-        return pa.Array.from_buffers(chunk.type, kept, [validity, values], null_count=chunk.null_count - dropped_nulls,
-                                     offset=chunk.offset)
+        return pa.Array.from_buffers(
+            chunk.type, kept, [validity, values], null_count=chunk.null_count - dropped_nulls, offset=chunk.offset
+        )
     if values is None or NATIVE is None:
         keep = np.ones(len(chunk), dtype=bool)
         keep[positions] = False
@@ -81,8 +85,9 @@ def _drop(chunk: pa.Array, positions: np.ndarray, in_place: bool, keep_order: bo
         out_values = pa.allocate_buffer(max(1, kept * width if width else (kept + 7) // 8))
         out_validity = None if validity is None else pa.allocate_buffer(max(1, (kept + 7) // 8))
         out_offset = 0
-    nulls = NATIVE.drop_rows(values, validity, chunk.offset, len(chunk), width, positions, out_values, out_validity,
-                             out_offset)
+    nulls = NATIVE.drop_rows(
+        values, validity, chunk.offset, len(chunk), width, positions, out_values, out_validity, out_offset
+    )
     return pa.Array.from_buffers(chunk.type, kept, [out_validity, out_values], null_count=nulls, offset=out_offset)
 
 

@@ -104,12 +104,21 @@ def read_slice(task: SliceRead) -> pa.Table:
         wanted, read = _position_columns(task)
         try:
             # The base was decoded for this merge alone: its rows may be dropped in place.
-            return merge_at_positions(_read_base(task, read), log_rows, task.key, task.ordering, list(wanted),
-                                      owned=True, keep_order=task.keep_order)
+            return merge_at_positions(
+                _read_base(task, read),
+                log_rows,
+                task.key,
+                task.ordering,
+                list(wanted),
+                owned=True,
+                keep_order=task.keep_order,
+            )
         except CorruptLogError as e:
             # The merge knows rows, not files: name them.
-            raise CorruptLogError(f"{e}: base {task.slice.base.path if task.slice.base else '(none)'}, logs "
-                                  f"{', '.join(f.path for f in task.slice.logs)}") from e
+            raise CorruptLogError(
+                f"{e}: base {task.slice.base.path if task.slice.base else '(none)'}, logs "
+                f"{', '.join(f.path for f in task.slice.logs)}"
+            ) from e
     return merge_onto(_read_base(task, names), log_rows, task.key, task.ordering).cast(task.schema)
 
 
@@ -124,8 +133,12 @@ def _read_logs(task: SliceRead) -> tuple[pa.Table, bool]:
     names = tuple(task.schema.names)
     every_column = (*names, OP, SEQ, BASE_POS)
     deletes_only = s.base is not None and all(f.deletes == f.rows for f in s.logs)
-    logs = [read_snapshot_file(FileRead(task.storage, f.path, (OP, BASE_POS) if deletes_only else every_column,
-                                        threads=False)) for f in s.logs]
+    logs = [
+        read_snapshot_file(
+            FileRead(task.storage, f.path, (OP, BASE_POS) if deletes_only else every_column, threads=False)
+        )
+        for f in s.logs
+    ]
     positional = s.base is not None and all(points_into(lg, s.base.path) for lg in logs)
     if deletes_only and positional:
         return pa.concat_tables(logs), True
@@ -180,8 +193,9 @@ class Scan:
         self.slices = prune_slices(ctx, every, filter, self.tree)
         self._after_partition = sum(len(s.files) for s in self.slices)
         self.slices = prune_key_ranges(ctx, self.slices, filter, self.tree)
-        pruned = prune_with_indexes(ctx.storage, self.snapshot, cfg.schema, cfg.record_key, self.slices, filter,
-                                    self.tree)
+        pruned = prune_with_indexes(
+            ctx.storage, self.snapshot, cfg.schema, cfg.record_key, self.slices, filter, self.tree
+        )
         self.slices = pruned.slices
         self._after_stats, self._after_bloom = pruned.files_after_stats, pruned.files_after_bloom
         if as_of is not None:
@@ -237,8 +251,12 @@ class Scan:
     def _plain(self, slices: list[FileSlice]) -> ds.Dataset:
         """The base files of slices without logs, as one Parquet dataset."""
         storage = self.ctx.storage
-        return ds.dataset([storage.path(s.base.path) for s in slices if s.base is not None],
-                          schema=self.ctx.config.schema, format="parquet", filesystem=storage.fs)
+        return ds.dataset(
+            [storage.path(s.base.path) for s in slices if s.base is not None],
+            schema=self.ctx.config.schema,
+            format="parquet",
+            filesystem=storage.fs,
+        )
 
     def _stream(self) -> Iterator[pa.RecordBatch]:
         cfg, storage, out = self.ctx.config, self.ctx.storage, self.schema
@@ -252,8 +270,9 @@ class Scan:
             merge_schema = self._merge_schema()
             wanted = self._wanted(merge_schema)
             for s in merged:
-                t = read_slice(SliceRead(storage, s, merge_schema, cfg.record_key, cfg.ordering_field, wanted,
-                                         keep_order=False))
+                t = read_slice(
+                    SliceRead(storage, s, merge_schema, cfg.record_key, cfg.ordering_field, wanted, keep_order=False)
+                )
                 yield from self._filtered(t).select(out.names).cast(out).to_batches()
         except (FileNotFoundError, SnapshotExpiredError) as e:
             raise self._missing(e) from e
@@ -319,8 +338,12 @@ class Scan:
         cfg = self.ctx.config
         if self.columns is None:
             return cfg.schema
-        needed = {*self.columns, *cfg.record_key, *([cfg.ordering_field] if cfg.ordering_field else []),
-                  *self._filter_columns()}
+        needed = {
+            *self.columns,
+            *cfg.record_key,
+            *([cfg.ordering_field] if cfg.ordering_field else []),
+            *self._filter_columns(),
+        }
         return pa.schema([f for f in cfg.schema if f.name in needed])
 
     def _wanted(self, merge_schema: pa.Schema) -> tuple[str, ...] | None:
@@ -361,8 +384,12 @@ class Scan:
             # As many slices as the engine has workers: each worker decodes its own.
             workers = getattr(self.ctx.engine, "parallelism", None)
             threads = workers is None or len(merged) < workers
-            tasks = [SliceRead(storage, s, merge_schema, cfg.record_key, cfg.ordering_field, wanted, threads,
-                               keep_order=False) for s in merged]
+            tasks = [
+                SliceRead(
+                    storage, s, merge_schema, cfg.record_key, cfg.ordering_field, wanted, threads, keep_order=False
+                )
+                for s in merged
+            ]
             for t in self.ctx.engine.map(read_slice, tasks):
                 parts.append(self._filtered(t).select(out_schema.names))
         if not parts:

@@ -24,12 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from ...timeline.errors import (
-    ImmutableColumnError,
-    InvalidUpdateError,
-    SchemaMismatchError,
-    UnknownColumnError,
-)
+from ...timeline.errors import ImmutableColumnError, InvalidUpdateError, SchemaMismatchError, UnknownColumnError
 from ...timeline.table_config import TableConfig
 from .records import castable, conform_column, evaluation_errors
 
@@ -41,13 +36,15 @@ def _as_expression(column: str, value: Any) -> pc.Expression:
     if isinstance(value, pc.Expression):
         return value
     if isinstance(value, (pa.Array, pa.ChunkedArray, pa.Table, pa.RecordBatch, list, dict, set)):
-        raise InvalidUpdateError(f"set[{column!r}] must be an Arrow expression or a literal, "
-                                 f"not {type(value).__name__}")
+        raise InvalidUpdateError(
+            f"set[{column!r}] must be an Arrow expression or a literal, not {type(value).__name__}"
+        )
     try:
         return pc.scalar(value)
     except (TypeError, pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
-        raise InvalidUpdateError(f"set[{column!r}] = {value!r} is neither an Arrow expression nor a literal: {e}") \
-            from None
+        raise InvalidUpdateError(
+            f"set[{column!r}] = {value!r} is neither an Arrow expression nor a literal: {e}"
+        ) from None
 
 
 def _same_family(src: pa.DataType, dst: pa.DataType) -> bool:
@@ -56,12 +53,20 @@ def _same_family(src: pa.DataType, dst: pa.DataType) -> bool:
     the safe cast checks row by row (``n + 1`` over an int32 column, a Python int literal)."""
     if castable(src, dst):
         return True
-    for fam in (pa.types.is_integer, pa.types.is_floating, pa.types.is_decimal, pa.types.is_timestamp,
-                pa.types.is_date, pa.types.is_time, pa.types.is_duration):
+    for fam in (
+        pa.types.is_integer,
+        pa.types.is_floating,
+        pa.types.is_decimal,
+        pa.types.is_timestamp,
+        pa.types.is_date,
+        pa.types.is_time,
+        pa.types.is_duration,
+    ):
         if fam(src) and fam(dst):
             return True
-    return (pa.types.is_integer(src) and (pa.types.is_floating(dst) or pa.types.is_decimal(dst))) or \
-        (pa.types.is_decimal(src) and pa.types.is_floating(dst))
+    return (pa.types.is_integer(src) and (pa.types.is_floating(dst) or pa.types.is_decimal(dst))) or (
+        pa.types.is_decimal(src) and pa.types.is_floating(dst)
+    )
 
 
 def _evaluate(rows: pa.Table, exprs: Mapping[str, pc.Expression]) -> pa.Table:
@@ -91,8 +96,10 @@ def check_assignments(config: TableConfig, assignments: Any) -> Assignments:
         raise UnknownColumnError(f"update sets unknown column(s) {unknown}; the table has {schema.names}")
     fixed = [c for c in names if c in config.record_key or c in config.partition_by]
     if fixed:
-        raise ImmutableColumnError(f"update cannot set record-key or partition column(s) {fixed}: they fix a "
-                                   "row's identity and place (delete the rows and insert them anew)")
+        raise ImmutableColumnError(
+            f"update cannot set record-key or partition column(s) {fixed}: they fix a "
+            "row's identity and place (delete the rows and insert them anew)"
+        )
     exprs = {c: _as_expression(c, assignments[c]) for c in names}
     with evaluation_errors("update's set", InvalidUpdateError):
         typed = _evaluate(schema.empty_table(), exprs)
@@ -125,15 +132,15 @@ def apply_assignments(rows: pa.Table, assignments: Assignments, schema: pa.Schem
             try:
                 col = col.cast(f.type, safe=True)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                raise SchemaMismatchError(f"update sets column {c!r} to values that do not fit {f.type}: {e}") \
-                    from None
+                raise SchemaMismatchError(f"update sets column {c!r} to values that do not fit {f.type}: {e}") from None
         col = conform_column(col, f)
         out = out.set_column(out.schema.get_field_index(c), f, col)
     return out
 
 
-def apply_where(rows: pa.Table, where: pc.Expression, assignments: Assignments, schema: pa.Schema) -> \
-        tuple[pa.Table, int]:
+def apply_where(
+    rows: pa.Table, where: pc.Expression, assignments: Assignments, schema: pa.Schema
+) -> tuple[pa.Table, int]:
     """``rows`` (a whole file) with the assignments applied to the rows ``where`` is true
     for (null keeps the row as it is), in their order; and how many rows matched."""
     row = "__lakeline_row"  # under the reserved prefix: never a user column

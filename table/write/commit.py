@@ -43,12 +43,7 @@ from ...indexes.states import written_indexes
 from ...timeline.commit_metadata import CommitMetadata
 from ...timeline.conflicts import KeyCheck, find_conflict
 from ...timeline.diagnostics import faults
-from ...timeline.errors import (
-    AttemptConflictError,
-    CommitConflictError,
-    CommitOutcomeUnknownError,
-    IndexesBehindError,
-)
+from ...timeline.errors import AttemptConflictError, CommitConflictError, CommitOutcomeUnknownError, IndexesBehindError
 from ...timeline.heartbeat import Heartbeat
 from ...timeline.instant import Action, Instant, State
 from ...timeline.markers import delete_markers
@@ -66,8 +61,9 @@ CompletionRule = Callable[[Timeline], None]
 _INDEX_ROUNDS = 20
 
 
-def write_rule(ctx: TableContext, instant: int, operation: str, metadata: CommitMetadata,
-               key_check: KeyCheck | None) -> CompletionRule:
+def write_rule(
+    ctx: TableContext, instant: int, operation: str, metadata: CommitMetadata, key_check: KeyCheck | None
+) -> CompletionRule:
     """The completion rule of a write: no data instant completed after the snapshot the
     write planned on conflicts with it (:func:`~lakeline.timeline.conflicts.find_conflict`,
     with the key check for the rules that need keys)."""
@@ -86,6 +82,7 @@ def after_commit_step(what: str, step: Callable[[], None]) -> None:
     """Run a clean-up step that follows a ``completed`` event: it never fails the write,
     which has landed (a caller told otherwise would retry it and write the rows twice).
     What it leaves behind is redone later (the next commit's upkeep, the cleaner)."""
+
     def with_fault_point() -> None:
         faults.point("commit.cleanup")
         step()
@@ -104,8 +101,9 @@ class Commit:
     """One attempt of one instant on its way to ``completed``. Start it with
     :meth:`begin` (a write) or :meth:`resume` (a service's claimed instant)."""
 
-    def __init__(self, ctx: TableContext, action: Action, instant_id: int, *,
-                 leftovers: Sequence[str] = (), writer: bool = False) -> None:
+    def __init__(
+        self, ctx: TableContext, action: Action, instant_id: int, *, leftovers: Sequence[str] = (), writer: bool = False
+    ) -> None:
         self.ctx = ctx
         self.action = action
         self.instant_id = instant_id
@@ -159,8 +157,13 @@ class Commit:
             try:
                 rollback_instant(self.ctx.log, self.ctx.storage, self.instant_id, f"begin failed: {error!r}")
             except Exception as e:  # noqa: BLE001 - best effort; the original error is raised
-                _log.warning("instant %d: begin failed (%r) and so did its rollback (%r); it will expire "
-                             "and be rolled back by rollback_failed", self.instant_id, error, e)
+                _log.warning(
+                    "instant %d: begin failed (%r) and so did its rollback (%r); it will expire "
+                    "and be rolled back by rollback_failed",
+                    self.instant_id,
+                    error,
+                    e,
+                )
 
     # -- 3. index updates -------------------------------------------------------------
 
@@ -170,9 +173,17 @@ class Commit:
         from the rows they wrote, by file path)."""
         ctx, cfg = self.ctx, self.ctx.config
         done = {(name, created) for name, created, _ in self._indexed}
-        self._indexed += write_commit_updates(ctx.storage, ctx.log.refresh(), self.instant_id, metadata, cfg.schema,
-                                              cfg.record_key, skip=done, map_fn=ctx.engine.map,
-                                              precomputed=precomputed)
+        self._indexed += write_commit_updates(
+            ctx.storage,
+            ctx.log.refresh(),
+            self.instant_id,
+            metadata,
+            cfg.schema,
+            cfg.record_key,
+            skip=done,
+            map_fn=ctx.engine.map,
+            precomputed=precomputed,
+        )
 
     # -- 4. complete ------------------------------------------------------------------
 
@@ -208,8 +219,9 @@ class Commit:
         if self._writer:
             faults.point("commit.before_complete")
         try:
-            ev = self.ctx.log.append(self.action, State.COMPLETED, metadata.to_dict(), instant=self.instant_id,
-                                     check=check)
+            ev = self.ctx.log.append(
+                self.action, State.COMPLETED, metadata.to_dict(), instant=self.instant_id, check=check
+            )
         except CommitOutcomeUnknownError:
             self._stop_heartbeat(clear=False)
             self._done = True
@@ -227,8 +239,9 @@ class Commit:
         what is left (a beat, markers of a completed instant, an orphan file) is harmless,
         and ``rollback_failed`` and the cleaner remove it."""
         storage = self.ctx.storage
-        _logged(f"instant {self.instant_id} completed; clearing its heartbeat",
-                lambda: self._stop_heartbeat(clear=True))
+        _logged(
+            f"instant {self.instant_id} completed; clearing its heartbeat", lambda: self._stop_heartbeat(clear=True)
+        )
 
         def remove_files() -> None:
             if self._writer:
@@ -255,12 +268,14 @@ class Commit:
         ctx = self.ctx
 
         def upkeep() -> None:
-            after_commit_upkeep(ctx.storage, ctx.log.timeline, lambda tl: load_view(ctx.storage, tl, [ctx.view]),
-                         ctx.config.props)
+            after_commit_upkeep(
+                ctx.storage, ctx.log.timeline, lambda tl: load_view(ctx.storage, tl, [ctx.view]), ctx.config.props
+            )
 
         # A write's upkeep is one of its fault points (commit.cleanup); a service's is not.
-        (after_commit_step if self._writer else _logged)(f"metadata-table upkeep after instant {self.instant_id}",
-                                                       upkeep)
+        (after_commit_step if self._writer else _logged)(
+            f"metadata-table upkeep after instant {self.instant_id}", upkeep
+        )
 
     # -- abort ------------------------------------------------------------------------
 

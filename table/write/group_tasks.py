@@ -17,15 +17,7 @@ from ...timeline.commit_metadata import WriteStat
 from ...timeline.storage.filesystem import Storage
 from ...timeline.table_config import TableConfig
 from ...timeline.view.file_group import FileKind, FileSlice, data_file_name, table_tag
-from ..files import (
-    FileRead,
-    FileWrite,
-    Written,
-    key_range,
-    read_snapshot_file,
-    with_columns_of,
-    write_indexed,
-)
+from ..files import FileRead, FileWrite, Written, key_range, read_snapshot_file, with_columns_of, write_indexed
 from ..merge import merge_onto
 from .records import BASE_FILE_KEY, BASE_POS, OP, SEQ
 
@@ -45,10 +37,17 @@ class WriteSettings:
     @classmethod
     def of(cls, storage: Storage, config: TableConfig, instant: int, indexes: IndexJob | None = None) -> WriteSettings:
         """The settings of files ``instant`` writes under ``config``."""
-        return cls(storage=storage, instant=instant, schema=config.schema, key=config.record_key,
-                   ordering=config.ordering_field, compression=config.props.write_parquet_compression,
-                   row_group_rows=config.props.write_row_group_rows, indexes=indexes,
-                   tag=table_tag(config.table_uuid))
+        return cls(
+            storage=storage,
+            instant=instant,
+            schema=config.schema,
+            key=config.record_key,
+            ordering=config.ordering_field,
+            compression=config.props.write_parquet_compression,
+            row_group_rows=config.props.write_row_group_rows,
+            indexes=indexes,
+            tag=table_tag(config.table_uuid),
+        )
 
 
 def rel_path(partition: str, name: str) -> str:
@@ -109,8 +108,19 @@ def rewrite_group(task: RewriteTask) -> Written | None:
     name = data_file_name(s.file_group, st.instant, FileKind.BASE, st.tag)
     return write_indexed(
         FileWrite(
-            st.storage, st.instant, rel_path(s.partition, name), s.partition, s.file_group, FileKind.BASE,
-            result.cast(st.schema), st.key, st.compression, st.row_group_rows, task.inserts, known, st.indexes,
+            st.storage,
+            st.instant,
+            rel_path(s.partition, name),
+            s.partition,
+            s.file_group,
+            FileKind.BASE,
+            result.cast(st.schema),
+            st.key,
+            st.compression,
+            st.row_group_rows,
+            task.inserts,
+            known,
+            st.indexes,
         )
     )
 
@@ -120,8 +130,9 @@ _UNCHANGED = "__unchanged__"
 
 def _unchanged(s: FileSlice) -> Written:
     """Marker result: the predicate matched nothing, the group is untouched."""
-    return Written(WriteStat(path=_UNCHANGED, partition=s.partition, file_group=s.file_group, kind=FileKind.BASE,
-                             rows=0, bytes=0))
+    return Written(
+        WriteStat(path=_UNCHANGED, partition=s.partition, file_group=s.file_group, kind=FileKind.BASE, rows=0, bytes=0)
+    )
 
 
 def is_unchanged(res: Written | None) -> bool:
@@ -157,15 +168,24 @@ def write_log(task: LogTask) -> Written:
     rows = task.incoming
     schema = log_schema(st.schema)
     if task.base_file is not None and BASE_POS in rows.column_names:
-        schema = schema.append(pa.field(BASE_POS, pa.int64())).with_metadata(
-            {BASE_FILE_KEY: task.base_file.encode()})
+        schema = schema.append(pa.field(BASE_POS, pa.int64())).with_metadata({BASE_FILE_KEY: task.base_file.encode()})
     rows = rows.append_column(SEQ, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
     rows = rows.select(schema.names).cast(schema)
     name = data_file_name(task.file_group, st.instant, FileKind.LOG, st.tag)
     return write_indexed(
         FileWrite(
-            st.storage, st.instant, rel_path(task.partition, name), task.partition, task.file_group, FileKind.LOG,
-            rows, st.key, st.compression, st.row_group_rows, False, indexes=st.indexes,
+            st.storage,
+            st.instant,
+            rel_path(task.partition, name),
+            task.partition,
+            task.file_group,
+            FileKind.LOG,
+            rows,
+            st.key,
+            st.compression,
+            st.row_group_rows,
+            False,
+            indexes=st.indexes,
         )
     )
 

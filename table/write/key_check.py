@@ -80,7 +80,8 @@ class KeyClaims:
     @property
     def empty(self) -> bool:
         return self.predicate is None and not any(
-            t is not None and t.num_rows for t in (self.inserted, self.log_upserted, self.deleted, self.updated))
+            t is not None and t.num_rows for t in (self.inserted, self.log_upserted, self.deleted, self.updated)
+        )
 
     @classmethod
     def of(cls, plan: WritePlan, key: tuple[str, ...]) -> KeyClaims:
@@ -107,8 +108,9 @@ class KeyClaims:
         )
 
 
-def _in_partition(keys: pa.Table | None, partition: str, key: tuple[str, ...],
-                  any_partition: bool = False) -> pa.Table | None:
+def _in_partition(
+    keys: pa.Table | None, partition: str, key: tuple[str, ...], any_partition: bool = False
+) -> pa.Table | None:
     """The key columns of ``keys`` in ``partition`` (and, with ``any_partition``, those
     named for every partition), None when there are none."""
     if keys is None or keys.num_rows == 0 or not key:
@@ -128,8 +130,10 @@ def _outside_range(f: WriteStat, keys: list[pa.Table], key: tuple[str, ...]) -> 
     for t in keys:
         col = t.column(key[0])
         try:
-            inside = pc.and_(pc.greater_equal(col, pa.scalar(f.key_min, col.type)),
-                             pc.less_equal(col, pa.scalar(f.key_max, col.type)))
+            inside = pc.and_(
+                pc.greater_equal(col, pa.scalar(f.key_min, col.type)),
+                pc.less_equal(col, pa.scalar(f.key_max, col.type)),
+            )
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
             return False
         if pc.any(inside).as_py():
@@ -181,8 +185,7 @@ def key_check(storage: Storage, schema: pa.Schema, claims: KeyClaims) -> KeyChec
                 # group already follows their upsert there.
                 ours_here = _in_partition(_in_group(claims.deleted_in_group, f.file_group), p, key)
                 if ours_here is not None:
-                    rows = rows.select(list(key)).join(ours_here, list(key), join_type="left anti",
-                                                       use_threads=False)
+                    rows = rows.select(list(key)).join(ours_here, list(key), join_type="left anti", use_threads=False)
             if _meets(rows, mine_del, key):
                 return True
         return False
@@ -209,8 +212,7 @@ def _in_group(keys: pa.Table | None, group: str) -> pa.Table | None:
     return hit if hit.num_rows else None
 
 
-def _their_rows(storage: Storage, schema: pa.Schema, f: WriteStat, key: tuple[str, ...],
-                whole_rows: bool) -> pa.Table:
+def _their_rows(storage: Storage, schema: pa.Schema, f: WriteStat, key: tuple[str, ...], whole_rows: bool) -> pa.Table:
     """The rows a concurrent commit's file makes live: every row of a base file, the
     upsert records of a log. Only the key columns unless ``whole_rows`` (a predicate
     needs the others; columns added to the schema later read as nulls)."""

@@ -24,8 +24,9 @@ from .records import BASE_POS, OP, OP_DELETE, OP_UPSERT, constant, split_by_part
 from .tagging import tag
 
 
-def _tag(ctx: TableContext, plan: WritePlan, slices: list[FileSlice], keys: pa.Table,
-         positions: bool = True) -> tuple[pa.Array, pa.Array]:
+def _tag(
+    ctx: TableContext, plan: WritePlan, slices: list[FileSlice], keys: pa.Table, positions: bool = True
+) -> tuple[pa.Array, pa.Array]:
     """``tag`` the keys (their groups, and their rows in those groups' base files),
     adding the time it took to ``plan.timings["tag_s"]``.
 
@@ -36,8 +37,15 @@ def _tag(ctx: TableContext, plan: WritePlan, slices: list[FileSlice], keys: pa.T
     if plan.key_blooms is None:
         plan.key_blooms = key_blooms(ctx.storage, ctx.snapshot, cfg.schema, cfg.record_key)
     # Positions only where a log will keep them: merge-on-read updates and deletes.
-    tags = tag(ctx.storage, ctx.engine, slices, keys, cfg.record_key, plan.key_blooms,
-               positions and cfg.table_type == TableType.MOR)
+    tags = tag(
+        ctx.storage,
+        ctx.engine,
+        slices,
+        keys,
+        cfg.record_key,
+        plan.key_blooms,
+        positions and cfg.table_type == TableType.MOR,
+    )
     plan.timings["tag_s"] = plan.timings.get("tag_s", 0.0) + time.perf_counter() - t0
     return tags
 
@@ -65,8 +73,15 @@ def _group_rows(rows: pa.Table, fgs: pa.Array) -> dict[str, pa.Table]:
     return out
 
 
-def _route_updates(cfg: TableConfig, plan: WritePlan, partition: str, slices: list[FileSlice],
-                   rows: pa.Table, tags: tuple[pa.Array, pa.Array], op: str) -> int:
+def _route_updates(
+    cfg: TableConfig,
+    plan: WritePlan,
+    partition: str,
+    slices: list[FileSlice],
+    rows: pa.Table,
+    tags: tuple[pa.Array, pa.Array],
+    op: str,
+) -> int:
     """Rows of keys the table holds, to their groups: a log each (merge-on-read, the
     rows with their base positions), or a rewrite each (copy-on-write)."""
     fgs, positions = tags
@@ -84,8 +99,9 @@ def _route_updates(cfg: TableConfig, plan: WritePlan, partition: str, slices: li
     return n
 
 
-def _route_inserts(cfg: TableConfig, plan: WritePlan, partition: str, slices: list[FileSlice],
-                   rows: pa.Table, taken: set[str]) -> None:
+def _route_inserts(
+    cfg: TableConfig, plan: WritePlan, partition: str, slices: list[FileSlice], rows: pa.Table, taken: set[str]
+) -> None:
     """New keys: copy-on-write fills the partition's small files first, the rest (and
     every merge-on-read or append-only insert) starts new file groups."""
     if rows.num_rows == 0:
@@ -95,8 +111,11 @@ def _route_inserts(cfg: TableConfig, plan: WritePlan, partition: str, slices: li
     start = 0
     if cfg.table_type == TableType.COW and cfg.has_key and small_limit > 0:
         small = sorted(
-            (s for s in slices if s.base is not None and s.base.bytes < small_limit
-             and s.file_group not in taken and s.base.rows),
+            (
+                s
+                for s in slices
+                if s.base is not None and s.base.bytes < small_limit and s.file_group not in taken and s.base.rows
+            ),
             key=lambda s: s.bytes,
         )
         for s in small:
@@ -164,8 +183,9 @@ def _merge_rewrites(plan: WritePlan) -> None:
         if k in merged:
             prev = merged[k]
             both = pa.concat_tables([prev.incoming, r.incoming], promote_options="permissive")
-            merged[k] = Rewrite(r.partition, r.slice, both, None, prev.inserts or r.inserts,
-                                prev.new_keys_only and r.new_keys_only)
+            merged[k] = Rewrite(
+                r.partition, r.slice, both, None, prev.inserts or r.inserts, prev.new_keys_only and r.new_keys_only
+            )
         else:
             merged[k] = r
     plan.rewrites = list(merged.values())
@@ -195,8 +215,12 @@ def plan_delete(ctx: TableContext, keys: pa.Table, operation: Operation = Operat
             continue
         tags = _tag(ctx, plan, slices, part.select(list(cfg.record_key)))
         # Delete records carry the keys; other columns are null.
-        recs = pa.table({c: (part.column(c) if c in cfg.record_key
-                             else pa.nulls(part.num_rows, cfg.schema.field(c).type)) for c in schema_cols})
+        recs = pa.table(
+            {
+                c: (part.column(c) if c in cfg.record_key else pa.nulls(part.num_rows, cfg.schema.field(c).type))
+                for c in schema_cols
+            }
+        )
         deleted += _route_updates(cfg, plan, partition, slices, recs, tags, OP_DELETE)
     plan.stats = {"deleted": deleted}
     return plan
@@ -233,9 +257,11 @@ def plan_overwrite(ctx: TableContext, rows: pa.Table, partitions: list[str] | No
     for partition, part in by_part.items():
         plan.new_files.append(NewFiles(partition, part))
     if cfg.has_key:
-        plan.new_keys = pa.concat_tables(
-            [_keys_with_partition(part, cfg.record_key, p) for p, part in by_part.items()]
-        ) if by_part else None
+        plan.new_keys = (
+            pa.concat_tables([_keys_with_partition(part, cfg.record_key, p) for p, part in by_part.items()])
+            if by_part
+            else None
+        )
     plan.stats["file_groups_replaced"] = sum(len(v) for v in plan.replaced.values())
     if not by_part and not plan.replaced:
         return WritePlan(Operation.OVERWRITE)

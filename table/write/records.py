@@ -16,13 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from ...timeline.errors import (
-    InvalidFilterError,
-    LakelineError,
-    NullKeyError,
-    SchemaMismatchError,
-    UnknownColumnError,
-)
+from ...timeline.errors import InvalidFilterError, LakelineError, NullKeyError, SchemaMismatchError, UnknownColumnError
 from ...timeline.table_config import INTERNAL_PREFIX, TableConfig, check_column_names, refuse_duplicates
 from ...timeline.view.file_group import MAX_FOLDER_BYTES, partition_path
 
@@ -44,6 +38,8 @@ def points_into(log: pa.Table, base_file: str) -> bool:
     """Whether the rows of a log file (as read, with its schema metadata) hold base
     positions into ``base_file`` (:data:`BASE_POS`, :data:`BASE_FILE_KEY`)."""
     return BASE_POS in log.column_names and (log.schema.metadata or {}).get(BASE_FILE_KEY) == base_file.encode()
+
+
 OP_UPSERT = "U"
 OP_DELETE = "D"
 
@@ -85,8 +81,12 @@ def castable(src: pa.DataType, dst: pa.DataType) -> bool:
     if src == dst:
         return True
     same_family = (
-        (pa.types.is_integer(src) and pa.types.is_integer(dst) and src.bit_width <= dst.bit_width
-         and (pa.types.is_signed_integer(dst) or not pa.types.is_signed_integer(src)))
+        (
+            pa.types.is_integer(src)
+            and pa.types.is_integer(dst)
+            and src.bit_width <= dst.bit_width
+            and (pa.types.is_signed_integer(dst) or not pa.types.is_signed_integer(src))
+        )
         or (pa.types.is_floating(src) and pa.types.is_floating(dst) and src.bit_width <= dst.bit_width)
         or (pa.types.is_integer(src) and pa.types.is_floating(dst))
         or ({str(src), str(dst)} <= {"string", "large_string", "string_view"})
@@ -220,12 +220,14 @@ def split_by_partition(table: pa.Table, columns: tuple[str, ...]) -> dict[str, p
         path = partition_path(columns, tup)
         if path in owner:
             raise SchemaMismatchError(
-                f"partition values {owner[path]!r} and {tup!r} both map to folder {path!r}; nothing was written")
+                f"partition values {owner[path]!r} and {tup!r} both map to folder {path!r}; nothing was written"
+            )
         long = [p for p in path.split("/") if len(p.encode()) > MAX_FOLDER_BYTES]
         if long:
             raise SchemaMismatchError(
                 f"partition folder {long[0][:60]!r}... would be {len(long[0].encode())} bytes long (at most "
-                f"{MAX_FOLDER_BYTES}: a file system limit); shorten the partition value, nothing was written")
+                f"{MAX_FOLDER_BYTES}: a file system limit); shorten the partition value, nothing was written"
+            )
         owner[path] = tup
         out[path] = table.take(rows[i].values)
     return out
@@ -302,7 +304,8 @@ def prepare_keys(keys: Any, cfg: TableConfig) -> pa.Table:
     cols = [c for c in table.column_names if c in cfg.record_key or c in cfg.partition_by]
     # Same typing rule as upserts: keys of another type are refused, never cast
     # (an int key cast to a string column would silently delete nothing).
-    table = pa.Table.from_arrays([conform_column(table.column(c), cfg.schema.field(c).with_nullable(True))
-                                  for c in cols], names=cols)
+    table = pa.Table.from_arrays(
+        [conform_column(table.column(c), cfg.schema.field(c).with_nullable(True)) for c in cols], names=cols
+    )
     check_keys(table, cfg.record_key)
     return table

@@ -113,8 +113,9 @@ def _live_by_position(base: pa.Table, logs: list[pa.Table], key: tuple[str, ...]
     return pa.concat_tables([untouched, in_logs.cast(untouched.schema)])
 
 
-def candidate_slices(slices: list[FileSlice], keys: pa.Table,
-                     key: tuple[str, ...]) -> list[tuple[FileSlice, np.ndarray | None]]:
+def candidate_slices(
+    slices: list[FileSlice], keys: pa.Table, key: tuple[str, ...]
+) -> list[tuple[FileSlice, np.ndarray | None]]:
     """Slices whose key range may hold one of ``keys``, each with the mask of the keys
     inside its range (None: every key may be there).
 
@@ -147,8 +148,12 @@ def candidate_slices(slices: list[FileSlice], keys: pa.Table,
     return out
 
 
-def bloom_survivors(cands: list[tuple[FileSlice, np.ndarray | None]], keys: pa.Table, key: tuple[str, ...],
-                    blooms: Mapping[str, FileBloom]) -> list[tuple[FileSlice, np.ndarray | None]]:
+def bloom_survivors(
+    cands: list[tuple[FileSlice, np.ndarray | None]],
+    keys: pa.Table,
+    key: tuple[str, ...],
+    blooms: Mapping[str, FileBloom],
+) -> list[tuple[FileSlice, np.ndarray | None]]:
     """The candidates whose base file's bloom filter may hold one of their keys, each
     with its mask narrowed to the keys the filter may hold.
 
@@ -200,8 +205,9 @@ def tag(
     if not cands:
         return pa.nulls(keys.num_rows, pa.string()), pa.nulls(keys.num_rows, pa.int64())
     probe = keys.select(list(key)).append_column(ROW, pa.array(np.arange(keys.num_rows, dtype=np.int64)))
-    found = engine.map(slice_live_keys, [SliceKeys(storage, s, key, i, probe, mask, positions)
-                                         for i, (s, mask) in enumerate(cands)])
+    found = engine.map(
+        slice_live_keys, [SliceKeys(storage, s, key, i, probe, mask, positions) for i, (s, mask) in enumerate(cands)]
+    )
     slot = np.full(keys.num_rows, -1, dtype=np.int32)
     position = np.full(keys.num_rows, -1, dtype=np.int64)
     for part in found:
@@ -210,5 +216,4 @@ def tag(
         position[rows] = part.column(BASE_POS).fill_null(-1).to_numpy()
     names = pa.array([s.file_group for s, _ in cands], pa.string())
     indices = pa.array(slot, mask=slot < 0)
-    return (pa.DictionaryArray.from_arrays(indices, names).cast(pa.string()),
-            pa.array(position, mask=position < 0))
+    return (pa.DictionaryArray.from_arrays(indices, names).cast(pa.string()), pa.array(position, mask=position < 0))

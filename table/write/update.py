@@ -61,8 +61,7 @@ def slice_matches(task: SliceMatch) -> pa.Table:
     r, s = task.read, task.read.slice
     if not s.logs and s.base is not None:
         try:
-            dset = ds.dataset([r.storage.path(s.base.path)], schema=r.schema, format="parquet",
-                              filesystem=r.storage.fs)
+            dset = ds.dataset([r.storage.path(s.base.path)], schema=r.schema, format="parquet", filesystem=r.storage.fs)
             try:
                 return dset.to_table(filter=task.where)
             except DAMAGED as e:
@@ -72,8 +71,10 @@ def slice_matches(task: SliceMatch) -> pa.Table:
                     raise
                 raise _unevaluable(task.where, e) from e  # the file reads: the filter's own error
         except FileNotFoundError as e:
-            raise SnapshotExpiredError(f"{s.base.path} of the snapshot being updated is missing (cleaned meanwhile, "
-                                       "or deleted outside lakeline)") from e
+            raise SnapshotExpiredError(
+                f"{s.base.path} of the snapshot being updated is missing (cleaned meanwhile, "
+                "or deleted outside lakeline)"
+            ) from e
     rows = read_slice(r)
     if task.where is None:
         return rows
@@ -91,8 +92,9 @@ def _with_op(rows: pa.Table, op: str) -> pa.Table:
     return rows.append_column(OP, constant(op, rows.num_rows))
 
 
-def update_planner(cfg: TableConfig, where: pc.Expression | None,
-                   set: Mapping[str, Any] | None) -> Callable[[TableContext], WritePlan]:
+def update_planner(
+    cfg: TableConfig, where: pc.Expression | None, set: Mapping[str, Any] | None
+) -> Callable[[TableContext], WritePlan]:
     """Check an update's input against ``cfg`` (refused before anything is written) and
     return the planner each attempt runs."""
     check_filter(cfg.schema, where)
@@ -111,8 +113,7 @@ def plan_update(ctx: TableContext, where: pc.Expression | None, assignments: Ass
     cfg = ctx.config
     schema = cfg.schema
     slices = Scan(ctx, filter=where).slices  # pruned by partition, key range and indexes
-    tasks = [SliceMatch(SliceRead(ctx.storage, s, schema, cfg.record_key, cfg.ordering_field), where)
-             for s in slices]
+    tasks = [SliceMatch(SliceRead(ctx.storage, s, schema, cfg.record_key, cfg.ordering_field), where) for s in slices]
     matched = ctx.engine.map(slice_matches, tasks)
     plan = WritePlan(Operation.UPDATE, delete_predicate=EVERY_ROW if where is None else where)
     reset_ordering = cfg.ordering_field is not None and any(c == cfg.ordering_field for c, _ in assignments)

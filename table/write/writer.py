@@ -39,14 +39,7 @@ from ..files import FileWrite, Written
 from ..hooks import Validator, run_validators, validation_context
 from ..rollback import rollback_pending_writes
 from .commit import Commit, CompletionRule, write_rule
-from .group_tasks import (
-    LogTask,
-    RewriteTask,
-    WriteSettings,
-    is_unchanged,
-    rel_path,
-    write_task,
-)
+from .group_tasks import LogTask, RewriteTask, WriteSettings, is_unchanged, rel_path, write_task
 from .key_check import KeyClaims
 from .key_check import key_check as check_keys_at_completion
 from .plan import NewFiles, WritePlan
@@ -105,20 +98,31 @@ class PhaseTimer:
             self.seconds[f"{name}_s"] = self.seconds.get(f"{name}_s", 0.0) + time.perf_counter() - t0
 
 
-def run_write(open_context: Callable[[], TableContext], operation: str, action: Action,
-              planner: Callable[[TableContext], WritePlan],
-              before_commit: Callable[[], TableConfig] | None = None,
-              validators: Sequence[Validator] = ()) -> WriteResult:
+def run_write(
+    open_context: Callable[[], TableContext],
+    operation: str,
+    action: Action,
+    planner: Callable[[TableContext], WritePlan],
+    before_commit: Callable[[], TableConfig] | None = None,
+    validators: Sequence[Validator] = (),
+) -> WriteResult:
     """Plan and commit one write on the table's engine, replaying it on conflicts
     (:func:`run_attempts` with :func:`write_files` and :func:`completion_rule`)."""
-    return run_attempts(open_context, operation, action, planner, write_files, completion_rule, before_commit,
-                        validators)
+    return run_attempts(
+        open_context, operation, action, planner, write_files, completion_rule, before_commit, validators
+    )
 
 
-def run_attempts(open_context: Callable[[], TableContext], operation: str, action: Action,
-                 planner: Callable[[TableContext], P], write: FileWriter[P], rule: RuleOf[P],
-                 before_commit: Callable[[], TableConfig] | None = None,
-                 validators: Sequence[Validator] = ()) -> WriteResult:
+def run_attempts(
+    open_context: Callable[[], TableContext],
+    operation: str,
+    action: Action,
+    planner: Callable[[TableContext], P],
+    write: FileWriter[P],
+    rule: RuleOf[P],
+    before_commit: Callable[[], TableConfig] | None = None,
+    validators: Sequence[Validator] = (),
+) -> WriteResult:
     """Plan and commit one write, replaying it on conflicts.
 
     ``open_context`` reads the timeline and returns a context of its newest snapshot;
@@ -167,8 +171,7 @@ def run_attempts(open_context: Callable[[], TableContext], operation: str, actio
                 commit.write_index_updates(metadata, entries)
             if validators:
                 with phases("validate"):
-                    run_validators(validators, validation_context(ctx, action, commit.instant_id, operation,
-                                                                  metadata))
+                    run_validators(validators, validation_context(ctx, action, commit.instant_id, operation, metadata))
             with phases("commit"):
                 completion = rule(ctx, commit.instant_id, plan, metadata)
                 inst = commit.complete(metadata, completion)
@@ -204,8 +207,9 @@ def write_files(ctx: TableContext, instant: int, plan: WritePlan) -> tuple[Commi
     cfg = ctx.config
     st = WriteSettings.of(ctx.storage, cfg, instant, index_job(ctx.log.timeline, cfg.schema, cfg.record_key))
     written, rewritten = write_plan_files(ctx, st, plan)
-    metadata = commit_metadata(ctx, plan.operation, plan.stats, written, rewritten, plan.replaced,
-                               plan.replaced_partitions)
+    metadata = commit_metadata(
+        ctx, plan.operation, plan.stats, written, rewritten, plan.replaced, plan.replaced_partitions
+    )
     return metadata, entries_of(written, rewritten)
 
 
@@ -213,17 +217,23 @@ def write_plan_files(ctx: TableContext, st: WriteSettings, plan: WritePlan) -> t
     """Run the file tasks of ``plan`` on ``ctx.engine`` with the settings ``st``: the
     new files and logs written, and each rewrite's outcome (a Spark planning task calls
     this too, with the settings the driver sends once the instant began)."""
-    file_tasks = [new_file_task(st, nf.partition, new_file_group_id(), chunk, nf.inserts)
-                  for nf in plan.new_files for chunk, _ in new_file_chunks(ctx, nf)]
-    rewrites = [RewriteTask(st, r.slice, r.incoming, r.predicate, r.inserts, r.new_keys_only, r.assign)
-                for r in plan.rewrites]
-    logs = [LogTask(st, lg.partition, lg.slice.file_group, lg.incoming, lg.slice.base.path if lg.slice.base else None)
-            for lg in plan.logs]
+    file_tasks = [
+        new_file_task(st, nf.partition, new_file_group_id(), chunk, nf.inserts)
+        for nf in plan.new_files
+        for chunk, _ in new_file_chunks(ctx, nf)
+    ]
+    rewrites = [
+        RewriteTask(st, r.slice, r.incoming, r.predicate, r.inserts, r.new_keys_only, r.assign) for r in plan.rewrites
+    ]
+    logs = [
+        LogTask(st, lg.partition, lg.slice.file_group, lg.incoming, lg.slice.base.path if lg.slice.base else None)
+        for lg in plan.logs
+    ]
     # One engine call for every file; rewrites first, as they are the longest tasks.
     tasks: list[FileWrite | RewriteTask | LogTask] = [*rewrites, *file_tasks, *logs]
     results = ctx.engine.map(write_task, tasks)
     rewritten = [((r.partition, r.slice.file_group), res) for r, res in zip(plan.rewrites, results)]
-    return [w for w in results[len(rewrites):] if w is not None], rewritten
+    return [w for w in results[len(rewrites) :] if w is not None], rewritten
 
 
 def new_file_chunks(ctx: TableContext, nf: NewFiles) -> Iterator[tuple[pa.Table, int]]:
@@ -251,9 +261,20 @@ def new_file_chunks(ctx: TableContext, nf: NewFiles) -> Iterator[tuple[pa.Table,
 def new_file_task(st: WriteSettings, partition: str, file_group: str, rows: pa.Table, inserts: bool) -> FileWrite:
     """The task writing ``rows`` as the first base file of a new group."""
     name = data_file_name(file_group, st.instant, FileKind.BASE, st.tag)
-    return FileWrite(st.storage, st.instant, rel_path(partition, name),
-                     partition, file_group, FileKind.BASE, rows.cast(st.schema), st.key, st.compression,
-                     st.row_group_rows, inserts, indexes=st.indexes)
+    return FileWrite(
+        st.storage,
+        st.instant,
+        rel_path(partition, name),
+        partition,
+        file_group,
+        FileKind.BASE,
+        rows.cast(st.schema),
+        st.key,
+        st.compression,
+        st.row_group_rows,
+        inserts,
+        indexes=st.indexes,
+    )
 
 
 #: A rewrite's outcome by (partition, file group): the new base, None when no row
@@ -261,9 +282,15 @@ def new_file_task(st: WriteSettings, partition: str, file_group: str, rows: pa.T
 Rewritten = list[tuple[tuple[str, str], Written | None]]
 
 
-def commit_metadata(ctx: TableContext, operation: str, plan_stats: dict[str, int], written: list[Written],
-                    rewritten: Rewritten, replaced: dict[str, list[str]],
-                    replaced_partitions: list[str]) -> CommitMetadata:
+def commit_metadata(
+    ctx: TableContext,
+    operation: str,
+    plan_stats: dict[str, int],
+    written: list[Written],
+    rewritten: Rewritten,
+    replaced: dict[str, list[str]],
+    replaced_partitions: list[str],
+) -> CommitMetadata:
     """The commit metadata of an attempt's files: new files and logs (``written``), the
     outcomes of its rewrites, and the groups and partitions it replaces wholesale."""
     files = [w.stat for w in written]

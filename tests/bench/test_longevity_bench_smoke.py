@@ -23,9 +23,25 @@ def test_two_rounds_on_every_system_answer_alike(tmp_path: Path, capsys: pytest.
     out = tmp_path / "run.json"
     docs = ROOT / "docs" / "performance.md"
     before = docs.read_text() if docs.exists() else None
-    rc = longevity_bench.main(["--sf", "0.01", "--rounds", "2", "--repeat", "1", "--runner-every", "1s",
-                               "--cache", str(tmp_path / "cache"), "--workdir", str(tmp_path),
-                               "--no-docs", "--json", str(out)])
+    rc = longevity_bench.main(
+        [
+            "--sf",
+            "0.01",
+            "--rounds",
+            "2",
+            "--repeat",
+            "1",
+            "--runner-every",
+            "1s",
+            "--cache",
+            str(tmp_path / "cache"),
+            "--workdir",
+            str(tmp_path),
+            "--no-docs",
+            "--json",
+            str(out),
+        ]
+    )
     assert rc == 0
     result = json.loads(out.read_text())
     assert result["rows"] > 20_000 and result["rounds"] == 2

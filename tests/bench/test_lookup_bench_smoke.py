@@ -40,8 +40,11 @@ def expected_answers(rows: int, lookup_ts: int) -> dict[str, dict[str, pa.Table]
     a, b = data.read_range(per * APPENDS, READ_KEYS)
     out = {}
     for phase, table in (("appended", base), ("upserted", pa.concat_tables([kept, ups]))):
-        out[phase] = {"table": table, "range": table.filter((pc.field("key") >= a) & (pc.field("key") < b)),
-                      "ts": table.filter(pc.field("ts") == lookup_ts)}
+        out[phase] = {
+            "table": table,
+            "range": table.filter((pc.field("key") >= a) & (pc.field("key") < b)),
+            "ts": table.filter(pc.field("ts") == lookup_ts),
+        }
     return out
 
 
@@ -87,8 +90,15 @@ def test_every_metric_measured_and_systems_agree(tmp_path: Path) -> None:
         assert not any(c in ("FAILED", "timeout") for c in cells), label
         assert cells[0] != "-", label  # lakeline-cow has every metric
     md = markdown(run, "python -m bench lookup --rows 20000", findings(run))
-    for fact in ("Measured ", "load average", "deltalake ", "lakeline at ", "Command: `python -m bench lookup",
-                 "tag_s", "| **PASS** |" if any(t.ok for t in run.targets) else "| **MISS** |"):
+    for fact in (
+        "Measured ",
+        "load average",
+        "deltalake ",
+        "lakeline at ",
+        "Command: `python -m bench lookup",
+        "tag_s",
+        "| **PASS** |" if any(t.ok for t in run.targets) else "| **MISS** |",
+    ):
         assert fact in md, fact
     page = tmp_path / "performance.md"
     update_section(lookup_bench.SECTION, md, page)

@@ -21,8 +21,9 @@ def test_both_steps_read_a_table_with_logs_and_equal_its_compacted_copy(tmp_path
     out = tmp_path / "run.json"
     docs = ROOT / "docs" / "performance.md"
     before = docs.read_text()
-    rc = mor_reads_bench.main(["--sf", "0.01", "--repeat", "2", "--cache", str(tmp_path), "--no-docs",
-                               "--json", str(out)])
+    rc = mor_reads_bench.main(
+        ["--sf", "0.01", "--repeat", "2", "--cache", str(tmp_path), "--no-docs", "--json", str(out)]
+    )
     assert rc == 0
     result = json.loads(out.read_text())
     assert result["rows"] > 20_000

@@ -17,8 +17,9 @@ from bench import scale_bench
 @pytest.mark.timeout(240)
 def test_every_size_measures_every_step_and_the_systems_agree(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
-    rc = scale_bench.main(["--sizes", "20k,40k", "--repeats", "1", "--workdir", str(tmp_path / "work"),
-                           "--no-docs", "--json", str(out)])
+    rc = scale_bench.main(
+        ["--sizes", "20k,40k", "--repeats", "1", "--workdir", str(tmp_path / "work"), "--no-docs", "--json", str(out)]
+    )
     assert rc == 0
     runs = json.loads(out.read_text())
     assert sorted(runs) == ["20000", "40000"]

@@ -89,9 +89,17 @@ def test_every_metric_measured_and_reads_agree(tmp_path: Path) -> None:
     # Every target was measured, and the report shows each number and how it was made.
     assert len(run.targets) == 3 and {t.ok for t in run.targets} <= {True, False}
     md = services_bench.markdown(run, "python -m bench services --rows 20000", services_bench.findings(run))
-    for fact in ("Measured ", "load average", "deltalake ", "lakeline at ", "Command: `python -m bench services",
-                 "compaction throughput", "after z-order", "with logs / after", "| **PASS** |"
-                 if any(t.ok for t in run.targets) else "| **FAIL** |"):
+    for fact in (
+        "Measured ",
+        "load average",
+        "deltalake ",
+        "lakeline at ",
+        "Command: `python -m bench services",
+        "compaction throughput",
+        "after z-order",
+        "with logs / after",
+        "| **PASS** |" if any(t.ok for t in run.targets) else "| **FAIL** |",
+    ):
         assert fact in md, fact
     assert "FAILED" not in md and "timeout" not in md
     page = tmp_path / "performance.md"

@@ -42,8 +42,7 @@ def expected_state(rows: int) -> tuple[pa.Table, pa.Table]:
 @pytest.mark.timeout(180)
 def test_every_system_ends_in_the_same_state(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
-    rc = write_bench.main(["--rows", str(ROWS), "--workdir", str(tmp_path / "work"), "--no-docs",
-                           "--json", str(out)])
+    rc = write_bench.main(["--rows", str(ROWS), "--workdir", str(tmp_path / "work"), "--no-docs", "--json", str(out)])
     assert rc == 0
     run = json.loads(out.read_text())
 

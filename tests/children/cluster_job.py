@@ -24,12 +24,22 @@ def main(master: str, path: str) -> None:
     compacted = t.services.compact()
     df = read(spark, path, filter="v = 'updated'")
     executors = set(spark.sparkContext.parallelize(range(8), 8).map(lambda _: os.getpid()).collect())
-    print(json.dumps({
-        "inserted": first.stats.get("inserted"), "updated": second.stats.get("updated"),
-        "compacted": compacted.stats.get("file_groups_compacted"), "updated_rows": df.count(),
-        "total": read(spark, path).count(), "partitions": df.rdd.getNumPartitions(),
-        "executor_pids": len(executors), "driver_pid": os.getpid(), "master": spark.sparkContext.master,
-    }), flush=True)
+    print(
+        json.dumps(
+            {
+                "inserted": first.stats.get("inserted"),
+                "updated": second.stats.get("updated"),
+                "compacted": compacted.stats.get("file_groups_compacted"),
+                "updated_rows": df.count(),
+                "total": read(spark, path).count(),
+                "partitions": df.rdd.getNumPartitions(),
+                "executor_pids": len(executors),
+                "driver_pid": os.getpid(),
+                "master": spark.sparkContext.master,
+            }
+        ),
+        flush=True,
+    )
     spark.stop()
 
 

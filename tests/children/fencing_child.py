@@ -29,8 +29,12 @@ def main(argv: list[str]) -> None:
             print(json.dumps({"ok": False, "error": type(e).__name__, "message": str(e)}), flush=True)
     elif cmd == "compact":
         r = t.services.compact()
-        print(json.dumps({"instant": r.instant.id if r.instant else None,
-                          "state": r.instant.state if r.instant else None}), flush=True)
+        print(
+            json.dumps(
+                {"instant": r.instant.id if r.instant else None, "state": r.instant.state if r.instant else None}
+            ),
+            flush=True,
+        )
     else:
         raise SystemExit(f"unknown command {cmd!r}")
 

@@ -56,12 +56,21 @@ def write(t: Table, worker: int, keys: int, stop: str, log_path: str) -> None:
             ids = rng.sample(range(keys), 40) + list(range(fresh, fresh + 10))
             fresh += 10
             ts = time.time_ns()
-            batch = pa.table({"id": ids, "ts": [ts] * len(ids), "v": [f"w{worker}-{ts}"] * len(ids)},
-                             schema=t.schema)
+            batch = pa.table({"id": ids, "ts": [ts] * len(ids), "v": [f"w{worker}-{ts}"] * len(ids)}, schema=t.schema)
             try:
                 r = t.upsert(batch)
-                log.write(json.dumps({"instant": r.instant.id, "ids": ids, "ts": ts,
-                                      "v": f"w{worker}-{ts}", "total_s": r.timings["total_s"]}) + "\n")
+                log.write(
+                    json.dumps(
+                        {
+                            "instant": r.instant.id,
+                            "ids": ids,
+                            "ts": ts,
+                            "v": f"w{worker}-{ts}",
+                            "total_s": r.timings["total_s"],
+                        }
+                    )
+                    + "\n"
+                )
             except LakelineError as e:
                 log.write(json.dumps({"error": type(e).__name__, "message": str(e)}) + "\n")
             log.flush()

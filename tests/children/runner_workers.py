@@ -45,8 +45,17 @@ def _write(t: Table, keyed: bool, rec: dict[str, Any]) -> Any:
     return t.delete(pa.Table.from_pylist(rec["keys"], schema=pa.schema([SCHEMA.field("id")])))
 
 
-def writer(tables: list[dict[str, Any]], worker: int, seed: int, log: str, ready: str, go: str, stop: str,
-           keys: int, pause_s: float) -> None:
+def writer(
+    tables: list[dict[str, Any]],
+    worker: int,
+    seed: int,
+    log: str,
+    ready: str,
+    go: str,
+    stop: str,
+    keys: int,
+    pause_s: float,
+) -> None:
     rng = random.Random(seed)
     handles = [Table.open(spec["path"], timeline=spec["timeline"]) for spec in tables]
     for t in handles:
@@ -83,8 +92,10 @@ def writer(tables: list[dict[str, Any]], worker: int, seed: int, log: str, ready
                 out.write(json.dumps(rec) + "\n")
                 raise
             else:
-                rec.update(outcome="noop" if r.instant is None else "committed",
-                           instant=None if r.instant is None else r.instant.id)
+                rec.update(
+                    outcome="noop" if r.instant is None else "committed",
+                    instant=None if r.instant is None else r.instant.id,
+                )
             out.write(json.dumps(rec) + "\n")
             out.flush()
             n += 1

@@ -29,8 +29,7 @@ def main(argv: list[str]) -> None:
     if service not in SERVICES:
         raise SystemExit(f"unknown service {service!r}: one of {', '.join(SERVICES)}")
     r = getattr(Table.open(path, timeline=timeline).services, service)(**kwargs)
-    out = {**r.stats, "instant": r.instant.id if r.instant else None,
-           "state": r.instant.state if r.instant else None}
+    out = {**r.stats, "instant": r.instant.id if r.instant else None, "state": r.instant.state if r.instant else None}
     print(json.dumps(out, default=str), flush=True)
 
 

@@ -86,8 +86,9 @@ def _call(t: Table, name: str, explicit: bool, rng: random.Random) -> tuple[str,
     raise ValueError(f"unknown service {name!r}")
 
 
-def service(path: str, timeline: str | None, name: str, stop: str, log: str, ready: str, go: str,
-            pause_s: float, seed: int) -> None:
+def service(
+    path: str, timeline: str | None, name: str, stop: str, log: str, ready: str, go: str, pause_s: float, seed: int
+) -> None:
     rng = random.Random(seed)
     t = _start(path, timeline, ready, go)
     with open(log, "a", encoding="utf-8") as out:
@@ -101,16 +102,33 @@ def service(path: str, timeline: str | None, name: str, stop: str, log: str, rea
             except LakelineError as e:
                 _write(out, {**rec, "error": type(e).__name__, "message": str(e)})
             except BaseException as e:
-                _write(out, {**rec, "error": type(e).__name__, "message": repr(e),
-                             "trace": traceback.format_exc(), "fatal": True})
+                _write(
+                    out,
+                    {
+                        **rec,
+                        "error": type(e).__name__,
+                        "message": repr(e),
+                        "trace": traceback.format_exc(),
+                        "fatal": True,
+                    },
+                )
                 raise
             else:
                 for r in results:
                     inst = r.instant
                     stats = {k: v for k, v in r.stats.items() if not isinstance(v, (list, dict))}
-                    _write(out, {**rec, "call": call, "instant": inst.id if inst else None,
-                                 "state": inst.state if inst else None, "action": inst.action if inst else None,
-                                 "aborted": r.aborted, "stats": stats})
+                    _write(
+                        out,
+                        {
+                            **rec,
+                            "call": call,
+                            "instant": inst.id if inst else None,
+                            "state": inst.state if inst else None,
+                            "action": inst.action if inst else None,
+                            "aborted": r.aborted,
+                            "stats": stats,
+                        },
+                    )
             time.sleep(rng.random() * pause_s)
 
 
@@ -149,8 +167,9 @@ def reader(path: str, timeline: str | None, stop: str, log: str, ready: str, go:
                 mismatches = 0
                 for _ in range(READS_PER_SNAPSHOT - 1):
                     mismatches += read_slowly(t, target.id, pause_s) != first
-                    mismatches += sorted(zip(*(t.to_arrow(as_of=target.id).column(c).to_pylist()
-                                               for c in ("id", "v")))) != first
+                    mismatches += (
+                        sorted(zip(*(t.to_arrow(as_of=target.id).column(c).to_pylist() for c in ("id", "v")))) != first
+                    )
                 _write(out, {**rec, "rows": first, "reads": 2 * READS_PER_SNAPSHOT - 1, "mismatches": mismatches})
             except (LakelineError, OSError, pa.ArrowException) as e:
                 _write(out, {**rec, "error": type(e).__name__, "message": str(e), "trace": traceback.format_exc()})

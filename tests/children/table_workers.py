@@ -143,8 +143,16 @@ def stress(
     keys: int = 64,
     options: dict[str, Any] | None = None,
 ) -> None:
-    opts = {"upsert_share": 0.7, "max_rows": 4, "stop": None, "ts": None, "pause_s": 0.0, "spark": False,
-            "inline": [], **(options or {})}
+    opts = {
+        "upsert_share": 0.7,
+        "max_rows": 4,
+        "stop": None,
+        "ts": None,
+        "pause_s": 0.0,
+        "spark": False,
+        "inline": [],
+        **(options or {}),
+    }
     extra = {} if opts["ts"] is None else {"ts": opts["ts"]}
     rng = random.Random(seed)
     t = Table.open(path, timeline=timeline)
@@ -181,8 +189,9 @@ def stress(
                 if r.instant is None:
                     rec.update(outcome="noop", stats=dict(r.stats))
                 else:
-                    rec.update(outcome="committed", instant=r.instant.id, stats=dict(r.stats),
-                               hook_errors=r.hook_errors)
+                    rec.update(
+                        outcome="committed", instant=r.instant.id, stats=dict(r.stats), hook_errors=r.hook_errors
+                    )
             out.write(json.dumps(rec) + "\n")
             out.flush()
 
@@ -236,14 +245,17 @@ def torture(path: str, timeline: str | None, seed: int, log: str, ready: str, go
             try:
                 r = run_op(t, spec)
             except BaseException as e:
-                out.write(json.dumps({"end": n, "outcome": "error", "message": repr(e),
-                                      "trace": traceback.format_exc()}) + "\n")
+                out.write(
+                    json.dumps({"end": n, "outcome": "error", "message": repr(e), "trace": traceback.format_exc()})
+                    + "\n"
+                )
                 out.flush()
                 raise
             apply_spec(live, spec)
             inst = r.instant.id if r.instant is not None else None
-            out.write(json.dumps({"end": n, "outcome": "noop" if inst is None else "committed",
-                                  "instant": inst}) + "\n")
+            out.write(
+                json.dumps({"end": n, "outcome": "noop" if inst is None else "committed", "instant": inst}) + "\n"
+            )
             out.flush()
             n += 1
 
@@ -265,9 +277,7 @@ def data_files_on_disk(t: Table) -> set[str]:
     """Relative paths of every Parquet file under the table, outside ``.lakeline/``."""
     root = Path(t.storage.path())
     return {
-        p.relative_to(root).as_posix()
-        for p in root.rglob("*.parquet")
-        if ".lakeline" not in p.relative_to(root).parts
+        p.relative_to(root).as_posix() for p in root.rglob("*.parquet") if ".lakeline" not in p.relative_to(root).parts
     }
 
 
@@ -302,12 +312,14 @@ def check_files_on_disk(t: Table) -> None:
         owner[rel] = parsed.instant
     left = sorted(rel for rel, i in owner.items() if states.get(i) == "rolled_back")
     assert not left, f"files of rolled-back instants are still on disk: {left[:5]}"
-    orphans = sorted(rel for rel in disk - referenced_files(t)
-                     if states.get(owner[rel]) not in ("requested", "inflight"))
+    orphans = sorted(
+        rel for rel in disk - referenced_files(t) if states.get(owner[rel]) not in ("requested", "inflight")
+    )
     assert not orphans, f"files on disk no completed instant added: {orphans[:5]}"
     pending = {i.id for i in tl.pending()}
     stray = [i for i in instants_with_markers(t.storage) if i not in pending]
     assert not stray, f"markers of finished instants left: {stray} ({[states.get(i) for i in stray]})"
+
 
 if __name__ == "__main__":
     name, *args = (json.loads(a) for a in sys.argv[1:])

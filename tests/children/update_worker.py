@@ -50,8 +50,7 @@ def one(path: str, spec: dict[str, Any]) -> None:
     except LakelineError as e:
         print(json.dumps({"ok": False, "error": type(e).__name__, "message": str(e)}), flush=True)
         return
-    print(json.dumps({"ok": True, "instant": r.instant.id if r.instant else None, "stats": dict(r.stats)}),
-          flush=True)
+    print(json.dumps({"ok": True, "instant": r.instant.id if r.instant else None, "stats": dict(r.stats)}), flush=True)
 
 
 def loop(path: str, role: str, count: int, ready: str, go: str, log: str) -> None:
@@ -62,8 +61,9 @@ def loop(path: str, role: str, count: int, ready: str, go: str, log: str) -> Non
         time.sleep(0.005)
     with open(log, "a", encoding="utf-8") as out:
         for i in range(count):
-            spec: dict[str, Any] = {"op": "update", "id": 0} if role == "update" else \
-                {"op": "upsert", "id": 0, "n": 1000 * (i + 1)}
+            spec: dict[str, Any] = (
+                {"op": "update", "id": 0} if role == "update" else {"op": "upsert", "id": 0, "n": 1000 * (i + 1)}
+            )
             try:
                 r = run(t, spec)
             except CommitConflictError as e:

@@ -31,8 +31,9 @@ def parquet_file(tmp_path: Path) -> Path:
 def busy_table(tmp_path: Path) -> Table:
     """A mor table with: schema (0), two completed writes, a rolled-back instant and a
     pending one, so filters and summaries have something to tell apart."""
-    t = Table.create(tmp_path / "busy", SCHEMA, record_key="id", ordering_field="ts",
-                     partition_by=["day"], table_type="mor")
+    t = Table.create(
+        tmp_path / "busy", SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"], table_type="mor"
+    )
     t.upsert(rows([1, 2, 3]))
     t.upsert(rows([2, 4], ts=2))
     failed = t.log.append(Action.DELTA_COMMIT, State.REQUESTED, {"operation": "upsert", "snapshot_seq": 1})

@@ -12,9 +12,27 @@ from lakeline.table import Table
 
 def test_create_from_parquet(runner: CliRunner, parquet_file: Path, tmp_path: Path) -> None:
     path = tmp_path / "t"
-    res = runner.invoke(cli, ["create", str(path), "--schema-from", str(parquet_file), "--key", "id",
-                              "--ordering", "ts", "--partition-by", "day", "--type", "mor",
-                              "--property", "commit.max-retries=7", "-p", "user.owner=me"])
+    res = runner.invoke(
+        cli,
+        [
+            "create",
+            str(path),
+            "--schema-from",
+            str(parquet_file),
+            "--key",
+            "id",
+            "--ordering",
+            "ts",
+            "--partition-by",
+            "day",
+            "--type",
+            "mor",
+            "--property",
+            "commit.max-retries=7",
+            "-p",
+            "user.owner=me",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "created" in res.stdout
     cfg = Table.open(path).config
@@ -29,8 +47,20 @@ def test_create_from_parquet(runner: CliRunner, parquet_file: Path, tmp_path: Pa
 
 def test_create_comma_lists_and_json(runner: CliRunner, parquet_file: Path, tmp_path: Path) -> None:
     path = tmp_path / "t"
-    res = runner.invoke(cli, ["create", str(path), "--schema-from", str(parquet_file), "--key", "id,region",
-                              "--partition-by", "day, region", "--json"])
+    res = runner.invoke(
+        cli,
+        [
+            "create",
+            str(path),
+            "--schema-from",
+            str(parquet_file),
+            "--key",
+            "id,region",
+            "--partition-by",
+            "day, region",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     info = json.loads(res.stdout)
     assert info["record_key"] == ["id", "region"]
@@ -57,8 +87,9 @@ def _one_red_line(res_stderr: str, *needles: str) -> None:
 
 
 def test_unknown_property_is_one_line_exit_2(runner: CliRunner, parquet_file: Path, tmp_path: Path) -> None:
-    res = runner.invoke(cli, ["create", str(tmp_path / "t"), "--schema-from", str(parquet_file),
-                              "--property", "write.no-such-thing=1"])
+    res = runner.invoke(
+        cli, ["create", str(tmp_path / "t"), "--schema-from", str(parquet_file), "--property", "write.no-such-thing=1"]
+    )
     assert res.exit_code == 2
     _one_red_line(res.stderr, "write.no-such-thing", "InvalidPropertyError")
     assert not (tmp_path / "t").exists()  # refused before anything is written

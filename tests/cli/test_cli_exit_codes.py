@@ -81,8 +81,9 @@ def truncate(path: Path) -> None:
 
 @pytest.mark.parametrize("as_json", [[], ["--json"]])
 @pytest.mark.parametrize("damage", ["truncate", "delete"])
-def test_index_validate_over_a_damaged_file_exits_2(runner: CliRunner, indexed: Table, damage: str,
-                                                    as_json: list[str]) -> None:
+def test_index_validate_over_a_damaged_file_exits_2(
+    runner: CliRunner, indexed: Table, damage: str, as_json: list[str]
+) -> None:
     base = a_base(indexed)
     if damage == "truncate":
         truncate(base)
@@ -102,8 +103,9 @@ def test_index_validate_still_exits_1_for_a_mismatch(runner: CliRunner, indexed:
 
 def test_index_validate_over_a_truncated_file_in_a_subprocess(indexed: Table) -> None:
     truncate(a_base(indexed))
-    proc = subprocess.run([str(LAKELINE), "index", "validate", indexed.path], check=False, capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [str(LAKELINE), "index", "validate", indexed.path], check=False, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     (line,) = proc.stderr.strip().splitlines()
@@ -125,15 +127,20 @@ def test_create_on_a_regular_file_exits_2(runner: CliRunner, tmp_path: Path, par
     assert (tmp_path / "f").read_text() == "x"
 
 
-@pytest.mark.parametrize("error", [
-    NotADirectoryError(20, "Not a directory"),
-    IsADirectoryError(21, "Is a directory"),
-    PermissionError(13, "Permission denied"),
-    pa.ArrowInvalid("Parquet magic bytes not found in footer"),
-], ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize(
+    "error",
+    [
+        NotADirectoryError(20, "Not a directory"),
+        IsADirectoryError(21, "Is a directory"),
+        PermissionError(13, "Permission denied"),
+        pa.ArrowInvalid("Parquet magic bytes not found in footer"),
+    ],
+    ids=lambda e: type(e).__name__,
+)
 @pytest.mark.parametrize("command", [TABLE_COMMANDS[0], TABLE_COMMANDS[10], TABLE_COMMANDS[13]], ids=" ".join)
-def test_os_and_arrow_errors_are_one_line(runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                         error: Exception, command: list[str]) -> None:
+def test_os_and_arrow_errors_are_one_line(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: Exception, command: list[str]
+) -> None:
     """Whatever Table.open lets through about a bad path (before or after it raises
     typed errors for one): one line naming the error's type, exit 2."""
 

@@ -75,17 +75,21 @@ def test_refused_creates_are_one_red_line_and_create_nothing(runner: CliRunner, 
     before = len(table.timeline)
     line = _one_error_line(runner.invoke(cli, ["index", "create", table.path, "nope"]), "InvalidIndexError")
     assert "unknown index kind 'nope'" in line
-    _one_error_line(runner.invoke(cli, ["index", "create", table.path, "column_stats", "--columns", "id,zzz"]),
-                    "InvalidIndexError")
-    _one_error_line(runner.invoke(cli, ["index", "create", table.path, "column_stats", "--name", "files"]),
-                    "InvalidIndexError")
+    _one_error_line(
+        runner.invoke(cli, ["index", "create", table.path, "column_stats", "--columns", "id,zzz"]), "InvalidIndexError"
+    )
+    _one_error_line(
+        runner.invoke(cli, ["index", "create", table.path, "column_stats", "--name", "files"]), "InvalidIndexError"
+    )
     assert Table.open(table.path).indexes.list() == []
     assert len(Table.open(table.path).timeline) == before
     _ok(runner, "create", table.path, "column_stats")
     _one_error_line(runner.invoke(cli, ["index", "create", table.path, "column_stats"]), "IndexExistsError")
     # --fpp is for bloom filters, and a rate must lie in (0, 1): click's usage errors.
-    assert runner.invoke(cli, ["index", "create", table.path, "column_stats", "--name", "x", "--fpp", "0.1"]
-                         ).exit_code == 2
+    assert (
+        runner.invoke(cli, ["index", "create", table.path, "column_stats", "--name", "x", "--fpp", "0.1"]).exit_code
+        == 2
+    )
     assert runner.invoke(cli, ["index", "create", table.path, "bloom_filters", "--fpp", "1.5"]).exit_code == 2
     assert [d.name for d in Table.open(table.path).indexes.list()] == ["column_stats"]
 
@@ -142,8 +146,9 @@ def test_validate_reports_a_lost_base_and_exits_1(runner: CliRunner, table: Tabl
     res = runner.invoke(cli, ["index", "validate", table.path, "--json"])
     assert res.exit_code == 1, res.output
     report = json.loads(res.stdout)
-    assert report["mismatches"] and all(m["problem"] == "missing" and m["index"] == "column_stats"
-                                         for m in report["mismatches"])
+    assert report["mismatches"] and all(
+        m["problem"] == "missing" and m["index"] == "column_stats" for m in report["mismatches"]
+    )
     res = runner.invoke(cli, ["index", "validate", table.path, "column_stats"])
     assert res.exit_code == 1
     assert "missing" in res.stdout and f"{len(report['mismatches'])} mismatches" in res.stdout
@@ -151,8 +156,12 @@ def test_validate_reports_a_lost_base_and_exits_1(runner: CliRunner, table: Tabl
 
 def test_missing_table_is_one_line_exit_2(runner: CliRunner, tmp_path: Path) -> None:
     nowhere = str(tmp_path / "nope")
-    for args in (["create", nowhere, "column_stats"], ["drop", nowhere, "x"], ["list", nowhere, "--json"],
-                 ["validate", nowhere]):
+    for args in (
+        ["create", nowhere, "column_stats"],
+        ["drop", nowhere, "x"],
+        ["list", nowhere, "--json"],
+        ["validate", nowhere],
+    ):
         res = runner.invoke(cli, ["index", *args])
         _one_error_line(res, "TableNotFoundError")
         assert res.stdout == "", args

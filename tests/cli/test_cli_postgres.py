@@ -15,11 +15,26 @@ from tests.cli._data import rows
 pytestmark = pytest.mark.postgres
 
 
-def test_create_show_inspect_on_postgres(runner: CliRunner, parquet_file: Path, tmp_path: Path,
-                                         pg_url: str) -> None:
+def test_create_show_inspect_on_postgres(runner: CliRunner, parquet_file: Path, tmp_path: Path, pg_url: str) -> None:
     path = str(tmp_path / "pg_table")
-    res = runner.invoke(cli, ["create", path, "--schema-from", str(parquet_file), "--key", "id",
-                              "--ordering", "ts", "--type", "mor", "--timeline", pg_url, "--json"])
+    res = runner.invoke(
+        cli,
+        [
+            "create",
+            path,
+            "--schema-from",
+            str(parquet_file),
+            "--key",
+            "id",
+            "--ordering",
+            "ts",
+            "--type",
+            "mor",
+            "--timeline",
+            pg_url,
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["timeline"] == "postgresql"
 
@@ -38,8 +53,9 @@ def test_create_show_inspect_on_postgres(runner: CliRunner, parquet_file: Path, 
     assert [e["state"] for e in json.loads(res.stdout)["events"]] == ["requested", "inflight", "completed"]
 
 
-def test_postgres_table_without_url_is_refused(runner: CliRunner, parquet_file: Path, tmp_path: Path,
-                                               pg_url: str) -> None:
+def test_postgres_table_without_url_is_refused(
+    runner: CliRunner, parquet_file: Path, tmp_path: Path, pg_url: str
+) -> None:
     path = str(tmp_path / "pg_table")
     assert runner.invoke(cli, ["create", path, "--schema-from", str(parquet_file), "--timeline", pg_url]).exit_code == 0
     res = runner.invoke(cli, ["timeline", "show", path])

@@ -25,8 +25,9 @@ HEARTBEAT = {"heartbeat.interval-ms": 50, "heartbeat.tolerable-misses": 1}
 
 @pytest.fixture
 def table(tmp_path: Path) -> Table:
-    t = Table.create(tmp_path / "t", SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"],
-                     properties=HEARTBEAT)
+    t = Table.create(
+        tmp_path / "t", SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"], properties=HEARTBEAT
+    )
     t.upsert(rows([1, 2, 3]))
     t.upsert(rows([4, 5]))
     return t
@@ -40,8 +41,9 @@ def _run(runner: CliRunner, *args: str, code: int = 0) -> Result:
 
 def _failed_write(t: Table) -> int:
     """A write whose writer died: requested, then no heartbeat until it expires."""
-    ev = t.log.append(Action.COMMIT, State.REQUESTED,
-                      {"operation": "upsert", "snapshot_seq": t.timeline.last_seq, "writer": True})
+    ev = t.log.append(
+        Action.COMMIT, State.REQUESTED, {"operation": "upsert", "snapshot_seq": t.timeline.last_seq, "writer": True}
+    )
     time.sleep(0.3)  # > interval × (misses + 1)
     return ev.instant
 
@@ -151,8 +153,7 @@ def test_schedule_for_people(runner: CliRunner, table: Table) -> None:
 
 def test_names_the_services_do_not_know_are_one_red_line(runner: CliRunner, table: Table) -> None:
     before = len(table.timeline)
-    for args in (["run", table.path, "foo"], ["run", table.path, "foo", "--dry-run"],
-                 ["schedule", table.path, "foo"]):
+    for args in (["run", table.path, "foo"], ["run", table.path, "foo", "--dry-run"], ["schedule", table.path, "foo"]):
         res = _run(runner, *args, code=2)
         lines = res.stderr.strip().splitlines()
         assert len(lines) == 1 and "unknown service 'foo'" in lines[0] and "[UnknownServiceError]" in lines[0]

@@ -11,8 +11,9 @@ from lakeline.table import Table
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "lakeline.cli", *args], check=False, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "lakeline.cli", *args], check=False, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_show_json_in_a_subprocess(busy_table: Table) -> None:

@@ -21,8 +21,16 @@ pytestmark = pytest.mark.postgres
 def ns(cat: Catalog, tmp_path: Path) -> str:
     """A namespace of its own with two tables: ``orders`` (mor, two writes) and ``empty``."""
     ns = f"c{uuid.uuid4().hex[:12]}"
-    t = cat.create_table(f"{ns}.orders", tmp_path / "orders", SCHEMA, record_key="id", ordering_field="ts",
-                         partition_by=["day"], table_type="mor", properties={"clean.retain": 5})
+    t = cat.create_table(
+        f"{ns}.orders",
+        tmp_path / "orders",
+        SCHEMA,
+        record_key="id",
+        ordering_field="ts",
+        partition_by=["day"],
+        table_type="mor",
+        properties={"clean.retain": 5},
+    )
     t.upsert(rows([1, 2, 3]))
     t.upsert(rows([2], ts=2))
     t.log.store.close()
@@ -92,8 +100,7 @@ def test_show_refuses_unknown_and_bad_names(runner: CliRunner, ns: str, pg_url: 
     _one_error_line(runner.invoke(cli, ["tables", "list", "--catalog", "/not/a/url"]), "TimelineConfigError")
 
 
-def test_drop_asks_and_keeps_the_table(runner: CliRunner, cat: Catalog, ns: str, pg_url: str,
-                                       tmp_path: Path) -> None:
+def test_drop_asks_and_keeps_the_table(runner: CliRunner, cat: Catalog, ns: str, pg_url: str, tmp_path: Path) -> None:
     res = runner.invoke(cli, ["tables", "drop", f"{ns}.orders", "--catalog", pg_url], input="n\n")
     assert res.exit_code == 1  # aborted: nothing dropped
     assert cat.table_exists(f"{ns}.orders")
@@ -104,8 +111,9 @@ def test_drop_asks_and_keeps_the_table(runner: CliRunner, cat: Catalog, ns: str,
     t = Table.open(tmp_path / "orders", timeline=pg_url)  # only the name went
     assert t.to_arrow().num_rows == 3
     t.log.store.close()
-    _one_error_line(runner.invoke(cli, ["tables", "drop", f"{ns}.orders", "--yes", "--catalog", pg_url]),
-                    "TableNotFoundError")
+    _one_error_line(
+        runner.invoke(cli, ["tables", "drop", f"{ns}.orders", "--yes", "--catalog", pg_url]), "TableNotFoundError"
+    )
 
 
 def test_drop_purge(runner: CliRunner, cat: Catalog, ns: str, pg_url: str, tmp_path: Path) -> None:

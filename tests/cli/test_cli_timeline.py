@@ -46,8 +46,18 @@ def test_show_for_people(runner: CliRunner, busy_table: Table) -> None:
     res = runner.invoke(cli, ["timeline", "show", busy_table.path])
     assert res.exit_code == 0, res.output
     text = res.stdout
-    for needle in ("requested_at", "completed_at", "summary", "deltacommit", "rolled_back", "clean",
-                   "create: mor", "upsert inserted=3", "heartbeat expired", "policy"):
+    for needle in (
+        "requested_at",
+        "completed_at",
+        "summary",
+        "deltacommit",
+        "rolled_back",
+        "clean",
+        "create: mor",
+        "upsert inserted=3",
+        "heartbeat expired",
+        "policy",
+    ):
         assert needle in text, needle
     res = runner.invoke(cli, ["timeline", "show", busy_table.path, "--action", "archive"])
     assert res.exit_code == 0 and "no instants match" in res.stdout
@@ -80,9 +90,11 @@ def test_inspect_unknown_instant(runner: CliRunner, busy_table: Table) -> None:
 
 
 def test_missing_table_is_one_line_exit_2(runner: CliRunner, tmp_path: Path) -> None:
-    for args in (["timeline", "show", str(tmp_path / "nope")],
-                 ["timeline", "show", str(tmp_path / "nope"), "--json"],
-                 ["timeline", "inspect", str(tmp_path / "nope"), "0"]):
+    for args in (
+        ["timeline", "show", str(tmp_path / "nope")],
+        ["timeline", "show", str(tmp_path / "nope"), "--json"],
+        ["timeline", "inspect", str(tmp_path / "nope"), "0"],
+    ):
         res = runner.invoke(cli, args)
         assert res.exit_code == 2, args
         lines = res.stderr.strip().splitlines()

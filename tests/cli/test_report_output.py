@@ -15,7 +15,8 @@ def test_report_into_a_missing_folder_is_one_line(runner: CliRunner, busy_table:
     res = runner.invoke(cli, ["timeline", "report", busy_table.path, "--html", str(target)])
     assert res.exit_code == 2, res.output
     assert res.output.strip().splitlines() == [
-        f"error: cannot write {target}: the folder {target.parent} does not exist [OutputPathError]"]
+        f"error: cannot write {target}: the folder {target.parent} does not exist [OutputPathError]"
+    ]
     assert not target.parent.exists()
 
 

@@ -90,8 +90,7 @@ def planted(pg_url: str, tmp_path: Path) -> Iterator[dict[str, str]]:
     """Two PostgreSQL-timeline tables made with the password in the DSN (one in each form),
     one catalog table in namespace ``secrets``, each written to."""
     userinfo, query = _with_password(pg_url, query=False), _with_password(pg_url, query=True)
-    a = Table.create(tmp_path / "a", SCHEMA, record_key="id", ordering_field="ts", table_type="mor",
-                     timeline=userinfo)
+    a = Table.create(tmp_path / "a", SCHEMA, record_key="id", ordering_field="ts", table_type="mor", timeline=userinfo)
     a.upsert(rows([1, 2, 3]))
     last = a.upsert(rows([2, 4], ts=2)).instant
     a.log.store.close()
@@ -103,8 +102,14 @@ def planted(pg_url: str, tmp_path: Path) -> Iterator[dict[str, str]]:
         c = cat.create_table(f"{namespace}.c", tmp_path / "c", SCHEMA, record_key="id")
         c.upsert(rows([7, 8]))
         c.log.store.close()
-    yield {"a": str(tmp_path / "a"), "b": str(tmp_path / "b"), "userinfo": userinfo, "query": query,
-           "namespace": namespace, "last": str(getattr(last, "id", last))}
+    yield {
+        "a": str(tmp_path / "a"),
+        "b": str(tmp_path / "b"),
+        "userinfo": userinfo,
+        "query": query,
+        "namespace": namespace,
+        "last": str(getattr(last, "id", last)),
+    }
 
 
 def _runner_config(tmp_path: Path, p: dict[str, str], name: str) -> str:
@@ -116,19 +121,19 @@ threads = 2
 grace_seconds = 5
 
 [[tables]]
-path = "{p['a']}"
-timeline = "{p['userinfo']}"
+path = "{p["a"]}"
+timeline = "{p["userinfo"]}"
 compaction = "every 1s"
 cleaning = "every 1s"
 
 [[tables]]
-path = "{p['b']}"
+path = "{p["b"]}"
 timeline = "{DEAD}"
 cleaning = "every 1s"
 
 [[catalogs]]
-timeline = "{p['query']}"
-namespace = "{p['namespace']}"
+timeline = "{p["query"]}"
+namespace = "{p["namespace"]}"
 cleaning = "every 1s"
 
 [[catalogs]]
@@ -143,8 +148,12 @@ cleaning = "every 1s"
 def _daemon_output(config: str) -> str:
     """The runner daemon's log and its metrics text, read while a few ticks run."""
     port = _free_port()
-    proc = subprocess.Popen([*_cli(), "runner", "--config", config, "--metrics-port", str(port), "-v"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*_cli(), "runner", "--config", config, "--metrics-port", str(port), "-v"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     metrics = ""
     try:
         deadline = time.monotonic() + 20
@@ -174,8 +183,9 @@ def _bad_config(tmp_path: Path, form: str, n: int) -> str:
     return str(path)
 
 
-def test_a_planted_password_appears_nowhere(planted: dict[str, str], tmp_path: Path, parquet_file: Path,
-                                            caplog: pytest.LogCaptureFixture) -> None:
+def test_a_planted_password_appears_nowhere(
+    planted: dict[str, str], tmp_path: Path, parquet_file: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     p = planted
     a, ui, q = p["a"], p["userinfo"], p["query"]
     html = tmp_path / "report.html"
@@ -213,10 +223,24 @@ def test_a_planted_password_appears_nowhere(planted: dict[str, str], tmp_path: P
         (("timeline", "show", a, "--timeline", DEAD), (2,)),
         (("tables", "list", "--catalog", DEAD_QUERY), (2,)),
         (("tables", "show", "x.y", "--catalog", BAD_FORMS[2]), (2,)),
-        (("create", str(tmp_path / "new"), "--schema-from", str(parquet_file), "--key", "id",
-          "--timeline", BAD_FORMS[2]), (2,)),
-        *((("runner", "--config", _bad_config(tmp_path, form, n), "--once"), (2,))
-          for n, form in enumerate(BAD_FORMS) if n),
+        (
+            (
+                "create",
+                str(tmp_path / "new"),
+                "--schema-from",
+                str(parquet_file),
+                "--key",
+                "id",
+                "--timeline",
+                BAD_FORMS[2],
+            ),
+            (2,),
+        ),
+        *(
+            (("runner", "--config", _bad_config(tmp_path, form, n), "--once"), (2,))
+            for n, form in enumerate(BAD_FORMS)
+            if n
+        ),
     ]
 
     with ThreadPoolExecutor(3) as pool:
@@ -229,8 +253,11 @@ def test_a_planted_password_appears_nowhere(planted: dict[str, str], tmp_path: P
         outputs.append(res.output)  # stdout and stderr, as a terminal shows them
     for (args, _), out in zip(commands, outputs, strict=True):
         assert SECRET not in out, f"{args} printed the password:\n{out}"
-    wordy = [(args, out) for (args, code), out in zip(commands, outputs, strict=True)
-             if code == (2,) and out.strip().count("\n")]
+    wordy = [
+        (args, out)
+        for (args, code), out in zip(commands, outputs, strict=True)
+        if code == (2,) and out.strip().count("\n")
+    ]
     assert not wordy, f"a refused command printed more than one line: {wordy}"
     assert SECRET not in daemon, f"the runner daemon or its metrics printed the password:\n{daemon}"
     assert SECRET not in html.read_text(encoding="utf-8"), "the HTML report holds the password"
@@ -239,11 +266,13 @@ def test_a_planted_password_appears_nowhere(planted: dict[str, str], tmp_path: P
     caplog.set_level(logging.DEBUG)
     seen: list[str] = []
     for form in BAD_FORMS:
-        for make in (lambda f: Table.create(tmp_path / "never", SCHEMA, record_key="id", timeline=f),
-                     lambda f: Table.open(a, timeline=f),
-                     Catalog,
-                     lambda f: RunnerConfig.from_dict({"tables": [{"path": a, "timeline": f, "cleaning": "every 1h"}]}),
-                     lambda f: RunnerConfig.from_dict({"catalogs": [{"timeline": f, "cleaning": "every 1h"}]})):
+        for make in (
+            lambda f: Table.create(tmp_path / "never", SCHEMA, record_key="id", timeline=f),
+            lambda f: Table.open(a, timeline=f),
+            Catalog,
+            lambda f: RunnerConfig.from_dict({"tables": [{"path": a, "timeline": f, "cleaning": "every 1h"}]}),
+            lambda f: RunnerConfig.from_dict({"catalogs": [{"timeline": f, "cleaning": "every 1h"}]}),
+        ):
             with pytest.raises((TimelineConfigError, RunnerConfigError)) as info:
                 make(form)
             seen += [str(info.value), repr(info.value)]

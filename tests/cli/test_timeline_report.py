@@ -26,8 +26,14 @@ HOSTILE = '<script>alert("x")</script>'
 
 def _demo_table(tmp_path: Path) -> Table:
     """Writes, a compaction, a rolled-back write, an index, and a hostile string."""
-    t = Table.create(tmp_path / "t", SCHEMA, record_key="id", partition_by=["day"], table_type="mor",
-                     properties={"compaction.delta-commits": 1})
+    t = Table.create(
+        tmp_path / "t",
+        SCHEMA,
+        record_key="id",
+        partition_by=["day"],
+        table_type="mor",
+        properties={"compaction.delta-commits": 1},
+    )
     for n in range(3):  # the same keys again: merge-on-read logs, which compaction folds
         t.upsert(pa.table({"id": [1, 2], "day": ["a", "b"], "note": [HOSTILE, str(n)]}, schema=SCHEMA))
     t.services.compact()
@@ -75,8 +81,8 @@ def _png_pixels(png: bytes) -> np.ndarray:
     pos, idat, width = 8, b"", 0
     height = colour = 0
     while pos < len(png):
-        (length,), kind = struct.unpack(">I", png[pos:pos + 4]), png[pos + 4:pos + 8]
-        body = png[pos + 8:pos + 8 + length]
+        (length,), kind = struct.unpack(">I", png[pos : pos + 4]), png[pos + 4 : pos + 8]
+        body = png[pos + 8 : pos + 8 + length]
         if kind == b"IHDR":
             width, height, depth, colour = struct.unpack(">IIBB", body[:10])
             assert depth == 8 and colour in (2, 6)
@@ -121,17 +127,32 @@ def test_chromium_renders_the_lanes_without_a_console_error(tmp_path: Path) -> N
     page.write_text(render_html(report_data(_demo_table(tmp_path))))
     shot = tmp_path / "shot.png"
     proc = subprocess.run(
-        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--no-first-run", "--hide-scrollbars", "--enable-logging=stderr", "--v=0",
-         f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", "--window-size=1200,700",
-         page.as_uri()],
-        capture_output=True, text=True, timeout=120, check=False)
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--no-first-run",
+            "--hide-scrollbars",
+            "--enable-logging=stderr",
+            "--v=0",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            f"--screenshot={shot}",
+            "--window-size=1200,700",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert shot.exists(), proc.stderr[-2000:]
     console_errors = [ln for ln in proc.stderr.splitlines() if "CONSOLE" in ln or "Uncaught" in ln]
     assert console_errors == []
     pixels = _png_pixels(shot.read_bytes())
     for state in ("completed", "rolled_back"):
-        rgb = [int(STATE_COLOURS[state][i:i + 2], 16) for i in (1, 3, 5)]
+        rgb = [int(STATE_COLOURS[state][i : i + 2], 16) for i in (1, 3, 5)]
         hits = np.all(np.abs(pixels - np.array(rgb)) <= 6, axis=2).sum()
         assert hits > 20, f"no {state} bar ({STATE_COLOURS[state]}) in the screenshot"
     if os.environ.get("LAKELINE_REPORT_SCREENSHOT"):

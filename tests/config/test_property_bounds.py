@@ -26,8 +26,9 @@ from lakeline.table import Table
 from lakeline.timeline.errors import InvalidPropertyError
 
 DEFAULTS = tomllib.loads((Path(__file__).resolve().parents[2] / "config" / "defaults.toml").read_text())
-NUMERIC = sorted(k for k, v in DEFAULTS.items()
-                 if isinstance(v["default"], int | float) and not isinstance(v["default"], bool))
+NUMERIC = sorted(
+    k for k, v in DEFAULTS.items() if isinstance(v["default"], int | float) and not isinstance(v["default"], bool)
+)
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -128,8 +129,10 @@ def in_bounds(draw: st.DrawFn) -> tuple[str, Any]:
     if isinstance(spec.default, float):
         value: Any = draw(st.floats(min_value=spec.min, max_value=spec.max) | st.sampled_from([spec.min, spec.max]))
     else:
-        value = draw(st.integers(min_value=int(spec.min), max_value=int(spec.max))
-                     | st.sampled_from([int(spec.min), int(spec.max)]))
+        value = draw(
+            st.integers(min_value=int(spec.min), max_value=int(spec.max))
+            | st.sampled_from([int(spec.min), int(spec.max)])
+        )
     return key, draw(st.sampled_from([value, str(value)]))
 
 
@@ -155,9 +158,12 @@ def test_a_table_stored_above_a_new_maximum_still_opens_and_reads_it_as_the_maxi
     event = sorted((tmp_path / "t" / ".lakeline" / "timeline").glob("*.json"))
     schema_done = [p for p in event if '"schema"' in p.read_text() and '"completed"' in p.read_text()][-1]
     raw = json.loads(schema_done.read_text())
-    raw["payload"]["config"]["properties"] = {"clean.retain": 2**70, "heartbeat.interval-ms": 10**30,
-                                              "compaction.log-ratio": math.inf,
-                                              "clustering.small-file-ratio": True}
+    raw["payload"]["config"]["properties"] = {
+        "clean.retain": 2**70,
+        "heartbeat.interval-ms": 10**30,
+        "compaction.log-ratio": math.inf,
+        "clustering.small-file-ratio": True,
+    }
     schema_done.write_text(json.dumps(raw))
     old = Table.open(tmp_path / "t")
     assert old.config.props.clean_retain == specs()["clean.retain"].max

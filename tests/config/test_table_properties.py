@@ -66,19 +66,23 @@ def test_pickles() -> None:
     assert pickle.loads(pickle.dumps(p)) == p
 
 
-@pytest.mark.parametrize("user, needle", [
-    ({"write.target-file-size-byte": 1}, "unknown table property"),
-    ({"commit.max-retries": "x"}, "is not a valid int"),
-    ({"clean.policy": "keep_all"}, "is not one of"),
-])
+@pytest.mark.parametrize(
+    "user, needle",
+    [
+        ({"write.target-file-size-byte": 1}, "unknown table property"),
+        ({"commit.max-retries": "x"}, "is not a valid int"),
+        ({"clean.policy": "keep_all"}, "is not one of"),
+    ],
+)
 def test_invalid_properties_raise_as_before(user: dict, needle: str) -> None:
     with pytest.raises(PropertyProblem, match=needle):
         TableProperties.resolve(user)
 
 
 def test_table_config_props() -> None:
-    cfg = TableConfig.build(pa.schema([("id", pa.int64())]), "id", None, None, "cow",
-                            {"heartbeat.interval-ms": 50}, "u")
+    cfg = TableConfig.build(
+        pa.schema([("id", pa.int64())]), "id", None, None, "cow", {"heartbeat.interval-ms": 50}, "u"
+    )
     assert cfg.props is cfg.props  # cached
     assert cfg.props.heartbeat_interval_ms == 50
     assert cfg.to_dict()["properties"] == {"heartbeat.interval-ms": 50}  # on disk: only what was set

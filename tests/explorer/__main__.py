@@ -15,14 +15,7 @@ import argparse
 import sys
 import time
 
-from .explorer import (
-    PrefixChooser,
-    RunReport,
-    exhaustive,
-    parse_choices,
-    run_random,
-    run_schedule,
-)
+from .explorer import PrefixChooser, RunReport, exhaustive, parse_choices, run_random, run_schedule
 from .scenarios import SCENARIOS
 
 
@@ -46,8 +39,11 @@ def _campaign(args: argparse.Namespace) -> tuple[int, list[RunReport]]:
                 break
         elif args.verbose:
             print(f"seed {seed}: ok, {r.steps} steps, {r.seconds:.1f} s", flush=True)
-    print(f"random schedules run: {n} (seeds {args.start}..{args.start + n - 1}), violations: {len(bad)}, "
-          f"{time.perf_counter() - started:.0f} s", flush=True)
+    print(
+        f"random schedules run: {n} (seeds {args.start}..{args.start + n - 1}), violations: {len(bad)}, "
+        f"{time.perf_counter() - started:.0f} s",
+        flush=True,
+    )
     return n, bad
 
 
@@ -57,22 +53,27 @@ def _enumerate(names: list[str], args: argparse.Namespace) -> tuple[int, list[Ru
     for name in names:
         started = time.perf_counter()
         runs = 0
-        for r in exhaustive(SCENARIOS[name], name, args.preemptions, args.crashes, args.max_runs,
-                            stop_on_violation=not args.keep_going):
+        for r in exhaustive(
+            SCENARIOS[name], name, args.preemptions, args.crashes, args.max_runs, stop_on_violation=not args.keep_going
+        ):
             runs += 1
             if not r.ok:
                 bad.append(r)
                 print(r.format(), flush=True)
-        print(f"scenario {name}: {runs} schedules (preemptions <= {args.preemptions}, crashes <= "
-              f"{args.crashes}), violations: {sum(1 for b in bad if name in b.replay)}, "
-              f"{time.perf_counter() - started:.0f} s", flush=True)
+        print(
+            f"scenario {name}: {runs} schedules (preemptions <= {args.preemptions}, crashes <= "
+            f"{args.crashes}), violations: {sum(1 for b in bad if name in b.replay)}, "
+            f"{time.perf_counter() - started:.0f} s",
+            flush=True,
+        )
         total += runs
     return total, bad
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m tests.explorer", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m tests.explorer", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--seed", type=int)
     p.add_argument("--campaign", type=int, default=0, help="run this many random seeds")
     p.add_argument("--start", type=int, default=0, help="first seed of a campaign")
@@ -98,8 +99,11 @@ def main(argv: list[str] | None = None) -> int:
         bad += [] if r.ok else [r]
         runs += 1
     if args.scenario and args.choices:
-        r = run_schedule(SCENARIOS[args.scenario], PrefixChooser(parse_choices(args.choices)),
-                         replay=f"python -m tests.explorer --scenario {args.scenario} --choices {args.choices}")
+        r = run_schedule(
+            SCENARIOS[args.scenario],
+            PrefixChooser(parse_choices(args.choices)),
+            replay=f"python -m tests.explorer --scenario {args.scenario} --choices {args.choices}",
+        )
         print(r.format())
         bad += [] if r.ok else [r]
         runs += 1

@@ -74,8 +74,11 @@ def _pending_retain(tl: Any) -> int | None:
     """The furthest retain point of a clean still pending: reads before it may meet
     files it already deleted (and are then refused with ``SnapshotExpiredError``) or may
     still read in full; both are accepted until the clean completes."""
-    seqs = [int(i.plan["retain_seq"]) for i in tl.pending()
-            if i.action is Action.CLEAN and i.plan.get("retain_seq") is not None]
+    seqs = [
+        int(i.plan["retain_seq"])
+        for i in tl.pending()
+        if i.action is Action.CLEAN and i.plan.get("retain_seq") is not None
+    ]
     return max(seqs) if seqs else None
 
 
@@ -120,9 +123,12 @@ class Checker:
                 try:
                     op.apply(model)
                 except ModelDuplicateKey:
-                    out.append(Violation("duplicate insert committed",
-                                         f"instant {inst.id} {op.label()} inserted a record the table held "
-                                         "in completion order"))
+                    out.append(
+                        Violation(
+                            "duplicate insert committed",
+                            f"instant {inst.id} {op.label()} inserted a record the table held in completion order",
+                        )
+                    )
             elif inst.plan.get("writer"):
                 out.append(Violation("unknown writer", f"completed write instant {inst.id} of no actor"))
             snaps.append((inst, model.sorted()))
@@ -157,8 +163,12 @@ class Checker:
                 actual = self.t.to_arrow(as_of=inst.id)
             except SnapshotExpiredError as e:
                 if retained and not limbo:
-                    out.append(Violation("retained snapshot unreadable", f"as_of={inst.id} (seq {seq}, retain "
-                                         f"point {retain}, pinned {sorted(pinned)}): {e}"))
+                    out.append(
+                        Violation(
+                            "retained snapshot unreadable",
+                            f"as_of={inst.id} (seq {seq}, retain point {retain}, pinned {sorted(pinned)}): {e}",
+                        )
+                    )
                 else:
                     self.verified[inst.id] = stamp
                 continue
@@ -166,16 +176,24 @@ class Checker:
                 out.append(Violation("snapshot read failed", f"as_of={inst.id} (retained={retained}): {e!r}"))
                 continue
             if not retained:
-                out.append(Violation("expired snapshot read", f"as_of={inst.id} (seq {seq}) is before retain "
-                                     f"point {retain} and unpinned, yet it read"))
+                out.append(
+                    Violation(
+                        "expired snapshot read",
+                        f"as_of={inst.id} (seq {seq}) is before retain point {retain} and unpinned, yet it read",
+                    )
+                )
             before = len(out)
             rows = table_rows(actual, COLUMNS)
             twice = [k for k, n in Counter((r[2], r[0]) for r in rows).items() if n > 1]
             if twice:
                 out.append(Violation("key twice", f"as_of={inst.id}: records {sorted(twice)} appear twice"))
             if rows != expected:
-                out.append(Violation("snapshot differs from completion-order model",
-                                     f"as_of={inst.id} ({inst.action}): {_diff(rows, expected)}"))
+                out.append(
+                    Violation(
+                        "snapshot differs from completion-order model",
+                        f"as_of={inst.id} ({inst.action}): {_diff(rows, expected)}",
+                    )
+                )
             if len(out) == before:
                 self.verified[inst.id] = stamp
         if snaps:
@@ -196,18 +214,25 @@ class Checker:
                 tl = tl or self.t.timeline
                 op = a.ops[n]
                 mine = self.instants_of(a.index, n)
-                done = [i for i in mine
-                        if (x := tl.find(i)) is not None and x.is_completed and x.action.writes_data]
+                done = [i for i in mine if (x := tl.find(i)) is not None and x.is_completed and x.action.writes_data]
                 o.instants = mine
                 if o.error is not None and not isinstance(o.error, LakelineError):
                     out.append(Violation("untyped error", f"{a.name} {o.label}: {o.error!r}"))
                 if op.is_write and o.error is not None and done:
-                    out.append(Violation("committed write reported as failed",
-                                         f"{a.name} {o.label} raised {o.error!r} but instant(s) {done} completed"))
+                    out.append(
+                        Violation(
+                            "committed write reported as failed",
+                            f"{a.name} {o.label} raised {o.error!r} but instant(s) {done} completed",
+                        )
+                    )
                 if op.is_write and o.ok and o.result is not None and o.result.instant is not None:
                     if o.result.instant.id not in done:
-                        out.append(Violation("reported write not completed",
-                                             f"{a.name} {o.label} returned instant {o.result.instant.id}"))
+                        out.append(
+                            Violation(
+                                "reported write not completed",
+                                f"{a.name} {o.label} returned instant {o.result.instant.id}",
+                            )
+                        )
             self.outcomes_seen[a.index] = len(a.outcomes)
 
     def _indexes(self, out: list[Violation]) -> None:
@@ -234,8 +259,9 @@ class Checker:
         if pending:
             out.append(Violation("pending after recovery", "; ".join(pending)))
         rolled = {i.id for i in tl.instants() if i.state is State.ROLLED_BACK}
-        left = sorted(f for f in data_files(self.root)
-                      if (p := parse_data_file_name(f)) is not None and p.instant in rolled)
+        left = sorted(
+            f for f in data_files(self.root) if (p := parse_data_file_name(f)) is not None and p.instant in rolled
+        )
         if left:
             out.append(Violation("file of a rolled-back instant remains", str(left[:5])))
         marked = sorted(set(instants_with_markers(self.t.storage)) & rolled)

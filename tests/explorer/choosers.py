@@ -31,8 +31,9 @@ class Chooser:
     """Picks the next decision from the actors that may run (``enabled``) and those
     parked at a fault point (``crashable``); ``crashed`` ones may be woken up."""
 
-    def choose(self, step: int, enabled: list[int], crashable: list[int], last: int | None,
-               crashed: tuple[int, ...] = ()) -> Decision:
+    def choose(
+        self, step: int, enabled: list[int], crashable: list[int], last: int | None, crashed: tuple[int, ...] = ()
+    ) -> Decision:
         raise NotImplementedError
 
 
@@ -40,13 +41,15 @@ class RandomChooser(Chooser):
     """Seeded: mostly stays with the last actor (so one actor often runs a whole
     protocol while another is parked mid-way), sometimes switches, rarely crashes."""
 
-    def __init__(self, seed: int, stay: float = 0.6, crash_p: float = 0.015, max_crashes: int = 1,
-                 revive_p: float = 0.01) -> None:
+    def __init__(
+        self, seed: int, stay: float = 0.6, crash_p: float = 0.015, max_crashes: int = 1, revive_p: float = 0.01
+    ) -> None:
         self.rng = random.Random(seed * 7919 + 1)
         self.stay, self.crash_p, self.crashes_left, self.revive_p = stay, crash_p, max_crashes, revive_p
 
-    def choose(self, step: int, enabled: list[int], crashable: list[int], last: int | None,
-               crashed: tuple[int, ...] = ()) -> Decision:
+    def choose(
+        self, step: int, enabled: list[int], crashable: list[int], last: int | None, crashed: tuple[int, ...] = ()
+    ) -> Decision:
         if crashed and self.rng.random() < self.revive_p:
             return Decision(self.rng.choice(crashed), revive=True)
         if crashable and self.crashes_left and self.rng.random() < self.crash_p:
@@ -66,8 +69,15 @@ class PCTChooser(Chooser):
     at most ``max_crashes``, hits the actor about to run, at a random step; in half the
     runs with a crash the dead actor wakes up again later, as a stale process."""
 
-    def __init__(self, seed: int, actors: int, est_steps: int, depth: int | None = None,
-                 crash_p: float = 0.25, max_crashes: int = 1) -> None:
+    def __init__(
+        self,
+        seed: int,
+        actors: int,
+        est_steps: int,
+        depth: int | None = None,
+        crash_p: float = 0.25,
+        max_crashes: int = 1,
+    ) -> None:
         self.rng = random.Random(seed * 7919 + 2)
         self.prio = self.rng.sample(range(actors, 2 * actors), actors)
         d = depth or self.rng.randint(2, 4)
@@ -75,11 +85,15 @@ class PCTChooser(Chooser):
         self.low = actors
         self.crash_at = self.rng.randrange(max(est_steps, 1)) if self.rng.random() < crash_p else -1
         self.crashes_left = max_crashes
-        self.revive_at = (self.crash_at + 1 + self.rng.randrange(max(est_steps // 2, 1))
-                          if self.crash_at >= 0 and self.rng.random() < 0.5 else -1)
+        self.revive_at = (
+            self.crash_at + 1 + self.rng.randrange(max(est_steps // 2, 1))
+            if self.crash_at >= 0 and self.rng.random() < 0.5
+            else -1
+        )
 
-    def choose(self, step: int, enabled: list[int], crashable: list[int], last: int | None,
-               crashed: tuple[int, ...] = ()) -> Decision:
+    def choose(
+        self, step: int, enabled: list[int], crashable: list[int], last: int | None, crashed: tuple[int, ...] = ()
+    ) -> Decision:
         if crashed and step >= self.revive_at >= 0:
             self.revive_at = -1
             return Decision(crashed[0], revive=True)
@@ -103,13 +117,17 @@ class PrefixChooser(Chooser):
         self.options: list[tuple[list[int], list[int], int | None]] = []
         self.diverged = False
 
-    def choose(self, step: int, enabled: list[int], crashable: list[int], last: int | None,
-               crashed: tuple[int, ...] = ()) -> Decision:
+    def choose(
+        self, step: int, enabled: list[int], crashable: list[int], last: int | None, crashed: tuple[int, ...] = ()
+    ) -> Decision:
         self.options.append((list(enabled), list(crashable), last))
         if step < len(self.prefix):
             d = self.prefix[step]
-            if ((d.crash and d.actor in crashable) or (d.revive and d.actor in crashed)
-                    or (not d.crash and not d.revive and d.actor in enabled)):
+            if (
+                (d.crash and d.actor in crashable)
+                or (d.revive and d.actor in crashed)
+                or (not d.crash and not d.revive and d.actor in enabled)
+            ):
                 self.taken.append(d)
                 return d
             self.diverged = True

@@ -33,14 +33,7 @@ from lakeline.table import Table
 from tests.table.model import SCHEMA
 
 from .checks import Checker, Violation
-from .choosers import (
-    Chooser,
-    Decision,
-    PCTChooser,
-    PrefixChooser,
-    RandomChooser,
-    actor_name,
-)
+from .choosers import Chooser, Decision, PCTChooser, PrefixChooser, RandomChooser, actor_name
 from .ops import DAYS, EDGES, Op, hot_keys, initial_rows, random_op
 from .scheduler import OP_START, Scheduler, StepTimeout
 
@@ -103,28 +96,41 @@ class RunReport:
         return not self.violations
 
     def format(self) -> str:
-        out = ["VIOLATION" if self.violations else "ok", f"replay: {self.replay}", self.spec.describe(),
-               f"decisions: {','.join(map(str, self.decisions))}", "history:"]
+        out = [
+            "VIOLATION" if self.violations else "ok",
+            f"replay: {self.replay}",
+            self.spec.describe(),
+            f"decisions: {','.join(map(str, self.decisions))}",
+            "history:",
+        ]
         out += [f"  {h}" for h in self.history]
         out += [f"  !! {v}" for v in self.violations]
         return "\n".join(out)
 
 
 def _setup(path: str, spec: RunSpec) -> tuple[Table, dict[int, Op]]:
-    t = Table.create(path, SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"],
-                     table_type=spec.table_type, properties=PROPERTIES)
+    t = Table.create(
+        path,
+        SCHEMA,
+        record_key="id",
+        ordering_field="ts",
+        partition_by=["day"],
+        table_type=spec.table_type,
+        properties=PROPERTIES,
+    )
     setup: dict[int, Op] = {}
     rows = initial_rows()
     for n in range(spec.setup_commits):
-        part = rows[n::spec.setup_commits]
+        part = rows[n :: spec.setup_commits]
         op = Op("upsert", rows=tuple((r["id"], r["ts"], r["day"], r["v"]) for r in part))
         res = op.run(t)
         setup[res.instant.id] = op
     return t, setup
 
 
-def run_schedule(spec: RunSpec, chooser: Chooser, replay: str = "", workdir: str | None = None,
-                 recover: bool = True) -> RunReport:
+def run_schedule(
+    spec: RunSpec, chooser: Chooser, replay: str = "", workdir: str | None = None, recover: bool = True
+) -> RunReport:
     """Run ``spec`` under ``chooser`` on a fresh table; see the module docstring."""
     started = time.perf_counter()
     report = RunReport(spec, replay=replay)
@@ -234,8 +240,13 @@ def _recover(harness: Table, setup: dict[int, Op], checker: Checker, report: Run
 # -- generating schedules ------------------------------------------------------------------
 
 
-def random_spec(seed: int, actors: int | None = None, ops: int | None = None,
-                kinds: tuple[str, ...] | None = None, table_type: str | None = None) -> RunSpec:
+def random_spec(
+    seed: int,
+    actors: int | None = None,
+    ops: int | None = None,
+    kinds: tuple[str, ...] | None = None,
+    table_type: str | None = None,
+) -> RunSpec:
     """The actors and operations of random schedule ``seed`` (optionally only operations
     of ``kinds``, on a table of ``table_type``)."""
     rng = random.Random(seed)
@@ -243,8 +254,9 @@ def random_spec(seed: int, actors: int | None = None, ops: int | None = None,
     tt = table_type or tt
     n = actors or rng.randint(2, 4)
     hot = hot_keys(rng)
-    return RunSpec(tt, tuple(tuple(random_op(rng, tt, hot, kinds) for _ in range(ops or rng.randint(1, 4)))
-                             for _ in range(n)))
+    return RunSpec(
+        tt, tuple(tuple(random_op(rng, tt, hot, kinds) for _ in range(ops or rng.randint(1, 4))) for _ in range(n))
+    )
 
 
 #: Fault points a write passes (about): spreads PCT's priority changes over a run.
@@ -258,14 +270,21 @@ def random_chooser(seed: int, spec: RunSpec) -> Chooser:
     return PCTChooser(seed, len(spec.actors), STEPS_PER_OP * sum(len(a) for a in spec.actors))
 
 
-def run_random(seed: int, actors: int | None = None, ops: int | None = None,
-               kinds: tuple[str, ...] | None = None, table_type: str | None = None, **kw: Any) -> RunReport:
+def run_random(
+    seed: int,
+    actors: int | None = None,
+    ops: int | None = None,
+    kinds: tuple[str, ...] | None = None,
+    table_type: str | None = None,
+    **kw: Any,
+) -> RunReport:
     spec = random_spec(seed, actors, ops, kinds, table_type)
-    extra = "".join(f" --{k.replace('_', '-')} {v}" for k, v in (("actors", actors), ("ops", ops),
-                                                                  ("kinds", ",".join(kinds or ())),
-                                                                  ("table-type", table_type)) if v)
-    return run_schedule(spec, random_chooser(seed, spec), replay=f"python -m tests.explorer --seed {seed}{extra}",
-                        **kw)
+    extra = "".join(
+        f" --{k.replace('_', '-')} {v}"
+        for k, v in (("actors", actors), ("ops", ops), ("kinds", ",".join(kinds or ())), ("table-type", table_type))
+        if v
+    )
+    return run_schedule(spec, random_chooser(seed, spec), replay=f"python -m tests.explorer --seed {seed}{extra}", **kw)
 
 
 def _preemptions(decisions: list[Decision], options: list[tuple[list[int], list[int], int | None]]) -> int:
@@ -276,8 +295,14 @@ def _preemptions(decisions: list[Decision], options: list[tuple[list[int], list[
     return n
 
 
-def exhaustive(spec: RunSpec, name: str, max_preemptions: int = 1, max_crashes: int = 0,
-               max_runs: int = 200, stop_on_violation: bool = True) -> Iterator[RunReport]:
+def exhaustive(
+    spec: RunSpec,
+    name: str,
+    max_preemptions: int = 1,
+    max_crashes: int = 0,
+    max_runs: int = 200,
+    stop_on_violation: bool = True,
+) -> Iterator[RunReport]:
     """Every schedule of ``spec`` within the bounds (depth first), one report each."""
     stack: list[list[Decision]] = [[]]
     seen: set[tuple[Decision, ...]] = set()
@@ -288,8 +313,7 @@ def exhaustive(spec: RunSpec, name: str, max_preemptions: int = 1, max_crashes: 
         report = run_schedule(spec, chooser, replay="")
         runs += 1
         taken = chooser.taken
-        report.replay = (f"python -m tests.explorer --scenario {name} --choices "
-                         f"{','.join(map(str, taken)) or '-'}")
+        report.replay = f"python -m tests.explorer --scenario {name} --choices {','.join(map(str, taken)) or '-'}"
         yield report
         if not report.ok and stop_on_violation:
             return
@@ -318,5 +342,17 @@ def parse_choices(text: str) -> list[Decision]:
 
 Scenario = Callable[[], RunSpec]
 
-__all__ = ["Chooser", "Decision", "PCTChooser", "PrefixChooser", "RandomChooser", "RunReport", "RunSpec",
-           "exhaustive", "parse_choices", "random_spec", "run_random", "run_schedule"]
+__all__ = [
+    "Chooser",
+    "Decision",
+    "PCTChooser",
+    "PrefixChooser",
+    "RandomChooser",
+    "RunReport",
+    "RunSpec",
+    "exhaustive",
+    "parse_choices",
+    "random_spec",
+    "run_random",
+    "run_schedule",
+]

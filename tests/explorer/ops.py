@@ -30,8 +30,18 @@ KEYS = 24
 EDGES = (0, 1, 9, 11, 14, 15)
 
 WRITES = ("insert", "upsert", "delete", "delete_where", "overwrite")
-SERVICES = ("compact", "cluster", "clean", "archive", "rollback", "savepoint", "release",
-            "index_create", "index_drop", "index_run")
+SERVICES = (
+    "compact",
+    "cluster",
+    "clean",
+    "archive",
+    "rollback",
+    "savepoint",
+    "release",
+    "index_create",
+    "index_drop",
+    "index_run",
+)
 INDEX_KINDS = {"bloom": "bloom_filters", "stats": "column_stats"}
 
 
@@ -136,8 +146,9 @@ def _key(rng: random.Random, hot: tuple[int, ...]) -> int:
     return rng.choice(hot) if rng.random() < 0.75 else rng.randrange(KEYS)
 
 
-def _rows(rng: random.Random, hot: tuple[int, ...], n: int,
-          day: str | None = None) -> tuple[tuple[int, int, str, int], ...]:
+def _rows(
+    rng: random.Random, hot: tuple[int, ...], n: int, day: str | None = None
+) -> tuple[tuple[int, int, str, int], ...]:
     out: dict[tuple[int, str], tuple[int, int, str, int]] = {}
     for _ in range(n):
         d = day or (DAYS[0] if rng.random() < 0.7 else DAYS[1])
@@ -161,13 +172,26 @@ def random_write(rng: random.Random, kind: str, hot: tuple[int, ...]) -> Op:
 
 
 #: Relative weights of random operations (merge-on-read tables add compaction).
-WEIGHTS = {"upsert": 8, "delete": 6, "insert": 3, "delete_where": 2, "overwrite": 1, "compact": 5,
-           "cluster": 2, "clean": 2, "archive": 1, "rollback": 2, "savepoint": 1.5, "release": 1,
-           "index_create": 1, "index_drop": 0.6, "index_run": 0.4}
+WEIGHTS = {
+    "upsert": 8,
+    "delete": 6,
+    "insert": 3,
+    "delete_where": 2,
+    "overwrite": 1,
+    "compact": 5,
+    "cluster": 2,
+    "clean": 2,
+    "archive": 1,
+    "rollback": 2,
+    "savepoint": 1.5,
+    "release": 1,
+    "index_create": 1,
+    "index_drop": 0.6,
+    "index_run": 0.4,
+}
 
 
-def random_op(rng: random.Random, table_type: str, hot: tuple[int, ...],
-              only: tuple[str, ...] | None = None) -> Op:
+def random_op(rng: random.Random, table_type: str, hot: tuple[int, ...], only: tuple[str, ...] | None = None) -> Op:
     """A random operation (of the kinds in ``only``, if given)."""
     kinds = [k for k in WEIGHTS if (table_type == "mor" or k != "compact") and (only is None or k in only)]
     kind = rng.choices(kinds, weights=[WEIGHTS[k] for k in kinds])[0]

@@ -21,23 +21,30 @@ def _up(key: int, ts: int = 1, day: str = "2026-01-01", v: int = 50) -> Op:
 SCENARIOS: dict[str, RunSpec] = {
     # Item 1: D deletes k from its snapshot; A deletes k and B re-inserts it in a new
     # group; D completes last.
-    "lost_delete": RunSpec("mor", ((Op("delete", keys=(1,)),), (Op("delete", keys=(1,)),), (_up(1),)),
-                           granularity="coarse"),
+    "lost_delete": RunSpec(
+        "mor", ((Op("delete", keys=(1,)),), (Op("delete", keys=(1,)),), (_up(1),)), granularity="coarse"
+    ),
     # Item 2: U upserts k through a log and pauses; k is deleted and its group compacted
     # without it; U completes; a later upsert of k must find it.
-    "revived_key": RunSpec("mor", ((_up(K), _up(K, ts=2, v=60)), (Op("delete", keys=(K,)), Op("compact")),),
-                           granularity="coarse"),
+    "revived_key": RunSpec(
+        "mor", ((_up(K), _up(K, ts=2, v=60)), (Op("delete", keys=(K,)), Op("compact"))), granularity="coarse"
+    ),
     # Two writers on the same key in both table types, with a crash allowed.
     "upsert_delete_cow": RunSpec("cow", ((_up(2),), (Op("delete", keys=(2,)),)), granularity="coarse"),
-    "insert_insert_mor": RunSpec("mor", ((Op("insert", rows=((30, 1, "2026-01-01", 1),)),),
-                                         (Op("insert", rows=((30, 2, "2026-01-01", 2),)),)), granularity="coarse"),
+    "insert_insert_mor": RunSpec(
+        "mor",
+        ((Op("insert", rows=((30, 1, "2026-01-01", 1),)),), (Op("insert", rows=((30, 2, "2026-01-01", 2),)),)),
+        granularity="coarse",
+    ),
     # A writer and a crash-prone service with the rollback service behind them.
     "crash_rollback": RunSpec("mor", ((_up(3), _up(4)), (Op("compact"), Op("rollback"))), granularity="coarse"),
     # A savepoint racing a clean.
     "savepoint_clean": RunSpec("cow", ((Op("savepoint"),), (_up(5), Op("clean"))), granularity="coarse"),
     # An index built while a writer lands.
-    "index_write": RunSpec("mor", ((Op("index_create", name="bloom"),), (_up(6), Op("delete", keys=(6,)))),
-                           granularity="coarse"),
-    "delete_where_upsert": RunSpec("mor", ((Op("delete_where", pred=Pred("isin", col="id", values=(7,))),),
-                                           (_up(7, ts=3),)), granularity="coarse"),
+    "index_write": RunSpec(
+        "mor", ((Op("index_create", name="bloom"),), (_up(6), Op("delete", keys=(6,)))), granularity="coarse"
+    ),
+    "delete_where_upsert": RunSpec(
+        "mor", ((Op("delete_where", pred=Pred("isin", col="id", values=(7,))),), (_up(7, ts=3),)), granularity="coarse"
+    ),
 }

@@ -143,8 +143,9 @@ class Actor:
             while self.state == "running" or self._turn:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise StepTimeout(f"actor {self.name} did not reach a point within {timeout_s:.0f} s "
-                                      f"(last point {self.point})")
+                    raise StepTimeout(
+                        f"actor {self.name} did not reach a point within {timeout_s:.0f} s (last point {self.point})"
+                    )
                 cond.wait(left)
 
     def crash(self) -> None:
@@ -223,6 +224,7 @@ def _wrap_store(actor: Actor) -> None:
     store.beat = beat_  # type: ignore[method-assign]
     store.last_beats = last_beats_  # type: ignore[method-assign]
     if beats is not None:
+
         def beats_() -> dict[Any, int]:
             return live_now(dict(beats()), by_attempt=True)
 

@@ -12,13 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.explorer.explorer import (
-    PrefixChooser,
-    RunReport,
-    exhaustive,
-    run_random,
-    run_schedule,
-)
+from tests.explorer.explorer import PrefixChooser, RunReport, exhaustive, run_random, run_schedule
 from tests.explorer.scenarios import SCENARIOS
 
 #: make test: random schedules for about this long (seconds), then the scenarios below.
@@ -30,8 +24,7 @@ SHORT_SCENARIOS = {"lost_delete": 32, "revived_key": 10}
 
 def _fail(bad: list[RunReport], runs: int) -> None:
     if bad:
-        pytest.fail(f"{len(bad)} of {runs} schedules broke an invariant; first:\n{bad[0].format()}",
-                    pytrace=False)
+        pytest.fail(f"{len(bad)} of {runs} schedules broke an invariant; first:\n{bad[0].format()}", pytrace=False)
 
 
 def _campaign(tmp_path: Path, budget_s: float, start: int = 0) -> tuple[int, list[RunReport]]:

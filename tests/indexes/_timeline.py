@@ -16,8 +16,7 @@ class Events:
 
     def _add(self, instant: int | None, action: Action, state: State, payload: dict[str, Any]) -> int:
         seq = len(self.events)
-        self.events.append(Event(seq, 1_000_000 + seq, seq if instant is None else instant, action, state,
-                                 payload))
+        self.events.append(Event(seq, 1_000_000 + seq, seq if instant is None else instant, action, state, payload))
         return seq
 
     def request(self, action: Action = Action.COMMIT, plan: dict[str, Any] | None = None) -> int:

@@ -7,13 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
-from lakeline.indexes.bloom import (
-    BloomBits,
-    FileBloom,
-    bloom_table,
-    file_bloom_rows,
-    key_hashes,
-)
+from lakeline.indexes.bloom import BloomBits, FileBloom, bloom_table, file_bloom_rows, key_hashes
 from lakeline.indexes.hashing import hash_array
 from lakeline.timeline.errors import MetadataTableError, UnknownColumnError
 
@@ -96,7 +90,7 @@ def test_few_and_many_probes_agree() -> None:
     fb = FileBloom.build(rows, ["id"], fpp=0.01)
     probe = key_hashes(pa.table({"id": pa.array(range(20_000), pa.int64())}), ["id"])
     many = fb.might_contain(probe)  # unpacks the filter
-    few = np.concatenate([fb.might_contain(probe[i:i + 3]) for i in range(0, 60, 3)])  # packed lookups
+    few = np.concatenate([fb.might_contain(probe[i : i + 3]) for i in range(0, 60, 3)])  # packed lookups
     assert (few == many[:60]).all() and many[::5].all()
 
 

@@ -10,14 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pytest
-from lakeline.indexes.column_stats import (
-    decode_bound,
-    estimate,
-    file_stats,
-    merge_sketches,
-    ndv,
-    sketch_values,
-)
+from lakeline.indexes.column_stats import decode_bound, estimate, file_stats, merge_sketches, ndv, sketch_values
 from lakeline.indexes.pruning import stats_keep
 
 
@@ -26,16 +19,20 @@ def _row(stats: pa.Table, column: str) -> dict[str, object]:
 
 
 def test_bounds_and_counts_round_trip_per_type() -> None:
-    rows = pa.table({
-        "i": pa.array([3, None, -7, 12], pa.int64()),
-        "f": pa.array([0.1, 2.5, None, -1e300], pa.float64()),
-        "s": pa.array(["b", "a", "zz", None]),
-        "d": pa.array([dt.date(2026, 1, 2), dt.date(2025, 12, 31), None, None], pa.date32()),
-        "t": pa.array([dt.datetime(2026, 1, 1, 5), None, None, dt.datetime(2026, 1, 1, 4, 0, 0, 123)],
-                      pa.timestamp("us", tz="UTC")),
-        "dec": pa.array([decimal.Decimal("1.25"), decimal.Decimal("-3.50"), None, None], pa.decimal128(10, 2)),
-        "b": pa.array([True, None, True, True]),
-    })
+    rows = pa.table(
+        {
+            "i": pa.array([3, None, -7, 12], pa.int64()),
+            "f": pa.array([0.1, 2.5, None, -1e300], pa.float64()),
+            "s": pa.array(["b", "a", "zz", None]),
+            "d": pa.array([dt.date(2026, 1, 2), dt.date(2025, 12, 31), None, None], pa.date32()),
+            "t": pa.array(
+                [dt.datetime(2026, 1, 1, 5), None, None, dt.datetime(2026, 1, 1, 4, 0, 0, 123)],
+                pa.timestamp("us", tz="UTC"),
+            ),
+            "dec": pa.array([decimal.Decimal("1.25"), decimal.Decimal("-3.50"), None, None], pa.decimal128(10, 2)),
+            "b": pa.array([True, None, True, True]),
+        }
+    )
     stats = file_stats("p/f.parquet", "p", rows)
     assert stats.num_rows == len(rows.column_names)
     for name in rows.column_names:
@@ -51,12 +48,14 @@ def test_bounds_and_counts_round_trip_per_type() -> None:
 
 
 def test_nan_all_null_and_binary_columns_have_no_bounds() -> None:
-    rows = pa.table({
-        "f": pa.array([1.0, float("nan"), 3.0]),
-        "n": pa.array([None, None, None], pa.int64()),
-        "bin": pa.array([b"\x00\xff", b"a", None]),
-        "lst": pa.array([[1], [2, 3], None]),
-    })
+    rows = pa.table(
+        {
+            "f": pa.array([1.0, float("nan"), 3.0]),
+            "n": pa.array([None, None, None], pa.int64()),
+            "bin": pa.array([b"\x00\xff", b"a", None]),
+            "lst": pa.array([[1], [2, 3], None]),
+        }
+    )
     stats = file_stats("f", "", rows)
     for name in rows.column_names:
         r = _row(stats, name)
@@ -101,15 +100,46 @@ def test_merge_of_disjoint_and_identical_sketches() -> None:
 def test_stats_pruning_never_drops_a_file_with_a_matching_row() -> None:
     """For every filter, a file whose rows match is kept; clear misses are dropped,
     including on a column with nulls (split into "null" and "in bounds" cases)."""
-    rows = pa.table({"a": pa.array([5, 7, None], pa.int64()), "b": pa.array([1, 2, 3], pa.int64()),
-                     "c": pa.array([None, None, None], pa.int64()), "s": pa.array(["m", None, "q"])})
+    rows = pa.table(
+        {
+            "a": pa.array([5, 7, None], pa.int64()),
+            "b": pa.array([1, 2, 3], pa.int64()),
+            "c": pa.array([None, None, None], pa.int64()),
+            "s": pa.array(["m", None, "q"]),
+        }
+    )
     schema = rows.schema
     stats = {"f": file_stats("f", "", rows).to_pylist()}
     a, b, c, s = pc.field("a"), pc.field("b"), pc.field("c"), pc.field("s")
-    filters = [a == 5, a == 6, a > 7, a >= 7, a < 5, a <= 5, a != 5, a.is_null(), ~a.is_null(), a.is_valid(),
-               a.isin([1, 2]), a.isin([7, 100]), b == 4, b > 3, (b == 2) & (a == 5), (b == 9) | (a == 7),
-               ~(b == 1), c.is_null(), c == 1, ~c.is_null(), (a > 100) | a.is_null(), ~(a > 6),
-               s == "m", s < "m", s.is_null() & (a > 6), (s > "z") | (c > 0), pc.invert(a.is_null()) & (b == 3)]
+    filters = [
+        a == 5,
+        a == 6,
+        a > 7,
+        a >= 7,
+        a < 5,
+        a <= 5,
+        a != 5,
+        a.is_null(),
+        ~a.is_null(),
+        a.is_valid(),
+        a.isin([1, 2]),
+        a.isin([7, 100]),
+        b == 4,
+        b > 3,
+        (b == 2) & (a == 5),
+        (b == 9) | (a == 7),
+        ~(b == 1),
+        c.is_null(),
+        c == 1,
+        ~c.is_null(),
+        (a > 100) | a.is_null(),
+        ~(a > 6),
+        s == "m",
+        s < "m",
+        s.is_null() & (a > 6),
+        (s > "z") | (c > 0),
+        pc.invert(a.is_null()) & (b == 3),
+    ]
     for flt in filters:
         matches = ds.dataset(rows).to_table(filter=flt).num_rows > 0
         kept = stats_keep(flt, schema, stats, ["f"])[0]

@@ -16,13 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from lakeline.indexes import files_index
-from lakeline.indexes.files_index import (
-    FILES,
-    KEEP_CHECKPOINTS,
-    state_from_rows,
-    validate_checkpoint,
-    view_rows,
-)
+from lakeline.indexes.files_index import FILES, KEEP_CHECKPOINTS, state_from_rows, validate_checkpoint, view_rows
 from lakeline.indexes.metadata_table import MetadataTable
 from lakeline.table import Table
 from lakeline.timeline.diagnostics import faults
@@ -33,8 +27,10 @@ DAYS = ["a", "b", "c"]
 
 
 def _rows(rng: random.Random, ids: list[int], ts: int) -> pa.Table:
-    return pa.table({"id": ids, "ts": [ts] * len(ids), "day": [DAYS[i % 3] for i in ids],
-                     "v": [rng.randint(0, 100) for _ in ids]}, schema=SCHEMA)
+    return pa.table(
+        {"id": ids, "ts": [ts] * len(ids), "day": [DAYS[i % 3] for i in ids], "v": [rng.randint(0, 100) for _ in ids]},
+        schema=SCHEMA,
+    )
 
 
 def _random_history(t: Table, rng: random.Random, steps: int) -> None:
@@ -72,9 +68,15 @@ def _check_views(t: Table) -> None:
 
 @pytest.mark.parametrize("kind", ["cow", "mor"])
 def test_views_from_checkpoints_equal_a_full_replay(tmp_path: Path, kind: str) -> None:
-    t = Table.create(tmp_path / "t", SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"],
-                     table_type=kind, properties={"metadata.files.checkpoint-commits": 3,
-                                                  "write.target-file-size-bytes": 2048})
+    t = Table.create(
+        tmp_path / "t",
+        SCHEMA,
+        record_key="id",
+        ordering_field="ts",
+        partition_by=["day"],
+        table_type=kind,
+        properties={"metadata.files.checkpoint-commits": 3, "write.target-file-size-bytes": 2048},
+    )
     _random_history(t, random.Random(7 if kind == "cow" else 8), 40)
     checkpoints = MetadataTable(t.storage).bases(FILES)
     assert 1 <= len(checkpoints) <= KEEP_CHECKPOINTS
@@ -89,15 +91,30 @@ def test_views_from_checkpoints_equal_a_full_replay(tmp_path: Path, kind: str) -
 
 
 def test_checkpoints_on_a_postgresql_timeline(tmp_path: Path, pg_url: str) -> None:
-    t = Table.create(tmp_path / "t", SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"],
-                     table_type="mor", properties={"metadata.files.checkpoint-commits": 2}, timeline=pg_url)
+    t = Table.create(
+        tmp_path / "t",
+        SCHEMA,
+        record_key="id",
+        ordering_field="ts",
+        partition_by=["day"],
+        table_type="mor",
+        properties={"metadata.files.checkpoint-commits": 2},
+        timeline=pg_url,
+    )
     _random_history(t, random.Random(3), 12)
     assert MetadataTable(t.storage).bases(FILES)
 
 
 def test_checkpoint_rows_round_trip(tmp_path: Path) -> None:
-    t = Table.create(tmp_path / "t", SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"],
-                     table_type="mor", properties={"write.target-file-size-bytes": 2048})
+    t = Table.create(
+        tmp_path / "t",
+        SCHEMA,
+        record_key="id",
+        ordering_field="ts",
+        partition_by=["day"],
+        table_type="mor",
+        properties={"write.target-file-size-bytes": 2048},
+    )
     _random_history(t, random.Random(11), 15)
     view = t.view(t.timeline)
     assert state_from_rows(view_rows(view)) == view.state()
@@ -107,21 +124,24 @@ def test_checkpoint_rows_round_trip(tmp_path: Path) -> None:
     assert any(deletes(view.state()).values())
 
 
-def test_a_checkpoint_from_before_log_delete_counts_reads_them_as_not_known(tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_checkpoint_from_before_log_delete_counts_reads_them_as_not_known(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Checkpoints written before the ``deletes`` column still load: every file's count
     reads as 0 ("not known"), which only makes a read take a delete-only log whole."""
     t = Table.create(tmp_path / "t", SCHEMA, record_key="id", ordering_field="ts", table_type="mor")
-    t.insert(pa.table({"id": list(range(100)), "ts": [1] * 100, "day": ["a"] * 100, "v": list(range(100))},
-                      schema=SCHEMA))
+    t.insert(
+        pa.table({"id": list(range(100)), "ts": [1] * 100, "day": ["a"] * 100, "v": list(range(100))}, schema=SCHEMA)
+    )
     t.delete_where(pc.field("id") < 10)
     view = t.view(t.timeline)
     logs = [f for slices in view.state().values() for s in slices for f in s.logs]
     assert logs and all(f.deletes == f.rows > 0 for f in logs)
     old = state_from_rows(view_rows(view).drop_columns(["deletes"]))
     assert all(f.deletes == 0 for slices in old.values() for s in slices for f in s.files)
-    assert {k: [replace(f, deletes=0) for s in v for f in s.files] for k, v in view.state().items()} == \
-        {k: [f for s in v for f in s.files] for k, v in old.items()}
+    assert {k: [replace(f, deletes=0) for s in v for f in s.files] for k, v in view.state().items()} == {
+        k: [f for s in v for f in s.files] for k, v in old.items()
+    }
     # Validation takes such a checkpoint as good: a count that is not known is no mismatch.
     real = files_index.view_rows
     monkeypatch.setattr(files_index, "view_rows", lambda v: real(v).drop_columns(["deletes"]))
@@ -131,8 +151,15 @@ def test_a_checkpoint_from_before_log_delete_counts_reads_them_as_not_known(tmp_
 
 
 def test_a_lost_or_damaged_checkpoint_costs_time_not_rows(tmp_path: Path) -> None:
-    t = Table.create(tmp_path / "t", SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"],
-                     table_type="cow", properties={"metadata.files.checkpoint-commits": 2})
+    t = Table.create(
+        tmp_path / "t",
+        SCHEMA,
+        record_key="id",
+        ordering_field="ts",
+        partition_by=["day"],
+        table_type="cow",
+        properties={"metadata.files.checkpoint-commits": 2},
+    )
     _random_history(t, random.Random(5), 10)
     expected = t.to_arrow().sort_by("id")
     checkpoints = MetadataTable(t.storage).bases(FILES)
@@ -148,8 +175,13 @@ def test_a_lost_or_damaged_checkpoint_costs_time_not_rows(tmp_path: Path) -> Non
 
 
 def test_failed_upkeep_never_fails_the_commit(tmp_path: Path) -> None:
-    t = Table.create(tmp_path / "t", SCHEMA, record_key="id", ordering_field="ts",
-                     properties={"metadata.files.checkpoint-commits": 1})
+    t = Table.create(
+        tmp_path / "t",
+        SCHEMA,
+        record_key="id",
+        ordering_field="ts",
+        properties={"metadata.files.checkpoint-commits": 1},
+    )
     faults.arm("metadata.upkeep", "raise")
     try:
         r = t.insert(_rows(random.Random(1), [1, 2, 3], 1))
@@ -164,8 +196,15 @@ def test_failed_upkeep_never_fails_the_commit(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("kind", ["cow", "mor"])
 def test_index_deltas_are_folded_automatically(tmp_path: Path, kind: str) -> None:
-    t = Table.create(tmp_path / "t", SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"],
-                     table_type=kind, properties={"metadata.compact.max-deltas": 3})
+    t = Table.create(
+        tmp_path / "t",
+        SCHEMA,
+        record_key="id",
+        ordering_field="ts",
+        partition_by=["day"],
+        table_type=kind,
+        properties={"metadata.compact.max-deltas": 3},
+    )
     t.indexes.create("column_stats")
     t.indexes.create("bloom_filters")
     rng = random.Random(2)
@@ -184,8 +223,15 @@ def test_index_deltas_are_folded_automatically(tmp_path: Path, kind: str) -> Non
 def test_files_index_is_validated_rebuilt_and_cannot_be_created_or_dropped(tmp_path: Path) -> None:
     from lakeline.timeline.errors import InvalidIndexError
 
-    t = Table.create(tmp_path / "t", SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"],
-                     table_type="mor", properties={"metadata.files.checkpoint-commits": 2})
+    t = Table.create(
+        tmp_path / "t",
+        SCHEMA,
+        record_key="id",
+        ordering_field="ts",
+        partition_by=["day"],
+        table_type="mor",
+        properties={"metadata.files.checkpoint-commits": 2},
+    )
     _random_history(t, random.Random(9), 8)
     t.indexes.create("column_stats")
     report = t.indexes.validate("files")

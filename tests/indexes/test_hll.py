@@ -26,7 +26,7 @@ def payload(raw: bytes) -> list[int]:
     """The coupons of a LIST/SET image, or the registers of an HLL image."""
     pre_ints = raw[0]
     if raw[7] & 3 == 2:
-        return list(raw[4 * pre_ints:])
+        return list(raw[4 * pre_ints :])
     return sorted(np.frombuffer(raw, "<u4", offset=4 * pre_ints).tolist())
 
 
@@ -52,14 +52,16 @@ def test_merge_is_the_union_and_datasketches_agrees() -> None:
     a = list(range(0, 30_000))
     b = list(range(20_000, 60_000))
     small = [5, 70_000, 70_001]
-    merged = merge_sketches([sketch_values(pa.array(a)), sketch_values(pa.array(b)), sketch_values(pa.array(small)),
-                             None])
+    merged = merge_sketches(
+        [sketch_values(pa.array(a)), sketch_values(pa.array(b)), sketch_values(pa.array(small)), None]
+    )
     assert payload(merged) == payload(reference(a + b + small).serialize_compact())
     union = datasketches.hll_union(12)
     for part in (a, b, small):
         union.update(datasketches.hll_sketch.deserialize(sketch_values(pa.array(part))))
     assert union.get_result(datasketches.tgt_hll_type.HLL_8).get_estimate() == pytest.approx(
-        datasketches.hll_sketch.deserialize(merged).get_estimate())
+        datasketches.hll_sketch.deserialize(merged).get_estimate()
+    )
     tiny = merge_sketches([sketch_values(pa.array([1, 2])), sketch_values(pa.array([2, 3]))])
     assert Hll.from_bytes(tiny).estimate() == 3
 

@@ -19,18 +19,9 @@ import pyarrow.compute as pc
 import pytest
 from click.testing import CliRunner
 from lakeline.cli.main import cli
-from lakeline.indexes.hashing import (
-    BINARY_HEX_TAG,
-    binary_bound_text,
-    binary_bound_value,
-    min_max_text,
-)
+from lakeline.indexes.hashing import BINARY_HEX_TAG, binary_bound_text, binary_bound_value, min_max_text
 from lakeline.table import Table
-from lakeline.timeline.errors import (
-    IndexBuildError,
-    InvalidIndexError,
-    InvalidIndexOptionsError,
-)
+from lakeline.timeline.errors import IndexBuildError, InvalidIndexError, InvalidIndexOptionsError
 
 SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("v", pa.string())])
 
@@ -76,15 +67,22 @@ BAD_OPTIONS: list[tuple[str, dict[str, Any], type[InvalidIndexError]]] = [
 
 
 @pytest.mark.parametrize(("case", "kwargs", "error"), BAD_OPTIONS, ids=[c[0] for c in BAD_OPTIONS])
-def test_bad_bloom_request_is_refused_before_the_instant(table: Table, case: str, kwargs: dict[str, Any],
-                                                         error: type[InvalidIndexError]) -> None:
+def test_bad_bloom_request_is_refused_before_the_instant(
+    table: Table, case: str, kwargs: dict[str, Any], error: type[InvalidIndexError]
+) -> None:
     before = _state(table)
     with pytest.raises(error):
         table.indexes.create("bloom_filters", **kwargs)
     # The scheduling path of the runner and `index create --no-wait` refuses the same.
     with pytest.raises(error):
-        table.services.schedule("indexing", op="create", index=kwargs.get("name", "bloom_filters"),
-                                kind="bloom_filters", columns=kwargs.get("columns"), options=kwargs.get("options"))
+        table.services.schedule(
+            "indexing",
+            op="create",
+            index=kwargs.get("name", "bloom_filters"),
+            kind="bloom_filters",
+            columns=kwargs.get("columns"),
+            options=kwargs.get("options"),
+        )
     assert _state(table) == before
     assert before[1] is False
     assert table.indexes.list() == []
@@ -120,16 +118,19 @@ def test_an_int_like_fpp_is_stored_as_a_float(table: Table) -> None:
     assert isinstance(idx.options["fpp"], float) and idx.options["fpp"] == pytest.approx(0.25)
 
 
-@pytest.mark.parametrize(("args", "error"), [
-    (["--fpp", "0"], "InvalidIndexOptionsError"),
-    (["--fpp", "5"], "InvalidIndexOptionsError"),
-    (["--fpp", "nan"], "InvalidIndexOptionsError"),
-    (["--columns", "v,v"], "InvalidIndexError"),
-    (["--name", "a b"], "InvalidIndexError"),
-    (["--name", "y" * 300], "InvalidIndexError"),
-    (["--name", "a b", "--no-wait"], "InvalidIndexError"),
-    (["--fpp", "0", "--no-wait"], "InvalidIndexOptionsError"),
-])
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["--fpp", "0"], "InvalidIndexOptionsError"),
+        (["--fpp", "5"], "InvalidIndexOptionsError"),
+        (["--fpp", "nan"], "InvalidIndexOptionsError"),
+        (["--columns", "v,v"], "InvalidIndexError"),
+        (["--name", "a b"], "InvalidIndexError"),
+        (["--name", "y" * 300], "InvalidIndexError"),
+        (["--name", "a b", "--no-wait"], "InvalidIndexError"),
+        (["--fpp", "0", "--no-wait"], "InvalidIndexOptionsError"),
+    ],
+)
 def test_cli_refuses_what_python_refuses(table: Table, args: list[str], error: str) -> None:
     before = _state(table)
     res = CliRunner().invoke(cli, ["index", "create", table.path, "bloom_filters", *args])

@@ -23,16 +23,30 @@ from lakeline.table import Table
 FAST = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 #: Bytes that once broke, or might break, a text representation of a bound.
-AWKWARD = [b"", b"\x00", b"\xff\xfe", b"\x80", b"a\x00b", BINARY_HEX_TAG.encode(), BINARY_HEX_TAG.encode() + b"zz",
-           "é".encode(), b"\xed\xa0\x80"]
+AWKWARD = [
+    b"",
+    b"\x00",
+    b"\xff\xfe",
+    b"\x80",
+    b"a\x00b",
+    BINARY_HEX_TAG.encode(),
+    BINARY_HEX_TAG.encode() + b"zz",
+    "é".encode(),
+    b"\xed\xa0\x80",
+]
 keys = st.lists(st.sampled_from(AWKWARD) | st.binary(max_size=64), min_size=1, max_size=10, unique=True)
 
 
 @FAST
-@given(keys=keys, table_type=st.sampled_from(["cow", "mor"]), split=st.integers(min_value=0, max_value=10),
-       deleted=st.sets(st.integers(min_value=0, max_value=9), max_size=3))
-def test_binary_keys_are_found_deleted_and_validated(keys: list[bytes], table_type: str, split: int,
-                                                     deleted: set[int]) -> None:
+@given(
+    keys=keys,
+    table_type=st.sampled_from(["cow", "mor"]),
+    split=st.integers(min_value=0, max_value=10),
+    deleted=st.sets(st.integers(min_value=0, max_value=9), max_size=3),
+)
+def test_binary_keys_are_found_deleted_and_validated(
+    keys: list[bytes], table_type: str, split: int, deleted: set[int]
+) -> None:
     schema = pa.schema([("k", pa.binary()), ("n", pa.int64())])
     with tempfile.TemporaryDirectory() as d:
         t = Table.create(Path(d) / "t", schema, record_key="k", table_type=table_type)

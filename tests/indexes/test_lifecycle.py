@@ -12,11 +12,7 @@ from lakeline.indexes.states import (
     readable_indexes,
     written_indexes,
 )
-from lakeline.timeline.errors import (
-    IndexExistsError,
-    IndexNotFoundError,
-    InvalidIndexError,
-)
+from lakeline.timeline.errors import IndexExistsError, IndexNotFoundError, InvalidIndexError
 from lakeline.timeline.instant import Action, State
 
 from tests.indexes._timeline import Events

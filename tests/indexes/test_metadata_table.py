@@ -19,8 +19,13 @@ from tests.indexes._timeline import Events
 
 
 def _rows(*pairs: tuple[str, int]) -> pa.Table:
-    return pa.table({"path": [p for p, _ in pairs], "partition": [""] * len(pairs),
-                     "v": pa.array([v for _, v in pairs], pa.int64())})
+    return pa.table(
+        {
+            "path": [p for p, _ in pairs],
+            "partition": [""] * len(pairs),
+            "v": pa.array([v for _, v in pairs], pa.int64()),
+        }
+    )
 
 
 def _as_dict(t: pa.Table | None) -> dict[str, int]:

@@ -15,8 +15,9 @@ import pytest
 from lakeline.indexes import bloom, hashing
 from lakeline.indexes.native import NATIVE
 
-pytestmark = pytest.mark.skipif(NATIVE is None and os.environ.get("CI") != "true",
-                                reason="lakeline was installed without its C extension")
+pytestmark = pytest.mark.skipif(
+    NATIVE is None and os.environ.get("CI") != "true", reason="lakeline was installed without its C extension"
+)
 
 
 def test_the_extension_is_built_under_ci() -> None:
@@ -41,7 +42,7 @@ def test_text_hashes_equal_the_numpy_reference(seed: int, large: bool) -> None:
         arr = arr.cast(pa.large_binary())
     arr = arr.slice(5, 2000)  # an offset into the buffers
     _, offsets_buf, data_buf = arr.buffers()
-    offsets = np.frombuffer(offsets_buf, dtype=np.int64 if large else np.int32)[arr.offset:arr.offset + len(arr) + 1]
+    offsets = np.frombuffer(offsets_buf, dtype=np.int64 if large else np.int32)[arr.offset : arr.offset + len(arr) + 1]
     data = np.frombuffer(data_buf, dtype=np.uint8)
     native = hashing.hash_text_buffers(data, offsets, seed)
     reference = hashing.hash_text_buffers_numpy(data, offsets, seed)
@@ -77,13 +78,13 @@ def test_bloom_bits_and_probes_equal_the_numpy_reference(n: int, fpp: float) -> 
     probes = np.concatenate([h[:50], rng.integers(0, 2**64, 5000, dtype=np.uint64)])
     got = built.contains(probes)
     np.testing.assert_array_equal(got, built.contains_numpy(probes))
-    assert got[:min(n, 50)].all()  # no false negatives
+    assert got[: min(n, 50)].all()  # no false negatives
 
 
 @pytest.mark.parametrize("seed", [0, 7, 0xFFFFFFFFFFFFFFFF])
 def test_fixed_width_hashes_equal_the_numpy_reference(seed: int) -> None:
     rng = np.random.default_rng(seed & 0xFFFF)
-    ints = pa.array(rng.integers(-2**63, 2**63 - 1, 10_000, dtype=np.int64))
+    ints = pa.array(rng.integers(-(2**63), 2**63 - 1, 10_000, dtype=np.int64))
     floats = pa.array(np.concatenate([rng.standard_normal(1000), [0.0, -0.0, np.nan, -np.nan]]))
     for arr in (ints, floats, ints.cast(pa.int16(), safe=False), pa.array([1, None, 3], pa.int32())):
         words = hashing._as_words(arr)
@@ -104,15 +105,19 @@ def test_text_min_max_equals_arrow(large: bool) -> None:
     assert hashing.min_max_text(chunked) == expected
 
 
-@pytest.mark.parametrize("arr", [
-    pa.array([3, None, -1, 100], pa.int8()),
-    pa.array([3, None, -(2**62), 2**62], pa.int64()),
-    pa.array([3, None, 1, 2**63], pa.uint64()),
-    pa.array([0.1, None, -2.5e-7, 1e300], pa.float64()),
-    pa.array([1, None, 1_700_000_000_000], pa.timestamp("ms")),
-    pa.array([1, None, 20_000], pa.int32()).cast(pa.date32()),
-    pa.array([True, None, False]),
-], ids=lambda a: str(a.type))
+@pytest.mark.parametrize(
+    "arr",
+    [
+        pa.array([3, None, -1, 100], pa.int8()),
+        pa.array([3, None, -(2**62), 2**62], pa.int64()),
+        pa.array([3, None, 1, 2**63], pa.uint64()),
+        pa.array([0.1, None, -2.5e-7, 1e300], pa.float64()),
+        pa.array([1, None, 1_700_000_000_000], pa.timestamp("ms")),
+        pa.array([1, None, 20_000], pa.int32()).cast(pa.date32()),
+        pa.array([True, None, False]),
+    ],
+    ids=lambda a: str(a.type),
+)
 def test_min_max_text_is_arrows_text_of_the_bounds(arr: pa.Array) -> None:
     mm = pa.compute.min_max(arr)
     want = tuple(pa.compute.cast(mm[b], pa.string()).as_py() for b in ("min", "max"))
@@ -120,15 +125,20 @@ def test_min_max_text_is_arrows_text_of_the_bounds(arr: pa.Array) -> None:
     assert hashing.min_max_text(pa.nulls(3, arr.type)) == (None, None)
 
 
-@pytest.mark.parametrize("arr", [
-    pa.chunked_array([pa.array([f"v{i}" for i in range(20_000)]), pa.array(["", "x" * 40, "v7", "é" * 17])]),
-    pa.array([b"\x00\x01", b"", b"\xff" * 9, b"0123456789abcdef0"], pa.binary()),
-], ids=lambda a: str(a.type))
+@pytest.mark.parametrize(
+    "arr",
+    [
+        pa.chunked_array([pa.array([f"v{i}" for i in range(20_000)]), pa.array(["", "x" * 40, "v7", "é" * 17])]),
+        pa.array([b"\x00\x01", b"", b"\xff" * 9, b"0123456789abcdef0"], pa.binary()),
+    ],
+    ids=lambda a: str(a.type),
+)
 def test_text_coupons_equal_the_python_reference(arr: pa.Array) -> None:
     from lakeline.indexes import coupons
 
     got = coupons.column_coupons(arr).tolist()
     values = arr.to_pylist()
-    want = [0 if not v else coupons.coupon(*coupons.murmur3_128(v.encode() if isinstance(v, str) else v))
-            for v in values]
+    want = [
+        0 if not v else coupons.coupon(*coupons.murmur3_128(v.encode() if isinstance(v, str) else v)) for v in values
+    ]
     assert got == want

@@ -34,8 +34,16 @@ def test_pinned_values_of_equalities_and_in_lists() -> None:
 
 
 def test_no_pins_when_the_filter_does_not_imply_them() -> None:
-    for flt in [(ID == 5) | (V == 6), ~(ID == 5), ID > 5, ID.isin([1, None]), V == 1.0,
-                S == "a) and (id == 3", S == 'x" and id == 3 and "y', (S == 'a" and (id == 4) and "b') & (V > 0)]:
+    for flt in [
+        (ID == 5) | (V == 6),
+        ~(ID == 5),
+        ID > 5,
+        ID.isin([1, None]),
+        V == 1.0,
+        S == "a) and (id == 3",
+        S == 'x" and id == 3 and "y',
+        (S == 'a" and (id == 4) and "b') & (V > 0),
+    ]:
         assert _pins(flt, "id") is None, flt
     assert _pins(ID == 5, "nope") is None
     assert _pins(None, "id") is None  # type: ignore[arg-type]
@@ -43,9 +51,16 @@ def test_no_pins_when_the_filter_does_not_imply_them() -> None:
 
 def test_bloom_keep_never_drops_a_file_holding_a_pinned_key() -> None:
     rng = random.Random(7)
-    files = {f"f{i}": pa.table({"id": pa.array(sorted(rng.sample(range(10_000), 300)), pa.int64()),
-                                "s": [str(rng.random()) for _ in range(300)],
-                                "v": [rng.random() for _ in range(300)]}) for i in range(20)}
+    files = {
+        f"f{i}": pa.table(
+            {
+                "id": pa.array(sorted(rng.sample(range(10_000), 300)), pa.int64()),
+                "s": [str(rng.random()) for _ in range(300)],
+                "v": [rng.random() for _ in range(300)],
+            }
+        )
+        for i in range(20)
+    }
     blooms = {p: FileBloom.build(t, ["id"], fpp=0.01) for p, t in files.items()}
     paths = list(files)
     dropped = 0

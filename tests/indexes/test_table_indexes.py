@@ -12,34 +12,47 @@ import pyarrow.compute as pc
 import pytest
 from lakeline.indexes.metadata_table import MetadataTable
 from lakeline.table import Table
-from lakeline.timeline.errors import (
-    DuplicateKeyError,
-    IndexExistsError,
-    IndexNotFoundError,
-    InvalidIndexError,
-)
+from lakeline.timeline.errors import DuplicateKeyError, IndexExistsError, IndexNotFoundError, InvalidIndexError
 
-SCHEMA = pa.schema([
-    pa.field("id", pa.int64()),
-    pa.field("day", pa.string()),
-    pa.field("v", pa.int64()),
-    pa.field("s", pa.string()),
-    pa.field("f", pa.float64()),
-])
+SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64()),
+        pa.field("day", pa.string()),
+        pa.field("v", pa.int64()),
+        pa.field("s", pa.string()),
+        pa.field("f", pa.float64()),
+    ]
+)
 DAYS = ["d1", "d2", "d3"]
 
 
 def _rows(rng: random.Random, ids: list[int]) -> pa.Table:
-    return pa.Table.from_pylist([
-        {"id": i, "day": rng.choice(DAYS), "v": rng.choice([None, rng.randint(0, 1000)]),
-         "s": rng.choice([None, "a", "b", "c", f"k{rng.randint(0, 50)}"]),
-         "f": rng.choice([None, rng.uniform(-5, 5)])} for i in ids], schema=SCHEMA)
+    return pa.Table.from_pylist(
+        [
+            {
+                "id": i,
+                "day": rng.choice(DAYS),
+                "v": rng.choice([None, rng.randint(0, 1000)]),
+                "s": rng.choice([None, "a", "b", "c", f"k{rng.randint(0, 50)}"]),
+                "f": rng.choice([None, rng.uniform(-5, 5)]),
+            }
+            for i in ids
+        ],
+        schema=SCHEMA,
+    )
 
 
 def _table(tmp: Path, kind: str) -> Table:
     # Small files, so a table of a few thousand rows has many files to prune.
-    return Table.create(tmp / kind, SCHEMA, record_key="id", ordering_field=None, partition_by=["day"],
-                        table_type=kind, properties={"write.target-file-size-bytes": 4096})
+    return Table.create(
+        tmp / kind,
+        SCHEMA,
+        record_key="id",
+        ordering_field=None,
+        partition_by=["day"],
+        table_type=kind,
+        properties={"write.target-file-size-bytes": 4096},
+    )
 
 
 def _leaf(rng: random.Random, max_id: int) -> pc.Expression:
@@ -101,7 +114,10 @@ def test_pruned_scans_equal_unpruned_and_validate_is_clean(tmp_path: Path, kind:
     t.indexes.create("bloom_filters", options={"fpp": 0.05})
     t.indexes.create("bloom_filters", columns=["s"], name="bloom_s")  # a non-key column
     assert {(d.name, d.state) for d in t.indexes.list()} == {
-        ("column_stats", "ready"), ("bloom_filters", "ready"), ("bloom_s", "ready")}
+        ("column_stats", "ready"),
+        ("bloom_filters", "ready"),
+        ("bloom_s", "ready"),
+    }
     max_id = _random_history(t, rng, 14, start) + 200
     report = t.indexes.validate()
     assert report["mismatches"] == [] and report["files_checked"] > 0
@@ -114,8 +130,13 @@ def test_pruned_scans_equal_unpruned_and_validate_is_clean(tmp_path: Path, kind:
         want = whole.filter(flt)
         assert _sorted(got) == _sorted(want), str(flt)
         ex = s.explain()
-        assert ex["files_total"] >= ex["files_after_partition_pruning"] >= ex["files_after_stats_pruning"] \
-            >= ex["files_after_bloom_pruning"] == len(s.files())
+        assert (
+            ex["files_total"]
+            >= ex["files_after_partition_pruning"]
+            >= ex["files_after_stats_pruning"]
+            >= ex["files_after_bloom_pruning"]
+            == len(s.files())
+        )
         pruned_stats += ex["files_after_partition_pruning"] > ex["files_after_stats_pruning"]
         pruned_bloom += ex["files_after_stats_pruning"] > ex["files_after_bloom_pruning"]
     assert pruned_stats > 0  # merge-on-read too: key ranges bound slices with logs
@@ -281,8 +302,12 @@ def test_create_while_another_writer_commits_misses_nothing(tmp_path: Path, kind
     report = t.indexes.validate()
     assert report["mismatches"] == [] and report["files_checked"] > 0
     tl = t.timeline
-    overlap = sum(1 for ix in tl.by_action("indexing") for i in tl.completed()
-                  if i.action != "indexing" and ix.id < (i.completed_seq or 0) < (ix.completed_seq or 0))
+    overlap = sum(
+        1
+        for ix in tl.by_action("indexing")
+        for i in tl.completed()
+        if i.action != "indexing" and ix.id < (i.completed_seq or 0) < (ix.completed_seq or 0)
+    )
     assert overlap >= 2  # the pauses below make writers land mid-build
 
 
@@ -299,8 +324,13 @@ def test_a_writer_that_read_the_index_states_before_a_create_still_writes_entrie
     t = _table(tmp_path, kind)
     t.insert(_rows(rng, list(range(100))))
     other = Table.open(t.path)
-    faults.on("commit.before_complete", lambda: other.log.append(
-        Action.INDEXING, State.REQUESTED, create_plan("column_stats", "column_stats").to_dict()) and None)
+    faults.on(
+        "commit.before_complete",
+        lambda: (
+            other.log.append(Action.INDEXING, State.REQUESTED, create_plan("column_stats", "column_stats").to_dict())
+            and None
+        ),
+    )
     try:
         r = t.insert(_rows(rng, list(range(100, 200))))
     finally:
@@ -311,15 +341,17 @@ def test_a_writer_that_read_the_index_states_before_a_create_still_writes_entrie
 
 
 @pytest.mark.parametrize("kind", ["cow", "mor"])
-def test_tagging_probes_key_blooms_before_reading_keys(tmp_path: Path, kind: str,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tagging_probes_key_blooms_before_reading_keys(
+    tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from lakeline.table.write import tagging
 
     schema = pa.schema([("id", pa.int64()), ("v", pa.int64())])
     tables = {}
     for name in ("indexed", "plain"):
-        t = Table.create(tmp_path / name, schema, record_key="id", table_type=kind,
-                         properties={"write.small-file-limit-bytes": 0})  # one file per insert
+        t = Table.create(
+            tmp_path / name, schema, record_key="id", table_type=kind, properties={"write.small-file-limit-bytes": 0}
+        )  # one file per insert
         for b in range(4):  # interleaved keys: every file spans the whole key range
             t.insert(pa.table({"id": list(range(b, 4000, 4)), "v": [0] * 1000}, schema=schema))
         tables[name] = t
@@ -360,8 +392,11 @@ def test_merge_on_read_slices_with_logs_are_pruned_by_their_files_entries(tmp_pa
     schema = pa.schema([("id", pa.int64()), ("ts", pa.int64())])
     t = Table.create(tmp_path / "t", schema, record_key="id", table_type="mor")
     for b in range(4):
-        t.insert(pa.table({"id": list(range(b * 100, b * 100 + 100)), "ts": list(range(b * 100, b * 100 + 100))},
-                          schema=schema))
+        t.insert(
+            pa.table(
+                {"id": list(range(b * 100, b * 100 + 100)), "ts": list(range(b * 100, b * 100 + 100))}, schema=schema
+            )
+        )
     t.indexes.create("column_stats")
     t.indexes.create("bloom_filters", columns=["ts"], name="bloom_ts")
     # Every group gets a log: updated rows move to ts >= 10,000; one row of group 2 is deleted.

@@ -40,9 +40,16 @@ pytestmark = pytest.mark.usefixtures("no_faults")  # no fault point armed before
 
 def make_table(tmp: Path, timeline: str | None, table_type: str = "mor", **props: Any) -> Table:
     path = str(tmp / "t")
-    Table.create(path, SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"], table_type=table_type,
-                 properties={**HEARTBEAT, **BOUNDS, "engine.parallelism": 2,
-                             "metadata.files.checkpoint-commits": 4, **props}, timeline=timeline)
+    Table.create(
+        path,
+        SCHEMA,
+        record_key="id",
+        ordering_field="ts",
+        partition_by=["day"],
+        table_type=table_type,
+        properties={**HEARTBEAT, **BOUNDS, "engine.parallelism": 2, "metadata.files.checkpoint-commits": 4, **props},
+        timeline=timeline,
+    )
     return Table.open(path, timeline=timeline)
 
 
@@ -183,8 +190,7 @@ def test_never_passes_the_cleaners_retain_point(tmp_path: Path) -> None:
     assert retain_seq in {e.seq for e in t.log.store.read_from(0)}
 
 
-def test_a_stale_handle_reads_across_the_archive_and_appends_at_the_tail(tmp_path: Path,
-                                                                          timeline: str | None) -> None:
+def test_a_stale_handle_reads_across_the_archive_and_appends_at_the_tail(tmp_path: Path, timeline: str | None) -> None:
     t = make_table(tmp_path, timeline)
     old = fresh(t)
     commits(old, 2)

@@ -25,11 +25,7 @@ from click.testing import CliRunner
 from lakeline.cli.main import cli
 from lakeline.table import Table
 from lakeline.timeline.diagnostics.faults import CRASH_EXIT_CODE
-from lakeline.timeline.errors import (
-    InstantNotFoundError,
-    InvalidPropertyError,
-    SnapshotExpiredError,
-)
+from lakeline.timeline.errors import InstantNotFoundError, InvalidPropertyError, SnapshotExpiredError
 from lakeline.timeline.instant import Action, State
 from lakeline.timeline.view.file_group import table_tag
 
@@ -51,9 +47,16 @@ CLEAN_RETAIN_1 = {"retain": 1, "dry_run": False}  # the child's clean: ``t.servi
 
 def make_table(tmp: Path, timeline: str | None = None, table_type: str = "mor", **props: Any) -> Table:
     path = str(tmp / "t")
-    Table.create(path, SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"], table_type=table_type,
-                 properties={**HEARTBEAT, "engine.parallelism": 2, "clean.orphan-age-ms": 0, **props},
-                 timeline=timeline)
+    Table.create(
+        path,
+        SCHEMA,
+        record_key="id",
+        ordering_field="ts",
+        partition_by=["day"],
+        table_type=table_type,
+        properties={**HEARTBEAT, "engine.parallelism": 2, "clean.orphan-age-ms": 0, **props},
+        timeline=timeline,
+    )
     return Table.open(path, timeline=timeline)
 
 
@@ -106,8 +109,9 @@ def recorded(t: Table, model: TableModel) -> Recorded:
     return ids, {i: snapshot_files(t, i) for i in ids}, reads(t, ids), data_files_on_disk(t)
 
 
-def check_after_clean(t: Table, before: dict[int, list[tuple[Any, ...]]], files: dict[int, set[str]],
-                      retained: list[int]) -> None:
+def check_after_clean(
+    t: Table, before: dict[int, list[tuple[Any, ...]]], files: dict[int, set[str]], retained: list[int]
+) -> None:
     """Retained snapshots read as before; every other snapshot raises, even one whose
     files happen to survive (outside retention is a rule, not what was left)."""
     disk = data_files_on_disk(t)
@@ -122,7 +126,8 @@ def check_after_clean(t: Table, before: dict[int, list[tuple[Any, ...]]], files:
 
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
 def test_keep_latest_commits_deletes_exactly_what_no_retained_snapshot_reads(
-        tmp_path: Path, timeline: str | None, table_type: str) -> None:
+    tmp_path: Path, timeline: str | None, table_type: str
+) -> None:
     t = make_table(tmp_path, timeline, table_type)
     t.indexes.create("bloom_filters")
     model = TableModel()
@@ -157,8 +162,9 @@ def test_keep_latest_file_versions(tmp_path: Path) -> None:
                 versions.setdefault((f["partition"], f["file_group"]), []).append(f["path"])
             retired |= {(p, g) for p, gs in inst.metadata.get("replaced", {}).items() for g in gs}
     keep = 2
-    expected = {p for grp, paths in versions.items()
-                for p in paths[:len(paths) - (keep - 1 if grp in retired else keep)]}
+    expected = {
+        p for grp, paths in versions.items() for p in paths[: len(paths) - (keep - 1 if grp in retired else keep)]
+    }
     assert expected
     r = t.services.clean(policy="keep_latest_file_versions", retain=keep, dry_run=False)
     assert set(r.stats["files"]) == expected
@@ -274,8 +280,12 @@ def test_an_inflight_writers_files_are_kept(tmp_path: Path) -> None:
     fault_dir.mkdir()
     batch = [row(i, 40, v=7) for i in range(12)]
     spec = {"op": "upsert", "rows": [{k: v for k, v in r.items()} for r in batch]}
-    proc = start_script(WORKERS_PY, ["op", t.path, None, spec], faults="commit.before_complete=wait",
-                        env={"LAKELINE_FAULT_DIR": str(fault_dir)})
+    proc = start_script(
+        WORKERS_PY,
+        ["op", t.path, None, spec],
+        faults="commit.before_complete=wait",
+        env={"LAKELINE_FAULT_DIR": str(fault_dir)},
+    )
     try:
         wait_for_files([fault_dir / "commit.before_complete.reached"])
         [pending] = t.timeline.pending()
@@ -343,8 +353,9 @@ def test_killed_mid_delete_is_finished_by_the_next_run(tmp_path: Path, timeline:
     history(t, model)
     expected = set(t.services.clean(retain=1, dry_run=True).stats["files"])
     assert len(expected) > 1
-    rc, out, err = run_script(SERVICE_CHILD, [t.path, timeline, "clean", CLEAN_RETAIN_1],
-                              faults="clean.mid_delete=crash")
+    rc, out, err = run_script(
+        SERVICE_CHILD, [t.path, timeline, "clean", CLEAN_RETAIN_1], faults="clean.mid_delete=crash"
+    )
     assert rc == CRASH_EXIT_CODE, f"the clean did not die mid-delete: rc={rc}\n{out}\n{err[-3000:]}"
     [pending] = t.timeline.pending()
     assert pending.action == "clean" and len(expected & data_files_on_disk(t)) == len(expected) - 1
@@ -431,8 +442,9 @@ def test_each_policy_has_its_own_default_retain_unless_the_table_sets_one(tmp_pa
     from lakeline.services.cleaning import resolve_retain
 
     t = make_table(tmp_path / "a", table_type="cow")
-    assert [resolve_retain(t, p, None) for p in ("keep_latest_commits", "keep_latest_file_versions",
-                                                 "keep_latest_hours")] == [10, 3, 24]
+    assert [
+        resolve_retain(t, p, None) for p in ("keep_latest_commits", "keep_latest_file_versions", "keep_latest_hours")
+    ] == [10, 3, 24]
     assert resolve_retain(t, "keep_latest_file_versions", 5) == 5
     u = make_table(tmp_path / "b", table_type="cow", **{"clean.retain": 2})
     history(u, TableModel())

@@ -46,13 +46,26 @@ COLUMNS = SCHEMA.names
 def make_table(tmp: Path, kind: str, timeline: str | None = None, **props: Any) -> Table:
     """``kind``: cow, mor, or append (no record key). Inserts always start new groups."""
     path = str(tmp / "t")
-    props = {**HEARTBEAT, "engine.parallelism": 2, "write.target-file-size-bytes": TARGET,
-             "write.small-file-limit-bytes": 0, **props}
+    props = {
+        **HEARTBEAT,
+        "engine.parallelism": 2,
+        "write.target-file-size-bytes": TARGET,
+        "write.small-file-limit-bytes": 0,
+        **props,
+    }
     if kind == "append":
         Table.create(path, SCHEMA, partition_by=["day"], properties=props, timeline=timeline)
     else:
-        Table.create(path, SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"], table_type=kind,
-                     properties=props, timeline=timeline)
+        Table.create(
+            path,
+            SCHEMA,
+            record_key="id",
+            ordering_field="ts",
+            partition_by=["day"],
+            table_type=kind,
+            properties=props,
+            timeline=timeline,
+        )
     return Table.open(path, timeline=timeline)
 
 
@@ -196,15 +209,24 @@ def test_unknown_strategy_or_column_is_refused_before_anything_is_appended(tmp_p
 def test_zorder_makes_range_filters_on_two_columns_read_fewer_files(tmp_path: Path) -> None:
     path = str(tmp_path / "z")
     schema = pa.schema([("id", pa.int64()), ("x", pa.float64()), ("y", pa.int64()), ("tag", pa.string())])
-    t = Table.create(path, schema, record_key="id", table_type="cow",
-                     properties={"write.target-file-size-bytes": 8 * 1024, "write.small-file-limit-bytes": 0})
+    t = Table.create(
+        path,
+        schema,
+        record_key="id",
+        table_type="cow",
+        properties={"write.target-file-size-bytes": 8 * 1024, "write.small-file-limit-bytes": 0},
+    )
     rng = random.Random(11)
     ids = list(range(8000))
     rng.shuffle(ids)  # written in random order: every file spans the whole space
-    rows = {"id": ids, "x": [rng.random() for _ in ids], "y": [rng.randrange(10**6) for _ in ids],
-            "tag": [f"t{rng.randrange(50)}" if rng.random() > 0.05 else None for _ in ids]}
+    rows = {
+        "id": ids,
+        "x": [rng.random() for _ in ids],
+        "y": [rng.randrange(10**6) for _ in ids],
+        "tag": [f"t{rng.randrange(50)}" if rng.random() > 0.05 else None for _ in ids],
+    }
     for start in range(0, 8000, 500):
-        t.insert(pa.table({k: v[start:start + 500] for k, v in rows.items()}, schema=schema))
+        t.insert(pa.table({k: v[start : start + 500] for k, v in rows.items()}, schema=schema))
     t.indexes.create("column_stats")
     filters = {"both": (pc.field("x") < 0.25) & (pc.field("y") < 250_000), "only_y": pc.field("y") >= 900_000}
     expect = {n: sorted(t.scan(filter=f).to_arrow().column("id").to_pylist()) for n, f in filters.items()}
@@ -319,10 +341,18 @@ def _race(tmp_path: Path, kind: str, a: dict[str, Any], retries: int = 5) -> tup
     return outcome, r
 
 
-@pytest.mark.parametrize("kind, op, expect", [
-    ("mor", "upsert", "retried"), ("cow", "upsert", "retried"), ("mor", "delete", "retried"),
-    ("cow", "delete", "retried"), ("mor", "insert", "ok"), ("cow", "insert", "ok"), ("cow", "overwrite", "retried"),
-])
+@pytest.mark.parametrize(
+    "kind, op, expect",
+    [
+        ("mor", "upsert", "retried"),
+        ("cow", "upsert", "retried"),
+        ("mor", "delete", "retried"),
+        ("cow", "delete", "retried"),
+        ("mor", "insert", "ok"),
+        ("cow", "insert", "ok"),
+        ("cow", "overwrite", "retried"),
+    ],
+)
 def test_writers_vs_a_completed_clustering(tmp_path: Path, kind: str, op: str, expect: str) -> None:
     """docs/concurrency.md section 2: an upsert/delete/overwrite planned before a
     clustering that replaced its group completed retries (its replay targets the new group); an insert into new
@@ -358,15 +388,20 @@ def test_groups_in_a_pending_compaction_are_not_clustered(tmp_path: Path) -> Non
 # -- crashes ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("point", ["clustering.after_requested", "clustering.after_inflight",
-                                   "clustering.mid_write", "clustering.before_complete"])
+@pytest.mark.parametrize(
+    "point",
+    ["clustering.after_requested", "clustering.after_inflight", "clustering.mid_write", "clustering.before_complete"],
+)
 def test_killed_clustering_is_finished_by_the_next_run(tmp_path: Path, point: str) -> None:
     t = make_table(tmp_path, "mor")
     indexes_for(t, "mor")
     model = TableModel()
     small_files(t, model, "mor", batches=4)
-    rc, out, err = run_script(SERVICE_CHILD, [t.path, None, "cluster", {"sort_by": ["v", "id"], "strategy": "zorder"}],
-                              faults=f"{point}=crash")
+    rc, out, err = run_script(
+        SERVICE_CHILD,
+        [t.path, None, "cluster", {"sort_by": ["v", "id"], "strategy": "zorder"}],
+        faults=f"{point}=crash",
+    )
     assert rc == CRASH_EXIT_CODE, f"the clustering did not die at {point}: rc={rc}\n{out}\n{err[-3000:]}"
     [pending] = t.timeline.pending()
     assert pending.action == "replacecommit" and pending.plan["service"] == "clustering"

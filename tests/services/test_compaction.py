@@ -38,8 +38,16 @@ pytestmark = pytest.mark.usefixtures("no_faults")  # no fault point armed before
 
 def make_table(tmp: Path, timeline: str | None = None, table_type: str = "mor", **props: Any) -> Table:
     path = str(tmp / "t")
-    Table.create(path, SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"], table_type=table_type,
-                 properties={**HEARTBEAT, "engine.parallelism": 2, **props}, timeline=timeline)
+    Table.create(
+        path,
+        SCHEMA,
+        record_key="id",
+        ordering_field="ts",
+        partition_by=["day"],
+        table_type=table_type,
+        properties={**HEARTBEAT, "engine.parallelism": 2, **props},
+        timeline=timeline,
+    )
     return Table.open(path, timeline=timeline)
 
 
@@ -111,8 +119,7 @@ def test_compaction_keeps_rows_indexes_and_time_travel(tmp_path: Path, timeline:
     assert again.instant is None
 
 
-def test_a_log_written_between_schedule_and_execute_joins_the_new_slice(tmp_path: Path,
-                                                                        timeline: str | None) -> None:
+def test_a_log_written_between_schedule_and_execute_joins_the_new_slice(tmp_path: Path, timeline: str | None) -> None:
     t = make_table(tmp_path, timeline)
     model = TableModel()
     seeded(t, model, writes=3)
@@ -158,12 +165,15 @@ def test_a_log_completed_while_planning_is_folded_in(tmp_path: Path) -> None:
     assert logs_left(t) == 0
 
 
-@pytest.mark.parametrize("trigger, props, due_after", [
-    ("delta-commits", {"compaction.delta-commits": 3}, 3),
-    ("log-ratio", {"compaction.log-ratio": 0.7}, None),
-    ("time", {"compaction.interval-ms": 0}, 1),
-    ("time", {"compaction.interval-ms": 3_600_000}, None),
-])
+@pytest.mark.parametrize(
+    "trigger, props, due_after",
+    [
+        ("delta-commits", {"compaction.delta-commits": 3}, 3),
+        ("log-ratio", {"compaction.log-ratio": 0.7}, None),
+        ("time", {"compaction.interval-ms": 0}, 1),
+        ("time", {"compaction.interval-ms": 3_600_000}, None),
+    ],
+)
 def test_trigger_strategies(tmp_path: Path, trigger: str, props: dict[str, Any], due_after: int | None) -> None:
     t = make_table(tmp_path, **{"compaction.trigger": trigger, **props})
     t.insert(to_arrow([row(i, 1) for i in range(4000)]))
@@ -191,8 +201,9 @@ def test_trigger_is_checked_and_dry_run_appends_nothing(tmp_path: Path) -> None:
     with pytest.raises(InvalidPropertyError):
         t.services.schedule("compaction", trigger="sometimes")
     with pytest.raises(InvalidPropertyError):
-        Table.create(tmp_path / "bad", SCHEMA, record_key="id", table_type="mor",
-                     properties={"compaction.trigger": "sometimes"})
+        Table.create(
+            tmp_path / "bad", SCHEMA, record_key="id", table_type="mor", properties={"compaction.trigger": "sometimes"}
+        )
     n = len(t.timeline)
     [dry] = t.services.run("compaction", dry_run=True)
     assert dry.instant is None and len(dry.plan["groups"]) == 1 and len(t.timeline) == n
@@ -230,8 +241,10 @@ def test_overwrite_of_its_groups_meanwhile_aborts_it(tmp_path: Path) -> None:
     check(t, model)
 
 
-@pytest.mark.parametrize("point", ["compaction.after_requested", "compaction.after_inflight",
-                                   "compaction.mid_write", "compaction.before_complete"])
+@pytest.mark.parametrize(
+    "point",
+    ["compaction.after_requested", "compaction.after_inflight", "compaction.mid_write", "compaction.before_complete"],
+)
 def test_killed_compaction_is_finished_by_the_next_run(tmp_path: Path, point: str) -> None:
     t = make_table(tmp_path)
     t.indexes.create("bloom_filters")
@@ -305,7 +318,8 @@ def test_groups_in_a_pending_plan_are_not_planned_again(tmp_path: Path) -> None:
     model.upsert([row(500, 10)])
     second = t.services.schedule("compaction", trigger="all")
     assert [g["file_group"] for g in second.plan["groups"]] == [
-        s.file_group for s in t.view(t.timeline).latest_slices() if s.base.key_min == 500]
+        s.file_group for s in t.view(t.timeline).latest_slices() if s.base.key_min == 500
+    ]
     assert [r.instant.id for r in t.services.run("compaction")] == [first.id, second.id]
     assert logs_left(t) == 0
     check(t, model)

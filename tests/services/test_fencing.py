@@ -53,8 +53,15 @@ def rows(ids: range | list[int], ts: int = 1) -> pa.Table:
 
 
 def make(tmp: Path, kind: str = "cow", timeline: str | None = None, **props: Any) -> Table:
-    t = Table.create(tmp / "t", SCHEMA, record_key="id", ordering_field="ts", table_type=kind,
-                     properties={**HEARTBEAT, "write.small-file-limit-bytes": 0, **props}, timeline=timeline)
+    t = Table.create(
+        tmp / "t",
+        SCHEMA,
+        record_key="id",
+        ordering_field="ts",
+        table_type=kind,
+        properties={**HEARTBEAT, "write.small-file-limit-bytes": 0, **props},
+        timeline=timeline,
+    )
     for start in range(0, 300, 100):
         t.insert(rows(range(start, start + 100)))
     return t
@@ -69,8 +76,9 @@ class Stalled:
         self.dir.mkdir()
         self.point = point
         spec = f"{point}=wait" + (f",{more_faults}" if more_faults else "")
-        self.proc: subprocess.Popen[str] = start_script(script, args, faults=spec,
-                                                        env={"LAKELINE_FAULT_DIR": str(self.dir)})
+        self.proc: subprocess.Popen[str] = start_script(
+            script, args, faults=spec, env={"LAKELINE_FAULT_DIR": str(self.dir)}
+        )
 
     def stall(self) -> Stalled:
         reached = self.dir / f"{self.point}.reached"
@@ -99,8 +107,11 @@ class Stalled:
 
 def claims(t: Table, instant: int) -> list[str]:
     """The attempts that claimed ``instant``, in order (from its inflight events)."""
-    return [str(ev.payload.get(ATTEMPT, "")) for ev in t.log.refresh().events
-            if ev.instant == instant and ev.state is State.INFLIGHT]
+    return [
+        str(ev.payload.get(ATTEMPT, ""))
+        for ev in t.log.refresh().events
+        if ev.instant == instant and ev.state is State.INFLIGHT
+    ]
 
 
 def states(t: Table, instant: int) -> list[str]:
@@ -119,8 +130,9 @@ def assert_exact(t: Table, name: str) -> None:
 
 
 @pytest.mark.parametrize("timeline", ["filesystem", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def test_stale_indexer_that_wakes_after_another_completed(tmp_path: Path, request: pytest.FixtureRequest,
-                                                          timeline: str) -> None:
+def test_stale_indexer_that_wakes_after_another_completed(
+    tmp_path: Path, request: pytest.FixtureRequest, timeline: str
+) -> None:
     """Before the fencing: A's ``completed`` was refused, and its abort path dropped the
     partition of the index B had just made ready (``validate`` then lists every file)."""
     url = request.getfixturevalue("pg_url") if timeline == "postgresql" else None
@@ -209,8 +221,13 @@ def test_stale_compaction_cannot_abort_the_holders_work(tmp_path: Path) -> None:
     t = make(tmp_path, "mor")
     t.upsert(rows(range(0, 300, 7), ts=2))
     expected = t.to_arrow().sort_by("id")
-    a = Stalled(tmp_path, CHILD, ["compact", t.path, None], "compaction.before_complete",
-                more_faults="log.before_append.completed=raise")
+    a = Stalled(
+        tmp_path,
+        CHILD,
+        ["compact", t.path, None],
+        "compaction.before_complete",
+        more_faults="log.before_append.completed=raise",
+    )
     woke: list[tuple[int, str, str]] = []
     try:
         a.stall()

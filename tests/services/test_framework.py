@@ -17,12 +17,7 @@ from lakeline.services.phases import execute, schedule
 from lakeline.table import Table
 from lakeline.table.engine import LocalEngine
 from lakeline.timeline.diagnostics import faults, metrics
-from lakeline.timeline.errors import (
-    FaultInjectedError,
-    ServiceBusyError,
-    ServiceStateError,
-    UnknownServiceError,
-)
+from lakeline.timeline.errors import FaultInjectedError, ServiceBusyError, ServiceStateError, UnknownServiceError
 from lakeline.timeline.instant import Action, Instant
 from lakeline.timeline.timeline import Timeline
 
@@ -61,8 +56,9 @@ class Counting(Service):
 def table(tmp_path: Path) -> Table:
     Counting.runs = []
     faults.disarm_all()
-    yield Table.create(tmp_path / "t", SCHEMA, properties={"heartbeat.interval-ms": 50,
-                                                          "heartbeat.tolerable-misses": 1})
+    yield Table.create(
+        tmp_path / "t", SCHEMA, properties={"heartbeat.interval-ms": 50, "heartbeat.tolerable-misses": 1}
+    )
     faults.disarm_all()
 
 

@@ -39,8 +39,14 @@ def rows(ids: range | list[int], ts: int = 1) -> pa.Table:
 
 
 def make(tmp: Path, kind: str = "cow") -> Table:
-    t = Table.create(tmp / "t", SCHEMA, record_key="id", ordering_field="ts", table_type=kind,
-                     properties={**HEARTBEAT, "write.small-file-limit-bytes": 0})
+    t = Table.create(
+        tmp / "t",
+        SCHEMA,
+        record_key="id",
+        ordering_field="ts",
+        table_type=kind,
+        properties={**HEARTBEAT, "write.small-file-limit-bytes": 0},
+    )
     for start in range(0, 300, 100):
         t.insert(rows(range(start, start + 100)))
     return t
@@ -98,8 +104,9 @@ def test_commit_between_schedule_and_build(tmp_path: Path, kind: str) -> None:
     landed: list[Any] = []
     faults.on("indexing.after_requested", lambda: landed.append(other.upsert(rows([5, 150, 400], ts=2))))
     part = t.indexes.create("column_stats").partition
-    assert landed and MetadataTable(t.storage).has_updates(part, landed[0].instant.id), \
+    assert landed and MetadataTable(t.storage).has_updates(part, landed[0].instant.id), (
         "the writer saw the index building and wrote its own entries"
+    )
     assert_exact(t, "column_stats")
 
 
@@ -145,9 +152,11 @@ def test_completion_out_of_id_order(tmp_path: Path) -> None:
 
 def test_inflight_writer_that_dies_during_catch_up(tmp_path: Path) -> None:
     t = make(tmp_path, "cow")
-    rc, out, err = run_script(CHILDREN / "table_workers.py",
-                              ["op", t.path, None, {"op": "upsert", "rows": [{"id": 1, "ts": 9, "v": "dead"}]}],
-                              faults="commit.before_complete=crash")
+    rc, out, err = run_script(
+        CHILDREN / "table_workers.py",
+        ["op", t.path, None, {"op": "upsert", "rows": [{"id": 1, "ts": 9, "v": "dead"}]}],
+        faults="commit.before_complete=crash",
+    )
     assert rc == CRASH_EXIT_CODE, err[-2000:]
     [dead] = [i for i in t.timeline.pending() if i.action.writes_data]
     faults.on("indexing.mid_catchup", lambda: time.sleep(EXPIRY_S + 0.1))  # its heartbeat expires
@@ -159,8 +168,13 @@ def test_inflight_writer_that_dies_during_catch_up(tmp_path: Path) -> None:
     assert "dead" not in t.to_arrow().column("v").to_pylist()
 
 
-INDEXER_POINTS = ["indexing.after_requested", "indexing.after_inflight", "indexing.after_build",
-                  "indexing.mid_catchup", "indexing.before_finalize"]
+INDEXER_POINTS = [
+    "indexing.after_requested",
+    "indexing.after_inflight",
+    "indexing.after_build",
+    "indexing.mid_catchup",
+    "indexing.before_finalize",
+]
 
 
 @pytest.mark.parametrize("point", INDEXER_POINTS)
@@ -214,8 +228,11 @@ def test_drop_while_writers_write(tmp_path: Path, kind: str) -> None:
     w.finish()
     assert w.result.instant.state == "completed"
     assert "column_stats" not in [d.name for d in t.indexes.list()]
-    leftovers = [p for p in MetadataTable(t.storage).indexes_on_storage()
-                 if list(Path(t.storage.path(MetadataTable(t.storage).rel_dir(p))).glob("*.parquet"))]
+    leftovers = [
+        p
+        for p in MetadataTable(t.storage).indexes_on_storage()
+        if list(Path(t.storage.path(MetadataTable(t.storage).rel_dir(p))).glob("*.parquet"))
+    ]
     assert part not in leftovers, "the writer's entries for the dropped index were left behind"
     assert t.to_arrow().num_rows == 350
     with pytest.raises(IndexNotFoundError):
@@ -242,13 +259,23 @@ def test_create_without_waiting_returns_building_then_ready(tmp_path: Path) -> N
 
 
 def _build_big(path: Path, kind: str, n_rows: int) -> Table:
-    t = Table.create(path, SCHEMA, record_key="id", ordering_field="ts", table_type=kind,
-                     properties={"write.target-file-size-bytes": 4 * 1024 * 1024})
+    t = Table.create(
+        path,
+        SCHEMA,
+        record_key="id",
+        ordering_field="ts",
+        table_type=kind,
+        properties={"write.target-file-size-bytes": 4 * 1024 * 1024},
+    )
     step = 250_000
     for start in range(0, n_rows, step):
         ids = pa.array(range(start, min(start + step, n_rows)), pa.int64())
-        t.insert(pa.table({"id": ids, "ts": pa.array([0] * len(ids), pa.int64()),
-                           "v": pa.array(["seed"] * len(ids))}, schema=SCHEMA))
+        t.insert(
+            pa.table(
+                {"id": ids, "ts": pa.array([0] * len(ids), pa.int64()), "v": pa.array(["seed"] * len(ids))},
+                schema=SCHEMA,
+            )
+        )
     return t
 
 
@@ -291,8 +318,9 @@ def writers_while_indexing(tmp_path: Path, kind: str, n_rows: int, writers: int 
     got = t.to_arrow()
     assert got.num_rows == n_rows + sum(1 for i in latest if i >= n_rows)
     changed = got.filter(pa.compute.is_in(got.column("id"), pa.array(list(latest), pa.int64())))
-    assert {i: v for i, v in zip(changed.column("id").to_pylist(), changed.column("v").to_pylist())} == \
-        {i: v for i, (_, v) in latest.items()}
+    assert {i: v for i, v in zip(changed.column("id").to_pylist(), changed.column("v").to_pylist())} == {
+        i: v for i, (_, v) in latest.items()
+    }
 
 
 @pytest.mark.parametrize("kind", ["mor", "cow"])

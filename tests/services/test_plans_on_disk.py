@@ -18,14 +18,21 @@ SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("day", pa.string())
 
 
 def _rows(ids: range, ts: int) -> pa.Table:
-    return pa.table({"id": list(ids), "ts": [ts] * len(ids), "day": ["d1" if i % 2 else "d2" for i in ids]},
-                    schema=SCHEMA)
+    return pa.table(
+        {"id": list(ids), "ts": [ts] * len(ids), "day": ["d1" if i % 2 else "d2" for i in ids]}, schema=SCHEMA
+    )
 
 
 def test_every_written_plan_round_trips(tmp_path: Path) -> None:
-    t = Table.create(tmp_path / "t", SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"],
-                     table_type="mor", properties={"archive.min-active-instants": 2,
-                                                   "archive.max-active-instants": 4})
+    t = Table.create(
+        tmp_path / "t",
+        SCHEMA,
+        record_key="id",
+        ordering_field="ts",
+        partition_by=["day"],
+        table_type="mor",
+        properties={"archive.min-active-instants": 2, "archive.max-active-instants": 4},
+    )
     t.insert(_rows(range(10), 1))
     t.upsert(_rows(range(5), 2))
     t.upsert(_rows(range(3, 8), 3))
@@ -46,5 +53,15 @@ def test_every_written_plan_round_trips(tmp_path: Path) -> None:
         stamp = {SERVICE: inst.plan[SERVICE]} if SERVICE in inst.plan else {}
         assert {**stamp, **plan.to_dict()} == dict(inst.plan), inst
         seen.add(type(plan).__name__)
-    assert {"CleanPlan", "ArchivalPlan", "WriteRequest", "CompactionPlan", "ClusteringPlan", "IndexCreatePlan",
-            "IndexDropPlan", "SavepointCreatePlan", "SavepointReleasePlan", "SchemaChangePlan"} <= seen, seen
+    assert {
+        "CleanPlan",
+        "ArchivalPlan",
+        "WriteRequest",
+        "CompactionPlan",
+        "ClusteringPlan",
+        "IndexCreatePlan",
+        "IndexDropPlan",
+        "SavepointCreatePlan",
+        "SavepointReleasePlan",
+        "SchemaChangePlan",
+    } <= seen, seen

@@ -35,5 +35,8 @@ def test_a_dry_run_carries_its_plan_and_pending_instants_as_fields(tmp_path: Pat
     assert dry.dry_run and dry.instant is None and dry.service == "compaction"
     assert dry.plan is not None and len(dry.plan["groups"]) == 1 and dry.pending == ()
     clean = t.services.clean(dry_run=True)
-    assert clean.dry_run and clean.service == "cleaning" and set(clean.stats) == {"files", "files_deleted",
-                                                                                   "files_to_delete"}
+    assert (
+        clean.dry_run
+        and clean.service == "cleaning"
+        and set(clean.stats) == {"files", "files_deleted", "files_to_delete"}
+    )

@@ -27,14 +27,7 @@ from lakeline.timeline.errors import SavepointConflictError, SnapshotExpiredErro
 from tests.children.service_child import SERVICE_CHILD
 from tests.children.table_workers import check_files_on_disk
 from tests.helpers import finish, run_script, start_script, wait_for_files
-from tests.services.test_cleaning import (
-    CLEAN_RETAIN_1,
-    COLUMNS,
-    data_ids,
-    history,
-    make_table,
-    snapshot_files,
-)
+from tests.services.test_cleaning import CLEAN_RETAIN_1, COLUMNS, data_ids, history, make_table, snapshot_files
 from tests.table.model import TableModel, table_rows
 
 pytestmark = pytest.mark.usefixtures("no_faults")  # no fault point armed before or after a test
@@ -88,8 +81,12 @@ def test_savepoint_from_another_process_during_the_deletes(tmp_path: Path, timel
     t, old, old_rows = prepared(tmp_path, timeline)
     fault_dir = tmp_path / "faults"
     fault_dir.mkdir()
-    proc = start_script(SERVICE_CHILD, [t.path, timeline, "clean", CLEAN_RETAIN_1], faults="clean.mid_delete=wait",
-                        env={"LAKELINE_FAULT_DIR": str(fault_dir)})
+    proc = start_script(
+        SERVICE_CHILD,
+        [t.path, timeline, "clean", CLEAN_RETAIN_1],
+        faults="clean.mid_delete=wait",
+        env={"LAKELINE_FAULT_DIR": str(fault_dir)},
+    )
     try:
         wait_for_files([fault_dir / "clean.mid_delete.reached"])
         with pytest.raises(SavepointConflictError):
@@ -126,8 +123,9 @@ def test_a_crashed_clean_keeps_refusing_until_it_is_finished(tmp_path: Path, tim
     is refused until the clean is run again (and then that snapshot is gone)."""
     t, old, _ = prepared(tmp_path, timeline)
     latest = data_ids(t)[-1]
-    rc, out, err = run_script(SERVICE_CHILD, [t.path, timeline, "clean", CLEAN_RETAIN_1],
-                              faults="clean.mid_delete=crash")
+    rc, out, err = run_script(
+        SERVICE_CHILD, [t.path, timeline, "clean", CLEAN_RETAIN_1], faults="clean.mid_delete=crash"
+    )
     assert rc == CRASH_EXIT_CODE, err[-3000:]
     with pytest.raises(SavepointConflictError):
         t.services.savepoint(old)

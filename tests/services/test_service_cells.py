@@ -44,9 +44,14 @@ def seeded(tmp_path: Path, table_type: str) -> tuple[str, dict[int, str]]:
     """Keys 1-4 in one group of d1, updated (and, merge-on-read, compacted) so a clean has
     old versions to remove."""
     path = str(tmp_path / "t")
-    Table.create(path, SCHEMA, record_key="id", partition_by=["day"], table_type=table_type,
-                 properties={"write.small-file-limit-bytes": 0, "clean.orphan-age-ms": 0,
-                             "compaction.delta-commits": 1})
+    Table.create(
+        path,
+        SCHEMA,
+        record_key="id",
+        partition_by=["day"],
+        table_type=table_type,
+        properties={"write.small-file-limit-bytes": 0, "clean.orphan-age-ms": 0, "compaction.delta-commits": 1},
+    )
     t = Table.open(path)
     t.insert(_rows([1, 2, 3, 4], "seed"))
     t.upsert(_rows([1, 2], "u1"))
@@ -102,11 +107,12 @@ def compact(path: str) -> None:
     assert r.instant is not None and r.instant.state == "completed", r
 
 
-@pytest.mark.parametrize("op, table_type, write, effect",
-                         [pytest.param(*w, id=f"{w[1]}-{w[0]}") for w in WRITES if w[1] == "mor"])
-def test_mor_write_vs_concurrent_compaction_of_its_group_is_ok(tmp_path: Path, op: str, table_type: str,
-                                                              write: Callable[[Table], Any],
-                                                              effect: Callable[[dict[int, str]], None]) -> None:
+@pytest.mark.parametrize(
+    "op, table_type, write, effect", [pytest.param(*w, id=f"{w[1]}-{w[0]}") for w in WRITES if w[1] == "mor"]
+)
+def test_mor_write_vs_concurrent_compaction_of_its_group_is_ok(
+    tmp_path: Path, op: str, table_type: str, write: Callable[[Table], Any], effect: Callable[[dict[int, str]], None]
+) -> None:
     """The "compaction same group" column: an insert (new groups), a log append (it
     joins the new slice) and an overwrite (it retires the compacted group too) all land."""
     write_beside(tmp_path, "compaction", table_type, write, effect)
@@ -114,14 +120,24 @@ def test_mor_write_vs_concurrent_compaction_of_its_group_is_ok(tmp_path: Path, o
 
 @pytest.mark.parametrize("service", list(SERVICES))
 @pytest.mark.parametrize("op, table_type, write, effect", [pytest.param(*w, id=f"{w[1]}-{w[0]}") for w in WRITES])
-def test_write_vs_concurrent_service_is_ok(tmp_path: Path, service: str, op: str, table_type: str,
-                                           write: Callable[[Table], Any],
-                                           effect: Callable[[dict[int, str]], None]) -> None:
+def test_write_vs_concurrent_service_is_ok(
+    tmp_path: Path,
+    service: str,
+    op: str,
+    table_type: str,
+    write: Callable[[Table], Any],
+    effect: Callable[[dict[int, str]], None],
+) -> None:
     write_beside(tmp_path, service, table_type, write, effect)
 
 
-def write_beside(tmp_path: Path, service: str, table_type: str, write: Callable[[Table], Any],
-                 effect: Callable[[dict[int, str]], None]) -> None:
+def write_beside(
+    tmp_path: Path,
+    service: str,
+    table_type: str,
+    write: Callable[[Table], Any],
+    effect: Callable[[dict[int, str]], None],
+) -> None:
     """``write`` pauses before completing while ``service`` runs to completion; then it
     must complete on its first attempt, last, with the rows of completion order."""
     path, model = seeded(tmp_path, table_type)
@@ -148,14 +164,14 @@ def _insert(path: str) -> None:
     Table.open(path).insert(_rows([9], "new"))
 
 
-CONCURRENT: dict[str, Callable[[str], None]] = {"insert": _insert, "clean": clean_if_due,
-                                                "indexing": build_index}
+CONCURRENT: dict[str, Callable[[str], None]] = {"insert": _insert, "clean": clean_if_due, "indexing": build_index}
 
 
 @pytest.mark.parametrize("concurrent", list(CONCURRENT))
 @pytest.mark.parametrize("service", ["compaction", "clustering"])
-def test_service_execute_vs_concurrent_insert_clean_or_indexing_is_ok(tmp_path: Path, service: str,
-                                                                      concurrent: str) -> None:
+def test_service_execute_vs_concurrent_insert_clean_or_indexing_is_ok(
+    tmp_path: Path, service: str, concurrent: str
+) -> None:
     path, model = seeded(tmp_path, "mor")
 
     def meanwhile() -> None:

@@ -99,8 +99,10 @@ def dump(t: Table | None, logs: list[Path], errs: dict[str, str]) -> None:
         tl = t.log.refresh()
         print(f"--- timeline tail (last seq {tl.last_seq}) ---")
         for i in tl.instants()[-40:]:
-            print(f"  {i.id:>5} {i.action:<14} {i.state:<12} completed_seq={i.completed_seq} "
-                  f"plan={json.dumps(i.plan, default=str)[:160]}")
+            print(
+                f"  {i.id:>5} {i.action:<14} {i.state:<12} completed_seq={i.completed_seq} "
+                f"plan={json.dumps(i.plan, default=str)[:160]}"
+            )
     for log in logs:
         print(f"--- {log.name} ---\n{_tail(log)}")
     for name, err in errs.items():
@@ -131,15 +133,23 @@ def _uncovered(t: Table, table_type: str) -> list[str]:
     return [name for name, ok in have.items() if not ok]
 
 
-def run_all(tmp_path: Path, table_type: str, timeline: str | None, duration_s: float, phases: dict[str, float],
-            seed: int = 0) -> tuple[Table, dict[str, list[dict[str, Any]]], list[Path], dict[str, str]]:
+def run_all(
+    tmp_path: Path, table_type: str, timeline: str | None, duration_s: float, phases: dict[str, float], seed: int = 0
+) -> tuple[Table, dict[str, list[dict[str, Any]]], list[Path], dict[str, str]]:
     """Create the table, race every process on it for ``duration_s``; returns the table,
     each role's log records, the log paths and each process's stderr; ``phases`` gets
     the seconds each phase took (for the report)."""
     t0 = time.monotonic()
     path = str(tmp_path / f"table-{table_type}")
-    t = Table.create(path, SCHEMA, record_key="id", ordering_field="ts", table_type=table_type,
-                     properties=PROPERTIES, timeline=timeline)
+    t = Table.create(
+        path,
+        SCHEMA,
+        record_key="id",
+        ordering_field="ts",
+        table_type=table_type,
+        properties=PROPERTIES,
+        timeline=timeline,
+    )
     t.upsert(pa.table({"id": list(range(KEYS)), "ts": [0] * KEYS, "v": ["seed"] * KEYS}, schema=SCHEMA))
     t.indexes.create("bloom_filters")
     t.indexes.create("column_stats")
@@ -152,13 +162,45 @@ def run_all(tmp_path: Path, table_type: str, timeline: str | None, duration_s: f
 
     for w in range(WRITERS):
         opts = {"stop": str(writers_stop), "ts": 0, "pause_s": WRITER_PAUSE_S}
-        start(f"writer-{w}", WORKERS_PY, lambda log, ready, w=w, opts=opts: [
-            "stress", path, timeline, w, 10**9, seed * 1000 + w, log, ready, str(go), KEYS, opts])
+        start(
+            f"writer-{w}",
+            WORKERS_PY,
+            lambda log, ready, w=w, opts=opts: [
+                "stress",
+                path,
+                timeline,
+                w,
+                10**9,
+                seed * 1000 + w,
+                log,
+                ready,
+                str(go),
+                KEYS,
+                opts,
+            ],
+        )
     for n, name in enumerate(SERVICES):
-        start(name, SERVICE_WORKERS_PY, lambda log, ready, name=name, n=n: [
-            "service", path, timeline, name, str(stop), log, ready, str(go), SERVICE_PAUSE_S, seed * 1000 + 100 + n])
-    start("reader", SERVICE_WORKERS_PY, lambda log, ready: [
-        "reader", path, timeline, str(stop), log, ready, str(go), READER_PAUSE_S])
+        start(
+            name,
+            SERVICE_WORKERS_PY,
+            lambda log, ready, name=name, n=n: [
+                "service",
+                path,
+                timeline,
+                name,
+                str(stop),
+                log,
+                ready,
+                str(go),
+                SERVICE_PAUSE_S,
+                seed * 1000 + 100 + n,
+            ],
+        )
+    start(
+        "reader",
+        SERVICE_WORKERS_PY,
+        lambda log, ready: ["reader", path, timeline, str(stop), log, ready, str(go), READER_PAUSE_S],
+    )
     logs = [log for log, _ in roles.values()]
     errs: dict[str, str] = {}
     phases["setup_s"] = time.monotonic() - t0
@@ -174,8 +216,11 @@ def run_all(tmp_path: Path, table_type: str, timeline: str | None, duration_s: f
         started = time.monotonic()
         watcher = Table.open(path, timeline=timeline)
         while time.monotonic() < started + 3 * duration_s:
-            dead = [r for r, (_, p) in roles.items()
-                    if p.poll() is not None and not (r.startswith("writer") and writers_stop.exists())]
+            dead = [
+                r
+                for r, (_, p) in roles.items()
+                if p.poll() is not None and not (r.startswith("writer") and writers_stop.exists())
+            ]
             if dead:
                 break  # a crashed process: stop the others and report it below
             if time.monotonic() >= started + duration_s:
@@ -201,8 +246,10 @@ def run_all(tmp_path: Path, table_type: str, timeline: str | None, duration_s: f
     if failed:
         dump(t, logs, errs)
         raise AssertionError(f"processes failed: {failed}")
-    records = {role: [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-               for role, (log, _) in roles.items()}
+    records = {
+        role: [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+        for role, (log, _) in roles.items()
+    }
     return t, records, logs, errs
 
 
@@ -235,18 +282,24 @@ def check(t: Table, table_type: str, records: dict[str, list[dict[str, Any]]]) -
     assert seed.id not in committed and not _service_instant(seed)
     strangers = [i.id for i in done[1:] if i.id not in committed and not _service_instant(i)]
     assert not strangers, f"completed data instants no writer reported: {strangers}"
-    assert sorted(committed) == sorted(i.id for i in done if i.id in committed), \
+    assert sorted(committed) == sorted(i.id for i in done if i.id in committed), (
         "reported commits missing from the timeline"
+    )
     completed_by = Counter(i.action for i in tl.completed())
     counts["compactions"] = completed_by[Action.COMPACTION.value]
     counts["clusterings"] = sum(1 for i in done if i.plan.get("service") == "clustering")
     counts["cleans"] = completed_by[Action.CLEAN.value]
-    counts["files_cleaned"] = sum(int(i.metadata.get("files_deleted", 0)) for i in tl.by_action(Action.CLEAN)
-                                  if i.is_completed)
+    counts["files_cleaned"] = sum(
+        int(i.metadata.get("files_deleted", 0)) for i in tl.by_action(Action.CLEAN) if i.is_completed
+    )
     counts["archives"] = completed_by[Action.ARCHIVE.value]
     counts["savepoints"] = completed_by[Action.SAVEPOINT.value]
-    for what in (["compactions"] if table_type == "mor" else []) + ["clusterings", "cleans", "files_cleaned",
-                                                                     "archives"]:
+    for what in (["compactions"] if table_type == "mor" else []) + [
+        "clusterings",
+        "cleans",
+        "files_cleaned",
+        "archives",
+    ]:
         assert counts[what] > 0, f"no {what} completed: the run proved nothing about it"
 
     # The model: committed writes replayed in completion order (the seed is the first).
@@ -284,8 +337,7 @@ def check(t: Table, table_type: str, records: dict[str, list[dict[str, Any]]]) -
     assert reads, "the reader finished no round"
     for r in reads:
         assert r["mismatches"] == 0, f"a read of the snapshot as of {r['instant']} changed"
-        model.check(sorted(tuple(x) for x in r["rows"]), r["seq"],
-                    f"the reader's pinned snapshot as of {r['instant']}")
+        model.check(sorted(tuple(x) for x in r["rows"]), r["seq"], f"the reader's pinned snapshot as of {r['instant']}")
     # Not vacuous: cleaning has since deleted files of snapshots the reader had pinned,
     # so only the savepoint kept them while it read.
     expired = 0
@@ -312,8 +364,10 @@ def run_and_check(tmp_path: Path, table_type: str, timeline: str | None, duratio
         dump(t, logs, errs)
         raise
     phases["check_s"] = time.monotonic() - t0
-    print(f"{table_type} {'pg' if timeline else 'fs'} {duration_s:.0f}s: {dict(counts)}; "
-          f"phases {({k: round(v, 1) for k, v in phases.items()})}")
+    print(
+        f"{table_type} {'pg' if timeline else 'fs'} {duration_s:.0f}s: {dict(counts)}; "
+        f"phases { ({k: round(v, 1) for k, v in phases.items()}) }"
+    )
 
 
 @pytest.mark.parametrize("table_type", ["mor", "cow"])

@@ -51,21 +51,53 @@ class Cluster:
         return f"spark://127.0.0.1:{self.master_port}"
 
     def _start(self, name: str, *args: str) -> None:
-        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_HOME": str(spark_home()),
-               "SPARK_LOG_DIR": str(self.folder), "SPARK_WORKER_DIR": str(self.folder / "work")}
+        env = {
+            **os.environ,
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_HOME": str(spark_home()),
+            "SPARK_LOG_DIR": str(self.folder),
+            "SPARK_WORKER_DIR": str(self.folder / "work"),
+        }
         log = open(self.folder / f"{name}.log", "wb")  # noqa: SIM115 - kept open for the process's life
-        self.procs.append(subprocess.Popen([str(spark_home() / "bin" / "spark-class"), *args], env=env,
-                                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        self.procs.append(
+            subprocess.Popen(
+                [str(spark_home() / "bin" / "spark-class"), *args],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
 
     def start(self, timeout: float = 90.0) -> Cluster:
         self.folder.mkdir(parents=True, exist_ok=True)
         atexit.register(self.stop)
-        self._start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                    "--port", str(self.master_port), "--webui-port", str(self.ui_port))
+        self._start(
+            "master",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.master_port),
+            "--webui-port",
+            str(self.ui_port),
+        )
         for w in range(self.workers):
-            self._start(f"worker-{w}", "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
-                        "--cores", "1", "--memory", "1g", "--webui-port", str(self.worker_ui_ports[w]),
-                        "--work-dir", str(self.folder / f"work-{w}"))
+            self._start(
+                f"worker-{w}",
+                "org.apache.spark.deploy.worker.Worker",
+                self.url,
+                "--host",
+                "127.0.0.1",
+                "--cores",
+                "1",
+                "--memory",
+                "1g",
+                "--webui-port",
+                str(self.worker_ui_ports[w]),
+                "--work-dir",
+                str(self.folder / f"work-{w}"),
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.alive_workers() >= self.workers:

@@ -22,8 +22,12 @@ def test_write_read_and_compaction_on_a_standalone_cluster(spark_available: None
     Table.create(path, schema, record_key="id", ordering_field="ts", partition_by=["day"], table_type="mor")
     cluster = Cluster(tmp_path / "cluster").start()
     try:
-        job = subprocess.run([sys.executable, str(CHILDREN / "cluster_job.py"), cluster.url, path],
-                             capture_output=True, text=True, timeout=240)
+        job = subprocess.run(
+            [sys.executable, str(CHILDREN / "cluster_job.py"), cluster.url, path],
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
         assert job.returncode == 0, f"{job.stdout}\n{job.stderr[-4000:]}\n{cluster.logs()}"
         out = json.loads(job.stdout.strip().splitlines()[-1])
     finally:

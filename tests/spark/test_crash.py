@@ -116,8 +116,12 @@ def start_executor_kill(tmp: Path, table_type: str) -> tuple[Table, Path, Any]:
     t = make_table(tmp, table_type, None)
     fault_dir = tmp / "faults"
     fault_dir.mkdir()
-    proc = start_script(WORKERS_PY, ["spark_op", t.path, None, upsert_spec(WRITE), "local[1,4]"],
-                        faults="marker.after_create=crash-once", env={"LAKELINE_FAULT_DIR": str(fault_dir)})
+    proc = start_script(
+        WORKERS_PY,
+        ["spark_op", t.path, None, upsert_spec(WRITE), "local[1,4]"],
+        faults="marker.after_create=crash-once",
+        env={"LAKELINE_FAULT_DIR": str(fault_dir)},
+    )
     return t, fault_dir, proc
 
 

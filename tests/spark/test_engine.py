@@ -27,12 +27,27 @@ def _fail(_: int) -> int:
 
 
 def build(path: Path) -> Table:
-    t = Table.create(str(path), SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"],
-                     table_type="mor", properties={"clean.retain": 1, "clean.orphan-age-ms": 0})
+    t = Table.create(
+        str(path),
+        SCHEMA,
+        record_key="id",
+        ordering_field="ts",
+        partition_by=["day"],
+        table_type="mor",
+        properties={"clean.retain": 1, "clean.orphan-age-ms": 0},
+    )
     for ts in range(4):
         ids = list(range(ts * 50, ts * 50 + 400))
-        t.upsert(pa.table({"id": pa.array(ids, pa.int64()), "ts": pa.array([ts] * len(ids), pa.int64()),
-                           "day": [f"d{i % 3}" for i in ids], "v": [f"v{ts}-{i}" for i in ids]}))
+        t.upsert(
+            pa.table(
+                {
+                    "id": pa.array(ids, pa.int64()),
+                    "ts": pa.array([ts] * len(ids), pa.int64()),
+                    "day": [f"d{i % 3}" for i in ids],
+                    "v": [f"v{ts}-{i}" for i in ids],
+                }
+            )
+        )
     t.delete(pa.table({"id": pa.array(list(range(0, 400, 9)), pa.int64())}))
     return t
 
@@ -64,11 +79,15 @@ def test_services_on_spark_leave_the_same_table(spark: Any, tmp_path: Path) -> N
     def jobs() -> int:
         return len(tracker.getJobIdsForGroup(None))
 
-    for n, step in enumerate((lambda t: t.indexes.create("column_stats", columns=["id", "v"]),
-                 lambda t: t.indexes.create("bloom_filters", columns=["id"]),
-                 lambda t: t.services.compact(),
-                 lambda t: t.services.cluster(sort_by=["id"]),
-                 lambda t: t.services.clean(dry_run=False))):
+    for n, step in enumerate(
+        (
+            lambda t: t.indexes.create("column_stats", columns=["id", "v"]),
+            lambda t: t.indexes.create("bloom_filters", columns=["id"]),
+            lambda t: t.services.compact(),
+            lambda t: t.services.cluster(sort_by=["id"]),
+            lambda t: t.services.clean(dry_run=False),
+        )
+    ):
         step(local)
         before = jobs()
         out = step(remote)

@@ -21,12 +21,18 @@ STRINGS = ["a", "b", "it's", "z"]
 
 
 def _rows(rng: random.Random, n: int = 80) -> pa.Table:
-    return pa.Table.from_pylist([
-        {"id": None if rng.random() < 0.1 else rng.randint(0, 20),
-         "s": None if rng.random() < 0.1 else rng.choice(STRINGS),
-         "d": None if rng.random() < 0.1 else DAY0 + timedelta(days=rng.randint(0, 9)),
-         "f": None if rng.random() < 0.1 else rng.choice([float("nan"), rng.uniform(0, 10)])} for _ in range(n)],
-        schema=SCHEMA)
+    return pa.Table.from_pylist(
+        [
+            {
+                "id": None if rng.random() < 0.1 else rng.randint(0, 20),
+                "s": None if rng.random() < 0.1 else rng.choice(STRINGS),
+                "d": None if rng.random() < 0.1 else DAY0 + timedelta(days=rng.randint(0, 9)),
+                "f": None if rng.random() < 0.1 else rng.choice([float("nan"), rng.uniform(0, 10)]),
+            }
+            for _ in range(n)
+        ],
+        schema=SCHEMA,
+    )
 
 
 def _sql_lit(v: Any) -> str:
@@ -66,9 +72,13 @@ def _leaf(rng: random.Random) -> tuple[str, Any]:
         return f"{col} BETWEEN {_sql_lit(lo)} AND {_sql_lit(hi)}", c.between(lo, hi)
     if r < 0.38:  # not understood: a function, null-safe equality, arithmetic
         x = _value(rng, "id")
-        return rng.choice([(f"id <=> {x}", F.col("id").eqNullSafe(x)),
-                           (f"id + 1 > {x}", F.expr(f"id + 1 > {x}")),
-                           ("startswith(s, 'a')", F.col("s").startswith("a"))])
+        return rng.choice(
+            [
+                (f"id <=> {x}", F.col("id").eqNullSafe(x)),
+                (f"id + 1 > {x}", F.expr(f"id + 1 > {x}")),
+                ("startswith(s, 'a')", F.col("s").startswith("a")),
+            ]
+        )
     v = _value(rng, col)
     op = rng.choice(["=", "!=", "<", "<=", ">", ">="])
     fn = {"=": c.__eq__, "!=": c.__ne__, "<": c.__lt__, "<=": c.__le__, ">": c.__gt__, ">=": c.__ge__}[op]

@@ -20,8 +20,9 @@ from lakeline.timeline.errors import InstantNotFoundError, TableNotFoundError, U
 
 from tests.table.model import Pred, random_pred
 
-SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("v", pa.int64()), ("s", pa.string()),
-                    ("day", pa.string())])
+SCHEMA = pa.schema(
+    [("id", pa.int64()), ("ts", pa.int64()), ("v", pa.int64()), ("s", pa.string()), ("day", pa.string())]
+)
 DAYS = ["d0", "d1", "d2"]
 COLS = ["id", "ts", "v", "s", "day"]
 
@@ -46,17 +47,29 @@ def rows_of(df: Any) -> list[tuple[Any, ...]]:
 
 
 def build(tmp: Path, table_type: str, partitioned: bool) -> tuple[Table, list[int]]:
-    t = Table.create(str(tmp / f"{table_type}{partitioned}"), SCHEMA, record_key="id", ordering_field="ts",
-                     partition_by=["day"] if partitioned else None, table_type=table_type)
+    t = Table.create(
+        str(tmp / f"{table_type}{partitioned}"),
+        SCHEMA,
+        record_key="id",
+        ordering_field="ts",
+        partition_by=["day"] if partitioned else None,
+        table_type=table_type,
+    )
     rng = random.Random(7)
     instants = []
     for ts in range(4):
         ids = sorted(rng.sample(range(60), 25))
-        t.upsert(pa.table({"id": pa.array(ids, pa.int64()), "ts": pa.array([ts] * 25, pa.int64()),
-                           "v": pa.array([rng.randint(-1, 100) if rng.random() > 0.1 else None for _ in ids],
-                                         pa.int64()),
-                           "s": [rng.choice(["a", "b", "c", None]) for _ in ids],
-                           "day": [DAYS[i % 3] for i in ids]}))
+        t.upsert(
+            pa.table(
+                {
+                    "id": pa.array(ids, pa.int64()),
+                    "ts": pa.array([ts] * 25, pa.int64()),
+                    "v": pa.array([rng.randint(-1, 100) if rng.random() > 0.1 else None for _ in ids], pa.int64()),
+                    "s": [rng.choice(["a", "b", "c", None]) for _ in ids],
+                    "day": [DAYS[i % 3] for i in ids],
+                }
+            )
+        )
         instants.append(t.timeline.completed()[-1].id)
         if ts == 1:
             t.indexes.create("column_stats", columns=["id", "v"])
@@ -67,8 +80,9 @@ def build(tmp: Path, table_type: str, partitioned: bool) -> tuple[Table, list[in
 
 
 @pytest.mark.parametrize("table_type,partitioned", [("mor", True), ("cow", False)])
-def test_read_equals_the_local_read_for_random_filters_and_as_of(spark: Any, tmp_path: Path, table_type: str,
-                                                                 partitioned: bool) -> None:
+def test_read_equals_the_local_read_for_random_filters_and_as_of(
+    spark: Any, tmp_path: Path, table_type: str, partitioned: bool
+) -> None:
     t, instants = build(tmp_path, table_type, partitioned)
     full = spark.createDataFrame(t.to_arrow().to_pandas(), schema="id long, ts long, v long, s string, day string")
     assert rows_of(read(spark, t.path)) == rows_of(full)
@@ -79,14 +93,24 @@ def test_read_equals_the_local_read_for_random_filters_and_as_of(spark: Any, tmp
         assert rows_of(got) == rows_of(full.filter(text)), text
     # Time travel by id, by datetime, and a projection.
     old = instants[1]
-    then = spark.createDataFrame(t.to_arrow(as_of=old).to_pandas(),
-                                 schema="id long, ts long, v long, s string, day string")
+    then = spark.createDataFrame(
+        t.to_arrow(as_of=old).to_pandas(), schema="id long, ts long, v long, s string, day string"
+    )
     assert rows_of(read(spark, t.path, as_of=old)) == rows_of(then)
     assert rows_of(read(spark, t.path, as_of=str(old), columns=["id", "s"])) == rows_of(then.select("id", "s"))
     moment = datetime.now(UTC)
     time.sleep(0.01)
-    t.upsert(pa.table({"id": pa.array([500], pa.int64()), "ts": pa.array([9], pa.int64()),
-                       "v": pa.array([1], pa.int64()), "s": ["z"], "day": ["d0"]}))
+    t.upsert(
+        pa.table(
+            {
+                "id": pa.array([500], pa.int64()),
+                "ts": pa.array([9], pa.int64()),
+                "v": pa.array([1], pa.int64()),
+                "s": ["z"],
+                "day": ["d0"],
+            }
+        )
+    )
     assert rows_of(read(spark, t.path, as_of=moment)) == rows_of(full)
     assert read(spark, t.path).count() == full.count() + 1
 
@@ -106,8 +130,9 @@ def test_pruning_skips_slices_and_the_data_source_reads_the_same(spark: Any, tmp
     assert rows_of(source) == rows_of(every)
     assert source.rdd.getNumPartitions() == every.rdd.getNumPartitions()
     old = t.timeline.completed()[0].id
-    assert rows_of(spark.read.format("lakeline").option("as_of", str(old)).load(t.path)) == \
-        rows_of(read(spark, t.path, as_of=old))
+    assert rows_of(spark.read.format("lakeline").option("as_of", str(old)).load(t.path)) == rows_of(
+        read(spark, t.path, as_of=old)
+    )
 
 
 def test_pyspark_filter_pushdown_bug_is_avoided(spark: Any, tmp_path: Path) -> None:

@@ -23,20 +23,27 @@ def rows_of(path: str) -> list[tuple[int, str]]:
 def test_dataframe_writer_operations(spark: Any, tmp_path: Path) -> None:
     path = str(tmp_path / "t")
     Table.create(path, SCHEMA, record_key="id", table_type="mor")
-    spark.createDataFrame([(i, "a") for i in range(100)], "id long, v string") \
-        .write.format("lakeline").mode("append").save(path)
+    spark.createDataFrame([(i, "a") for i in range(100)], "id long, v string").write.format("lakeline").mode(
+        "append"
+    ).save(path)
     assert rows_of(path) == [(i, "a") for i in range(100)]
-    spark.createDataFrame([(i, "b") for i in range(50, 150)], "id long, v string") \
-        .write.format("lakeline").option("operation", "upsert").mode("append").save(path)
+    spark.createDataFrame([(i, "b") for i in range(50, 150)], "id long, v string").write.format("lakeline").option(
+        "operation", "upsert"
+    ).mode("append").save(path)
     assert rows_of(path) == [(i, "a") for i in range(50)] + [(i, "b") for i in range(50, 150)]
-    spark.createDataFrame([(i,) for i in range(0, 150, 2)], "id long") \
-        .write.format("lakeline").option("operation", "delete").mode("append").save(path)
+    spark.createDataFrame([(i,) for i in range(0, 150, 2)], "id long").write.format("lakeline").option(
+        "operation", "delete"
+    ).mode("append").save(path)
     assert [k for k, _ in rows_of(path)] == list(range(1, 150, 2))
     spark.createDataFrame([(7, "z")], "id long, v string").write.format("lakeline").mode("overwrite").save(path)
     assert rows_of(path) == [(7, "z")]
     t = Table.open(path)
     assert [i.metadata["operation"] for i in t.timeline.completed() if i.action.writes_data] == [
-        "insert", "upsert", "delete", "overwrite"]
+        "insert",
+        "upsert",
+        "delete",
+        "overwrite",
+    ]
     # A failing commit (a key the table holds) leaves the table and no staged file behind.
     with pytest.raises(Exception, match="DuplicateKeyError"):
         spark.createDataFrame([(7, "again")], "id long, v string").write.format("lakeline").mode("append").save(path)
@@ -44,8 +51,9 @@ def test_dataframe_writer_operations(spark: Any, tmp_path: Path) -> None:
     staging = tmp_path / "t" / ".lakeline" / "staging"
     assert not staging.exists() or not any(p.is_file() for p in staging.rglob("*"))
     with pytest.raises(Exception, match="UnsupportedOperationError"):
-        spark.createDataFrame([(1, "x")], "id long, v string").write.format("lakeline") \
-            .option("operation", "merge").mode("append").save(path)
+        spark.createDataFrame([(1, "x")], "id long, v string").write.format("lakeline").option(
+            "operation", "merge"
+        ).mode("append").save(path)
 
 
 def test_abort_after_a_landed_commit_never_undoes_it(tmp_path: Path) -> None:
@@ -53,9 +61,11 @@ def test_abort_after_a_landed_commit_never_undoes_it(tmp_path: Path) -> None:
     path = str(tmp_path / "t")
     Table.create(path, SCHEMA, record_key="id")
     writer = LakelineWriter(path, {"operation": "upsert"}, overwrite=False)
-    messages: list[Any] = [writer.write(iter([pa.record_batch({"id": [1, 2], "v": ["a", "b"]})])),
-                           writer.write(iter([])),
-                           writer.write(iter([pa.record_batch({"id": [3], "v": ["c"]})]))]
+    messages: list[Any] = [
+        writer.write(iter([pa.record_batch({"id": [1, 2], "v": ["a", "b"]})])),
+        writer.write(iter([])),
+        writer.write(iter([pa.record_batch({"id": [3], "v": ["c"]})])),
+    ]
     assert messages[1] == Staged(None, 0)
     # A staged file no message names (a failed attempt) is never read.
     stray = LakelineWriter.__new__(LakelineWriter)

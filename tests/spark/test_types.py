@@ -26,16 +26,18 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-SPARK = StructType([
-    StructField("id", LongType(), False),
-    StructField("price", DecimalType(12, 3)),
-    StructField("at", TimestampType()),
-    StructField("local", TimestampNTZType()),
-    StructField("tags", ArrayType(StringType())),
-    StructField("attrs", MapType(StringType(), LongType())),
-    StructField("nested", StructType([StructField("a", LongType()), StructField("b", StringType())])),
-    StructField("day", StringType()),
-])
+SPARK = StructType(
+    [
+        StructField("id", LongType(), False),
+        StructField("price", DecimalType(12, 3)),
+        StructField("at", TimestampType()),
+        StructField("local", TimestampNTZType()),
+        StructField("tags", ArrayType(StringType())),
+        StructField("attrs", MapType(StringType(), LongType())),
+        StructField("nested", StructType([StructField("a", LongType()), StructField("b", StringType())])),
+        StructField("day", StringType()),
+    ]
+)
 
 
 def test_mapping_round_trips_and_names_what_it_refuses() -> None:
@@ -60,8 +62,10 @@ def test_create_table_write_and_read_back_every_type(spark: Any, tmp_path: Path)
         create_table(path, SPARK, record_key="id")
     at = dt.datetime(2026, 11, 24, 10, 30, 0, 123456, tzinfo=dt.UTC)
     local = dt.datetime(2026, 11, 24, 10, 30, 0, 654321)
-    rows = [(1, Decimal("12.345"), at, local, ["x", "y"], {"k": 1}, (7, "s"), "d1"),
-            (2, None, None, None, None, None, None, "d2")]
+    rows = [
+        (1, Decimal("12.345"), at, local, ["x", "y"], {"k": 1}, (7, "s"), "d1"),
+        (2, None, None, None, None, None, None, "d2"),
+    ]
     df = spark.createDataFrame(rows, SPARK)
     write(df, path, "upsert")
     back = read(spark, path).orderBy("id").collect()
@@ -73,5 +77,7 @@ def test_create_table_write_and_read_back_every_type(spark: Any, tmp_path: Path)
     # A DataFrame's schema works as well; a column Spark cannot store is refused, named.
     create_table(str(tmp_path / "from_df"), df, record_key="id")
     with pytest.raises(SchemaMismatchError, match="'span'"):
-        create_table(str(tmp_path / "bad"), StructType([StructField("id", LongType()),
-                                                        StructField("span", DayTimeIntervalType())]))
+        create_table(
+            str(tmp_path / "bad"),
+            StructType([StructField("id", LongType()), StructField("span", DayTimeIntervalType())]),
+        )

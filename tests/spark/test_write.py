@@ -19,12 +19,7 @@ import pytest
 from lakeline.spark import write
 from lakeline.table import Table
 from lakeline.timeline.diagnostics import faults
-from lakeline.timeline.errors import (
-    DuplicateKeyError,
-    NullKeyError,
-    SchemaMismatchError,
-    UnsupportedOperationError,
-)
+from lakeline.timeline.errors import DuplicateKeyError, NullKeyError, SchemaMismatchError, UnsupportedOperationError
 
 from tests.table.model import table_rows
 
@@ -41,26 +36,45 @@ def df_of(spark: Any, rows: pa.Table) -> Any:
 
 
 def make(tmp: Path, name: str, table_type: str, partitioned: bool, **props: Any) -> Table:
-    return Table.create(str(tmp / name), SCHEMA, record_key="id", ordering_field="ts",
-                        partition_by=["day"] if partitioned else None, table_type=table_type,
-                        properties=props or None)
+    return Table.create(
+        str(tmp / name),
+        SCHEMA,
+        record_key="id",
+        ordering_field="ts",
+        partition_by=["day"] if partitioned else None,
+        table_type=table_type,
+        properties=props or None,
+    )
 
 
 def random_rows(rng: random.Random, keys: list[int], ts: int, partitioned: bool) -> pa.Table:
     days = [DAYS[k % 3] if partitioned else rng.choice(DAYS) for k in keys]
-    return pa.table({"id": pa.array(keys, pa.int64()), "ts": pa.array([ts] * len(keys), pa.int64()),
-                     "day": days, "v": [f"v{ts}-{rng.randrange(1000)}" for _ in keys]})
+    return pa.table(
+        {
+            "id": pa.array(keys, pa.int64()),
+            "ts": pa.array([ts] * len(keys), pa.int64()),
+            "day": days,
+            "v": [f"v{ts}-{rng.randrange(1000)}" for _ in keys],
+        }
+    )
 
 
 def state(t: Table) -> list[tuple[Any, ...]]:
     return table_rows(Table.open(t.path).to_arrow(), COLUMNS)
 
 
-@pytest.mark.parametrize("table_type,partitioned,path", [
-    ("mor", True, "fused"), ("cow", False, "fused"), ("cow", True, "staged"),
-    pytest.param("mor", False, "staged", marks=pytest.mark.soak)])
-def test_random_writes_equal_the_local_api(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                           table_type: str, partitioned: bool, path: str) -> None:
+@pytest.mark.parametrize(
+    "table_type,partitioned,path",
+    [
+        ("mor", True, "fused"),
+        ("cow", False, "fused"),
+        ("cow", True, "staged"),
+        pytest.param("mor", False, "staged", marks=pytest.mark.soak),
+    ],
+)
+def test_random_writes_equal_the_local_api(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, table_type: str, partitioned: bool, path: str
+) -> None:
     """``path``: "fused" (one planning task, which writes its plan's files) or "staged"
     (several planning tasks: each file group is written by a task of its own from the
     parts the planning tasks staged for it)."""
@@ -95,7 +109,8 @@ def test_random_writes_equal_the_local_api(spark: Any, tmp_path: Path, monkeypat
 
 @pytest.mark.parametrize("table_type,plan_tasks", [("mor", 1), ("cow", 1), ("mor", 2), ("mor", 8)])
 def test_copies_of_a_key_across_input_partitions_fold_like_the_local_write(
-        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, table_type: str, plan_tasks: int) -> None:
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, table_type: str, plan_tasks: int
+) -> None:
     """Three copies of every key, each in another DataFrame partition (so in another
     staged file): the upsert keeps the largest ordering value, as the local write does,
     also when eight planning tasks share the buckets."""
@@ -128,14 +143,18 @@ def test_an_empty_dataframe_writes_what_the_local_api_writes(spark: Any, tmp_pat
     write(df_of(spark, first), remote.path, "insert")
     empty = SCHEMA.empty_table() if op != "delete" else pa.table({"id": pa.array([], pa.int64())})
     getattr(local, op)(empty)
-    write(spark.createDataFrame([], "id long" if op == "delete" else "id long, ts long, day string, v string"),
-          remote.path, op)
+    write(
+        spark.createDataFrame([], "id long" if op == "delete" else "id long, ts long, day string, v string"),
+        remote.path,
+        op,
+    )
     assert state(remote) == state(local)
     assert (op == "overwrite") == (state(local) == [])
 
 
-def test_bad_input_fails_typed_before_anything_is_written(spark: Any, tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bad_input_fails_typed_before_anything_is_written(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     t = make(tmp_path, "t", "mor", True)
     write(df_of(spark, random_rows(random.Random(1), list(range(10)), 1, True)), t.path, "insert")
     before = len(Table.open(t.path).timeline.instants())
@@ -152,16 +171,23 @@ def test_bad_input_fails_typed_before_anything_is_written(spark: Any, tmp_path: 
     with pytest.raises(NullKeyError):
         write(nulls, t.path, "upsert")
     with pytest.raises(SchemaMismatchError):
-        write(spark.createDataFrame([(1, 1, "d0", "x", 5)], "id long, ts long, day string, v string, extra int"),
-              t.path, "upsert")
+        write(
+            spark.createDataFrame([(1, 1, "d0", "x", 5)], "id long, ts long, day string, v string, extra int"),
+            t.path,
+            "upsert",
+        )
     with pytest.raises(SchemaMismatchError):
-        write(spark.createDataFrame([("a", 1, "d0", "x")], "id string, ts long, day string, v string"),
-              t.path, "upsert")
+        write(
+            spark.createDataFrame([("a", 1, "d0", "x")], "id string, ts long, day string, v string"), t.path, "upsert"
+        )
     with pytest.raises(SchemaMismatchError):
         write(spark.createDataFrame([(1,)], "ts long"), t.path, "delete")
     with pytest.raises(SchemaMismatchError, match="more than once"):  # refused on the driver, before staging
-        write(spark.createDataFrame([(1, 1, "d0", "x", 2)], "id long, ts long, day string, v string, id long"),
-              t.path, "upsert")
+        write(
+            spark.createDataFrame([(1, 1, "d0", "x", 2)], "id long, ts long, day string, v string, id long"),
+            t.path,
+            "upsert",
+        )
     assert not list(Path(t.path, ".lakeline", "staging").glob("*")), "refused input was staged"
     with pytest.raises(UnsupportedOperationError):
         write(nulls, t.path, "merge")
@@ -191,8 +217,10 @@ def test_a_write_that_fails_to_begin_releases_its_waiting_planning_task(spark: A
     assert spark.sparkContext.statusTracker().getActiveJobsIds() == []
     assert Table.open(t.path).timeline.instants() == before
     assert sorted(p.name for p in (tmp_path / "t").rglob("*.parquet")) == files_before
-    assert write(df_of(spark, random_rows(random.Random(2), list(range(5, 15)), 2, False)), t.path,
-                 "upsert").instant is not None
+    assert (
+        write(df_of(spark, random_rows(random.Random(2), list(range(5, 15)), 2, False)), t.path, "upsert").instant
+        is not None
+    )
 
 
 def test_a_concurrent_commit_makes_the_spark_write_replay(spark: Any, tmp_path: Path) -> None:
@@ -203,13 +231,27 @@ def test_a_concurrent_commit_makes_the_spark_write_replay(spark: Any, tmp_path: 
     other = Table.open(t.path)
 
     def land() -> None:
-        other.insert(pa.table({"id": pa.array([7], pa.int64()), "ts": pa.array([1], pa.int64()), "day": ["d0"],
-                               "v": ["local"]}))
+        other.insert(
+            pa.table({"id": pa.array([7], pa.int64()), "ts": pa.array([1], pa.int64()), "day": ["d0"], "v": ["local"]})
+        )
 
     faults.on("commit.before_complete", land)
     try:
-        r = write(df_of(spark, pa.table({"id": pa.array([7, 8], pa.int64()), "ts": pa.array([2, 2], pa.int64()),
-                                         "day": ["d0", "d0"], "v": ["spark", "spark"]})), t.path, "upsert")
+        r = write(
+            df_of(
+                spark,
+                pa.table(
+                    {
+                        "id": pa.array([7, 8], pa.int64()),
+                        "ts": pa.array([2, 2], pa.int64()),
+                        "day": ["d0", "d0"],
+                        "v": ["spark", "spark"],
+                    }
+                ),
+            ),
+            t.path,
+            "upsert",
+        )
     finally:
         faults.disarm_all()
     rows = Table.open(t.path).to_arrow().sort_by("id").to_pylist()

@@ -158,16 +158,18 @@ def random_leaf(rng: random.Random, days: Sequence[str | None], partition_col: s
     return Pred("cmp", col=col, op=rng.choice(list(_CMP)), value=pick())
 
 
-def random_pred(rng: random.Random, days: Sequence[str | None], depth: int = 2,
-                partition_col: str | None = "day") -> Pred:
+def random_pred(
+    rng: random.Random, days: Sequence[str | None], depth: int = 2, partition_col: str | None = "day"
+) -> Pred:
     """A random predicate tree up to ``depth`` levels of and/or/not."""
     if depth == 0 or rng.random() < 0.4:
         return random_leaf(rng, days, partition_col)
     kind = rng.choice(["and", "or", "not"])
     if kind == "not":
         return Pred("not", args=(random_pred(rng, days, depth - 1, partition_col),))
-    return Pred(kind, args=(random_pred(rng, days, depth - 1, partition_col),
-                            random_pred(rng, days, depth - 1, partition_col)))
+    return Pred(
+        kind, args=(random_pred(rng, days, depth - 1, partition_col), random_pred(rng, days, depth - 1, partition_col))
+    )
 
 
 # -- the table model ---------------------------------------------------------------------

@@ -16,8 +16,14 @@ SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.string()), ("n", pa.int64())]
 
 
 def _mor_with_logs(tmp_path: Path) -> Table:
-    t = Table.create(tmp_path / "t", SCHEMA, record_key="id", partition_by=["day"], table_type="mor",
-                     properties={"write.target-file-size-bytes": 4096})
+    t = Table.create(
+        tmp_path / "t",
+        SCHEMA,
+        record_key="id",
+        partition_by=["day"],
+        table_type="mor",
+        properties={"write.target-file-size-bytes": 4096},
+    )
     t.upsert(pa.table({"id": list(range(2000)), "day": ["a", "b"] * 1000, "n": [0] * 2000}, schema=SCHEMA))
     t.upsert(pa.table({"id": list(range(0, 2000, 7)), "day": ["a", "b"] * 143, "n": [1] * 286}, schema=SCHEMA))
     t.delete(pa.table({"id": list(range(0, 2000, 10))}))
@@ -57,8 +63,9 @@ def test_duckdb_and_polars_read_a_scan_as_a_c_stream(tmp_path: Path) -> None:
     got = duckdb.sql("SELECT id, day, n FROM s").arrow()
     got = got.read_all() if isinstance(got, pa.RecordBatchReader) else got
     assert _sorted(got) == _sorted(expected)
-    assert _sorted(pa.RecordBatchReader.from_stream(t.scan(filter=pc.field("day") == "b")).read_all()) == \
-        _sorted(expected)
+    assert _sorted(pa.RecordBatchReader.from_stream(t.scan(filter=pc.field("day") == "b")).read_all()) == _sorted(
+        expected
+    )
     frame = polars.DataFrame(pa.table(t.scan(filter=pc.field("day") == "b")))
     assert frame.height == expected.num_rows
 

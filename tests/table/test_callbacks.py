@@ -71,8 +71,7 @@ class _Server:
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/cb"
-        self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True)
+        self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
 
     def close(self) -> None:
@@ -102,6 +101,7 @@ def _answer(code: int, body: bytes = b"", **headers: str) -> Respond:
         h.send_header("Content-Length", str(len(body)))
         h.end_headers()
         h.wfile.write(body)
+
     return respond
 
 
@@ -115,8 +115,11 @@ def table(tmp_path: Path) -> Table:
 def _landed(t: Table, r: Any) -> bool:
     """The write's commit is completed, seen by a fresh handle, with its row."""
     fresh = Table.open(t.path)
-    return (r.instant is not None and fresh.timeline.get(r.instant.id).state is State.COMPLETED
-            and 7 in fresh.to_arrow().column("id").to_pylist())
+    return (
+        r.instant is not None
+        and fresh.timeline.get(r.instant.id).state is State.COMPLETED
+        and 7 in fresh.to_arrow().column("id").to_pylist()
+    )
 
 
 @pytest.mark.parametrize("code", [301, 302, 303, 307, 308])
@@ -152,8 +155,7 @@ def _drip_headers(h: BaseHTTPRequestHandler, _: bytes) -> None:
 
 
 @pytest.mark.parametrize("respond", [_drip_body, _drip_headers], ids=["body", "headers"])
-def test_a_dripping_server_releases_the_writer_within_the_timeout(table: Table, serve: Any,
-                                                                  respond: Respond) -> None:
+def test_a_dripping_server_releases_the_writer_within_the_timeout(table: Table, serve: Any, respond: Respond) -> None:
     server = serve(respond)
     start = time.monotonic()
     r = table.upsert(ROW, hooks=Hooks(callbacks=[http_post(server.url, timeout=1, retries=0)]))
@@ -229,15 +231,17 @@ def test_the_callback_url_property_is_checked_like_http_post(tmp_path: Path, url
     assert not (tmp_path / "t").exists() or not any((tmp_path / "t").iterdir())
 
 
-def test_secrets_never_show_in_hook_errors_logs_or_reprs(table: Table, serve: Any,
-                                                          caplog: pytest.LogCaptureFixture) -> None:
+def test_secrets_never_show_in_hook_errors_logs_or_reprs(
+    table: Table, serve: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.DEBUG)
     refusing = serve(_answer(500))
-    hooks = Hooks(callbacks=[
-        http_post("http://admin:HUNTER2@127.0.0.1:1/cb", retries=0, headers={"Authorization": "Bearer TOPSECRET"}),
-        http_post(refusing.url.replace("://", "://admin:HUNTER2@"), retries=0,
-                  headers={"X-Api-Key": "TOPSECRET"}),
-    ])
+    hooks = Hooks(
+        callbacks=[
+            http_post("http://admin:HUNTER2@127.0.0.1:1/cb", retries=0, headers={"Authorization": "Bearer TOPSECRET"}),
+            http_post(refusing.url.replace("://", "://admin:HUNTER2@"), retries=0, headers={"X-Api-Key": "TOPSECRET"}),
+        ]
+    )
     r = table.upsert(ROW, hooks=hooks)
     assert _landed(table, r) and len(r.hook_errors) == 2
     shown = f"{r.hook_errors} {caplog.text} {hooks.callbacks}"

@@ -31,11 +31,9 @@ from tests.children.catalog_race import create_one
 
 pytestmark = pytest.mark.postgres
 
-SCHEMA = pa.schema([
-    pa.field("id", pa.int64(), nullable=False),
-    pa.field("ts", pa.int64()),
-    pa.field("day", pa.string()),
-])
+SCHEMA = pa.schema(
+    [pa.field("id", pa.int64(), nullable=False), pa.field("ts", pa.int64()), pa.field("day", pa.string())]
+)
 
 
 def _rows(ids: list[int], ts: int = 1) -> pa.Table:
@@ -49,8 +47,16 @@ def ns() -> str:
 
 
 def _create(cat: Catalog, name: str, location: Path) -> Table:
-    return cat.create_table(name, location, SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"],
-                            table_type="mor", properties={"write.parquet-compression": "zstd"})
+    return cat.create_table(
+        name,
+        location,
+        SCHEMA,
+        record_key="id",
+        ordering_field="ts",
+        partition_by=["day"],
+        table_type="mor",
+        properties={"write.parquet-compression": "zstd"},
+    )
 
 
 def _has_timeline(dsn: str, table_id: str) -> bool:
@@ -196,10 +202,24 @@ def test_names_and_locations_are_unique(cat: Catalog, ns: str, tmp_path: Path) -
     assert cat.list_tables(ns) == [f"{ns}.orders"]
 
 
-@pytest.mark.parametrize("bad", ["orders", "a.b.c", "sales.", ".orders", "sa-les.orders", "sales.or ders",
-                                 "", "sälès.orders", "sales.orders;drop", None])
-def test_bad_names_are_refused_before_anything_is_written(cat: Catalog, ns: str, tmp_path: Path,
-                                                          bad: str | None) -> None:
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "orders",
+        "a.b.c",
+        "sales.",
+        ".orders",
+        "sa-les.orders",
+        "sales.or ders",
+        "",
+        "sälès.orders",
+        "sales.orders;drop",
+        None,
+    ],
+)
+def test_bad_names_are_refused_before_anything_is_written(
+    cat: Catalog, ns: str, tmp_path: Path, bad: str | None
+) -> None:
     before = cat.list_tables()
     with pytest.raises(InvalidTableNameError):
         cat.create_table(bad, tmp_path / "t", SCHEMA, record_key="id")  # type: ignore[arg-type]

@@ -26,8 +26,7 @@ SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.string()), ("v", pa.string())
 
 
 def _table(tmp_path: Path, timeline: str | None) -> Table:
-    t = Table.create(tmp_path / "t", SCHEMA, record_key="id", partition_by=["day"], table_type="mor",
-                     timeline=timeline)
+    t = Table.create(tmp_path / "t", SCHEMA, record_key="id", partition_by=["day"], table_type="mor", timeline=timeline)
     t.upsert(pa.table({"id": [1, 2, 3], "day": ["a", "a", "b"], "v": ["x", "y", "z"]}, schema=SCHEMA))
     return t
 

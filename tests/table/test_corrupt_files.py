@@ -23,8 +23,9 @@ OTHER = "day=2026-01-02"  # even ids
 
 def make(tmp_path: Path, table_type: str) -> Table:
     """Two partitions, two commits: a mor table's slices have a base and a log."""
-    t = Table.create(tmp_path / table_type, SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"],
-                     table_type=table_type)
+    t = Table.create(
+        tmp_path / table_type, SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"], table_type=table_type
+    )
     t.upsert(rows([1, 2, 3, 4, 5, 6]))
     t.upsert(rows([1, 2], ts=2))
     return t
@@ -183,8 +184,9 @@ def test_index_create_over_a_damaged_file_is_typed_and_rolled_back(tmp_path: Pat
 
 
 def test_a_log_pointing_past_a_replaced_base_names_the_slice(tmp_path: Path) -> None:
-    t = Table.create(tmp_path / "mor", SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"],
-                     table_type="mor")
+    t = Table.create(
+        tmp_path / "mor", SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"], table_type="mor"
+    )
     t.upsert(rows([1, 3, 5, 7, 9, 2, 4]))
     t.upsert(rows([9], ts=2))  # a log whose position points at row 4 of its base
     base = Damage(t, file_of(t, "base")).replace_with(Damage(t, file_of(t, "base", OTHER)))  # 2 rows

@@ -47,8 +47,14 @@ SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("v", pa.float64())]
 
 
 def _table(tmp_path: Path, table_type: str, **props: Any) -> Table:
-    t = Table.create(str(tmp_path / table_type), SCHEMA, record_key="id", ordering_field="ts",
-                     table_type=table_type, properties={"engine.parallelism": 1, **props})
+    t = Table.create(
+        str(tmp_path / table_type),
+        SCHEMA,
+        record_key="id",
+        ordering_field="ts",
+        table_type=table_type,
+        properties={"engine.parallelism": 1, **props},
+    )
     t.insert(pa.table({"id": [1, 2, 3], "ts": [1, 1, 1], "v": [1.0, 2.0, 3.0]}))
     return t
 
@@ -94,10 +100,15 @@ def test_validators_see_before_and_after(tmp_path: Path) -> None:
     seen: dict[str, Any] = {}
 
     def look(ctx: ValidationContext) -> None:
-        seen.update(before=ctx.before.count_rows(), after=ctx.after.count_rows(), op=ctx.operation,
-                    after_rows=sorted(ctx.after.to_arrow().column("id").to_pylist()),
-                    changes=sorted(zip(ctx.changes.column("id").to_pylist(), ctx.changes.column("_op").to_pylist())),
-                    new=sorted(ctx.new_rows.column("id").to_pylist()), stats=ctx.stats)
+        seen.update(
+            before=ctx.before.count_rows(),
+            after=ctx.after.count_rows(),
+            op=ctx.operation,
+            after_rows=sorted(ctx.after.to_arrow().column("id").to_pylist()),
+            changes=sorted(zip(ctx.changes.column("id").to_pylist(), ctx.changes.column("_op").to_pylist())),
+            new=sorted(ctx.new_rows.column("id").to_pylist()),
+            stats=ctx.stats,
+        )
 
     t.upsert(pa.table({"id": [2, 4], "ts": [2, 2], "v": [20.0, 4.0]}), hooks=Hooks(validators=[look]))
     assert seen["before"] == 3 and seen["after"] == 4 and seen["op"] == "upsert"
@@ -141,8 +152,9 @@ def test_a_broken_validator_refuses_and_bad_validators_are_refused_before_writin
     with pytest.raises(UnknownColumnError):
         t.upsert(pa.table({"id": [5], "ts": [1], "v": [1.0]}), hooks=Hooks(validators=[no_nulls("nope")]))
     with pytest.raises(UnknownColumnError):
-        t.upsert(pa.table({"id": [5], "ts": [1], "v": [1.0]}),
-                 hooks=Hooks(validators=[rows_satisfy(pc.field("nope") > 1)]))
+        t.upsert(
+            pa.table({"id": [5], "ts": [1], "v": [1.0]}), hooks=Hooks(validators=[rows_satisfy(pc.field("nope") > 1)])
+        )
     with pytest.raises(InvalidHookError):
         t.upsert(pa.table({"id": [5], "ts": [1], "v": [1.0]}), hooks=Hooks(validators=["not callable"]))  # type: ignore[list-item]
     with pytest.raises(UnknownServiceError):
@@ -175,8 +187,10 @@ def test_callbacks_run_once_after_the_commit_and_never_fail_it(tmp_path: Path) -
     assert t.delete(pa.table({"id": [99]}), hooks=Hooks(callbacks=[notify])).instant is None
     assert len(seen) == 1
     # An unreachable URL is reported, after its retries, and the write stands.
-    r = t.upsert(pa.table({"id": [5], "ts": [1], "v": [5.0]}),
-                 hooks=Hooks(callbacks=[http_post("http://127.0.0.1:9/", timeout=0.5, retries=1)]))
+    r = t.upsert(
+        pa.table({"id": [5], "ts": [1], "v": [5.0]}),
+        hooks=Hooks(callbacks=[http_post("http://127.0.0.1:9/", timeout=0.5, retries=1)]),
+    )
     assert r.instant is not None and len(r.hook_errors) == 1 and r.hook_errors[0][0].startswith("http_post(")
 
 
@@ -251,8 +265,11 @@ def test_inline_compaction_runs_on_the_write_after_n_delta_commits(tmp_path: Pat
 
 
 def test_table_properties_give_every_writer_hooks(tmp_path: Path, receiver: _Receiver) -> None:
-    t = _table(tmp_path, "mor", **{"compaction.delta-commits": 2, "inline.services": "compaction",
-                                   "commit.callback-url": receiver.url})
+    t = _table(
+        tmp_path,
+        "mor",
+        **{"compaction.delta-commits": 2, "inline.services": "compaction", "commit.callback-url": receiver.url},
+    )
     w1 = t.upsert(pa.table({"id": [1], "ts": [2], "v": [1.5]}))
     w2 = Table.open(t.path).upsert(pa.table({"id": [1], "ts": [3], "v": [1.75]}))
     first = [i.id for i in t.timeline.completed() if i.action is Action.DELTA_COMMIT][0]  # _table's insert
@@ -265,22 +282,54 @@ def test_three_writers_with_inline_compaction_and_a_runner_beside(tmp_path: Path
     of the writers) and a runner process compacting the same table never execute one
     instant twice; the runner stops cleanly; the table equals the completion-order model."""
     path = str(tmp_path / "t")
-    Table.create(path, pa.schema([("id", pa.int64()), ("v", pa.string())]), record_key="id", table_type="mor",
-                 properties={"commit.max-retries": 8, "engine.parallelism": 1, "compaction.delta-commits": 2,
-                             "commit.callback-url": receiver.url,
-                             "heartbeat.interval-ms": 500})
+    Table.create(
+        path,
+        pa.schema([("id", pa.int64()), ("v", pa.string())]),
+        record_key="id",
+        table_type="mor",
+        properties={
+            "commit.max-retries": 8,
+            "engine.parallelism": 1,
+            "compaction.delta-commits": 2,
+            "commit.callback-url": receiver.url,
+            "heartbeat.interval-ms": 500,
+        },
+    )
     go = tmp_path / "go"
     config = tmp_path / "runner.toml"
-    config.write_text(f'[runner]\nthreads = 1\ngrace_seconds = 20\n\n[[tables]]\npath = "{path}"\n'
-                      'compaction = "every 1s"\nrollback = "every 2s"\n')
-    runner = subprocess.Popen([sys.executable, "-m", "lakeline.cli", "runner", "--config", str(config)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
+    config.write_text(
+        f'[runner]\nthreads = 1\ngrace_seconds = 20\n\n[[tables]]\npath = "{path}"\n'
+        'compaction = "every 1s"\nrollback = "every 2s"\n'
+    )
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "lakeline.cli", "runner", "--config", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+    )
     procs, ready, logs = [], [], []
     for w in range(3):
         ready.append(tmp_path / f"ready-{w}")
         logs.append(tmp_path / f"w{w}.jsonl")
-        procs.append(start_script(WORKERS_PY, ["stress", path, None, w, 40, w, str(logs[w]), str(ready[w]), str(go),
-                                               16, {"pause_s": 0.05, "inline": ["compaction"] if w < 2 else []}]))
+        procs.append(
+            start_script(
+                WORKERS_PY,
+                [
+                    "stress",
+                    path,
+                    None,
+                    w,
+                    40,
+                    w,
+                    str(logs[w]),
+                    str(ready[w]),
+                    str(go),
+                    16,
+                    {"pause_s": 0.05, "inline": ["compaction"] if w < 2 else []},
+                ],
+            )
+        )
     wait_for_files(ready, timeout=120)
     go.write_text("go")
     for w, p in enumerate(procs):
@@ -291,8 +340,9 @@ def test_three_writers_with_inline_compaction_and_a_runner_beside(tmp_path: Path
     rc, _, err = finish(runner, timeout=60)
     assert rc == 0, f"the runner did not stop cleanly on SIGTERM: {err[-3000:]}"
     # The compactions the runner completed (its log line per run that did something).
-    by_runner = [int(i) for m in re.finditer(r"compaction done, instant\(s\) (\d+(?:,\d+)*)", err)
-                 for i in m.group(1).split(",")]
+    by_runner = [
+        int(i) for m in re.finditer(r"compaction done, instant\(s\) (\d+(?:,\d+)*)", err) for i in m.group(1).split(",")
+    ]
 
     t = Table.open(path)
     tl = t.timeline

@@ -61,25 +61,47 @@ print(json.dumps({"peak": max(pool.max_memory() - floor, 0)}))
 
 
 def _build(path: str, n: int, table_type: str) -> None:
-    t = Table.create(path, SCHEMA, record_key="id", ordering_field="ts", table_type=table_type,
-                     properties={"write.target-file-size-bytes": 64 << 20, "write.small-file-limit-bytes": 0,
-                                 "engine.parallelism": 2})
+    t = Table.create(
+        path,
+        SCHEMA,
+        record_key="id",
+        ordering_field="ts",
+        table_type=table_type,
+        properties={
+            "write.target-file-size-bytes": 64 << 20,
+            "write.small-file-limit-bytes": 0,
+            "engine.parallelism": 2,
+        },
+    )
     for start in range(0, n, SLICE_ROWS):
         ids = np.arange(start, start + SLICE_ROWS)
-        t.insert(pa.table({"id": ids, "ts": np.ones(SLICE_ROWS, np.int64),
-                           "v": np.random.default_rng(start).random(SLICE_ROWS),
-                           "s": pa.array(["i" * 20] * SLICE_ROWS)}, schema=SCHEMA))
+        t.insert(
+            pa.table(
+                {
+                    "id": ids,
+                    "ts": np.ones(SLICE_ROWS, np.int64),
+                    "v": np.random.default_rng(start).random(SLICE_ROWS),
+                    "s": pa.array(["i" * 20] * SLICE_ROWS),
+                },
+                schema=SCHEMA,
+            )
+        )
     rng = np.random.default_rng(2)
     ids = np.sort(rng.choice(n, n // 100, replace=False))
-    t.upsert(pa.table({"id": ids, "ts": np.full(len(ids), 3), "v": rng.random(len(ids)),
-                       "s": pa.array(["z" * 20] * len(ids))}, schema=SCHEMA))
+    t.upsert(
+        pa.table(
+            {"id": ids, "ts": np.full(len(ids), 3), "v": rng.random(len(ids)), "s": pa.array(["z" * 20] * len(ids))},
+            schema=SCHEMA,
+        )
+    )
     slices = t.view(t.timeline).latest_slices()
     assert len(slices) == n // SLICE_ROWS and max(s.base.rows for s in slices if s.base) == SLICE_ROWS
 
 
 def _peak(path: str, step: str, n: int) -> int:
-    out = subprocess.run([sys.executable, "-c", CHILD, path, step, str(n)], capture_output=True, text=True,
-                         env=child_env(), timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, path, step, str(n)], capture_output=True, text=True, env=child_env(), timeout=300
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return int(json.loads(out.stdout.strip().splitlines()[-1])["peak"])
 

@@ -29,12 +29,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from lakeline.table import (
-    DuplicateKeyError,
-    LakelineError,
-    Table,
-    UnsupportedOperationError,
-)
+from lakeline.table import DuplicateKeyError, LakelineError, Table, UnsupportedOperationError
 from lakeline.timeline.instant import Instant
 
 from tests.table.model import (
@@ -68,6 +63,8 @@ CONFIGS = [
     pytest.param("cow", True, False, "", id="append-part"),
     pytest.param("cow", False, False, "", id="append-flat"),
 ]
+
+
 # One seed per configuration keeps the default run short; set LAKELINE_MODEL_SEEDS
 # (e.g. "1-200" or "5,17") to run many more sequences.
 def _seeds() -> list[int]:
@@ -135,8 +132,9 @@ class Run:
             "id": id_,
             "ts": rng.choice([None, 0, 1, 1, 2, 3]),
             "day": self.day() if day is ANY_DAY else day,
-            "v": self.serial() if not self.keyed else (
-                rng.choice([None, rng.randint(0, 100)]) if rng.random() < 0.2 else rng.randint(0, 100)),
+            "v": self.serial()
+            if not self.keyed
+            else (rng.choice([None, rng.randint(0, 100)]) if rng.random() < 0.2 else rng.randint(0, 100)),
             "s": rng.choice([None, "a", "b", "c", "d"]),
         }
 
@@ -230,8 +228,12 @@ def step_delete(run: Run) -> Step:
             keys.append({"id": rng.randrange(KEY_SPACE * 3), "day": run.day()})  # mostly absent
     with_part = run.partitioned and rng.random() < 0.5
     if with_part or run.composite:
-        data = pa.table({"id": pa.array([k["id"] for k in keys], pa.int64()),
-                         "day": pa.array([k["day"] for k in keys], pa.string())})
+        data = pa.table(
+            {
+                "id": pa.array([k["id"] for k in keys], pa.int64()),
+                "day": pa.array([k["day"] for k in keys], pa.string()),
+            }
+        )
     else:
         data = pa.table({"id": pa.array([k["id"] for k in keys], pa.int64())})
     desc = f"delete {'with' if with_part else 'without'} partition {keys}"  # composite: (id, day) keys
@@ -249,20 +251,24 @@ def step_overwrite(run: Run) -> Step:
     n = 0 if rng.random() < 0.15 else rng.randint(1, 40)
     rows = [run.row(rng.randrange(KEY_SPACE * 2), rng.choice(days)) for _ in range(n)]
     if not run.partitioned:
-        return Step(f"overwrite {rows}", lambda: run.table.overwrite(to_arrow(rows)), lambda m: m.overwrite(rows),
-                    rows=rows)
+        return Step(
+            f"overwrite {rows}", lambda: run.table.overwrite(to_arrow(rows)), lambda m: m.overwrite(rows), rows=rows
+        )
     if rng.random() < 0.6:
-        return Step(f"overwrite {rows}", lambda: run.table.overwrite(to_arrow(rows)), lambda m: m.overwrite(rows),
-                    rows=rows)
+        return Step(
+            f"overwrite {rows}", lambda: run.table.overwrite(to_arrow(rows)), lambda m: m.overwrite(rows), rows=rows
+        )
     # Explicit partitions: those of the data, plus one more that is emptied.
     targets = sorted({r["day"] for r in rows} | {rng.choice(run.days())}, key=lambda d: (d is None, d or ""))
     spec: list[Any] = [
-        f"day={d}" if d is not None and d.startswith("2026") and rng.random() < 0.5 else {"day": d}
-        for d in targets
+        f"day={d}" if d is not None and d.startswith("2026") and rng.random() < 0.5 else {"day": d} for d in targets
     ]
-    return Step(f"overwrite {rows} partitions={spec}",
-                lambda: run.table.overwrite(to_arrow(rows), partitions=spec),
-                lambda m: m.overwrite(rows, [(d,) for d in targets]), rows=rows)
+    return Step(
+        f"overwrite {rows} partitions={spec}",
+        lambda: run.table.overwrite(to_arrow(rows), partitions=spec),
+        lambda m: m.overwrite(rows, [(d,) for d in targets]),
+        rows=rows,
+    )
 
 
 KEYED_STEPS = [(step_insert, 3), (step_upsert, 4), (step_delete, 2), (step_delete_where, 2), (step_overwrite, 1)]
@@ -316,7 +322,8 @@ def run_step(run: Run, make: Callable[[Run], Step]) -> None:
         assert inst.state == "completed"
         op = desc.split()[0]
         allowed = {"overwrite": {"replacecommit"}}.get(
-            op, {"mor": {"deltacommit"}, "cow": {"commit"}}[run.table_type] if run.keyed else {"commit"})
+            op, {"mor": {"deltacommit"}, "cow": {"commit"}}[run.table_type] if run.keyed else {"commit"}
+        )
         assert inst.action in allowed, f"{op} completed as {inst.action}"
         assert tl.last_completed().id == inst.id
         run.snaps.append(Snap(inst, expected, op, step.rows if op in ("insert", "overwrite") else []))
@@ -360,7 +367,7 @@ def check_history(run: Run) -> None:
         pairs = [(i, i + 1) for i in range(len(snaps) - 1)]
         pairs += [tuple(sorted(run.rng.sample(range(len(snaps)), 2))) for _ in range(4) if len(snaps) > 1]
         for i, j in pairs:
-            written = {r["v"] for s in snaps[i + 1:j + 1] for r in s.inserted}
+            written = {r["v"] for s in snaps[i + 1 : j + 1] for r in s.inserted}
             want = [{**r, "_op": "insert"} for r in snaps[j].model.rows() if r["v"] in written]
             got = table_rows(t.changes(snaps[i].instant.id, snaps[j].instant.id), COLUMNS + ["_op"])
             assert got == sorted_rows(want, COLUMNS + ["_op"]), (
@@ -371,13 +378,15 @@ def check_history(run: Run) -> None:
 
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("table_type,partitioned,ordering,key", CONFIGS)
-def test_random_writes_match_model(tmp_path: Path, table_type: str, partitioned: bool, ordering: bool,
-                                   key: str, seed: int) -> None:
+def test_random_writes_match_model(
+    tmp_path: Path, table_type: str, partitioned: bool, ordering: bool, key: str, seed: int
+) -> None:
     keyed = bool(key)
     key_cols = tuple(key.split("+")) if key else ()
     path = tmp_path / "t"
     t = Table.create(
-        path, SCHEMA,
+        path,
+        SCHEMA,
         record_key=list(key_cols) or None,
         ordering_field="ts" if ordering else None,
         partition_by=["day"] if partitioned else None,
@@ -427,8 +436,9 @@ def _rows(*specs: tuple[int, int | None, str | None, int]) -> pa.Table:
 
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
 def test_one_key_in_two_partitions_of_one_batch_is_two_records(tmp_path: Path, table_type: str) -> None:
-    t = Table.create(tmp_path / "t", SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"],
-                     table_type=table_type)
+    t = Table.create(
+        tmp_path / "t", SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"], table_type=table_type
+    )
     t.upsert(_rows((1, 1, "a", 10), (1, 1, "b", 20), (1, 0, "b", 30)))
     assert sorted((r["day"], r["v"]) for r in t.to_arrow().to_pylist()) == [("a", 10), ("b", 20)]
     t.insert(_rows((2, 1, "a", 1), (2, 1, "b", 2)))

@@ -75,15 +75,13 @@ def test_null_and_literal_stay_apart_across_commits(tmp_path: Path, table_type: 
     assert rows_of(t, filter=pc.field("day").is_null()) == [{"id": 1, "day": None, "v": 1}]
     # Identity is (partition values, key): key 1 under the literal is another record.
     t.upsert(pa.table({"id": [1], "day": [LIT], "v": [9]}, schema=S))
-    assert rows_of(t) == [{"id": 1, "day": None, "v": 1}, {"id": 1, "day": LIT, "v": 9},
-                          {"id": 2, "day": LIT, "v": 2}]
+    assert rows_of(t) == [{"id": 1, "day": None, "v": 1}, {"id": 1, "day": LIT, "v": 9}, {"id": 2, "day": LIT, "v": 2}]
     t.update(pc.field("day").is_null(), {"v": 5})
     assert rows_of(t, filter=pc.field("day") == LIT) == [{"id": 1, "day": LIT, "v": 9}, {"id": 2, "day": LIT, "v": 2}]
     # Overwriting the null partition (by dict, then by Hive path) leaves the literal's rows.
     empty = S.empty_table()
     t.overwrite(pa.table({"id": [7], "day": [None], "v": [7]}, schema=S), partitions=[{"day": None}])
-    assert rows_of(t) == [{"id": 1, "day": LIT, "v": 9}, {"id": 2, "day": LIT, "v": 2},
-                          {"id": 7, "day": None, "v": 7}]
+    assert rows_of(t) == [{"id": 1, "day": LIT, "v": 9}, {"id": 2, "day": LIT, "v": 2}, {"id": 7, "day": None, "v": 7}]
     t.overwrite(empty, partitions=[f"day={NULL_PARTITION}"])
     assert rows_of(t) == [{"id": 1, "day": LIT, "v": 9}, {"id": 2, "day": LIT, "v": 2}]
     # ... and the literal's (by dict) leaves a null partition's rows.
@@ -116,8 +114,7 @@ def test_dataset_and_duckdb_tell_null_from_the_literal(tmp_path: Path, table_typ
 # --- partition folder length (D16) ---------------------------------------------------
 
 
-def test_a_partition_folder_longer_than_255_bytes_is_refused_before_writing(tmp_path: Path,
-                                                                             table_type: str) -> None:
+def test_a_partition_folder_longer_than_255_bytes_is_refused_before_writing(tmp_path: Path, table_type: str) -> None:
     t = _day_table(tmp_path, table_type)
     t.upsert(pa.table({"id": [1], "day": ["a"], "v": [1]}, schema=S))
     ok = "y" * (255 - len("day="))
@@ -150,8 +147,9 @@ def test_a_partition_column_whose_folder_cannot_fit_is_refused_at_create(tmp_pat
 def test_duplicate_column_names_are_refused(tmp_path: Path, table_type: str) -> None:
     t = _day_table(tmp_path, table_type)
     t.upsert(pa.table({"id": [1], "day": ["a"], "v": [1]}, schema=S))
-    dup = pa.Table.from_arrays([pa.array([7]), pa.array(["d"]), pa.array([1]), pa.array([8])],
-                               names=["id", "day", "v", "id"])
+    dup = pa.Table.from_arrays(
+        [pa.array([7]), pa.array(["d"]), pa.array([1]), pa.array([8])], names=["id", "day", "v", "id"]
+    )
     for op in (t.upsert, t.insert, t.overwrite, t.delete):
         with nothing_written(t, tmp_path / "t"), pytest.raises(SchemaMismatchError, match="duplicate"):
             op(dup)
@@ -167,25 +165,59 @@ def test_duplicate_column_names_are_refused(tmp_path: Path, table_type: str) -> 
 def test_every_internal_column_name_is_reserved_or_under_the_prefix() -> None:
     from lakeline.spark import staging
 
-    names = [records.POS, records.OP, records.SEQ, records.BASE_POS, merge.ORD, tagging.FG, tagging.ROW,
-             key_check.GROUP, plan.PARTITION, changes_module.PART, changes_module._SIDE, changes_module._ID,
-             changes_module._OLD, changes_module._NEW, staging.BUCKET]
+    names = [
+        records.POS,
+        records.OP,
+        records.SEQ,
+        records.BASE_POS,
+        merge.ORD,
+        tagging.FG,
+        tagging.ROW,
+        key_check.GROUP,
+        plan.PARTITION,
+        changes_module.PART,
+        changes_module._SIDE,
+        changes_module._ID,
+        changes_module._OLD,
+        changes_module._NEW,
+        staging.BUCKET,
+    ]
     for n in names:
         assert n in RESERVED_COLUMNS or n.startswith(INTERNAL_PREFIX), n
     assert changes_module.CHANGE_OP == "_op"  # the changes() contract
 
 
-@pytest.mark.parametrize("name", ["_ord", "_fg", "_row", "_partition", "_instant", "__row", "_side", "_id", "_old",
-                                  "_new", "_bucket", "_ord_max", "_pos_last", "_lakeline_x", "__lakeline"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "_ord",
+        "_fg",
+        "_row",
+        "_partition",
+        "_instant",
+        "__row",
+        "_side",
+        "_id",
+        "_old",
+        "_new",
+        "_bucket",
+        "_ord_max",
+        "_pos_last",
+        "_lakeline_x",
+        "__lakeline",
+    ],
+)
 @pytest.mark.parametrize("as_key", [False, True], ids=["column", "key"])
-def test_names_lakeline_used_internally_are_ordinary_user_columns(tmp_path: Path, table_type: str, name: str,
-                                                                   as_key: bool) -> None:
+def test_names_lakeline_used_internally_are_ordinary_user_columns(
+    tmp_path: Path, table_type: str, name: str, as_key: bool
+) -> None:
     """D14a/b/c: a user column (or key) with a name lakeline once used in memory works
     through every write, read and changes()."""
     key, other = (name, "v") if as_key else ("id", name)
     s = pa.schema([(key, pa.int64()), (other, pa.int64()), ("day", pa.string())])
-    t = Table.create(tmp_path / "t", s, record_key=key, ordering_field=other, partition_by=["day"],
-                     table_type=table_type)
+    t = Table.create(
+        tmp_path / "t", s, record_key=key, ordering_field=other, partition_by=["day"], table_type=table_type
+    )
     first = t.upsert(pa.table({key: [1, 2, 3], other: [1, 2, 3], "day": ["a", "b", "a"]}, schema=s)).instant
     assert first is not None
     t.upsert(pa.table({key: [1, 4], other: [9, 4], "day": ["a", "b"]}, schema=s))
@@ -195,8 +227,12 @@ def test_names_lakeline_used_internally_are_ordinary_user_columns(tmp_path: Path
     assert got == [{key: 1, other: 9, "day": "a"}, {key: 2, other: 7, "day": "b"}, {key: 4, other: 4, "day": "b"}]
     ch = t.changes(first.id)
     assert ch.column_names == [key, other, "day", "_op"]
-    assert sorted(zip(ch.column(key).to_pylist(), ch.column("_op").to_pylist())) == \
-        [(1, "update"), (2, "update"), (3, "delete"), (4, "insert")]
+    assert sorted(zip(ch.column(key).to_pylist(), ch.column("_op").to_pylist())) == [
+        (1, "update"),
+        (2, "update"),
+        (3, "delete"),
+        (4, "insert"),
+    ]
 
 
 def test_repro_ord_column(tmp_path: Path) -> None:
@@ -223,10 +259,15 @@ def test_reserved_and_path_like_names_are_refused_at_create(tmp_path: Path, name
 
 
 @pytest.mark.parametrize("name", ["_base_pos", "_op", INTERNAL_PREFIX + "ord", ".."])
-def test_reserved_and_path_like_names_are_refused_as_new_columns(tmp_path: Path, table_type: str,
-                                                                  name: str) -> None:
-    t = Table.create(tmp_path / "t", S, record_key="id", partition_by=["day"], table_type=table_type,
-                     properties={"write.schema-evolution": "add-columns"})
+def test_reserved_and_path_like_names_are_refused_as_new_columns(tmp_path: Path, table_type: str, name: str) -> None:
+    t = Table.create(
+        tmp_path / "t",
+        S,
+        record_key="id",
+        partition_by=["day"],
+        table_type=table_type,
+        properties={"write.schema-evolution": "add-columns"},
+    )
     t.upsert(pa.table({"id": [1], "day": ["a"], "v": [1]}, schema=S))
     data = pa.table({"id": [2], "day": ["a"], "v": [2], name: ["x"]})
     with nothing_written(t, tmp_path / "t"), pytest.raises(ReservedColumnError):
@@ -243,16 +284,17 @@ def test_repro_dot_dot_column_is_refused_not_broken(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", ["", "[0]", "a.b", "a[0]", "a=b", "a/b", "é", "x\x00y", "\n"])
-def test_names_arrow_takes_literally_work_as_columns_and_partitions(tmp_path: Path, table_type: str,
-                                                                      name: str) -> None:
+def test_names_arrow_takes_literally_work_as_columns_and_partitions(tmp_path: Path, table_type: str, name: str) -> None:
     """D17a: '' and other odd names that worked keep working (also as partition columns)."""
     s = pa.schema([("id", pa.int64()), (name, pa.string()), ("v", pa.int64())])
     t = Table.create(tmp_path / "t", s, record_key="id", partition_by=[name], table_type=table_type)
     t.upsert(pa.table({"id": [1, 2], name: ["p", None], "v": [1, 2]}, schema=s))
     t.upsert(pa.table({"id": [1], name: ["p"], "v": [3]}, schema=s))
     t.update(pc.field(name) == "p", {"v": 4})
-    assert sorted(t.to_arrow().to_pylist(), key=lambda r: r["id"]) == [{"id": 1, name: "p", "v": 4},
-                                                                       {"id": 2, name: None, "v": 2}]
+    assert sorted(t.to_arrow().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, name: "p", "v": 4},
+        {"id": 2, name: None, "v": 2},
+    ]
     assert t.to_arrow(filter=pc.field(name).is_null()).column("id").to_pylist() == [2]
 
 
@@ -266,4 +308,3 @@ def test_binary_partition_values_filter_and_prune_exactly(tmp_path: Path, table_
         expr = pc.field("p").is_null() if v is None else pc.field("p") == v
         assert t.to_arrow(filter=expr).column("id").to_pylist() == [i]
         assert t.scan(filter=expr).explain()["files_after_partition_pruning"] == 1
-

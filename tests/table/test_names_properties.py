@@ -21,14 +21,29 @@ from hypothesis import strategies as st
 from lakeline.table import LakelineError, SchemaMismatchError, Table
 from lakeline.timeline.view.file_group import MAX_FOLDER_BYTES, NULL_PARTITION, partition_path
 
-SPECIAL_VALUES = [NULL_PARTITION, "%5F_HIVE_DEFAULT_PARTITION__", "", ".", "..", "/", "%", "\x00", "../..", "a=b",
-                  "%2F", " ", "\n", "é"]
+SPECIAL_VALUES = [
+    NULL_PARTITION,
+    "%5F_HIVE_DEFAULT_PARTITION__",
+    "",
+    ".",
+    "..",
+    "/",
+    "%",
+    "\x00",
+    "../..",
+    "a=b",
+    "%2F",
+    " ",
+    "\n",
+    "é",
+]
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SOAK = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 column_names = st.text(min_size=1, max_size=12)
-partition_values = st.lists(st.one_of(st.none(), st.sampled_from(SPECIAL_VALUES), st.text(max_size=30)),
-                            min_size=1, max_size=10, unique=True)
+partition_values = st.lists(
+    st.one_of(st.none(), st.sampled_from(SPECIAL_VALUES), st.text(max_size=30)), min_size=1, max_size=10, unique=True
+)
 
 
 def _sorted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -45,8 +60,9 @@ def check_column_name(name: str, table_type: str, partitioned: bool) -> None:
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "t"
         try:
-            t = Table.create(path, s, record_key="id", partition_by=[name] if partitioned else None,
-                             table_type=table_type)
+            t = Table.create(
+                path, s, record_key="id", partition_by=[name] if partitioned else None, table_type=table_type
+            )
         except LakelineError:
             assert not path.exists() or not any(path.iterdir()), "a refused create left files"
             return
@@ -120,7 +136,10 @@ def test_any_column_name_soak(table_type: str, name: str, partitioned: bool) -> 
 @pytest.mark.soak
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
 @SOAK
-@given(values=st.lists(st.one_of(st.none(), st.sampled_from(SPECIAL_VALUES), st.text()), min_size=1, max_size=30,
-                       unique=True))
+@given(
+    values=st.lists(
+        st.one_of(st.none(), st.sampled_from(SPECIAL_VALUES), st.text()), min_size=1, max_size=30, unique=True
+    )
+)
 def test_any_partition_values_soak(table_type: str, values: list[str | None]) -> None:
     check_partition_values(values, table_type)

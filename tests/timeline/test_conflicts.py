@@ -18,8 +18,9 @@ def _completed(instant: int, action: Action, metadata: CommitMetadata) -> Instan
 
 def test_a_rewrite_of_a_group_written_meanwhile_is_a_typed_conflict() -> None:
     ours = CommitMetadata("upsert", 1, files=(_stat("fg1", "base"),), rewritten=(("day=1", "fg1"),))
-    theirs = _completed(7, Action.COMMIT, CommitMetadata("upsert", 1, files=(_stat("fg1", "base"),),
-                                                           rewritten=(("day=1", "fg1"),)))
+    theirs = _completed(
+        7, Action.COMMIT, CommitMetadata("upsert", 1, files=(_stat("fg1", "base"),), rewritten=(("day=1", "fg1"),))
+    )
     reason = find_conflict(ours, [theirs])
     assert reason == Conflict(ConflictKind.WROTE_REWRITTEN_GROUPS, 7, Action.COMMIT, (("day=1", "fg1"),))
     assert str(reason).startswith("commit 7 wrote file groups this commit rewrites")
@@ -27,8 +28,9 @@ def test_a_rewrite_of_a_group_written_meanwhile_is_a_typed_conflict() -> None:
 
 def test_disjoint_groups_do_not_conflict() -> None:
     ours = CommitMetadata("upsert", 1, files=(_stat("fg1", "base"),), rewritten=(("day=1", "fg1"),))
-    theirs = _completed(7, Action.COMMIT, CommitMetadata("upsert", 1, files=(_stat("fg2", "base"),),
-                                                           rewritten=(("day=1", "fg2"),)))
+    theirs = _completed(
+        7, Action.COMMIT, CommitMetadata("upsert", 1, files=(_stat("fg2", "base"),), rewritten=(("day=1", "fg2"),))
+    )
     assert find_conflict(ours, [theirs]) is None
 
 

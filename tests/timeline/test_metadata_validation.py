@@ -54,18 +54,21 @@ def _edit(path: Path, seq: int, change: Callable[[dict[str, Any]], None]) -> Non
 def _set(key: str, value: Any, under: str | None = None) -> Callable[[dict[str, Any]], None]:
     def change(payload: dict[str, Any]) -> None:
         (payload[under] if under else payload)[key] = value
+
     return change
 
 
 def _first_file(key: str, value: Any) -> Callable[[dict[str, Any]], None]:
     def change(payload: dict[str, Any]) -> None:
         payload["files"][0][key] = value
+
     return change
 
 
 def _drop_first_file_key(key: str) -> Callable[[dict[str, Any]], None]:
     def change(payload: dict[str, Any]) -> None:
         del payload["files"][0][key]
+
     return change
 
 
@@ -92,8 +95,9 @@ DAMAGE: list[tuple[str, int, Callable[[dict[str, Any]], None]]] = [
 
 
 @pytest.mark.parametrize(("case", "seq", "change"), DAMAGE, ids=[d[0] for d in DAMAGE])
-def test_damaged_record_is_corrupt_on_open_read_and_cleaning(tmp_path: Path, case: str, seq: int,
-                                                             change: Callable[[dict[str, Any]], None]) -> None:
+def test_damaged_record_is_corrupt_on_open_read_and_cleaning(
+    tmp_path: Path, case: str, seq: int, change: Callable[[dict[str, Any]], None]
+) -> None:
     path = tmp_path / "t"
     _table(path)
     _edit(path, seq, change)
@@ -103,8 +107,11 @@ def test_damaged_record_is_corrupt_on_open_read_and_cleaning(tmp_path: Path, cas
         t.to_arrow()
     runner = CliRunner()
     # (``timeline show`` lists a damaged record as it is: inspecting one must work.)
-    for args in (["service", "run", str(path), "cleaning"], ["index", "create", str(path), "column_stats"],
-                 ["index", "validate", str(path)]):
+    for args in (
+        ["service", "run", str(path), "cleaning"],
+        ["index", "create", str(path), "column_stats"],
+        ["index", "validate", str(path)],
+    ):
         res = runner.invoke(cli, args)
         lines = res.stderr.strip().splitlines()
         assert res.exit_code == 2 and len(lines) == 1 and "[CorruptEventError]" in lines[0], (args, res.output)
@@ -141,9 +148,20 @@ def test_well_formed_metadata_round_trips() -> None:
     assert CommitMetadata.from_dict({"files": [{**stat.to_dict(), "deletes": 1}]}).files[0].deletes == 1
 
 
-@pytest.mark.parametrize("raw", ["x", [], {"files": "notalist"}, {"files": [None]}, {"files": [{"path": "a"}]},
-                                 {"files": [{**WriteStat("a", "", "g", "base", 1, 2).to_dict(), "inserts": 1}]},
-                                 {"stats": [1]}, {"replaced_partitions": "p"}, {"operation": 5}])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "x",
+        [],
+        {"files": "notalist"},
+        {"files": [None]},
+        {"files": [{"path": "a"}]},
+        {"files": [{**WriteStat("a", "", "g", "base", 1, 2).to_dict(), "inserts": 1}]},
+        {"stats": [1]},
+        {"replaced_partitions": "p"},
+        {"operation": 5},
+    ],
+)
 def test_malformed_metadata_is_corrupt_event_error(raw: Any) -> None:
     with pytest.raises(CorruptEventError):
         CommitMetadata.from_dict(raw)

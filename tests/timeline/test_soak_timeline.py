@@ -31,9 +31,7 @@ def check_model(events: list[Event]) -> None:
     state: dict[int, State | None] = collections.defaultdict(lambda: None)
     for e in events:
         if e.state not in TRANSITIONS[state[e.instant]]:
-            raise InvalidTransitionError(
-                f"event {e.seq} moves {e.instant} from {state[e.instant]} to {e.state}"
-            )
+            raise InvalidTransitionError(f"event {e.seq} moves {e.instant} from {state[e.instant]} to {e.state}")
         state[e.instant] = e.state
     assert all(a.ts_us < b.ts_us for a, b in zip(events, events[1:], strict=False))
 
@@ -56,9 +54,7 @@ def test_long_race(store_factory: StoreFactory, tmp_path: Path) -> None:
 
 
 def _points(store: TimelineStore) -> list[str]:
-    common = [
-        f"log.{w}_append.{s}" for w in ("before", "after") for s in ("requested", "inflight", "completed")
-    ]
+    common = [f"log.{w}_append.{s}" for w in ("before", "after") for s in ("requested", "inflight", "completed")]
     if store.kind == "filesystem":
         return common + ["log.store.before_write", "log.store.before_link", "log.store.before_dir_fsync"]
     return common + ["log.store.before_write", "log.store.after_write"]

@@ -33,8 +33,10 @@ MASK = "***"
 
 # The secret runs to the last ``@`` of its word; or, for a password with blanks (which
 # libpq refuses, quoting it), over blank-separated chunks without ``/`` or ``@`` to an ``@``.
-_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^:/?#@\s]*)"
-                       r":(?P<secret>[^\s]*(?=@)|[^\s/@]*(?:[ \t]+[^\s/@]*)+?(?=@))@")
+_USERINFO = re.compile(
+    r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^:/?#@\s]*)"
+    r":(?P<secret>[^\s]*(?=@)|[^\s/@]*(?:[ \t]+[^\s/@]*)+?(?=@))@"
+)
 # ``user:secret@host`` with no scheme (a DSN whose ``postgresql://`` was forgotten): a
 # token that starts a word, a colon, then an ``@`` before the next blank or quote.
 _BARE_USERINFO = re.compile(r"(?P<head>(?:^|(?<=[\s'\"(=]))[A-Za-z0-9_.\-]+):(?P<secret>[^\s/'\"@]+)@(?=[A-Za-z0-9\[])")
@@ -131,12 +133,4 @@ class RedactingFormatter(logging.Formatter):
         return redact(super().format(record))
 
 
-__all__ = [
-    "MASK",
-    "RedactingFilter",
-    "RedactingFormatter",
-    "redact",
-    "redacted_repr",
-    "redacting_logger",
-    "secrets_in",
-]
+__all__ = ["MASK", "RedactingFilter", "RedactingFormatter", "redact", "redacted_repr", "redacting_logger", "secrets_in"]

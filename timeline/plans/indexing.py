@@ -21,13 +21,19 @@ class IndexCreatePlan:
     op = OP_CREATE
 
     def to_dict(self) -> dict[str, Any]:
-        return {"op": OP_CREATE, "index": self.index, "kind": self.kind, "columns": list(self.columns),
-                "options": dict(self.options)}
+        return {
+            "op": OP_CREATE,
+            "index": self.index,
+            "kind": self.kind,
+            "columns": list(self.columns),
+            "options": dict(self.options),
+        }
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> IndexCreatePlan:
-        return cls(str(raw["index"]), str(raw.get("kind")), tuple(raw.get("columns") or ()),
-                   dict(raw.get("options") or {}))
+        return cls(
+            str(raw["index"]), str(raw.get("kind")), tuple(raw.get("columns") or ()), dict(raw.get("options") or {})
+        )
 
 
 @dataclass(frozen=True)
@@ -65,4 +71,3 @@ def index_plan(raw: Mapping[str, Any]) -> IndexPlan | None:
     if op == OP_DROP:
         return IndexDropPlan.from_dict(raw)
     return None
-

@@ -27,19 +27,31 @@ class CleanPlan:
         return [p for ps in self.files.values() for p in ps]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"policy": self.policy, "retain": self.retain, "retain_seq": self.retain_seq,
-                "orphan_age_ms": self.orphan_age_ms, "snapshot_seq": self.snapshot_seq,
-                "files": {d: list(ps) for d, ps in self.files.items()}, "reasons": dict(self.reasons),
-                "index_files": list(self.index_files), "staging": list(self.staging)}
+        return {
+            "policy": self.policy,
+            "retain": self.retain,
+            "retain_seq": self.retain_seq,
+            "orphan_age_ms": self.orphan_age_ms,
+            "snapshot_seq": self.snapshot_seq,
+            "files": {d: list(ps) for d, ps in self.files.items()},
+            "reasons": dict(self.reasons),
+            "index_files": list(self.index_files),
+            "staging": list(self.staging),
+        }
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> CleanPlan:
-        return cls(raw.get("policy"), raw.get("retain"),
-                   optional_int(raw.get("retain_seq")), int(raw.get("orphan_age_ms", 0)),
-                   optional_int(raw.get("snapshot_seq")),
-                   {str(d): tuple(ps) for d, ps in (raw.get("files") or {}).items()},
-                   dict(raw.get("reasons") or {}), tuple(raw.get("index_files") or ()),
-                   tuple(str(w) for w in raw.get("staging") or ()))
+        return cls(
+            raw.get("policy"),
+            raw.get("retain"),
+            optional_int(raw.get("retain_seq")),
+            int(raw.get("orphan_age_ms", 0)),
+            optional_int(raw.get("snapshot_seq")),
+            {str(d): tuple(ps) for d, ps in (raw.get("files") or {}).items()},
+            dict(raw.get("reasons") or {}),
+            tuple(raw.get("index_files") or ()),
+            tuple(str(w) for w in raw.get("staging") or ()),
+        )
 
 
 @dataclass(frozen=True)
@@ -56,15 +68,23 @@ class ArchivalPlan:
     max_active: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"first_seq": self.first_seq, "through_seq": self.through_seq, "instants": self.instants,
-                "events": self.events, "active_completed": self.active_completed,
-                "min_active": self.min_active, "max_active": self.max_active}
+        return {
+            "first_seq": self.first_seq,
+            "through_seq": self.through_seq,
+            "instants": self.instants,
+            "events": self.events,
+            "active_completed": self.active_completed,
+            "min_active": self.min_active,
+            "max_active": self.max_active,
+        }
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> ArchivalPlan:
-        return cls(int(raw["first_seq"]), int(raw["through_seq"]),
-                   *(int(raw.get(k, 0)) for k in ("instants", "events", "active_completed", "min_active",
-                                                   "max_active")))
+        return cls(
+            int(raw["first_seq"]),
+            int(raw["through_seq"]),
+            *(int(raw.get(k, 0)) for k in ("instants", "events", "active_completed", "min_active", "max_active")),
+        )
 
 
 @dataclass(frozen=True)
@@ -79,12 +99,16 @@ class RollbackPlan:
     staging: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"targets": list(self.targets), "leftovers": list(self.leftovers),
-                "completed_markers": list(self.completed_markers), "staging": list(self.staging)}
+        return {
+            "targets": list(self.targets),
+            "leftovers": list(self.leftovers),
+            "completed_markers": list(self.completed_markers),
+            "staging": list(self.staging),
+        }
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> RollbackPlan:
-        targets, leftovers, completed = (tuple(int(i) for i in raw.get(k) or ())
-                                         for k in ("targets", "leftovers", "completed_markers"))
+        targets, leftovers, completed = (
+            tuple(int(i) for i in raw.get(k) or ()) for k in ("targets", "leftovers", "completed_markers")
+        )
         return cls(targets, leftovers, completed, tuple(str(w) for w in raw.get("staging") or ()))
-

@@ -53,4 +53,3 @@ def savepoint_plan(raw: Mapping[str, Any]) -> SavepointPlan | None:
     if op == OP_RELEASE:
         return SavepointReleasePlan.from_dict(raw)
     return None
-

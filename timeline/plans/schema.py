@@ -24,4 +24,3 @@ class SchemaChangePlan:
     def from_dict(cls, raw: Mapping[str, Any]) -> SchemaChangePlan:
         change = raw.get("change")
         return cls(None if change is None else str(change), tuple(raw.get("columns") or ()))
-

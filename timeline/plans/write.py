@@ -24,4 +24,3 @@ class WriteRequest:
     def from_dict(cls, raw: Mapping[str, Any]) -> WriteRequest:
         seq = raw.get("snapshot_seq")
         return cls(str(raw.get("operation", "")), seq if isinstance(seq, int) else None, bool(raw.get("writer")))
-

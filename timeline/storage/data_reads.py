@@ -31,8 +31,9 @@ from .filesystem import Storage
 DAMAGED = (pa.ArrowInvalid, OSError)
 
 
-def damaged_error(rel_path: str, error: BaseException,
-                  kind: type[CorruptFileError] = CorruptFileError) -> CorruptFileError:
+def damaged_error(
+    rel_path: str, error: BaseException, kind: type[CorruptFileError] = CorruptFileError
+) -> CorruptFileError:
     """The typed error for the data file ``rel_path`` that raised ``error`` (one line)."""
     reason = " ".join(str(error).split()) or "(no message)"
     return kind(f"data file {rel_path} is damaged or unreadable: {type(error).__name__}: {reason}")
@@ -63,8 +64,10 @@ def check_log(rel_path: str, names: Sequence[str], required: Sequence[str]) -> N
         return
     lacking = [c for c in required if c not in names]
     if lacking:
-        raise CorruptLogError(f"log {rel_path} has no {', '.join(lacking)} column: it is not a merge-on-read log "
-                              "(replaced outside lakeline?)")
+        raise CorruptLogError(
+            f"log {rel_path} has no {', '.join(lacking)} column: it is not a merge-on-read log "
+            "(replaced outside lakeline?)"
+        )
 
 
 def cleaned_since(timeline: Timeline, snapshot_seq: int) -> list[int]:
@@ -78,10 +81,11 @@ def missing_message(rel_path: str, cleans: list[int]) -> str:
     """Why a file the snapshot names is missing, without guessing: a clean removed it
     only when one ran since the snapshot (``cleans``, from :func:`cleaned_since`)."""
     if cleans:
-        return (f"{rel_path} of the snapshot being read was cleaned (by clean {cleans[-1]}): "
-                "the snapshot left retention")
-    return (f"{rel_path} of the snapshot being read is missing, and no clean since the snapshot removed it "
-            "(deleted outside lakeline?)")
+        return f"{rel_path} of the snapshot being read was cleaned (by clean {cleans[-1]}): the snapshot left retention"
+    return (
+        f"{rel_path} of the snapshot being read is missing, and no clean since the snapshot removed it "
+        "(deleted outside lakeline?)"
+    )
 
 
 def unreadable(storage: Storage, rel_path: str) -> CorruptFileError | None:
@@ -111,8 +115,9 @@ def find_damaged(storage: Storage, rel_paths: Sequence[str], error: BaseExceptio
     return None
 
 
-def missing_error(storage: Storage, log: EventLog, snapshot_seq: int, rel_paths: Sequence[str],
-                  error: BaseException) -> SnapshotExpiredError:
+def missing_error(
+    storage: Storage, log: EventLog, snapshot_seq: int, rel_paths: Sequence[str], error: BaseException
+) -> SnapshotExpiredError:
     """The typed error for a read of a snapshot (its files ``rel_paths``) that found a
     file missing: which one, and whether a clean since the snapshot removed it."""
     by_path = {storage.path(rel): rel for rel in rel_paths}

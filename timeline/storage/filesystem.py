@@ -125,8 +125,9 @@ class Storage:
         """Delete a folder below the base path and everything in it (a symbolic link in it
         is removed, never followed); a path outside the table is logged and left."""
         if not self.contains(path):
-            log.warning("not deleting folder %s: outside the table at %s or reached through a symbolic link",
-                        path, self.uri)
+            log.warning(
+                "not deleting folder %s: outside the table at %s or reached through a symbolic link", path, self.uri
+            )
             return
         if self.is_local and os.path.islink(path):
             os.unlink(path)

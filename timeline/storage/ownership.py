@@ -111,7 +111,8 @@ def check_new_location(storage: Storage) -> None:
             shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
             raise UnsafeLocationError(
                 f"a table may not be created at {where}: the folder is not empty ({shown}); "
-                "a table owns its folder, so give it a new or empty one")
+                "a table owns its folder, so give it a new or empty one"
+            )
     try:
         outer = enclosing_table(storage)
     except NotADirectoryError:
@@ -119,7 +120,8 @@ def check_new_location(storage: Storage) -> None:
     if outer is not None:
         raise UnsafeLocationError(
             f"a table may not be created at {where}: it is inside the table at {outer}; "
-            "tables never nest (the outer table's services would treat the inner one's files as its own)")
+            "tables never nest (the outer table's services would treat the inner one's files as its own)"
+        )
 
 
 def claim_location(storage: Storage, timeline: str | None, kind: str, table_uuid: str) -> str:
@@ -166,8 +168,11 @@ def walk_files(storage: Storage) -> Iterator[pafs.FileInfo]:
         yield from _walk_local(storage)
         return
     infos = storage.fs.get_file_info(pafs.FileSelector(top, allow_not_found=True, recursive=True))
-    nested = {posixpath.dirname(posixpath.dirname(i.path)) for i in infos
-              if i.path.endswith(f"/{META_DIR}/{POINTER}") and posixpath.dirname(posixpath.dirname(i.path)) != top}
+    nested = {
+        posixpath.dirname(posixpath.dirname(i.path))
+        for i in infos
+        if i.path.endswith(f"/{META_DIR}/{POINTER}") and posixpath.dirname(posixpath.dirname(i.path)) != top
+    }
     for info in infos:
         if info.type != pafs.FileType.File:
             continue

@@ -74,14 +74,26 @@ class Owner:
     pid: int = 0
 
     def to_json(self) -> bytes:
-        return json.dumps({"write": self.write, "beat_us": self.beat_us, "instants": list(self.instants),
-                           "host": self.host, "pid": self.pid}).encode()
+        return json.dumps(
+            {
+                "write": self.write,
+                "beat_us": self.beat_us,
+                "instants": list(self.instants),
+                "host": self.host,
+                "pid": self.pid,
+            }
+        ).encode()
 
     @classmethod
     def from_json(cls, raw: bytes) -> Owner:
         d = json.loads(raw)
-        return cls(str(d["write"]), int(d["beat_us"]), tuple(int(i) for i in d.get("instants") or ()),
-                   str(d.get("host", "")), int(d.get("pid", 0)))
+        return cls(
+            str(d["write"]),
+            int(d["beat_us"]),
+            tuple(int(i) for i in d.get("instants") or ()),
+            str(d.get("host", "")),
+            int(d.get("pid", 0)),
+        )
 
 
 def write_owner(storage: Storage, owner: Owner, create: bool = False) -> None:
@@ -137,8 +149,9 @@ class OwnerBeat:
             try:
                 self._beat(instants=(*self.owner.instants, instant))
             except Exception as e:  # noqa: BLE001 - see above
-                _log.warning("could not name instant %d in the owner file of staging folder %s: %r",
-                             instant, self.owner.write, e)
+                _log.warning(
+                    "could not name instant %d in the owner file of staging folder %s: %r", instant, self.owner.write, e
+                )
 
     def _beat(self, instants: tuple[int, ...] | None = None) -> None:
         owner = replace(self.owner, beat_us=now_us(), instants=self.owner.instants if instants is None else instants)
@@ -195,8 +208,15 @@ class Verdict:
 TimelineReader = Callable[[], tuple[Timeline, Mapping[int, int]]]
 
 
-def judge(storage: Storage, write_id: str, owner: Owner | None, timeline: Timeline, beats: Mapping[int, int],
-          rules: Rules, now: int | None = None) -> Verdict:
+def judge(
+    storage: Storage,
+    write_id: str,
+    owner: Owner | None,
+    timeline: Timeline,
+    beats: Mapping[int, int],
+    rules: Rules,
+    now: int | None = None,
+) -> Verdict:
     """The verdict on ``write_id``'s folder, whose owner file said ``owner`` (the
     module docstring's rules).
 
@@ -213,8 +233,11 @@ def judge(storage: Storage, write_id: str, owner: Owner | None, timeline: Timeli
         return Verdict(write_id, True, "the owner beats", owner.instants)
     for i in owner.instants:
         inst = timeline.find(i)
-        if inst is not None and inst.is_pending and not is_expired(inst, dict(beats), rules.interval_ms,
-                                                                   rules.tolerable_misses, now):
+        if (
+            inst is not None
+            and inst.is_pending
+            and not is_expired(inst, dict(beats), rules.interval_ms, rules.tolerable_misses, now)
+        ):
             return Verdict(write_id, True, f"instant {i} is pending and beats", owner.instants)
     return Verdict(write_id, False, "the owner stopped beating and no instant of it is alive", owner.instants)
 
@@ -222,12 +245,20 @@ def judge(storage: Storage, write_id: str, owner: Owner | None, timeline: Timeli
 def write_ids(storage: Storage) -> list[str]:
     """The write ids that have a staging folder, sorted."""
     selector = pafs.FileSelector(storage.path(STAGING_DIR), allow_not_found=True)
-    return sorted(posixpath.basename(i.path) for i in storage.fs.get_file_info(selector)
-                  if i.type == pafs.FileType.Directory and _WRITE_ID.fullmatch(posixpath.basename(i.path)))
+    return sorted(
+        posixpath.basename(i.path)
+        for i in storage.fs.get_file_info(selector)
+        if i.type == pafs.FileType.Directory and _WRITE_ID.fullmatch(posixpath.basename(i.path))
+    )
 
 
-def verdicts(storage: Storage, read_timeline: TimelineReader, rules: Rules, now: int | None = None,
-             only: Iterable[str] | None = None) -> list[Verdict]:
+def verdicts(
+    storage: Storage,
+    read_timeline: TimelineReader,
+    rules: Rules,
+    now: int | None = None,
+    only: Iterable[str] | None = None,
+) -> list[Verdict]:
     """The verdict on every staging folder (or on those of ``only`` that exist). The
     owner files are read first, then ``read_timeline()``, then the clock."""
     ids = write_ids(storage)
@@ -241,8 +272,13 @@ def verdicts(storage: Storage, read_timeline: TimelineReader, rules: Rules, now:
     return [judge(storage, w, owners[w], timeline, beats, rules, now) for w in ids]
 
 
-def dead_writes(storage: Storage, read_timeline: TimelineReader, rules: Rules, now: int | None = None,
-                only: Iterable[str] | None = None) -> list[str]:
+def dead_writes(
+    storage: Storage,
+    read_timeline: TimelineReader,
+    rules: Rules,
+    now: int | None = None,
+    only: Iterable[str] | None = None,
+) -> list[str]:
     """The write ids whose staging folder may be removed now."""
     return [v.write for v in verdicts(storage, read_timeline, rules, now, only) if not v.alive]
 

@@ -38,7 +38,8 @@ MAX_FOLDER_BYTES = 255
 #: (docs/safety.md). Names without one are from before the tag; they are never orphans.
 _NAME = re.compile(
     r"^(?P<fg>[0-9a-f]{32})_(?P<instant>\d+)_(?P<token>[0-9a-f]{8})(?:_(?P<table>[0-9a-f]{12}))?"
-    r"(?P<suffix>\.log\.parquet|\.parquet)$")
+    r"(?P<suffix>\.log\.parquet|\.parquet)$"
+)
 #: Hex digits of the table uuid a data file name carries.
 TABLE_TAG_LENGTH = 12
 

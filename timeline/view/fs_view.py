@@ -67,8 +67,9 @@ class FileSystemView:
         return cls._continued(parts, seq, timeline)
 
     @classmethod
-    def _continued(cls, parts: dict[str, dict[str, tuple[FileSlice, ...]]], seq: int,
-                   timeline: Timeline) -> FileSystemView:
+    def _continued(
+        cls, parts: dict[str, dict[str, tuple[FileSlice, ...]]], seq: int, timeline: Timeline
+    ) -> FileSystemView:
         if timeline.last_seq < seq:
             raise ValueError(f"a view saved at event {seq} cannot serve a timeline ending at {timeline.last_seq}")
         view = cls.__new__(cls)
@@ -201,6 +202,6 @@ def _add_log(slices: tuple[FileSlice, ...], fg: str, partition: str, df: DataFil
     for i in range(len(slices) - 1, -1, -1):
         if slices[i].base_instant < df.completed_seq:
             s = slices[i]
-            return slices[:i] + (replace(s, logs=s.logs + (df,)),) + slices[i + 1:]
+            return slices[:i] + (replace(s, logs=s.logs + (df,)),) + slices[i + 1 :]
     # No slice yet (its base is written by a compaction still pending): start one.
     return slices + (FileSlice(fg, partition, -1, None, (df,)),)

@@ -38,8 +38,10 @@ def count(root: Path, out: Path) -> None:
         t = Table(root / kind) if not hasattr(Table, "open") else Table.open(root / kind)
         max_id = int((root / f"{kind}.max_id").read_text())
         base = str((root / kind).resolve())
-        result[kind] = [{"filter": str(flt), "files": sorted(p[len(base):] for p in t.scan(filter=flt).files())}
-                        for flt in cases.random_filters(max_id)]
+        result[kind] = [
+            {"filter": str(flt), "files": sorted(p[len(base) :] for p in t.scan(filter=flt).files())}
+            for flt in cases.random_filters(max_id)
+        ]
     out.write_text(json.dumps(result))
 
 
@@ -50,8 +52,10 @@ def diff(old_path: Path, new_path: Path) -> None:
         n_total = sum(len(c["files"]) for c in new[kind])
         more = [(o, n) for o, n in zip(old[kind], new[kind]) if set(n["files"]) - set(o["files"])]
         fewer = sum(1 for o, n in zip(old[kind], new[kind]) if set(o["files"]) - set(n["files"]))
-        print(f"{kind}: {len(old[kind])} filters: old read {o_total} files, new {n_total}; "
-              f"new reads fewer on {fewer} filters, more on {len(more)}")
+        print(
+            f"{kind}: {len(old[kind])} filters: old read {o_total} files, new {n_total}; "
+            f"new reads fewer on {fewer} filters, more on {len(more)}"
+        )
         for o, n in more:
             print(f"  MORE: {n['filter']}: {len(o['files'])} -> {len(n['files'])}")
 

@@ -59,8 +59,7 @@ def test_is_in_helper() -> None:
 def test_push_not() -> None:
     e = not_(and_(A3, or_(B1, not_(is_null("c")), Unknown("f(x)"))))
     assert push_not(e) == or_(
-        Compare(Op.NE, Ref("a"), 3),
-        and_(Compare(Op.GE, Ref("b"), 1), is_null("c"), Not(Unknown("f(x)"))),
+        Compare(Op.NE, Ref("a"), 3), and_(Compare(Op.GE, Ref("b"), 1), is_null("c"), Not(Unknown("f(x)")))
     )
     assert push_not(not_(is_in("a", [1, 2]))) == Not(In(Ref("a"), frozenset({1, 2})))
     assert push_not(Not(TRUE)) == FALSE

@@ -39,33 +39,49 @@ DAY0 = date(2024, 3, 1)
 DAYS = [DAY0 + timedelta(days=k) for k in range(5)]
 REGIONS = ["ap", "eu", "sa", "us"]
 STRINGS = ["a", "b", "bb", "c", "k1", "k2", "k3", "q", "z"]
-SCHEMA = pa.schema([
-    pa.field("id", pa.int64()),
-    pa.field("day", pa.date32()),
-    pa.field("region", pa.string()),
-    pa.field("v", pa.int64()),
-    pa.field("s", pa.string()),
-    pa.field("d", pa.date32()),
-])
+SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64()),
+        pa.field("day", pa.date32()),
+        pa.field("region", pa.string()),
+        pa.field("v", pa.int64()),
+        pa.field("s", pa.string()),
+        pa.field("d", pa.date32()),
+    ]
+)
 PARTITION = {"cow": "day", "mor": "region"}
 
 
 def _rows(rng: random.Random, ids: list[int]) -> pa.Table:
-    return pa.Table.from_pylist([
-        {"id": i, "day": rng.choice(DAYS), "region": rng.choice(REGIONS),
-         "v": None if rng.random() < 0.1 else rng.randint(0, 1000),
-         "s": None if rng.random() < 0.1 else rng.choice(STRINGS),
-         "d": None if rng.random() < 0.1 else DAY0 + timedelta(days=rng.randint(0, 60) + i // 20)}
-        for i in ids], schema=SCHEMA)
+    return pa.Table.from_pylist(
+        [
+            {
+                "id": i,
+                "day": rng.choice(DAYS),
+                "region": rng.choice(REGIONS),
+                "v": None if rng.random() < 0.1 else rng.randint(0, 1000),
+                "s": None if rng.random() < 0.1 else rng.choice(STRINGS),
+                "d": None if rng.random() < 0.1 else DAY0 + timedelta(days=rng.randint(0, 60) + i // 20),
+            }
+            for i in ids
+        ],
+        schema=SCHEMA,
+    )
 
 
 def build_table(path: Path, kind: str, seed: int = SEED) -> tuple[Table, int]:
     """The table of the test, and one past its highest record key. Inserts take ids in
     runs (so files have narrow key ranges), with upserts and deletes between them."""
     rng = random.Random(seed)
-    t = Table.create(path, SCHEMA, record_key="id", ordering_field=None, partition_by=[PARTITION[kind]],
-                     table_type=kind,
-                     properties={"write.target-file-size-bytes": 4096, "write.small-file-limit-bytes": 0})
+    t = Table.create(
+        path,
+        SCHEMA,
+        record_key="id",
+        ordering_field=None,
+        partition_by=[PARTITION[kind]],
+        table_type=kind,
+        properties={"write.target-file-size-bytes": 4096, "write.small-file-limit-bytes": 0},
+    )
     t.indexes.create("column_stats")
     t.indexes.create("bloom_filters", options={"fpp": 0.05})
     next_id = 0
@@ -142,8 +158,12 @@ def _file_rows(t: Table) -> tuple[pa.Table, list[str]]:
         for f in s.files:
             path = scan.ctx.storage.path(f.path)
             raw = pq.read_table(path)
-            cols = [raw.column(n).cast(SCHEMA.field(n).type) if n in raw.column_names
-                    else pa.nulls(raw.num_rows, SCHEMA.field(n).type) for n in SCHEMA.names]
+            cols = [
+                raw.column(n).cast(SCHEMA.field(n).type)
+                if n in raw.column_names
+                else pa.nulls(raw.num_rows, SCHEMA.field(n).type)
+                for n in SCHEMA.names
+            ]
             rows = pa.Table.from_arrays(cols, schema=SCHEMA)
             parts.append(rows.append_column("__file", pa.array([len(paths)] * rows.num_rows, pa.int64())))
             paths.append(path)
@@ -173,7 +193,9 @@ def test_random_filters_prune_soundly_on_real_tables(tmp_path: Path, kind: str) 
         matched += len(holding)
     total = len(paths) * len(filters)
     elapsed = time.perf_counter() - start
-    print(f"{kind}: {len(paths)} files, {len(filters)} filters: read {read} of {total} file reads "
-          f"({total - read} pruned), {matched} held a match; {elapsed:.1f} s")
+    print(
+        f"{kind}: {len(paths)} files, {len(filters)} filters: read {read} of {total} file reads "
+        f"({total - read} pruned), {matched} held a match; {elapsed:.1f} s"
+    )
     # Pruning happens: a good share of the files without a match are never read.
     assert total - read > 0.4 * (total - matched), (read, matched, total)

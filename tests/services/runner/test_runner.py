@@ -40,8 +40,7 @@ pytestmark = pytest.mark.usefixtures("no_faults")  # no fault point armed before
 
 def mor_table(path: Path, commits: int, timeline: str | None = None, **props: Any) -> Table:
     """A merge-on-read table with ``commits`` upserts of the same 20 keys (one log each)."""
-    t = Table.create(path, SCHEMA, record_key="id", table_type="mor", properties={**PROPS, **props},
-                     timeline=timeline)
+    t = Table.create(path, SCHEMA, record_key="id", table_type="mor", properties={**PROPS, **props}, timeline=timeline)
     t.insert(pa.table({"id": list(range(20)), "v": ["base"] * 20}, schema=SCHEMA))
     for n in range(commits):
         t.upsert(pa.table({"id": list(range(20)), "v": [f"u{n}"] * 20}, schema=SCHEMA))
@@ -73,40 +72,49 @@ def test_the_example_config_loads() -> None:
     Runner(cfg)  # its cron expressions are valid too
     assert (cfg.runner.threads, cfg.runner.metrics_port, cfg.runner.grace_seconds) == (2, 0, 30.0)
     assert [t.path for t in cfg.tables] == ["/data/events", "s3://lake/orders"]
-    assert set(cfg.tables[0].schedules) == {"compaction", "clustering", "cleaning", "archival", "rollback",
-                                            "indexing"}
+    assert set(cfg.tables[0].schedules) == {"compaction", "clustering", "cleaning", "archival", "rollback", "indexing"}
     assert cfg.tables[0].schedules["compaction"] == Every(300)
     assert cfg.tables[0].schedules["clustering"] == Cron("0 * * * *")
     assert cfg.tables[1].timeline is not None and cfg.tables[1].timeline.startswith("postgresql://")
     assert cfg.catalogs[0].namespace == "sales" and cfg.catalogs[0].schedules["cleaning"] == Every(3600)
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("every 30s", Every(30)), ("every 5m", Every(300)), ("EVERY 2 h", Every(7200)), ("every 1s", Every(1)),
-    ("0 * * * *", Cron("0 * * * *")), ("*/15  2-4 * jan mon-fri", Cron("*/15 2-4 * jan mon-fri")),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("every 30s", Every(30)),
+        ("every 5m", Every(300)),
+        ("EVERY 2 h", Every(7200)),
+        ("every 1s", Every(1)),
+        ("0 * * * *", Cron("0 * * * *")),
+        ("*/15  2-4 * jan mon-fri", Cron("*/15 2-4 * jan mon-fri")),
+    ],
+)
 def test_schedules_parse(text: str, expected: object) -> None:
     assert parse_schedule(text, "x") == expected
 
 
-@pytest.mark.parametrize(("body", "fragment"), [
-    ("[[tables]]\npath = '/t'\ncompacton = 'every 1m'\n", "unknown key(s) 'compacton'"),
-    ("[runner]\nthread = 2\n[[tables]]\npath = '/t'\n", "[runner]: unknown key(s) 'thread'"),
-    ("[runners]\n[[tables]]\npath = '/t'\n", "unknown key(s) 'runners'"),
-    ("[[tables]]\npath = '/t'\ncompaction = 'every 0s'\n", "no interval"),
-    ("[[tables]]\npath = '/t'\ncompaction = 'every 5 days'\n", "is not a schedule"),
-    ("[[tables]]\npath = '/t'\ncompaction = '* * *'\n", "is not a schedule"),
-    ("[[tables]]\npath = '/t'\ncompaction = 5\n", "a schedule is a string"),
-    ("[[tables]]\ncompaction = 'every 1m'\n", "path must be a non-empty string"),
-    ("[[tables]]\npath = '/t'\ntimeline = 'mysql://x'\n", "timeline must be a postgresql:// URL"),
-    ("[[catalogs]]\ncompaction = 'every 1m'\n", "timeline must be a non-empty string"),
-    ("[runner]\nthreads = 0\n[[tables]]\npath = '/t'\n", "threads must be a whole number from 1"),
-    ("[runner]\nmetrics_port = '9090'\n[[tables]]\npath = '/t'\n", "metrics_port must be a whole number"),
-    ("[runner]\ngrace_seconds = -1\n[[tables]]\npath = '/t'\n", "grace_seconds must be a number"),
-    ("[runner]\nthreads = 2\n", "nothing to do"),
-    ("tables = 'x'\n", "tables must be an array of tables"),
-    ("[[tables]\n", "is not TOML"),
-])
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ("[[tables]]\npath = '/t'\ncompacton = 'every 1m'\n", "unknown key(s) 'compacton'"),
+        ("[runner]\nthread = 2\n[[tables]]\npath = '/t'\n", "[runner]: unknown key(s) 'thread'"),
+        ("[runners]\n[[tables]]\npath = '/t'\n", "unknown key(s) 'runners'"),
+        ("[[tables]]\npath = '/t'\ncompaction = 'every 0s'\n", "no interval"),
+        ("[[tables]]\npath = '/t'\ncompaction = 'every 5 days'\n", "is not a schedule"),
+        ("[[tables]]\npath = '/t'\ncompaction = '* * *'\n", "is not a schedule"),
+        ("[[tables]]\npath = '/t'\ncompaction = 5\n", "a schedule is a string"),
+        ("[[tables]]\ncompaction = 'every 1m'\n", "path must be a non-empty string"),
+        ("[[tables]]\npath = '/t'\ntimeline = 'mysql://x'\n", "timeline must be a postgresql:// URL"),
+        ("[[catalogs]]\ncompaction = 'every 1m'\n", "timeline must be a non-empty string"),
+        ("[runner]\nthreads = 0\n[[tables]]\npath = '/t'\n", "threads must be a whole number from 1"),
+        ("[runner]\nmetrics_port = '9090'\n[[tables]]\npath = '/t'\n", "metrics_port must be a whole number"),
+        ("[runner]\ngrace_seconds = -1\n[[tables]]\npath = '/t'\n", "grace_seconds must be a number"),
+        ("[runner]\nthreads = 2\n", "nothing to do"),
+        ("tables = 'x'\n", "tables must be an array of tables"),
+        ("[[tables]\n", "is not TOML"),
+    ],
+)
 def test_bad_configs_are_refused_before_anything_runs(tmp_path: Path, body: str, fragment: str) -> None:
     path = config(tmp_path, body)
     with pytest.raises(RunnerConfigError) as e:
@@ -141,11 +149,13 @@ def test_run_once_runs_what_is_due_and_a_failing_table_does_not_stop_the_others(
     # A table whose clustering always fails (its sort column does not exist): one
     # failing service of a table that is otherwise fine.
     bad = mor_table(tmp_path / "bad", commits=3, **{"clustering.sort-columns": "nope"})
-    path = config(tmp_path, f"""
+    path = config(
+        tmp_path,
+        f"""
 [runner]
 threads = 2
 [[tables]]
-path = "{tmp_path / 'missing'}"
+path = "{tmp_path / "missing"}"
 compaction = "every 1s"
 [[tables]]
 path = "{bad.path}"
@@ -156,7 +166,8 @@ path = "{good.path}"
 compaction = "every 1s"
 cleaning = "every 1h"
 rollback = "every 1m"
-""")
+""",
+    )
     runner = Runner.from_toml(path)
     outcomes = {(o.table, o.service): o for o in runner.run_once()}
     assert len(outcomes) == 6
@@ -185,7 +196,9 @@ def test_the_biggest_backlog_goes_first_when_threads_are_few(tmp_path: Path) -> 
     small = mor_table(tmp_path / "small", commits=2)
     big = mor_table(tmp_path / "big", commits=6, **{"compaction.delta-commits": 10})
     assert completed(big, Action.COMPACTION) == []
-    path = config(tmp_path, f"""
+    path = config(
+        tmp_path,
+        f"""
 [runner]
 threads = 1
 [[tables]]
@@ -194,7 +207,8 @@ compaction = "every 1m"
 [[tables]]
 path = "{big.path}"
 compaction = "every 1m"
-""")
+""",
+    )
     outcomes = Runner.from_toml(path).run_once()
     # Listed second, run first: 6 log files against 2.
     assert [o.table for o in outcomes] == [big.path, small.path]
@@ -220,15 +234,19 @@ def test_missed_ticks_go_before_any_backlog() -> None:
 
 def test_a_run_whose_lease_another_runner_holds_is_skipped(tmp_path: Path) -> None:
     t = mor_table(tmp_path / "t", commits=2)
-    path = config(tmp_path, f"[[tables]]\npath = \"{t.path}\"\ncompaction = \"every 1s\"\n")
+    path = config(tmp_path, f'[[tables]]\npath = "{t.path}"\ncompaction = "every 1s"\n')
     other = t.log.store.lock("runner-compaction", 60_000)
     assert other.try_acquire()
     try:
         runner = Runner.from_toml(path)
         [o] = runner.run_once()
         assert o.outcome == "skipped" and completed(t, Action.COMPACTION) == []
-        assert runner.metrics.registry.get_sample_value(
-            "lakeline_runner_skips_total", {"table": t.path, "service": "compaction"}) == 1
+        assert (
+            runner.metrics.registry.get_sample_value(
+                "lakeline_runner_skips_total", {"table": t.path, "service": "compaction"}
+            )
+            == 1
+        )
     finally:
         other.release()
     [o] = Runner.from_toml(path).run_once()
@@ -290,8 +308,9 @@ rollback = "every 1s"
         assert sample(text, "lakeline_table_log_files_per_slice", table=t.path) is not None
         assert sample(text, "lakeline_table_small_file_share", table=t.path) is not None
     winner = texts[[d or 0 for d in done].index(1)]
-    assert (sample(winner, "lakeline_runner_last_success_timestamp_seconds", service="compaction",
-                   table=t.path) or 0) > time.time() - 120
+    assert (
+        sample(winner, "lakeline_runner_last_success_timestamp_seconds", service="compaction", table=t.path) or 0
+    ) > time.time() - 120
     assert t.log.refresh().get(inst).state is State.COMPLETED
     with pytest.raises(OSError):
         scrape(runners[0][1])  # stopped: the endpoint is gone
@@ -322,8 +341,12 @@ def test_stop_asks_a_running_compaction_to_give_up_and_it_rolls_back(tmp_path: P
     [inst] = tl.by_action(Action.COMPACTION)
     assert inst.state is State.ROLLED_BACK and tl.pending() == []
     assert [o.outcome for o in runner.outcomes()] == ["aborted"]
-    assert runner.metrics.registry.get_sample_value(
-        "lakeline_runner_aborts_total", {"table": t.path, "service": "compaction"}) == 1
+    assert (
+        runner.metrics.registry.get_sample_value(
+            "lakeline_runner_aborts_total", {"table": t.path, "service": "compaction"}
+        )
+        == 1
+    )
     assert sorted(t.to_arrow().column("v").to_pylist()) == ["u1"] * 20
 
 
@@ -342,7 +365,9 @@ def test_a_catalog_entry_keeps_every_table_of_its_namespace(tmp_path: Path, pg_u
                 t.upsert(pa.table({"id": list(range(20)), "v": [f"u{n}"] * 20}, schema=SCHEMA))
             t.log.store.close()
         # A catalog that cannot be reached is counted and left out; the other goes on.
-        path = config(tmp_path, f"""
+        path = config(
+            tmp_path,
+            f"""
 [[catalogs]]
 timeline = "{pg_url}"
 namespace = "{ns}"
@@ -350,7 +375,8 @@ compaction = "every 1s"
 [[catalogs]]
 timeline = "postgresql://nobody:secret@127.0.0.1:1/none?connect_timeout=2"
 compaction = "every 1s"
-""")
+""",
+        )
         runner = Runner.from_toml(path)
         outcomes = runner.run_once()
         assert sorted((o.table, o.outcome) for o in outcomes) == [(f"{ns}.a", "done"), (f"{ns}.b", "done")]
@@ -358,10 +384,16 @@ compaction = "every 1s"
             t = cat.load_table(name)
             assert (len(completed(t, Action.COMPACTION)) == 1) == name.startswith(ns), name
             t.log.store.close()
-        errors = [s for m in runner.metrics.registry.collect() if m.name == "lakeline_runner_catalog_errors"
-                  for s in m.samples if s.name.endswith("_total")]
+        errors = [
+            s
+            for m in runner.metrics.registry.collect()
+            if m.name == "lakeline_runner_catalog_errors"
+            for s in m.samples
+            if s.name.endswith("_total")
+        ]
         assert [(s.labels["catalog"], s.value) for s in errors] == [
-            ("postgresql://nobody:***@127.0.0.1:1/none?connect_timeout=2", 1.0)]
+            ("postgresql://nobody:***@127.0.0.1:1/none?connect_timeout=2", 1.0)
+        ]
 
 
 # -- the command line ------------------------------------------------------------------
@@ -372,15 +404,18 @@ def test_cli_once_and_status(tmp_path: Path) -> None:
     from lakeline.cli.main import cli
 
     t = mor_table(tmp_path / "t", commits=2)
-    path = config(tmp_path, f"""
+    path = config(
+        tmp_path,
+        f"""
 [[tables]]
 path = "{t.path}"
 compaction = "every 1s"
 cleaning = "0 3 * * *"
 [[tables]]
-path = "{tmp_path / 'missing'}"
+path = "{tmp_path / "missing"}"
 rollback = "every 1m"
-""")
+""",
+    )
     before = json.loads(CliRunner().invoke(cli, ["runner", "status", "--config", str(path), "--json"]).output)
     rows = {(r["table"], r["service"]): r for r in before}
     row = rows[(t.path, "compaction")]

@@ -103,22 +103,40 @@ def make_tables(tmp_path: Path, pg_url: str, namespace: str) -> dict[str, dict[s
         timeline = pg_url if store in ("pg", "catalog") else None
         if store == "catalog":
             with Catalog(pg_url) as cat:
-                t = cat.create_table(f"{namespace}.{name}", path, SCHEMA, record_key="id" if kind else None,
-                                     table_type=kind or "cow", properties=PROPERTIES)
+                t = cat.create_table(
+                    f"{namespace}.{name}",
+                    path,
+                    SCHEMA,
+                    record_key="id" if kind else None,
+                    table_type=kind or "cow",
+                    properties=PROPERTIES,
+                )
         else:
-            t = Table.create(path, SCHEMA, record_key="id" if kind else None, table_type=kind or "cow",
-                             properties=PROPERTIES, timeline=timeline)
+            t = Table.create(
+                path,
+                SCHEMA,
+                record_key="id" if kind else None,
+                table_type=kind or "cow",
+                properties=PROPERTIES,
+                timeline=timeline,
+            )
         seed = t.insert(pa.table({"id": list(range(KEYS)), "v": ["seed"] * KEYS}, schema=SCHEMA))
         assert seed.instant is not None
         if kind == "mor":
             # Delta commits on every slice, so compaction is due as soon as a runner starts.
             for n in range(3):
-                r = t.upsert(pa.table({"id": list(range(0, KEYS, 7)), "v": [f"pre{n}"] * len(range(0, KEYS, 7))},
-                                      schema=SCHEMA))
+                r = t.upsert(
+                    pa.table({"id": list(range(0, KEYS, 7)), "v": [f"pre{n}"] * len(range(0, KEYS, 7))}, schema=SCHEMA)
+                )
                 assert r.instant is not None
         t.log.store.close()
-        specs[name] = {"name": name, "path": t.path, "timeline": timeline, "keyed": kind is not None,
-                       "label": f"{namespace}.{name}" if store == "catalog" else t.path}
+        specs[name] = {
+            "name": name,
+            "path": t.path,
+            "timeline": timeline,
+            "keyed": kind is not None,
+            "label": f"{namespace}.{name}" if store == "catalog" else t.path,
+        }
     return specs
 
 
@@ -148,8 +166,12 @@ class RunnerProc:
         self.stdout_path, self.stderr_path = out / f"runner-{name}.out", out / f"runner-{name}.err"
         self._out: IO[bytes] = open(self.stdout_path, "wb")  # noqa: SIM115 - closed in wait()
         self._err: IO[bytes] = open(self.stderr_path, "wb")  # noqa: SIM115
-        self.proc = subprocess.Popen([sys.executable, "-m", "lakeline.cli", "runner", "--config", str(config),
-                                      "--json"], stdout=self._out, stderr=self._err, env=child_env(extra=env))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "lakeline.cli", "runner", "--config", str(config), "--json"],
+            stdout=self._out,
+            stderr=self._err,
+            env=child_env(extra=env),
+        )
 
     def wait(self, timeout: float) -> int:
         try:
@@ -204,11 +226,14 @@ def check_model(t: Table, kind: str | None, writes: list[dict[str, Any]]) -> int
     rows = t.to_arrow(columns=["id", "v"])
     actual = sorted(zip(rows.column("id").to_pylist(), rows.column("v").to_pylist()))
     if kind is None:
-        want = sorted([(k, "seed") for k in range(KEYS)]
-                      + [(row["id"], row["v"]) for r in committed.values() for row in r["rows"]])
+        want = sorted(
+            [(k, "seed") for k in range(KEYS)]
+            + [(row["id"], row["v"]) for r in committed.values() for row in r["rows"]]
+        )
         missing, extra = sorted(set(want) - set(actual))[:5], sorted(set(actual) - set(want))[:5]
-        assert actual == want, f"the append-only table has {len(actual)} rows, its model {len(want)}; " \
-                               f"missing {missing}, extra {extra}"
+        assert actual == want, (
+            f"the append-only table has {len(actual)} rows, its model {len(want)}; missing {missing}, extra {extra}"
+        )
         return len(committed)
     model = CompletionOrderModel()
     model.apply(setup[0], {"op": "insert", "rows": [{"id": k, "v": "seed"} for k in range(KEYS)]})
@@ -233,8 +258,15 @@ def run_proof(tmp_path: Path, pg_url: str, duration_s: float) -> None:
     writers = []
     for w in range(WRITERS):
         log, ready = tmp_path / f"writer-{w}.jsonl", tmp_path / f"ready-writer-{w}"
-        writers.append((log, start_script(RUNNER_WORKERS_PY, [
-            "writer", list(specs.values()), w, 1000 + w, str(log), str(ready), str(go), str(stop), KEYS, 0.05])))
+        writers.append(
+            (
+                log,
+                start_script(
+                    RUNNER_WORKERS_PY,
+                    ["writer", list(specs.values()), w, 1000 + w, str(log), str(ready), str(go), str(stop), KEYS, 0.05],
+                ),
+            )
+        )
     runners: dict[str, RunnerProc] = {}
     phases: dict[str, float] = {}
     try:
@@ -243,8 +275,9 @@ def run_proof(tmp_path: Path, pg_url: str, duration_s: float) -> None:
         t_go = time.monotonic()
         phases["setup_s"] = t_go - t_start
         # Runner A parks its first compaction right after claiming it; B starts beside it.
-        runners["A"] = RunnerProc("A", config, tmp_path, {"LAKELINE_FAULTS": f"{FAULT}=wait",
-                                                           "LAKELINE_FAULT_DIR": str(fault_dir)})
+        runners["A"] = RunnerProc(
+            "A", config, tmp_path, {"LAKELINE_FAULTS": f"{FAULT}=wait", "LAKELINE_FAULT_DIR": str(fault_dir)}
+        )
         reached = fault_dir / f"{FAULT}.reached"
         deadline = time.monotonic() + 60
         while not reached.exists():
@@ -330,8 +363,9 @@ def run_proof(tmp_path: Path, pg_url: str, duration_s: float) -> None:
         twice = {i: r for i, r in per.items() if r["completed"] > 1 or r["completed"] + r["rolled_back"] > 1}
         assert not twice, f"{name}: service instants ended twice: {twice}"
         reclaimed = {i: r for i, r in per.items() if r["claims"] > 1 and (name, i) not in held}
-        assert not reclaimed, f"{name}: service instants executed twice (claimed again) though no runner died: " \
-                              f"{reclaimed}"
+        assert not reclaimed, (
+            f"{name}: service instants executed twice (claimed again) though no runner died: {reclaimed}"
+        )
         done_by = Counter(r["service"] for r in per.values() if r["completed"])
         for service in MUST_COMPLETE[name]:
             assert done_by[service] > 0, f"{name}: no {service} completed ({dict(done_by)})"
@@ -344,13 +378,16 @@ def run_proof(tmp_path: Path, pg_url: str, duration_s: float) -> None:
     for name, inst_id in held_compactions:
         tl = watchers[name].log.timeline
         rec = service_instants(tl.events)[inst_id]
-        assert (rec["completed"] == 1 and rec["claims"] >= 2) or rec["rolled_back"] == 1, \
+        assert (rec["completed"] == 1 and rec["claims"] >= 2) or rec["rolled_back"] == 1, (
             f"{name}: the compaction {inst_id} runner A held: {rec}"
+        )
     for w in watchers.values():
         w.log.store.close()
     phases["check_s"] = time.monotonic() - t_check
-    print(f"runner proof {duration_s:.0f}s: {counts}; killed A holding {sorted(held)}; stop took {took}; "
-          f"phases {({k: round(v, 1) for k, v in phases.items()})}")
+    print(
+        f"runner proof {duration_s:.0f}s: {counts}; killed A holding {sorted(held)}; stop took {took}; "
+        f"phases { ({k: round(v, 1) for k, v in phases.items()}) }"
+    )
 
 
 def test_two_runners_keep_five_tables_healthy_while_writers_write(tmp_path: Path, pg_url: str) -> None:
@@ -360,4 +397,3 @@ def test_two_runners_keep_five_tables_healthy_while_writers_write(tmp_path: Path
 @pytest.mark.soak
 def test_soak_two_runners_keep_five_tables_healthy(tmp_path: Path, pg_url: str) -> None:
     run_proof(tmp_path, pg_url, SOAK_S)
-

@@ -21,8 +21,9 @@ from lakeline.services.runner.schedules import MAX_EVERY_SECONDS, Every, parse_s
 from lakeline.timeline.errors import RunnerConfigError
 
 
-@pytest.mark.parametrize("text", ["every 99999999999999h", "every 8785h", "every 31622401s",
-                                  "every " + "9" * 5000 + "m"])
+@pytest.mark.parametrize(
+    "text", ["every 99999999999999h", "every 8785h", "every 31622401s", "every " + "9" * 5000 + "m"]
+)
 def test_an_interval_over_366_days_is_refused(text: str) -> None:
     with pytest.raises(RunnerConfigError, match="longer than 366 days"):
         parse_schedule(text, "compaction")
@@ -50,8 +51,9 @@ def busy_port() -> Iterator[int]:
 
 
 def test_a_metrics_port_in_use_is_a_config_error(tmp_path: Path, busy_port: int) -> None:
-    config = RunnerConfig.from_dict({"runner": {"metrics_port": busy_port},
-                                     "tables": [{"path": str(tmp_path), "cleaning": "every 1h"}]})
+    config = RunnerConfig.from_dict(
+        {"runner": {"metrics_port": busy_port}, "tables": [{"path": str(tmp_path), "cleaning": "every 1h"}]}
+    )
     runner = Runner(config)
     with pytest.raises(RunnerConfigError, match=f"metrics port 127.0.0.1:{busy_port}"):
         runner.start()

@@ -35,11 +35,7 @@ import pytest
 from lakeline.table import Table
 from lakeline.timeline.instant import Instant
 
-from tests.children.table_workers import (
-    WORKERS_PY,
-    check_files_on_disk,
-    data_instants,
-)
+from tests.children.table_workers import WORKERS_PY, check_files_on_disk, data_instants
 from tests.helpers import finish, start_script, wait_for_files
 
 SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.string())])
@@ -103,14 +99,18 @@ class CompletionOrderModel:
         """Every committed write that named ``key``, in completion order."""
         out = []
         for inst, rec in self._writes:
-            named = (any(r["id"] == key for r in rec.get("rows", ()))
-                     or any(k["id"] == key for k in rec.get("keys", ()))
-                     or ("range" in rec and rec["range"][0] <= key < rec["range"][1])
-                     or rec["op"] == "overwrite")
+            named = (
+                any(r["id"] == key for r in rec.get("rows", ()))
+                or any(k["id"] == key for k in rec.get("keys", ()))
+                or ("range" in rec and rec["range"][0] <= key < rec["range"][1])
+                or rec["op"] == "overwrite"
+            )
             if named:
                 snap = inst.metadata.get("snapshot_seq", inst.plan.get("snapshot_seq"))
-                out.append(f"{rec['op']} {rec.get('tag', '?')} instant {inst.id} snapshot_seq {snap} "
-                           f"completed_seq {inst.completed_seq}")
+                out.append(
+                    f"{rec['op']} {rec.get('tag', '?')} instant {inst.id} snapshot_seq {snap} "
+                    f"completed_seq {inst.completed_seq}"
+                )
         return out
 
     def check(self, actual: list[tuple[int, str]], seq: int | None = None, what: str = "the table") -> None:
@@ -123,9 +123,11 @@ class CompletionOrderModel:
         diff = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
         if not twice and not diff:
             return
-        lines = [f"{what} differs from the completion-order model"
-                 + (f" as of seq {seq}" if seq is not None else "")
-                 + (f"; keys twice: {twice}" if twice else "")]
+        lines = [
+            f"{what} differs from the completion-order model"
+            + (f" as of seq {seq}" if seq is not None else "")
+            + (f"; keys twice: {twice}" if twice else "")
+        ]
         for k in sorted(set(diff) | set(twice)):
             lines.append(f"  key {k}: read {[v for kk, v in actual if kk == k]}, model {want.get(k)!r}; writes:")
             lines.extend(f"      {h}" for h in self.history(k))
@@ -159,8 +161,24 @@ def run_workers(
         ready.append(tmp_path / f"ready-{w}")
         logs.append(tmp_path / f"worker-{w}.jsonl")
         n = commits[w] if isinstance(commits, list) else commits
-        procs.append(start_script(WORKERS_PY, ["stress", path, timeline, w, n, seed * 1000 + w, str(logs[-1]),
-                                               str(ready[-1]), str(go), keys, (options or [{}] * workers)[w]]))
+        procs.append(
+            start_script(
+                WORKERS_PY,
+                [
+                    "stress",
+                    path,
+                    timeline,
+                    w,
+                    n,
+                    seed * 1000 + w,
+                    str(logs[-1]),
+                    str(ready[-1]),
+                    str(go),
+                    keys,
+                    (options or [{}] * workers)[w],
+                ],
+            )
+        )
     try:
         wait_for_files(ready, timeout=120)
     except AssertionError:
@@ -211,9 +229,14 @@ def check_against_model(t: Table, records: list[dict[str, Any]]) -> Counter[str]
     assert visible <= written, f"rows of batches that never committed: {sorted(visible - written)}"
 
     check_files_on_disk(t)
-    overlapped = sum(1 for i in done if any(
-        j.completed_seq is not None and int(i.metadata["snapshot_seq"]) < j.completed_seq < (i.completed_seq or 0)
-        for j in done))
+    overlapped = sum(
+        1
+        for i in done
+        if any(
+            j.completed_seq is not None and int(i.metadata["snapshot_seq"]) < j.completed_seq < (i.completed_seq or 0)
+            for j in done
+        )
+    )
     assert overlapped > 0, "no commit completed while another was in flight: the run proved nothing"
     outcomes["rolled_back"] = len(rolled_back)
     outcomes["overlapped"] = overlapped
@@ -230,9 +253,16 @@ def test_four_writers_match_the_model(tmp_path: Path, table_type: str, timeline:
 @pytest.mark.soak
 @pytest.mark.parametrize("table_type", ["mor", "cow"])
 @pytest.mark.parametrize("seed", [1, 2])
-def test_soak_many_writers_match_the_model(tmp_path: Path, table_type: str, timeline: str | None,
-                                           seed: int) -> None:
-    t, records = run_workers(tmp_path, table_type, timeline, workers=6, commits=150, seed=seed,
-                             properties={"commit.max-retries": 8}, timeout=1800)
+def test_soak_many_writers_match_the_model(tmp_path: Path, table_type: str, timeline: str | None, seed: int) -> None:
+    t, records = run_workers(
+        tmp_path,
+        table_type,
+        timeline,
+        workers=6,
+        commits=150,
+        seed=seed,
+        properties={"commit.max-retries": 8},
+        timeout=1800,
+    )
     counts = check_against_model(t, records)
     print(f"{table_type} {'pg' if timeline else 'fs'} seed {seed}: {dict(counts)}")

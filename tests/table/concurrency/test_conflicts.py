@@ -113,8 +113,15 @@ class Race:
     def __post_init__(self) -> None:
         self.path = str(self.tmp / "table")
         props = {"write.small-file-limit-bytes": 0, "engine.parallelism": 1, **self.properties}
-        Table.create(self.path, SCHEMA, record_key="id", partition_by=["day"], table_type=self.table_type,
-                     properties=props, timeline=self.timeline)
+        Table.create(
+            self.path,
+            SCHEMA,
+            record_key="id",
+            partition_by=["day"],
+            table_type=self.table_type,
+            properties=props,
+            timeline=self.timeline,
+        )
         self.t = Table.open(self.path, timeline=self.timeline)
         self.t.insert(pa.Table.from_pylist(SEED, schema=SCHEMA))
         self.model = {(r["day"], r["id"]): r["v"] for r in SEED}
@@ -125,9 +132,12 @@ class Race:
         self._n += 1
         fault_dir = self.tmp / f"faults-{self._n}"
         fault_dir.mkdir()
-        proc = start_script(WORKERS_PY, ["op", self.path, self.timeline, spec],
-                            faults="commit.before_complete=wait",
-                            env={"LAKELINE_FAULT_DIR": str(fault_dir)})
+        proc = start_script(
+            WORKERS_PY,
+            ["op", self.path, self.timeline, spec],
+            faults="commit.before_complete=wait",
+            env={"LAKELINE_FAULT_DIR": str(fault_dir)},
+        )
         try:
             wait_for_files([fault_dir / "commit.before_complete.reached"], timeout=120)
         except AssertionError:
@@ -153,8 +163,15 @@ class Race:
         return [i for i in data_instants(self.t.timeline) if i.state == "rolled_back"]
 
 
-def race(tmp: Path, table_type: str, timeline: str | None, a: dict[str, Any], b: dict[str, Any],
-         retries: int = 5, properties: dict[str, Any] | None = None) -> tuple[str, Race]:
+def race(
+    tmp: Path,
+    table_type: str,
+    timeline: str | None,
+    a: dict[str, Any],
+    b: dict[str, Any],
+    retries: int = 5,
+    properties: dict[str, Any] | None = None,
+) -> tuple[str, Race]:
     """A pauses before completing, B commits, A goes on; returns A's outcome."""
     r = Race(tmp, table_type, timeline, {"commit.max-retries": retries, **(properties or {})})
     a, b = tagged(a, "A"), tagged(b, "B")
@@ -249,8 +266,9 @@ def _cells(stores: bool) -> list[Any]:
 
 
 @pytest.mark.parametrize("timeline, table_type, a, b, expect", _cells(True), indirect=["timeline"])
-def test_cell(tmp_path: Path, timeline: str | None, table_type: str, a: dict[str, Any], b: dict[str, Any],
-              expect: str) -> None:
+def test_cell(
+    tmp_path: Path, timeline: str | None, table_type: str, a: dict[str, Any], b: dict[str, Any], expect: str
+) -> None:
     outcome, _ = race(tmp_path, table_type, timeline, a, b)
     assert outcome == expect
 
@@ -259,8 +277,9 @@ RETRY_CELLS = [p for p in _cells(False) if p.values[-1] == "retried"]
 
 
 @pytest.mark.parametrize("timeline, table_type, a, b, expect", RETRY_CELLS, indirect=["timeline"])
-def test_cell_without_retries_is_a_commit_conflict(tmp_path: Path, timeline: str | None, table_type: str,
-                                                   a: dict[str, Any], b: dict[str, Any], expect: str) -> None:
+def test_cell_without_retries_is_a_commit_conflict(
+    tmp_path: Path, timeline: str | None, table_type: str, a: dict[str, Any], b: dict[str, Any], expect: str
+) -> None:
     """The retried cells with ``commit.max-retries=0``: CommitConflictError, the attempt
     rolled back (files gone), the table as B left it."""
     outcome, _ = race(tmp_path, table_type, timeline, a, b, retries=0)
@@ -270,8 +289,9 @@ def test_cell_without_retries_is_a_commit_conflict(tmp_path: Path, timeline: str
 def test_cow_insert_filling_a_small_file_is_a_rewrite(tmp_path: Path) -> None:
     """With small-file filling on, a copy-on-write insert rewrites the partition's small
     file: it is then a rewrite, and a concurrent upsert of that group makes it retry."""
-    outcome, r = race(tmp_path, "cow", None, ins(5), ups(1),
-                      properties={"write.small-file-limit-bytes": 100 * 1024 * 1024})
+    outcome, r = race(
+        tmp_path, "cow", None, ins(5), ups(1), properties={"write.small-file-limit-bytes": 100 * 1024 * 1024}
+    )
     assert outcome == "retried"
     assert r.rolled_back()[0].plan["operation"] == "insert"
 
@@ -280,8 +300,9 @@ def test_cow_insert_filling_a_small_file_is_a_rewrite(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("table_type", ["mor", "cow"])
-def test_two_inserts_of_the_same_new_key_across_processes(tmp_path: Path, table_type: str,
-                                                          timeline: str | None) -> None:
+def test_two_inserts_of_the_same_new_key_across_processes(
+    tmp_path: Path, table_type: str, timeline: str | None
+) -> None:
     """Both writers are children, both paused after writing their files: the first to
     complete lands, the second conflicts, and its replay finds the key: DuplicateKeyError."""
     r = Race(tmp_path, table_type, timeline)
@@ -298,8 +319,7 @@ def test_two_inserts_of_the_same_new_key_across_processes(tmp_path: Path, table_
 
 
 @pytest.mark.parametrize("table_type", ["mor", "cow"])
-def test_two_inserts_of_different_keys_across_processes(tmp_path: Path, table_type: str,
-                                                        timeline: str | None) -> None:
+def test_two_inserts_of_different_keys_across_processes(tmp_path: Path, table_type: str, timeline: str | None) -> None:
     r = Race(tmp_path, table_type, timeline)
     first = r.pause(tagged(ins(5, 6), "first"))
     second = r.pause(tagged(ins(7, 8, day=D2), "second"))
@@ -349,8 +369,7 @@ def test_mor_reinsert_vs_upsert_reviving_the_key_retries(tmp_path: Path, timelin
 
 
 @pytest.mark.parametrize("table_type", ["mor", "cow"])
-def test_delete_beside_a_concurrent_reinsert_retries(tmp_path: Path, table_type: str,
-                                                     timeline: str | None) -> None:
+def test_delete_beside_a_concurrent_reinsert_retries(tmp_path: Path, table_type: str, timeline: str | None) -> None:
     """Issue 11, item 1 (the lost delete): D deletes key 1 from a snapshot before A
     deleted it; meanwhile B, seeing it gone, inserts it anew in a new group; D completes
     last. In completion order (A, B, D) key 1 is gone, so D must not complete on its

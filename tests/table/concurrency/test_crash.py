@@ -66,8 +66,7 @@ STATE_AT_CRASH = {
 def make_table(tmp: Path, table_type: str, timeline: str | None, **props: Any) -> Table:
     path = str(tmp / "table")
     properties = {**HEARTBEAT, "write.small-file-limit-bytes": 0, "engine.parallelism": 1, **props}
-    Table.create(path, SCHEMA, record_key="id", table_type=table_type, properties=properties,
-                 timeline=timeline)
+    Table.create(path, SCHEMA, record_key="id", table_type=table_type, properties=properties, timeline=timeline)
     t = Table.open(path, timeline=timeline)
     t.insert(rows(SEED))
     return t
@@ -90,8 +89,7 @@ def state(t: Table) -> dict[int, str]:
 
 def crash_writer(t: Table, faults: str, spec: dict[str, Any] | None = None) -> None:
     """Run one upsert in a child that dies at ``faults``."""
-    rc, out, err = run_script(WORKERS_PY, ["op", t.path, t.timeline_url, spec or upsert_spec(WRITE)],
-                              faults=faults)
+    rc, out, err = run_script(WORKERS_PY, ["op", t.path, t.timeline_url, spec or upsert_spec(WRITE)], faults=faults)
     assert rc == CRASH_EXIT_CODE, f"the writer did not die at {faults}: rc={rc}\n{out}\n{err[-3000:]}"
 
 
@@ -109,8 +107,9 @@ def orphan_files(t: Table) -> set[str]:
 
 @pytest.mark.parametrize("point", COMMIT_POINTS)
 @pytest.mark.parametrize("table_type", ["mor", "cow"])
-def test_writer_killed_at_commit_point_is_rolled_back(tmp_path: Path, table_type: str, point: str,
-                                                      timeline: str | None) -> None:
+def test_writer_killed_at_commit_point_is_rolled_back(
+    tmp_path: Path, table_type: str, point: str, timeline: str | None
+) -> None:
     t = make_table(tmp_path, table_type, timeline)
     before = {i.id for i in t.timeline.instants()}
     crash_writer(t, f"{point}=crash")
@@ -157,8 +156,12 @@ def test_rollback_leaves_a_live_writer_alone(tmp_path: Path) -> None:
     t = make_table(tmp_path, "mor", None)
     fault_dir = tmp_path / "faults"
     fault_dir.mkdir()
-    proc = start_script(WORKERS_PY, ["op", t.path, None, upsert_spec(WRITE)], faults="commit.before_complete=wait",
-                        env={"LAKELINE_FAULT_DIR": str(fault_dir)})
+    proc = start_script(
+        WORKERS_PY,
+        ["op", t.path, None, upsert_spec(WRITE)],
+        faults="commit.before_complete=wait",
+        env={"LAKELINE_FAULT_DIR": str(fault_dir)},
+    )
     wait_for_files([fault_dir / "commit.before_complete.reached"])
     time.sleep(EXPIRY_S * 3)
     assert t.services.rollback_failed().instant is None
@@ -175,13 +178,16 @@ def test_rollback_leaves_a_live_writer_alone(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("table_type", ["mor", "cow"])
-def test_stale_writer_cannot_complete_after_its_rollback(tmp_path: Path, table_type: str,
-                                                         timeline: str | None) -> None:
+def test_stale_writer_cannot_complete_after_its_rollback(tmp_path: Path, table_type: str, timeline: str | None) -> None:
     t = make_table(tmp_path, table_type, timeline)
     fault_dir = tmp_path / "faults"
     fault_dir.mkdir()
-    proc = start_script(WORKERS_PY, ["op", t.path, timeline, upsert_spec(WRITE)],
-                        faults="commit.before_complete=wait", env={"LAKELINE_FAULT_DIR": str(fault_dir)})
+    proc = start_script(
+        WORKERS_PY,
+        ["op", t.path, timeline, upsert_spec(WRITE)],
+        faults="commit.before_complete=wait",
+        env={"LAKELINE_FAULT_DIR": str(fault_dir)},
+    )
     try:
         wait_for_files([fault_dir / "commit.before_complete.reached"])
         os.kill(proc.pid, signal.SIGSTOP)  # its heartbeat thread stops too: a long GC pause, a VM freeze
@@ -214,10 +220,12 @@ def test_stale_writer_cannot_complete_after_its_rollback(tmp_path: Path, table_t
 
 
 @pytest.mark.parametrize("table_type", ["mor", "cow"])
-def test_single_writer_rolls_back_a_pending_write_eagerly(tmp_path: Path, table_type: str,
-                                                          timeline: str | None) -> None:
-    t = make_table(tmp_path, table_type, timeline, **{"write.concurrency-mode": "single-writer",
-                                                     "heartbeat.interval-ms": 60_000})
+def test_single_writer_rolls_back_a_pending_write_eagerly(
+    tmp_path: Path, table_type: str, timeline: str | None
+) -> None:
+    t = make_table(
+        tmp_path, table_type, timeline, **{"write.concurrency-mode": "single-writer", "heartbeat.interval-ms": 60_000}
+    )
     crash_writer(t, "commit.before_complete=crash")
     [dead] = pending_writes(t)
     assert orphan_files(t)
@@ -256,8 +264,9 @@ ROLLBACK_POINTS = [
 
 @pytest.mark.parametrize("faults", ROLLBACK_POINTS)
 @pytest.mark.parametrize("table_type", ["mor", "cow"])
-def test_rollback_killed_midway_is_finished_by_the_next_run(tmp_path: Path, table_type: str, faults: str,
-                                                            timeline: str | None) -> None:
+def test_rollback_killed_midway_is_finished_by_the_next_run(
+    tmp_path: Path, table_type: str, faults: str, timeline: str | None
+) -> None:
     t = make_table(tmp_path, table_type, timeline)
     crash_writer(t, "commit.before_complete=crash")
     [dead] = pending_writes(t)
@@ -294,12 +303,17 @@ def test_rollback_killed_midway_is_finished_by_the_next_run(tmp_path: Path, tabl
 def make_partitioned(tmp: Path, table_type: str, timeline: str | None) -> Table:
     path = str(tmp / "ptable")
     schema = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.string()), pa.field("day", pa.string())])
-    Table.create(path, schema, record_key="id", partition_by=["day"], table_type=table_type,
-                 properties={**HEARTBEAT, "write.small-file-limit-bytes": 0, "engine.parallelism": 1},
-                 timeline=timeline)
+    Table.create(
+        path,
+        schema,
+        record_key="id",
+        partition_by=["day"],
+        table_type=table_type,
+        properties={**HEARTBEAT, "write.small-file-limit-bytes": 0, "engine.parallelism": 1},
+        timeline=timeline,
+    )
     t = Table.open(path, timeline=timeline)
-    t.insert(pa.table({"id": pa.array(list(SEED), pa.int64()), "v": list(SEED.values()),
-                       "day": ["d1"] * len(SEED)}))
+    t.insert(pa.table({"id": pa.array(list(SEED), pa.int64()), "v": list(SEED.values()), "day": ["d1"] * len(SEED)}))
     return t
 
 
@@ -319,20 +333,21 @@ def marker_files(t: Table, instant: int) -> list[Path]:
 
 @pytest.mark.parametrize("partitioned", [False, True], ids=["flat", "partitioned"])
 @pytest.mark.parametrize("table_type", ["mor", "cow"])
-def test_writer_killed_between_creating_and_writing_a_marker(tmp_path: Path, table_type: str, partitioned: bool,
-                                                             timeline: str | None) -> None:
+def test_writer_killed_between_creating_and_writing_a_marker(
+    tmp_path: Path, table_type: str, partitioned: bool, timeline: str | None
+) -> None:
     """A kill between creating a marker and writing it leaves an empty marker; the
     rollback still knows which file it covers (its name), never deletes anything else
     (before the fix it tried to delete the table root and failed every run), and the
     table takes the next write."""
-    t = make_partitioned(tmp_path, table_type, timeline) if partitioned else make_table(tmp_path, table_type,
-                                                                                           timeline)
+    t = make_partitioned(tmp_path, table_type, timeline) if partitioned else make_table(tmp_path, table_type, timeline)
     crash_writer(t, "marker.after_create=crash", day_spec(WRITE) if partitioned else None)
     [dead] = pending_writes(t)
     [marker] = marker_files(t, dead.id)
     assert marker.stat().st_size == 0, "the kill came between creating the marker and writing it"
-    assert list_markers(t.storage, dead.id) == [t.storage.relative(str(marker))[len(f".lakeline/markers/{dead.id}/"):
-                                                                               -len(".marker")]]
+    assert list_markers(t.storage, dead.id) == [
+        t.storage.relative(str(marker))[len(f".lakeline/markers/{dead.id}/") : -len(".marker")]
+    ]
     time.sleep(EXPIRY_S + 0.2)
     result = t.services.rollback_failed()
     assert result.stats["instants"] == [dead.id]
@@ -382,10 +397,12 @@ def test_rollback_deletes_only_files_of_the_instant(tmp_path: Path) -> None:
     outside = tmp_path / "outside.parquet"
     outside.write_text("keep")
     event = ".lakeline/timeline/" + event_file_name(0)
-    bad = {"root.marker": "",  # an empty flat marker: before the fix, the table root
-           f"{live[0]}.marker": live[0],  # a live file of the seed's instant
-           f"{event}.marker": event,  # the timeline
-           "outside.parquet.marker": "../outside.parquet"}  # outside the table
+    bad = {
+        "root.marker": "",  # an empty flat marker: before the fix, the table root
+        f"{live[0]}.marker": live[0],  # a live file of the seed's instant
+        f"{event}.marker": event,  # the timeline
+        "outside.parquet.marker": "../outside.parquet",
+    }  # outside the table
     for name, content in bad.items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(content)
@@ -401,16 +418,23 @@ def test_rollback_deletes_only_files_of_the_instant(tmp_path: Path) -> None:
     check_files_on_disk(t)
 
 
-@pytest.mark.parametrize("rel, ok", [
-    ("", False), (".", False), ("/abs/x.parquet", False), ("../x.parquet", False),
-    ("day=1/../x.parquet", False), (".lakeline/timeline/x.json", False),
-    ("0123456789abcdef0123456789abcdef_7_0123abcd.parquet", True),
-    ("day=1/0123456789abcdef0123456789abcdef_7_0123abcd.log.parquet", True),
-    ("0123456789abcdef0123456789abcdef_8_0123abcd.parquet", False),  # another instant's
-    (".lakeline/metadata/files/delta_7_0123abcd.parquet", True),
-    (".lakeline/metadata/files/delta_8_0123abcd.parquet", False),
-    (".lakeline/metadata/files/base_7_0123abcd.parquet", False),
-    (".lakeline/0123456789abcdef0123456789abcdef_7_0123abcd.parquet", False),
-])
+@pytest.mark.parametrize(
+    "rel, ok",
+    [
+        ("", False),
+        (".", False),
+        ("/abs/x.parquet", False),
+        ("../x.parquet", False),
+        ("day=1/../x.parquet", False),
+        (".lakeline/timeline/x.json", False),
+        ("0123456789abcdef0123456789abcdef_7_0123abcd.parquet", True),
+        ("day=1/0123456789abcdef0123456789abcdef_7_0123abcd.log.parquet", True),
+        ("0123456789abcdef0123456789abcdef_8_0123abcd.parquet", False),  # another instant's
+        (".lakeline/metadata/files/delta_7_0123abcd.parquet", True),
+        (".lakeline/metadata/files/delta_8_0123abcd.parquet", False),
+        (".lakeline/metadata/files/base_7_0123abcd.parquet", False),
+        (".lakeline/0123456789abcdef0123456789abcdef_7_0123abcd.parquet", False),
+    ],
+)
 def test_is_instant_file(rel: str, ok: bool) -> None:
     assert is_instant_file(rel, 7) is ok

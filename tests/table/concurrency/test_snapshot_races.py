@@ -22,8 +22,12 @@ from lakeline.timeline.diagnostics import faults
 from lakeline.timeline.errors import FaultInjectedError, SnapshotExpiredError
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
-PROPS = {"engine.parallelism": 1, "heartbeat.interval-ms": 50, "heartbeat.tolerable-misses": 0,
-         "clean.orphan-age-ms": 0}
+PROPS = {
+    "engine.parallelism": 1,
+    "heartbeat.interval-ms": 50,
+    "heartbeat.tolerable-misses": 0,
+    "clean.orphan-age-ms": 0,
+}
 
 
 pytestmark = pytest.mark.usefixtures("no_faults")  # no fault point armed before or after a test
@@ -57,8 +61,9 @@ def clean_under_the_first_read(monkeypatch: pytest.MonkeyPatch, path: str) -> li
 
 
 @pytest.mark.parametrize("table_type", ["mor", "cow"])
-def test_delete_where_planning_on_a_cleaned_snapshot_plans_again(tmp_path: Path, table_type: str,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_delete_where_planning_on_a_cleaned_snapshot_plans_again(
+    tmp_path: Path, table_type: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = make(tmp_path, table_type)
     calls = clean_under_the_first_read(monkeypatch, path)
     r = Table.open(path).delete_where(pc.field("v") == "x")

@@ -70,8 +70,15 @@ SHORT_KILLS, SOAK_KILLS = 10, 100
 #: Most rounds a service torture adds when none of its kills interrupted an instant.
 EXTRA_KILLS = 10
 #: Most seconds a child works before its kill, per role (about one to a few of its runs).
-MAX_DELAY_S = {"writer": 1.0, "compaction": 0.8, "clustering": 0.8, "cleaning": 0.5, "archival": 0.5,
-               "indexing": 0.8, "rollback": 0.4}
+MAX_DELAY_S = {
+    "writer": 1.0,
+    "compaction": 0.8,
+    "clustering": 0.8,
+    "cleaning": 0.5,
+    "archival": 0.5,
+    "indexing": 0.8,
+    "rollback": 0.4,
+}
 SERVICES = ["compaction", "clustering", "cleaning", "archival", "indexing", "rollback"]
 PROPERTIES: dict[str, Any] = {
     **HEARTBEAT,
@@ -110,16 +117,25 @@ class Child:
 class Torture:
     """One table, its model, and the bookkeeping of the rounds run on it."""
 
-    def __init__(self, tmp_path: Path, table_type: str, timeline: str | None, seed: int, role: str,
-                 script: Path, args: Callable[[int, Path, Path, Path], list[Any]]) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        table_type: str,
+        timeline: str | None,
+        seed: int,
+        role: str,
+        script: Path,
+        args: Callable[[int, Path, Path, Path], list[Any]],
+    ) -> None:
         self.tmp = tmp_path
         self.seed = seed
         self.role, self.script, self.args = role, script, args
         self.first_runs_s: list[float] = []  # seconds each service child's first run took
         self.rng = random.Random(seed)
         path = str(tmp_path / f"table-{table_type}")
-        self.t = Table.create(path, SCHEMA, record_key="id", table_type=table_type, properties=PROPERTIES,
-                              timeline=timeline)
+        self.t = Table.create(
+            path, SCHEMA, record_key="id", table_type=table_type, properties=PROPERTIES, timeline=timeline
+        )
         self.model = CompletionOrderModel()
         self.applied: set[int] = set()  # data instants the model has, or services' instants
         self.counts: Counter[str] = Counter()
@@ -168,8 +184,9 @@ class Torture:
         if child.proc.poll() is None:
             os.kill(child.proc.pid, signal.SIGKILL)
         rc, _, err = finish(child.proc)
-        assert rc == -signal.SIGKILL, \
+        assert rc == -signal.SIGKILL, (
             f"the {self.role} child {child.n} ended by itself before its kill (rc={rc}):\n{err[-4000:]}"
+        )
         return delay
 
     def max_delay(self) -> float:
@@ -207,8 +224,9 @@ class Torture:
                 if inst.action.writes_data and (inst.completed_seq or 0) >= retain:
                     missing = self.t.storage.missing(self.t.scan(as_of=inst.id).files())
                     assert not missing, f"{what}: snapshot as of {inst.id} (retained from {retain}) lost {missing[:3]}"
-                    self.model.check(read(self.t, inst.id), inst.completed_seq or 0,
-                                     f"{what}: snapshot as of {inst.id}")
+                    self.model.check(
+                        read(self.t, inst.id), inst.completed_seq or 0, f"{what}: snapshot as of {inst.id}"
+                    )
         # The table accepts the next write.
         key = self.rng.randrange(KEYS)
         self.write({"op": "upsert", "rows": [{"id": key, "v": f"next-{what}"}]}, f"next-{what}")
@@ -291,8 +309,15 @@ def run_writer_torture(tmp_path: Path, table_type: str, timeline: str | None, ki
     seed = base_seed()
     print(f"torture seed {seed} (LAKELINE_TORTURE_SEED={seed} replays it)")
     path = str(tmp_path / f"table-{table_type}")
-    tt = Torture(tmp_path, table_type, timeline, seed, "writer", WORKERS_PY, lambda n, ready, go, log: [
-        "torture", path, timeline, seed * 1000 + n, str(log), str(ready), str(go), KEYS])
+    tt = Torture(
+        tmp_path,
+        table_type,
+        timeline,
+        seed,
+        "writer",
+        WORKERS_PY,
+        lambda n, ready, go, log: ["torture", path, timeline, seed * 1000 + n, str(log), str(ready), str(go), KEYS],
+    )
     child: Child | None = tt.spawn(0)
     for n in range(kills):
         assert child is not None
@@ -366,8 +391,15 @@ def run_service_torture(tmp_path: Path, service: str, table_type: str, timeline:
     seed = base_seed()
     print(f"torture seed {seed} (LAKELINE_TORTURE_SEED={seed} replays it)")
     path = str(tmp_path / f"table-{table_type}")
-    tt = Torture(tmp_path, table_type, timeline, seed, service, SERVICE_WORKERS_PY, lambda n, ready, go, log: [
-        "torture", path, timeline, service, str(ready), str(go), str(log), seed * 1000 + n])
+    tt = Torture(
+        tmp_path,
+        table_type,
+        timeline,
+        seed,
+        service,
+        SERVICE_WORKERS_PY,
+        lambda n, ready, go, log: ["torture", path, timeline, service, str(ready), str(go), str(log), seed * 1000 + n],
+    )
     # A kill lands inside an instant by chance; cleaning's instant is too short to
     # require one (below). For the others, rounds go on past ``kills`` (at most
     # EXTRA_KILLS more) until one has, so a run of unlucky delays cannot pass a torture
@@ -381,15 +413,18 @@ def run_service_torture(tmp_path: Path, service: str, table_type: str, timeline:
         child = service_round(tt, service, child, last=not more)
         n += 1
     median = statistics.median(tt.first_runs_s) if tt.first_runs_s else None
-    print(f"{service} {table_type} {'pg' if timeline else 'fs'} seed {seed}: {dict(tt.counts)}, "
-          f"median first run {median} s")
+    print(
+        f"{service} {table_type} {'pg' if timeline else 'fs'} seed {seed}: {dict(tt.counts)}, "
+        f"median first run {median} s"
+    )
     assert tt.counts["kills"] >= kills
     # A clean's instant lives a few milliseconds after a long plan: random kills hit it
     # in about 4 of 100 rounds on the filesystem and 0 of 100 on PostgreSQL (measured),
     # so for cleaning a round that hits it is reported, not required (the fault-point
     # tests of test_cleaning.py kill a clean inside its instant deterministically).
-    assert service == "cleaning" or tt.counts["kills_with_an_instant_pending"] > 0, \
+    assert service == "cleaning" or tt.counts["kills_with_an_instant_pending"] > 0, (
         f"no kill interrupted a {service} instant: the torture proved nothing ({dict(tt.counts)})"
+    )
 
 
 def _table_type(service: str, store: str = "filesystem") -> str:

@@ -23,15 +23,23 @@ from lakeline.table.read import scan as scan_module
 from lakeline.table.write.records import BASE_FILE_KEY, BASE_POS, OP
 from lakeline.timeline.diagnostics import faults
 
-SCHEMA = pa.schema([("item", pa.int64()), ("ticket", pa.int64()), ("day", pa.int32()), ("v", pa.string()),
-                    ("ts", pa.int64())])
+SCHEMA = pa.schema(
+    [("item", pa.int64()), ("ticket", pa.int64()), ("day", pa.int32()), ("v", pa.string()), ("ts", pa.int64())]
+)
 KEY = ["item", "ticket"]
 
 
 def rows(keys: list[tuple[int, int]], ts: int, rng: random.Random) -> pa.Table:
-    return pa.table({"item": [k[0] for k in keys], "ticket": [k[1] for k in keys],
-                     "day": [rng.randrange(30) for _ in keys], "v": [f"v{ts}-{rng.randrange(99)}" for _ in keys],
-                     "ts": [ts] * len(keys)}, schema=SCHEMA)
+    return pa.table(
+        {
+            "item": [k[0] for k in keys],
+            "ticket": [k[1] for k in keys],
+            "day": [rng.randrange(30) for _ in keys],
+            "v": [f"v{ts}-{rng.randrange(99)}" for _ in keys],
+            "ts": [ts] * len(keys),
+        },
+        schema=SCHEMA,
+    )
 
 
 def state(t: Table) -> list[tuple[Any, ...]]:
@@ -44,9 +52,9 @@ def logs_of(t: Table) -> list[Any]:
 
 
 @pytest.mark.parametrize("ordering", ["ts", None])
-def test_mor_reads_drop_touched_rows_by_position_and_equal_copy_on_write(tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch,
-                                                                          ordering: str | None) -> None:
+def test_mor_reads_drop_touched_rows_by_position_and_equal_copy_on_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ordering: str | None
+) -> None:
     """Random upserts, deletes and delete_where on a composite key: every log carries
     base positions naming its slice's base, the reads take the position path (the
     key-comparing merge is never called), and each read equals a copy-on-write table
@@ -78,8 +86,9 @@ def test_mor_reads_drop_touched_rows_by_position_and_equal_copy_on_write(tmp_pat
             for t in (mor, cow):
                 t.upsert(data)
         elif op == "delete":
-            keys = pa.table({"item": [k[0] for k in rng.sample(universe, 100)],
-                             "ticket": [k[1] for k in rng.sample(universe, 100)]})
+            keys = pa.table(
+                {"item": [k[0] for k in rng.sample(universe, 100)], "ticket": [k[1] for k in rng.sample(universe, 100)]}
+            )
             for t in (mor, cow):
                 t.delete(keys)
         else:
@@ -104,8 +113,9 @@ def test_mor_reads_drop_touched_rows_by_position_and_equal_copy_on_write(tmp_pat
     with monkeypatch.context() as m:
         m.setattr(scan_module, "merge_onto", no_key_merge)
         few = Table.open(mor.path).to_arrow(columns=["ticket", "v"])
-    assert sorted(few.to_pylist(), key=str) == sorted(Table.open(cow.path).to_arrow(columns=["ticket", "v"])
-                                                      .to_pylist(), key=str)
+    assert sorted(few.to_pylist(), key=str) == sorted(
+        Table.open(cow.path).to_arrow(columns=["ticket", "v"]).to_pylist(), key=str
+    )
 
 
 def test_positions_of_an_older_base_are_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -130,8 +140,12 @@ def test_positions_of_an_older_base_are_not_used(tmp_path: Path, monkeypatch: py
     finally:
         faults.disarm_all()
     slices = Table.open(t.path).context().view.latest_slices()
-    stale = [(s, f) for s in slices for f in s.logs
-             if pq.read_schema(str(tmp_path / "t" / f.path)).metadata.get(BASE_FILE_KEY) != s.base.path.encode()]
+    stale = [
+        (s, f)
+        for s in slices
+        for f in s.logs
+        if pq.read_schema(str(tmp_path / "t" / f.path)).metadata.get(BASE_FILE_KEY) != s.base.path.encode()
+    ]
     assert stale, "the upsert replayed on the new base: the test proved nothing"
     calls: list[int] = []
     real = merge_module.merge_onto
@@ -146,6 +160,5 @@ def test_positions_of_an_older_base_are_not_used(tmp_path: Path, monkeypatch: py
     assert calls, "the stale positions were used"
     assert set(got) == set(want)
     for k, r in got.items():
-        expect_ts = 3 if k in {tuple(x[c] for c in KEY) for x in late.to_pylist()} else \
-            2 if k in set(keys[::3]) else 1
+        expect_ts = 3 if k in {tuple(x[c] for c in KEY) for x in late.to_pylist()} else 2 if k in set(keys[::3]) else 1
         assert r["ts"] == expect_ts, (k, r)

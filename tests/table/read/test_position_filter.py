@@ -89,8 +89,9 @@ def test_drop_positions_equals_arrows_filter(n: int, mode: str) -> None:
             else:
                 assert got.equals(expected), (array.type, share)
             if mode == "copy":
-                assert column.equals(pa.chunked_array([array.slice(0, cut), array.slice(cut, 0), array.slice(cut)],
-                                                      type=array.type)), "the input changed"
+                assert column.equals(
+                    pa.chunked_array([array.slice(0, cut), array.slice(cut, 0), array.slice(cut)], type=array.type)
+                ), "the input changed"
 
 
 def test_swap_moves_only_rows_from_beyond_the_kept_ones() -> None:
@@ -107,13 +108,20 @@ def test_a_table_read_without_order_keeps_its_rows_whole(tmp_path) -> None:
     row must stay whole."""
     n = 50_000
     ints = RNG.integers(0, 10**6, n)
-    table = pa.table({"a": pa.array(ints, mask=RNG.random(n) < 0.1), "s": pa.array([f"v{x}" for x in ints]),
-                      "b": pa.array(ints % 2 == 0), "d": pa.array(ints.astype(np.float64))})
+    table = pa.table(
+        {
+            "a": pa.array(ints, mask=RNG.random(n) < 0.1),
+            "s": pa.array([f"v{x}" for x in ints]),
+            "b": pa.array(ints % 2 == 0),
+            "d": pa.array(ints.astype(np.float64)),
+        }
+    )
     pq.write_table(table, tmp_path / "f.parquet", row_group_size=8_192)
     positions = np.unique(RNG.integers(0, n, 700)).astype(np.int64)
     decoded = pq.read_table(tmp_path / "f.parquet")
-    got = pa.table({c: drop_positions(decoded.column(c), positions, in_place=True, keep_order=False)
-                    for c in table.column_names})
+    got = pa.table(
+        {c: drop_positions(decoded.column(c), positions, in_place=True, keep_order=False) for c in table.column_names}
+    )
     keep = np.ones(n, dtype=bool)
     keep[positions] = False
     expected = table.filter(pa.array(keep))
@@ -128,8 +136,12 @@ def test_columns_chunked_apart_keep_their_rows_whole() -> None:
 
     n = 1_000
     a = pa.array(np.arange(n, dtype=np.int64))
-    base = pa.table({"a": pa.chunked_array([a.slice(0, 300), a.slice(300)]),
-                     "b": pa.chunked_array([pa.array(np.arange(n, dtype=np.int64) * 10)])})
+    base = pa.table(
+        {
+            "a": pa.chunked_array([a.slice(0, 300), a.slice(300)]),
+            "b": pa.chunked_array([pa.array(np.arange(n, dtype=np.int64) * 10)]),
+        }
+    )
     positions = np.arange(5, n, 9, dtype=np.int64)
     changes = pa.table({OP: ["D"] * len(positions), BASE_POS: positions})
     got = merge_at_positions(base, changes, ("a",), None, ["a", "b"], owned=True, keep_order=False)
@@ -153,8 +165,12 @@ def test_in_place_on_a_decoded_parquet_column(tmp_path) -> None:
     """What a merge-on-read read does: drop rows from a column it decoded, chunk by row
     group, in place; the neighbouring columns stay intact."""
     n = 300_000
-    table = pa.table({"a": pa.array(RNG.integers(0, 10**9, n), mask=RNG.random(n) < 0.05),
-                      "b": pa.array([Decimal(int(x)) / 100 for x in RNG.integers(0, 10**6, n)], pa.decimal128(7, 2))})
+    table = pa.table(
+        {
+            "a": pa.array(RNG.integers(0, 10**9, n), mask=RNG.random(n) < 0.05),
+            "b": pa.array([Decimal(int(x)) / 100 for x in RNG.integers(0, 10**6, n)], pa.decimal128(7, 2)),
+        }
+    )
     pq.write_table(table, tmp_path / "f.parquet", row_group_size=65_536)
     positions = np.unique(RNG.integers(0, n, 2_000)).astype(np.int64)
     decoded = pq.read_table(tmp_path / "f.parquet")

@@ -31,14 +31,16 @@ from lakeline.timeline.errors import UnmergedLogsError
 duckdb = pytest.importorskip("duckdb")
 pl = pytest.importorskip("polars")
 
-SCHEMA = pa.schema([
-    pa.field("id", pa.int64()),
-    pa.field("day", pa.string()),
-    pa.field("v", pa.int64()),
-    pa.field("s", pa.string()),
-    pa.field("f", pa.float64()),
-    pa.field("ok", pa.bool_()),
-])
+SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64()),
+        pa.field("day", pa.string()),
+        pa.field("v", pa.int64()),
+        pa.field("s", pa.string()),
+        pa.field("f", pa.float64()),
+        pa.field("ok", pa.bool_()),
+    ]
+)
 COLS = SCHEMA.names
 DAYS = ["d0", "d1", "d2", None]
 ROWS_PER_DAY = 150
@@ -46,21 +48,30 @@ ROWS_PER_DAY = 150
 
 def _rows(rng: random.Random, ids: list[int]) -> pa.Table:
     """Rows whose ids are contiguous per partition, so files have disjoint key ranges."""
-    return pa.table({
-        "id": ids,
-        "day": [DAYS[min(i // ROWS_PER_DAY, len(DAYS) - 1)] for i in ids],
-        "v": [rng.choice([None, rng.randint(0, 99)]) for _ in ids],
-        "s": [rng.choice(["x", "y", "z", None]) for _ in ids],
-        "f": [rng.choice([None, round(rng.uniform(-1, 1), 3)]) for _ in ids],
-        "ok": [rng.choice([True, False, None]) for _ in ids],
-    }, schema=SCHEMA)
+    return pa.table(
+        {
+            "id": ids,
+            "day": [DAYS[min(i // ROWS_PER_DAY, len(DAYS) - 1)] for i in ids],
+            "v": [rng.choice([None, rng.randint(0, 99)]) for _ in ids],
+            "s": [rng.choice(["x", "y", "z", None]) for _ in ids],
+            "f": [rng.choice([None, round(rng.uniform(-1, 1), 3)]) for _ in ids],
+            "ok": [rng.choice([True, False, None]) for _ in ids],
+        },
+        schema=SCHEMA,
+    )
 
 
 def _build(path: Path, table_type: str, compact: bool) -> Table:
     """Insert, upsert, delete and insert more: a mor table ends with logs on most slices."""
     rng = random.Random(5)
-    t = Table.create(path, SCHEMA, record_key="id", partition_by=["day"], table_type=table_type,
-                     properties={"write.target-file-size-bytes": 1200})
+    t = Table.create(
+        path,
+        SCHEMA,
+        record_key="id",
+        partition_by=["day"],
+        table_type=table_type,
+        properties={"write.target-file-size-bytes": 1200},
+    )
     n = ROWS_PER_DAY * len(DAYS)
     t.insert(_rows(rng, list(range(n))))
     t.upsert(_rows(rng, sorted(rng.sample(range(n), 80))))
@@ -102,8 +113,12 @@ def _lit_sql(v: Any) -> str:
 
 
 _OPS: dict[str, Callable[[Any, Any], Any]] = {
-    "=": lambda a, b: a == b, "<>": lambda a, b: a != b, "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
+    "=": lambda a, b: a == b,
+    "<>": lambda a, b: a != b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
 }
 
 
@@ -126,12 +141,16 @@ def _leaf(rng: random.Random) -> Filter:
         return Filter(pc.field(col).is_valid(), pl.col(col).is_not_null(), f"{col} IS NOT NULL")
     if kind == "isin":
         vals = sorted({pick() for _ in range(rng.randint(1, 3))}, key=str)
-        return Filter(pc.field(col).isin(vals), pl.col(col).is_in(vals),
-                      f"{col} IN ({', '.join(_lit_sql(v) for v in vals)})")
+        return Filter(
+            pc.field(col).isin(vals), pl.col(col).is_in(vals), f"{col} IN ({', '.join(_lit_sql(v) for v in vals)})"
+        )
     if kind == "between":
         lo, hi = sorted([pick(), pick()], key=lambda x: (str(type(x)), x))
-        return Filter((pc.field(col) >= lo) & (pc.field(col) <= hi), pl.col(col).is_between(pl.lit(lo), pl.lit(hi)),
-                      f"{col} BETWEEN {_lit_sql(lo)} AND {_lit_sql(hi)}")
+        return Filter(
+            (pc.field(col) >= lo) & (pc.field(col) <= hi),
+            pl.col(col).is_between(pl.lit(lo), pl.lit(hi)),
+            f"{col} BETWEEN {_lit_sql(lo)} AND {_lit_sql(hi)}",
+        )
     op, value = rng.choice(list(_OPS)), pick()
     fn = _OPS[op]
     return Filter(fn(pc.field(col), value), fn(pl.col(col), value), f"{col} {op} {_lit_sql(value)}")
@@ -146,8 +165,7 @@ def random_filter(rng: random.Random, depth: int = 2) -> Filter:
         return Filter(~a.arrow, ~a.polars, f"NOT ({a.sql})", a.arrow_safe and "is_in" not in str(a.polars))
     b = random_filter(rng, depth - 1)
     if kind == "and":
-        return Filter(a.arrow & b.arrow, a.polars & b.polars, f"({a.sql}) AND ({b.sql})",
-                      a.arrow_safe and b.arrow_safe)
+        return Filter(a.arrow & b.arrow, a.polars & b.polars, f"({a.sql}) AND ({b.sql})", a.arrow_safe and b.arrow_safe)
     return Filter(a.arrow | b.arrow, a.polars | b.polars, f"({a.sql}) OR ({b.sql})", a.arrow_safe and b.arrow_safe)
 
 
@@ -284,8 +302,9 @@ def test_polars_source_prunes_partitions_and_key_ranges(mor_logs: Table) -> None
     (ex,) = source.explains
     assert ex["exact"] is True and "d1" in str(ex["filter"])
     assert ex["columns"] == ["id", "day", "v"]  # projection plus the predicate's columns
-    total, by_partition, by_range = (int(str(ex[k])) for k in
-                                     ("files_total", "files_after_partition_pruning", "files_after_stats_pruning"))
+    total, by_partition, by_range = (
+        int(str(ex[k])) for k in ("files_total", "files_after_partition_pruning", "files_after_stats_pruning")
+    )
     assert 0 < by_range < by_partition < total
 
 
@@ -303,9 +322,9 @@ def test_polars_untranslatable_predicates_are_still_applied(mor_logs: Table) -> 
     eager = pl.from_arrow(mor_logs.to_arrow())
     lazy = mor_logs.to_polars()
     for pred in [
-        (pl.col("v") * 2 > 100) & (pl.col("day") == "d0"),     # half translated: the day part is pushed
+        (pl.col("v") * 2 > 100) & (pl.col("day") == "d0"),  # half translated: the day part is pushed
         pl.col("s").str.starts_with("x") | (pl.col("id") < 5),  # an untranslated side: nothing pushed
-        ~((pl.col("v") + 1 > 50) & (pl.col("id") > 10)),         # a negation of a partial: nothing pushed
+        ~((pl.col("v") + 1 > 50) & (pl.col("id") > 10)),  # a negation of a partial: nothing pushed
         pl.col("id").cast(pl.Int32) == 7,
     ]:
         assert _pl_rows(lazy.filter(pred).collect()) == _pl_rows(eager.filter(pred)), str(pred)
@@ -313,9 +332,17 @@ def test_polars_untranslatable_predicates_are_still_applied(mor_logs: Table) -> 
 
 def test_translation_is_sound_for_nan_and_nulls(tmp_path: Path) -> None:
     t = Table.create(tmp_path / "t", SCHEMA, record_key="id", table_type="mor")
-    rows = pa.table({"id": [1, 2, 3, 4], "day": ["a", None, "b", "c"], "v": [1, None, 3, 4],
-                     "s": ["x", None, "y", "x"], "f": [0.9, float("nan"), None, 0.1],
-                     "ok": [True, None, False, True]}, schema=SCHEMA)
+    rows = pa.table(
+        {
+            "id": [1, 2, 3, 4],
+            "day": ["a", None, "b", "c"],
+            "v": [1, None, 3, 4],
+            "s": ["x", None, "y", "x"],
+            "f": [0.9, float("nan"), None, 0.1],
+            "ok": [True, None, False, True],
+        },
+        schema=SCHEMA,
+    )
     t.insert(rows)
     t.upsert(rows.slice(3))
     eager = pl.from_arrow(t.to_arrow())
@@ -342,8 +369,9 @@ def test_polars_time_travel_is_pinned(tmp_path: Path) -> None:
 
 
 def test_importing_lakeline_table_does_not_import_duckdb_or_polars() -> None:
-    code = ("import sys, lakeline.table; "
-            "bad = [m for m in ('duckdb', 'polars') if m in sys.modules]; assert not bad, bad")
+    code = (
+        "import sys, lakeline.table; bad = [m for m in ('duckdb', 'polars') if m in sys.modules]; assert not bad, bad"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -360,8 +388,10 @@ def test_polars_source_uses_the_ready_indexes(tmp_path: Path) -> None:
     eager = pl.from_arrow(t.to_arrow())
     source = PolarsSource(t.context())
     lazy = source.lazy_frame()
-    for pred, stage in [(pl.col("w") < 1050, "files_after_stats_pruning"),
-                        (pl.col("id") == 201, "files_after_bloom_pruning")]:
+    for pred, stage in [
+        (pl.col("w") < 1050, "files_after_stats_pruning"),
+        (pl.col("id") == 201, "files_after_bloom_pruning"),
+    ]:
         assert sorted(lazy.filter(pred).collect().rows()) == sorted(eager.filter(pred).rows())
         ex = source.explains[-1]
         assert int(str(ex[stage])) < int(str(ex["files_total"])) == 4, ex

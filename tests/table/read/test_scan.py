@@ -27,33 +27,32 @@ from lakeline.timeline.diagnostics import faults
 from lakeline.timeline.errors import FaultInjectedError, InstantNotFoundError
 from lakeline.timeline.view.file_group import partition_path
 
-from tests.table.model import (
-    COLUMNS,
-    SCHEMA,
-    Pred,
-    TableModel,
-    sorted_rows,
-    table_rows,
-    to_arrow,
-)
+from tests.table.model import COLUMNS, SCHEMA, Pred, TableModel, sorted_rows, table_rows, to_arrow
 
 # A table partitioned by a string and an int column, both with nulls and a value that
 # needs quoting in a folder name.
-PSCHEMA = pa.schema([
-    pa.field("id", pa.int64()),
-    pa.field("region", pa.string()),
-    pa.field("bucket", pa.int32()),
-    pa.field("v", pa.int64()),
-    pa.field("s", pa.string()),
-])
+PSCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64()),
+        pa.field("region", pa.string()),
+        pa.field("bucket", pa.int32()),
+        pa.field("v", pa.int64()),
+        pa.field("s", pa.string()),
+    ]
+)
 PCOLS = PSCHEMA.names
 REGIONS = ["eu", "us", "a/b=c", None]
 BUCKETS = [0, 1, 2, None]
 
 
 def _prow(rng: random.Random, id_: int) -> dict[str, Any]:
-    return {"id": id_, "region": rng.choice(REGIONS), "bucket": rng.choice(BUCKETS),
-            "v": rng.choice([None, rng.randint(0, 50)]), "s": rng.choice(["x", "y", None])}
+    return {
+        "id": id_,
+        "region": rng.choice(REGIONS),
+        "bucket": rng.choice(BUCKETS),
+        "v": rng.choice([None, rng.randint(0, 50)]),
+        "s": rng.choice(["x", "y", None]),
+    }
 
 
 def _leaf(rng: random.Random) -> Pred:
@@ -94,9 +93,14 @@ def two_level(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     """A table partitioned by (region, bucket) after inserts, upserts and deletes
     (shared by the tests of this module, which only read it)."""
     rng = random.Random(7)
-    t = Table.create(tmp_path_factory.mktemp("two_level") / "t", PSCHEMA, record_key="id",
-                     partition_by=["region", "bucket"], table_type=request.param,
-                     properties={"write.target-file-size-bytes": 2048})
+    t = Table.create(
+        tmp_path_factory.mktemp("two_level") / "t",
+        PSCHEMA,
+        record_key="id",
+        partition_by=["region", "bucket"],
+        table_type=request.param,
+        properties={"write.target-file-size-bytes": 2048},
+    )
     m = TableModel(("id",), None, ("region", "bucket"), tuple(PCOLS))
     rows = [_prow(rng, i) for i in range(200)]
     t.insert(to_arrow(rows, PSCHEMA))
@@ -107,9 +111,15 @@ def two_level(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
         t.upsert(to_arrow(ups, PSCHEMA))
         m.upsert(ups)
         gone = [{"id": r["id"], "region": r["region"], "bucket": r["bucket"]} for r in rng.sample(m.rows(), 10)]
-        t.delete(pa.table({"id": pa.array([g["id"] for g in gone], pa.int64()),
-                           "region": pa.array([g["region"] for g in gone], pa.string()),
-                           "bucket": pa.array([g["bucket"] for g in gone], pa.int32())}))
+        t.delete(
+            pa.table(
+                {
+                    "id": pa.array([g["id"] for g in gone], pa.int64()),
+                    "region": pa.array([g["region"] for g in gone], pa.string()),
+                    "bucket": pa.array([g["bucket"] for g in gone], pa.int32()),
+                }
+            )
+        )
         m.delete(gone, with_partition=True)
     assert table_rows(t.to_arrow(), PCOLS) == m.sorted()
     return t, m
@@ -138,8 +148,12 @@ def test_pruning_never_drops_a_matching_row(two_level: tuple[Table, TableModel])
         # what the last stage kept
         assert ex["files_after_bloom_pruning"] == len(kept)
         assert ex["files_total"] == len(all_files)
-        assert ex["files_total"] >= ex["files_after_partition_pruning"] >= ex["files_after_stats_pruning"] \
+        assert (
+            ex["files_total"]
+            >= ex["files_after_partition_pruning"]
+            >= ex["files_after_stats_pruning"]
             >= ex["files_after_bloom_pruning"]
+        )
         assert set(kept) <= set(all_files)
         # a folder none of whose files is read must hold no matching row (files dropped by
         # key range inside a read folder are covered by got == want above)
@@ -156,14 +170,17 @@ def test_pruning_never_drops_a_matching_row(two_level: tuple[Table, TableModel])
         (pc.field("region") == "eu", lambda f: f.startswith("region=eu/")),
         (pc.field("region") == "a/b=c", lambda f: f.startswith("region=a%2Fb%3Dc/")),
         (pc.field("region").is_null(), lambda f: f.startswith("region=__HIVE_DEFAULT_PARTITION__/")),
-        ((pc.field("bucket") >= 1) & (pc.field("region") != "us"),
-         lambda f: f.split("/")[0] in ("region=eu", "region=a%2Fb%3Dc") and f.split("bucket=")[1] in ("1", "2")),
+        (
+            (pc.field("bucket") >= 1) & (pc.field("region") != "us"),
+            lambda f: f.split("/")[0] in ("region=eu", "region=a%2Fb%3Dc") and f.split("bucket=")[1] in ("1", "2"),
+        ),
         (pc.field("bucket").isin([0]) | (pc.field("region") == "zz"), lambda f: f.endswith("bucket=0")),
     ],
     ids=["eq", "quoted", "null", "and", "or"],
 )
-def test_partition_filter_reads_only_matching_partitions(two_level: tuple[Table, TableModel], expr: pc.Expression,
-                                                          folders: Callable[[str], bool]) -> None:
+def test_partition_filter_reads_only_matching_partitions(
+    two_level: tuple[Table, TableModel], expr: pc.Expression, folders: Callable[[str], bool]
+) -> None:
     t, _ = two_level
     scan = t.scan(filter=expr)
     ex = scan.explain()
@@ -189,8 +206,15 @@ def test_filter_on_non_partition_column_prunes_nothing(two_level: tuple[Table, T
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
 def test_files_are_the_live_files_of_the_snapshot(tmp_path: Path, table_type: str) -> None:
     path = tmp_path / "t"
-    t = Table.create(path, SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"],
-                     table_type=table_type, properties={"write.target-file-size-bytes": 2048})
+    t = Table.create(
+        path,
+        SCHEMA,
+        record_key="id",
+        ordering_field="ts",
+        partition_by=["day"],
+        table_type=table_type,
+        properties={"write.target-file-size-bytes": 2048},
+    )
     rows = [{"id": i, "ts": 1, "day": ["d1", "d2"][i % 2], "v": i, "s": "x"} for i in range(300)]
     first = t.insert(to_arrow(rows)).instant
     before = t.scan().files()
@@ -239,7 +263,8 @@ def test_columns_projection_and_batches(two_level: tuple[Table, TableModel]) -> 
     assert all(b.schema.names == ["id", "s"] for b in batches)
     assert table_rows(pa.Table.from_batches(batches), ["id", "s"]) == table_rows(scan.to_arrow(), ["id", "s"])
     assert table_rows(scan.to_arrow(), ["id", "s"]) == sorted_rows(
-        [r for r in m.rows() if r["bucket"] is not None and r["bucket"] != 1], ["id", "s"])
+        [r for r in m.rows() if r["bucket"] is not None and r["bucket"] != 1], ["id", "s"]
+    )
 
 
 def test_empty_results_keep_the_schema(two_level: tuple[Table, TableModel]) -> None:
@@ -255,8 +280,9 @@ def test_empty_results_keep_the_schema(two_level: tuple[Table, TableModel]) -> N
 @pytest.mark.parametrize("ordering", [True, False])
 def test_mor_reads_with_many_logs_per_group(tmp_path: Path, ordering: bool) -> None:
     rng = random.Random(3)
-    t = Table.create(tmp_path / "t", SCHEMA, record_key="id", ordering_field="ts" if ordering else None,
-                     table_type="mor")
+    t = Table.create(
+        tmp_path / "t", SCHEMA, record_key="id", ordering_field="ts" if ordering else None, table_type="mor"
+    )
     m = TableModel(("id",), "ts" if ordering else None, ())
     rows = [{"id": i, "ts": 1, "day": "d", "v": i, "s": "base"} for i in range(60)]
     t.insert(to_arrow(rows))
@@ -269,8 +295,10 @@ def test_mor_reads_with_many_logs_per_group(tmp_path: Path, ordering: bool) -> N
             inst = t.delete(pa.table({"id": [g["id"] for g in gone]})).instant
             m.delete(gone, with_partition=False)
         else:
-            ups = [{**r, "ts": rng.choice([None, 0, 1, 2, 3]), "v": rng.randint(0, 99), "s": f"u{step}"}
-                   for r in rng.sample(live, min(8, len(live)))]
+            ups = [
+                {**r, "ts": rng.choice([None, 0, 1, 2, 3]), "v": rng.randint(0, 99), "s": f"u{step}"}
+                for r in rng.sample(live, min(8, len(live)))
+            ]
             ups += [{**u, "ts": u["ts"], "v": -step} for u in ups[:2]]  # a second version in the batch
             inst = t.upsert(to_arrow(ups)).instant
             m.upsert(ups)
@@ -369,15 +397,21 @@ def test_snapshot_whose_files_were_deleted_is_expired(tmp_path: Path, table_type
 
 
 def _rows(rng: random.Random, ids: range, day: str = "d") -> pa.Table:
-    return to_arrow([{"id": i, "ts": 1, "day": day, "v": rng.randint(0, 10**9), "s": "x" * rng.randint(0, 20)}
-                     for i in ids])
+    return to_arrow(
+        [{"id": i, "ts": 1, "day": day, "v": rng.randint(0, 10**9), "s": "x" * rng.randint(0, 20)} for i in ids]
+    )
 
 
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
 def test_target_file_size_cuts_a_large_write_into_several_files(tmp_path: Path, table_type: str) -> None:
     target = 4096
-    t = Table.create(tmp_path / "t", SCHEMA, record_key="id", table_type=table_type,
-                     properties={"write.target-file-size-bytes": target})
+    t = Table.create(
+        tmp_path / "t",
+        SCHEMA,
+        record_key="id",
+        table_type=table_type,
+        properties={"write.target-file-size-bytes": target},
+    )
     r = t.insert(_rows(random.Random(1), range(2000)))
     sizes = [os.path.getsize(f) for f in t.scan().files()]
     assert r.stats["files_added"] == len(sizes) >= 5
@@ -390,12 +424,21 @@ def test_target_file_size_cuts_a_large_write_into_several_files(tmp_path: Path, 
 def test_cow_writes_fill_small_files_first(tmp_path: Path, op: str) -> None:
     target = 4096
     rng = random.Random(2)
-    t = Table.create(tmp_path / "t", SCHEMA, record_key="id", partition_by=["day"], table_type="cow",
-                     properties={"write.target-file-size-bytes": target})
+    t = Table.create(
+        tmp_path / "t",
+        SCHEMA,
+        record_key="id",
+        partition_by=["day"],
+        table_type="cow",
+        properties={"write.target-file-size-bytes": target},
+    )
     write = t.insert if op == "insert" else t.upsert
     for k in range(30):
-        write(pa.concat_tables([_rows(rng, range(k * 10, k * 10 + 10), "d1"),
-                                _rows(rng, range(k * 10, k * 10 + 10), "d2")]))
+        write(
+            pa.concat_tables(
+                [_rows(rng, range(k * 10, k * 10 + 10), "d1"), _rows(rng, range(k * 10, k * 10 + 10), "d2")]
+            )
+        )
     assert t.to_arrow().num_rows == 600
     for day in ("d1", "d2"):
         files = t.scan(filter=pc.field("day") == day).files()
@@ -413,8 +456,7 @@ def test_cow_writes_fill_small_files_first(tmp_path: Path, op: str) -> None:
         (pa.int8(), -1, 5),
         (pa.date32(), date(2026, 1, 1), date(2026, 1, 2)),
         (pa.timestamp("us"), datetime(2026, 1, 1, 12, 30), datetime(2026, 1, 2)),
-        (pa.timestamp("us", tz="UTC"), datetime(2026, 1, 1, 12, 30, tzinfo=UTC),
-         datetime(2026, 1, 2, tzinfo=UTC)),
+        (pa.timestamp("us", tz="UTC"), datetime(2026, 1, 1, 12, 30, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC)),
         (pa.large_string(), "x y", "z/w"),
         (pa.decimal128(5, 2), Decimal("1.50"), Decimal("-2.00")),
     ],
@@ -436,7 +478,8 @@ def test_partition_column_types_prune_and_read_back(tmp_path: Path, typ: pa.Data
         assert scan.explain()["files_after_partition_pruning"] < scan.explain()["files_total"], expr
     assert t.to_arrow().schema == schema
     assert sorted(t.to_arrow().column("p").to_pylist(), key=lambda v: (v is None, str(v))) == sorted(
-        [a, b, None], key=lambda v: (v is None, str(v)))
+        [a, b, None], key=lambda v: (v is None, str(v))
+    )
 
 
 @pytest.mark.parametrize("composite", [False, True])
@@ -444,18 +487,33 @@ def test_merged_slices_read_only_the_columns_needed_and_equal_a_full_read(tmp_pa
     """A merge-on-read slice with upsert and delete logs, read with a projection and a
     filter on a column it does not return (and, with a composite key, merged through
     key hashes): the same rows as the full read filtered and projected."""
-    schema = pa.schema([("a", pa.int64()), ("b", pa.int64()), ("ts", pa.int64()), ("x", pa.string()),
-                        ("y", pa.float64()), ("z", pa.string())])
+    schema = pa.schema(
+        [
+            ("a", pa.int64()),
+            ("b", pa.int64()),
+            ("ts", pa.int64()),
+            ("x", pa.string()),
+            ("y", pa.float64()),
+            ("z", pa.string()),
+        ]
+    )
     key = ["a", "b"] if composite else ["a"]
     t = Table.create(str(tmp_path / "t"), schema, record_key=key, ordering_field="ts", table_type="mor")
     rng = random.Random(5)
     n = 2000
 
     def rows(ids: list[int], ts: int) -> pa.Table:
-        return pa.table({"a": pa.array([i // 7 if composite else i for i in ids], pa.int64()),
-                         "b": pa.array([i % 7 if composite else 0 for i in ids], pa.int64()),
-                         "ts": pa.array([ts] * len(ids), pa.int64()), "x": [f"x{rng.randrange(50)}" for _ in ids],
-                         "y": [rng.random() for _ in ids], "z": [f"z{i}-{ts}" for i in ids]}, schema=schema)
+        return pa.table(
+            {
+                "a": pa.array([i // 7 if composite else i for i in ids], pa.int64()),
+                "b": pa.array([i % 7 if composite else 0 for i in ids], pa.int64()),
+                "ts": pa.array([ts] * len(ids), pa.int64()),
+                "x": [f"x{rng.randrange(50)}" for _ in ids],
+                "y": [rng.random() for _ in ids],
+                "z": [f"z{i}-{ts}" for i in ids],
+            },
+            schema=schema,
+        )
 
     t.insert(rows(list(range(n)), 1))
     t.upsert(rows(rng.sample(range(n + 200), 300), 2))

@@ -34,8 +34,9 @@ def rows(t: Table) -> dict[int, str]:
 
 def make(tmp_path: Path, table_type: str, ids: list[int], **props: object) -> str:
     path = str(tmp_path / "t")
-    Table.create(path, SCHEMA, record_key="id", table_type=table_type,
-                 properties={"write.small-file-limit-bytes": 0, **props})
+    Table.create(
+        path, SCHEMA, record_key="id", table_type=table_type, properties={"write.small-file-limit-bytes": 0, **props}
+    )
     Table.open(path).insert(pa.table({"id": ids, "v": ["seed"] * len(ids)}, schema=SCHEMA))
     return path
 
@@ -89,8 +90,7 @@ def test_upsert_finds_a_key_a_log_revived_outside_the_compacted_base_range(tmp_p
 
 
 @pytest.mark.parametrize("table_type", ["mor", "cow"])
-def test_delete_of_a_key_its_snapshot_lacked_retries_after_a_concurrent_insert(tmp_path: Path,
-                                                                             table_type: str) -> None:
+def test_delete_of_a_key_its_snapshot_lacked_retries_after_a_concurrent_insert(tmp_path: Path, table_type: str) -> None:
     """D deletes keys 1 and 9; 9 is not in its snapshot. Meanwhile B inserts 9. D
     completes last, so 9 must be gone: D's key check finds B's insert of a key it names,
     and the replay deletes it."""
@@ -118,8 +118,7 @@ def test_mor_delete_and_upsert_of_one_key_in_one_group_merge_by_completion(tmp_p
 
 
 @pytest.mark.parametrize("table_type", ["mor", "cow"])
-def test_delete_where_retries_when_a_concurrent_insert_matches_its_predicate(tmp_path: Path,
-                                                                           table_type: str) -> None:
+def test_delete_where_retries_when_a_concurrent_insert_matches_its_predicate(tmp_path: Path, table_type: str) -> None:
     """delete_where(v == "x") completes after B inserted a row with v == "x": applied
     last, the delete removes B's row too."""
     path = make(tmp_path, table_type, [1, 2])

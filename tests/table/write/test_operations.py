@@ -13,13 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from lakeline.table import Table
-from lakeline.table.write.operations import (
-    partition_targets,
-    plan_delete,
-    plan_insert,
-    plan_overwrite,
-    plan_upsert,
-)
+from lakeline.table.write.operations import partition_targets, plan_delete, plan_insert, plan_overwrite, plan_upsert
 from lakeline.table.write.plan import PARTITION
 from lakeline.table.write.records import BASE_POS, OP, OP_DELETE, OP_UPSERT
 from lakeline.timeline.errors import DuplicateKeyError, UnknownColumnError

@@ -27,20 +27,11 @@ import pyarrow as pa
 import pytest
 from lakeline.table import Table
 from lakeline.timeline.diagnostics import faults
-from lakeline.timeline.errors import (
-    CommitOutcomeUnknownError,
-    FaultInjectedError,
-    StoreUnavailableError,
-)
+from lakeline.timeline.errors import CommitOutcomeUnknownError, FaultInjectedError, StoreUnavailableError
 from lakeline.timeline.instant import Event, State
 from lakeline.timeline.markers import instants_with_markers, list_markers
 
-from tests.children.table_workers import (
-    check_files_on_disk,
-    data_files_on_disk,
-    data_instants,
-    referenced_files,
-)
+from tests.children.table_workers import check_files_on_disk, data_files_on_disk, data_instants, referenced_files
 
 SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.string())])
 HEARTBEAT = {"heartbeat.interval-ms": 100, "heartbeat.tolerable-misses": 1}
@@ -53,8 +44,14 @@ pytestmark = pytest.mark.usefixtures("no_faults")  # no fault point armed before
 
 def make_table(tmp: Path, timeline: str | None, table_type: str = "mor") -> Table:
     path = str(tmp / "table")
-    Table.create(path, SCHEMA, record_key="id", table_type=table_type,
-                 properties={**HEARTBEAT, "engine.parallelism": 1}, timeline=timeline)
+    Table.create(
+        path,
+        SCHEMA,
+        record_key="id",
+        table_type=table_type,
+        properties={**HEARTBEAT, "engine.parallelism": 1},
+        timeline=timeline,
+    )
     t = Table.open(path, timeline=timeline)
     t.insert(rows(SEED))
     return t
@@ -83,8 +80,9 @@ def new_instants(t: Table, before: set[int]) -> list[Any]:
 
 
 @pytest.mark.parametrize("point", ["commit.after_requested", "log.before_append.inflight", "commit.after_inflight"])
-def test_failed_begin_stops_its_heartbeat_and_ends_the_instant(tmp_path: Path, point: str,
-                                                              timeline: str | None) -> None:
+def test_failed_begin_stops_its_heartbeat_and_ends_the_instant(
+    tmp_path: Path, point: str, timeline: str | None
+) -> None:
     t = make_table(tmp_path, timeline)
     before = {i.id for i in t.timeline.instants()}
     faults.arm(point, "raise")
@@ -156,8 +154,9 @@ class FailAfterPut:
 
 
 @pytest.mark.parametrize("table_type", ["mor", "cow"])
-def test_store_error_after_the_completed_put_is_a_committed_write(tmp_path: Path, table_type: str,
-                                                                 timeline: str | None) -> None:
+def test_store_error_after_the_completed_put_is_a_committed_write(
+    tmp_path: Path, table_type: str, timeline: str | None
+) -> None:
     t = make_table(tmp_path, timeline, table_type)
     fail = FailAfterPut(t, State.COMPLETED)
     r = t.upsert(rows({1: "new", 20: "new"}))
@@ -171,8 +170,9 @@ def test_store_error_after_the_completed_put_is_a_committed_write(tmp_path: Path
 
 
 @pytest.mark.parametrize("hit, state_name", [(1, "requested"), (2, "inflight"), (3, "completed")])
-def test_fault_after_put_resolves_by_reading_the_log(tmp_path: Path, hit: int, state_name: str,
-                                                     timeline: str | None) -> None:
+def test_fault_after_put_resolves_by_reading_the_log(
+    tmp_path: Path, hit: int, state_name: str, timeline: str | None
+) -> None:
     """A raise at ``log.after_put`` (the slot is won) on any of the write's appends: the
     log finds its event by token and the write goes on; the row lands exactly once."""
     t = make_table(tmp_path, timeline)
@@ -182,7 +182,10 @@ def test_fault_after_put_resolves_by_reading_the_log(tmp_path: Path, hit: int, s
     [inst] = new_instants(t, before)
     assert r.instant is not None and r.instant.id == inst.id and inst.state == "completed"
     assert [e.state.value for e in t.timeline.events_after(0) if e.instant == inst.id] == [
-        "requested", "inflight", "completed"]
+        "requested",
+        "inflight",
+        "completed",
+    ]
     assert state(t) == {**SEED, 20: "new"}
     check_files_on_disk(t)
 
@@ -227,8 +230,10 @@ def test_cleanup_after_completed_never_fails_the_write(tmp_path: Path, what: str
     if what == "markers":
         faults.arm("commit.delete_markers", "raise")
     else:
+
         def clear_beat(*args: Any, **kwargs: Any) -> None:
             raise StoreUnavailableError("clearing the beat failed")
+
         store.clear_beat = clear_beat  # type: ignore[method-assign]
     r = t.upsert(rows({1: "new"}))
     assert r.instant is not None and r.instant.state == "completed"

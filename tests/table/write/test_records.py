@@ -68,8 +68,15 @@ def nothing_written(t: Table, path: Path) -> Iterator[None]:
 @pytest.fixture(params=["cow", "mor"])
 def table(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Table, Path]:
     path = tmp_path / "t"
-    t = Table.create(path, SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"],
-                     table_type=request.param, properties={"write.target-file-size-bytes": 2048})
+    t = Table.create(
+        path,
+        SCHEMA,
+        record_key="id",
+        ordering_field="ts",
+        partition_by=["day"],
+        table_type=request.param,
+        properties={"write.target-file-size-bytes": 2048},
+    )
     t.insert(to_arrow(ROWS))
     t.upsert(to_arrow([{**ROWS[0], "ts": 2, "v": 11}]))  # mor: a log on top of a base
     return t, path
@@ -128,8 +135,15 @@ def _bad_data(kind: str) -> Any:
     raise AssertionError(kind)
 
 
-BAD_KINDS = ["missing_column", "missing_key_column", "wrong_type", "float_into_int", "uint_overflow",
-             "extra_column", "not_a_table"]
+BAD_KINDS = [
+    "missing_column",
+    "missing_key_column",
+    "wrong_type",
+    "float_into_int",
+    "uint_overflow",
+    "extra_column",
+    "not_a_table",
+]
 
 
 @pytest.mark.parametrize("op", ["insert", "upsert", "overwrite"])
@@ -151,8 +165,15 @@ def test_null_in_non_nullable_column_is_a_schema_mismatch(tmp_path: Path) -> Non
 
 def test_columns_may_come_in_any_order_and_widen_losslessly(table: tuple[Table, Path]) -> None:
     t, _ = table
-    data = pa.table({"s": ["z"], "v": pa.array([5], pa.int8()), "day": ["2026-01-03"],
-                     "ts": pa.array([1], pa.uint32()), "id": pa.array([7], pa.int16())})
+    data = pa.table(
+        {
+            "s": ["z"],
+            "v": pa.array([5], pa.int8()),
+            "day": ["2026-01-03"],
+            "ts": pa.array([1], pa.uint32()),
+            "id": pa.array([7], pa.int16()),
+        }
+    )
     t.insert(data)
     got = t.to_arrow(filter=pc.field("id") == 7)
     assert got.schema == SCHEMA
@@ -162,11 +183,17 @@ def test_columns_may_come_in_any_order_and_widen_losslessly(table: tuple[Table, 
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
 def test_extra_nullable_column_at_the_end_needs_add_columns(tmp_path: Path, table_type: str) -> None:
     path = tmp_path / "t"
-    t = Table.create(path, SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"],
-                     table_type=table_type, properties={"write.schema-evolution": "add-columns"})
+    t = Table.create(
+        path,
+        SCHEMA,
+        record_key="id",
+        ordering_field="ts",
+        partition_by=["day"],
+        table_type=table_type,
+        properties={"write.schema-evolution": "add-columns"},
+    )
     first = t.insert(to_arrow(ROWS)).instant
-    wider = to_arrow([{"id": 4, "ts": 1, "day": "2026-01-01", "v": 40, "s": "d"}]).append_column(
-        "w", pa.array(["new"]))
+    wider = to_arrow([{"id": 4, "ts": 1, "day": "2026-01-01", "v": 40, "s": "d"}]).append_column("w", pa.array(["new"]))
     t.insert(wider)
     assert t.schema.names == COLUMNS + ["w"]
     assert t.schema.field("w").nullable
@@ -196,7 +223,8 @@ def test_extra_nullable_column_at_the_end_needs_add_columns(tmp_path: Path, tabl
 def test_extra_column_refused_without_add_columns_even_if_nullable(table: tuple[Table, Path]) -> None:
     t, path = table
     data = to_arrow([{"id": 9, "ts": 1, "day": "2026-01-03", "v": 1, "s": "x"}]).append_column(
-        pa.field("w", pa.string(), nullable=True), pa.array([None], pa.string()))
+        pa.field("w", pa.string(), nullable=True), pa.array([None], pa.string())
+    )
     with nothing_written(t, path), pytest.raises(SchemaMismatchError):
         t.upsert(data)
     assert t.schema.names == COLUMNS
@@ -208,8 +236,12 @@ def test_extra_column_refused_without_add_columns_even_if_nullable(table: tuple[
 @pytest.mark.parametrize("op", ["insert", "upsert", "overwrite", "delete"])
 def test_null_record_key_is_refused(table: tuple[Table, Path], op: str) -> None:
     t, path = table
-    data = to_arrow([{"id": 8, "ts": 1, "day": "2026-01-01", "v": 1, "s": "x"},
-                     {"id": None, "ts": 1, "day": "2026-01-01", "v": 2, "s": "y"}])
+    data = to_arrow(
+        [
+            {"id": 8, "ts": 1, "day": "2026-01-01", "v": 1, "s": "x"},
+            {"id": None, "ts": 1, "day": "2026-01-01", "v": 2, "s": "y"},
+        ]
+    )
     call = t.delete if op == "delete" else _ops(t)[op]
     if op == "delete":
         data = data.select(["id"])
@@ -224,9 +256,11 @@ def test_delete_without_key_columns_is_a_schema_mismatch(table: tuple[Table, Pat
         t.delete(pa.table({"day": ["2026-01-01"]}))
 
 
-@pytest.mark.parametrize("keys", [pa.table({"id": ["1"]}), pa.table({"id": [1.0]}),
-                                  pa.table({"id": pa.array([1], pa.date32())})],
-                         ids=["string-for-int", "float-for-int", "date-for-int"])
+@pytest.mark.parametrize(
+    "keys",
+    [pa.table({"id": ["1"]}), pa.table({"id": [1.0]}), pa.table({"id": pa.array([1], pa.date32())})],
+    ids=["string-for-int", "float-for-int", "date-for-int"],
+)
 def test_delete_with_keys_of_another_type_is_a_schema_mismatch(table: tuple[Table, Path], keys: pa.Table) -> None:
     """Issue 11 item 9: keys are held to the rule upserts follow (lossless casts within a
     type family only); before, they were cast and a string key matched nothing, silently."""
@@ -248,15 +282,21 @@ def test_delete_of_string_keys_with_int_values_is_refused(tmp_path: Path) -> Non
 
 def test_insert_of_held_key_raises_duplicate_key_and_writes_nothing(table: tuple[Table, Path]) -> None:
     t, path = table
-    batch = to_arrow([{"id": 50, "ts": 1, "day": "2026-01-01", "v": 1, "s": "x"},
-                      {"id": 2, "ts": 9, "day": "2026-01-01", "v": 99, "s": "dup"}])
+    batch = to_arrow(
+        [
+            {"id": 50, "ts": 1, "day": "2026-01-01", "v": 1, "s": "x"},
+            {"id": 2, "ts": 9, "day": "2026-01-01", "v": 99, "s": "dup"},
+        ]
+    )
     with nothing_written(t, path), pytest.raises(DuplicateKeyError) as exc:
         t.insert(batch)
     assert isinstance(exc.value, LakelineError)
     # A key held in another partition is another record: accepted.
     t.insert(to_arrow([{"id": 2, "ts": 1, "day": "2026-01-02", "v": 7, "s": "other"}]))
     assert sorted((r["day"], r["id"]) for r in t.to_arrow(filter=pc.field("id") == 2).to_pylist()) == [
-        ("2026-01-01", 2), ("2026-01-02", 2)]
+        ("2026-01-01", 2),
+        ("2026-01-02", 2),
+    ]
     # Deleted keys may be inserted again.
     t.delete(pa.table({"id": [1]}))
     t.insert(to_arrow([{"id": 1, "ts": 0, "day": "2026-01-01", "v": 1, "s": "back"}]))
@@ -265,11 +305,17 @@ def test_insert_of_held_key_raises_duplicate_key_and_writes_nothing(table: tuple
 
 def test_repeated_key_inside_one_insert_is_deduplicated_not_refused(table: tuple[Table, Path]) -> None:
     t, _ = table
-    t.insert(to_arrow([{"id": 60, "ts": 2, "day": "2026-01-01", "v": 1, "s": "a"},
-                       {"id": 60, "ts": 3, "day": "2026-01-01", "v": 2, "s": "b"},
-                       {"id": 60, "ts": 3, "day": "2026-01-01", "v": 3, "s": "c"},
-                       {"id": 60, "ts": 1, "day": "2026-01-01", "v": 4, "s": "d"},
-                       {"id": 60, "ts": 0, "day": "2026-01-02", "v": 5, "s": "e"}]))
+    t.insert(
+        to_arrow(
+            [
+                {"id": 60, "ts": 2, "day": "2026-01-01", "v": 1, "s": "a"},
+                {"id": 60, "ts": 3, "day": "2026-01-01", "v": 2, "s": "b"},
+                {"id": 60, "ts": 3, "day": "2026-01-01", "v": 3, "s": "c"},
+                {"id": 60, "ts": 1, "day": "2026-01-01", "v": 4, "s": "d"},
+                {"id": 60, "ts": 0, "day": "2026-01-02", "v": 5, "s": "e"},
+            ]
+        )
+    )
     got = sorted(t.to_arrow(filter=pc.field("id") == 60).to_pylist(), key=lambda r: r["day"])
     assert [(r["day"], r["s"]) for r in got] == [("2026-01-01", "c"), ("2026-01-02", "e")]
 
@@ -294,11 +340,7 @@ UNKNOWN_FILTERS = [
     (pc.field("id") == 1) | (pc.field("nope") == 2),
     ~pc.field("missing").is_null(),
 ]
-MISTYPED_FILTERS = [
-    pc.field("id") == "one",
-    (pc.field("day") > 3) & (pc.field("id") == 1),
-    pc.field("s") + 1 == 2,
-]
+MISTYPED_FILTERS = [pc.field("id") == "one", (pc.field("day") > 3) & (pc.field("id") == 1), pc.field("s") + 1 == 2]
 
 
 @pytest.mark.parametrize("expr", UNKNOWN_FILTERS, ids=str)
@@ -359,8 +401,7 @@ def test_unknown_column_in_projection(table: tuple[Table, Path]) -> None:
         ({"commit.max-retries": -1}, "commit.max-retries"),
         ({"clean.policy": "keep_everything"}, "clean.policy"),
     ],
-    ids=["unknown-key", "not-an-int", "below-min", "fractional", "bad-choice", "not-a-bool", "negative",
-         "bad-policy"],
+    ids=["unknown-key", "not-an-int", "below-min", "fractional", "bad-choice", "not-a-bool", "negative", "bad-policy"],
 )
 def test_bad_property_at_create_is_refused_and_creates_nothing(tmp_path: Path, props: dict, needle: str) -> None:
     path = tmp_path / "t"
@@ -378,16 +419,26 @@ def test_unknown_property_message_lists_the_valid_keys(tmp_path: Path) -> None:
     with pytest.raises(InvalidPropertyError) as exc:
         Table.create(tmp_path / "t", SCHEMA, properties={"write.target-filesize-bytes": 4096})
     msg = str(exc.value)
-    for key in ("write.target-file-size-bytes", "commit.max-retries", "heartbeat.interval-ms",
-                "heartbeat.tolerable-misses", "lock.lease-ms", "clean.policy", "clean.retain",
-                "compaction.delta-commits"):
+    for key in (
+        "write.target-file-size-bytes",
+        "commit.max-retries",
+        "heartbeat.interval-ms",
+        "heartbeat.tolerable-misses",
+        "lock.lease-ms",
+        "clean.policy",
+        "clean.retain",
+        "compaction.delta-commits",
+    ):
         assert key in msg
 
 
 def test_valid_properties_are_accepted_in_string_form(tmp_path: Path) -> None:
-    t = Table.create(tmp_path / "t", SCHEMA, record_key="id",
-                     properties={"write.target-file-size-bytes": "4096", "write.insert-key-check": "false",
-                                 "user.owner": "me"})
+    t = Table.create(
+        tmp_path / "t",
+        SCHEMA,
+        record_key="id",
+        properties={"write.target-file-size-bytes": "4096", "write.insert-key-check": "false", "user.owner": "me"},
+    )
     props = t.config.props
     assert props.write_target_file_size_bytes == 4096 and props.write_insert_key_check is False
 
@@ -447,10 +498,22 @@ def test_pandas_and_record_batch_reader_inputs(table: tuple[Table, Path], kind: 
         "reader": _reader,
         "batch": lambda rows: to_arrow(rows).to_batches()[0],
     }[kind]
-    t.insert(conv([{"id": 10, "ts": 1, "day": "2026-01-03", "v": 1, "s": "x"},
-                   {"id": 11, "ts": 1, "day": "2026-01-03", "v": None, "s": None}]))
-    t.upsert(conv([{"id": 10, "ts": 2, "day": "2026-01-03", "v": 2, "s": "y"},
-                   {"id": 12, "ts": 1, "day": "2026-01-02", "v": 3, "s": "z"}]))
+    t.insert(
+        conv(
+            [
+                {"id": 10, "ts": 1, "day": "2026-01-03", "v": 1, "s": "x"},
+                {"id": 11, "ts": 1, "day": "2026-01-03", "v": None, "s": None},
+            ]
+        )
+    )
+    t.upsert(
+        conv(
+            [
+                {"id": 10, "ts": 2, "day": "2026-01-03", "v": 2, "s": "y"},
+                {"id": 12, "ts": 1, "day": "2026-01-02", "v": 3, "s": "z"},
+            ]
+        )
+    )
     keys = pa.table({"id": pa.array([11], pa.int64())})
     t.delete(keys.to_pandas() if kind == "pandas" else keys)
     got = {r["id"]: (r["v"], r["s"]) for r in t.to_arrow(filter=pc.field("id") >= 10).to_pylist()}
@@ -471,16 +534,27 @@ def test_plain_pandas_int_with_nulls_becomes_float_and_is_refused(table: tuple[T
 
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
 @pytest.mark.parametrize("problem", ["null_key", "duplicate_key"])
-def test_refused_write_with_a_new_column_does_not_evolve_the_schema(tmp_path: Path, table_type: str,
-                                                                    problem: str) -> None:
+def test_refused_write_with_a_new_column_does_not_evolve_the_schema(
+    tmp_path: Path, table_type: str, problem: str
+) -> None:
     path = tmp_path / "t"
-    t = Table.create(path, SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"],
-                     table_type=table_type, properties={"write.schema-evolution": "add-columns"})
+    t = Table.create(
+        path,
+        SCHEMA,
+        record_key="id",
+        ordering_field="ts",
+        partition_by=["day"],
+        table_type=table_type,
+        properties={"write.schema-evolution": "add-columns"},
+    )
     t.insert(to_arrow(ROWS))
     bad_id = None if problem == "null_key" else 1
-    data = to_arrow([{"id": 7, "ts": 1, "day": "2026-01-01", "v": 1, "s": "x"},
-                     {"id": bad_id, "ts": 1, "day": "2026-01-01", "v": 2, "s": "y"}]).append_column(
-        "w", pa.array(["a", "b"]))
+    data = to_arrow(
+        [
+            {"id": 7, "ts": 1, "day": "2026-01-01", "v": 1, "s": "x"},
+            {"id": bad_id, "ts": 1, "day": "2026-01-01", "v": 2, "s": "y"},
+        ]
+    ).append_column("w", pa.array(["a", "b"]))
     with nothing_written(t, path), pytest.raises(NullKeyError if problem == "null_key" else DuplicateKeyError):
         t.insert(data)
     assert t.schema.names == COLUMNS

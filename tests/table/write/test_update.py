@@ -62,17 +62,19 @@ def random_assign(rng: random.Random, ordering: bool) -> Assign:
     choices: list[Assign] = [
         ({"v": pc.field("v") + k}, lambda r: {"v": None if r["v"] is None else r["v"] + k}),
         ({"s": lit}, lambda r: {"s": lit}),
-        ({"v": pc.field("ts") * 2, "s": "x"},
-         lambda r: {"v": None if r["ts"] is None else r["ts"] * 2, "s": "x"}),
+        ({"v": pc.field("ts") * 2, "s": "x"}, lambda r: {"v": None if r["ts"] is None else r["ts"] * 2, "s": "x"}),
         ({"v": None}, lambda r: {"v": None}),
-        ({"s": pc.field("s"), "v": pc.field("v") - 1},
-         lambda r: {"s": r["s"], "v": None if r["v"] is None else r["v"] - 1}),
+        (
+            {"s": pc.field("s"), "v": pc.field("v") - 1},
+            lambda r: {"s": r["s"], "v": None if r["v"] is None else r["v"] - 1},
+        ),
     ]
     if ordering or rng.random() < 0.5:
         # Lower than before as often as higher: the set value must hold either way.
         ts = rng.choice([None, -1, 0, 5])
-        choices.append(({"ts": ts, "v": pc.field("v") + 1},
-                        lambda r: {"ts": ts, "v": None if r["v"] is None else r["v"] + 1}))
+        choices.append(
+            ({"ts": ts, "v": pc.field("v") + 1}, lambda r: {"ts": ts, "v": None if r["v"] is None else r["v"] + 1})
+        )
     return rng.choice(choices)
 
 
@@ -94,7 +96,8 @@ def model_update(m: TableModel, pred: Pred | None, change: Callable[[Row], Row])
 
 CONFIGS = [
     pytest.param(tt, part, "id", id=f"{tt}-{'part' if part else 'flat'}")
-    for tt in ("cow", "mor") for part in (True, False)
+    for tt in ("cow", "mor")
+    for part in (True, False)
 ] + [
     # A two-column key (day is part of it and so never null; unpartitioned).
     pytest.param("cow", False, "id+day", id="cow-composite"),
@@ -105,9 +108,13 @@ CONFIGS = [
 
 
 def _row(rng: random.Random, id_: int, partitioned: bool, keyed: bool, serial: int, composite: bool) -> Row:
-    return {"id": id_, "ts": rng.choice([None, 0, 1, 2, 3]),
-            "day": rng.choice(DAYS) if composite else rng.choice(DAYS + [None]) if partitioned else None,
-            "v": rng.randint(0, 100) if keyed else serial, "s": rng.choice([None, "a", "b", "c"])}
+    return {
+        "id": id_,
+        "ts": rng.choice([None, 0, 1, 2, 3]),
+        "day": rng.choice(DAYS) if composite else rng.choice(DAYS + [None]) if partitioned else None,
+        "v": rng.randint(0, 100) if keyed else serial,
+        "s": rng.choice([None, "a", "b", "c"]),
+    }
 
 
 @pytest.mark.parametrize("table_type, partitioned, key", CONFIGS)
@@ -116,12 +123,20 @@ def test_update_matches_model(tmp_path: Path, table_type: str, partitioned: bool
     rng = random.Random(seed)
     keyed = bool(key)
     composite = key == "id+day"
-    t = Table.create(tmp_path / "t", SCHEMA, record_key=key.split("+") if keyed else None,
-                     ordering_field="ts" if keyed else None, partition_by=["day"] if partitioned else None,
-                     table_type=table_type,
-                     properties={"write.target-file-size-bytes": 2048, "engine.parallelism": 1})
-    m = TableModel(key=tuple(key.split("+")) if keyed else (), ordering="ts" if keyed else None,
-                   partition_by=("day",) if partitioned else ())
+    t = Table.create(
+        tmp_path / "t",
+        SCHEMA,
+        record_key=key.split("+") if keyed else None,
+        ordering_field="ts" if keyed else None,
+        partition_by=["day"] if partitioned else None,
+        table_type=table_type,
+        properties={"write.target-file-size-bytes": 2048, "engine.parallelism": 1},
+    )
+    m = TableModel(
+        key=tuple(key.split("+")) if keyed else (),
+        ordering="ts" if keyed else None,
+        partition_by=("day",) if partitioned else (),
+    )
     trace: list[str] = []
     serial = 0
     for step in range(STEPS):
@@ -142,8 +157,11 @@ def test_update_matches_model(tmp_path: Path, table_type: str, partitioned: bool
             t.services.compact()
             trace.append("compact")
         else:
-            pred = None if rng.random() < 0.1 else random_pred(
-                rng, DAYS, partition_col="day" if partitioned or composite else None)
+            pred = (
+                None
+                if rng.random() < 0.1
+                else random_pred(rng, DAYS, partition_col="day" if partitioned or composite else None)
+            )
             set_, change = random_assign(rng, keyed)
             trace.append(f"update where {pred} set {set_}")
             r = t.update(where=None if pred is None else pred.expr(), set=set_)
@@ -169,8 +187,11 @@ def test_update_example_from_design(tmp_path: Path) -> None:
     assert r.stats["updated"] == 2
     got = t.to_arrow().sort_by("id")
     assert got.schema == schema
-    assert got.to_pylist() == [{"id": 1, "kind": "banana", "n": 2}, {"id": 2, "kind": "pear", "n": 2},
-                               {"id": 3, "kind": "banana", "n": 4}]
+    assert got.to_pylist() == [
+        {"id": 1, "kind": "banana", "n": 2},
+        {"id": 2, "kind": "pear", "n": 2},
+        {"id": 3, "kind": "banana", "n": 4},
+    ]
     assert t.update(where=pc.field("kind") == "cherry", set={"n": 0}).instant is None
     assert t.update(set={"n": pc.field("n") * 10}).stats["updated"] == 3  # where=None: every row
     assert sorted(t.to_arrow().column("n").to_pylist()) == [20, 20, 40]
@@ -185,12 +206,23 @@ def _files(path: Path) -> set[str]:
 
 @pytest.mark.parametrize("table_type, key", [("cow", "id"), ("mor", "id"), ("cow", None)])
 def test_refusals_write_nothing(tmp_path: Path, table_type: str, key: str | None) -> None:
-    schema = pa.schema([pa.field("id", pa.int64()), pa.field("day", pa.string()), pa.field("n", pa.int32()),
-                        pa.field("s", pa.string()), pa.field("must", pa.int64(), nullable=False)])
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int64()),
+            pa.field("day", pa.string()),
+            pa.field("n", pa.int32()),
+            pa.field("s", pa.string()),
+            pa.field("must", pa.int64(), nullable=False),
+        ]
+    )
     path = tmp_path / "t"
     t = Table.create(path, schema, record_key=key, partition_by=["day"], table_type=table_type)
-    t.insert(pa.table({"id": [1, 2], "day": ["d1", "d2"], "n": pa.array([1, 2], pa.int32()), "s": ["a", "b"],
-                       "must": [1, 2]}, schema=schema))
+    t.insert(
+        pa.table(
+            {"id": [1, 2], "day": ["d1", "d2"], "n": pa.array([1, 2], pa.int32()), "s": ["a", "b"], "must": [1, 2]},
+            schema=schema,
+        )
+    )
     before_instants = len(t.timeline.instants())
     before_files = _files(path)
     rows = t.to_arrow().sort_by("id")
@@ -230,8 +262,14 @@ COUNTER = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("n", pa.int64())])
 
 
 def _counter_table(path: Path, table_type: str) -> Table:
-    t = Table.create(path, COUNTER, record_key="id", ordering_field="ts", table_type=table_type,
-                     properties={"commit.max-retries": 50, "engine.parallelism": 1})
+    t = Table.create(
+        path,
+        COUNTER,
+        record_key="id",
+        ordering_field="ts",
+        table_type=table_type,
+        properties={"commit.max-retries": 50, "engine.parallelism": 1},
+    )
     t.insert(pa.table({"id": [0, 1], "ts": [0, 0], "n": [0, 0]}, schema=COUNTER))
     return t
 
@@ -254,8 +292,12 @@ def test_paused_update_retries_after_a_write_of_its_key(tmp_path: Path, table_ty
     t = _counter_table(path, table_type)
     fault_dir = tmp_path / "faults"
     fault_dir.mkdir()
-    proc = start_script(WORKER_PY, ["one", str(path), {"op": "update", "id": 0, "below": 50}],
-                        faults="commit.before_complete=wait", env={"LAKELINE_FAULT_DIR": str(fault_dir)})
+    proc = start_script(
+        WORKER_PY,
+        ["one", str(path), {"op": "update", "id": 0, "below": 50}],
+        faults="commit.before_complete=wait",
+        env={"LAKELINE_FAULT_DIR": str(fault_dir)},
+    )
     try:
         wait_for_files([fault_dir / "commit.before_complete.reached"], timeout=120)
     except AssertionError:
@@ -295,8 +337,10 @@ def test_racing_updates_and_upserts_lose_nothing(tmp_path: Path, table_type: str
     ready = [tmp_path / f"ready-{i}" for i in range(len(roles))]
     logs = [tmp_path / f"log-{i}.jsonl" for i in range(len(roles))]
     go = tmp_path / "go"
-    procs = [start_script(WORKER_PY, ["loop", str(path), role, count, str(r), str(go), str(lg)])
-             for role, r, lg in zip(roles, ready, logs)]
+    procs = [
+        start_script(WORKER_PY, ["loop", str(path), role, count, str(r), str(go), str(lg)])
+        for role, r, lg in zip(roles, ready, logs)
+    ]
     wait_for_files(ready, timeout=120)
     go.write_text("go")
     for p in procs:

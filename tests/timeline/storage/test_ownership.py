@@ -45,8 +45,11 @@ def _create(path: Path | str, **kw: object) -> Table:
 @pytest.mark.parametrize("where", ["", "   ", "/", "~", "home-parent", "tmp-root"])
 def test_create_refuses_places_a_table_may_not_own(where: str) -> None:
     home = os.path.realpath(os.path.expanduser("~"))
-    path = {"~": home, "home-parent": os.path.dirname(home) if home.count("/") > 1 else "/",
-            "tmp-root": __import__("tempfile").gettempdir()}.get(where, where)
+    path = {
+        "~": home,
+        "home-parent": os.path.dirname(home) if home.count("/") > 1 else "/",
+        "tmp-root": __import__("tempfile").gettempdir(),
+    }.get(where, where)
     with pytest.raises(UnsafeLocationError):
         Table.create(path, SCHEMA, record_key="id")
     if path.strip():
@@ -92,8 +95,14 @@ def test_open_refuses_pointers_it_does_not_know(tmp_path: Path) -> None:
     t.upsert(_rows([1]))
     pointer = tmp_path / "t" / ".lakeline" / "table.json"
     good = json.loads(pointer.read_text())
-    for bad in ([], {}, {**good, "format": 2}, {**good, "format": True}, {**good, "table_uuid": "x"},
-                {**good, "timeline": "cassandra"}):
+    for bad in (
+        [],
+        {},
+        {**good, "format": 2},
+        {**good, "format": True},
+        {**good, "table_uuid": "x"},
+        {**good, "timeline": "cassandra"},
+    ):
         pointer.write_text(json.dumps(bad))
         with pytest.raises(TableNotFoundError):
             Table.open(tmp_path / "t")
@@ -138,8 +147,15 @@ def test_racing_creators_over_an_abandoned_pointer_make_one_table(tmp_path: Path
     for round_ in range(3):
         path = tmp_path / f"t{round_}"
         _pointer_only(path)
-        procs = [subprocess.Popen([sys.executable, "-c", _RACER, str(path), f"p{i}"], stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True) for i in range(4)]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", _RACER, str(path), f"p{i}"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for i in range(4)
+        ]
         outs = [p.communicate(timeout=120) for p in procs]
         said = sorted(o.strip() for o, _ in outs)
         assert said == ["lost", "lost", "lost", "won"], outs
@@ -285,8 +301,7 @@ def test_nothing_outside_the_table_is_deleted_by_any_service(tmp_path: Path, tab
 def test_purge_deletes_only_the_table_and_checks_whose_folder_it_is(tmp_path: Path, pg_url: str) -> None:
     ns = f"o{uuid.uuid4().hex[:10]}"
     with Catalog(pg_url) as cat:
-        t = cat.create_table(f"{ns}.t", tmp_path / "t", SCHEMA, record_key="id", partition_by=["day"],
-                             table_type="mor")
+        t = cat.create_table(f"{ns}.t", tmp_path / "t", SCHEMA, record_key="id", partition_by=["day"], table_type="mor")
         t.upsert(_rows([1, 2]))
         t.upsert(_rows([1], ts=2))
         other = _create(tmp_path / "other")
@@ -296,11 +311,16 @@ def test_purge_deletes_only_the_table_and_checks_whose_folder_it_is(tmp_path: Pa
         cat.drop_table(f"{ns}.t", purge=True)
         planted.check("purge")
         assert not (tmp_path / "t" / ".lakeline").exists()
-        left = {str(p.relative_to(tmp_path / "t")) for p in (tmp_path / "t").rglob("*") if p.is_file()
-                and not p.is_symlink() and "inner" not in p.parts}
+        left = {
+            str(p.relative_to(tmp_path / "t"))
+            for p in (tmp_path / "t").rglob("*")
+            if p.is_file() and not p.is_symlink() and "inner" not in p.parts
+        }
         assert left == {"notes.txt", "day=d1/README.md"} | {
-            str(p.relative_to(tmp_path / "t")) for p in planted.files if p.parent == tmp_path / "t" / "day=d1"
-            and p.name.endswith(".parquet")}
+            str(p.relative_to(tmp_path / "t"))
+            for p in planted.files
+            if p.parent == tmp_path / "t" / "day=d1" and p.name.endswith(".parquet")
+        }
         assert sorted(inner.to_arrow().column("id").to_pylist()) == [100, 101]
         assert other.to_arrow().num_rows == 1
         # A name whose location now holds another table: refused, nothing dropped.
@@ -328,8 +348,15 @@ def test_storage_never_deletes_above_its_base_or_through_a_link(tmp_path: Path) 
     (outside / "sub").mkdir()
     os.symlink(outside / "sub", base / "deep")  # base/deep/.. is outside, though its text is not
     st = Storage.for_uri(base)
-    for path in (str(outside / "f"), str(base / "link" / "f"), str(base / ".." / "outside" / "f"), str(base),
-                 f"{base}/deep/../f", f"{base}//link/f", f"{base}/./link/f"):
+    for path in (
+        str(outside / "f"),
+        str(base / "link" / "f"),
+        str(base / ".." / "outside" / "f"),
+        str(base),
+        f"{base}/deep/../f",
+        f"{base}//link/f",
+        f"{base}/./link/f",
+    ):
         assert st.delete(path) is False, path
     st.delete_dir(str(base / "link"))  # removes the link itself, never what it points to
     st.delete_dir(str(outside))
@@ -349,8 +376,9 @@ def test_a_clean_planned_by_an_older_version_deletes_no_foreign_orphan(tmp_path:
     foreign = planted.add(tmp_path / "t" / "day=d1" / _tagged_name("0123456789ab"))
     untagged = planted.add(tmp_path / "t" / "day=d1" / f"{uuid.uuid4().hex}_3_{uuid.uuid4().hex[:8]}.parquet")
     rels = [f"day=d1/{foreign.name}", f"day=d1/{untagged.name}"]
-    plan = CleanPlan("keep_latest_commits", 10, 0, 0, t.timeline.last_seq, {"day=d1": tuple(rels)},
-                     {r: "orphan" for r in rels})
+    plan = CleanPlan(
+        "keep_latest_commits", 10, 0, 0, t.timeline.last_seq, {"day=d1": tuple(rels)}, {r: "orphan" for r in rels}
+    )
     inst = t.log.append(Action.CLEAN, State.REQUESTED, {"service": "cleaning", **plan.to_dict()}).instant
     result = t.services.execute(t.timeline.get(inst))
     planted.check("an old plan's execute")

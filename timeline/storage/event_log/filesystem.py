@@ -25,12 +25,7 @@ import uuid
 from pathlib import Path
 
 from ...diagnostics import faults
-from ...errors import (
-    CorruptEventError,
-    EventsArchivedError,
-    SlotTakenError,
-    TimelineGapError,
-)
+from ...errors import CorruptEventError, EventsArchivedError, SlotTakenError, TimelineGapError
 from ...instant import Event
 from ...lock import FileLock, Lock
 from .protocol import TimelineStore

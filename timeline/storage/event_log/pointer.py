@@ -53,8 +53,10 @@ def _check(pointer: Any, path: str) -> None:
         raise TableNotFoundError(f"{path} is not a lakeline pointer: a JSON object was expected")
     fmt = pointer.get("format")
     if fmt != POINTER_FORMAT or isinstance(fmt, bool):
-        raise TableNotFoundError(f"{path} has pointer format {fmt!r}; this lakeline reads format {POINTER_FORMAT} "
-                                 "(a newer lakeline wrote it, or it is damaged)")
+        raise TableNotFoundError(
+            f"{path} has pointer format {fmt!r}; this lakeline reads format {POINTER_FORMAT} "
+            "(a newer lakeline wrote it, or it is damaged)"
+        )
     table_uuid = pointer.get("table_uuid")
     if not isinstance(table_uuid, str) or not _UUID.fullmatch(table_uuid):
         raise TableNotFoundError(f"{path} is not a lakeline pointer: no valid table_uuid")
@@ -82,7 +84,8 @@ def check_identity(pointer: dict[str, Any], storage: Storage) -> None:
     raise TableIdentityError(
         f"the folder {storage.uri} is a copy of the table at {location}, whose timeline is in PostgreSQL and "
         "is shared by uuid: a copy may not write it. Open the table at its own location (restore the copy "
-        "there), or create a new table and insert the copy's rows into it")
+        "there), or create a new table and insert the copy's rows into it"
+    )
 
 
 def write_pointer(storage: Storage, table_uuid: str, store_kind: str) -> None:

@@ -164,12 +164,11 @@ class PostgresStore(TimelineStore):
 
     def _failed(self, what: str, e: psycopg.Error) -> StoreUnavailableError:
         # redact(known=): libpq may quote the DSN's password back without its key.
-        return StoreUnavailableError(redact(f"{what} failed on {safe_dsn(self.dsn)} (table {self.table_id}): {e}",
-                                            known=secrets_in(self.dsn)))
+        return StoreUnavailableError(
+            redact(f"{what} failed on {safe_dsn(self.dsn)} (table {self.table_id}): {e}", known=secrets_in(self.dsn))
+        )
 
-    def execute(
-        self, sql: str, params: Sequence[Any] | dict[str, Any], what: str
-    ) -> tuple[int, list[tuple[Any, ...]]]:
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any], what: str) -> tuple[int, list[tuple[Any, ...]]]:
         """Run one idempotent statement; returns ``(rowcount, rows)`` (rows empty when
         the statement returns none). Used by :class:`~.postgresql_lock.PostgresLock` too."""
 
@@ -208,8 +207,7 @@ class PostgresStore(TimelineStore):
             # The slot is taken. If it holds our own token, an earlier attempt whose
             # answer was lost with the connection did land: that is a win, not a loss.
             row = conn.execute(
-                "SELECT token FROM lakeline_events WHERE table_id = %s AND seq = %s",
-                (self.table_id, event.seq),
+                "SELECT token FROM lakeline_events WHERE table_id = %s AND seq = %s", (self.table_id, event.seq)
             ).fetchone()
             return bool(event.token) and row is not None and row[0] == event.token
 
@@ -225,8 +223,11 @@ class PostgresStore(TimelineStore):
             # The key was free because archival deleted that row (its mark is committed
             # first): the slot is an archived event's. Readers skip rows at or below the
             # mark, so deleting ours again is invisible.
-            self.execute("DELETE FROM lakeline_events WHERE table_id = %s AND seq = %s AND token = %s",
-                         (self.table_id, event.seq, event.token), f"undoing event {event.seq}")
+            self.execute(
+                "DELETE FROM lakeline_events WHERE table_id = %s AND seq = %s AND token = %s",
+                (self.table_id, event.seq, event.token),
+                f"undoing event {event.seq}",
+            )
             raise SlotTakenError(f"slot {event.seq} of table {self.table_id} was archived")
         faults.point("log.store.after_write")
 
@@ -348,9 +349,7 @@ class PostgresStore(TimelineStore):
         store = PostgresStore(dsn, "", "")
         try:
             _, rows = store.execute(
-                "SELECT table_id, location FROM lakeline_tables ORDER BY created_at, table_id",
-                (),
-                "listing tables",
+                "SELECT table_id, location FROM lakeline_tables ORDER BY created_at, table_id", (), "listing tables"
             )
         finally:
             store.close()

@@ -31,13 +31,7 @@ import psycopg
 from psycopg import errors as pg_errors
 
 from ...diagnostics.redact import redact, secrets_in
-from ...errors import (
-    CatalogError,
-    LocationInUseError,
-    LockTimeoutError,
-    StoreUnavailableError,
-    TableExistsError,
-)
+from ...errors import CatalogError, LocationInUseError, LockTimeoutError, StoreUnavailableError, TableExistsError
 from .postgresql import safe_dsn
 from .postgresql_connection import SharedConnection
 from .postgresql_schema import ensure_schema
@@ -101,8 +95,9 @@ class CatalogRows:
         return conn
 
     def _failed(self, what: str, e: psycopg.Error) -> StoreUnavailableError:
-        return StoreUnavailableError(redact(f"{what} failed on catalog {safe_dsn(self.dsn)}: {e}",
-                                            known=secrets_in(self.dsn)))
+        return StoreUnavailableError(
+            redact(f"{what} failed on catalog {safe_dsn(self.dsn)}: {e}", known=secrets_in(self.dsn))
+        )
 
     def _run(self, fn: Callable[[psycopg.Connection[Any]], T], what: str, retry: bool) -> T:
         """``fn`` on the shared connection; with ``retry``, once more on a fresh
@@ -116,8 +111,9 @@ class CatalogRows:
     def close(self) -> None:
         self._shared.close()
 
-    def _conflict(self, e: pg_errors.UniqueViolation, full_name: str,
-                  location: str) -> TableExistsError | LocationInUseError:
+    def _conflict(
+        self, e: pg_errors.UniqueViolation, full_name: str, location: str
+    ) -> TableExistsError | LocationInUseError:
         constraint = e.diag.constraint_name or ""
         if constraint.endswith("_location_key"):
             return LocationInUseError(f"location {location} already belongs to another table of the catalog")
@@ -130,8 +126,7 @@ class CatalogRows:
     def get(self, namespace: str, name: str) -> CatalogRow | None:
         def go(conn: psycopg.Connection[Any]) -> CatalogRow | None:
             raw = conn.execute(
-                f"SELECT {_COLUMNS} FROM lakeline_catalog WHERE namespace = %s AND name = %s",
-                (namespace, name),
+                f"SELECT {_COLUMNS} FROM lakeline_catalog WHERE namespace = %s AND name = %s", (namespace, name)
             ).fetchone()
             return _row(raw) if raw is not None else None
 
@@ -143,13 +138,15 @@ class CatalogRows:
         params: tuple[Any, ...] = ()
         if namespace is not None:
             sql, params = sql + " AND namespace = %s", (namespace,)
-        return self._run(lambda conn: [_row(r) for r in conn.execute(sql, params).fetchall()],
-                         "listing tables", retry=True)
+        return self._run(
+            lambda conn: [_row(r) for r in conn.execute(sql, params).fetchall()], "listing tables", retry=True
+        )
 
     def namespaces(self) -> list[str]:
         sql = "SELECT DISTINCT namespace FROM lakeline_catalog"
-        return self._run(lambda conn: [str(r[0]) for r in conn.execute(sql).fetchall()], "listing namespaces",
-                         retry=True)
+        return self._run(
+            lambda conn: [str(r[0]) for r in conn.execute(sql).fetchall()], "listing namespaces", retry=True
+        )
 
     # -- changes -----------------------------------------------------------------------
 
@@ -201,9 +198,12 @@ class CatalogRows:
             except pg_errors.UniqueViolation as e:
                 raise self._conflict(e, full, location) from None
             except psycopg.Error as e:
-                raise StoreUnavailableError(redact(
-                    f"the table at {location} was created but the name {full} could not be recorded "
-                    f"on {safe_dsn(self.dsn)} ({e}); Catalog.register_table adopts it", known=secrets_in(self.dsn))
+                raise StoreUnavailableError(
+                    redact(
+                        f"the table at {location} was created but the name {full} could not be recorded "
+                        f"on {safe_dsn(self.dsn)} ({e}); Catalog.register_table adopts it",
+                        known=secrets_in(self.dsn),
+                    )
                 ) from None
         finally:
             conn.close()  # an open transaction is rolled back: the name is free again

@@ -27,8 +27,9 @@ class SharedConnection:
         failed: the error to raise for ``(what, psycopg error)``.
     """
 
-    def __init__(self, connect: Callable[[], psycopg.Connection[Any]],
-                 failed: Callable[[str, psycopg.Error], Exception]) -> None:
+    def __init__(
+        self, connect: Callable[[], psycopg.Connection[Any]], failed: Callable[[str, psycopg.Error], Exception]
+    ) -> None:
         self._connect = connect
         self._failed = failed
         self._conn: psycopg.Connection[Any] | None = None

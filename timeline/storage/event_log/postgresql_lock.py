@@ -64,12 +64,7 @@ class PostgresLock(Lock):
         return f"PostgresLock(table_id={self.store.table_id!r}, name={self.name!r})"
 
     def _params(self) -> dict[str, object]:
-        return {
-            "t": self.store.table_id,
-            "name": self.name,
-            "owner": self.owner,
-            "lease_us": self.lease_ms * 1000,
-        }
+        return {"t": self.store.table_id, "name": self.name, "owner": self.owner, "lease_us": self.lease_ms * 1000}
 
     def try_acquire(self) -> bool:
         # Taking over our own row too makes a retry after a lost connection harmless.

@@ -20,8 +20,14 @@ _SCHEMA_LOCK_KEY = 0x6C616B656C696E65
 
 # Heartbeats live in ``lakeline_beats``, keyed by attempt too; the older
 # ``lakeline_heartbeats`` (one beat per instant) is no longer read or written.
-_TABLES = ("lakeline_tables", "lakeline_events", "lakeline_beats", "lakeline_locks", "lakeline_archived",
-           "lakeline_catalog")
+_TABLES = (
+    "lakeline_tables",
+    "lakeline_events",
+    "lakeline_beats",
+    "lakeline_locks",
+    "lakeline_archived",
+    "lakeline_catalog",
+)
 
 _DDL = (
     """CREATE TABLE IF NOT EXISTS lakeline_tables (

@@ -15,12 +15,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from lakeline.timeline.errors import (
-    CommitOutcomeUnknownError,
-    SlotTakenError,
-    StoreUnavailableError,
-    TimelineError,
-)
+from lakeline.timeline.errors import CommitOutcomeUnknownError, SlotTakenError, StoreUnavailableError, TimelineError
 from lakeline.timeline.heartbeat import Heartbeat
 from lakeline.timeline.instant import Action, Event, State
 from lakeline.timeline.log import EventLog

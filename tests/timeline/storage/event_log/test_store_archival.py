@@ -15,12 +15,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from lakeline.timeline.archive import ARCHIVE_DIR, EventArchive
-from lakeline.timeline.errors import (
-    CorruptArchiveError,
-    EventsArchivedError,
-    SlotTakenError,
-    TimelineGapError,
-)
+from lakeline.timeline.errors import CorruptArchiveError, EventsArchivedError, SlotTakenError, TimelineGapError
 from lakeline.timeline.instant import Action, Event, State
 from lakeline.timeline.log import EventLog
 from lakeline.timeline.storage.event_log.protocol import TimelineStore

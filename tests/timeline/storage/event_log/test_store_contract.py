@@ -19,15 +19,7 @@ from lakeline.timeline.instant import Action, Event, State
 from lakeline.timeline.log import EventLog
 from lakeline.timeline.storage.event_log.protocol import TimelineStore
 
-from tests.helpers import (
-    CHILDREN,
-    StoreFactory,
-    finish,
-    run_script,
-    start_script,
-    store_spec,
-    wait_for_files,
-)
+from tests.helpers import CHILDREN, StoreFactory, finish, run_script, start_script, store_spec, wait_for_files
 
 CHILD = CHILDREN / "timeline_child.py"
 
@@ -215,9 +207,7 @@ def test_race_of_eight_appenders(store_factory: StoreFactory, tmp_path: Path) ->
     spec = store_spec(store)
     go = tmp_path / "go"
     ready = [tmp_path / f"ready-{k}" for k in range(PROCESSES)]
-    children = [
-        start_script(CHILD, ["append", spec, PER_PROCESS, k, str(r), str(go)]) for k, r in enumerate(ready)
-    ]
+    children = [start_script(CHILD, ["append", spec, PER_PROCESS, k, str(r), str(go)]) for k, r in enumerate(ready)]
     try:
         wait_for_files(ready)
         go.write_text("go")
