@@ -2,7 +2,7 @@
 #
 #   make test    install into .venv if needed, run `make lint`, start a throwaway PostgreSQL,
 #                run the suite without soak tests (what CI runs, through .ci/run)
-#   make lint    ruff and mypy (configured in pyproject.toml) over the repository / package
+#   make lint    ruff check, ruff format --check and mypy (configured in pyproject.toml)
 #   make soak    the same with only the long soak/torture tests
 #   make demo    the `lakeline demo` walk-through
 #   make bench   benchmarks against peers (python -m bench)
@@ -57,6 +57,7 @@ TYPECHECK_TREE := build/typecheck
 lint: venv
 	@status=0; \
 	echo "ruff check ."; $(VENV)/bin/ruff check --output-format concise . || status=1; \
+	echo "ruff format --check ."; $(VENV)/bin/ruff format --check . || status=1; \
 	$(PY) scripts/typecheck-tree.py $(TYPECHECK_TREE) || exit 1; \
 	echo "mypy -p lakeline"; \
 	set -o pipefail; $(VENV)/bin/mypy | sed -e 's#^$(TYPECHECK_TREE)/lakeline/##' || status=1; \
