@@ -23,7 +23,7 @@ from lakeline.table.write import key_check, plan, records, tagging
 from lakeline.timeline.table_config import INTERNAL_PREFIX, RESERVED_COLUMNS
 from lakeline.timeline.view.file_group import LITERAL_NULL_NAME, NULL_PARTITION, partition_path, partition_values
 
-from tests.table.write.test_records import disk_files, nothing_written
+from tests.table.write.records_helpers import disk_files, nothing_written
 
 LIT = NULL_PARTITION  # the string value that spells the null folder's name
 S = pa.schema([("id", pa.int64()), ("day", pa.string()), ("v", pa.int64())])

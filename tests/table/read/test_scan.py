@@ -1,6 +1,6 @@
-"""The read path: scan planning (files, explain, partition pruning), projection,
-batches, merge-on-read with many logs, time travel errors, expired snapshots, and the
-file sizing the writers promise.
+"""The read path: scan planning (files, explain, partition pruning, partition columns of
+every type), projection and batches. Time travel is in ``test_time_travel.py``, merge-on-read
+scans in ``test_mor_reads.py``, the file sizing the writers promise in ``test_file_sizing.py``.
 
 Pruning is checked for soundness over many random predicates: a pruned scan must return
 exactly what filtering the whole table returns (and what the model says), and no file
@@ -9,11 +9,10 @@ it drops may sit in a partition that holds a matching row.
 
 from __future__ import annotations
 
-import math
 import os
 import random
 from collections.abc import Callable
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -22,12 +21,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pytest
-from lakeline.table import LakelineError, SnapshotExpiredError, Table
-from lakeline.timeline.diagnostics import faults
-from lakeline.timeline.errors import FaultInjectedError, InstantNotFoundError
+from lakeline.table import Table
 from lakeline.timeline.view.file_group import partition_path
 
-from tests.table.model import COLUMNS, SCHEMA, Pred, TableModel, sorted_rows, table_rows, to_arrow
+from tests.table.model import SCHEMA, Pred, TableModel, sorted_rows, table_rows, to_arrow
 
 # A table partitioned by a string and an int column, both with nulls and a value that
 # needs quoting in a folder name.
@@ -274,179 +271,7 @@ def test_empty_results_keep_the_schema(two_level: tuple[Table, TableModel]) -> N
     assert t.to_arrow(as_of=0).schema == PSCHEMA and t.to_arrow(as_of=0).num_rows == 0
 
 
-# -- merge-on-read with many logs --------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("ordering", [True, False])
-def test_mor_reads_with_many_logs_per_group(tmp_path: Path, ordering: bool) -> None:
-    rng = random.Random(3)
-    t = Table.create(
-        tmp_path / "t", SCHEMA, record_key="id", ordering_field="ts" if ordering else None, table_type="mor"
-    )
-    m = TableModel(("id",), "ts" if ordering else None, ())
-    rows = [{"id": i, "ts": 1, "day": "d", "v": i, "s": "base"} for i in range(60)]
-    t.insert(to_arrow(rows))
-    m.insert(rows)
-    snaps = []
-    for step in range(30):
-        live = m.rows()
-        if step % 4 == 3 and live:
-            gone = [{"id": r["id"], "day": r["day"]} for r in rng.sample(live, min(4, len(live)))]
-            inst = t.delete(pa.table({"id": [g["id"] for g in gone]})).instant
-            m.delete(gone, with_partition=False)
-        else:
-            ups = [
-                {**r, "ts": rng.choice([None, 0, 1, 2, 3]), "v": rng.randint(0, 99), "s": f"u{step}"}
-                for r in rng.sample(live, min(8, len(live)))
-            ]
-            ups += [{**u, "ts": u["ts"], "v": -step} for u in ups[:2]]  # a second version in the batch
-            inst = t.upsert(to_arrow(ups)).instant
-            m.upsert(ups)
-        snaps.append((inst, m.snapshot()))
-    files = t.scan().files()
-    logs = [f for f in files if f.endswith(".log.parquet")]
-    assert len(files) - len(logs) == 1 and len(logs) == 30, "one file group with a log per write"
-    assert table_rows(t.to_arrow(), COLUMNS) == m.sorted()
-    for inst, snap in snaps[::5]:
-        assert table_rows(t.to_arrow(as_of=inst.id), COLUMNS) == snap.sorted()
-    expr = (pc.field("v") > 50) | pc.field("ts").is_null()
-    want = [r for r in m.rows() if (r["v"] is not None and r["v"] > 50) or r["ts"] is None]
-    got = t.to_arrow(filter=expr, columns=["id", "v"])
-    assert table_rows(got, ["id", "v"]) == sorted_rows(want, ["id", "v"])
-
-
-# -- time travel --------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def small(tmp_path: Path) -> Table:
-    t = Table.create(tmp_path / "t", SCHEMA, record_key="id", ordering_field="ts")
-    t.insert(to_arrow([{"id": 1, "ts": 1, "day": "d", "v": 1, "s": "a"}]))
-    t.upsert(to_arrow([{"id": 1, "ts": 2, "day": "d", "v": 2, "s": "b"}]))
-    return t
-
-
-def test_as_of_unknown_instant(small: Table) -> None:
-    for bad in (10_000, -1):
-        with pytest.raises(InstantNotFoundError) as exc:
-            small.to_arrow(as_of=bad)
-        assert isinstance(exc.value, LookupError) and isinstance(exc.value, LakelineError)
-        with pytest.raises(InstantNotFoundError):
-            small.scan(as_of=bad)
-        with pytest.raises(InstantNotFoundError):
-            small.changes(bad)
-    with pytest.raises(InstantNotFoundError):
-        small.to_arrow(as_of=datetime(2001, 1, 1, tzinfo=UTC))
-
-
-def test_as_of_a_rolled_back_instant(small: Table) -> None:
-    rows = table_rows(small.to_arrow(), COLUMNS)
-    faults.arm("commit.before_complete", "raise")
-    try:
-        with pytest.raises(FaultInjectedError):
-            small.upsert(to_arrow([{"id": 1, "ts": 3, "day": "d", "v": 3, "s": "c"}]))
-    finally:
-        faults.disarm_all()
-    failed = small.timeline.instants()[-1]
-    assert failed.state == "rolled_back"
-    with pytest.raises(InstantNotFoundError):
-        small.to_arrow(as_of=failed.id)
-    assert table_rows(small.to_arrow(), COLUMNS) == rows
-
-
-def test_as_of_times(small: Table) -> None:
-    done = small.timeline.completed()
-    create, first, second = done
-    assert small.to_arrow(as_of=create.id).num_rows == 0
-    assert small.to_arrow(as_of=first.completed_at).column("v").to_pylist() == [1]
-    assert small.to_arrow(as_of=second.completed_at - timedelta(microseconds=1)).column("v").to_pylist() == [1]
-    assert small.to_arrow(as_of=second.completed_at).column("v").to_pylist() == [2]
-    assert small.to_arrow(as_of=datetime.now(UTC)).column("v").to_pylist() == [2]
-    assert small.to_arrow(as_of=datetime.now()).column("v").to_pylist() == [2]  # naive = local time
-
-
-@pytest.mark.parametrize("table_type", ["cow", "mor"])
-def test_snapshot_whose_files_were_deleted_is_expired(tmp_path: Path, table_type: str) -> None:
-    path = tmp_path / "t"
-    t = Table.create(path, SCHEMA, record_key="id", ordering_field="ts", table_type=table_type)
-    rows = [{"id": i, "ts": 1, "day": "d", "v": i, "s": "a"} for i in range(10)]
-    first = t.insert(to_arrow(rows)).instant
-    old_files = t.scan().files()
-    if table_type == "cow":
-        second = t.upsert(to_arrow([{**r, "ts": 2, "v": -1} for r in rows])).instant
-    else:
-        second = t.overwrite(to_arrow([{**r, "ts": 2, "v": -1} for r in rows])).instant
-    current = t.to_arrow()
-    gone = set(old_files) - set(t.scan().files())
-    assert gone
-    for f in gone:
-        os.remove(f)
-    for when in (first.id, first.completed_at):
-        with pytest.raises(SnapshotExpiredError) as exc:
-            t.to_arrow(as_of=when)
-        assert isinstance(exc.value, LakelineError) and isinstance(exc.value, LookupError)
-        with pytest.raises(SnapshotExpiredError):
-            t.scan(as_of=when)
-    with pytest.raises(SnapshotExpiredError):
-        t.to_arrow(as_of=first.id, filter=pc.field("id") == 1, columns=["id"])
-    assert table_rows(t.to_arrow(as_of=second.id), COLUMNS) == table_rows(current, COLUMNS)
-    assert table_rows(t.to_arrow(), COLUMNS) == table_rows(current, COLUMNS)
-
-
-# -- file sizing ---------------------------------------------------------------------------------------
-
-
-def _rows(rng: random.Random, ids: range, day: str = "d") -> pa.Table:
-    return to_arrow(
-        [{"id": i, "ts": 1, "day": day, "v": rng.randint(0, 10**9), "s": "x" * rng.randint(0, 20)} for i in ids]
-    )
-
-
-@pytest.mark.parametrize("table_type", ["cow", "mor"])
-def test_target_file_size_cuts_a_large_write_into_several_files(tmp_path: Path, table_type: str) -> None:
-    target = 4096
-    t = Table.create(
-        tmp_path / "t",
-        SCHEMA,
-        record_key="id",
-        table_type=table_type,
-        properties={"write.target-file-size-bytes": target},
-    )
-    r = t.insert(_rows(random.Random(1), range(2000)))
-    sizes = [os.path.getsize(f) for f in t.scan().files()]
-    assert r.stats["files_added"] == len(sizes) >= 5
-    assert sum(sizes) == r.stats["bytes_written"]
-    assert max(sizes) <= 1.5 * target, sizes
-    assert t.to_arrow().num_rows == 2000
-
-
-@pytest.mark.parametrize("op", ["insert", "upsert"])
-def test_cow_writes_fill_small_files_first(tmp_path: Path, op: str) -> None:
-    target = 4096
-    rng = random.Random(2)
-    t = Table.create(
-        tmp_path / "t",
-        SCHEMA,
-        record_key="id",
-        partition_by=["day"],
-        table_type="cow",
-        properties={"write.target-file-size-bytes": target},
-    )
-    write = t.insert if op == "insert" else t.upsert
-    for k in range(30):
-        write(
-            pa.concat_tables(
-                [_rows(rng, range(k * 10, k * 10 + 10), "d1"), _rows(rng, range(k * 10, k * 10 + 10), "d2")]
-            )
-        )
-    assert t.to_arrow().num_rows == 600
-    for day in ("d1", "d2"):
-        files = t.scan(filter=pc.field("day") == day).files()
-        total = sum(os.path.getsize(f) for f in files)
-        assert len(files) <= math.ceil(total / target) + 2, (day, [os.path.getsize(f) for f in files])
-        assert max(os.path.getsize(f) for f in files) <= 1.5 * target
-    # Each file is its own group: the count of file groups is the count of files.
-    assert t.scan().explain()["file_groups"] == len(t.scan().files())
+# -- partition columns of every type ------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -480,50 +305,3 @@ def test_partition_column_types_prune_and_read_back(tmp_path: Path, typ: pa.Data
     assert sorted(t.to_arrow().column("p").to_pylist(), key=lambda v: (v is None, str(v))) == sorted(
         [a, b, None], key=lambda v: (v is None, str(v))
     )
-
-
-@pytest.mark.parametrize("composite", [False, True])
-def test_merged_slices_read_only_the_columns_needed_and_equal_a_full_read(tmp_path: Path, composite: bool) -> None:
-    """A merge-on-read slice with upsert and delete logs, read with a projection and a
-    filter on a column it does not return (and, with a composite key, merged through
-    key hashes): the same rows as the full read filtered and projected."""
-    schema = pa.schema(
-        [
-            ("a", pa.int64()),
-            ("b", pa.int64()),
-            ("ts", pa.int64()),
-            ("x", pa.string()),
-            ("y", pa.float64()),
-            ("z", pa.string()),
-        ]
-    )
-    key = ["a", "b"] if composite else ["a"]
-    t = Table.create(str(tmp_path / "t"), schema, record_key=key, ordering_field="ts", table_type="mor")
-    rng = random.Random(5)
-    n = 2000
-
-    def rows(ids: list[int], ts: int) -> pa.Table:
-        return pa.table(
-            {
-                "a": pa.array([i // 7 if composite else i for i in ids], pa.int64()),
-                "b": pa.array([i % 7 if composite else 0 for i in ids], pa.int64()),
-                "ts": pa.array([ts] * len(ids), pa.int64()),
-                "x": [f"x{rng.randrange(50)}" for _ in ids],
-                "y": [rng.random() for _ in ids],
-                "z": [f"z{i}-{ts}" for i in ids],
-            },
-            schema=schema,
-        )
-
-    t.insert(rows(list(range(n)), 1))
-    t.upsert(rows(rng.sample(range(n + 200), 300), 2))
-    t.delete(rows(rng.sample(range(n), 150), 3).select(key))
-    t.upsert(rows(rng.sample(range(n), 100), 0))  # older than the base: must lose
-    assert any(s.logs for s in t.context().view.latest_slices())
-    full = t.to_arrow()
-    for flt in [pc.field("x") == "x3", pc.field("y") < 0.25, None]:
-        got = t.to_arrow(filter=flt, columns=["a", "z"])
-        want = (full if flt is None else full.filter(flt)).select(["a", "z"])
-        assert got.sort_by([("z", "ascending")]).equals(want.sort_by([("z", "ascending")]))
-        streamed = pa.Table.from_batches(list(t.scan(filter=flt, columns=["a", "z"]).to_batches()), got.schema)
-        assert streamed.sort_by([("z", "ascending")]).equals(want.sort_by([("z", "ascending")]))

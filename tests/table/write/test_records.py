@@ -3,14 +3,14 @@ accepted kind (pa.Table, RecordBatchReader, pandas.DataFrame) is taken.
 
 "No trace" is checked strictly: the event log has no new event and the table folder
 holds exactly the same files (names and sizes) as before the refused call, and the
-table still reads the same rows.
+table still reads the same rows (:func:`records_helpers.nothing_written`). Record keys are
+refused in ``test_record_keys.py``, bad arguments to create and open in
+``test_create_and_open.py``.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,55 +36,7 @@ from lakeline.table import (
 from lakeline.timeline import errors as errors_module
 
 from tests.table.model import COLUMNS, SCHEMA, table_rows, to_arrow
-
-ROWS = [
-    {"id": 1, "ts": 1, "day": "2026-01-01", "v": 10, "s": "a"},
-    {"id": 2, "ts": 1, "day": "2026-01-01", "v": 20, "s": "b"},
-    {"id": 3, "ts": 1, "day": "2026-01-02", "v": 30, "s": None},
-]
-
-
-def disk_files(path: Path) -> dict[str, int]:
-    out = {}
-    for root, _, names in os.walk(path):
-        for n in names:
-            p = os.path.join(root, n)
-            out[os.path.relpath(p, path)] = os.path.getsize(p)
-    return out
-
-
-@contextmanager
-def nothing_written(t: Table, path: Path) -> Iterator[None]:
-    """The block must leave the timeline, the files on disk and the rows unchanged."""
-    seq, n_instants, files = t.timeline.last_seq, len(t.timeline.instants()), disk_files(path)
-    rows = table_rows(t.to_arrow(), t.schema.names)
-    yield
-    assert t.timeline.last_seq == seq, "a refused call appended events"
-    assert len(t.timeline.instants()) == n_instants
-    assert disk_files(path) == files, "a refused call changed files on disk"
-    assert table_rows(t.to_arrow(), t.schema.names) == rows
-
-
-@pytest.fixture(params=["cow", "mor"])
-def table(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Table, Path]:
-    path = tmp_path / "t"
-    t = Table.create(
-        path,
-        SCHEMA,
-        record_key="id",
-        ordering_field="ts",
-        partition_by=["day"],
-        table_type=request.param,
-        properties={"write.target-file-size-bytes": 2048},
-    )
-    t.insert(to_arrow(ROWS))
-    t.upsert(to_arrow([{**ROWS[0], "ts": 2, "v": 11}]))  # mor: a log on top of a base
-    return t, path
-
-
-def _ops(t: Table) -> dict[str, Callable[[Any], Any]]:
-    return {"insert": t.insert, "upsert": t.upsert, "overwrite": t.overwrite}
-
+from tests.table.write.records_helpers import ROWS, nothing_written, table, write_ops  # noqa: F401 (table: a fixture)
 
 # -- the error hierarchy -------------------------------------------------------------------
 
@@ -151,7 +103,7 @@ BAD_KINDS = [
 def test_schema_mismatch_is_refused_before_anything_is_written(table: tuple[Table, Path], op: str, kind: str) -> None:
     t, path = table
     with nothing_written(t, path), pytest.raises(SchemaMismatchError) as exc:
-        _ops(t)[op](_bad_data(kind))
+        write_ops(t)[op](_bad_data(kind))
     assert isinstance(exc.value, ValueError) and isinstance(exc.value, LakelineError)
 
 
@@ -230,109 +182,6 @@ def test_extra_column_refused_without_add_columns_even_if_nullable(table: tuple[
     assert t.schema.names == COLUMNS
 
 
-# -- record keys ------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("op", ["insert", "upsert", "overwrite", "delete"])
-def test_null_record_key_is_refused(table: tuple[Table, Path], op: str) -> None:
-    t, path = table
-    data = to_arrow(
-        [
-            {"id": 8, "ts": 1, "day": "2026-01-01", "v": 1, "s": "x"},
-            {"id": None, "ts": 1, "day": "2026-01-01", "v": 2, "s": "y"},
-        ]
-    )
-    call = t.delete if op == "delete" else _ops(t)[op]
-    if op == "delete":
-        data = data.select(["id"])
-    with nothing_written(t, path), pytest.raises(NullKeyError) as exc:
-        call(data)
-    assert isinstance(exc.value, LakelineError) and isinstance(exc.value, ValueError)
-
-
-def test_delete_without_key_columns_is_a_schema_mismatch(table: tuple[Table, Path]) -> None:
-    t, path = table
-    with nothing_written(t, path), pytest.raises(SchemaMismatchError):
-        t.delete(pa.table({"day": ["2026-01-01"]}))
-
-
-@pytest.mark.parametrize(
-    "keys",
-    [pa.table({"id": ["1"]}), pa.table({"id": [1.0]}), pa.table({"id": pa.array([1], pa.date32())})],
-    ids=["string-for-int", "float-for-int", "date-for-int"],
-)
-def test_delete_with_keys_of_another_type_is_a_schema_mismatch(table: tuple[Table, Path], keys: pa.Table) -> None:
-    """Issue 11 item 9: keys are held to the rule upserts follow (lossless casts within a
-    type family only); before, they were cast and a string key matched nothing, silently."""
-    t, path = table
-    with nothing_written(t, path), pytest.raises(SchemaMismatchError, match="'id'"):
-        t.delete(keys)
-    t.delete(pa.table({"id": pa.array([1], pa.int32())}))  # a lossless widening is fine
-    assert 1 not in t.to_arrow().column("id").to_pylist()
-
-
-def test_delete_of_string_keys_with_int_values_is_refused(tmp_path: Path) -> None:
-    t = Table.create(tmp_path / "s", pa.schema([("id", pa.string()), ("v", pa.int64())]), record_key="id")
-    t.insert(pa.table({"id": ["1", "2"], "v": [1, 2]}))
-    with nothing_written(t, tmp_path / "s"), pytest.raises(SchemaMismatchError):
-        t.delete(pa.table({"id": [1]}))
-    t.delete(pa.table({"id": ["1"]}))
-    assert t.to_arrow().column("id").to_pylist() == ["2"]
-
-
-def test_insert_of_held_key_raises_duplicate_key_and_writes_nothing(table: tuple[Table, Path]) -> None:
-    t, path = table
-    batch = to_arrow(
-        [
-            {"id": 50, "ts": 1, "day": "2026-01-01", "v": 1, "s": "x"},
-            {"id": 2, "ts": 9, "day": "2026-01-01", "v": 99, "s": "dup"},
-        ]
-    )
-    with nothing_written(t, path), pytest.raises(DuplicateKeyError) as exc:
-        t.insert(batch)
-    assert isinstance(exc.value, LakelineError)
-    # A key held in another partition is another record: accepted.
-    t.insert(to_arrow([{"id": 2, "ts": 1, "day": "2026-01-02", "v": 7, "s": "other"}]))
-    assert sorted((r["day"], r["id"]) for r in t.to_arrow(filter=pc.field("id") == 2).to_pylist()) == [
-        ("2026-01-01", 2),
-        ("2026-01-02", 2),
-    ]
-    # Deleted keys may be inserted again.
-    t.delete(pa.table({"id": [1]}))
-    t.insert(to_arrow([{"id": 1, "ts": 0, "day": "2026-01-01", "v": 1, "s": "back"}]))
-    assert t.to_arrow(filter=pc.field("id") == 1).column("s").to_pylist() == ["back"]
-
-
-def test_repeated_key_inside_one_insert_is_deduplicated_not_refused(table: tuple[Table, Path]) -> None:
-    t, _ = table
-    t.insert(
-        to_arrow(
-            [
-                {"id": 60, "ts": 2, "day": "2026-01-01", "v": 1, "s": "a"},
-                {"id": 60, "ts": 3, "day": "2026-01-01", "v": 2, "s": "b"},
-                {"id": 60, "ts": 3, "day": "2026-01-01", "v": 3, "s": "c"},
-                {"id": 60, "ts": 1, "day": "2026-01-01", "v": 4, "s": "d"},
-                {"id": 60, "ts": 0, "day": "2026-01-02", "v": 5, "s": "e"},
-            ]
-        )
-    )
-    got = sorted(t.to_arrow(filter=pc.field("id") == 60).to_pylist(), key=lambda r: r["day"])
-    assert [(r["day"], r["s"]) for r in got] == [("2026-01-01", "c"), ("2026-01-02", "e")]
-
-
-def test_upsert_and_delete_on_append_only_table_are_unsupported(tmp_path: Path) -> None:
-    path = tmp_path / "t"
-    t = Table.create(path, SCHEMA, partition_by=["day"])
-    t.insert(to_arrow(ROWS + ROWS))  # no key: duplicates are kept
-    assert t.to_arrow().num_rows == 6
-    with nothing_written(t, path):
-        with pytest.raises(UnsupportedOperationError) as exc:
-            t.upsert(to_arrow(ROWS))
-        with pytest.raises(UnsupportedOperationError):
-            t.delete(pa.table({"id": [1]}))
-    assert isinstance(exc.value, LakelineError)
-
-
 # -- filters ---------------------------------------------------------------------------------
 
 UNKNOWN_FILTERS = [
@@ -384,99 +233,6 @@ def test_unknown_column_in_projection(table: tuple[Table, Path]) -> None:
         t.to_arrow(columns=["id", "nope"])
     with pytest.raises(UnknownColumnError):
         t.scan(columns=["nope"])
-
-
-# -- create and open -------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "props,needle",
-    [
-        ({"write.target-file-size": 1024}, "write.target-file-size"),
-        ({"write.target-file-size-bytes": "big"}, "write.target-file-size-bytes"),
-        ({"write.target-file-size-bytes": 10}, "write.target-file-size-bytes"),
-        ({"write.target-file-size-bytes": 1.5}, "write.target-file-size-bytes"),
-        ({"write.parquet-compression": "brotli"}, "write.parquet-compression"),
-        ({"write.insert-key-check": "maybe"}, "write.insert-key-check"),
-        ({"commit.max-retries": -1}, "commit.max-retries"),
-        ({"clean.policy": "keep_everything"}, "clean.policy"),
-    ],
-    ids=["unknown-key", "not-an-int", "below-min", "fractional", "bad-choice", "not-a-bool", "negative", "bad-policy"],
-)
-def test_bad_property_at_create_is_refused_and_creates_nothing(tmp_path: Path, props: dict, needle: str) -> None:
-    path = tmp_path / "t"
-    with pytest.raises(InvalidPropertyError) as exc:
-        Table.create(path, SCHEMA, record_key="id", properties=props)
-    assert isinstance(exc.value, ValueError) and isinstance(exc.value, LakelineError)
-    assert needle in str(exc.value)
-    assert not path.exists() or disk_files(path) == {}
-    with pytest.raises(TableNotFoundError):
-        Table.open(path)
-    Table.create(path, SCHEMA, record_key="id")  # the location is still free
-
-
-def test_unknown_property_message_lists_the_valid_keys(tmp_path: Path) -> None:
-    with pytest.raises(InvalidPropertyError) as exc:
-        Table.create(tmp_path / "t", SCHEMA, properties={"write.target-filesize-bytes": 4096})
-    msg = str(exc.value)
-    for key in (
-        "write.target-file-size-bytes",
-        "commit.max-retries",
-        "heartbeat.interval-ms",
-        "heartbeat.tolerable-misses",
-        "lock.lease-ms",
-        "clean.policy",
-        "clean.retain",
-        "compaction.delta-commits",
-    ):
-        assert key in msg
-
-
-def test_valid_properties_are_accepted_in_string_form(tmp_path: Path) -> None:
-    t = Table.create(
-        tmp_path / "t",
-        SCHEMA,
-        record_key="id",
-        properties={"write.target-file-size-bytes": "4096", "write.insert-key-check": "false", "user.owner": "me"},
-    )
-    props = t.config.props
-    assert props.write_target_file_size_bytes == 4096 and props.write_insert_key_check is False
-
-
-@pytest.mark.parametrize(
-    "kwargs,error",
-    [
-        ({"record_key": "nope"}, UnknownColumnError),
-        ({"record_key": "id", "ordering_field": "nope"}, UnknownColumnError),
-        ({"record_key": "id", "partition_by": ["nope"]}, UnknownColumnError),
-        ({"record_key": "id", "table_type": "hybrid"}, InvalidPropertyError),
-        ({"table_type": "mor"}, InvalidPropertyError),
-    ],
-    ids=["key", "ordering", "partition", "table-type", "mor-without-key"],
-)
-def test_bad_create_arguments_create_nothing(tmp_path: Path, kwargs: dict, error: type) -> None:
-    path = tmp_path / "t"
-    with pytest.raises(error):
-        Table.create(path, SCHEMA, **kwargs)
-    assert not path.exists() or disk_files(path) == {}
-
-
-def test_table_exists(table: tuple[Table, Path]) -> None:
-    t, path = table
-    with nothing_written(t, path):
-        with pytest.raises(TableExistsError) as exc:
-            Table.create(path, SCHEMA, record_key="id")
-        with pytest.raises(TableExistsError):
-            Table.create(str(path), pa.schema([("x", pa.int32())]))
-    assert isinstance(exc.value, LakelineError) and isinstance(exc.value, FileExistsError)
-
-
-def test_table_not_found(tmp_path: Path) -> None:
-    for where in (tmp_path / "missing", tmp_path):
-        with pytest.raises(TableNotFoundError) as exc:
-            Table.open(where)
-        assert isinstance(exc.value, LookupError) and isinstance(exc.value, LakelineError)
-    assert not (tmp_path / "missing").exists()
 
 
 # -- accepted input kinds -----------------------------------------------------------------------
