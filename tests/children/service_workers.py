@@ -24,7 +24,7 @@ Commands:
       line per round: {"instant", "seq", "savepoint", "rows" (its first read),
       "reads", "mismatches"}; a read error is logged as {"error", "message"} too.
   torture PATH TIMELINE NAME READY GO LOG SEED
-      For the kill -9 torture (``tests/table/concurrency/test_torture.py``): warms up, writes
+      For the kill -9 torture (``tests/table/concurrency/test_service_torture.py``): warms up, writes
       READY, waits for GO (the kill's clock starts there), then runs service NAME
       over and over until the test kills it: the explicit call of compaction,
       clustering, cleaning or archival; for "indexing", drop the index
