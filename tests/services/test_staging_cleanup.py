@@ -31,7 +31,7 @@ from lakeline.timeline.storage.staging_folders import (
     write_owner,
 )
 
-from tests.table.concurrency.test_crash import SEED, make_table, rows
+from tests.table.concurrency.crash_helpers import SEED, make_table, rows
 
 #: make_table's heartbeat: 100 ms × (1 + 1) tolerance.
 RULES = Rules(100, 1, 3_600_000)

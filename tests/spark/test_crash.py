@@ -23,7 +23,7 @@ from lakeline.timeline.storage.staging_folders import read_owner, write_ids
 
 from tests.children.table_workers import WORKERS_PY, check_files_on_disk, data_instants
 from tests.helpers import finish, start_script
-from tests.table.concurrency.test_crash import (
+from tests.table.concurrency.crash_helpers import (
     EXPIRY_S,
     SEED,
     STATE_AT_CRASH,

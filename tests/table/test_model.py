@@ -13,6 +13,9 @@ compared with the model's diff for every single instant and for random ranges.
 
 A failure message carries the seed and the trace of steps, so a failing sequence can be
 replayed with ``-k`` on its test id.
+
+The steps and the run they act on are in ``model_steps.py``; one deterministic case per
+rule of the semantics in ``test_write_semantics.py``.
 """
 
 from __future__ import annotations
@@ -20,35 +23,18 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
 from lakeline.table import DuplicateKeyError, LakelineError, Table, UnsupportedOperationError
-from lakeline.timeline.instant import Instant
 
-from tests.table.model import (
-    COLUMNS,
-    DAYS,
-    SCHEMA,
-    ModelDuplicateKey,
-    Pred,
-    Row,
-    TableModel,
-    random_pred,
-    sorted_rows,
-    table_rows,
-    to_arrow,
-)
+from tests.table.model import COLUMNS, SCHEMA, ModelDuplicateKey, TableModel, sorted_rows, table_rows, to_arrow
+from tests.table.model_steps import APPEND_STEPS, KEYED_STEPS, Run, Snap, Step, disk_files, step_insert
 
 TARGET_FILE_SIZE = 2048
 STEPS = 14
-KEY_SPACE = 40
 
 # (table type, partitioned, ordering field, record key: "id", "id+day" or "" for none)
 CONFIGS = [
@@ -79,200 +65,6 @@ def _seeds() -> list[int]:
 
 
 SEEDS = _seeds()
-ANY_DAY = object()
-
-
-def disk_files(path: Path) -> dict[str, int]:
-    """Every file under the table folder, with its size."""
-    out = {}
-    for root, _, names in os.walk(path):
-        for n in names:
-            p = os.path.join(root, n)
-            out[os.path.relpath(p, path)] = os.path.getsize(p)
-    return out
-
-
-@dataclass
-class Snap:
-    instant: Instant
-    model: TableModel
-    operation: str
-    inserted: list[Row] = field(default_factory=list)  # rows an insert or overwrite wrote
-
-
-@dataclass
-class Run:
-    path: Path
-    table: Table
-    model: TableModel
-    rng: random.Random
-    partitioned: bool
-    ordering: bool
-    keyed: bool
-    table_type: str
-    composite: bool = False  # the key is (id, day)
-    snaps: list[Snap] = field(default_factory=list)
-    trace: list[str] = field(default_factory=list)
-    serials: int = 0
-
-    def where(self) -> str:
-        return "steps so far:\n  " + "\n  ".join(self.trace[-30:])
-
-    # -- random inputs -------------------------------------------------------------------
-
-    def days(self) -> list[str | None]:
-        return DAYS if self.composite else DAYS + [None]  # a key column is never null
-
-    def day(self) -> str | None:
-        return self.rng.choices(self.days(), weights=[4, 4, 2, 1][: len(self.days())])[0]
-
-    def row(self, id_: int, day: Any = ANY_DAY) -> Row:
-        rng = self.rng
-        return {
-            "id": id_,
-            "ts": rng.choice([None, 0, 1, 1, 2, 3]),
-            "day": self.day() if day is ANY_DAY else day,
-            "v": self.serial()
-            if not self.keyed
-            else (rng.choice([None, rng.randint(0, 100)]) if rng.random() < 0.2 else rng.randint(0, 100)),
-            "s": rng.choice([None, "a", "b", "c", "d"]),
-        }
-
-    def serial(self) -> int:
-        """Append-only rows carry a unique ``v``, so changes() can be told which rows
-        a range wrote."""
-        self.serials += 1
-        return self.serials
-
-    def held(self) -> list[Row]:
-        return self.model.rows()
-
-    def fresh_rows(self, n: int) -> list[Row]:
-        """Rows whose identity the table does not hold (duplicates inside the batch
-        are allowed: the batch is deduplicated)."""
-        out: list[Row] = []
-        tries = 0
-        while len(out) < n and tries < 20 * n:
-            tries += 1
-            r = self.row(self.rng.randrange(KEY_SPACE * 2), self.day())
-            if self.model.keyed and self.model.ident(r) in self.model.keyed_rows:
-                continue
-            out.append(r)
-            if self.model.keyed and self.rng.random() < 0.15:  # a second version in the batch
-                again = self.row(r["id"], r["day"])
-                out.append(again)
-        return out
-
-
-# -- steps ------------------------------------------------------------------------------
-
-
-@dataclass
-class Step:
-    """One write: what to do to the table and to the model, and the error expected."""
-
-    desc: str
-    table: Callable[[], Any]
-    model: Callable[[TableModel], None]
-    expect: type | None = None
-    rows: list[Row] = field(default_factory=list)
-
-
-def step_insert(run: Run) -> Step:
-    rng = run.rng
-    rows = run.fresh_rows(rng.randint(1, 30))
-    expect = None
-    if run.keyed and run.held() and rng.random() < 0.15:
-        dup = dict(rng.choice(run.held()))
-        dup["v"] = 1000
-        rows.insert(rng.randrange(len(rows) + 1), dup)
-        expect = DuplicateKeyError
-    rng.shuffle(rows)
-    data: Any = to_arrow(rows)
-    if rng.random() < 0.2:
-        data = data.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get)  # nullable ints stay ints
-    elif rng.random() < 0.2:
-        data = pa.RecordBatchReader.from_batches(SCHEMA, to_arrow(rows).to_batches(max_chunksize=7))
-    return Step(f"insert {rows}", lambda: run.table.insert(data), lambda m: m.insert(rows), expect, rows)
-
-
-def step_upsert(run: Run) -> Step:
-    rng = run.rng
-    rows = []
-    held = run.held()
-    for _ in range(rng.randint(1, 30)):
-        if held and rng.random() < 0.6:
-            base = rng.choice(held)
-            r = run.row(base["id"], base["day"])
-            if rng.random() < 0.2:
-                r["ts"] = base["ts"]  # a tie with the stored version
-            if rng.random() < 0.1:
-                r = dict(base)  # an identical re-upsert
-        else:
-            r = run.row(rng.randrange(KEY_SPACE * 2), run.day())
-        rows.append(r)
-        if rng.random() < 0.15:
-            rows.append(run.row(r["id"], r["day"]))  # another version in the same batch
-    return Step(f"upsert {rows}", lambda: run.table.upsert(to_arrow(rows)), lambda m: m.upsert(rows))
-
-
-def step_delete(run: Run) -> Step:
-    rng = run.rng
-    held = run.held()
-    keys = []
-    for _ in range(rng.randint(1, 12)):
-        if held and rng.random() < 0.6:
-            r = rng.choice(held)
-            keys.append({"id": r["id"], "day": r["day"]})
-        else:
-            keys.append({"id": rng.randrange(KEY_SPACE * 3), "day": run.day()})  # mostly absent
-    with_part = run.partitioned and rng.random() < 0.5
-    if with_part or run.composite:
-        data = pa.table(
-            {
-                "id": pa.array([k["id"] for k in keys], pa.int64()),
-                "day": pa.array([k["day"] for k in keys], pa.string()),
-            }
-        )
-    else:
-        data = pa.table({"id": pa.array([k["id"] for k in keys], pa.int64())})
-    desc = f"delete {'with' if with_part else 'without'} partition {keys}"  # composite: (id, day) keys
-    return Step(desc, lambda: run.table.delete(data), lambda m: m.delete(keys, with_part))
-
-
-def step_delete_where(run: Run) -> Step:
-    pred: Pred = random_pred(run.rng, run.days())
-    return Step(f"delete_where {pred}", lambda: run.table.delete_where(pred.expr()), lambda m: m.delete_where(pred))
-
-
-def step_overwrite(run: Run) -> Step:
-    rng = run.rng
-    days = rng.sample(run.days(), rng.randint(1, 2))
-    n = 0 if rng.random() < 0.15 else rng.randint(1, 40)
-    rows = [run.row(rng.randrange(KEY_SPACE * 2), rng.choice(days)) for _ in range(n)]
-    if not run.partitioned:
-        return Step(
-            f"overwrite {rows}", lambda: run.table.overwrite(to_arrow(rows)), lambda m: m.overwrite(rows), rows=rows
-        )
-    if rng.random() < 0.6:
-        return Step(
-            f"overwrite {rows}", lambda: run.table.overwrite(to_arrow(rows)), lambda m: m.overwrite(rows), rows=rows
-        )
-    # Explicit partitions: those of the data, plus one more that is emptied.
-    targets = sorted({r["day"] for r in rows} | {rng.choice(run.days())}, key=lambda d: (d is None, d or ""))
-    spec: list[Any] = [
-        f"day={d}" if d is not None and d.startswith("2026") and rng.random() < 0.5 else {"day": d} for d in targets
-    ]
-    return Step(
-        f"overwrite {rows} partitions={spec}",
-        lambda: run.table.overwrite(to_arrow(rows), partitions=spec),
-        lambda m: m.overwrite(rows, [(d,) for d in targets]),
-        rows=rows,
-    )
-
-
-KEYED_STEPS = [(step_insert, 3), (step_upsert, 4), (step_delete, 2), (step_delete_where, 2), (step_overwrite, 1)]
-APPEND_STEPS = [(step_insert, 4), (step_delete_where, 2), (step_overwrite, 1)]
 
 
 # -- checks ------------------------------------------------------------------------------
@@ -416,65 +208,3 @@ def test_random_writes_match_model(
         assert len(t.scan().files()) >= 2
     # A fresh handle sees the same table.
     assert table_rows(Table.open(path).to_arrow(), COLUMNS) == run.model.sorted()
-
-
-def test_history_datetime_before_creation_has_no_snapshot(tmp_path: Path) -> None:
-    from lakeline.timeline.errors import InstantNotFoundError
-
-    t = Table.create(tmp_path / "t", SCHEMA, record_key="id", ordering_field="ts")
-    t.insert(to_arrow([{"id": 1, "ts": 1, "day": "d", "v": 1, "s": "a"}]))
-    with pytest.raises(InstantNotFoundError):
-        t.to_arrow(as_of=datetime(2000, 1, 1))
-
-
-# -- the semantics, one deterministic case each ---------------------------------------------
-
-
-def _rows(*specs: tuple[int, int | None, str | None, int]) -> pa.Table:
-    return to_arrow([{"id": i, "ts": ts, "day": d, "v": v, "s": None} for i, ts, d, v in specs])
-
-
-@pytest.mark.parametrize("table_type", ["cow", "mor"])
-def test_one_key_in_two_partitions_of_one_batch_is_two_records(tmp_path: Path, table_type: str) -> None:
-    t = Table.create(
-        tmp_path / "t", SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"], table_type=table_type
-    )
-    t.upsert(_rows((1, 1, "a", 10), (1, 1, "b", 20), (1, 0, "b", 30)))
-    assert sorted((r["day"], r["v"]) for r in t.to_arrow().to_pylist()) == [("a", 10), ("b", 20)]
-    t.insert(_rows((2, 1, "a", 1), (2, 1, "b", 2)))
-    assert t.to_arrow(filter=pc.field("id") == 2).num_rows == 2
-
-
-@pytest.mark.parametrize("table_type", ["cow", "mor"])
-def test_fold_rules(tmp_path: Path, table_type: str) -> None:
-    """Strictly larger stored ordering wins; ties and null-vs-null go to the newer
-    version; null is the smallest; a delete wins whatever the ordering; re-insert works."""
-    t = Table.create(tmp_path / "t", SCHEMA, record_key="id", ordering_field="ts", table_type=table_type)
-    t.insert(_rows((1, 5, "d", 1), (2, 5, "d", 1), (3, None, "d", 1), (4, 5, "d", 1)))
-    t.upsert(_rows((1, 4, "d", 2), (2, 5, "d", 2), (3, None, "d", 2), (4, None, "d", 2)))
-    got = {r["id"]: r["v"] for r in t.to_arrow().to_pylist()}
-    assert got == {1: 1, 2: 2, 3: 2, 4: 1}
-    t.delete(pa.table({"id": [1, 99]}))
-    t.upsert(_rows((1, 0, "d", 3)))  # back after the delete, despite the smaller ordering value
-    got = {r["id"]: (r["ts"], r["v"]) for r in t.to_arrow().to_pylist()}
-    assert got == {1: (0, 3), 2: (5, 2), 3: (None, 2), 4: (5, 1)}
-
-
-@pytest.mark.parametrize("table_type", ["cow", "mor"])
-def test_changes_in_the_null_partition_are_updates(tmp_path: Path, table_type: str) -> None:
-    t = Table.create(tmp_path / "t", SCHEMA, record_key="id", partition_by=["day"], table_type=table_type)
-    first = t.insert(_rows((1, 1, None, 1), (2, 1, None, 1), (3, 1, "x", 1))).instant
-    t.upsert(_rows((1, 1, None, 2), (2, 1, None, 1)))  # 2 is re-upserted unchanged
-    got = t.changes(first.id).select(["id", "day", "v", "_op"]).to_pylist()
-    assert got == [{"id": 1, "day": None, "v": 2, "_op": "update"}]
-
-
-def test_append_only_changes_are_the_net_inserted_rows(tmp_path: Path) -> None:
-    """Rows inserted and then deleted inside the range are not changes; a group the range
-    created and then rewrote is reported once, as it ended."""
-    t = Table.create(tmp_path / "t", SCHEMA, partition_by=["day"])
-    start = t.insert(_rows((1, 1, "a", 1), (2, 1, "a", 2))).instant
-    t.insert(_rows((3, 1, "a", 3), (4, 1, "b", 4), (4, 1, "b", 4)))
-    t.delete_where((pc.field("id") == 3) | (pc.field("id") == 1))
-    got = sorted((r["id"], r["_op"]) for r in t.changes(start.id).to_pylist())
-    assert got == [(4, "insert"), (4, "insert")]
