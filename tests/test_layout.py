@@ -10,7 +10,8 @@ The layering: imports point ``config → timeline → indexes → table → serv
 (docs/architecture.md). The tests below read the imports of every module of the package
 from its source (``ast``: top-level, inside functions and under ``TYPE_CHECKING`` alike,
 because a late import is still a dependency) and check the direction, the one declared
-seam, and which modules may import the heavy optional dependencies.
+seam, and which modules may import the heavy optional dependencies. The layout of the
+test and benchmark trees is checked by ``test_tree_layout.py``.
 """
 
 from __future__ import annotations
@@ -383,43 +384,3 @@ def test_planted_violation_is_caught(tmp_path: Path, module: str, source: str, f
     path.write_text(f"from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    {source}\n")
     problems = layering_violations({module: path})
     assert len(problems) == 1 and fragment in problems[0], problems
-
-
-# --- the test and benchmark trees ------------------------------------------------------
-
-#: At most this many modules (``__init__.py``, ``conftest.py`` and helpers included) directly
-#: in one folder of tests/ or bench/ (issue 26): more, and a reader cannot see what is there.
-MAX_MODULES_PER_FOLDER = 15
-
-#: Where every child-process script of the tests lives (started by path, or imported as
-#: ``tests.children.<module>`` by ``multiprocessing``): one folder, not one per subsystem.
-CHILDREN = ROOT / "tests" / "children"
-
-
-def _folders(top: Path) -> Iterator[Path]:
-    yield top
-    for p in sorted(top.rglob("*")):
-        if p.is_dir() and "__pycache__" not in p.parts and not any(part.startswith(".") for part in p.parts):
-            yield p
-
-
-@pytest.mark.parametrize("top", ["tests", "bench"])
-def test_no_folder_holds_more_than_fifteen_modules(top: str) -> None:
-    crowded = {
-        str(f.relative_to(ROOT)): n
-        for f in _folders(ROOT / top)
-        if (n := len(list(f.glob("*.py")))) > MAX_MODULES_PER_FOLDER
-    }
-    assert crowded == {}
-
-
-def test_child_process_scripts_live_in_tests_children() -> None:
-    patterns = ("*_child.py", "*_worker.py", "*_workers.py", "_child.py", "*_job.py", "catalog_race.py")
-    stray = sorted(
-        str(p.relative_to(ROOT))
-        for pat in patterns
-        for p in (ROOT / "tests").rglob(pat)
-        if p.parent != CHILDREN and "__pycache__" not in p.parts
-    )
-    assert stray == []
-    assert (CHILDREN / "table_workers.py").is_file()

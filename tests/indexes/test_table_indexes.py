@@ -1,5 +1,6 @@
-"""Indexes on real tables: the index API, writers keeping indexes current, and scans
-pruned by stats and bloom filters returning exactly what an unpruned read returns."""
+"""Indexes on real tables: the index API, and scans pruned by stats and bloom filters
+returning exactly what an unpruned read returns. Writers keeping indexes current (a failed
+write, a create racing a writer) are in ``test_index_writers.py``."""
 
 from __future__ import annotations
 
@@ -14,45 +15,7 @@ from lakeline.indexes.metadata_table import MetadataTable
 from lakeline.table import Table
 from lakeline.timeline.errors import DuplicateKeyError, IndexExistsError, IndexNotFoundError, InvalidIndexError
 
-SCHEMA = pa.schema(
-    [
-        pa.field("id", pa.int64()),
-        pa.field("day", pa.string()),
-        pa.field("v", pa.int64()),
-        pa.field("s", pa.string()),
-        pa.field("f", pa.float64()),
-    ]
-)
-DAYS = ["d1", "d2", "d3"]
-
-
-def _rows(rng: random.Random, ids: list[int]) -> pa.Table:
-    return pa.Table.from_pylist(
-        [
-            {
-                "id": i,
-                "day": rng.choice(DAYS),
-                "v": rng.choice([None, rng.randint(0, 1000)]),
-                "s": rng.choice([None, "a", "b", "c", f"k{rng.randint(0, 50)}"]),
-                "f": rng.choice([None, rng.uniform(-5, 5)]),
-            }
-            for i in ids
-        ],
-        schema=SCHEMA,
-    )
-
-
-def _table(tmp: Path, kind: str) -> Table:
-    # Small files, so a table of a few thousand rows has many files to prune.
-    return Table.create(
-        tmp / kind,
-        SCHEMA,
-        record_key="id",
-        ordering_field=None,
-        partition_by=["day"],
-        table_type=kind,
-        properties={"write.target-file-size-bytes": 4096},
-    )
+from tests.indexes.table_index_helpers import DAYS, index_rows, index_table
 
 
 def _leaf(rng: random.Random, max_id: int) -> pc.Expression:
@@ -93,9 +56,9 @@ def _random_history(t: Table, rng: random.Random, steps: int, next_id: int = 0) 
         if op < 0.45 or next_id < 50:
             ids = list(range(next_id, next_id + rng.randint(20, 120)))
             next_id += len(ids)
-            t.insert(_rows(rng, ids))
+            t.insert(index_rows(rng, ids))
         elif op < 0.75:
-            t.upsert(_rows(rng, rng.sample(range(next_id), rng.randint(1, 40))))
+            t.upsert(index_rows(rng, rng.sample(range(next_id), rng.randint(1, 40))))
         elif op < 0.9:
             t.delete(pa.table({"id": pa.array(rng.sample(range(next_id), rng.randint(1, 20)), pa.int64())}))
         else:
@@ -106,7 +69,7 @@ def _random_history(t: Table, rng: random.Random, steps: int, next_id: int = 0) 
 @pytest.mark.parametrize("kind", ["cow", "mor"])
 def test_pruned_scans_equal_unpruned_and_validate_is_clean(tmp_path: Path, kind: str) -> None:
     rng = random.Random(42 if kind == "cow" else 43)
-    t = _table(tmp_path, kind)
+    t = index_table(tmp_path, kind)
     start = _random_history(t, rng, 6)
     # One index built over existing files, one kept current by writers from the start
     # of its life, then more writes for both.
@@ -146,9 +109,9 @@ def test_pruned_scans_equal_unpruned_and_validate_is_clean(tmp_path: Path, kind:
 
 def test_point_lookup_reads_one_file_and_time_travel_ignores_later_indexes(tmp_path: Path) -> None:
     rng = random.Random(5)
-    t = _table(tmp_path, "cow")
-    first = t.insert(_rows(rng, list(range(400)))).instant
-    t.insert(_rows(rng, list(range(400, 800))))
+    t = index_table(tmp_path, "cow")
+    first = t.insert(index_rows(rng, list(range(400)))).instant
+    t.insert(index_rows(rng, list(range(400, 800))))
     t.indexes.create("bloom_filters")
     s = t.scan(filter=pc.field("id") == 123)
     ex = s.explain()
@@ -160,8 +123,8 @@ def test_point_lookup_reads_one_file_and_time_travel_ignores_later_indexes(tmp_p
 
 def test_index_api_errors_drop_and_recreate(tmp_path: Path) -> None:
     rng = random.Random(9)
-    t = _table(tmp_path, "mor")
-    t.insert(_rows(rng, list(range(100))))
+    t = index_table(tmp_path, "mor")
+    t.insert(index_rows(rng, list(range(100))))
     with pytest.raises(InvalidIndexError):
         t.indexes.create("record_index")
     with pytest.raises(InvalidIndexError):
@@ -180,10 +143,10 @@ def test_index_api_errors_drop_and_recreate(tmp_path: Path) -> None:
     with pytest.raises(IndexNotFoundError):
         t.indexes.validate("column_stats")
     # Writers stop writing a dropped index; a re-created one is complete again.
-    t.upsert(_rows(rng, list(range(50, 150))))
+    t.upsert(index_rows(rng, list(range(50, 150))))
     assert part not in mt.indexes_on_storage()
     t.indexes.create("column_stats")
-    t.upsert(_rows(rng, list(range(30))))
+    t.upsert(index_rows(rng, list(range(30))))
     assert t.indexes.validate()["mismatches"] == []
     actions = [i.action for i in t.timeline.instants()]
     assert actions.count("indexing") == 3
@@ -191,10 +154,10 @@ def test_index_api_errors_drop_and_recreate(tmp_path: Path) -> None:
 
 def test_validate_reports_a_damaged_entry(tmp_path: Path) -> None:
     rng = random.Random(11)
-    t = _table(tmp_path, "cow")
-    t.insert(_rows(rng, list(range(300))))
+    t = index_table(tmp_path, "cow")
+    t.insert(index_rows(rng, list(range(300))))
     t.indexes.create("bloom_filters")
-    t.insert(_rows(rng, list(range(300, 400))))
+    t.insert(index_rows(rng, list(range(300, 400))))
     # Simulate a lost delta: the newest instant's entries vanish.
     mt = MetadataTable(t.storage)
     last = t.timeline.last_completed()
@@ -209,12 +172,12 @@ def test_validate_reports_a_damaged_entry(tmp_path: Path) -> None:
 
 def test_ndv_per_table_and_partition_and_metadata_compaction(tmp_path: Path) -> None:
     rng = random.Random(3)
-    t = _table(tmp_path, "cow")
+    t = index_table(tmp_path, "cow")
     with pytest.raises(IndexNotFoundError):
         t.indexes.ndv("id")
     t.indexes.create("column_stats")
     for start in range(0, 3000, 500):
-        t.insert(_rows(rng, list(range(start, start + 500))))
+        t.insert(index_rows(rng, list(range(start, start + 500))))
     whole = t.to_arrow()
     assert t.indexes.ndv("id").estimate == pytest.approx(3000, rel=0.03)
     d1 = whole.filter(pc.field("day") == "d1")
@@ -228,116 +191,6 @@ def test_ndv_per_table_and_partition_and_metadata_compaction(tmp_path: Path) -> 
     assert len(names) == 1 and names[0].startswith("base_")
     assert t.scan(filter=pc.field("id") < 100).explain() == before
     assert t.indexes.validate()["mismatches"] == []
-
-
-@pytest.mark.parametrize("kind", ["cow", "mor"])
-def test_failed_write_leaves_no_index_entries(tmp_path: Path, kind: str) -> None:
-    """A write that fails after writing its entries is rolled back with them."""
-    from lakeline.timeline.diagnostics import faults
-    from lakeline.timeline.errors import FaultInjectedError
-
-    rng = random.Random(13)
-    t = _table(tmp_path, kind)
-    t.insert(_rows(rng, list(range(200))))
-    t.indexes.create("column_stats")
-    t.indexes.create("bloom_filters")
-    mt = MetadataTable(t.storage)
-    faults.arm("commit.before_complete", "raise")
-    try:
-        with pytest.raises(FaultInjectedError):
-            t.insert(_rows(rng, list(range(200, 400))))
-    finally:
-        faults.disarm_all()
-    failed = [i for i in t.timeline.instants() if i.state == "rolled_back"]
-    assert len(failed) == 1
-    for ix in (d.partition for d in t.indexes.list()):
-        assert not mt.has_updates(ix, failed[0].id)
-    assert t.indexes.validate()["mismatches"] == []
-    assert t.to_arrow(filter=pc.field("id") >= 200).num_rows == 0
-    t.upsert(_rows(rng, list(range(150, 300))))
-    assert t.indexes.validate()["mismatches"] == []
-    assert sorted(t.to_arrow(filter=pc.field("id") == 250).column("id").to_pylist()) == [250]
-
-
-@pytest.mark.parametrize("kind", ["cow", "mor"])
-def test_create_while_another_writer_commits_misses_nothing(tmp_path: Path, kind: str) -> None:
-    """Writes that complete while an index builds are either written by the writer
-    (it saw the index building) or caught up by the builder; none is left out."""
-    import threading
-
-    rng = random.Random(17)
-    t = _table(tmp_path, kind)
-    t.insert(_rows(rng, list(range(300))))
-    other = Table.open(t.path)
-    errors: list[BaseException] = []
-    stop = threading.Event()
-
-    def writer() -> None:
-        wrng = random.Random(18)
-        n = 1000
-        try:
-            while not stop.is_set() and n < 1000 + 40 * 60:
-                other.insert(_rows(wrng, list(range(n, n + 40))))
-                n += 40
-        except BaseException as e:  # noqa: BLE001 - surfaced by the assertion below
-            errors.append(e)
-
-    from lakeline.timeline.diagnostics import faults
-
-    th = threading.Thread(target=writer)
-    th.start()
-    try:
-        for ix in ("column_stats", "bloom_filters"):
-            # Pause after the index is building and again mid catch-up, so writes
-            # complete both before the build's snapshot and during the catch-up.
-            faults.arm("indexing.after_requested", "pause:0.4")
-            faults.arm("indexing.mid_catchup", "pause:0.4")
-            t.indexes.create(ix)
-            faults.disarm_all()
-    finally:
-        faults.disarm_all()
-        stop.set()
-        th.join()
-    assert not errors
-    report = t.indexes.validate()
-    assert report["mismatches"] == [] and report["files_checked"] > 0
-    tl = t.timeline
-    overlap = sum(
-        1
-        for ix in tl.by_action("indexing")
-        for i in tl.completed()
-        if i.action != "indexing" and ix.id < (i.completed_seq or 0) < (ix.completed_seq or 0)
-    )
-    assert overlap >= 2  # the pauses below make writers land mid-build
-
-
-@pytest.mark.parametrize("kind", ["cow", "mor"])
-def test_a_writer_that_read_the_index_states_before_a_create_still_writes_entries(tmp_path: Path, kind: str) -> None:
-    """The writer plans and writes its entries with no index in sight; the index is
-    requested (building) right before the writer completes: the writer must notice at
-    completion and write the entries, since the indexer may already have caught up."""
-    from lakeline.indexes.states import create_plan
-    from lakeline.timeline.diagnostics import faults
-    from lakeline.timeline.instant import Action, State
-
-    rng = random.Random(5)
-    t = _table(tmp_path, kind)
-    t.insert(_rows(rng, list(range(100))))
-    other = Table.open(t.path)
-    faults.on(
-        "commit.before_complete",
-        lambda: (
-            other.log.append(Action.INDEXING, State.REQUESTED, create_plan("column_stats", "column_stats").to_dict())
-            and None
-        ),
-    )
-    try:
-        r = t.insert(_rows(rng, list(range(100, 200))))
-    finally:
-        faults.disarm_all()
-    [part] = [d.partition for d in t.indexes.list() if d.name == "column_stats"]
-    written = MetadataTable(t.storage).has_updates(part, r.instant.id)  # type: ignore[union-attr]
-    assert written, "the writer completed after the index became building without writing its entries"
 
 
 @pytest.mark.parametrize("kind", ["cow", "mor"])

@@ -18,7 +18,7 @@ sees B; an A that completed first-time completed last) and that the files on dis
 agree with the timeline. docs/concurrency.md lists the cells and these tests.
 
 Cells against compaction and clustering are in tests/services/test_compaction.py and
-test_clustering.py; the key check across file groups has its own cases in
+test_clustering_conflicts.py; the key check across file groups has its own cases in
 tests/table/write/test_key_check.py.
 """
 
