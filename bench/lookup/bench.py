@@ -46,18 +46,15 @@ from typing import Any
 from ..report import ROOT, add_run_options, command_line, today, update_section
 from ..write.bench import APPENDS, DEFAULT_ROWS, READ_KEYS, default_timeout, prepare_inputs
 from ..write.bench import run_step as run_write_step
-from ..write.report import Run, StepResult, Target, _fmt_b, _ratio, machine_line
-from ..write.systems import BASELINE, LAKELINE
+from ..write.report import Run, StepResult, _fmt_b, machine_line
+from ..write.systems import LAKELINE
 from . import systems as ls
+from .report import evaluate
 
 SECTION = "lookup-bench"
 RESULT_MARK = "LOOKUP_BENCH_RESULT "
 REPEAT = 5  # reads take 50-400 ms: fewer runs let one noisy neighbour decide a ratio
 
-# Targets of issue 4.
-READ_RATIO = 1.0
-TAG_SECONDS = 1.0
-COW_UPSERT_RATIO = 1.2
 
 # Fraction of the key space where the looked-up ``ts`` row sits: past the middle, so that
 # after the upsert most rewritten files' ``ts`` ranges still contain it.
@@ -158,107 +155,6 @@ def median_of(results: list[StepResult]) -> StepResult:
     # Files read and the answer are facts of the table, not of the run: they must repeat.
     mid.detail["stable"] = len({(r.files_read, r.read_digest) for r in results}) == 1
     return mid
-
-
-def _seconds(run: Run, system: str, step: str) -> float | None:
-    r = run.get(system, step)
-    return r.seconds if r is not None and r.ok else None
-
-
-def evaluate(run: LookupRun) -> None:
-    """Targets (PASS/MISS) and the check that every system answers the same."""
-    targets: list[Target] = []
-    # The read targets apply to the benchmark data as the appends wrote it, where every
-    # system has the same files to choose from. After the upsert the file layouts differ
-    # by design (deltalake's merge writes one file; lakeline keeps its file groups, and
-    # merge-on-read adds a log to each): the reads are measured and reported, not judged.
-    for phase in ("appended",):
-        for q, label in (("range", f"{run.read_keys:,}-key read"), ("ts", "ts point lookup")):
-            step, base = f"{q}@{phase}", run.get(BASELINE, f"{q}@{phase}")
-            for s in LAKELINE:
-                r = run.get(s, step)
-                ok = r is not None and r.ok and base is not None and base.ok
-                ratio = _ratio(r.seconds, base.seconds) if ok else None  # type: ignore[union-attr]
-                measured = (
-                    "n/a"
-                    if ratio is None
-                    else (
-                        f"{r.files_read} vs {base.files_read} files, {ratio:.2f}x "  # type: ignore[union-attr]
-                        f"({r.seconds * 1000:.0f} vs {base.seconds * 1000:.0f} ms)"
-                    )
-                )  # type: ignore[union-attr]
-                verdict = None if ratio is None else (r.files_read <= base.files_read and ratio <= READ_RATIO)  # type: ignore[union-attr]
-                targets.append(
-                    Target(f"{s} {label}, {phase}", measured, f"files <= deltalake, <= {READ_RATIO:g}x time", verdict)
-                )
-    for s in LAKELINE:
-        r = run.get(s, "upsert")
-        tag = (r.detail.get("timings") or {}).get("tag_s") if r is not None and r.ok else None
-        targets.append(
-            Target(
-                f"{s} upsert tagging (tag_s)",
-                "n/a" if tag is None else f"{tag:.2f} s",
-                f"<= {TAG_SECONDS:g} s",
-                None if tag is None else tag <= TAG_SECONDS,
-            )
-        )
-    cow, base_s = _seconds(run, "lakeline-cow", "upsert"), _seconds(run, BASELINE, "upsert")
-    ratio = _ratio(cow, base_s)
-    targets.append(
-        Target(
-            "lakeline-cow upsert vs deltalake merge",
-            "n/a" if ratio is None else f"{ratio:.2f}x ({cow:.1f} s vs {base_s:.1f} s)",
-            f"<= {COW_UPSERT_RATIO:g}x",
-            None if ratio is None else ratio <= COW_UPSERT_RATIO,
-        )
-    )
-    run.targets = targets
-    consistency(run)
-
-
-def consistency(run: LookupRun) -> None:
-    """Every query returns the same rows on every system (and as many as the data says),
-    and every table holds the same rows after the upsert."""
-    bad: list[str] = []
-    want_rows = {"range": run.read_keys, "ts": 1}
-    for phase in ls.PHASES:
-        for q in ls.QUERIES:
-            got = {s: run.get(s, f"{q}@{phase}") for s in run.results}
-            done = {s: r for s, r in got.items() if r is not None and r.ok}
-            if len(done) < len(got):
-                bad.append(f"{q}@{phase}: not run or failed on {sorted(set(got) - set(done))}")
-            if len({r.read_digest for r in done.values()}) > 1:
-                bad.append(f"{q}@{phase}: digests differ { ({s: r.read_digest for s, r in done.items()}) }")
-            wrong = {s: r.rows_read for s, r in done.items() if r.rows_read != want_rows[q]}
-            if wrong:
-                bad.append(f"{q}@{phase}: rows {wrong}, expected {want_rows[q]}")
-            unstable = [s for s, r in done.items() if r.detail.get("stable") is False]
-            if unstable:
-                bad.append(f"{q}@{phase}: files read or rows changed between repeats on {unstable}")
-    ups = {s: run.get(s, "upsert") for s in run.results}
-    done_u = {s: r for s, r in ups.items() if r is not None and r.ok}
-    expect = run.rows + run.upsert_rows - run.upsert_rows // 2
-    for f in ("rows_total", "distinct_keys", "sum_ts"):
-        if len({getattr(r, f) for r in done_u.values()}) > 1:
-            bad.append(f"after upsert {f} differ: { ({s: getattr(r, f) for s, r in done_u.items()}) }")
-    if any(r.rows_total != expect or r.distinct_keys != expect for r in done_u.values()):
-        bad.append(f"after upsert: expected {expect:,} rows with distinct keys")
-    if len(done_u) < len(ups):
-        bad.append(f"upsert failed on {sorted(set(ups) - set(done_u))}")
-    run.consistent = not bad
-    if bad:
-        run.consistency_note = "MISMATCH: " + "; ".join(bad)
-    else:
-        digests = "; ".join(
-            f"{q} {run.get(BASELINE, q + '@appended').read_digest} / "  # type: ignore[union-attr]
-            f"{run.get(BASELINE, q + '@upserted').read_digest}"
-            for q in ls.QUERIES
-        )  # type: ignore[union-attr]
-        run.consistency_note = (
-            f"{len(done_u)} systems agree: {expect:,} rows after the upsert; both queries "
-            f"return the same rows on every system, after the appends and after the upsert "
-            f"(digests {digests})"
-        )
 
 
 def run_benchmark(

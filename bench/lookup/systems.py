@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ..write.bench import _digest, _files, _maxrss
+from ..write.child import _digest, _files, _maxrss
 from ..write.systems import BASELINE, LAKELINE, make_system
 
 SYSTEMS = (*LAKELINE, BASELINE)

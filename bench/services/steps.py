@@ -1,7 +1,7 @@
 """What the services benchmark does inside one child process.
 
 :mod:`bench.services.bench` runs every step in a fresh interpreter (the write
-benchmark's :func:`bench.write.bench.run_step` / :func:`~bench.write.bench.child_main`)
+benchmark's :func:`bench.write.bench.run_step` / :func:`~bench.write.child.child_main`)
 and calls :func:`run_child` there. Steps, by system:
 
 * ``lakeline-mor``: ``build`` (untimed setup: appends, then update rounds that each write
@@ -30,7 +30,7 @@ from typing import Any
 
 from .. import data
 from ..lookup.systems import _query
-from ..write.bench import _files, _maxrss
+from ..write.child import _files, _maxrss
 
 MOR, PLAIN, COW, DELTA = "lakeline-mor", "pyarrow", "lakeline-cow", "deltalake"
 ZSYSTEMS = (COW, DELTA)
@@ -269,7 +269,7 @@ def _zbuild(system: str, workdir: Path, spec: dict[str, Any]) -> dict[str, Any]:
 
 def run_child(system: str, step: str, workdir: Path, profile: Path | None = None) -> dict[str, Any]:
     """Run one step of one system and describe it (a child process's whole job).
-    ``profile`` is :func:`bench.write.bench.child_main`'s option, unused here: cProfile
+    ``profile`` is :func:`bench.write.child.child_main`'s option, unused here: cProfile
     sees only the calling thread, and compaction runs in the engine's threads."""
     spec = json.loads((workdir / "spec.json").read_text())
     # Libraries are imported before any timer starts, as the other benchmarks do.

@@ -23,31 +23,27 @@ Parquet size; the copy-on-write upsert within 1.5x; no step above 2 GiB of memor
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
-import resource
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from ..report import ROOT, command_line, today, update_section
+from .child import RESULT_MARK, child_main, print_profile
 from .report import (
-    GiB,
     MiB,
     Run,
     StepResult,
-    Target,
     _fmt_b,
-    _ratio,
+    evaluate,
     machine_line,
     markdown,
     method_notes,
@@ -55,152 +51,13 @@ from .report import (
     source_state,
     versions,
 )
-from .systems import BASELINE, LAKELINE, SYSTEMS, make_system
+from .systems import SYSTEMS
 
 SECTION = "write-bench"
 STEPS = ("append", "upsert", "read")
 DEFAULT_ROWS = 5_000_000
 APPENDS = 10
 READ_KEYS = 1_000
-RESULT_MARK = "WRITE_BENCH_RESULT "
-
-# Targets: lakeline / deltalake ratios, bytes against the input, memory.
-APPEND_RATIO = 1.2
-MOR_UPSERT_RATIO = 1.0
-MOR_UPSERT_BYTES_RATIO = 2.0
-COW_UPSERT_RATIO = 1.5
-PEAK_MEMORY = 2 * 1024**3
-
-
-# --------------------------------------------------------------------------------------
-# Child side: one system, one step, one process.
-
-
-def _files(path: Path) -> dict[str, tuple[int, int, int]]:
-    """path -> (size, mtime_ns, inode) of every file under ``path``."""
-    out: dict[str, tuple[int, int, int]] = {}
-    for dirpath, _dirs, names in os.walk(path):
-        for n in names:
-            p = os.path.join(dirpath, n)
-            try:
-                st = os.stat(p)
-            except FileNotFoundError:
-                continue
-            out[p] = (st.st_size, st.st_mtime_ns, st.st_ino)
-    return out
-
-
-def _maxrss() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
-
-
-def _digest(table: Any) -> str:
-    """Order-independent fingerprint of rows (key, ts, value, category)."""
-    import pyarrow as pa
-
-    t = table.select(["key", "ts", "value", "category"]).sort_by("key")
-    h = hashlib.sha256()
-    for col, typ in zip(t.column_names, (pa.string(), pa.int64(), pa.float64(), pa.string())):
-        h.update(col.encode())
-        h.update(repr(t.column(col).cast(typ).to_pylist()).encode())
-    return h.hexdigest()[:16]
-
-
-def run_child(system_name: str, step: str, workdir: Path, profile: Path | None = None) -> dict[str, Any]:
-    """Run one step of one system and describe it (the child's whole job)."""
-    import pyarrow.compute as pcc
-    import pyarrow.parquet as pq
-
-    from .. import data
-
-    spec = json.loads((workdir / "spec.json").read_text())
-    system = make_system(system_name, workdir)
-    system.load()
-    out: dict[str, Any] = {"system": system_name, "step": step, "ok": False, "base_rss": _maxrss()}
-    before = _files(system.path)
-    inputs = workdir / "input"
-    profiler = None
-    if profile is not None:
-        import cProfile
-
-        profiler = cProfile.Profile()
-
-    def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
-        t0 = time.perf_counter()
-        if profiler is not None:
-            profiler.enable()
-        try:
-            res = fn()
-        finally:
-            if profiler is not None:
-                profiler.disable()
-        return res, time.perf_counter() - t0
-
-    if step == "append":
-        _, create_s = timed(lambda: system.create(data.SCHEMA))
-        each = []
-        for i in range(spec["appends"]):
-            batch = pq.read_table(inputs / f"append_{i:02d}.parquet")
-            _, s = timed(lambda batch=batch: system.append(batch))
-            each.append(s)
-            del batch
-        out["seconds"] = create_s + sum(each)
-        out["detail"] = {"create_s": create_s, "appends_s": each}
-    elif step == "upsert":
-        batch = pq.read_table(inputs / "upsert.parquet")
-        stats, out["seconds"] = timed(lambda: system.upsert(batch))
-        out["detail"] = {"stats": stats}
-    elif step == "read":
-        (rows, count_files), out["seconds"] = timed(lambda: system.read(spec["read_a"], spec["read_b"]))
-    else:
-        raise ValueError(f"unknown step {step!r}")
-    out["peak_rss"] = _maxrss()
-
-    after = _files(system.path)
-    changed = [p for p, st in after.items() if before.get(p) != st]
-    out["bytes_written"] = sum(after[p][0] for p in changed)
-    out["files_written"] = len(changed)
-    out["table_bytes"] = sum(st[0] for st in after.values())
-    if profiler is not None:
-        profiler.dump_stats(str(profile))
-    if step == "read":
-        # Untimed: what the read returned and what the table holds, to check that every
-        # system ends in the same state.
-        out["files_read"] = count_files()
-        out["rows_read"] = rows.num_rows
-        out["read_digest"] = _digest(rows)
-        every = system.scan_all(["key", "ts"])
-        out["rows_total"] = every.num_rows
-        out["distinct_keys"] = pcc.count_distinct(every.column("key")).as_py()
-        out["sum_ts"] = pcc.sum(every.column("ts")).as_py()
-    out["ok"] = True
-    return out
-
-
-ChildRun = Callable[[str, str, Path, "Path | None"], dict[str, Any]]
-
-
-def child_main(argv: list[str], run: ChildRun = run_child, mark: str = RESULT_MARK) -> int:
-    """A child process's entry: run one step with ``run`` (by default this benchmark's
-    :func:`run_child`) and print its report after ``mark`` for :func:`run_step`."""
-    p = argparse.ArgumentParser(prog="python -m bench.<benchmark> --child")
-    p.add_argument("--child", nargs=3, metavar=("SYSTEM", "STEP", "WORKDIR"), required=True)
-    p.add_argument("--profile", type=Path, default=None)
-    args = p.parse_args(argv)
-    system, step, workdir = args.child
-    try:
-        out = run(system, step, Path(workdir), args.profile)
-    except Exception as e:  # noqa: BLE001 - any failure is reported to the parent as a failed step
-        out = {
-            "system": system,
-            "step": step,
-            "ok": False,
-            "error": f"{type(e).__name__}: {e}"[:500],
-            "traceback": traceback.format_exc()[-4000:],
-        }
-    sys.stdout.write("\n" + mark + json.dumps(out) + "\n")
-    sys.stdout.flush()
-    return 0 if out["ok"] else 1
 
 
 # --------------------------------------------------------------------------------------
@@ -273,91 +130,6 @@ def run_step(
     if not res.ok and "traceback" in raw:
         res.detail["traceback"] = raw["traceback"]
     return res
-
-
-def evaluate(run: Run) -> None:
-    """Targets (PASS/MISS) and the cross-system consistency check."""
-    targets: list[Target] = []
-    base = run.results.get(BASELINE, {})
-
-    def sec(system: str, step: str) -> float | None:
-        r = run.get(system, step)
-        return r.seconds if r is not None and r.ok else None
-
-    def ratio_target(name: str, system: str, step: str, limit: float) -> None:
-        r = _ratio(sec(system, step), sec(BASELINE, step))
-        measured = "n/a" if r is None else f"{r:.2f}x ({sec(system, step):.1f} s vs {sec(BASELINE, step):.1f} s)"
-        targets.append(Target(name, measured, f"<= {limit:g}x", None if r is None else r <= limit))
-
-    if base:
-        for s in LAKELINE:
-            if s in run.results:
-                ratio_target(f"{s} append (10 appends) vs deltalake", s, "append", APPEND_RATIO)
-        if "lakeline-mor" in run.results:
-            ratio_target("lakeline-mor upsert vs deltalake merge", "lakeline-mor", "upsert", MOR_UPSERT_RATIO)
-        if "lakeline-cow" in run.results:
-            ratio_target("lakeline-cow upsert vs deltalake merge", "lakeline-cow", "upsert", COW_UPSERT_RATIO)
-    mor = run.get("lakeline-mor", "upsert")
-    if mor is not None:
-        r = _ratio(mor.bytes_written if mor.ok else None, run.input_upsert_bytes)
-        measured = (
-            "n/a"
-            if r is None
-            else (f"{r:.2f}x ({mor.bytes_written / MiB:.1f} MiB vs {run.input_upsert_bytes / MiB:.1f} MiB input)")
-        )
-        targets.append(
-            Target(
-                "lakeline-mor upsert bytes written vs input Parquet",
-                measured,
-                f"<= {MOR_UPSERT_BYTES_RATIO:g}x",
-                None if r is None else r <= MOR_UPSERT_BYTES_RATIO,
-            )
-        )
-    for s in LAKELINE:
-        steps = run.results.get(s)
-        if not steps:
-            continue
-        peaks = [(r.peak_rss, st) for st, r in steps.items() if r.ok and r.peak_rss is not None]
-        complete = len(peaks) == len(steps)
-        if peaks:
-            peak, at = max(peaks)
-            measured = f"{peak / GiB:.2f} GiB ({at})" + ("" if complete else ", some steps failed")
-        else:
-            measured = "n/a"
-        targets.append(
-            Target(
-                f"{s} peak memory of any step",
-                measured,
-                "<= 2 GiB",
-                None if not peaks else (peak <= PEAK_MEMORY and complete),
-            )
-        )
-    run.targets = targets
-
-    reads = {s: run.get(s, "read") for s in run.results}
-    complete = {s: r for s, r in reads.items() if r is not None and r.ok and all(x.ok for x in run.results[s].values())}
-    skipped = sorted(set(run.results) - set(complete))
-    if len(complete) < 1:
-        run.consistent, run.consistency_note = None, "no system completed every step"
-        return
-    expect = {"rows_total": run.rows + run.upsert_rows - run.upsert_rows // 2, "rows_read": run.read_keys}
-    fields = ("rows_total", "distinct_keys", "sum_ts", "rows_read", "read_digest")
-    seen = {f: {s: getattr(r, f) for s, r in complete.items()} for f in fields}
-    bad = [f for f in fields if len(set(seen[f].values())) > 1]
-    bad += [f"{f} != {v}" for f, v in expect.items() if any(x != v for x in seen[f].values())]
-    bad += [f"{s}: distinct keys != rows" for s, r in complete.items() if r.distinct_keys != r.rows_total]
-    run.consistent = not bad
-    note = (
-        (
-            f"{len(complete)} systems agree: {next(iter(seen['rows_total'].values())):,} rows, "
-            f"1,000-key read digest {next(iter(seen['read_digest'].values()))}"
-        )
-        if not bad
-        else "MISMATCH: " + "; ".join(f"{b}: {seen.get(b.split(' ')[0], '')}" for b in bad)
-    )
-    if skipped:
-        note += f" (not compared: {', '.join(skipped)}, which did not complete every step)"
-    run.consistency_note = note
 
 
 def run_benchmark(
@@ -468,16 +240,6 @@ def parse(argv: list[str]) -> argparse.Namespace:
         args.profile = (system, step)
         args.keep = True
     return args
-
-
-def print_profile(path: Path, out: Any, limit: int = 30) -> None:
-    import io
-    import pstats
-
-    buf = io.StringIO()
-    st = pstats.Stats(str(path), stream=buf)
-    st.sort_stats("cumulative").print_stats(limit)
-    out.print(buf.getvalue(), markup=False, highlight=False)
 
 
 def main(argv: list[str]) -> int:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..report import ROOT, machine, today
-from .systems import BASELINE
+from .systems import BASELINE, LAKELINE
 
 GiB = 1024**3
 MiB = 1024**2
@@ -293,3 +293,96 @@ def source_state(folders: tuple[str, ...] = ("table", "timeline", "config")) -> 
     if not changed:
         return f"commit {head}"
     return f"commit {head} with uncommitted changes in {', '.join(f + '/' for f in changed)}"
+
+
+# Targets: lakeline / deltalake ratios, bytes against the input, memory.
+APPEND_RATIO = 1.2
+MOR_UPSERT_RATIO = 1.0
+MOR_UPSERT_BYTES_RATIO = 2.0
+COW_UPSERT_RATIO = 1.5
+PEAK_MEMORY = 2 * 1024**3
+
+
+def evaluate(run: Run) -> None:
+    """Targets (PASS/MISS) and the cross-system consistency check."""
+    targets: list[Target] = []
+    base = run.results.get(BASELINE, {})
+
+    def sec(system: str, step: str) -> float | None:
+        r = run.get(system, step)
+        return r.seconds if r is not None and r.ok else None
+
+    def ratio_target(name: str, system: str, step: str, limit: float) -> None:
+        r = _ratio(sec(system, step), sec(BASELINE, step))
+        measured = "n/a" if r is None else f"{r:.2f}x ({sec(system, step):.1f} s vs {sec(BASELINE, step):.1f} s)"
+        targets.append(Target(name, measured, f"<= {limit:g}x", None if r is None else r <= limit))
+
+    if base:
+        for s in LAKELINE:
+            if s in run.results:
+                ratio_target(f"{s} append (10 appends) vs deltalake", s, "append", APPEND_RATIO)
+        if "lakeline-mor" in run.results:
+            ratio_target("lakeline-mor upsert vs deltalake merge", "lakeline-mor", "upsert", MOR_UPSERT_RATIO)
+        if "lakeline-cow" in run.results:
+            ratio_target("lakeline-cow upsert vs deltalake merge", "lakeline-cow", "upsert", COW_UPSERT_RATIO)
+    mor = run.get("lakeline-mor", "upsert")
+    if mor is not None:
+        r = _ratio(mor.bytes_written if mor.ok else None, run.input_upsert_bytes)
+        measured = (
+            "n/a"
+            if r is None
+            else (f"{r:.2f}x ({mor.bytes_written / MiB:.1f} MiB vs {run.input_upsert_bytes / MiB:.1f} MiB input)")
+        )
+        targets.append(
+            Target(
+                "lakeline-mor upsert bytes written vs input Parquet",
+                measured,
+                f"<= {MOR_UPSERT_BYTES_RATIO:g}x",
+                None if r is None else r <= MOR_UPSERT_BYTES_RATIO,
+            )
+        )
+    for s in LAKELINE:
+        steps = run.results.get(s)
+        if not steps:
+            continue
+        peaks = [(r.peak_rss, st) for st, r in steps.items() if r.ok and r.peak_rss is not None]
+        complete = len(peaks) == len(steps)
+        if peaks:
+            peak, at = max(peaks)
+            measured = f"{peak / GiB:.2f} GiB ({at})" + ("" if complete else ", some steps failed")
+        else:
+            measured = "n/a"
+        targets.append(
+            Target(
+                f"{s} peak memory of any step",
+                measured,
+                "<= 2 GiB",
+                None if not peaks else (peak <= PEAK_MEMORY and complete),
+            )
+        )
+    run.targets = targets
+
+    reads = {s: run.get(s, "read") for s in run.results}
+    complete = {s: r for s, r in reads.items() if r is not None and r.ok and all(x.ok for x in run.results[s].values())}
+    skipped = sorted(set(run.results) - set(complete))
+    if len(complete) < 1:
+        run.consistent, run.consistency_note = None, "no system completed every step"
+        return
+    expect = {"rows_total": run.rows + run.upsert_rows - run.upsert_rows // 2, "rows_read": run.read_keys}
+    fields = ("rows_total", "distinct_keys", "sum_ts", "rows_read", "read_digest")
+    seen = {f: {s: getattr(r, f) for s, r in complete.items()} for f in fields}
+    bad = [f for f in fields if len(set(seen[f].values())) > 1]
+    bad += [f"{f} != {v}" for f, v in expect.items() if any(x != v for x in seen[f].values())]
+    bad += [f"{s}: distinct keys != rows" for s, r in complete.items() if r.distinct_keys != r.rows_total]
+    run.consistent = not bad
+    note = (
+        (
+            f"{len(complete)} systems agree: {next(iter(seen['rows_total'].values())):,} rows, "
+            f"1,000-key read digest {next(iter(seen['read_digest'].values()))}"
+        )
+        if not bad
+        else "MISMATCH: " + "; ".join(f"{b}: {seen.get(b.split(' ')[0], '')}" for b in bad)
+    )
+    if skipped:
+        note += f" (not compared: {', '.join(skipped)}, which did not complete every step)"
+    run.consistency_note = note

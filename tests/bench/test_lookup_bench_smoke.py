@@ -25,7 +25,9 @@ from bench.lookup import bench as lookup_bench
 from bench.lookup import systems as lookup_systems
 from bench.lookup.report import findings, markdown, metric_rows, rich_tables
 from bench.report import update_section
-from bench.write.bench import APPENDS, READ_KEYS, _digest
+from bench.write.bench import APPENDS, READ_KEYS
+from bench.write.child import _digest
+from bench.write.systems import BASELINE, LAKELINE
 
 ROWS = 20_000
 
@@ -54,7 +56,7 @@ def test_every_metric_measured_and_systems_agree(tmp_path: Path) -> None:
 
     steps = {"append", "index", "upsert"} | {f"{q}@{p}" for q in lookup_systems.QUERIES for p in lookup_systems.PHASES}
     for system in lookup_systems.SYSTEMS:
-        want = steps - ({"index"} if system == lookup_bench.BASELINE else set())
+        want = steps - ({"index"} if system == BASELINE else set())
         assert set(run.results[system]) == want, system
     failed = {f"{s}/{st}": r.error for s, by in run.results.items() for st, r in by.items() if not r.ok}
     assert failed == {}
@@ -69,7 +71,7 @@ def test_every_metric_measured_and_systems_agree(tmp_path: Path) -> None:
                 assert answer.num_rows == {"range": READ_KEYS, "ts": 1}[q]
                 assert (r.rows_read, r.read_digest) == (answer.num_rows, _digest(answer)), (system, q, phase)
                 assert r.files_read >= 1 and r.seconds > 0 and r.detail["bytes_read"] > 0
-                if system != lookup_bench.BASELINE:  # pruning stages come from Scan.explain()
+                if system != BASELINE:  # pruning stages come from Scan.explain()
                     assert r.detail["explain"]["files_after_bloom_pruning"] == r.files_read
         up = run.get(system, "upsert")
         assert (up.rows_total, up.distinct_keys) == (final.num_rows, final.num_rows)
@@ -77,7 +79,7 @@ def test_every_metric_measured_and_systems_agree(tmp_path: Path) -> None:
     assert run.consistent is True, run.consistency_note
 
     # Every number the issue-4 targets need was measured, on both lakeline table types.
-    for system in lookup_bench.LAKELINE:
+    for system in LAKELINE:
         timings = run.get(system, "upsert").detail["timings"]
         assert {"tag_s", "index_s", "write_s", "commit_s", "total_s"} <= set(timings)
         built = run.get(system, "index").detail["indexes_s"]

@@ -24,7 +24,8 @@ from bench.lookup.systems import expression
 from bench.report import update_section
 from bench.services import bench as services_bench
 from bench.services import steps as ss
-from bench.write.bench import APPENDS, _digest
+from bench.write.bench import APPENDS
+from bench.write.child import _digest
 
 ROWS = 20_000
 

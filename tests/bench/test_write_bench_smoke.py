@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from bench import data
 from bench.write import bench as write_bench
+from bench.write.child import _digest
 
 ROWS = 20_000
 
@@ -59,7 +60,7 @@ def test_every_system_ends_in_the_same_state(tmp_path: Path) -> None:
     assert {s: r["distinct_keys"] for s, r in reads.items()} == dict.fromkeys(reads, final.num_rows)
     assert {s: r["sum_ts"] for s, r in reads.items()} == dict.fromkeys(reads, pc.sum(final.column("ts")).as_py())
     assert {s: r["rows_read"] for s, r in reads.items()} == dict.fromkeys(reads, write_bench.READ_KEYS)
-    assert {s: r["read_digest"] for s, r in reads.items()} == dict.fromkeys(reads, write_bench._digest(window))
+    assert {s: r["read_digest"] for s, r in reads.items()} == dict.fromkeys(reads, _digest(window))
     assert run["consistent"] is True
 
     # Every number the targets need was measured.
