@@ -10,10 +10,13 @@ every benchmark run shares.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import platform
 import shlex
+import signal
 import sys
+from collections.abc import Callable
 from datetime import date
 from importlib import metadata
 from pathlib import Path
@@ -106,3 +109,20 @@ def _positive(text: str) -> int:
     if n < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {n}")
     return n
+
+
+def unwinds_on_sigterm(main: Callable[[list[str]], int]) -> Callable[[list[str]], int]:
+    """A benchmark's ``main`` that a plain ``kill`` unwinds while it runs (``SystemExit``
+    through its ``finally`` blocks, which stop the child process it waits for); the
+    caller's own SIGTERM handler is back when it returns, so a test that ran a benchmark
+    in its process leaves that process as it found it."""
+
+    @functools.wraps(main)
+    def run(argv: list[str]) -> int:
+        previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+        try:
+            return main(argv)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+    return run

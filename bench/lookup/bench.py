@@ -32,7 +32,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -43,7 +42,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..report import ROOT, add_run_options, command_line, today, update_section
+from ..report import ROOT, add_run_options, command_line, today, unwinds_on_sigterm, update_section
 from ..write.bench import APPENDS, DEFAULT_ROWS, READ_KEYS, default_timeout, prepare_inputs
 from ..write.bench import run_step as run_write_step
 from ..write.report import Run, StepResult, _fmt_b, machine_line
@@ -281,13 +280,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+@unwinds_on_sigterm
 def main(argv: list[str]) -> int:
     from rich.console import Console
 
     from .report import findings, markdown, rich_tables
 
     args = parse(argv)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind, killing the child
     con = Console(width=None if os.isatty(1) or "COLUMNS" in os.environ else 160)
     con.print(f"[bold]lookup benchmark[/bold] on {machine_line()}")
     own_dir = args.workdir is None

@@ -35,7 +35,6 @@ import json
 import multiprocessing
 import os
 import shutil
-import signal
 import statistics
 import sys
 import tempfile
@@ -47,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from ..lookup.bench import median_of
-from ..report import add_run_options, command_line, today, update_section
+from ..report import add_run_options, command_line, today, unwinds_on_sigterm, update_section
 from ..write.bench import APPENDS, READ_KEYS, child_main, prepare_inputs, run_step
 from ..write.report import StepResult, Target, _fmt_b, _ratio, machine_line, source_state
 from . import steps as ss
@@ -292,9 +291,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+@unwinds_on_sigterm
 def main(argv: list[str]) -> int:
     args = parse(argv)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind, killing the child
     print(f"services benchmark on {machine_line()}", flush=True)
     own_dir = args.workdir is None
     workdir = Path(tempfile.mkdtemp(prefix="lakeline-services-bench-")) if own_dir else args.workdir

@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -36,7 +35,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ..report import ROOT, command_line, today, update_section
+from ..report import ROOT, command_line, today, unwinds_on_sigterm, update_section
 from .child import RESULT_MARK, child_main, print_profile
 from .report import (
     MiB,
@@ -242,12 +241,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+@unwinds_on_sigterm
 def main(argv: list[str]) -> int:
     from rich.console import Console
 
     args = parse(argv)
-    # A plain `kill` of the parent: unwind through subprocess.run, which kills the child.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     con = Console(width=None if os.isatty(1) or "COLUMNS" in os.environ else 160)
     con.print(f"[bold]write benchmark[/bold] on {machine_line()}; {versions()}")
     own_dir = args.workdir is None
