@@ -11,7 +11,7 @@ newcomer reads first: a module it does not name is a room missing from the plan.
   ``pyproject.toml``, subpackages included) is named in backticks in its folder's section
   of docs/architecture.md (the part that starts with the folder's bold heading,
   ``**`timeline/`**``): a module directly in the folder by its file name (`` `log.py` ``),
-  one in a subpackage by its path inside the folder (`` `stores/protocol.py` ``), so that
+  one in a subpackage by its path inside the folder (`` `storage/event_log/protocol.py` ``), so that
   modules of the same name in different folders (``engine.py``, ``validators.py``) are
   each named where they live; ``path::name`` counts as naming ``path``. A package's
   ``__init__.py`` is left out: it is the package's import surface, named by the folder

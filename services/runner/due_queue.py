@@ -8,7 +8,7 @@ only *put* pairs here; the runner's threads *take* them by priority:
 1. **missed ticks** first: a pair whose schedule fired again while it was still
    queued has waited a whole period; the more periods, the sooner it goes. This is
    what keeps any table from starving, whatever the backlogs;
-2. then the **biggest backlog** (:attr:`~.runner_stats.TableStats.backlog` of its
+2. then the **biggest backlog** (:attr:`~.stats.TableStats.backlog` of its
    table: pending instants, log files, small slices, as of the last stats read);
 3. then the oldest.
 

@@ -13,6 +13,7 @@ from decimal import Decimal
 import pyarrow as pa
 
 from ...indexes.expressions import Compare, Expr, Op, Ref, Unknown, Value, and_, is_in, is_null, not_, or_
+from ...timeline.errors import InvalidFilterError
 
 _TOKEN = re.compile(
     r"""\s*(?:(?P<num>-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)|(?P<str>'(?:[^']|'')*')|"""
@@ -22,8 +23,8 @@ _COMPARE = {"=": Op.EQ, "==": Op.EQ, "!=": Op.NE, "<>": Op.NE, "<": Op.LT, "<=":
 ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
-class _Untranslatable(Exception):
-    pass
+class _Untranslatable(InvalidFilterError):
+    """Text this parser does not read: the whole filter is left untranslated."""
 
 
 @dataclass(frozen=True)

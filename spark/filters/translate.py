@@ -47,6 +47,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from py4j.protocol import Py4JError
 
 from ...indexes.expressions import (
     FALSE,
@@ -85,11 +86,11 @@ def filter_tree(filter: Any, schema: pa.Schema) -> Expr | None:
         return parse_sql(filter, columns, schema)
     try:
         node = filter._jc.node()
-    except Exception:  # Spark Connect, an older pyspark, not a Column: nothing to walk
+    except (AttributeError, Py4JError):  # Spark Connect, an older pyspark, not a Column: nothing to walk
         return Unknown(f"a {type(filter).__name__} that is not a classic pyspark 4 Column")
     try:
         return _ColumnNodes(columns, schema).predicate(node)
-    except Exception as e:  # py4j errors included: a node shaped unlike the walk expects
+    except (Py4JError, AttributeError, LookupError, TypeError, ValueError) as e:  # a node unlike the walk expects
         return Unknown(f"a Column node lakeline cannot walk ({type(e).__name__})")
 
 
@@ -205,7 +206,7 @@ def _literal(value: Any) -> Operand:
         return Lit(value)
     try:
         cls = str(value.getClass().getName())
-    except Exception:
+    except (AttributeError, Py4JError):
         return Other(type(value).__name__)
     if cls in ("java.time.LocalDate", "java.sql.Date"):
         text = str(value.toString())
