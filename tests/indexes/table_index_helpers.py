@@ -1,5 +1,5 @@
 """What the tests of indexes on real tables (``test_table_indexes.py``,
-``test_index_writers.py``) share: the schema, and a partitioned table of small files."""
+``test_on_commit.py``) share: the schema, and a partitioned table of small files."""
 
 from __future__ import annotations
 

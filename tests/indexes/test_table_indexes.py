@@ -1,6 +1,6 @@
 """Indexes on real tables: the index API, and scans pruned by stats and bloom filters
 returning exactly what an unpruned read returns. Writers keeping indexes current (a failed
-write, a create racing a writer) are in ``test_index_writers.py``."""
+write, a create racing a writer) are in ``test_on_commit.py``."""
 
 from __future__ import annotations
 
