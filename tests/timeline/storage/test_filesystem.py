@@ -1,0 +1,59 @@
+"""The table's storage (timeline/storage/filesystem.py): paths resolve under the base,
+and deletion refuses anything outside the table or reached through a symbolic link."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from lakeline.timeline.errors import UnsafeLocationError
+from lakeline.timeline.storage.filesystem import Storage
+
+
+@pytest.fixture
+def storage(tmp_path: Path) -> Storage:
+    (tmp_path / "t").mkdir()
+    return Storage.for_uri(tmp_path / "t")
+
+
+def test_empty_location_is_refused() -> None:
+    with pytest.raises(UnsafeLocationError):
+        Storage.for_uri("  ")
+
+
+def test_paths_round_trip_and_missing(storage: Storage) -> None:
+    p = storage.path("day=1", "f.parquet")
+    assert storage.relative(p) == "day=1/f.parquet" and storage.is_local and storage.uri == storage.base
+    assert storage.missing([p]) == [p]
+    storage.write_bytes(p, b"abc")
+    assert storage.read_bytes(p) == b"abc" and storage.missing([p]) == []
+    assert [i.path for i in storage.list_files(storage.path("day=1"))] == [p]
+
+
+def test_delete_refuses_a_path_outside_the_table(storage: Storage, tmp_path: Path) -> None:
+    outside = tmp_path / "sibling.txt"
+    outside.write_bytes(b"keep")
+    for path in (str(outside), storage.path("..", "sibling.txt"), storage.base):
+        assert not storage.contains(path)
+        assert storage.delete(path) is False
+    storage.delete_dir(str(tmp_path))
+    assert outside.read_bytes() == b"keep"
+
+
+def test_delete_refuses_a_path_through_a_symbolic_link(storage: Storage, tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (target / "f").write_bytes(b"keep")
+    os.symlink(target, storage.path("link"))
+    assert storage.delete(storage.path("link", "f")) is False
+    storage.delete_dir(storage.path("link"))  # the link goes, never what it points at
+    assert not os.path.lexists(storage.path("link")) and (target / "f").read_bytes() == b"keep"
+
+
+def test_delete_inside_is_idempotent(storage: Storage) -> None:
+    p = storage.path("a", "f")
+    storage.write_bytes(p, b"x")
+    assert storage.delete(p) is True and storage.delete(p) is False
+    storage.delete_dir(storage.path("a"))
+    assert not storage.exists(storage.path("a"))
