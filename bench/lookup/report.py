@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..report import today
-from ..write.report import Run, StepResult, Target, _fmt_b, _ratio, _verdict, _version, machine_line
+from ..write.report import Run, StepResult, Target, _fmt_b, _ratio, _verdict, _version, machine_line, targets_table
 from ..write.systems import BASELINE, LAKELINE
 from . import systems as ls
 
@@ -119,14 +119,7 @@ def rich_tables(run: LookupRun) -> list[Any]:
         res.add_column(s, justify="right")
     for label, row in metric_rows(run):
         res.add_row(label, *row)
-    tgt = RichTable(title="targets of issue 4 (lakeline vs deltalake, same run)")
-    for col in ("target", "measured", "limit", "result"):
-        tgt.add_column(col)
-    colour = {"PASS": "green", "MISS": "red", "n/a": "yellow"}
-    for t in run.targets:
-        v = _verdict(t.ok)
-        tgt.add_row(t.name, t.measured, t.limit, f"[{colour[v]}]{v}[/{colour[v]}]")
-    return [res, tgt]
+    return [res, targets_table("targets of issue 4 (lakeline vs deltalake, same run)", run.targets)]
 
 
 def markdown(run: LookupRun, command: str, notes: list[str]) -> str:

@@ -155,14 +155,21 @@ def rich_tables(run: Run) -> list[Any]:
         res.add_column(s, justify="right")
     for label, cells in metric_rows(run):
         res.add_row(label, *cells)
-    tgt = RichTable(title="targets (lakeline vs deltalake, same run)")
+    return [res, targets_table("targets (lakeline vs deltalake, same run)", run.targets)]
+
+
+def targets_table(title: str, targets: list[Target]) -> Any:
+    """A benchmark's targets as a rich table, each verdict in its colour."""
+    from rich.table import Table as RichTable
+
+    tgt = RichTable(title=title)
     for col in ("target", "measured", "limit", "result"):
         tgt.add_column(col)
     colour = {"PASS": "green", "MISS": "red", "n/a": "yellow"}
-    for t in run.targets:
+    for t in targets:
         v = _verdict(t.ok)
         tgt.add_row(t.name, t.measured, t.limit, f"[{colour[v]}]{v}[/{colour[v]}]")
-    return [res, tgt]
+    return tgt
 
 
 def ram_bytes() -> int | None:
