@@ -124,13 +124,13 @@ class MetadataTable:
             pq.write_table(rows, sink)
 
     def write_base(self, index: str, seq: int, rows: pa.Table) -> str:
-        """Write a base under a temporary name and move it in place (readers pick the
-        newest base, so it must never be visible half-written); returns its relative path."""
+        """Write a base whole (readers pick the newest base, so it must never be visible
+        half-written: :meth:`Storage.written_whole`); returns its relative path."""
         token = uuid.uuid4().hex[:8]
         final = posixpath.join(self.rel_dir(index), f"base_{seq}_{token}.parquet")
-        tmp = posixpath.join(self.rel_dir(index), f".tmp_base_{seq}_{token}.parquet")
-        self._write(tmp, rows)
-        self.storage.fs.move(self.storage.path(tmp), self.storage.path(final))
+        with self.storage.written_whole(self.storage.path(final)) as target:
+            with self.storage.fs.open_output_stream(target) as sink:
+                pq.write_table(rows, sink)
         return final
 
     # -- reading -----------------------------------------------------------------------

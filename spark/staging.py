@@ -80,10 +80,7 @@ class Staging:
         """Store ``value`` (pickled) under ``name`` in the folder, for a reader that
         polls for it with :meth:`peek`: the name appears only once the whole value is
         there (written aside, then renamed), so a reader never sees half of it."""
-        final = self.storage.path(posixpath.join(self.folder, name))
-        aside = self.storage.path(posixpath.join(self.folder, f"{name}.{uuid.uuid4().hex}.tmp"))
-        self.storage.write_bytes(aside, pickle.dumps(value))
-        self.storage.fs.move(aside, final)
+        self.storage.replace_bytes(self.storage.path(posixpath.join(self.folder, name)), pickle.dumps(value))
 
     def peek(self, name: str) -> tuple[bool, Any]:
         """(True, the value) once :meth:`publish` stored ``name``; (False, None) before."""

@@ -21,6 +21,7 @@ from ..timeline.storage.event_log import check_timeline_arg, open_store
 from ..timeline.storage.event_log.pointer import check_identity, read_pointer
 from ..timeline.storage.filesystem import Storage
 from ..timeline.storage.ownership import claim_location
+from ..timeline.storage.probe import require_safe
 from ..timeline.table_config import TableConfig
 from ..timeline.timeline import Timeline
 from .schema_change import commit_schema
@@ -33,8 +34,12 @@ def create_log(storage: Storage, config: TableConfig, timeline: str | None) -> E
         TableExistsError: a table already exists there.
         UnsafeLocationError: a table may not live there (docs/safety.md).
         TimelineConfigError, StorageNotSupportedError: a bad ``timeline`` (nothing written).
+        UnsafeStorageError: an object store whose conditional puts are not atomic.
+        StorageAccessError: an object store that cannot be reached or refuses the credentials.
     """
     store = open_store(storage, timeline, config.table_uuid)  # a bad timeline is refused before any write
+    if storage.objects is not None and store.kind == "object_store":
+        require_safe(storage.objects, storage.base)  # docs/object-storage.md: checked before it holds a log
     table_uuid = claim_location(storage, timeline, store.kind, config.table_uuid)  # docs/safety.md
     if table_uuid != config.table_uuid:  # an abandoned create's pointer, adopted
         store.close()

@@ -88,21 +88,20 @@ class Table:
         table_type: str = TableType.COW,
         properties: Mapping[str, Any] | None = None,
         timeline: str | None = None,
+        storage_options: Mapping[str, str] | None = None,
     ) -> Table:
         """Create a new table.
 
         Args:
-            path: local path or ``pyarrow.fs`` URI of the table's base folder.
+            path: local path or object-store URI (``s3://bucket/prefix``) of the table's folder.
             schema: the Arrow schema of the rows.
             record_key: key column(s); None makes an append-only table.
             ordering_field: when two versions of a key meet, the larger value wins.
             partition_by: Hive-style partition columns.
             table_type: ``"cow"`` (copy-on-write) or ``"mor"`` (merge-on-read).
             properties: table properties (see ``config/defaults.toml``).
-            timeline: None for the filesystem store, or a ``postgresql://`` URL.
-
-        Returns:
-            The new table.
+            timeline: None keeps the event log next to the data, or a ``postgresql://`` URL.
+            storage_options: an object store's options, deltalake's keys (``AWS_ENDPOINT_URL``, ...).
 
         Raises:
             TableExistsError: a table already exists there.
@@ -111,7 +110,7 @@ class Table:
             SchemaMismatchError, UnknownColumnError, InvalidPropertyError: bad arguments
                 (nothing is written).
         """
-        storage = Storage.for_uri(path)
+        storage = Storage.for_uri(path, storage_options)
         config = TableConfig.build(
             schema, record_key, ordering_field, partition_by, table_type, properties, uuid.uuid4().hex
         )
@@ -119,7 +118,9 @@ class Table:
         return cls(storage, create_log(storage, config, timeline), timeline)
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], timeline: str | None = None) -> Table:
+    def open(
+        cls, path: str | os.PathLike[str], timeline: str | None = None, storage_options: Mapping[str, str] | None = None
+    ) -> Table:
         """Open an existing table.
 
         Raises:
@@ -129,7 +130,7 @@ class Table:
             TimelineConfigError: the timeline argument does not match the table.
             InvalidPropertyError: the stored properties are not valid for this version.
         """
-        storage = Storage.for_uri(path)
+        storage = Storage.for_uri(path, storage_options)
         return cls(storage, open_log(storage, timeline), timeline)
 
     # -- state -----------------------------------------------------------------------

@@ -26,12 +26,13 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.helpers import PostgresUnavailable, StoreFactory, ThrowawayPostgres, start_throwaway_postgres
+from tests.seaweedfs import SeaweedServer, SeaweedUnavailable, start_seaweedfs
 
 if TYPE_CHECKING:
     from lakeline.table import Catalog
 
 PG_URL_VAR = "LAKELINE_TEST_PG_URL"
-STORE_KINDS = ["filesystem", "postgresql"]
+STORE_KINDS = ["filesystem", "postgresql", "object_store"]
 
 
 def _under_ci() -> bool:
@@ -82,12 +83,31 @@ def pg_url() -> Iterator[str]:
             server.stop()
 
 
+@pytest.fixture(scope="session")
+def s3() -> Iterator[SeaweedServer]:
+    """A real S3-compatible server (SeaweedFS ``weed mini`` on loopback) with credentials;
+    tests put their tables under fresh folders of its bucket (``s3.uri()``). Under
+    ``CI=true`` a missing server fails the run, as PostgreSQL's does."""
+    try:
+        server = start_seaweedfs()
+    except SeaweedUnavailable as e:
+        if _under_ci():
+            pytest.fail(f"no S3 server under CI=true: {e}", pytrace=False)
+        pytest.skip(f"no S3 server: {e}")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture(params=STORE_KINDS)
 def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
-    """A :class:`StoreFactory` for each backend; PostgreSQL comes from ``pg_url``."""
+    """A :class:`StoreFactory` for each backend; PostgreSQL comes from ``pg_url``, the
+    object store from ``s3``."""
     kind: str = request.param
     url = request.getfixturevalue("pg_url") if kind == "postgresql" else None
-    factory = StoreFactory(kind, tmp_path, url)
+    server = request.getfixturevalue("s3") if kind == "object_store" else None
+    factory = StoreFactory(kind, tmp_path, url, server)
     try:
         yield factory
     finally:
@@ -130,3 +150,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         )
         if uses_pg:
             item.add_marker(pytest.mark.postgres)
+        uses_s3 = "s3" in getattr(item, "fixturenames", ()) or (
+            callspec is not None and callspec.params.get("store_factory") == "object_store"
+        )
+        if uses_s3:
+            item.add_marker(pytest.mark.s3)

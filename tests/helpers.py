@@ -23,9 +23,12 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from lakeline.timeline.storage.event_log.protocol import TimelineStore
+
+if TYPE_CHECKING:
+    from tests.seaweedfs import SeaweedServer
 
 REPO = Path(__file__).resolve().parents[1]
 WITH_POSTGRES = REPO / "scripts" / "with-postgres.sh"
@@ -50,6 +53,8 @@ def store_spec(store: TimelineStore) -> StoreSpec:
             "table_id": store.table_id,  # type: ignore[attr-defined]
             "location": store.location,  # type: ignore[attr-defined]
         }
+    if store.kind == "object_store":
+        return {"kind": "object_store", "uri": store.uri, "options": json.dumps(store.options)}  # type: ignore[attr-defined]
     raise ValueError(f"unknown store kind {store.kind!r}")
 
 
@@ -59,9 +64,23 @@ def open_spec(spec: Mapping[str, str]) -> TimelineStore:
         from lakeline.timeline.storage.event_log.filesystem import FileSystemStore
 
         return FileSystemStore(spec["meta_dir"])
+    if spec["kind"] == "object_store":
+        return new_object_store(spec["uri"], json.loads(spec["options"]))
     from lakeline.timeline.storage.event_log.postgresql import PostgresStore
 
     return PostgresStore(spec["dsn"], spec["table_id"], spec["location"])
+
+
+def new_object_store(uri: str, options: Mapping[str, str]) -> TimelineStore:
+    """The event log on the object store at ``uri`` (its ``.lakeline`` folder); the store
+    object remembers ``uri`` and ``options`` so :func:`store_spec` can describe it."""
+    from lakeline.timeline.storage.event_log.object_store import ObjectStoreLog
+    from lakeline.timeline.storage.filesystem import META_DIR, Storage
+
+    storage = Storage.for_uri(uri, options)
+    store = ObjectStoreLog(storage, storage.path(META_DIR))
+    store.uri, store.options = uri, dict(options)  # type: ignore[attr-defined]
+    return store
 
 
 def new_pg_store(pg_url: str, location: str | os.PathLike[str]) -> TimelineStore:
@@ -74,10 +93,11 @@ def new_pg_store(pg_url: str, location: str | os.PathLike[str]) -> TimelineStore
 class StoreFactory:
     """Makes fresh stores of one kind; closes every store it made at teardown."""
 
-    def __init__(self, kind: str, base: Path, pg_url: str | None) -> None:
+    def __init__(self, kind: str, base: Path, pg_url: str | None, s3: SeaweedServer | None = None) -> None:
         self.kind = kind
         self._base = base
         self._pg_url = pg_url
+        self._s3 = s3
         self._made: list[TimelineStore] = []
 
     def __call__(self) -> TimelineStore:
@@ -87,6 +107,9 @@ class StoreFactory:
             from lakeline.timeline.storage.event_log.filesystem import FileSystemStore
 
             store: TimelineStore = FileSystemStore(location / ".lakeline")
+        elif self.kind == "object_store":
+            assert self._s3 is not None
+            store = new_object_store(self._s3.uri(), self._s3.options())
         else:
             from lakeline.timeline.storage.event_log.postgresql import PostgresStore
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import posixpath
 import re
-import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -162,13 +161,8 @@ class EventArchive:
         name = archive_file_name(events[0].seq, events[-1].seq)
         final = self.storage.path(ARCHIVE_DIR, name)
         self.storage.mkdirs(self.storage.path(ARCHIVE_DIR))
-        if self.storage.is_local:
-            # Readers must never see half a file: write aside, then move in place.
-            tmp = self.storage.path(ARCHIVE_DIR, f".tmp-{uuid.uuid4().hex}-{name}")
-            pq.write_table(table, tmp, filesystem=self.storage.fs, compression="zstd")
-            self.storage.fs.move(tmp, final)
-        else:
-            pq.write_table(table, final, filesystem=self.storage.fs, compression="zstd")  # a put is atomic
+        with self.storage.written_whole(final) as target:  # readers never see half a file
+            pq.write_table(table, target, filesystem=self.storage.fs, compression="zstd")
         return ArchiveFile(events[0].seq, events[-1].seq, posixpath.join(ARCHIVE_DIR, name))
 
     def read(self, after: int = -1) -> list[Event]:

@@ -126,6 +126,39 @@ class StorageNotSupportedError(TimelineError):
     """The storage cannot put-if-absent, so it cannot hold an event log."""
 
 
+class UnsafeStorageError(StorageNotSupportedError):
+    """The object store's conditional writes are not atomic (the conformance probe saw
+    two racing create-only puts both succeed, or a stale ETag overwrite accepted), so it
+    cannot hold an event log; keep the timeline in PostgreSQL (``timeline="postgresql://..."``)."""
+
+
+class StorageAccessError(LakelineError, ConnectionError):
+    """The object store cannot be used as configured: unreachable, refused the
+    credentials, or the bucket does not exist (subclasses say which)."""
+
+
+class StorageUnreachableError(StorageAccessError):
+    """No answer from the object store's endpoint (wrong address, server down)."""
+
+
+class StoragePermissionError(StorageAccessError, PermissionError):
+    """The object store refused the request: wrong or missing credentials, or no right."""
+
+
+class BucketNotFoundError(StorageAccessError, LookupError):
+    """The bucket (or container) named by the location does not exist."""
+
+
+class ObjectChangedError(LakelineError):
+    """A conditional put found the object changed (or removed) since it was read: another
+    process moved a lock, a mark or a claim first."""
+
+
+class StorageConfigError(LakelineError, ValueError):
+    """A storage option is unknown or malformed, or the location's scheme is not one
+    lakeline reaches (``s3``, ``gs``, ``az``/``abfs``, local paths)."""
+
+
 class TimelineConfigError(TimelineError, ValueError):
     """The timeline argument does not fit the table (e.g. missing PostgreSQL URL)."""
 

@@ -9,6 +9,9 @@ is not renewed expires, so a crashed holder cannot block a table for longer than
 :class:`FileLock` keeps the lease in a file created exclusively; an expired lease is
 broken by renaming it away (only one breaker's rename can succeed) before taking it; a
 breaker that finds it renamed a lease other than the expired one it read puts it back.
+:class:`ObjectLock` keeps it in an object on an object store, which cannot rename: it
+is created with a create-only put and every later change (renew, take over an expired
+lease, release) is a put that names the ETag it read, so of two racing changes one wins.
 """
 
 from __future__ import annotations
@@ -20,8 +23,12 @@ import uuid
 from abc import ABC, abstractmethod
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
-from .errors import LockLostError, LockTimeoutError
+from .errors import LockLostError, LockTimeoutError, ObjectChangedError
+
+if TYPE_CHECKING:
+    from .storage.object_store import ObjectStore
 
 
 class Lock(ABC):
@@ -158,3 +165,62 @@ def _lease_in(path: Path, lease_ms: int) -> dict[str, object] | None:
     if isinstance(held, dict):
         return held
     return {"expires_us": made_us + lease_ms * 1000}
+
+
+class ObjectLock(Lock):
+    """A lease kept in an object, ``{"owner": ..., "expires_us": ...}``, moved by ETag."""
+
+    def __init__(self, objects: ObjectStore, path: str, lease_ms: int) -> None:
+        super().__init__(lease_ms)
+        self.objects = objects
+        self.path = path
+
+    def __repr__(self) -> str:
+        return f"ObjectLock({self.path!r})"
+
+    def _lease(self, expires_us: int | None = None) -> bytes:
+        expires = time.time_ns() // 1000 + self.lease_ms * 1000 if expires_us is None else expires_us
+        return json.dumps({"owner": self.owner, "expires_us": expires}).encode()
+
+    def _read(self) -> tuple[dict[str, object], str] | None:
+        held = self.objects.get_tagged(self.path)
+        if held is None:
+            return None
+        try:
+            lease = json.loads(held[0])
+        except ValueError:
+            lease = None
+        # Unreadable: a put is whole, so only a foreign writer makes one; treat as expired.
+        return (lease if isinstance(lease, dict) else {"expires_us": 0}), held[1]
+
+    def try_acquire(self) -> bool:
+        held = self._read()
+        try:
+            if held is None:
+                self.objects.create(self.path, self._lease())
+                return True
+            lease, etag = held
+            expires = lease.get("expires_us", 0)
+            if lease.get("owner") != self.owner and isinstance(expires, int) and expires > time.time_ns() // 1000:
+                return False
+            self.objects.replace(self.path, self._lease(), etag)
+            return True
+        except (FileExistsError, ObjectChangedError):
+            return False  # another process moved it first
+
+    def renew(self) -> None:
+        held = self._read()
+        if held is None or held[0].get("owner") != self.owner:
+            raise LockLostError(f"{self!r} is no longer held by this owner")
+        try:
+            self.objects.replace(self.path, self._lease(), held[1])
+        except ObjectChangedError:
+            raise LockLostError(f"{self!r} was taken over while being renewed") from None
+
+    def release(self) -> None:
+        held = self._read()
+        if held and held[0].get("owner") == self.owner:
+            try:  # expire it rather than delete: a delete cannot name the ETag it read
+                self.objects.replace(self.path, self._lease(expires_us=0), held[1])
+            except ObjectChangedError:
+                pass

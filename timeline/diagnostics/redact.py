@@ -57,6 +57,19 @@ _AUTHORIZATION = re.compile(
 )
 
 
+#: Secret values this process was given outside any DSN (an object store's credentials,
+#: :func:`register_secret`): masked wherever they appear, with or without a key.
+_REGISTERED: set[str] = set()
+
+
+def register_secret(value: str) -> None:
+    """Mask ``value`` in everything :func:`redact` sees from now on in this process: for
+    credentials that reach lakeline as bare values (``storage_options``, the environment),
+    which an error of a library lakeline calls may quote without a key."""
+    if len(value) >= 3:
+        _REGISTERED.add(value)
+
+
 def secrets_in(text: str) -> list[str]:
     """The secret values :func:`redact` finds in ``text`` (a DSN or URL), unquoted, so
     they can be masked where they reappear without their key: libpq quotes a password
@@ -79,7 +92,7 @@ def redact(text: object, known: Iterable[str] = ()) -> str:
     'postgresql://app@db/lake?password=***&sslmode=require'
     """
     out = str(text)
-    for secret in sorted(set(known), key=len, reverse=True):
+    for secret in sorted(set(known) | _REGISTERED, key=len, reverse=True):
         out = out.replace(secret, MASK)
     out = _USERINFO.sub(lambda m: f"{m.group('head')}:{MASK}@", out)
     out = _BARE_USERINFO.sub(lambda m: f"{m.group('head')}:{MASK}@", out)
@@ -133,4 +146,13 @@ class RedactingFormatter(logging.Formatter):
         return redact(super().format(record))
 
 
-__all__ = ["MASK", "RedactingFilter", "RedactingFormatter", "redact", "redacted_repr", "redacting_logger", "secrets_in"]
+__all__ = [
+    "MASK",
+    "RedactingFilter",
+    "RedactingFormatter",
+    "redact",
+    "redacted_repr",
+    "redacting_logger",
+    "register_secret",
+    "secrets_in",
+]

@@ -1,9 +1,12 @@
 """Storage access for data files, markers and pointers, through ``pyarrow.fs``.
 
-A table's base path is a local path or any URI ``pyarrow.fs`` understands. All data
-I/O goes through one :class:`Storage` so the rest of the code never branches on the
-kind of filesystem; only the filesystem event-log store needs a local path (it relies
-on ``link(2)`` for put-if-absent).
+A table's base path is a local path or an object-store URI (``s3://bucket/prefix``,
+``gs://``, ``az://``). All data I/O goes through one :class:`Storage` so the rest of the
+code never branches on the kind of storage: on an object store its file system is
+obstore's (:mod:`.object_files`) and :attr:`Storage.objects` adds the conditional puts
+the event log, locks and pointer need (:mod:`.object_store`). Nothing renames on an
+object store: :meth:`Storage.written_whole` writes aside and renames on a local disk and
+writes in place on a store, where a put appears whole.
 
 Deleting is where a table could harm what it does not own, so :meth:`Storage.delete` and
 :meth:`Storage.delete_dir` refuse any path that is not strictly below the base path or
@@ -16,12 +19,21 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
-from collections.abc import Iterable
-from dataclasses import dataclass
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
-from ..errors import UnsafeLocationError
+from ..errors import StorageConfigError, UnsafeLocationError
+
+if TYPE_CHECKING:
+    from .object_store import ObjectStore
+
+#: URI schemes of object stores (obstore's, imported only when a table lives on one).
+OBJECT_SCHEMES = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"})
 
 log = logging.getLogger(__name__)
 
@@ -32,27 +44,48 @@ META_DIR = ".lakeline"
 
 @dataclass(frozen=True)
 class Storage:
-    """A filesystem plus the table's base path inside it."""
+    """A filesystem plus the table's base path inside it (``bucket/prefix`` on an object
+    store, whose client :attr:`objects` then is)."""
 
     fs: pafs.FileSystem
     base: str
+    objects: ObjectStore | None = field(default=None, repr=False)
 
     @classmethod
-    def for_uri(cls, uri: str | os.PathLike[str]) -> Storage:
+    def for_uri(cls, uri: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> Storage:
         """Resolve a local path or URI to a filesystem and a normalised base path.
+
+        ``storage_options`` configure an object store (deltalake's keys, docs/object-storage.md);
+        a local path ignores them.
 
         Raises:
             UnsafeLocationError: the empty path (it would silently mean the current folder).
+            StorageConfigError: a scheme lakeline does not reach, or a bad storage option.
         """
         text = os.fspath(uri)
         if not str(text).strip():
             raise UnsafeLocationError("a table location may not be empty (it would be the current folder)")
         if "://" not in text:
             return cls(pafs.LocalFileSystem(), os.path.realpath(os.path.abspath(text)))
+        if text.split("://", 1)[0].lower() in OBJECT_SCHEMES:
+            from .object_files import object_file_system
+            from .object_store import Location, ObjectStore
+
+            location = Location.parse(text)
+            objects = ObjectStore(location, storage_options)
+            base = f"{location.bucket}/{location.prefix}".rstrip("/")
+            return cls(object_file_system(objects), base, objects)
+        if not text.lower().startswith("file://"):
+            raise StorageConfigError(
+                f"lakeline cannot reach {text.split('://', 1)[0]}:// locations; "
+                "use a local path or s3://, gs://, az:// (abfs://)"
+            )
         fs, path = pafs.FileSystem.from_uri(text)
-        if isinstance(fs, pafs.LocalFileSystem):
-            path = os.path.realpath(path)
-        return cls(fs, path.rstrip("/"))
+        return cls(fs, os.path.realpath(path).rstrip("/"))
+
+    @property
+    def is_object_store(self) -> bool:
+        return self.objects is not None
 
     @property
     def is_local(self) -> bool:
@@ -61,6 +94,8 @@ class Storage:
     @property
     def uri(self) -> str:
         """A string that names the table everywhere (used as the location in catalogs)."""
+        if self.objects is not None:
+            return f"{self.objects.location.scheme}://{self.base}"
         if self.is_local:
             return self.base
         return f"{self.fs.type_name}://{self.base}"
@@ -88,9 +123,59 @@ class Storage:
             return f.read()
 
     def write_bytes(self, path: str, data: bytes) -> None:
+        if self.objects is not None:
+            self.objects.put(path, data)
+            return
         self.fs.create_dir(posixpath.dirname(path), recursive=True)
         with self.fs.open_output_stream(path) as f:
             f.write(data)
+
+    @contextmanager
+    def written_whole(self, path: str) -> Iterator[str]:
+        """A path to write ``path``'s new content at; when the block ends without an
+        error the content is at ``path``, and a reader never saw half of it. On a local
+        disk it is written aside and renamed; on an object store a put is atomic, so it
+        is written in place (nothing renames there)."""
+        if self.objects is not None:
+            yield path
+            return
+        self.fs.create_dir(posixpath.dirname(path), recursive=True)
+        aside = f"{path}.{uuid.uuid4().hex}.tmp"
+        try:
+            yield aside
+            self.fs.move(aside, path)
+        finally:
+            if self.exists(aside):
+                self.fs.delete_file(aside)
+
+    def replace_bytes(self, path: str, data: bytes) -> None:
+        """Write ``path`` whole: a reader sees the old content or the new one."""
+        with self.written_whole(path) as target:
+            with self.fs.open_output_stream(target) as f:
+                f.write(data)
+
+    def create_bytes(self, path: str, data: bytes) -> None:
+        """Write ``path`` only if nothing is there, whole (the put-if-absent of a pointer or a
+        claim): link(2) of a finished file on a local disk, a create-only put on a store.
+
+        Raises:
+            FileExistsError: something is at ``path``.
+        """
+        if self.objects is not None:
+            self.objects.create(path, data)
+            return
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            try:
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.link(tmp, path)
+        finally:
+            os.unlink(tmp)
 
     def mkdirs(self, path: str) -> None:
         self.fs.create_dir(path, recursive=True)

@@ -35,7 +35,6 @@ import posixpath
 import re
 import socket
 import threading
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -103,10 +102,7 @@ def write_owner(storage: Storage, owner: Owner, create: bool = False) -> None:
     folder = storage.path(folder_of(owner.write))
     if create:
         storage.mkdirs(folder)
-    aside = posixpath.join(folder, f"{OWNER_FILE}.{uuid.uuid4().hex}.tmp")
-    with storage.fs.open_output_stream(aside) as f:
-        f.write(owner.to_json())
-    storage.fs.move(aside, posixpath.join(folder, OWNER_FILE))
+    storage.replace_bytes(posixpath.join(folder, OWNER_FILE), owner.to_json())
 
 
 def read_owner(storage: Storage, write_id: str) -> Owner | None:

@@ -29,6 +29,10 @@ def open_store(storage: Storage, timeline: str | None, table_uuid: str) -> Timel
         StorageNotSupportedError: filesystem store on storage that cannot put-if-absent.
         TimelineConfigError: an unknown kind of timeline location.
     """
+    if (timeline is None or timeline == "object_store") and storage.objects is not None:
+        from .object_store import ObjectStoreLog
+
+        return ObjectStoreLog(storage, storage.path(META_DIR))
     if timeline is None or timeline == "filesystem":
         if not storage.is_local:
             raise StorageNotSupportedError(
@@ -53,8 +57,8 @@ def check_timeline_arg(pointer: dict[str, Any], timeline: str | None, where: str
         raise TimelineConfigError(
             f"the table at {where} keeps its timeline in PostgreSQL; pass timeline='postgresql://...'"
         )
-    if kind == "filesystem" and timeline:
-        raise TimelineConfigError(f"the table at {where} keeps its timeline on the filesystem; pass timeline=None")
+    if kind in ("filesystem", "object_store") and timeline:
+        raise TimelineConfigError(f"the table at {where} keeps its timeline next to its data; pass timeline=None")
 
 
 __all__ = ["TimelineStore", "check_timeline_arg", "open_store"]

@@ -10,9 +10,7 @@ table at one location, one fails, and neither reads the other's pointer half-wri
 from __future__ import annotations
 
 import json
-import os
 import re
-import uuid
 from typing import Any
 
 from ...errors import TableExistsError, TableIdentityError, TableNotFoundError
@@ -60,7 +58,7 @@ def _check(pointer: Any, path: str) -> None:
     table_uuid = pointer.get("table_uuid")
     if not isinstance(table_uuid, str) or not _UUID.fullmatch(table_uuid):
         raise TableNotFoundError(f"{path} is not a lakeline pointer: no valid table_uuid")
-    if pointer.get("timeline", "filesystem") not in ("filesystem", "postgresql"):
+    if pointer.get("timeline", "filesystem") not in ("filesystem", "object_store", "postgresql"):
         raise TableNotFoundError(f"{path} names an unknown timeline store {pointer.get('timeline')!r}")
     if not isinstance(pointer.get("location", ""), str):
         raise TableNotFoundError(f"{path} is not a lakeline pointer: location is not a string")
@@ -97,24 +95,9 @@ def write_pointer(storage: Storage, table_uuid: str, store_kind: str) -> None:
     pointer = {"format": POINTER_FORMAT, "table_uuid": table_uuid, "timeline": store_kind, "location": storage.uri}
     path = pointer_path(storage)
     data = json.dumps(pointer, indent=2).encode()
-    if storage.is_local:
-        # Written whole to a private file, then linked into place (link(2) fails if the
-        # name exists): a racing creator never reads a half-written pointer.
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            try:
-                os.write(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.link(tmp, path)
-        except FileExistsError:
-            raise TableExistsError(f"a table already exists at {storage.uri}") from None
-        finally:
-            os.unlink(tmp)
-        return
-    if storage.exists(path):
-        raise TableExistsError(f"a table already exists at {storage.uri}")
-    storage.write_bytes(path, data)
+    try:
+        # Written whole and create-only (link(2) of a finished file, or a create-only
+        # put): of racing creators one wins, and none reads a half-written pointer.
+        storage.create_bytes(path, data)
+    except FileExistsError:
+        raise TableExistsError(f"a table already exists at {storage.uri}") from None

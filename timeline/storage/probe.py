@@ -1,0 +1,172 @@
+"""The conformance probe: does this object store really put conditionally?
+
+The event log on an object store is only as safe as the store's create-only put: if
+two racing writers can both "create" one key, two commits win one slot and one of them
+is lost. S3 look-alikes have shipped conditional puts that check and then act without
+a lock (SeaweedFS #8800, RustFS #1659, versitygw #2288), and a proxy in front of a
+store may drop the headers; no table format checks the store it trusts. Before a store
+first holds an event log, lakeline does (:func:`require_safe`), and refuses an unsafe
+one with :class:`~..errors.UnsafeStorageError` naming the way out (a PostgreSQL
+timeline). ``lakeline storage probe URI [--json]`` runs it on demand.
+
+The checks, on objects under ``<location>/.lakeline-probe/<token>/`` (removed after):
+the bucket answers (a GET of a missing key is "not found", not "no such bucket");
+a create-only put of an existing key is refused; :data:`ROUNDS` races of
+:data:`WRITERS` threads (one client each, so real concurrent requests) creating one key
+have exactly one winner, whose bytes the key holds; and a put naming a stale ETag is
+refused while one naming the current ETag lands. A verdict is kept per process for
+each (endpoint, bucket): the store does not change under a running process.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..errors import ObjectChangedError, UnsafeStorageError
+from .object_store import ObjectStore
+
+#: Racing writers per round, and rounds.
+WRITERS = 8
+ROUNDS = 3
+_VERDICTS: dict[tuple[str, str, str], ProbeReport] = {}
+_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class ProbeCheck:
+    """One check of the probe and what it saw."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class ProbeReport:
+    """What the probe found on a store: safe when every check held."""
+
+    location: str
+    endpoint: str
+    checks: tuple[ProbeCheck, ...]
+    seconds: float
+    requests: int = field(default=0)
+
+    @property
+    def safe(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"safe": self.safe}
+
+
+def _race(objects: ObjectStore, key: str, pool: ThreadPoolExecutor) -> tuple[int, bool]:
+    """(winners, whether the key holds the winner's bytes) of one round."""
+    start = threading.Barrier(WRITERS)
+
+    def create(i: int) -> bool:
+        start.wait()
+        try:
+            objects.create(key, f"writer-{i}".encode())
+            return True
+        except FileExistsError:
+            return False
+
+    won = list(pool.map(create, range(WRITERS)))
+    winners = [i for i, w in enumerate(won) if w]
+    held = objects.get(key)
+    return len(winners), len(winners) == 1 and held == f"writer-{winners[0]}".encode()
+
+
+def probe(objects: ObjectStore, base: str) -> ProbeReport:
+    """Run every check against ``objects`` under ``base`` (``bucket/prefix``).
+
+    Raises:
+        StorageAccessError: the store cannot be reached, refuses the credentials, or the
+            bucket does not exist (a typed subclass names which).
+    """
+    t0 = time.monotonic()
+    folder = f"{base.rstrip('/')}/.lakeline-probe/{uuid.uuid4().hex}"
+    checks: list[ProbeCheck] = []
+    requests = 0
+    try:
+        try:
+            objects.get(f"{folder}/absent")  # a missing bucket raises BucketNotFoundError here
+        except FileNotFoundError:
+            pass
+        requests += 1
+        first = f"{folder}/once"
+        objects.create(first, b"first")
+        try:
+            objects.create(first, b"second")
+            refused = False
+        except FileExistsError:
+            refused = objects.get(first) == b"first"
+        requests += 4
+        checks.append(ProbeCheck("create-only put of an existing key is refused", refused, "409/412 expected"))
+
+        with ThreadPoolExecutor(WRITERS, thread_name_prefix="lakeline-store-probe") as pool:
+            rounds = [_race(objects, f"{folder}/race-{r}", pool) for r in range(ROUNDS)]
+        requests += ROUNDS * (WRITERS + 1)
+        counts = [n for n, _ in rounds]
+        checks.append(
+            ProbeCheck(
+                f"{ROUNDS} races of {WRITERS} create-only writers on one key have one winner each",
+                all(n == 1 for n in counts) and all(ok for _, ok in rounds),
+                f"winners per round: {counts}",
+            )
+        )
+
+        key = f"{folder}/cas"
+        stale = objects.put(key, b"v1")
+        current = objects.replace(key, b"v2", stale)
+        try:
+            objects.replace(key, b"v3", stale)
+            stale_refused = False
+        except ObjectChangedError:
+            stale_refused = True
+        try:
+            objects.replace(key, b"v4", current)
+            current_lands = objects.get(key) == b"v4"
+        except ObjectChangedError:
+            current_lands = False
+        requests += 5
+        checks.append(ProbeCheck("a put naming a stale ETag is refused", stale_refused, "412 expected"))
+        checks.append(ProbeCheck("a put naming the current ETag lands", current_lands, "200 expected"))
+    finally:
+        for name in ["once", "cas"] + [f"race-{r}" for r in range(ROUNDS)]:
+            try:
+                objects.delete(f"{folder}/{name}")
+            except Exception:  # noqa: BLE001,S110 - best effort: the probe's verdict stands
+                pass
+    location = f"{objects.location.scheme}://{base}"
+    return ProbeReport(location, objects.endpoint, tuple(checks), round(time.monotonic() - t0, 3), requests)
+
+
+def require_safe(objects: ObjectStore, base: str) -> ProbeReport:
+    """The probe's verdict on ``objects`` (run once per process and store).
+
+    Raises:
+        UnsafeStorageError: a check failed; the message names it and the way out.
+        StorageAccessError: the store cannot be used at all (see :func:`probe`).
+    """
+    key = (objects.location.kind, objects.endpoint, objects.location.bucket)
+    with _LOCK:
+        report = _VERDICTS.get(key)
+        if report is None:
+            report = _VERDICTS[key] = probe(objects, base)
+    if not report.safe:
+        failed = "; ".join(f"{c.name}: no ({c.detail})" for c in report.checks if not c.ok)
+        raise UnsafeStorageError(
+            f"the object store at {report.endpoint} (bucket {objects.location.bucket}) cannot hold an event log: "
+            f"{failed}. Keep this table's timeline in PostgreSQL (timeline='postgresql://...'), or use a store "
+            "whose conditional puts are atomic; `lakeline storage probe URI` shows the checks"
+        )
+    return report
+
+
+__all__ = ["ROUNDS", "WRITERS", "ProbeCheck", "ProbeReport", "probe", "require_safe"]
