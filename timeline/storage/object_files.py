@@ -115,27 +115,28 @@ class ObjectFilesHandler(pafs.FileSystemHandler):
     def get_file_info(self, paths: list[str]) -> list[pafs.FileInfo]:
         out = []
         for path in paths:
-            size = self.objects.size(path) if "/" in path.strip("/") else None
-            if size is not None:
-                out.append(pafs.FileInfo(path, pafs.FileType.File, size=size))
+            info = self.objects.head(path) if "/" in path.strip("/") else None
+            if info is not None:
+                out.append(pafs.FileInfo(path, pafs.FileType.File, mtime=info.modified, size=info.size))
             elif any(True for _ in self._first(path)):
                 out.append(pafs.FileInfo(path, pafs.FileType.Directory))
             else:
                 out.append(pafs.FileInfo(path, pafs.FileType.NotFound))
         return out
 
-    def _first(self, folder: str) -> list[tuple[str, int]]:
+    def _first(self, folder: str) -> list[str]:
         if "/" not in folder.strip("/"):
-            return [("", 0)]  # the bucket itself
+            return [""]  # the bucket itself
         for item in self.objects.list(folder):
-            return [item]
+            return [item.path]
         return []
 
     def get_file_info_selector(self, selector: pafs.FileSelector) -> list[pafs.FileInfo]:
         base = selector.base_dir.strip("/")
         infos: list[pafs.FileInfo] = []
         folders: set[str] = set()
-        for path, size in self.objects.list(base):
+        for item in self.objects.list(base):
+            path = item.path
             rest = path[len(base) + 1 :]
             if not selector.recursive and "/" in rest:
                 folders.add(f"{base}/{rest.split('/', 1)[0]}")
@@ -143,7 +144,7 @@ class ObjectFilesHandler(pafs.FileSystemHandler):
             if selector.recursive:
                 parts = rest.split("/")[:-1]
                 folders.update(f"{base}/{'/'.join(parts[: i + 1])}" for i in range(len(parts)))
-            infos.append(pafs.FileInfo(path, pafs.FileType.File, size=size))
+            infos.append(pafs.FileInfo(path, pafs.FileType.File, mtime=item.modified, size=item.size))
         infos += [pafs.FileInfo(f, pafs.FileType.Directory) for f in sorted(folders)]
         return infos
 
@@ -154,14 +155,14 @@ class ObjectFilesHandler(pafs.FileSystemHandler):
         self.delete_dir_contents(path, missing_dir_ok=True)
 
     def delete_dir_contents(self, path: str, missing_dir_ok: bool = False) -> None:
-        for key, _ in list(self.objects.list(path)):
-            self.objects.delete(key)
+        for item in list(self.objects.list(path)):
+            self.objects.delete(item.path)
 
     def delete_root_dir_contents(self) -> None:
         raise PermissionError("lakeline never empties a whole bucket")
 
     def delete_file(self, path: str) -> None:
-        if self.objects.size(path) is None:
+        if self.objects.head(path) is None:
             raise FileNotFoundError(path)
         self.objects.delete(path)
 

@@ -199,6 +199,15 @@ def translate(err: BaseException, what: str) -> BaseException:
     return StorageAccessError(f"{what}: {_message(err)}")
 
 
+@dataclass(frozen=True)
+class ObjectInfo:
+    """An object's path (``bucket/key``), size and last modification."""
+
+    path: str
+    size: int
+    modified: datetime.datetime
+
+
 class ObjectStore:
     """One bucket of an object store, reached through obstore."""
 
@@ -275,12 +284,13 @@ class ObjectStore:
             return None
         return bytes(result.bytes()), str(result.meta["e_tag"])
 
-    def size(self, path: str) -> int | None:
-        """The object's size, or None when there is none."""
+    def head(self, path: str) -> ObjectInfo | None:
+        """The object's size and time, or None when there is none."""
         try:
-            return int(self._call(f"HEAD {path}", obstore.head, self._key(path))["size"])
+            meta = self._call(f"HEAD {path}", obstore.head, self._key(path))
         except FileNotFoundError:
             return None
+        return ObjectInfo(path, int(meta["size"]), meta["last_modified"])
 
     def put(self, path: str, data: bytes) -> str:
         """Write the object whole (readers see the old one or the new one); its ETag."""
@@ -312,13 +322,13 @@ class ObjectStore:
         """Remove the object (no error when it is gone)."""
         self._call(f"DELETE {path}", obstore.delete, self._key(path))
 
-    def list(self, prefix_path: str) -> Iterator[tuple[str, int]]:
-        """``(path, size)`` of every object under ``prefix_path`` (a folder)."""
+    def list(self, prefix_path: str) -> Iterator[ObjectInfo]:
+        """Every object under ``prefix_path`` (a folder)."""
         prefix = self._key(prefix_path.rstrip("/") + "/")
         pages = self._call(f"LIST {prefix_path}", lambda c: list(obstore.list(c, prefix=prefix)))
         for page in pages:
             for meta in page:
-                yield f"{self.location.bucket}/{meta['path']}", int(meta["size"])
+                yield ObjectInfo(f"{self.location.bucket}/{meta['path']}", int(meta["size"]), meta["last_modified"])
 
     def open_reader(self, path: str, size: int | None = None) -> Any:
         return self._call(f"GET {path}", obstore.open_reader, self._key(path), buffer_size=1 << 20)
@@ -327,4 +337,4 @@ class ObjectStore:
         return self._call(f"PUT {path}", obstore.open_writer, self._key(path))
 
 
-__all__ = ["SCHEMES", "Location", "ObjectStore", "store_arguments", "translate"]
+__all__ = ["SCHEMES", "Location", "ObjectInfo", "ObjectStore", "store_arguments", "translate"]

@@ -229,7 +229,8 @@ class ObjectStoreLog(TimelineStore):
         # A listing finds the beats; a beat it missed reads as none, and an instant with
         # none is judged by its requested time (heartbeat.is_expired): never younger.
         beats: dict[tuple[int, str], int] = {}
-        for path, _ in self.objects.list(self.beats_dir):
+        for item in self.objects.list(self.beats_dir):
+            path = item.path
             m = _BEAT_NAME.match(path.rsplit("/", 1)[-1])
             if m is None:
                 continue

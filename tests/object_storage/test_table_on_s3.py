@@ -1,0 +1,86 @@
+"""A table on S3 with no other server: writes, reads, every service and the indexes.
+
+Each test makes its table on the SeaweedFS test server (``make_table``) and checks the
+rows against what was written, then the store itself: a cleaned or rolled-back file is
+gone from the bucket, the event log is objects under ``.lakeline/timeline``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import time
+
+import pyarrow.compute as pc
+import pytest
+
+from lakeline.table import Table
+from lakeline.timeline.diagnostics import faults
+from lakeline.timeline.errors import FaultInjectedError
+from lakeline.timeline.storage.filesystem import META_DIR
+from tests.object_storage.s3_tables import rows
+from tests.seaweedfs import SeaweedServer
+
+
+def ids(t: Table) -> list[str]:
+    return sorted(t.to_arrow(columns=["id"])["id"].to_pylist())
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_writes_and_reads_land_on_the_store(make_table: Callable[..., Table], s3: SeaweedServer, table_type: str) -> None:
+    t = make_table(table_type)
+    t.insert(rows(0, 1000))
+    t.upsert(rows(500, 1500, ts=2, v=2.0))
+    t.delete_where(pc.field("id") < "k0000100")
+    again = Table.open(t.path, storage_options=s3.options())
+    got = again.to_arrow()
+    assert sorted(got["id"].to_pylist()) == [f"k{i:07d}" for i in range(100, 1500)]
+    assert pc.sum(got["v"]).as_py() == 400 * 1.0 + 1000 * 2.0
+    assert t.storage.objects is not None and again.path.startswith("s3://")
+    events = [o for o in t.storage.objects.list(t.storage.path(META_DIR, "timeline")) if o.path.endswith(".json")]
+    assert len(events) == len(again.timeline.events_after(-1))
+
+
+def test_services_compact_cluster_clean_archive_on_the_store(make_table: Callable[..., Table]) -> None:
+    t = make_table(
+        "mor",
+        properties={"archive.max-active-instants": 4, "archive.min-active-instants": 2, "clean.orphan-age-ms": 0},
+    )
+    for i in range(4):
+        t.upsert(rows(i * 100, i * 100 + 300, ts=i + 1, v=float(i)))
+    before = t.to_arrow().sort_by("id")
+    assert t.services.compact().instant is not None
+    assert t.services.cluster(sort_by=["id"]).instant is not None
+    listed = t.services.clean(policy="keep_latest_file_versions", retain=1, dry_run=True)
+    doomed = [t.storage.path(p) for p in listed.stats["files"]]
+    assert doomed, "compaction and clustering left older slices to clean"
+    assert t.services.clean(policy="keep_latest_file_versions", retain=1, dry_run=False).instant is not None
+    t.services.archive()
+    assert t.to_arrow().sort_by("id").equals(before)
+    assert t.storage.missing(doomed) == doomed
+    assert t.log.store.archived_through() >= 0  # archival moved the mark on the store
+
+
+def test_indexes_build_validate_and_drop_on_the_store(make_table: Callable[..., Table]) -> None:
+    t = make_table("cow")
+    t.insert(rows(0, 2000))
+    t.indexes.create("bloom_filters", columns=["id"], wait=True)
+    t.indexes.create("column_stats", columns=["ts"], wait=True)
+    t.upsert(rows(1500, 2500, ts=2))
+    assert t.indexes.validate()["mismatches"] == []
+    assert t.to_arrow(filter=pc.field("id") == "k0002100").num_rows == 1
+    t.indexes.drop("bloom_filters")
+    assert [i.kind for i in t.indexes.list()] == ["column_stats"]
+
+
+def test_a_failed_write_is_rolled_back_off_the_store(make_table: Callable[..., Table], no_faults: None) -> None:
+    t = make_table("cow", properties={"heartbeat.interval-ms": 50, "heartbeat.tolerable-misses": 1})
+    t.insert(rows(0, 100))
+    faults.arm("commit.before_complete", "raise")
+    with pytest.raises(FaultInjectedError):
+        t.upsert(rows(50, 150, ts=2))
+    faults.disarm_all()
+    time.sleep(0.2)  # its heartbeat expires
+    t.services.rollback_failed()
+    assert ids(t) == [f"k{i:07d}" for i in range(100)]
+    assert not t.timeline.pending()
