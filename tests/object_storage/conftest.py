@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-
 from lakeline.table import Table
+
 from tests.object_storage.s3_tables import SCHEMA
 from tests.seaweedfs import SeaweedServer
 

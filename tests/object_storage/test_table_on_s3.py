@@ -7,17 +7,16 @@ gone from the bucket, the event log is objects under ``.lakeline/timeline``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import time
+from collections.abc import Callable
 
 import pyarrow.compute as pc
 import pytest
-
 from lakeline.table import Table
 from lakeline.timeline.diagnostics import faults
 from lakeline.timeline.errors import FaultInjectedError
 from lakeline.timeline.storage.filesystem import META_DIR
+
 from tests.object_storage.s3_tables import rows
 from tests.seaweedfs import SeaweedServer
 
@@ -27,7 +26,9 @@ def ids(t: Table) -> list[str]:
 
 
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
-def test_writes_and_reads_land_on_the_store(make_table: Callable[..., Table], s3: SeaweedServer, table_type: str) -> None:
+def test_writes_and_reads_land_on_the_store(
+    make_table: Callable[..., Table], s3: SeaweedServer, table_type: str
+) -> None:
     t = make_table(table_type)
     t.insert(rows(0, 1000))
     t.upsert(rows(500, 1500, ts=2, v=2.0))
@@ -43,8 +44,7 @@ def test_writes_and_reads_land_on_the_store(make_table: Callable[..., Table], s3
 
 def test_services_compact_cluster_clean_archive_on_the_store(make_table: Callable[..., Table]) -> None:
     t = make_table(
-        "mor",
-        properties={"archive.max-active-instants": 4, "archive.min-active-instants": 2, "clean.orphan-age-ms": 0},
+        "mor", properties={"archive.max-active-instants": 4, "archive.min-active-instants": 2, "clean.orphan-age-ms": 0}
     )
     for i in range(4):
         t.upsert(rows(i * 100, i * 100 + 300, ts=i + 1, v=float(i)))
