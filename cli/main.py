@@ -26,6 +26,7 @@ from .index_cmds import index
 from .runner_cmds import runner
 from .savepoint_cmds import savepoint
 from .service_cmds import service
+from .storage_cmds import storage
 from .tables_cmds import tables
 from .timeline_cmds import timeline
 
@@ -76,6 +77,7 @@ cli.add_command(savepoint)
 cli.add_command(demo)
 cli.add_command(runner)
 cli.add_command(tables)
+cli.add_command(storage)
 
 
 def main() -> None:

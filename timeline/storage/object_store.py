@@ -13,7 +13,8 @@ and worker processes rebuild the client from the options; nothing is ever writte
 disk from them) and its repr names the bucket only. The options are the keys deltalake
 takes (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
 ``AWS_REGION``, ``AWS_ALLOW_HTTP``, ...), case-insensitive; a key that is absent comes
-from the environment, which obstore reads as every AWS tool does. Every credential
+from the environment variable of that name, as every AWS tool reads it (and obstore
+still finds what lakeline does not map, such as container or web-identity credentials). Every credential
 given is registered with :func:`~..diagnostics.redact.register_secret`, and every error
 of the store is re-raised as a :class:`~..errors.StorageAccessError` (or the builtin a
 caller expects: ``FileNotFoundError``, ``FileExistsError``) with its text redacted.
@@ -22,6 +23,7 @@ caller expects: ``FileNotFoundError``, ``FileExistsError``) with its text redact
 from __future__ import annotations
 
 import datetime
+import os
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -111,7 +113,7 @@ _SECRETS |= {"client_secret"}
 _IGNORED = {"aws_s3_locking_provider", "dynamo_table_name", "aws_conditional_put", "conditional_put"}
 #: Retries of one request (throttling, 5xx, a lost connection): obstore backs off
 #: exponentially; the timeout bounds how long an unreachable endpoint holds a caller.
-RETRY = {"max_retries": 8, "retry_timeout": datetime.timedelta(seconds=30)}
+RETRY = {"max_retries": 5, "retry_timeout": datetime.timedelta(seconds=15)}
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,16 @@ class Location:
         if not bucket:
             raise StorageConfigError(f"{redact(uri)} names no bucket")
         return cls(scheme.lower(), kind, bucket, prefix.strip("/"))
+
+
+_ENV_PREFIXES = {"s3": ("AWS_",), "gcs": ("GOOGLE_",), "azure": ("AZURE_",)}
+
+
+def environment_options(kind: str) -> dict[str, str]:
+    """The options of ``kind`` set in the environment (``AWS_ENDPOINT_URL``, ...): what a
+    location takes for the keys its ``storage_options`` leave out, as every AWS tool does."""
+    known = _KEYS[kind].keys() | _CLIENT_KEYS.keys() | _IGNORED
+    return {k: v for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES[kind]) and k.lower() in known and v != ""}
 
 
 def _flag(key: str, value: object) -> bool:
@@ -213,7 +225,9 @@ class ObjectStore:
 
     def __init__(self, location: Location, options: Mapping[str, Any] | None = None) -> None:
         self.location = location
-        self._options = dict(options or {})
+        given = {str(k).strip().lower(): v for k, v in (options or {}).items()}
+        env = {k: v for k, v in environment_options(location.kind).items() if k.lower() not in given}
+        self._options = env | dict(options or {})
         self._config, self._client = store_arguments(location.kind, self._options)
         self._local = threading.local()
 
