@@ -116,7 +116,9 @@ class Catalog:
     Tables it returns hold their own connection (``t.log.store.close()``).
     """
 
-    def __init__(self, dsn: str, lock_timeout_s: float = 60.0) -> None:
+    def __init__(
+        self, dsn: str, lock_timeout_s: float = 60.0, storage_options: Mapping[str, str] | None = None
+    ) -> None:
         if not isinstance(dsn, str) or not dsn.startswith(("postgresql://", "postgres://")):
             # Most likely a DSN with a typo in its scheme, password and all: shown redacted.
             raise TimelineConfigError(f"a catalog needs a postgresql:// URL, not {redact(repr(dsn))}")
@@ -124,14 +126,17 @@ class Catalog:
 
         self.dsn = dsn
         self.lock_timeout_s = lock_timeout_s
+        #: Options of the object store its locations are on (deltalake's keys; the
+        #: environment fills what is absent). Never stored in the catalog's rows.
+        self.storage_options = dict(storage_options or {})
         self._rows: CatalogRows = CatalogRows(dsn, lock_timeout_s)
 
     # A catalog may be pickled into a worker process: ship the settings, not the socket.
     def __getstate__(self) -> dict[str, Any]:
-        return {"dsn": self.dsn, "lock_timeout_s": self.lock_timeout_s}
+        return {"dsn": self.dsn, "lock_timeout_s": self.lock_timeout_s, "storage_options": self.storage_options}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["dsn"], state["lock_timeout_s"])  # type: ignore[misc]
+        self.__init__(state["dsn"], state["lock_timeout_s"], state.get("storage_options"))  # type: ignore[misc]
 
     def __repr__(self) -> str:
         from ..timeline.storage.event_log.postgresql import safe_dsn
@@ -175,7 +180,7 @@ class Catalog:
         tname = TableName.parse(name)
         config = TableConfig.build(schema, record_key, ordering_field, partition_by, table_type, properties, "")
         property_hooks(config.props)
-        storage = Storage.for_uri(location)
+        storage = Storage.for_uri(location, self.storage_options)
         self._check_free(storage, tname)
         with self._rows.reserving(tname.namespace, tname.name, storage.uri) as reservation:
             try:
@@ -188,6 +193,7 @@ class Catalog:
                     table_type=table_type,
                     properties=properties,
                     timeline=self.dsn,
+                    storage_options=self.storage_options,
                 )
             except TableExistsError:  # a table appeared there meanwhile, outside this catalog
                 raise LocationInUseError(f"a table already exists at {storage.uri}") from None
@@ -212,7 +218,7 @@ class Catalog:
             TableExistsError, LocationInUseError: the name, or the table, is already named.
         """
         tname = TableName.parse(name)
-        table = Table.open(location, timeline=self.dsn)
+        table = Table.open(location, timeline=self.dsn, storage_options=self.storage_options)
         try:
             self._rows.insert(tname.namespace, tname.name, table.path, table.config.table_uuid)
         except BaseException:
@@ -230,7 +236,7 @@ class Catalog:
         """
         row = self._row(TableName.parse(name))
         try:
-            table = Table.open(row.location, timeline=self.dsn)
+            table = Table.open(row.location, timeline=self.dsn, storage_options=self.storage_options)
         except TableNotFoundError as e:
             raise TableNotFoundError(f"{name} is registered at {row.location}, but: {e}") from None
         if table.config.table_uuid != row.table_id:
@@ -337,7 +343,7 @@ class Catalog:
         Raises:
             TableIdentityError: the location holds another table.
         """
-        storage = Storage.for_uri(row.location)
+        storage = Storage.for_uri(row.location, self.storage_options)
         try:
             pointer = read_pointer(storage)
         except TableNotFoundError:
@@ -348,7 +354,7 @@ class Catalog:
                 f"not {row.table_id}); nothing was purged or dropped"
             )
         try:
-            table = Table.open(storage.uri, timeline=self.dsn)
+            table = Table.open(storage.uri, timeline=self.dsn, storage_options=self.storage_options)
             try:
                 timeline = table.timeline
                 return storage, {
