@@ -274,11 +274,11 @@ def data_instants(tl: Any) -> list[Any]:
 
 
 def data_files_on_disk(t: Table) -> set[str]:
-    """Relative paths of every Parquet file under the table, outside ``.lakeline/``."""
-    root = Path(t.storage.path())
-    return {
-        p.relative_to(root).as_posix() for p in root.rglob("*.parquet") if ".lakeline" not in p.relative_to(root).parts
-    }
+    """Relative paths of every Parquet file under the table, outside ``.lakeline/``
+    (a local folder or an object store alike)."""
+    from lakeline.timeline.storage.ownership import walk_files
+
+    return {rel for i in walk_files(t.storage) if (rel := t.storage.relative(i.path)).endswith(".parquet")}
 
 
 def referenced_files(t: Table) -> set[str]:

@@ -2,7 +2,7 @@
 anything is written, with no secret in its message.
 
 The unsafe store is real: an unauthenticated SeaweedFS behind a loopback proxy that
-drops the conditional headers (:mod:`tests.object_storage.unsafe_proxy`), so racing
+drops the conditional headers (:mod:`tests.object_storage.proxy`), so racing
 "create-only" puts all win and a stale ETag overwrites.
 """
 
@@ -26,8 +26,8 @@ from lakeline.timeline.errors import (
 from lakeline.timeline.storage.filesystem import Storage
 from lakeline.timeline.storage.probe import ROUNDS, probe
 
+from tests.object_storage.proxy import FaultProxy
 from tests.object_storage.s3_tables import SCHEMA
-from tests.object_storage.unsafe_proxy import UnsafeProxy
 from tests.seaweedfs import SeaweedServer, start_seaweedfs
 
 
@@ -35,7 +35,7 @@ from tests.seaweedfs import SeaweedServer, start_seaweedfs
 def unsafe(s3: SeaweedServer) -> Iterator[dict[str, str]]:
     """Storage options of an unsafe store: an open SeaweedFS behind the header-dropping proxy."""
     server = start_seaweedfs(secured=False)
-    proxy = UnsafeProxy(server.endpoint)
+    proxy = FaultProxy(server.endpoint, drop_conditions=True)
     try:
         yield server.options(AWS_ENDPOINT_URL=proxy.endpoint)
     finally:

@@ -148,11 +148,14 @@ def run_workers(
     timeout: float = 600.0,
     options: list[dict[str, Any]] | None = None,
     keys: int = KEYS,
+    location: str | None = None,
 ) -> tuple[Table, list[dict[str, Any]]]:
     """Create a table, race ``workers`` processes on it, return it and their records
     (``options``: the stress options of each worker, see tests/children/table_workers.py;
-    ``commits`` may then be a list, one per worker)."""
-    path = str(tmp_path / f"table-{table_type}")
+    ``commits`` may then be a list, one per worker; ``location``: where the table lives,
+    default a folder under ``tmp_path``; the workers find an object store's options in
+    the environment)."""
+    path = location or str(tmp_path / f"table-{table_type}")
     props = {"commit.max-retries": MAX_RETRIES, "engine.parallelism": 1, **(properties or {})}
     Table.create(path, SCHEMA, record_key="id", table_type=table_type, properties=props, timeline=timeline)
     go = tmp_path / "go"

@@ -81,10 +81,12 @@ def service_round(tt: Torture, service: str, child: Child, last: bool) -> Child 
     return nxt
 
 
-def run_service_torture(tmp_path: Path, service: str, table_type: str, timeline: str | None, kills: int) -> None:
+def run_service_torture(
+    tmp_path: Path, service: str, table_type: str, timeline: str | None, kills: int, location: str | None = None
+) -> None:
     seed = base_seed()
     print(f"torture seed {seed} (LAKELINE_TORTURE_SEED={seed} replays it)")
-    path = str(tmp_path / f"table-{table_type}")
+    path = location or str(tmp_path / f"table-{table_type}")
     tt = Torture(
         tmp_path,
         table_type,
@@ -93,6 +95,7 @@ def run_service_torture(tmp_path: Path, service: str, table_type: str, timeline:
         service,
         SERVICE_WORKERS_PY,
         lambda n, ready, go, log: ["torture", path, timeline, service, str(ready), str(go), str(log), seed * 1000 + n],
+        location=path,
     )
     # A kill lands inside an instant by chance; cleaning's instant is too short to
     # require one (below). For the others, rounds go on past ``kills`` (at most
@@ -108,7 +111,8 @@ def run_service_torture(tmp_path: Path, service: str, table_type: str, timeline:
         n += 1
     median = statistics.median(tt.first_runs_s) if tt.first_runs_s else None
     print(
-        f"{service} {table_type} {'pg' if timeline else 'fs'} seed {seed}: {dict(tt.counts)}, "
+        f"{service} {table_type} {'pg' if timeline else ('s3' if path.startswith('s3:') else 'fs')} seed {seed}: "
+        f"{dict(tt.counts)}, "
         f"median first run {median} s"
     )
     assert tt.counts["kills"] >= kills

@@ -93,13 +93,14 @@ class Torture:
         role: str,
         script: Path,
         args: Callable[[int, Path, Path, Path], list[Any]],
+        location: str | None = None,
     ) -> None:
         self.tmp = tmp_path
         self.seed = seed
         self.role, self.script, self.args = role, script, args
         self.first_runs_s: list[float] = []  # seconds each service child's first run took
         self.rng = random.Random(seed)
-        path = str(tmp_path / f"table-{table_type}")
+        path = location or str(tmp_path / f"table-{table_type}")  # an object store's: options from the env
         self.t = Table.create(
             path, SCHEMA, record_key="id", table_type=table_type, properties=PROPERTIES, timeline=timeline
         )
