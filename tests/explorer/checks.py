@@ -20,7 +20,6 @@ rollback), when its retention status changed, or at the end.
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -29,6 +28,7 @@ from lakeline.timeline.errors import LakelineError, SnapshotExpiredError
 from lakeline.timeline.instant import Action, State
 from lakeline.timeline.markers import instants_with_markers
 from lakeline.timeline.retention import furthest_retain_seq, pinned_seqs
+from lakeline.timeline.storage.ownership import walk_files
 from lakeline.timeline.view.file_group import parse_data_file_name
 
 from tests.table.model import COLUMNS, ModelDuplicateKey, TableModel, table_rows
@@ -37,6 +37,7 @@ from .ops import Op
 
 if TYPE_CHECKING:
     from lakeline.table import Table
+    from lakeline.timeline.storage.filesystem import Storage
 
     from .scheduler import Scheduler
 
@@ -52,15 +53,10 @@ class Violation:
         return f"{self.kind}: {self.detail}"
 
 
-def data_files(root: str) -> set[str]:
-    """Relative paths of the data files on disk (``.lakeline/`` excluded)."""
-    out = set()
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
-        for f in files:
-            if f.endswith(".parquet"):
-                out.add(os.path.relpath(os.path.join(folder, f), root))
-    return out
+def data_files(storage: Storage) -> set[str]:
+    """Relative paths of the table's data files (``.lakeline/`` excluded), on a local
+    disk or an object store."""
+    return {rel for i in walk_files(storage) if (rel := storage.relative(i.path)).endswith(".parquet")}
 
 
 def _diff(actual: list[tuple[Any, ...]], expected: list[tuple[Any, ...]]) -> str:
@@ -140,7 +136,7 @@ class Checker:
         out: list[Violation] = []
         self._outcomes(out)
         tl = self.t.timeline
-        files = data_files(self.root)
+        files = data_files(self.t.storage)
         fingerprint = (tl.last_seq, hash(frozenset(files)))
         if fingerprint == self.fingerprint and not final:
             return out
@@ -260,7 +256,7 @@ class Checker:
             out.append(Violation("pending after recovery", "; ".join(pending)))
         rolled = {i.id for i in tl.instants() if i.state is State.ROLLED_BACK}
         left = sorted(
-            f for f in data_files(self.root) if (p := parse_data_file_name(f)) is not None and p.instant in rolled
+            f for f in data_files(self.t.storage) if (p := parse_data_file_name(f)) is not None and p.instant in rolled
         )
         if left:
             out.append(Violation("file of a rolled-back instant remains", str(left[:5])))

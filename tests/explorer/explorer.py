@@ -21,6 +21,7 @@ import random
 import shutil
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,13 +130,20 @@ def _setup(path: str, spec: RunSpec) -> tuple[Table, dict[int, Op]]:
 
 
 def run_schedule(
-    spec: RunSpec, chooser: Chooser, replay: str = "", workdir: str | None = None, recover: bool = True
+    spec: RunSpec,
+    chooser: Chooser,
+    replay: str = "",
+    workdir: str | None = None,
+    recover: bool = True,
+    location: str | None = None,
 ) -> RunReport:
-    """Run ``spec`` under ``chooser`` on a fresh table; see the module docstring."""
+    """Run ``spec`` under ``chooser`` on a fresh table; see the module docstring.
+    ``location``: an object-store folder to put the table under (options from the
+    environment) instead of a temporary folder."""
     started = time.perf_counter()
     report = RunReport(spec, replay=replay)
-    tmp = tempfile.mkdtemp(prefix="explore-", dir=workdir)
-    path = str(Path(tmp) / "t")
+    tmp = None if location else tempfile.mkdtemp(prefix="explore-", dir=workdir)
+    path = f"{location.rstrip('/')}/{uuid.uuid4().hex[:12]}" if location else str(Path(str(tmp)) / "t")
     try:
         harness, setup = _setup(path, spec)
         sched = Scheduler(coarse if spec.granularity == "coarse" else every)
@@ -148,7 +156,8 @@ def run_schedule(
                 _recover(harness, setup, checker, report)
         report.steps = len(report.decisions)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
         report.seconds = time.perf_counter() - started
     return report
 
