@@ -7,8 +7,8 @@ all. That is the same put-if-absent the file-system store gets from ``link(2)``;
 conformance probe (:mod:`..probe`) checks a store really gives it before a table trusts it.
 
 Nothing depends on a listing. The log is gapless (slot ``n + 1`` is only written after
-``n``), so the first free slot ends it: a reader probes slots forward, a window of them
-at a time in parallel. So that opening a table does not cost one request per event, the
+``n``), so the first free slot ends it: a reader probes slots forward, two and then
+doubling windows of them at a time, in parallel. So that opening a table does not cost one request per event, the
 appender of every :data:`CHECKPOINT_EVERY`-th event also writes a checkpoint object, the
 whole active log up to that slot in one object (create-only, so racing writers of the
 same checkpoint agree), and records its slot in ``_last_checkpoint`` (a hint: stale is
@@ -124,10 +124,15 @@ class ObjectStoreLog(TimelineStore):
         return events + tail
 
     def _probe_from(self, seq: int) -> list[Event]:
-        """The events from ``seq`` to the first free slot, a window of GETs at a time."""
+        """The events from ``seq`` to the first free slot, a window of GETs at a time: two
+        slots first (a refresh usually finds none or a few new events; the second shows a
+        hole after a missing one), then windows doubling up to :data:`PROBE_WINDOW` (a
+        long tail is read in parallel)."""
         events: list[Event] = []
+        size = 2
         while True:
-            window = list(_POOL.map(self._read_slot, range(seq, seq + PROBE_WINDOW)))
+            window = list(_POOL.map(self._read_slot, range(seq, seq + size)))
+            size = min(2 * size, PROBE_WINDOW)
             for i, found in enumerate(window):
                 if found is None and any(later is not None for later in window[i + 1 :]):
                     # A later slot is taken: this one was written after we asked (the
