@@ -4,6 +4,7 @@ they crash writers on, a writer child killed at a fault point, and the state the
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +38,9 @@ STATE_AT_CRASH = {
 }
 
 
-def make_table(tmp: Path, table_type: str, timeline: str | None, **props: Any) -> Table:
-    path = str(tmp / "table")
+def make_table(tmp: Path, table_type: str, timeline: str | None, location: str | None = None, **props: Any) -> Table:
+    """The seeded table, in ``tmp`` or at ``location`` (an object store's: options from the environment)."""
+    path = location or str(tmp / "table")
     properties = {**HEARTBEAT, "write.small-file-limit-bytes": 0, "engine.parallelism": 1, **props}
     Table.create(path, SCHEMA, record_key="id", table_type=table_type, properties=properties, timeline=timeline)
     t = Table.open(path, timeline=timeline)
@@ -74,3 +76,49 @@ def pending_writes(t: Table) -> list[Any]:
 def orphan_files(t: Table) -> set[str]:
     """Files on disk that no completed instant added."""
     return data_files_on_disk(t) - referenced_files(t)
+
+
+def kill_writer_and_recover(t: Table, point: str) -> None:
+    """A writer child killed at commit fault ``point``; then the rollback service, and the
+    checks: nothing pending, the table as if the write never started (or finished, when
+    it died after completing), no file of it left, and the next write commits."""
+    from lakeline.timeline.markers import list_markers
+
+    from tests.children.table_workers import check_files_on_disk, data_instants
+
+    before = {i.id for i in t.timeline.instants()}
+    crash_writer(t, f"{point}=crash")
+    new = [i for i in data_instants(t.timeline) if i.id not in before]
+    if point == "commit.before_requested":
+        assert new == []
+    else:
+        assert len(new) == 1
+        failed = new[0]
+        assert failed.state == STATE_AT_CRASH[point]
+        if point == "commit.before_complete":
+            assert orphan_files(t), "the writer died after writing its files: some must be on disk"
+            assert list_markers(t.storage, failed.id), "each file it wrote has a marker"
+
+    time.sleep(EXPIRY_S + 0.2)
+    result = t.services.rollback_failed()
+
+    tl = t.timeline
+    assert tl.pending() == [], f"left pending: {tl.pending()}"
+    expected = dict(SEED)
+    if point == "commit.after_complete":
+        assert tl.get(failed.id).state == "completed"
+        expected.update(WRITE)
+    elif new:
+        assert tl.get(failed.id).state == "rolled_back"
+        assert result.instant is not None and result.instant.state == "completed"
+        assert failed.id in result.stats["instants"]
+        assert tl.get(failed.id).id not in {i.id for i in tl.completed()}
+    else:
+        assert result.instant is None
+    assert state(t) == expected
+    assert orphan_files(t) == set(), "files of the failed write are still on disk"
+    check_files_on_disk(t)
+    # The table goes on: the next write commits and sees the same state.
+    t.upsert(rows({0: "after"}))
+    expected[0] = "after"
+    assert state(t) == expected

@@ -26,17 +26,16 @@ from pathlib import Path
 
 import pytest
 from lakeline.timeline.diagnostics.faults import CRASH_EXIT_CODE
-from lakeline.timeline.markers import list_markers
 
-from tests.children.table_workers import WORKERS_PY, check_files_on_disk, data_instants
+from tests.children.table_workers import WORKERS_PY, check_files_on_disk
 from tests.helpers import finish, run_script, start_script, wait_for_files
 from tests.table.concurrency.crash_helpers import (
     COMMIT_POINTS,
     EXPIRY_S,
     SEED,
-    STATE_AT_CRASH,
     WRITE,
     crash_writer,
+    kill_writer_and_recover,
     make_table,
     orphan_files,
     pending_writes,
@@ -53,44 +52,7 @@ from tests.table.concurrency.crash_helpers import (
 def test_writer_killed_at_commit_point_is_rolled_back(
     tmp_path: Path, table_type: str, point: str, timeline: str | None
 ) -> None:
-    t = make_table(tmp_path, table_type, timeline)
-    before = {i.id for i in t.timeline.instants()}
-    crash_writer(t, f"{point}=crash")
-
-    new = [i for i in data_instants(t.timeline) if i.id not in before]
-    if point == "commit.before_requested":
-        assert new == []
-    else:
-        assert len(new) == 1
-        failed = new[0]
-        assert failed.state == STATE_AT_CRASH[point]
-        if point == "commit.before_complete":
-            assert orphan_files(t), "the writer died after writing its files: some must be on disk"
-            assert list_markers(t.storage, failed.id), "each file it wrote has a marker"
-
-    time.sleep(EXPIRY_S + 0.2)
-    result = t.services.rollback_failed()
-
-    tl = t.timeline
-    assert tl.pending() == [], f"left pending: {tl.pending()}"
-    expected = dict(SEED)
-    if point == "commit.after_complete":
-        assert tl.get(failed.id).state == "completed"
-        expected.update(WRITE)
-    elif new:
-        assert tl.get(failed.id).state == "rolled_back"
-        assert result.instant is not None and result.instant.state == "completed"
-        assert failed.id in result.stats["instants"]
-        assert tl.get(failed.id).id not in {i.id for i in tl.completed()}
-    else:
-        assert result.instant is None
-    assert state(t) == expected
-    assert orphan_files(t) == set(), "files of the failed write are still on disk"
-    check_files_on_disk(t)
-    # The table goes on: the next write commits and sees the same state.
-    t.upsert(rows({0: "after"}))
-    expected[0] = "after"
-    assert state(t) == expected
+    kill_writer_and_recover(make_table(tmp_path, table_type, timeline), point)
 
 
 def test_rollback_leaves_a_live_writer_alone(tmp_path: Path) -> None:
