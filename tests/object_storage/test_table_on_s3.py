@@ -84,3 +84,26 @@ def test_a_failed_write_is_rolled_back_off_the_store(make_table: Callable[..., T
     t.services.rollback_failed()
     assert ids(t) == [f"k{i:07d}" for i in range(100)]
     assert not t.timeline.pending()
+
+
+def test_where_a_table_may_live_on_the_store(make_table: Callable[..., Table], s3: SeaweedServer) -> None:
+    """docs/safety.md on a bucket: not a prefix that holds other objects, not inside another
+    table, not where a table already is; nothing written when refused."""
+    from lakeline.timeline.errors import TableExistsError, UnsafeLocationError
+
+    from tests.object_storage.s3_tables import SCHEMA
+
+    t = make_table("cow")
+    t.insert(rows(0, 10))
+    with pytest.raises(TableExistsError):
+        Table.create(t.path, SCHEMA, record_key="id", storage_options=s3.options())
+    with pytest.raises(UnsafeLocationError, match="inside"):
+        Table.create(f"{t.path}/nested", SCHEMA, record_key="id", storage_options=s3.options())
+    busy = s3.uri("busy")
+    assert t.storage.objects is not None
+    t.storage.objects.put(f"{busy.removeprefix('s3://')}/someone-elses.csv", b"a,b\n")
+    with pytest.raises(UnsafeLocationError):
+        Table.create(busy, SCHEMA, record_key="id", storage_options=s3.options())
+    assert [o.path.rsplit("/", 1)[-1] for o in t.storage.objects.list(busy.removeprefix("s3://"))] == [
+        "someone-elses.csv"
+    ]
