@@ -15,12 +15,15 @@ removes the objects under it, and a path is a file when an object has that key.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
 from .object_store import ObjectStore
+
+_POOL = ThreadPoolExecutor(16, thread_name_prefix="lakeline-head")
 
 
 class _Reader:
@@ -113,16 +116,18 @@ class ObjectFilesHandler(pafs.FileSystemHandler):
         return path.strip("/")
 
     def get_file_info(self, paths: list[str]) -> list[pafs.FileInfo]:
-        out = []
-        for path in paths:
-            info = self.objects.head(path) if "/" in path.strip("/") else None
-            if info is not None:
-                out.append(pafs.FileInfo(path, pafs.FileType.File, mtime=info.modified, size=info.size))
-            elif any(True for _ in self._first(path)):
-                out.append(pafs.FileInfo(path, pafs.FileType.Directory))
-            else:
-                out.append(pafs.FileInfo(path, pafs.FileType.NotFound))
-        return out
+        # One HEAD per path: many paths (a time-travel read checking its files) at once.
+        if len(paths) > 2:
+            return list(_POOL.map(self._info, paths))
+        return [self._info(p) for p in paths]
+
+    def _info(self, path: str) -> pafs.FileInfo:
+        info = self.objects.head(path) if "/" in path.strip("/") else None
+        if info is not None:
+            return pafs.FileInfo(path, pafs.FileType.File, mtime=info.modified, size=info.size)
+        if self._first(path):
+            return pafs.FileInfo(path, pafs.FileType.Directory)
+        return pafs.FileInfo(path, pafs.FileType.NotFound)
 
     def _first(self, folder: str) -> list[str]:
         if "/" not in folder.strip("/"):
