@@ -7,17 +7,24 @@ back to the driver in input order. Each call is one Spark job whose description 
 the function, so the Spark UI and logs say what lakeline ran. An executor's lakeline
 error (``SnapshotExpiredError``, ``IndexBuildError``...) is raised on the driver as
 itself (:mod:`.errors`), so callers handle it as with the local engine.
+
+On a table on an object store each task opens the store itself from the
+``ObjectStore`` its item carries; items are pickled without the store (whose pickle
+holds the storage options), which travels in the job's function instead, since PySpark
+hands parallelized items to the JVM through a file on the driver's disk (:mod:`.shipping`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, TypeVar
 
 from pyspark.sql import SparkSession
 
 from ..timeline.errors import UnsupportedOperationError
 from .errors import reraise_typed
+from .shipping import Packer, unpack
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -46,7 +53,10 @@ class SparkEngine:
         previous = sc.getLocalProperty("spark.job.description")
         sc.setJobDescription(f"lakeline {getattr(fn, '__module__', '')}.{name} over {len(items)} item(s)")
         try:
-            return sc.parallelize(items, slices).map(fn).collect()
+            packer = Packer()
+            blobs = [packer.dumps(item) for item in items]
+            run = partial(_run_packed, fn, tuple(packer.stores))
+            return sc.parallelize(blobs, slices).map(run).collect()
         except Exception as e:  # noqa: BLE001 - an executor's typed error is re-raised as itself
             reraise_typed(e)
             raise
@@ -59,3 +69,8 @@ class SparkEngine:
 
     def __repr__(self) -> str:
         return f"SparkEngine({self.spark.sparkContext.master})"
+
+
+def _run_packed(fn: Callable[[Any], R], stores: tuple[Any, ...], blob: bytes) -> R:
+    """An executor's call of ``fn`` on one item, its object stores put back."""
+    return fn(unpack(blob, stores))

@@ -13,6 +13,8 @@ The sketches are ``lg_k`` 12 (Spark's default ``lgConfigK``), so no
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pyspark.sql import DataFrame, SparkSession
 
 from ..table.table import Table
@@ -20,14 +22,21 @@ from ..table.table import Table
 SCHEMA = "partition string, path string, file_group string, sketch binary"
 
 
-def ndv(spark: SparkSession, path: str, column: str, timeline: str | None = None) -> DataFrame:
+def ndv(
+    spark: SparkSession,
+    path: str,
+    column: str,
+    timeline: str | None = None,
+    storage_options: Mapping[str, str] | None = None,
+) -> DataFrame:
     """One row per live base file: ``partition``, ``path``, ``file_group`` and ``sketch``
     (binary), from the table's ready ``column_stats`` index (metadata only: the sketches
-    are small, and no data file is read).
+    are small, and no data file is read). ``timeline`` and ``storage_options`` are as for
+    ``Table.open``.
 
     Raises:
         TableNotFoundError: no table at ``path``.
         IndexNotFoundError: no ready ``column_stats`` index covers ``column``.
     """
-    rows = Table.open(path, timeline).indexes.sketches(column)
+    rows = Table.open(path, timeline, storage_options).indexes.sketches(column)
     return spark.createDataFrame(rows.to_pylist(), SCHEMA)

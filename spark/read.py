@@ -9,11 +9,15 @@ driver. Spark applies the filter to the rows itself: pruning (:mod:`.filters`) o
 skips slices that cannot match.
 
 The ``lakeline`` data source (:mod:`.source`) reads through the same slice tasks.
+
+On an object store each task opens the store itself from the ``ObjectStore`` its slice
+carries; the slices travel without it and it travels in the Spark function, so the
+storage options stay out of every file PySpark writes (:mod:`.shipping`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -30,6 +34,7 @@ from ..timeline.errors import InvalidFilterError, SnapshotExpiredError, UnknownC
 from ..timeline.storage.filesystem import Storage
 from ..timeline.view.file_group import FileSlice
 from .filters import to_arrow_filter
+from .shipping import Shipped
 from .types import spark_readable, to_spark_schema
 
 
@@ -117,6 +122,7 @@ def read(
     columns: list[str] | None = None,
     as_of: int | datetime | str | None = None,
     timeline: str | None = None,
+    storage_options: Mapping[str, str] | None = None,
 ) -> DataFrame:
     """The table at ``path`` (now, or as of an instant id or a datetime) as a DataFrame,
     one Spark partition per file slice.
@@ -125,22 +131,27 @@ def read(
         filter: a Spark SQL string (``"day = '2026-01-01' and id > 5"``) or a ``Column``;
             slices that cannot match are not read, and Spark filters the rows.
         columns: the columns to return (all by default).
+        timeline: the table's timeline store, as for ``Table.open``.
+        storage_options: an object store's options (deltalake's keys, as for
+            ``Table.open``); the executors get them in memory, with their tasks.
 
     Raises:
         TableNotFoundError, UnknownColumnError, InstantNotFoundError,
         SnapshotExpiredError: before any Spark job runs.
     """
-    table = Table.open(path, timeline)
+    table = Table.open(path, timeline, storage_options)
     snapshot_as_of = as_of_value(as_of) if isinstance(as_of, str) else as_of
     check_columns(table.config, columns)
     # With a filter, its columns must be read too: project after Spark filtered.
     read_columns = columns if filter is None else None
     tasks, out = plan(table, to_arrow_filter(filter, table.config.schema), read_columns, snapshot_as_of)
+    shipped = Shipped(spark.sparkContext, tasks)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        slices: list[SliceRows] = shipped.value()
         for batch in batches:
             for i in batch.column(0).to_pylist():
-                yield from slice_batches(tasks[i])
+                yield from slice_batches(slices[i])
 
     df = spark.range(0, len(tasks), 1, numPartitions=len(tasks)).mapInArrow(run, to_spark_schema(out))
     if filter is not None:

@@ -2,7 +2,9 @@
 ``df.write.format("lakeline")``.
 
 Options: ``as_of`` (an instant id or an ISO date-time), ``timeline`` (the table's
-timeline store, as for ``Table.open``) and, for writes, ``operation``. Reads plan on
+timeline store, as for ``Table.open``), for writes ``operation``, and for a table on an
+object store its storage options (:mod:`.options`: deltalake's keys as they are,
+``AWS_ENDPOINT_URL``..., or any key after ``storage.``). Reads plan on
 the driver (the snapshot and its slices) and read one Spark partition per file slice
 through the tasks of :mod:`.read`; writes stage and commit through
 :mod:`.source_writer`. A table that does not exist is created by
@@ -23,7 +25,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWrite
 from pyspark.sql.types import StructType
 
 from ..table.table import Table
-from ..timeline.errors import TableNotFoundError
+from .options import open_table
 from .read import SliceRows, as_of_value, plan, slice_batches
 from .types import spark_readable, to_spark_schema
 
@@ -34,10 +36,7 @@ class LakelineDataSource(DataSource):
         return "lakeline"
 
     def _table(self) -> Table:
-        path = self.options.get("path")
-        if not path:
-            raise TableNotFoundError("the lakeline data source needs a path: load(path) / save(path)")
-        return Table.open(path, self.options.get("timeline"))
+        return open_table(self.options.get("path"), self.options)
 
     def schema(self) -> StructType:
         return to_spark_schema(spark_readable(self._table().config.schema))
@@ -50,7 +49,7 @@ class LakelineDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from .source_writer import LakelineWriter
 
-        return LakelineWriter(self.options["path"], self.options, overwrite)
+        return LakelineWriter(self.options.get("path"), self.options, overwrite)
 
 
 class SlicePartition(InputPartition):

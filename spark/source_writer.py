@@ -40,6 +40,7 @@ from ..timeline.commit_metadata import Operation
 from ..timeline.errors import SchemaMismatchError, UnsupportedOperationError
 from ..timeline.storage.filesystem import Storage
 from ..timeline.storage.staging_folders import OwnerBeat, folder_of
+from .options import open_table
 
 #: Operations of the ``operation`` option (``mode("overwrite")`` means overwrite).
 APPEND_OPERATIONS = (Operation.INSERT, Operation.UPSERT, Operation.DELETE)
@@ -78,11 +79,12 @@ def write_operation(options: Mapping[str, str], overwrite: bool) -> Operation:
 class LakelineWriter(DataSourceArrowWriter):
     """Stages each task's rows, then commits them as one lakeline write."""
 
-    def __init__(self, path: str, options: Mapping[str, str], overwrite: bool) -> None:
+    def __init__(self, path: str | None, options: Mapping[str, str], overwrite: bool) -> None:
         self.path = path
-        self.timeline = options.get("timeline")
+        # In memory only: this writer is pickled to the tasks and to ``commit``'s worker.
+        self.options = dict(options)
         self.operation = write_operation(options, overwrite)
-        table = Table.open(path, self.timeline)  # fails here, on the driver, for a path that is not a table
+        table = open_table(path, self.options)  # fails here, on the driver, for a path that is not a table
         self.storage: Storage = table.storage
         self.staging = folder_of(uuid.uuid4().hex)
         self.beat_ms = table.config.props.heartbeat_interval_ms
@@ -105,7 +107,7 @@ class LakelineWriter(DataSourceArrowWriter):
             owner.start()
             staged = [m.path for m in messages if isinstance(m, Staged) and m.path is not None]
             tables = [pq.read_table(self.storage.path(rel), filesystem=self.storage.fs) for rel in staged]
-            t = Table.open(self.path, self.timeline)
+            t = open_table(self.path, self.options)
             if tables:
                 try:
                     rows = pa.concat_tables(tables, promote_options="permissive")

@@ -4,7 +4,9 @@ A Spark write keeps what moves between its stages on the table's own storage
 (``.lakeline/staging/<write id>/``), not in Spark: no shuffle, no cache, and the driver
 never holds rows. Every attempt of the write replays from the staged input, even when
 the DataFrame's source is not repeatable. Storage every executor can reach is what a
-lakeline table needs anyway, since executors write its data files.
+lakeline table needs anyway, since executors write its data files. On an object store
+the folder is objects under that prefix like the rest of the table: nothing in it is
+renamed (a put appears whole), and removing it deletes the objects under it.
 
 The driver owns the folder while the write runs (an owner file it keeps beating, see
 :mod:`lakeline.timeline.storage.staging_folders`) and removes it when the write ends. A driver
@@ -14,7 +16,6 @@ stopped beating and no instant it names is alive.
 
 from __future__ import annotations
 
-import pickle
 import posixpath
 import uuid
 from collections.abc import Callable, Iterator
@@ -28,6 +29,7 @@ import pyarrow as pa
 from ..indexes.bloom import key_hashes
 from ..timeline.storage.filesystem import Storage
 from ..timeline.storage.staging_folders import folder_of
+from .shipping import pack, unpack
 
 
 @dataclass(frozen=True)
@@ -79,15 +81,28 @@ class Staging:
     def publish(self, name: str, value: Any) -> None:
         """Store ``value`` (pickled) under ``name`` in the folder, for a reader that
         polls for it with :meth:`peek`: the name appears only once the whole value is
-        there (written aside, then renamed), so a reader never sees half of it."""
-        self.storage.replace_bytes(self.storage.path(posixpath.join(self.folder, name)), pickle.dumps(value))
+        there (written aside and renamed on a local disk, one put on an object store),
+        so a reader never sees half of it.
+
+        The table's ``ObjectStore`` in ``value`` (write settings hold the storage) is
+        pickled as a reference, never with its options: the secret key stays off the
+        store, and :meth:`peek` puts the reader's own store back.
+
+        Raises:
+            ValueError: ``value`` holds another store than the table's.
+        """
+        blob, stores = pack(value)
+        if any(s != self.storage.objects for s in stores):
+            raise ValueError("a published value may hold no object store but the table's own")
+        self.storage.replace_bytes(self.storage.path(posixpath.join(self.folder, name)), blob)
 
     def peek(self, name: str) -> tuple[bool, Any]:
         """(True, the value) once :meth:`publish` stored ``name``; (False, None) before."""
         path = self.storage.path(posixpath.join(self.folder, name))
         if not self.storage.exists(path):
             return False, None
-        return True, pickle.loads(self.storage.read_bytes(path))
+        stores = () if self.storage.objects is None else (self.storage.objects,)
+        return True, unpack(self.storage.read_bytes(path), stores)
 
     def remove(self, kind: str | None = None) -> None:
         self.storage.delete_dir(self.storage.path(self.folder if kind is None else posixpath.join(self.folder, kind)))

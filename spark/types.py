@@ -29,6 +29,7 @@ columns, and Arrow types Spark has no equivalent for (unions, ...).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -149,6 +150,7 @@ def create_table(
     table_type: str = TableType.COW,
     properties: dict[str, Any] | None = None,
     timeline: str | None = None,
+    storage_options: Mapping[str, str] | None = None,
 ) -> Table:
     """``Table.create`` from a Spark schema (or a DataFrame's): the table's Arrow schema
     follows the mapping of this module. Nothing is written from a DataFrame; write its
@@ -170,4 +172,5 @@ def create_table(
         table_type=table_type,
         properties=properties,
         timeline=timeline,
+        storage_options=storage_options,
     )

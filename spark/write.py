@@ -35,6 +35,7 @@ small files (two tasks could fill the same one); clustering packs them.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
@@ -84,7 +85,12 @@ _ROWS_PER_PLAN_TASK = 8_000_000
 
 
 def write(
-    df: DataFrame, path: str, operation: str = Operation.UPSERT, timeline: str | None = None, hooks: Hooks | None = None
+    df: DataFrame,
+    path: str,
+    operation: str = Operation.UPSERT,
+    timeline: str | None = None,
+    hooks: Hooks | None = None,
+    storage_options: Mapping[str, str] | None = None,
 ) -> WriteResult:
     """Write ``df`` into the lakeline table at ``path``: executors tag, route and write the
     rows; the driver commits once, with the local write's conflict rules, key check,
@@ -95,6 +101,8 @@ def write(
             and optionally the partition columns) or "overwrite" (the partitions present
             in ``df``; all of an unpartitioned table).
         timeline: the table's timeline store, as for ``Table.open``.
+        storage_options: an object store's options (deltalake's keys, as for
+            ``Table.open``); they travel to the executors in memory, inside the tasks.
         hooks: validators (run on the driver before the commit, like a local write's;
             the SQL ones of :mod:`.validators` run their queries on this session),
             callbacks and inline services (on this application's executors) after it.
@@ -109,7 +117,7 @@ def write(
     if operation not in OPERATIONS:
         raise UnsupportedOperationError(f"unknown operation {operation!r}; one of {', '.join(OPERATIONS)}")
     operation = Operation(operation)
-    table = Table.open(path, timeline)
+    table = Table.open(path, timeline, storage_options)
     cfg = table.config
     if operation in (Operation.UPSERT, Operation.DELETE) and not cfg.has_key:
         raise UnsupportedOperationError(f"{operation} needs a record key; the table at {path} has none")

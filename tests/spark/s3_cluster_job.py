@@ -1,0 +1,59 @@
+"""The driver of the standalone-cluster test on S3, run as its own process (the test
+process already holds a local SparkContext, and there is one per process): an insert
+and an upsert through ``lakeline.spark.write``, a compaction on ``SparkEngine``, a read
+with a filter and a data-source read, all on the table at an ``s3://`` location.
+
+The location and the storage options come on stdin as JSON, never on the command line
+(where ``ps`` would show the secret), and the environment holds no ``AWS_*`` key: the
+executors can reach the store only through the options their tasks carry. Prints one
+JSON line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from lakeline.spark import SparkEngine, read, session, write
+from lakeline.table import Table
+
+ROWS = 6_000
+
+
+def main(master: str) -> None:
+    job = json.load(sys.stdin)
+    uri, options = job["uri"], job["options"]
+    spark = session(master, "lakeline-s3-cluster-test", **{"spark.executor.memory": "768m", "spark.cores.max": "2"})
+    day = "concat('d', cast(id % 3 as string)) as day"
+    rows = spark.range(0, ROWS).selectExpr("id", "cast(1 as long) as ts", day, "concat('v', cast(id as string)) as v")
+    first = write(rows, uri, "insert", storage_options=options)
+    updates = spark.range(0, ROWS, 2).selectExpr("id", "cast(2 as long) as ts", day, "'updated' as v")
+    second = write(updates, uri, "upsert", storage_options=options)
+    t = Table.open(uri, storage_options=options)
+    t.engine = SparkEngine(spark)
+    compacted = t.services.compact()
+    updated = read(spark, uri, filter="v = 'updated'", storage_options=options)
+    source = spark.read.format("lakeline").options(**options).load(uri).filter("day = 'd1'")
+    executors = set(spark.sparkContext.parallelize(range(8), 8).map(lambda _: os.getpid()).collect())
+    print(
+        json.dumps(
+            {
+                "inserted": first.stats.get("inserted"),
+                "updated": second.stats.get("updated"),
+                "compacted": compacted.stats.get("file_groups_compacted"),
+                "updated_rows": updated.count(),
+                "d1_rows": source.count(),
+                "total": read(spark, uri, storage_options=options).count(),
+                "executor_pids": len(executors),
+                "driver_pid": os.getpid(),
+                "master": spark.sparkContext.master,
+            }
+        ),
+        flush=True,
+    )
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
