@@ -37,6 +37,7 @@ from lakeline.timeline.errors import StoragePermissionError
 from lakeline.timeline.storage.filesystem import Storage
 from lakeline.timeline.storage.staging_folders import STAGING_DIR
 
+from tests.helpers import CHILDREN
 from tests.seaweedfs import SeaweedServer
 from tests.spark.cluster import Cluster
 
@@ -238,7 +239,7 @@ def test_write_read_and_compaction_on_a_standalone_cluster_on_s3(
     started = time.monotonic()
     try:
         job = subprocess.run(
-            [sys.executable, str(Path(__file__).parent / "s3_cluster_job.py"), cluster.url],
+            [sys.executable, str(CHILDREN / "s3_cluster_job.py"), cluster.url],
             input=json.dumps({"uri": uri, "options": opts}),
             capture_output=True,
             text=True,
