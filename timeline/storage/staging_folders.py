@@ -97,8 +97,9 @@ class Owner:
 
 def write_owner(storage: Storage, owner: Owner, create: bool = False) -> None:
     """Store ``owner`` in its folder, written whole (aside and renamed on a local disk, one
-    put on an object store), so a reader sees the old file or the new one, never half of one. Only ``create`` makes the folder: a
-    late beat of a write whose folder was removed must not bring it back."""
+    put on an object store), so a reader sees the old file or the new one, never half of
+    one. Only ``create`` makes the folder: a late beat of a write whose folder was
+    removed must not bring it back."""
     folder = storage.path(folder_of(owner.write))
     if create:
         storage.mkdirs(folder)

@@ -39,6 +39,18 @@ SEQ_DIGITS = 20
 ARCHIVED_THROUGH = "archived_through"
 
 
+def mark_value(text: bytes, where: object) -> int:
+    """The sequence number an ``archived_through`` mark holds.
+
+    Raises:
+        CorruptEventError: it holds anything else.
+    """
+    try:
+        return int(text)
+    except ValueError:
+        raise CorruptEventError(f"{where} does not hold a sequence number: {text[:40]!r}") from None
+
+
 def event_file_name(seq: int) -> str:
     return f"{seq:0{SEQ_DIGITS}d}.json"
 
@@ -173,10 +185,7 @@ class FileSystemStore(TimelineStore):
                 text = f.read()
         except FileNotFoundError:
             return -1
-        try:
-            return int(text)
-        except ValueError:
-            raise CorruptEventError(f"{self._mark} does not hold a sequence number: {text[:40]!r}") from None
+        return mark_value(text, self._mark)
 
     def delete_through(self, seq: int) -> None:
         if seq > self.archived_through():

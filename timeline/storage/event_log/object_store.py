@@ -37,7 +37,7 @@ from ...diagnostics import faults
 from ...errors import CorruptEventError, EventsArchivedError, ObjectChangedError, SlotTakenError, TimelineGapError
 from ...instant import Event
 from ...lock import Lock, ObjectLock
-from .filesystem import ARCHIVED_THROUGH, SEQ_DIGITS, event_file_name
+from .filesystem import ARCHIVED_THROUGH, SEQ_DIGITS, event_file_name, mark_value
 from .protocol import TimelineStore
 
 if TYPE_CHECKING:
@@ -193,15 +193,12 @@ class ObjectStoreLog(TimelineStore):
             text = self.objects.get(self._mark)
         except FileNotFoundError:
             return -1
-        try:
-            return int(text)
-        except ValueError:
-            raise CorruptEventError(f"{self._mark} does not hold a sequence number: {text[:40]!r}") from None
+        return mark_value(text, self._mark)
 
     def delete_through(self, seq: int) -> None:
         while True:  # move the mark forward by compare-and-swap; it never moves back
             held = self.objects.get_tagged(self._mark)
-            floor = int(held[0]) if held else -1
+            floor = mark_value(held[0], self._mark) if held else -1
             if floor >= seq:
                 break
             try:
