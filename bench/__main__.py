@@ -24,6 +24,7 @@ BENCHMARKS: dict[str, str] = {
     "scale": "bench.scale_bench",
     "mor-reads": "bench.mor_reads_bench",
     "longevity": "bench.longevity.bench",
+    "object-store": "bench.object_store.bench",
 }
 
 

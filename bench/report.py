@@ -20,6 +20,7 @@ from collections.abc import Callable
 from datetime import date
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 PERFORMANCE_MD = ROOT / "docs" / "performance.md"
@@ -111,17 +112,18 @@ def _positive(text: str) -> int:
     return n
 
 
-def unwinds_on_sigterm(main: Callable[[list[str]], int]) -> Callable[[list[str]], int]:
+def unwinds_on_sigterm(main: Callable[..., int]) -> Callable[..., int]:
     """A benchmark's ``main`` that a plain ``kill`` unwinds while it runs (``SystemExit``
     through its ``finally`` blocks, which stop the child process it waits for); the
     caller's own SIGTERM handler is back when it returns, so a test that ran a benchmark
-    in its process leaves that process as it found it."""
+    in its process leaves that process as it found it. Keyword arguments pass through
+    (a test hands a benchmark the server its session already runs)."""
 
     @functools.wraps(main)
-    def run(argv: list[str]) -> int:
+    def run(argv: list[str], **kwargs: Any) -> int:
         previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         try:
-            return main(argv)
+            return main(argv, **kwargs)
         finally:
             signal.signal(signal.SIGTERM, previous)
 

@@ -18,6 +18,10 @@ catalog), so files a step writes and deletes again are not counted.
 Targets (lakeline against deltalake measured in the same run): the 10 appends within
 1.2x; the merge-on-read upsert within 1.0x and writing at most 2x the upsert batch's own
 Parquet size; the copy-on-write upsert within 1.5x; no step above 2 GiB of memory.
+
+``--store s3`` runs it on an object store (:mod:`.object_store`): one SeaweedFS for the
+run, every table at a fresh ``s3://`` prefix, issue 27's targets (:mod:`.s3_report`),
+and the same steps on local disk in the same run for comparison.
 """
 
 from __future__ import annotations
@@ -33,10 +37,12 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..report import ROOT, command_line, today, unwinds_on_sigterm, update_section
+from . import s3_report
 from .child import RESULT_MARK, child_main, print_profile
+from .object_store import S3_SYSTEMS, StoreConfig, local_workdir, server_version, start_server
 from .report import (
     MiB,
     Run,
@@ -51,6 +57,9 @@ from .report import (
     versions,
 )
 from .systems import SYSTEMS
+
+if TYPE_CHECKING:
+    from tests.seaweedfs import SeaweedServer
 
 SECTION = "write-bench"
 STEPS = ("append", "upsert", "read")
@@ -140,16 +149,19 @@ def run_benchmark(
     appends: int = APPENDS,
     profile: tuple[str, str] | None = None,
     log: Callable[[str], None] = print,
+    spec: dict[str, Any] | None = None,
 ) -> Run:
-    """Generate the data, run every system/step in its own process, evaluate."""
+    """Generate the data (unless ``spec`` says it is in ``workdir`` already), run every
+    system/step in its own process, evaluate."""
     t_start = time.perf_counter()
     load_start = os.getloadavg()[0]
-    spec = prepare_inputs(workdir, rows, appends, read_keys)
-    log(
-        f"data: {spec['rows']:,} rows in {appends} batches, upsert {spec['upsert_rows']:,} rows "
-        f"({spec['upsert_bytes'] / MiB:.1f} MiB Parquet), read {spec['read_a']} <= key < {spec['read_b']} "
-        f"({time.perf_counter() - t_start:.1f} s to generate)"
-    )
+    if spec is None:
+        spec = prepare_inputs(workdir, rows, appends, read_keys)
+        log(
+            f"data: {spec['rows']:,} rows in {appends} batches, upsert {spec['upsert_rows']:,} rows "
+            f"({spec['upsert_bytes'] / MiB:.1f} MiB Parquet), read {spec['read_a']} <= key < {spec['read_b']} "
+            f"({time.perf_counter() - t_start:.1f} s to generate)"
+        )
     run = Run(
         rows=spec["rows"],
         appends=appends,
@@ -203,8 +215,17 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help=f"rows appended in total, in {APPENDS} appends (default {DEFAULT_ROWS:,}); the upsert is a tenth of that",
     )
     p.add_argument(
-        "--systems", default=",".join(SYSTEMS), help=f"comma-separated subset of {','.join(SYSTEMS)} (default: all)"
+        "--systems",
+        default=None,
+        help=f"comma-separated subset of {','.join(SYSTEMS)} (default: all; on s3: {','.join(S3_SYSTEMS)})",
     )
+    p.add_argument(
+        "--store",
+        choices=("local", "s3"),
+        default="local",
+        help="local disk, or s3: one SeaweedFS on loopback for the run, tables at fresh s3:// prefixes",
+    )
+    p.add_argument("--no-local", action="store_true", help="with --store s3: skip the same steps on local disk")
     p.add_argument("--read-keys", type=int, default=READ_KEYS, help="consecutive keys read (default 1000)")
     p.add_argument(
         "--step-timeout",
@@ -226,10 +247,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--no-docs", action="store_true", help="do not update docs/performance.md")
     p.add_argument("--check", action="store_true", help="exit 1 when a target is missed or systems disagree")
     args = p.parse_args(argv)
-    args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
-    unknown = [s for s in args.systems if s not in SYSTEMS]
+    allowed = S3_SYSTEMS if args.store == "s3" else SYSTEMS
+    args.systems = [s.strip() for s in (args.systems or ",".join(allowed)).split(",") if s.strip()]
+    unknown = [s for s in args.systems if s not in allowed]
     if unknown:
-        p.error(f"unknown system(s) {unknown}; choose from {', '.join(SYSTEMS)}")
+        p.error(f"unknown system(s) {unknown} for --store {args.store}; choose from {', '.join(allowed)}")
     if args.rows < APPENDS * 2:
         p.error(f"--rows must be at least {APPENDS * 2}")
     if args.profile is not None:
@@ -242,30 +264,51 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 @unwinds_on_sigterm
-def main(argv: list[str]) -> int:
+def main(argv: list[str], server: SeaweedServer | None = None) -> int:
+    """Run the benchmark; with ``--store s3`` on ``server`` (a running SeaweedFS, as the
+    tests' session has one) or on one started for the run and stopped after."""
     from rich.console import Console
 
     args = parse(argv)
+    t_start = time.perf_counter()
     con = Console(width=None if os.isatty(1) or "COLUMNS" in os.environ else 160)
     con.print(f"[bold]write benchmark[/bold] on {machine_line()}; {versions()}")
     own_dir = args.workdir is None
     workdir = Path(tempfile.mkdtemp(prefix="lakeline-write-bench-")) if own_dir else args.workdir
     workdir.mkdir(parents=True, exist_ok=True)
     timeout = args.step_timeout or default_timeout(args.rows)
+    on_store = args.store == "s3"
+    started: SeaweedServer | None = None
+    local: Run | None = None
+
+    def log(m: str) -> None:
+        con.print(m, markup=False, highlight=False)
+
     try:
-        run = run_benchmark(
-            args.rows,
-            args.systems,
-            workdir,
-            timeout,
-            args.read_keys,
-            profile=args.profile,
-            log=lambda m: con.print(m, markup=False, highlight=False),
-        )
+        if on_store:
+            if server is None:
+                server = started = start_server()
+            StoreConfig.on(server).save(workdir)
+            log(f"store: SeaweedFS {server_version()} at {server.endpoint}, bucket {server.bucket}")
+        else:
+            StoreConfig.forget(workdir)  # a reused --workdir of an earlier run on the store
+        run = run_benchmark(args.rows, args.systems, workdir, timeout, args.read_keys, profile=args.profile, log=log)
+        if on_store and not args.no_local:
+            log("the same steps on local disk:")
+            spec = json.loads((workdir / "spec.json").read_text())
+            local = run_benchmark(
+                args.rows, args.systems, local_workdir(workdir), timeout, args.read_keys, log=log, spec=spec
+            )
     finally:
+        if started is not None:
+            started.stop()
         if own_dir and not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
-    for t in rich_tables(run):
+    if on_store:
+        run.targets = s3_report.s3_targets(run)
+        run.total_s = time.perf_counter() - t_start
+        run.load = (run.load[0] if run.load else os.getloadavg()[0], os.getloadavg()[0])
+    for t in s3_report.rich_tables(run, local) if on_store else rich_tables(run):
         con.print(t)
     con.print(
         ("[green]" if run.consistent else "[red]") + f"consistency: {run.consistency_note}",
@@ -273,12 +316,13 @@ def main(argv: list[str]) -> int:
         highlight=False,
     )
     notes = []
-    for s, steps in run.results.items():
-        for st, r in steps.items():
-            if not r.ok:
-                notes.append(f"{s} {st}: {r.error}")
-        if len(steps) < len(STEPS):
-            notes.append(f"{s}: later steps not run (its append failed)")
+    for where, r_ in (("", run), ("on local disk: ", local)):
+        for s, steps in (r_.results if r_ is not None else {}).items():
+            for st, r in steps.items():
+                if not r.ok:
+                    notes.append(f"{where}{s} {st}: {r.error}")
+            if len(steps) < len(STEPS):
+                notes.append(f"{where}{s}: later steps not run (its append failed)")
     for n in notes:
         con.print(f"[yellow]{n}[/yellow]", highlight=False)
     if args.profile is not None:
@@ -286,15 +330,21 @@ def main(argv: list[str]) -> int:
         if prof.exists():
             print_profile(prof, con)
     if args.keep:
-        con.print(f"kept {workdir}")
+        con.print(f"kept {workdir}" + (" (the store's tables went with its server)" if started else ""))
     if args.json is not None:
         payload = asdict(run)
-        payload["date"], payload["machine"] = today(), machine_line()
+        payload["date"], payload["machine"], payload["store"] = today(), machine_line(), args.store
+        if local is not None:
+            payload["local"] = asdict(local)
         args.json.write_text(json.dumps(payload, indent=2, default=str))
     if not args.no_docs:
         command = command_line("write", argv, with_postgres=False)
-        update_section(SECTION, markdown(run, command, method_notes(run) + notes))
-        con.print(f"wrote the {SECTION} section of docs/performance.md")
+        if on_store:
+            body = s3_report.markdown(run, local, command, server_version(), notes)
+            update_section(s3_report.SECTION, body)
+        else:
+            update_section(SECTION, markdown(run, command, method_notes(run) + notes))
+        con.print(f"wrote the {s3_report.SECTION if on_store else SECTION} section of docs/performance.md")
     missed = any(t.ok is False for t in run.targets) or run.consistent is False
     return 1 if args.check and missed else 0
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .object_store import probe_seconds, snapshot
 from .systems import make_system
 
 # --------------------------------------------------------------------------------------
@@ -67,7 +68,7 @@ def run_child(system_name: str, step: str, workdir: Path, profile: Path | None =
     system = make_system(system_name, workdir)
     system.load()
     out: dict[str, Any] = {"system": system_name, "step": step, "ok": False, "base_rss": _maxrss()}
-    before = _files(system.path)
+    before = snapshot(system.path, system.options)
     inputs = workdir / "input"
     profiler = None
     if profile is not None:
@@ -96,6 +97,8 @@ def run_child(system_name: str, step: str, workdir: Path, profile: Path | None =
             del batch
         out["seconds"] = create_s + sum(each)
         out["detail"] = {"create_s": create_s, "appends_s": each}
+        if system.options is not None and system_name.startswith("lakeline"):
+            out["detail"]["probe_s"] = probe_seconds()  # part of create_s
     elif step == "upsert":
         batch = pq.read_table(inputs / "upsert.parquet")
         stats, out["seconds"] = timed(lambda: system.upsert(batch))
@@ -106,7 +109,7 @@ def run_child(system_name: str, step: str, workdir: Path, profile: Path | None =
         raise ValueError(f"unknown step {step!r}")
     out["peak_rss"] = _maxrss()
 
-    after = _files(system.path)
+    after = snapshot(system.path, system.options)
     changed = [p for p, st in after.items() if before.get(p) != st]
     out["bytes_written"] = sum(after[p][0] for p in changed)
     out["files_written"] = len(changed)

@@ -2,7 +2,9 @@
 
 :mod:`bench.write.bench` runs every system/step in a child process; the child builds its
 system with :func:`make_system` and calls ``load``, ``create``, ``append``, ``upsert``,
-``read`` and ``scan_all``. Imports are lazy so a child only loads its own library.
+``read`` and ``scan_all``. Imports are lazy so a child only loads its own library. On an
+object store (``--store s3``) a system's ``path`` is its ``s3://`` URI and ``options``
+the storage options, which lakeline and deltalake take alike.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from .object_store import StoreConfig
 
 SYSTEMS = ("lakeline-cow", "lakeline-mor", "deltalake", "pyiceberg")
 LAKELINE = ("lakeline-cow", "lakeline-mor")
@@ -19,12 +23,14 @@ FLOOR = "pyarrow"
 
 
 class System:
-    """One table format under test, at ``path`` (a folder the benchmark owns)."""
+    """One table format under test, at ``path`` (a folder the benchmark owns, or an
+    object-store URI with its ``options``)."""
 
     name = ""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path | str, options: dict[str, str] | None = None) -> None:
         self.path = path
+        self.options = options
 
     def load(self) -> None:
         """Import the library (outside the timed part)."""
@@ -50,8 +56,8 @@ class System:
 
 
 class Lakeline(System):
-    def __init__(self, path: Path, table_type: str) -> None:
-        super().__init__(path)
+    def __init__(self, path: Path | str, table_type: str, options: dict[str, str] | None = None) -> None:
+        super().__init__(path, options)
         self.table_type = table_type
         self.name = f"lakeline-{table_type}"
         self.table: Any = None
@@ -64,22 +70,29 @@ class Lakeline(System):
 
     def create(self, schema: Any) -> None:
         self.table = self.Table.create(
-            str(self.path), schema, record_key="key", ordering_field="ts", table_type=self.table_type
+            str(self.path),
+            schema,
+            record_key="key",
+            ordering_field="ts",
+            table_type=self.table_type,
+            storage_options=self.options,
         )
 
     def append(self, batch: Any) -> None:
         self.table.insert(batch)
 
     def upsert(self, batch: Any) -> dict[str, Any]:
-        return dict(self.Table.open(str(self.path)).upsert(batch).stats)
+        return dict(self.Table.open(str(self.path), storage_options=self.options).upsert(batch).stats)
 
     def read(self, a: str, b: str) -> tuple[Any, Callable[[], int]]:
         pc = self.pc
-        scan = self.Table.open(str(self.path)).scan(filter=(pc.field("key") >= a) & (pc.field("key") < b))
+        scan = self.Table.open(str(self.path), storage_options=self.options).scan(
+            filter=(pc.field("key") >= a) & (pc.field("key") < b)
+        )
         return scan.to_arrow(), lambda: len(scan.files())
 
     def scan_all(self, columns: list[str]) -> Any:
-        return self.Table.open(str(self.path)).to_arrow(columns=columns)
+        return self.Table.open(str(self.path), storage_options=self.options).to_arrow(columns=columns)
 
 
 class Delta(System):
@@ -92,10 +105,10 @@ class Delta(System):
         self.dl, self.pc = deltalake, pc
 
     def append(self, batch: Any) -> None:
-        self.dl.write_deltalake(str(self.path), batch, mode="append")
+        self.dl.write_deltalake(str(self.path), batch, mode="append", storage_options=self.options)
 
     def upsert(self, batch: Any) -> dict[str, Any]:
-        dt = self.dl.DeltaTable(str(self.path))
+        dt = self.dl.DeltaTable(str(self.path), storage_options=self.options)
         metrics = (
             dt.merge(source=batch, predicate="t.key = s.key", source_alias="s", target_alias="t")
             .when_matched_update_all()
@@ -119,7 +132,7 @@ class Delta(System):
 
         pc = self.pc
         expr = (pc.field("key") >= a) & (pc.field("key") < b)
-        dset = self.dl.DeltaTable(str(self.path)).to_pyarrow_dataset()
+        dset = self.dl.DeltaTable(str(self.path), storage_options=self.options).to_pyarrow_dataset()
         # Fragments carry each file's min/max as their partition expression, so this
         # prunes by statistics: the files left are the ones the scan opens.
         frags = list(dset.get_fragments(filter=expr))
@@ -133,12 +146,20 @@ class Delta(System):
         return pruned.to_table(filter=(key >= a) & (key < b)), lambda: len(frags)
 
     def scan_all(self, columns: list[str]) -> Any:
-        return self.dl.DeltaTable(str(self.path)).to_pyarrow_dataset().to_table(columns=columns)
+        return (
+            self.dl.DeltaTable(str(self.path), storage_options=self.options)
+            .to_pyarrow_dataset()
+            .to_table(columns=columns)
+        )
 
 
 class Iceberg(System):
     name = "pyiceberg"
     IDENT = "bench.t"
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__(folder)
+        self.folder = folder
 
     def load(self) -> None:
         import pyiceberg.expressions as ice
@@ -147,9 +168,9 @@ class Iceberg(System):
         self.ice, self.SqlCatalog = ice, SqlCatalog
 
     def _catalog(self) -> Any:
-        self.path.mkdir(parents=True, exist_ok=True)
+        self.folder.mkdir(parents=True, exist_ok=True)
         return self.SqlCatalog(
-            "bench", uri=f"sqlite:///{self.path / 'catalog.db'}", warehouse=(self.path / "warehouse").as_uri()
+            "bench", uri=f"sqlite:///{self.folder / 'catalog.db'}", warehouse=(self.folder / "warehouse").as_uri()
         )
 
     def create(self, schema: Any) -> None:
@@ -186,6 +207,10 @@ class PyArrowFloor(System):
     name = "pyarrow"
     FILES_PER_APPEND = 2
 
+    def __init__(self, folder: Path) -> None:
+        super().__init__(folder)
+        self.folder = folder
+
     def load(self) -> None:
         import pyarrow.compute as pc
         import pyarrow.dataset as pds
@@ -194,17 +219,17 @@ class PyArrowFloor(System):
         self.pc, self.pds, self.pq = pc, pds, pq
 
     def create(self, schema: Any) -> None:
-        self.path.mkdir(parents=True, exist_ok=True)
+        self.folder.mkdir(parents=True, exist_ok=True)
 
     def append(self, batch: Any) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
-        n = len(list(self.path.glob("*.parquet")))
+        n = len(list(self.folder.glob("*.parquet")))
         per = -(-batch.num_rows // self.FILES_PER_APPEND)
         parts = [batch.slice(i * per, per) for i in range(self.FILES_PER_APPEND)]
 
         def put(i: int) -> None:
-            self.pq.write_table(parts[i], self.path / f"part-{n + i:05d}.parquet", use_dictionary=["category"])
+            self.pq.write_table(parts[i], self.folder / f"part-{n + i:05d}.parquet", use_dictionary=["category"])
 
         with ThreadPoolExecutor(self.FILES_PER_APPEND) as pool:
             list(pool.map(put, range(self.FILES_PER_APPEND)))
@@ -214,7 +239,7 @@ class PyArrowFloor(System):
 
     def read(self, a: str, b: str) -> tuple[Any, Callable[[], int]]:
         expr = (self.pc.field("key") >= a) & (self.pc.field("key") < b)
-        dset = self.pds.dataset(str(self.path), format="parquet")
+        dset = self.pds.dataset(str(self.folder), format="parquet")
 
         def files_read() -> int:  # files with a row group the statistics do not rule out
             return sum(1 for f in dset.get_fragments() if f.subset(expr).num_row_groups)
@@ -222,19 +247,25 @@ class PyArrowFloor(System):
         return dset.to_table(filter=expr), files_read
 
     def scan_all(self, columns: list[str]) -> Any:
-        return self.pds.dataset(str(self.path), format="parquet").to_table(columns=columns)
+        return self.pds.dataset(str(self.folder), format="parquet").to_table(columns=columns)
 
 
 def make_system(name: str, workdir: Path) -> System:
-    path = workdir / "tables" / name
+    """The system ``name`` with its table in ``workdir/tables``, or on the object store
+    that ``workdir/store.json`` names."""
+    store = StoreConfig.load(workdir)
+    path: Path | str = workdir / "tables" / name if store is None else store.uri(name)
+    options = None if store is None else store.options
     if name == "lakeline-cow":
-        return Lakeline(path, "cow")
+        return Lakeline(path, "cow", options)
     if name == "lakeline-mor":
-        return Lakeline(path, "mor")
+        return Lakeline(path, "mor", options)
     if name == "deltalake":
-        return Delta(path)
+        return Delta(path, options)
+    if store is not None:
+        raise ValueError(f"{name} is not measured on an object store (it needs more than the bucket)")
     if name == "pyiceberg":
-        return Iceberg(path)
+        return Iceberg(workdir / "tables" / name)
     if name == "pyarrow":
-        return PyArrowFloor(path)
+        return PyArrowFloor(workdir / "tables" / name)
     raise ValueError(f"unknown system {name!r}; choose from {', '.join(SYSTEMS)} or pyarrow")
