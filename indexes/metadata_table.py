@@ -128,6 +128,7 @@ class MetadataTable:
         half-written: :meth:`Storage.written_whole`); returns its relative path."""
         token = uuid.uuid4().hex[:8]
         final = posixpath.join(self.rel_dir(index), f"base_{seq}_{token}.parquet")
+        self.storage.mkdirs(self.storage.path(self.rel_dir(index)))
         with self.storage.written_whole(self.storage.path(final)) as target:
             with self.storage.fs.open_output_stream(target) as sink:
                 pq.write_table(rows, sink)

@@ -107,3 +107,25 @@ def test_where_a_table_may_live_on_the_store(make_table: Callable[..., Table], s
     assert [o.path.rsplit("/", 1)[-1] for o in t.storage.objects.list(busy.removeprefix("s3://"))] == [
         "someone-elses.csv"
     ]
+
+
+def test_a_late_owner_beat_never_revives_a_removed_staging_folder(make_table: Callable[..., Table]) -> None:
+    """On a store a folder is only the objects under it: a beat after the folder was
+    removed must not put the owner object back (it would look like a live write)."""
+    import uuid
+
+    from lakeline.timeline.storage.staging_folders import OwnerBeat, folder_of, read_owner, remove
+
+    t = make_table("cow")
+    beat = OwnerBeat(t.storage, uuid.uuid4().hex, 20).start()
+    try:
+        w = beat.owner.write
+        time.sleep(0.1)
+        assert read_owner(t.storage, w) is not None
+        assert remove(t.storage, [w]) == [w]
+        time.sleep(0.2)  # several beats
+        assert read_owner(t.storage, w) is None
+        assert t.storage.objects is not None
+        assert list(t.storage.objects.list(t.storage.path(folder_of(w)))) == []
+    finally:
+        beat.stop()

@@ -135,11 +135,12 @@ class Storage:
         """A path to write ``path``'s new content at; when the block ends without an
         error the content is at ``path``, and a reader never saw half of it. On a local
         disk it is written aside and renamed; on an object store a put is atomic, so it
-        is written in place (nothing renames there)."""
+        is written in place (nothing renames there). The folder must exist."""
         if self.objects is not None:
             yield path
             return
-        self.fs.create_dir(posixpath.dirname(path), recursive=True)
+        # No folder is made here: a caller that writes into a folder someone removed
+        # (a late beat of a finished write) must fail, not bring the folder back.
         aside = f"{path}.{uuid.uuid4().hex}.tmp"
         try:
             yield aside

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field, replace
 import pyarrow.fs as pafs
 
 from ...config import TableProperties
+from ..errors import ObjectChangedError
 from ..heartbeat import expiry_us, is_expired
 from ..log import now_us
 from ..timeline import Timeline
@@ -101,9 +102,20 @@ def write_owner(storage: Storage, owner: Owner, create: bool = False) -> None:
     one. Only ``create`` makes the folder: a late beat of a write whose folder was
     removed must not bring it back."""
     folder = storage.path(folder_of(owner.write))
+    path = posixpath.join(folder, OWNER_FILE)
     if create:
         storage.mkdirs(folder)
-    storage.replace_bytes(posixpath.join(folder, OWNER_FILE), owner.to_json())
+    elif storage.objects is not None:
+        # No folders on a store: a beat replaces the owner object only while it is there
+        # (a put naming the ETag it read), so a removed folder stays removed.
+        held = storage.objects.get_tagged(path)
+        if held is not None:
+            try:
+                storage.objects.replace(path, owner.to_json(), held[1])
+            except ObjectChangedError:
+                pass  # removed meanwhile
+        return
+    storage.replace_bytes(path, owner.to_json())
 
 
 def read_owner(storage: Storage, write_id: str) -> Owner | None:

@@ -58,7 +58,8 @@ def check_timeline_arg(pointer: dict[str, Any], timeline: str | None, where: str
             f"the table at {where} keeps its timeline in PostgreSQL; pass timeline='postgresql://...'"
         )
     if kind in ("filesystem", "object_store") and timeline:
-        raise TimelineConfigError(f"the table at {where} keeps its timeline next to its data; pass timeline=None")
+        on = "on the filesystem" if kind == "filesystem" else "on its object store"
+        raise TimelineConfigError(f"the table at {where} keeps its timeline {on}, next to its data; pass timeline=None")
 
 
 __all__ = ["TimelineStore", "check_timeline_arg", "open_store"]
