@@ -94,7 +94,9 @@ class Staging:
         blob, stores = pack(value)
         if any(s != self.storage.objects for s in stores):
             raise ValueError("a published value may hold no object store but the table's own")
-        self.storage.replace_bytes(self.storage.path(posixpath.join(self.folder, name)), blob)
+        path = self.storage.path(posixpath.join(self.folder, name))
+        self.storage.mkdirs(posixpath.dirname(path))
+        self.storage.replace_bytes(path, blob)
 
     def peek(self, name: str) -> tuple[bool, Any]:
         """(True, the value) once :meth:`publish` stored ``name``; (False, None) before."""
