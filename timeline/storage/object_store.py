@@ -229,10 +229,15 @@ class ObjectStore:
         env = {k: v for k, v in environment_options(location.kind).items() if k.lower() not in given}
         self._options = env | dict(options or {})
         self._config, self._client = store_arguments(location.kind, self._options)
-        self._local = threading.local()
+        self._client_obj: Any = None
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"ObjectStore({self.location.scheme}://{self.location.bucket})"
+
+    def __copy__(self) -> ObjectStore:
+        """The same bucket and options with a client of its own."""
+        return ObjectStore(self.location, self._options)
 
     def __getstate__(self) -> dict[str, Any]:
         return {"location": self.location, "options": self._options}
@@ -253,11 +258,15 @@ class ObjectStore:
 
     @property
     def client(self) -> Any:
-        """The obstore client (one per thread: a client is cheap and holds a pool)."""
-        client = getattr(self._local, "client", None)
+        """The obstore client, built on first use and shared by every thread: it is
+        thread-safe and keeps a pool of connections, so parallel requests (a probe's
+        window of slots) reuse warm connections instead of each thread opening its own."""
+        client = self._client_obj
         if client is None:
-            client = self._build()
-            self._local.client = client
+            with self._lock:
+                if self._client_obj is None:
+                    self._client_obj = self._build()
+                client = self._client_obj
         return client
 
     def _build(self) -> Any:

@@ -20,6 +20,7 @@ each (endpoint, bucket): the store does not change under a running process.
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 import uuid
@@ -65,13 +66,16 @@ class ProbeReport:
 
 
 def _race(objects: ObjectStore, key: str, pool: ThreadPoolExecutor) -> tuple[int, bool]:
-    """(winners, whether the key holds the winner's bytes) of one round."""
+    """(winners, whether the key holds the winner's bytes) of one round: each writer with
+    a client of its own (its own connections), as separate processes would be."""
     start = threading.Barrier(WRITERS)
+    writers = [copy.copy(objects) for _ in range(WRITERS)]
 
     def create(i: int) -> bool:
+        _ = writers[i].client  # built before the race starts
         start.wait()
         try:
-            objects.create(key, f"writer-{i}".encode())
+            writers[i].create(key, f"writer-{i}".encode())
             return True
         except FileExistsError:
             return False
