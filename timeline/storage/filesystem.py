@@ -16,9 +16,11 @@ than raise, so a hostile link cannot wedge a rollback either.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import posixpath
+import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -218,10 +220,20 @@ class Storage:
         if self.is_local and os.path.islink(path):
             os.unlink(path)
             return
-        try:
-            self.fs.delete_dir(path)
-        except FileNotFoundError:
-            pass
+        for attempt in range(5):
+            try:
+                self.fs.delete_dir(path)
+                return
+            except FileNotFoundError:
+                return
+            except OSError as e:
+                # A file landed while the tree was being removed (a late metadata-table
+                # write into a dropped index's folder): remove again. What lands after the
+                # last try is a leftover the cleaner finds.
+                not_empty = e.errno == errno.ENOTEMPTY or "Directory not empty" in str(e)
+                if not not_empty or attempt == 4:
+                    raise
+                time.sleep(0.01 * (attempt + 1))
 
     def list_files(self, path: str, recursive: bool = False) -> list[pafs.FileInfo]:
         selector = pafs.FileSelector(path, allow_not_found=True, recursive=recursive)
