@@ -4,9 +4,10 @@ Why a process each: a commit rate or an open time is only honest without the cac
 connections and warm imports of the run before it. ``python -m bench.object_store.child
 MODE WORKDIR PARAMS_JSON`` prints its result after :data:`MARK`:
 
-* ``commits``: build a small table (untimed), then ``upserts`` one-row upserts through
-  one table handle, each timed; with ``count``, as many again through the counting proxy
-  (:mod:`.wire`), started only then so it cannot slow the timed ones;
+* ``commits``: ``upserts`` one-row upserts into a small table (built by the parent)
+  through one table handle, each timed; with ``count``, the same upserts into a twin table
+  through the counting proxy (:mod:`.wire`), started only then so it cannot slow the
+  timed ones;
 * ``open``: ``Table.open`` + ``t.timeline`` (and, apart, planning a full scan) of a
   table built beforehand; with ``count``, through the proxy, counted per phase.
 
@@ -38,10 +39,10 @@ def one_row_batches(existing: int, n: int, round_: int) -> list[Any]:
 
 
 class LakelineCommits:
-    def __init__(self, uri: str, table_type: str) -> None:
+    def __init__(self, uri: str, table_type: str, properties: dict[str, str]) -> None:
         from lakeline.table import Table
 
-        self.uri, self.table_type, self.Table = uri, table_type, Table
+        self.uri, self.table_type, self.properties, self.Table = uri, table_type, properties, Table
 
     def build(self, rows: Any, options: dict[str, str]) -> None:
         from .. import data
@@ -52,6 +53,7 @@ class LakelineCommits:
             record_key="key",
             ordering_field="ts",
             table_type=self.table_type,
+            properties=self.properties,
             storage_options=options,
         )
         t.insert(rows)
@@ -60,7 +62,10 @@ class LakelineCommits:
         return self.Table.open(self.uri, storage_options=options)
 
     def upsert(self, handle: Any, row: Any) -> dict[str, float]:
-        return dict(handle.upsert(row).timings)
+        res = handle.upsert(row)
+        if res.hook_errors:  # an inline service failed after the commit: not a clean run
+            raise RuntimeError(f"inline services failed: {res.hook_errors}")
+        return dict(res.timings)
 
     def scan(self, options: dict[str, str]) -> Any:
         return self.Table.open(self.uri, storage_options=options).to_arrow(columns=["key", "ts"])
@@ -95,58 +100,86 @@ class DeltaCommits:
         return t.cast(pa.schema([("key", pa.string()), ("ts", pa.int64())]))
 
 
+#: The systems and how each is built: lakeline's table type and properties, or deltalake.
+SYSTEMS: dict[str, tuple[str, dict[str, str]] | None] = {
+    "lakeline-cow": ("cow", {}),
+    "lakeline-mor": ("mor", {}),
+    # Merge-on-read as it is meant to run: compaction inline after a commit whenever a
+    # file slice has compaction.delta-commits (5) logs; the default table compacts only
+    # when a service runs, so its slice gathers one log per upsert.
+    "lakeline-mor-compacting": ("mor", {"inline.services": "compaction"}),
+    "deltalake": None,
+}
+
+
 def make(system: str, uri: str) -> LakelineCommits | DeltaCommits:
-    if system in ("lakeline-cow", "lakeline-mor"):
-        return LakelineCommits(uri, system.rsplit("-", 1)[1])
-    if system == "deltalake":
-        return DeltaCommits(uri)
-    raise ValueError(f"unknown system {system!r}")
+    if system not in SYSTEMS:
+        raise ValueError(f"unknown system {system!r}")
+    how = SYSTEMS[system]
+    return DeltaCommits(uri) if how is None else LakelineCommits(uri, *how)
+
+
+def upserted(sys_: LakelineCommits | DeltaCommits, options: dict[str, str], small: int, keys: set[str]) -> bool:
+    """Whether every upsert landed as an update: no row added, exactly ``keys`` carry an
+    update's ``ts`` (untimed; the same check on every system)."""
+    import pyarrow.compute as pc
+
+    from .. import data
+
+    every = sys_.scan(options)
+    newer = every.filter(pc.greater_equal(every.column("ts"), data.UPDATE_TS))
+    return every.num_rows == small and set(newer.column("key").to_pylist()) == keys
+
+
+def build(system: str, uri: str, rows: int, options: dict[str, str], count: bool) -> None:
+    """The small table a ``commits`` child upserts into (and, with ``count``, its twin):
+    built by the parent, so a child's time and memory are its upserts' alone, and a
+    lakeline child does not run the store's probe (which only creating a table does)."""
+    from .. import data
+
+    batch = data.append_batch(0, rows)
+    for at in [uri, twin_uri(uri)] if count else [uri]:
+        make(system, at).build(batch, options)
+
+
+def twin_uri(uri: str) -> str:
+    return uri + "-counted"
 
 
 def commits(p: dict[str, Any], options: dict[str, str]) -> dict[str, Any]:
-    """Build, then ``p['upserts']`` timed one-row upserts (and as many counted ones)."""
-    import pyarrow.compute as pc
-
+    """``p['upserts']`` timed one-row upserts into the table :func:`build` made; with
+    ``count``, the same upserts into its twin, through the counting proxy."""
     from .. import data
     from .wire import counting_proxy, summarize
 
     n, small = p["upserts"], p["rows"]
+    rows = one_row_batches(small, n, 0)
+    keys = set(data.update_batch(small, n, 0).column("key").to_pylist())
     sys_ = make(p["system"], p["uri"])
-    sys_.build(data.append_batch(0, small), options)
     handle = sys_.open(options)
     latencies, phases = [], []
     t_loop = time.perf_counter()
-    for row in one_row_batches(small, n, 0):
+    for row in rows:
         t0 = time.perf_counter()
         phases.append(sys_.upsert(handle, row))
         latencies.append(time.perf_counter() - t0)
     out: dict[str, Any] = {"loop_s": time.perf_counter() - t_loop, "latencies": latencies, "phases": phases}
-    updated = set(one_row_batches_keys(small, n, 0))
+    out["updated_ok"] = upserted(sys_, options, small, keys)
     if p.get("count"):
+        # A table of its own, so the counted commits are the timed ones' twins (the
+        # same slice state), not the ones after them.
+        twin = make(p["system"], twin_uri(p["uri"]))
         proxy, tap = counting_proxy(options["AWS_ENDPOINT_URL"])
         try:
-            handle = sys_.open(options | {"AWS_ENDPOINT_URL": proxy.endpoint})
+            handle = twin.open(options | {"AWS_ENDPOINT_URL": proxy.endpoint})
             before = tap.snapshot()
-            for row in one_row_batches(small, n, 1):
-                sys_.upsert(handle, row)
+            for row in rows:
+                twin.upsert(handle, row)
             out["wire"] = summarize(tap.snapshot() - before, n)
         finally:
             proxy.stop()
-        updated |= set(one_row_batches_keys(small, n, 1))
-    # Untimed: every upsert landed as an update (no row added, the updated keys carry
-    # the new ts), the same on every system.
-    every = sys_.scan(options)
-    newer = every.filter(pc.greater_equal(every.column("ts"), data.UPDATE_TS))
-    out["rows_total"] = every.num_rows
-    out["rows_updated"] = newer.num_rows
-    out["updated_ok"] = every.num_rows == small and set(newer.column("key").to_pylist()) == updated
+        out["updated_ok"] = out["updated_ok"] and upserted(twin, options, small, keys)
     return out
-
-
-def one_row_batches_keys(existing: int, n: int, round_: int) -> list[str]:
-    from .. import data
-
-    return data.update_batch(existing, n, round_).column("key").to_pylist()
 
 
 def open_table(p: dict[str, Any], options: dict[str, str]) -> dict[str, Any]:

@@ -92,7 +92,7 @@ def _counts(wire: dict[str, Any] | None, key: str, names: tuple[str, ...]) -> st
     if not wire:
         return "-"
     got = wire[key]
-    return ", ".join(f"{name} {got[name]:.1f}" for name in names if got.get(name))
+    return ", ".join(f"{name} {got[name]:.1f}" for name in names if got.get(name, 0) >= 0.05) or "-"
 
 
 def _listed(wire: dict[str, Any] | None) -> str:
@@ -190,7 +190,10 @@ def markdown(res: dict[str, Any], summary: dict[str, Any], command: str) -> str:
             f"**One-row upserts**: a table of {commits['rows']:,} rows (the write benchmark's, one append), then "
             f"{commits['upserts']} upserts of one row each (an existing key drawn at random, a larger `ts`) "
             f"through one table handle; {runs} per system, each a fresh process on a fresh "
-            "table, the systems in turns. lakeline: `t.upsert(row)`; deltalake: `dt.merge(row, 't.key = s.key')"
+            "table, the systems in turns. lakeline: `t.upsert(row)`; lakeline-mor-compacting is merge-on-read "
+            "with `inline.services = compaction` (a file slice is compacted inline after the commit that gives it "
+            "its `compaction.delta-commits` = 5th log; lakeline-mor, the default, compacts only when a service "
+            "runs, so its one file slice gathers a log per upsert); deltalake: `dt.merge(row, 't.key = s.key')"
             ".when_matched_update_all().when_not_matched_insert_all().execute()` on one `DeltaTable`.",
             "",
             "| metric | " + " | ".join(systems) + " |",
@@ -199,8 +202,8 @@ def markdown(res: dict[str, Any], summary: dict[str, Any], command: str) -> str:
         lines += [f"| {label} | " + " | ".join(cells) + " |" for label, cells in commit_rows(summary)]
         lines += [
             "",
-            f"Requests are counted on the wire in the first run: {commits['upserts']} more upserts after the timed "
-            "ones, through a loopback proxy that forwards and counts every request "
+            f"Requests are counted on the wire in the first run: the same {commits['upserts']} upserts into a "
+            "twin table built alike, through a loopback proxy that forwards and counts every request "
             "(`tests/object_storage/proxy.py`; the proxy adds latency, so no timed upsert goes through it). "
             "*By object*: lakeline's event log (`.lakeline/timeline/`: event slots, the archival mark "
             "`archived_through`, log checkpoints and their hint), its pointer `.lakeline/table.json`, its other "

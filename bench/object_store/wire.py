@@ -83,7 +83,8 @@ def counting_proxy(endpoint: str) -> tuple[Any, Tap]:
 
     tap = Tap()
     proxy = FaultProxy(endpoint, lose_response=tap)
-    proxy.server.RequestHandlerClass.disable_nagle_algorithm = True  # this proxy's own handler class
+    handler: Any = proxy.server.RequestHandlerClass  # this proxy's own handler class
+    handler.disable_nagle_algorithm = True
     return proxy, tap
 
 
