@@ -3,8 +3,8 @@
 
 Options: ``as_of`` (an instant id or an ISO date-time), ``timeline`` (the table's
 timeline store, as for ``Table.open``), for writes ``operation``, and for a table on an
-object store its storage options (:mod:`.options`: deltalake's keys as they are,
-``AWS_ENDPOINT_URL``..., or any key after ``storage.``). Reads plan on
+object store its storage options (deltalake's keys as they are,
+``AWS_ENDPOINT_URL``..., or any key after ``storage.``; :func:`open_table`). Reads plan on
 the driver (the snapshot and its slices) and read one Spark partition per file slice
 through the tasks of :mod:`.read`; writes stage and commit through
 :mod:`.source_writer`. A table that does not exist is created by
@@ -13,11 +13,22 @@ through the tasks of :mod:`.read`; writes stage and commit through
 Spark's filter pushdown for Python data sources is not used (pyspark 4.3 keeps pushed
 filters on a reused DataFrame: see :mod:`.filters`); ``lakeline.spark.read(filter=...)``
 prunes instead.
+
+Why storage options have a spelling of their own: Spark hands a data source its options as one flat map with
+lower-cased keys, next to Spark's and lakeline's own (``path``, ``as_of``,
+``operation``...). A storage option is therefore recognised by its name: deltalake's
+keys as users already write them (``AWS_ENDPOINT_URL``, ``AWS_SECRET_ACCESS_KEY``,
+``GOOGLE_SERVICE_ACCOUNT``, ``AZURE_STORAGE_ACCOUNT_KEY``..., any case), or any other
+object-store key after ``storage.`` (``storage.timeout``). Absent keys come from the
+environment of the process that opens the store, as for ``Table.open``.
+
+The options live in memory only: in the data source's reader and writer, which Spark
+pickles to its Python workers, and in the ``ObjectStore`` the tasks carry.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 
 import pyarrow as pa
@@ -25,9 +36,40 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWrite
 from pyspark.sql.types import StructType
 
 from ..table.table import Table
-from .options import open_table
+from ..timeline.errors import TableNotFoundError
 from .read import SliceRows, as_of_value, plan, slice_batches
 from .types import spark_readable, to_spark_schema
+
+#: Option prefixes of deltalake's storage keys, passed on as they are.
+STORE_PREFIXES = ("aws_", "google_", "azure_")
+#: The prefix of any other object-store option (``storage.timeout``, ``storage.allow_http``).
+STORAGE_PREFIX = "storage."
+
+
+def storage_options_of(options: Mapping[str, str]) -> dict[str, str]:
+    """The storage options among a data source's options. An unknown key under one of
+    these prefixes is refused when the table is opened (``StorageConfigError`` naming
+    the key, never its value)."""
+    out: dict[str, str] = {}
+    for key, value in options.items():
+        low = str(key).lower()
+        if low.startswith(STORAGE_PREFIX):
+            out[low[len(STORAGE_PREFIX) :]] = value
+        elif low.startswith(STORE_PREFIXES):
+            out[low] = value
+    return out
+
+
+def open_table(path: str | None, options: Mapping[str, str]) -> Table:
+    """The table at ``path``, with the ``timeline`` and storage options of ``options``.
+
+    Raises:
+        TableNotFoundError: no path, or no table there.
+        StorageConfigError: a bad storage option.
+    """
+    if not path:
+        raise TableNotFoundError("the lakeline data source needs a path: load(path) / save(path)")
+    return Table.open(path, options.get("timeline"), storage_options_of(options))
 
 
 class LakelineDataSource(DataSource):

@@ -40,7 +40,7 @@ from ..timeline.commit_metadata import Operation
 from ..timeline.errors import SchemaMismatchError, UnsupportedOperationError
 from ..timeline.storage.filesystem import Storage
 from ..timeline.storage.staging_folders import OwnerBeat, folder_of
-from .options import open_table
+from .source import open_table
 
 #: Operations of the ``operation`` option (``mode("overwrite")`` means overwrite).
 APPEND_OPERATIONS = (Operation.INSERT, Operation.UPSERT, Operation.DELETE)

@@ -29,8 +29,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from lakeline.spark import SparkEngine, create_table, read, shipping, write
-from lakeline.spark.options import storage_options_of
 from lakeline.spark.shipping import pack, unpack
+from lakeline.spark.source import storage_options_of
 from lakeline.table import Table
 from lakeline.table.hooks import Hooks, ValidationContext
 from lakeline.timeline.errors import StoragePermissionError
