@@ -18,7 +18,6 @@ same run, so peak memory on the store is compared with the same step's on disk.
 from __future__ import annotations
 
 import json
-import os
 import re
 import uuid
 from collections.abc import Mapping
@@ -139,16 +138,9 @@ def snapshot(path: Path | str, options: Mapping[str, str] | None) -> dict[str, t
     inode) of a folder, or the listing (size, ETag) of an object-store prefix."""
     if options is not None:
         return {k: (size, hash(tag)) for k, (size, tag) in list_objects(str(path), options).items()}
-    out: dict[str, tuple[int, ...]] = {}
-    for dirpath, _dirs, names in os.walk(path):
-        for n in names:
-            p = os.path.join(dirpath, n)
-            try:
-                st = os.stat(p)
-            except FileNotFoundError:
-                continue
-            out[p] = (st.st_size, st.st_mtime_ns, st.st_ino)
-    return out
+    from .child import _files  # the local walk the local benchmark diffs with
+
+    return dict(_files(Path(path)))
 
 
 def probe_seconds() -> float | None:
