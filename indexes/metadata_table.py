@@ -81,10 +81,9 @@ class MetadataTable:
 
     def indexes_on_storage(self) -> list[str]:
         """Index partitions that have a folder (whatever the timeline says of them)."""
-        from pyarrow.fs import FileSelector, FileType
+        from pyarrow.fs import FileType
 
-        root = self.storage.path(META_DIR, METADATA_DIR)
-        infos = self.storage.fs.get_file_info(FileSelector(root, allow_not_found=True))
+        infos = self.storage.list_entries(self.storage.path(META_DIR, METADATA_DIR))
         return sorted(posixpath.basename(i.path) for i in infos if i.type == FileType.Directory)
 
     def bases(self, index: str) -> list[tuple[int, str]]:

@@ -105,9 +105,9 @@ def is_instant_file(rel_path: str, instant: int) -> bool:
 def instants_with_markers(storage: Storage) -> list[int]:
     """Instants that still have a marker folder (written, or being rolled back)."""
     root = storage.path(META_DIR, "markers")
-    from pyarrow.fs import FileSelector, FileType
+    from pyarrow.fs import FileType
 
-    infos = storage.fs.get_file_info(FileSelector(root, allow_not_found=True))
+    infos = storage.list_entries(root)
     return sorted(
         int(posixpath.basename(i.path))
         for i in infos

@@ -235,6 +235,22 @@ class Storage:
                     raise
                 time.sleep(0.01 * (attempt + 1))
 
-    def list_files(self, path: str, recursive: bool = False) -> list[pafs.FileInfo]:
+    def list_entries(self, path: str, recursive: bool = False) -> list[pafs.FileInfo]:
+        """What a folder holds; nothing when it is not there.
+
+        pyarrow's local listing is not atomic against another process: it opens the folder,
+        and when that fails it asks whether the folder exists. A folder made (or a subfolder
+        removed) between the two is reported as ENOENT although the listing is well defined
+        either way, so the listing is taken again."""
         selector = pafs.FileSelector(path, allow_not_found=True, recursive=recursive)
-        return [i for i in self.fs.get_file_info(selector) if i.type == pafs.FileType.File]
+        for attempt in range(5):
+            try:
+                return self.fs.get_file_info(selector)
+            except FileNotFoundError:
+                if attempt == 4:
+                    raise
+                time.sleep(0.005 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    def list_files(self, path: str, recursive: bool = False) -> list[pafs.FileInfo]:
+        return [i for i in self.list_entries(path, recursive) if i.type == pafs.FileType.File]

@@ -105,7 +105,7 @@ def check_new_location(storage: Storage) -> None:
     if info is not None and info.type == pafs.FileType.File:
         raise UnsafeLocationError(f"a table may not be created at {where}: it is a file")
     if info is not None and info.type == pafs.FileType.Directory:
-        entries = storage.fs.get_file_info(pafs.FileSelector(storage.base, allow_not_found=True))
+        entries = storage.list_entries(storage.base)
         others = sorted(posixpath.basename(e.path) for e in entries if posixpath.basename(e.path) != META_DIR)
         if others:
             shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
@@ -167,7 +167,7 @@ def walk_files(storage: Storage) -> Iterator[pafs.FileInfo]:
     if storage.is_local:
         yield from _walk_local(storage)
         return
-    infos = storage.fs.get_file_info(pafs.FileSelector(top, allow_not_found=True, recursive=True))
+    infos = storage.list_entries(top, recursive=True)
     nested = {
         posixpath.dirname(posixpath.dirname(i.path))
         for i in infos

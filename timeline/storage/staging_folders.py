@@ -253,10 +253,9 @@ def judge(
 
 def write_ids(storage: Storage) -> list[str]:
     """The write ids that have a staging folder, sorted."""
-    selector = pafs.FileSelector(storage.path(STAGING_DIR), allow_not_found=True)
     return sorted(
         posixpath.basename(i.path)
-        for i in storage.fs.get_file_info(selector)
+        for i in storage.list_entries(storage.path(STAGING_DIR))
         if i.type == pafs.FileType.Directory and _WRITE_ID.fullmatch(posixpath.basename(i.path))
     )
 

@@ -4,6 +4,8 @@ and deletion refuses anything outside the table or reached through a symbolic li
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -57,3 +59,32 @@ def test_delete_inside_is_idempotent(storage: Storage) -> None:
     assert storage.delete(p) is True and storage.delete(p) is False
     storage.delete_dir(storage.path("a"))
     assert not storage.exists(storage.path("a"))
+
+
+def test_listing_holds_while_another_process_makes_and_removes_the_folder(storage: Storage) -> None:
+    """pyarrow opens the folder and only then asks whether it exists; a folder made in
+    between failed a writer's listing in CI (ENOENT although it was there). The listing is
+    either empty or what the folder holds, never an error."""
+    folder = storage.path("meta", "files")
+    churn = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import os, sys, time\n"
+            "d = sys.argv[1]; end = time.monotonic() + 3\n"
+            "while time.monotonic() < end:\n"
+            "    os.makedirs(d, exist_ok=True); open(os.path.join(d, 'f'), 'w').close()\n"
+            "    os.remove(os.path.join(d, 'f')); os.rmdir(d)\n",
+            folder,
+        ]
+    )
+    try:
+        seen = set()
+        while churn.poll() is None:
+            for entries in (storage.list_entries(folder), storage.list_files(folder)):
+                seen.add(tuple(sorted(os.path.basename(e.path) for e in entries)))
+        assert churn.returncode == 0
+        assert seen <= {(), ("f",)} and () in seen
+    finally:
+        churn.kill()
+        churn.wait()
