@@ -16,6 +16,7 @@ import click
 from ..timeline.errors import StorageConfigError
 from ..timeline.storage.filesystem import Storage
 from ..timeline.storage.probe import probe as run_probe
+from ..timeline.storage.probe import remember
 from .options import json_option
 from .render import console, print_json, rows_table
 
@@ -45,6 +46,7 @@ def probe(uri: str, pairs: tuple[str, ...], as_json: bool) -> None:
     if st.objects is None:
         raise StorageConfigError(f"{uri} is not an object-store location (s3://, gs://, az://)")
     report = run_probe(st.objects, st.base)
+    remember(st.objects, report)  # the next table on this bucket need not probe again
     if as_json:
         print_json(report.to_dict())
     else:

@@ -19,6 +19,7 @@ Tests that use PostgreSQL are marked ``postgres`` automatically.
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +31,10 @@ from tests.seaweedfs import SeaweedServer, SeaweedUnavailable, start_seaweedfs
 
 if TYPE_CHECKING:
     from lakeline.table import Catalog
+
+# Remembered store verdicts (timeline/storage/probe.py) go to a folder of this run, so a
+# run starts with none and leaves nothing in the user's cache; child processes inherit it.
+os.environ["LAKELINE_CACHE_DIR"] = tempfile.mkdtemp(prefix="lakeline-test-cache-")
 
 PG_URL_VAR = "LAKELINE_TEST_PG_URL"
 STORE_KINDS = ["filesystem", "postgresql", "object_store"]

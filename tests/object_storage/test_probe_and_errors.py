@@ -9,8 +9,12 @@ drops the conditional headers (:mod:`tests.object_storage.proxy`), so racing
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -24,7 +28,7 @@ from lakeline.timeline.errors import (
     UnsafeStorageError,
 )
 from lakeline.timeline.storage.filesystem import Storage
-from lakeline.timeline.storage.probe import ROUNDS, probe
+from lakeline.timeline.storage.probe import ROUNDS, VERDICT_FILE, VERDICT_TTL_S, probe
 
 from tests.object_storage.proxy import FaultProxy
 from tests.object_storage.s3_tables import SCHEMA
@@ -125,3 +129,61 @@ def test_unknown_schemes_and_options_are_typed_errors_naming_the_key_not_the_val
     assert "hunter2-value" not in str(e.value)
     with pytest.raises(StorageConfigError, match="true or false"):
         Table.create(s3.uri(), SCHEMA, storage_options=s3.options(AWS_ALLOW_HTTP="maybe"))
+
+
+_REQUIRE_SAFE = """
+import json, sys
+from lakeline.timeline.storage.filesystem import Storage
+from lakeline.timeline.storage.probe import require_safe
+st = Storage.for_uri(sys.argv[1], json.loads(sys.argv[2]))
+report = require_safe(st.objects, st.base)
+print(json.dumps({"requests": report.requests, "checks": [c.name for c in report.checks]}))
+"""
+
+
+def _require_safe_in_a_new_process(uri: str, options: dict[str, str], cache: Path) -> dict[str, object]:
+    env = dict(os.environ, LAKELINE_CACHE_DIR=str(cache))
+    out = subprocess.run(
+        [sys.executable, "-c", _REQUIRE_SAFE, uri, json.dumps(options)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_a_safe_verdict_is_remembered_for_a_day_across_processes(s3: SeaweedServer, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    first = _require_safe_in_a_new_process(s3.uri(), s3.options(), cache)
+    assert first["requests"] and len(first["checks"]) == 4  # probed
+    saved = json.loads((cache / VERDICT_FILE).read_text())
+    assert list(saved) == [f"s3 {s3.endpoint} {s3.bucket}"] and saved[f"s3 {s3.endpoint} {s3.bucket}"]["safe"]
+    assert s3.options()["AWS_SECRET_ACCESS_KEY"] not in (cache / VERDICT_FILE).read_text()
+    assert (cache / VERDICT_FILE).stat().st_mode & 0o077 == 0
+    second = _require_safe_in_a_new_process(s3.uri(), s3.options(), cache)
+    assert second["requests"] == 0 and "less than a day old" in str(second["checks"])  # not probed again
+    # A verdict older than the TTL is not trusted: the next process probes again.
+    saved[f"s3 {s3.endpoint} {s3.bucket}"]["checked_at"] = time.time() - VERDICT_TTL_S - 1
+    (cache / VERDICT_FILE).write_text(json.dumps(saved))
+    third = _require_safe_in_a_new_process(s3.uri(), s3.options(), cache)
+    assert third["requests"] and len(third["checks"]) == 4
+
+
+def test_an_unsafe_verdict_is_never_remembered_and_replaces_a_safe_one(
+    unsafe: dict[str, str], s3: SeaweedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LAKELINE_CACHE_DIR", str(tmp_path))
+    entry = f"s3 {unsafe['AWS_ENDPOINT_URL']} {s3.uri().split('/')[2]}"
+    # A safe verdict from when the store was fine (planted): the CLI probes afresh and
+    # drops it, so the next Table.create probes and refuses.
+    (tmp_path / VERDICT_FILE).write_text(json.dumps({entry: {"safe": True, "checked_at": time.time()}}))
+    out = CliRunner().invoke(
+        cli, ["storage", "probe", s3.uri(), *sum((["-o", f"{k}={v}"] for k, v in unsafe.items()), [])]
+    )
+    assert out.exit_code == 1, out.output
+    assert entry not in json.loads((tmp_path / VERDICT_FILE).read_text())
+    with pytest.raises(subprocess.CalledProcessError) as e:
+        _ = _require_safe_in_a_new_process(s3.uri(), unsafe, tmp_path)
+    assert "UnsafeStorageError" in e.value.stderr

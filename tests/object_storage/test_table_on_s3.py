@@ -7,6 +7,7 @@ gone from the bucket, the event log is objects under ``.lakeline/timeline``.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 
@@ -15,7 +16,8 @@ import pytest
 from lakeline.table import Table
 from lakeline.timeline.diagnostics import faults
 from lakeline.timeline.errors import FaultInjectedError
-from lakeline.timeline.storage.filesystem import META_DIR
+from lakeline.timeline.storage.filesystem import META_DIR, Storage
+from lakeline.timeline.storage.object_store import PART_SIZE
 
 from tests.object_storage.s3_tables import rows
 from tests.seaweedfs import SeaweedServer
@@ -129,3 +131,17 @@ def test_a_late_owner_beat_never_revives_a_removed_staging_folder(make_table: Ca
         assert list(t.storage.objects.list(t.storage.path(folder_of(w)))) == []
     finally:
         beat.stop()
+
+
+def test_a_file_larger_than_a_part_goes_up_in_parts_and_reads_back_whole(s3: SeaweedServer) -> None:
+    """Parquet files stream to the store in parts of PART_SIZE (the upload overlaps the
+    encoding); what lands must be the bytes written, in order."""
+    st = Storage.for_uri(s3.uri(), s3.options())
+    assert st.objects is not None
+    data = os.urandom(2 * PART_SIZE + 12345)
+    path = st.path("big.bin")
+    with st.fs.open_output_stream(path) as out:
+        for at in range(0, len(data), 1 << 20):  # as a writer hands it over: in pieces
+            out.write(data[at : at + (1 << 20)])
+    assert st.read_bytes(path) == data
+    assert st.objects.head(path).size == len(data)

@@ -113,6 +113,10 @@ _SECRETS |= {"client_secret"}
 _IGNORED = {"aws_s3_locking_provider", "dynamo_table_name", "aws_conditional_put", "conditional_put"}
 #: Retries of one request (throttling, 5xx, a lost connection): obstore backs off
 #: exponentially; the timeout bounds how long an unreachable endpoint holds a caller.
+#: A file larger than this goes up in parts of this size while the rest is still being
+#: written (S3's smallest part), so a Parquet file's upload overlaps its encoding instead
+#: of starting at close.
+PART_SIZE = 5 * 1024 * 1024
 RETRY = {"max_retries": 5, "retry_timeout": datetime.timedelta(seconds=15)}
 
 
@@ -357,7 +361,7 @@ class ObjectStore:
         return self._call(f"GET {path}", obstore.open_reader, self._key(path), buffer_size=1 << 20)
 
     def open_writer(self, path: str) -> Any:
-        return self._call(f"PUT {path}", obstore.open_writer, self._key(path))
+        return self._call(f"PUT {path}", obstore.open_writer, self._key(path), buffer_size=PART_SIZE)
 
 
 __all__ = ["SCHEMES", "Location", "ObjectInfo", "ObjectStore", "store_arguments", "translate"]

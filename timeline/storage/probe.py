@@ -14,18 +14,30 @@ the bucket answers (a GET of a missing key is "not found", not "no such bucket")
 a create-only put of an existing key is refused; :data:`ROUNDS` races of
 :data:`WRITERS` threads (one client each, so real concurrent requests) creating one key
 have exactly one winner, whose bytes the key holds; and a put naming a stale ETag is
-refused while one naming the current ETag lands. A verdict is kept per process for
-each (endpoint, bucket): the store does not change under a running process.
+refused while one naming the current ETag lands.
+
+A safe verdict is remembered per (endpoint, bucket): in the process, and for
+:data:`VERDICT_TTL_S` in a file of the user's cache folder (``$LAKELINE_CACHE_DIR``, else
+``$XDG_CACHE_HOME/lakeline``, else ``~/.cache/lakeline``). The races are slow on purpose
+(a store that holds contended creates holds them for a second or more, SeaweedFS does),
+and the server behind an endpoint does not change from one table to the next; a day
+bounds how long a store that did change goes unnoticed, and ``lakeline storage probe``
+always checks again. An unsafe verdict is never remembered: a fixed store is trusted as
+soon as it passes. The file names no credential (endpoint and bucket only).
 """
 
 from __future__ import annotations
 
 import copy
+import json
+import logging
+import os
 import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..errors import ObjectChangedError, UnsafeStorageError
@@ -34,8 +46,12 @@ from .object_store import ObjectStore
 #: Racing writers per round, and rounds.
 WRITERS = 8
 ROUNDS = 3
+#: How long this machine trusts a safe verdict without probing again.
+VERDICT_TTL_S = 24 * 3600.0
+VERDICT_FILE = "store-verdicts.json"
 _VERDICTS: dict[tuple[str, str, str], ProbeReport] = {}
 _LOCK = threading.Lock()
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -152,17 +168,21 @@ def probe(objects: ObjectStore, base: str) -> ProbeReport:
 
 
 def require_safe(objects: ObjectStore, base: str) -> ProbeReport:
-    """The probe's verdict on ``objects`` (run once per process and store).
+    """The probe's verdict on ``objects``: remembered (see the module docstring), or run.
 
     Raises:
         UnsafeStorageError: a check failed; the message names it and the way out.
         StorageAccessError: the store cannot be used at all (see :func:`probe`).
     """
-    key = (objects.location.kind, objects.endpoint, objects.location.bucket)
+    key = _key(objects)
     with _LOCK:
         report = _VERDICTS.get(key)
         if report is None:
-            report = _VERDICTS[key] = probe(objects, base)
+            report = _remembered(key, objects, base)
+        if report is None:
+            report = probe(objects, base)
+            remember(objects, report)
+        _VERDICTS[key] = report
     if not report.safe:
         failed = "; ".join(f"{c.name}: no ({c.detail})" for c in report.checks if not c.ok)
         raise UnsafeStorageError(
@@ -173,4 +193,72 @@ def require_safe(objects: ObjectStore, base: str) -> ProbeReport:
     return report
 
 
-__all__ = ["ROUNDS", "WRITERS", "ProbeCheck", "ProbeReport", "probe", "require_safe"]
+def verdict_path() -> Path:
+    """The file of remembered safe verdicts (the folder need not exist)."""
+    folder = os.environ.get("LAKELINE_CACHE_DIR")
+    if not folder:
+        cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        folder = os.path.join(cache, "lakeline")
+    return Path(folder) / VERDICT_FILE
+
+
+def _key(objects: ObjectStore) -> tuple[str, str, str]:
+    return (objects.location.kind, objects.endpoint, objects.location.bucket)
+
+
+def _entry(key: tuple[str, str, str]) -> str:
+    return " ".join(key)
+
+
+def _load() -> dict[str, Any]:
+    try:
+        raw = json.loads(verdict_path().read_text())
+    except (OSError, ValueError):
+        return {}  # none yet, or unreadable: probe (costs time, never safety)
+    return raw if isinstance(raw, dict) else {}
+
+
+def _remembered(key: tuple[str, str, str], objects: ObjectStore, base: str) -> ProbeReport | None:
+    entry = _load().get(_entry(key))
+    if not isinstance(entry, dict) or entry.get("safe") is not True:
+        return None
+    checked = entry.get("checked_at")
+    if not isinstance(checked, (int, float)) or not 0 <= time.time() - checked < VERDICT_TTL_S:
+        return None
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(checked))
+    check = ProbeCheck("this machine's safe verdict is less than a day old", True, f"probed {stamp}")
+    return ProbeReport(f"{objects.location.scheme}://{base}", objects.endpoint, (check,), 0.0, 0)
+
+
+def remember(objects: ObjectStore, report: ProbeReport) -> None:
+    """Record a safe verdict on ``objects`` (and drop the entry of an unsafe one); best
+    effort: a verdict that cannot be written costs the next process a probe."""
+    key = _key(objects)
+    path = verdict_path()
+    now = time.time()
+    entries = {k: v for k, v in _load().items() if isinstance(v, dict) and now - v.get("checked_at", 0) < VERDICT_TTL_S}
+    if report.safe:
+        entries[_entry(key)] = {"safe": True, "checked_at": now}
+    elif entries.pop(_entry(key), None) is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+        tmp.write_text(json.dumps(entries, indent=1, sort_keys=True))
+        tmp.chmod(0o600)
+        os.replace(tmp, path)  # a racing process's entry may be lost: it probes again
+    except OSError as e:
+        log.debug("store verdict not remembered in %s: %s", path, e)
+
+
+__all__ = [
+    "ROUNDS",
+    "VERDICT_TTL_S",
+    "WRITERS",
+    "ProbeCheck",
+    "ProbeReport",
+    "probe",
+    "remember",
+    "require_safe",
+    "verdict_path",
+]
