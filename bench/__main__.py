@@ -25,6 +25,7 @@ BENCHMARKS: dict[str, str] = {
     "mor-reads": "bench.mor_reads_bench",
     "longevity": "bench.longevity.bench",
     "object-store": "bench.object_store.bench",
+    "dedupe": "bench.dedupe_bench",
 }
 
 

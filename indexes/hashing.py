@@ -208,6 +208,8 @@ def _as_words(array: pa.Array | pa.ChunkedArray) -> np.ndarray | None:
             else pa.chunked_array([c.view(width) for c in array.chunks], width)
         )
         typ = width
+    if not (pa.types.is_integer(typ) or pa.types.is_floating(typ)):
+        return None  # before combining the chunks: a copy of a text column costs what hashing it does
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
     if pa.types.is_integer(typ):
@@ -215,14 +217,12 @@ def _as_words(array: pa.Array | pa.ChunkedArray) -> np.ndarray | None:
             array = pc.fill_null(array, 0)
         # Zero-copy for int64 without nulls: the words are only read.
         return array.to_numpy(zero_copy_only=False).astype(np.int64, copy=False).view(np.uint64)
-    if pa.types.is_floating(typ):
-        if array.null_count:
-            array = pc.fill_null(array, 0.0)
-        values = array.to_numpy(zero_copy_only=False).astype(np.float64)
-        values[values == 0.0] = 0.0  # -0.0 == 0.0
-        values[np.isnan(values)] = np.nan
-        return values.view(np.uint64)
-    return None
+    if array.null_count:
+        array = pc.fill_null(array, 0.0)
+    values = array.to_numpy(zero_copy_only=False).astype(np.float64)
+    values[values == 0.0] = 0.0  # -0.0 == 0.0
+    values[np.isnan(values)] = np.nan
+    return values.view(np.uint64)
 
 
 def hash_words_numpy(words: np.ndarray, seed: int = 0) -> np.ndarray:
@@ -249,6 +249,19 @@ def hash_array(array: pa.Array | pa.ChunkedArray, seed: int = 0) -> np.ndarray:
     if not (pa.types.is_string(typ) or pa.types.is_large_string(typ) or is_binary_like(typ)):
         array = pc.cast(array, pa.string())
     return hash_text(array, seed)
+
+
+def row_hashes(columns: list[pa.Array | pa.ChunkedArray]) -> np.ndarray:
+    """One 64-bit hash per row over several columns: each column hashed on its own
+    (:func:`hash_array`, integers by value, no text) and the hashes mixed in order. For
+    grouping or matching rows in memory only: the key hash stored on disk is
+    :func:`lakeline.indexes.bloom.key_hashes`, which this need not equal."""
+    out = hash_array(columns[0], seed=1)
+    out *= _TEXT_BASE
+    for i, col in enumerate(columns[1:], start=2):
+        out ^= hash_array(col, seed=i)
+        out *= _TEXT_BASE  # spread before the next column (order matters)
+    return out
 
 
 def _text_buffers(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..indexes.hashing import hash_array
+from ..indexes.hashing import row_hashes
 from ..timeline.errors import CorruptLogError
 from .read.position_filter import drop_positions
 from .write.records import BASE_POS, OP, OP_DELETE, OP_UPSERT, constant
@@ -219,14 +219,8 @@ def _merge_touched(
 
 
 def _row_hashes(rows: pa.Table, key: tuple[str, ...], schema: pa.Schema) -> np.ndarray:
-    """A 64-bit hash per row of a composite key, its columns cast to ``schema``'s types:
-    each column hashed on its own (integers by value, no text) and the hashes mixed.
-    Only compared within one merge, so it need not match the bloom filters' key hash."""
-    out = np.zeros(rows.num_rows, dtype=np.uint64)
-    for i, k in enumerate(key):
-        col = rows.column(k)
-        if col.type != schema.field(k).type:
-            col = col.cast(schema.field(k).type)
-        out ^= hash_array(col, seed=i + 1)
-        out *= np.uint64(0x9E3779B97F4A7C15)  # spread before the next column (order matters)
-    return out
+    """A 64-bit hash per row of a composite key (:func:`row_hashes`), its columns cast to
+    ``schema``'s types. Only compared within one merge."""
+    types = [schema.field(k).type for k in key]
+    cols = [rows.column(k) for k in key]
+    return row_hashes([c if c.type == t else c.cast(t) for c, t in zip(cols, types, strict=True)])

@@ -17,14 +17,14 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from ...timeline.errors import InvalidFilterError, LakelineError, NullKeyError, SchemaMismatchError, UnknownColumnError
-from ...timeline.table_config import INTERNAL_PREFIX, TableConfig, check_column_names, refuse_duplicates
+from ...timeline.table_config import TableConfig, check_column_names, refuse_duplicates
 from ...timeline.view.file_group import MAX_FOLDER_BYTES, partition_path
+from .dedupe import POS, deduplicate
 
 # Column names lakeline adds to user rows. The ones on disk in log files (``_op``,
 # ``_seq``, ``_base_pos``) are reserved (table_config.RESERVED_COLUMNS); the ones only
 # used in memory carry the reserved prefix (table_config.INTERNAL_PREFIX), so a user
-# column can never collide with either.
-POS = INTERNAL_PREFIX + "pos"
+# column can never collide with either (POS, a row's position in memory, is dedupe's).
 OP = "_op"
 SEQ = "_seq"
 #: A log row's position in its slice's base file: the row its key had there, when the
@@ -167,31 +167,6 @@ def check_keys(table: pa.Table, key: tuple[str, ...]) -> None:
         n = table.column(k).null_count
         if n:
             raise NullKeyError(f"record key column {k!r} holds {n} null value(s)")
-
-
-def deduplicate(table: pa.Table, key: tuple[str, ...], ordering: str | None) -> pa.Table:
-    """Keep one row per key: the largest ordering value, and on a tie the last row."""
-    if table.num_rows <= 1 or not key:
-        return table
-    if len(key) == 1 and _unique(table.column(key[0])):
-        return table  # already one row per key: skip the sort
-    t = table.append_column(POS, pa.array(np.arange(table.num_rows, dtype=np.int64)))
-    sort_keys = [(ordering, "ascending", "at_start")] if ordering else []
-    order = pc.sort_indices(t, sort_keys=sort_keys + [(POS, "ascending", "at_end")])
-    t = t.take(order)
-    winners = t.group_by(list(key), use_threads=False).aggregate([(POS, "last")])
-    keep = pc.sort_indices(winners, sort_keys=[(f"{POS}_last", "ascending")])
-    positions = winners.column(f"{POS}_last").take(keep)
-    return table.take(positions)
-
-
-def _unique(col: pa.ChunkedArray) -> bool:
-    """Whether a key column has no repeats: strictly increasing (cheap, and common for
-    generated keys) or, failing that, as many distinct values as rows."""
-    flat = col.combine_chunks()
-    if len(flat) > 1 and not pc.any(pc.less_equal(flat[1:], flat[:-1])).as_py():
-        return True
-    return pc.count_distinct(flat).as_py() == len(flat)
 
 
 def split_by_partition(table: pa.Table, columns: tuple[str, ...]) -> dict[str, pa.Table]:
