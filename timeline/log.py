@@ -1,10 +1,13 @@
 """Appending to the event log: put-if-absent at the next slot, validated, retried.
 
-:class:`EventLog` is the only writer of events. An append reads the tail, checks the
-move against the instant's current state (and an optional caller check, e.g. the
-commit's conflict rules), then puts the event at the next sequence number. Because a
-slot can only be won by an appender that has seen every event before it, the checks are
-exact; if the slot is taken the log reads the new events and tries the next one.
+:class:`EventLog` is the only writer of events. An append checks the move against the
+instant's current state (and an optional caller check, e.g. the commit's conflict
+rules), then puts the event at the next sequence number. Because a slot can only be won
+by an appender that has seen every event before it, the checks are exact; if the slot
+is taken the log reads the new events and tries the next one. So the first attempt
+uses the log as this process last read it, without reading again: a read before the put
+would only find out early what a lost slot finds out anyway, and costs a round trip per
+event on an object store. A refusal by the checks is believed only from a fresh read.
 
 Event timestamps never go backwards: each is at least one microsecond after the one
 before, whatever the wall clock does. If anything fails once the put may have won its
@@ -140,8 +143,8 @@ class EventLog:
         if (instant is None) != (state is State.REQUESTED):
             raise InvalidTransitionError("only a new instant is requested, and a new instant is requested")
         token = uuid.uuid4().hex
-        for _ in range(_MAX_SLOT_RETRIES):
-            tl = self.refresh()
+
+        def validate(tl: Timeline) -> None:
             if instant is not None:
                 cur = tl.find(instant)
                 if cur is None:
@@ -152,6 +155,23 @@ class EventLog:
                     check_transition(instant, cur.state, state)
             if check is not None:
                 check(tl)
+
+        for attempt in range(_MAX_SLOT_RETRIES):
+            # The first attempt puts at the slot after the timeline this log last read,
+            # without reading again: winning that slot proves no event came in between
+            # (every writer puts right after the last event it saw, and a slot archival
+            # freed is refused by the store), so the checks held on the timeline the
+            # event lands on. A lost slot costs a read, as before. A refusal is only
+            # trusted from a fresh read.
+            known = self._timeline if attempt == 0 else None
+            tl = known if known is not None else self.refresh()
+            try:
+                validate(tl)
+            except Exception:  # noqa: BLE001 - re-raised below unless the read was old
+                if known is None:
+                    raise
+                tl = self.refresh()
+                validate(tl)
             seq = tl.last_seq + 1
             event = Event(
                 seq=seq,

@@ -170,12 +170,17 @@ class Commit:
     def write_index_updates(self, metadata: CommitMetadata, precomputed: Precomputed | None = None) -> None:
         """Entries of the instant's new files for every index building or ready now that
         has none yet, behind the markers (``precomputed``: what the file tasks computed
-        from the rows they wrote, by file path)."""
+        from the rows they wrote, by file path).
+
+        The timeline as last read is enough: an index that started building since is
+        caught by the completion's check (:meth:`complete`), which runs on the log the
+        event lands on and sends the commit back here; reading the log again first would
+        cost a round trip on every commit for a rare case."""
         ctx, cfg = self.ctx, self.ctx.config
         done = {(name, created) for name, created, _ in self._indexed}
         self._indexed += write_commit_updates(
             ctx.storage,
-            ctx.log.refresh(),
+            ctx.log.timeline,
             self.instant_id,
             metadata,
             cfg.schema,

@@ -129,6 +129,32 @@ class Refused(Exception):
     """Stands for whatever a caller's check raises (e.g. CommitConflictError)."""
 
 
+def test_an_append_on_an_old_read_lands_only_where_nothing_came_between(store_factory: StoreFactory) -> None:
+    """The first attempt puts right after what the log last read, without reading again;
+    when another writer appended meanwhile, that slot is taken, and the check runs again
+    on the fresh timeline (and refuses here), so an old read never lets a check pass."""
+    store = store_factory()
+    mine = EventLog(store)
+    inst = bring_to(mine, State.INFLIGHT)
+    stale = mine.timeline.last_seq
+    other = EventLog(store_factory.reopen(store))
+    bring_to(other, State.COMPLETED, Action.REPLACE_COMMIT)
+    seen: list[int] = []
+
+    def no_concurrent_replace(tl: Timeline) -> None:
+        seen.append(tl.last_seq)
+        if any(i.action is Action.REPLACE_COMMIT for i in tl.completed_after(1)):
+            raise Refused("replaced")
+
+    with pytest.raises(Refused):
+        mine.append(Action.COMMIT, State.COMPLETED, instant=inst, check=no_concurrent_replace)
+    assert seen[0] == stale and seen[-1] == other.timeline.last_seq > stale
+    # Without a conflict, the old read's slot is lost and the next one is won.
+    done = mine.append(Action.COMMIT, State.COMPLETED, instant=inst)
+    assert done.seq == other.timeline.last_seq + 1 == mine.refresh().last_seq
+    assert [e.seq for e in mine.refresh().events_after(-1)] == list(range(done.seq + 1))
+
+
 def test_check_sees_the_fresh_timeline_and_can_refuse(store_factory: StoreFactory) -> None:
     store = store_factory()
     mine = EventLog(store)
@@ -145,6 +171,6 @@ def test_check_sees_the_fresh_timeline_and_can_refuse(store_factory: StoreFactor
     before = mine.refresh().last_seq
     with pytest.raises(Refused):
         mine.append(Action.COMMIT, State.COMPLETED, instant=inst, check=no_concurrent_replace)
-    assert seen == [before]  # the check ran against everything, incl. the other writer's events
+    assert seen[-1] == before  # the refusal came from everything, incl. the other writer's events
     assert mine.refresh().last_seq == before
     mine.append(Action.COMMIT, State.ROLLED_BACK, instant=inst)
