@@ -42,7 +42,8 @@ from typing import TYPE_CHECKING, Any
 from ..report import ROOT, command_line, today, unwinds_on_sigterm, update_section
 from . import s3_report
 from .child import RESULT_MARK, child_main, print_profile
-from .object_store import S3_SYSTEMS, StoreConfig, local_workdir, server_version, start_server
+from .object_store import S3_SYSTEMS, StoreConfig, local_workdir, prime_store_verdict, server_version, start_server
+from .repeats import keep_median_run, seconds_of
 from .report import (
     MiB,
     Run,
@@ -56,7 +57,7 @@ from .report import (
     source_state,
     versions,
 )
-from .systems import SYSTEMS
+from .systems import SYSTEMS, TABLE_SUFFIX
 
 if TYPE_CHECKING:
     from tests.seaweedfs import SeaweedServer
@@ -109,6 +110,7 @@ def run_step(
     profile: Path | None = None,
     module: str = "bench.write.bench",
     mark: str = RESULT_MARK,
+    extra_env: dict[str, str] | None = None,
 ) -> StepResult:
     """Run one step in a fresh interpreter (``python -m MODULE --child``: this benchmark's
     child by default, another benchmark's whose ``__main__`` calls :func:`child_main`)
@@ -118,6 +120,7 @@ def run_step(
         cmd += ["--profile", str(profile)]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env.update(extra_env or {})
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
@@ -150,9 +153,13 @@ def run_benchmark(
     profile: tuple[str, str] | None = None,
     log: Callable[[str], None] = print,
     spec: dict[str, Any] | None = None,
+    append_runs: int = 1,
 ) -> Run:
     """Generate the data (unless ``spec`` says it is in ``workdir`` already), run every
-    system/step in its own process, evaluate."""
+    system/step in its own process, evaluate. ``append_runs`` > 1 runs the append step
+    that often per system (each on a table of its own, the systems in turns) and keeps
+    the median run's times: ten appends take a second or two on the store, where one
+    run says little."""
     t_start = time.perf_counter()
     load_start = os.getloadavg()[0]
     if spec is None:
@@ -174,6 +181,12 @@ def run_benchmark(
     # Step by step rather than system by system: the systems' runs of one step follow
     # each other closely, so they share whatever else the machine is doing at the time.
     for step in STEPS:
+        earlier: dict[str, list[StepResult]] = {s: [] for s in systems}
+        for rep in range(append_runs - 1 if step == "append" else 0):
+            for system in systems:
+                res = run_step(system, step, workdir, step_timeout, extra_env={TABLE_SUFFIX: f"-run{rep}"})
+                earlier[system].append(res)
+                log(f"{system:13} {step:7} run {rep + 1} of {append_runs}: " + seconds_of(res))
         for system in systems:
             if step != "append" and not run.results[system].get("append", StepResult(system, step, ok=True)).ok:
                 continue  # nothing to upsert into or read
@@ -181,6 +194,7 @@ def run_benchmark(
             if profile is not None and profile == (system, step):
                 prof = workdir / f"profile-{system}-{step}.prof"
             res = run_step(system, step, workdir, step_timeout, prof)
+            keep_median_run(res, earlier[system])
             run.results[system][step] = res
             if res.ok:
                 extra = f", {res.files_read} files read" if step == "read" else ""
@@ -226,6 +240,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help="local disk, or s3: one SeaweedFS on loopback for the run, tables at fresh s3:// prefixes",
     )
     p.add_argument("--no-local", action="store_true", help="with --store s3: skip the same steps on local disk")
+    p.add_argument(
+        "--append-runs",
+        type=int,
+        default=None,
+        help="runs of the append step per system, the median kept (default: 3 on s3, 1 locally)",
+    )
     p.add_argument("--read-keys", type=int, default=READ_KEYS, help="consecutive keys read (default 1000)")
     p.add_argument(
         "--step-timeout",
@@ -252,6 +272,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
     unknown = [s for s in args.systems if s not in allowed]
     if unknown:
         p.error(f"unknown system(s) {unknown} for --store {args.store}; choose from {', '.join(allowed)}")
+    if args.append_runs is None:
+        args.append_runs = 3 if args.store == "s3" else 1
+    if args.append_runs < 1:
+        p.error("--append-runs must be at least 1")
     if args.rows < APPENDS * 2:
         p.error(f"--rows must be at least {APPENDS * 2}")
     if args.profile is not None:
@@ -280,6 +304,7 @@ def main(argv: list[str], server: SeaweedServer | None = None) -> int:
     on_store = args.store == "s3"
     started: SeaweedServer | None = None
     local: Run | None = None
+    probe_s: float | None = None
 
     def log(m: str) -> None:
         con.print(m, markup=False, highlight=False)
@@ -288,11 +313,26 @@ def main(argv: list[str], server: SeaweedServer | None = None) -> int:
         if on_store:
             if server is None:
                 server = started = start_server()
-            StoreConfig.on(server).save(workdir)
+            config = StoreConfig.on(server)
+            config.save(workdir)
             log(f"store: SeaweedFS {server_version()} at {server.endpoint}, bucket {server.bucket}")
+            # The conformance probe, once for the run as for a user's first table on the
+            # bucket; the children's tables are created on its remembered verdict.
+            probe_s = prime_store_verdict(config, workdir)
+            log(f"lakeline's conformance probe of the store: {probe_s:.2f} s (once; the verdict is remembered)")
         else:
             StoreConfig.forget(workdir)  # a reused --workdir of an earlier run on the store
-        run = run_benchmark(args.rows, args.systems, workdir, timeout, args.read_keys, profile=args.profile, log=log)
+        run = run_benchmark(
+            args.rows,
+            args.systems,
+            workdir,
+            timeout,
+            args.read_keys,
+            profile=args.profile,
+            log=log,
+            append_runs=args.append_runs,
+        )
+        run.probe_s = probe_s
         if on_store and not args.no_local:
             log("the same steps on local disk:")
             spec = json.loads((workdir / "spec.json").read_text())

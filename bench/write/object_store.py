@@ -154,6 +154,22 @@ def probe_seconds() -> float | None:
     return sum(r.seconds for r in reports) if reports else None
 
 
+def prime_store_verdict(config: StoreConfig, workdir: Path) -> float:
+    """Run lakeline's conformance probe of the run's store in this process, with the
+    remembered verdicts in ``workdir`` (``LAKELINE_CACHE_DIR``, which the children
+    inherit), and return how long it took. A user pays it once per bucket and machine a
+    day; the children then create their tables as any later table on the bucket is."""
+    import os
+
+    from lakeline.timeline.storage.filesystem import Storage
+    from lakeline.timeline.storage.probe import require_safe
+
+    os.environ["LAKELINE_CACHE_DIR"] = str(workdir / "verdicts")
+    storage = Storage.for_uri(config.base, config.options)
+    assert storage.objects is not None
+    return require_safe(storage.objects, storage.base).seconds
+
+
 def local_workdir(workdir: Path) -> Path:
     """A sibling run folder for the same steps on local disk: the same inputs and spec,
     no ``store.json``, its own tables."""
@@ -171,6 +187,7 @@ __all__ = [
     "list_objects",
     "local_workdir",
     "obstore_client",
+    "prime_store_verdict",
     "probe_seconds",
     "snapshot",
     "start_server",

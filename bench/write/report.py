@@ -66,6 +66,7 @@ class Run:
     total_s: float = 0.0
     load: tuple[float, float] | None = None  # 1-minute load average at start and end
     source: str = ""  # the lakeline code measured (git commit, uncommitted changes)
+    probe_s: float | None = None  # on a store: lakeline's probe, run once before the steps
 
     def get(self, system: str, step: str) -> StepResult | None:
         return self.results.get(system, {}).get(step)

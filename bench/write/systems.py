@@ -9,6 +9,7 @@ the storage options, which lakeline and deltalake take alike.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,9 @@ from .object_store import StoreConfig
 SYSTEMS = ("lakeline-cow", "lakeline-mor", "deltalake", "pyiceberg")
 LAKELINE = ("lakeline-cow", "lakeline-mor")
 BASELINE = "deltalake"
+#: Environment variable a child reads: appended to its table's name (a repeat of a step
+#: writes a table of its own, so the last run's table is the one later steps use).
+TABLE_SUFFIX = "LAKELINE_BENCH_TABLE_SUFFIX"
 #: Not a table format: the floor ``bench scale`` measures beside the systems.
 FLOOR = "pyarrow"
 
@@ -254,7 +258,8 @@ def make_system(name: str, workdir: Path) -> System:
     """The system ``name`` with its table in ``workdir/tables``, or on the object store
     that ``workdir/store.json`` names."""
     store = StoreConfig.load(workdir)
-    path: Path | str = workdir / "tables" / name if store is None else store.uri(name)
+    table = name + os.environ.get(TABLE_SUFFIX, "")  # a repeat's own table
+    path: Path | str = workdir / "tables" / table if store is None else store.uri(table)
     options = None if store is None else store.options
     if name == "lakeline-cow":
         return Lakeline(path, "cow", options)
