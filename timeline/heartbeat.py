@@ -65,26 +65,44 @@ class Heartbeat:
         self.interval_s = interval_ms / 1000.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._beaten = False
 
-    def start(self) -> Heartbeat:
-        self.store.beat(self.instant, now_us(), self.attempt)
-        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{self.instant}", daemon=True)
+    def start(self, immediate: bool = True) -> Heartbeat:
+        """Beat now (``immediate``) or first after half an interval, then every interval.
+
+        A writer's instant counts from its requested time until it first beats
+        (:func:`is_expired`), so a writer need not beat at once: a commit that ends within
+        half an interval (most do) never writes a beat nor clears one, two requests fewer
+        per commit. A service executor beats at once: its claim is judged by its own
+        beat, and the claim race's loser is told apart by it.
+        """
+        if immediate:
+            self._beat()
+        self._thread = threading.Thread(target=self._run, args=(immediate,), name=f"heartbeat-{self.instant}")
+        self._thread.daemon = True
         self._thread.start()
         return self
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
+    def _beat(self) -> None:
+        self._beaten = True  # before the put: a put that fails may still have landed
+        self.store.beat(self.instant, now_us(), self.attempt)
+
+    def _run(self, beaten: bool) -> None:
+        wait = self.interval_s if beaten else self.interval_s / 2
+        while not self._stop.wait(wait):
+            wait = self.interval_s
             try:
-                self.store.beat(self.instant, now_us(), self.attempt)
+                self._beat()
             except Exception:  # noqa: BLE001 - a missed beat is tolerated; the next may land
                 continue
 
     def stop(self, clear: bool = True) -> None:
-        """Stop beating; ``clear`` removes this attempt's beat (and only this one's)."""
+        """Stop beating; ``clear`` removes this attempt's beat (and only this one's),
+        when it ever beat."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        if clear:
+        if clear and self._beaten:
             self.store.clear_beat(self.instant, self.attempt)
 
     def __enter__(self) -> Heartbeat:

@@ -127,7 +127,7 @@ class Commit:
         commit = cls(ctx, action, ev.instant, writer=True)
         try:
             interval_ms = ctx.config.props.heartbeat_interval_ms
-            commit._heartbeat = Heartbeat(ctx.log.store, ev.instant, interval_ms).start()
+            commit._heartbeat = Heartbeat(ctx.log.store, ev.instant, interval_ms).start(immediate=False)
             faults.point("commit.after_requested")
             ctx.log.append(action, State.INFLIGHT, {}, instant=ev.instant)
             faults.point("commit.after_inflight")

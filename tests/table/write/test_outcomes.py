@@ -230,12 +230,19 @@ def test_cleanup_after_completed_never_fails_the_write(tmp_path: Path, what: str
     if what == "markers":
         faults.arm("commit.delete_markers", "raise")
     else:
+        cleared: list[object] = []
 
         def clear_beat(*args: Any, **kwargs: Any) -> None:
+            cleared.append(args)
             raise StoreUnavailableError("clearing the beat failed")
 
         store.clear_beat = clear_beat  # type: ignore[method-assign]
+        # A writer first beats after half an interval; a commit that takes longer beats,
+        # so it clears its beat after completing.
+        faults.on("commit.before_complete", lambda: time.sleep(0.12))
     r = t.upsert(rows({1: "new"}))
+    if what == "heartbeat":
+        assert cleared, "the commit beat, so it tried to clear the beat"
     assert r.instant is not None and r.instant.state == "completed"
     assert state(t) == {**SEED, 1: "new"}
     assert not beating(r.instant.id)
