@@ -48,7 +48,7 @@ STATS_SCHEMA = pa.schema(
 )
 
 
-def _has_bounds(typ: pa.DataType) -> bool:
+def has_bounds(typ: pa.DataType) -> bool:
     """Whether min/max of this type survive a round trip through text."""
     return (
         pa.types.is_integer(typ)
@@ -92,7 +92,7 @@ def file_stats(
         typ = col.type
         nulls = col.null_count
         lo = hi = None
-        if _has_bounds(typ) and len(col) > nulls:
+        if has_bounds(typ) and len(col) > nulls:
             if pa.types.is_floating(typ) and pc.any(pc.is_nan(col)).as_py():
                 pass  # NaN has no place in an ordering: leave the bounds unknown
             else:

@@ -153,11 +153,15 @@ class FileRead:
     # store_sales' three bases, 71 ms against 78 ms), and for small files (a log read
     # on the pool waited behind another thread's base decode: 18 ms instead of 1).
     threads: bool = True
+    # Only these row groups, in this order (None: all): a merge-on-read read skips the
+    # base's row groups whose statistics rule out its filter (:mod:`.read.row_groups`).
+    row_groups: tuple[int, ...] | None = None
 
 
 def read_file(task: FileRead) -> pa.Table:
-    """Read one Parquet file (all row groups, the given columns those of them it has: a
-    column the schema gained after the file was written is left to :func:`with_columns_of`).
+    """Read one Parquet file (all row groups or :attr:`FileRead.row_groups`, the given
+    columns those of them it has: a column the schema gained after the file was written
+    is left to :func:`with_columns_of`).
 
     A file of several row groups is read as a one-file dataset: it decodes row groups in
     parallel and pre-buffers, where ``ParquetFile.read`` decodes a column at a time
@@ -177,6 +181,11 @@ def read_file(task: FileRead) -> pa.Table:
         names = parquet.schema_arrow.names
         check_log(task.rel_path, names, (OP, SEQ))  # a base copied over a log (CorruptLogError)
         columns = [c for c in task.columns if c in names] if task.columns else None
+        if task.row_groups is not None and len(task.row_groups) <= 1:
+            return parquet.read_row_groups(list(task.row_groups), columns=columns, use_threads=task.threads)
+        if task.row_groups is not None:
+            fragment = ds.ParquetFileFormat().make_fragment(path, fs, row_groups=list(task.row_groups))
+            return fragment.to_table(columns=columns, use_threads=task.threads)
         if parquet.metadata.num_row_groups <= 1:
             return parquet.read(columns=columns, use_threads=task.threads)
         return ds.dataset(path, format="parquet", filesystem=fs).to_table(columns=columns, use_threads=task.threads)

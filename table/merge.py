@@ -118,7 +118,7 @@ def merge_at_positions(
     """:func:`merge_onto` when the changes say which base rows they touch (position
     deletes): a change's ``_base_pos`` is the row its key has in ``base``, or null.
     Every base row of a key that a change carries must be pointed at by one of them;
-    the writers guarantee it (see :func:`lakeline.table.read.scan.read_slice`), so no base
+    the writers guarantee it (see :func:`lakeline.table.read.slice_read.read_slice`), so no base
     key is hashed or compared, and ``base`` need not hold the key columns at all: a
     touched row takes its key from the change pointing at it. When the changes are
     all deletes they need only ``_op`` and ``_base_pos``.

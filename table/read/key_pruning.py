@@ -16,13 +16,18 @@ import pyarrow.dataset as ds
 
 from ...indexes.expressions import ColumnBounds, Expr, columns, might_match
 from ...indexes.pruning import filter_tree, has_unknown
-from ...timeline.view.file_group import FileSlice
+from ...timeline.view.file_group import DataFile, FileSlice
 from ..context import TableContext
 
 
-def _bounds(s: FileSlice, typ: pa.DataType) -> tuple[pa.Scalar, pa.Scalar] | None:
-    """The slice's key range as scalars of the key's type, or None when unknown."""
-    bounds = s.key_bounds()
+def _bounds(s: FileSlice | DataFile, typ: pa.DataType) -> tuple[pa.Scalar, pa.Scalar] | None:
+    """The key range of a slice or of one file as scalars of the key's type, or None
+    when unknown (a float key: NaN fits no range)."""
+    if isinstance(s, FileSlice):
+        bounds = s.key_bounds()
+    else:
+        known = not any(v is None or isinstance(v, float) for v in (s.key_min, s.key_max))
+        bounds = (s.key_min, s.key_max) if known else None
     if not bounds:
         return None
     try:
@@ -72,3 +77,12 @@ def prune_key_ranges(
             kept.extend(owners)  # a filter Arrow cannot simplify: the tree's answer stands
     keep = set(kept)
     return [s for i, s in enumerate(slices) if i in keep]
+
+
+def file_might_match(tree: Expr, key: str, typ: pa.DataType, f: DataFile) -> bool:
+    """False only when the range of record keys ``f`` holds (single-column key ``key``
+    of type ``typ``) proves none of its keys satisfies ``tree``, a filter on the key."""
+    bounds = _bounds(f, typ)
+    if bounds is None:
+        return True
+    return might_match(tree, {key: ColumnBounds(bounds[0].as_py(), bounds[1].as_py(), 0, None)})

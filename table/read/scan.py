@@ -13,7 +13,8 @@ the range of record keys its files hold (:mod:`.key_pruning`), then the ready in
 (:mod:`lakeline.indexes.pruning`); each stage also lets Arrow's own simplification
 prove a slice out under the same facts as a guarantee. The key-range stage is counted
 with the stats stage in ``explain()``. Pruning can only drop a slice when no row of it
-can match.
+can match. Inside a merged slice the same tree prunes the base's row groups
+(:mod:`.row_groups`); ``read_stats`` counts what a read decoded of merged bases.
 """
 
 from __future__ import annotations
@@ -30,19 +31,40 @@ import pyarrow.dataset as ds
 from ...indexes.expressions import columns as tree_columns
 from ...indexes.pruning import filter_tree, has_unknown
 from ...indexes.pruning import prune as prune_with_indexes
-from ...timeline.errors import CorruptLogError, InvalidFilterError, SnapshotExpiredError
+from ...timeline.errors import InvalidFilterError, SnapshotExpiredError
 from ...timeline.instant import instant_id_of
 from ...timeline.retention import check_retained
 from ...timeline.storage.data_reads import DAMAGED, find_damaged, missing_error
-from ...timeline.storage.filesystem import Storage
 from ...timeline.timeline import Timeline
 from ...timeline.view.file_group import FileSlice
 from ..context import TableContext
-from ..files import FileRead, read_snapshot_file, with_columns_of
-from ..merge import merge_at_positions, merge_onto
-from ..write.records import BASE_POS, OP, SEQ, check_columns, check_filter, points_into
+from ..write.records import check_columns, check_filter
 from .key_pruning import prune_key_ranges
 from .partition_pruning import prune_slices
+from .slice_read import SliceRead, SliceRows, read_merged, read_slice
+
+__all__ = ["ReadStats", "Scan", "SliceRead", "read_slice", "resolve_snapshot", "snapshot_of"]
+
+
+@dataclass
+class ReadStats:
+    """What the last read of a scan decoded of its merged slices' base files (a slice
+    without logs is read by Arrow's dataset scan, which prunes row groups itself)."""
+
+    merged_slices: int = 0
+    base_row_groups: int = 0  # of the merged slices' bases
+    base_row_groups_read: int = 0
+    base_rows_read: int = 0
+    logs: int = 0  # of the merged slices
+    logs_read: int = 0
+
+    def add(self, s: FileSlice, part: SliceRows) -> None:
+        self.merged_slices += 1
+        self.base_row_groups += part.row_groups
+        self.base_row_groups_read += part.row_groups_read
+        self.base_rows_read += part.base_rows_read
+        self.logs += len(s.logs)
+        self.logs_read += part.logs_read
 
 
 def resolve_snapshot(tl: Timeline, as_of: int | datetime | None) -> Timeline:
@@ -65,106 +87,6 @@ def snapshot_of(current: Timeline, as_of: int | datetime | None) -> Timeline:
     if as_of is not None:
         check_retained(current, snapshot.last_seq, as_of)
     return snapshot
-
-
-@dataclass(frozen=True)
-class SliceRead:
-    """Read one slice merged: base folded with its logs."""
-
-    storage: Storage
-    slice: FileSlice
-    schema: pa.Schema
-    key: tuple[str, ...]
-    ordering: str | None
-    # The columns the caller needs back (of ``schema``); None: all of them. With
-    # position deletes the key columns are then only read from the logs.
-    wanted: tuple[str, ...] | None = None
-    threads: bool = True  # decode the base on Arrow's threads (:attr:`FileRead.threads`)
-    # Return the base's rows in file order. A read need not: then dropping the rows the
-    # logs touch moves only as many rows as it drops (:func:`drop_positions`).
-    keep_order: bool = True
-
-
-def read_slice(task: SliceRead) -> pa.Table:
-    """The live rows of a slice: the columns of ``task.schema``, which must hold the
-    record key and the ordering field (only those columns are read); or only the
-    ``task.wanted`` ones, when the slice's logs hold positions.
-
-    Position deletes: when every log names this slice's base as the file its positions
-    point into, the base rows the logs touch are exactly those positions (a writer
-    records the position of every key it finds live in the base; a key it finds in a
-    log, or deleted, was touched there by an earlier log). Else (a log from before
-    positions, or written on an older base that a compaction replaced meanwhile) the
-    merge compares keys."""
-    names = tuple(task.schema.names)
-    if not task.slice.logs:
-        return _read_base(task, names)
-    log_rows, positional = _read_logs(task)
-    if positional:
-        wanted, read = _position_columns(task)
-        try:
-            # The base was decoded for this merge alone: its rows may be dropped in place.
-            return merge_at_positions(
-                _read_base(task, read),
-                log_rows,
-                task.key,
-                task.ordering,
-                list(wanted),
-                owned=True,
-                keep_order=task.keep_order,
-            )
-        except CorruptLogError as e:
-            # The merge knows rows, not files: name them.
-            raise CorruptLogError(
-                f"{e}: base {task.slice.base.path if task.slice.base else '(none)'}, logs "
-                f"{', '.join(f.path for f in task.slice.logs)}"
-            ) from e
-    return merge_onto(_read_base(task, names), log_rows, task.key, task.ordering).cast(task.schema)
-
-
-def _read_logs(task: SliceRead) -> tuple[pa.Table, bool]:
-    """The slice's log rows in fold order (``task.schema``'s columns and ``_op``), and
-    whether they all hold positions into the slice's base (then with ``_base_pos``).
-
-    When every log holds deletes only (as their commits recorded) and they point into
-    the base, their rows only say which base rows go: then only ``_op`` and
-    ``_base_pos`` are read, in no particular order."""
-    s = task.slice
-    names = tuple(task.schema.names)
-    every_column = (*names, OP, SEQ, BASE_POS)
-    deletes_only = s.base is not None and all(f.deletes == f.rows for f in s.logs)
-    logs = [
-        read_snapshot_file(
-            FileRead(task.storage, f.path, (OP, BASE_POS) if deletes_only else every_column, threads=False)
-        )
-        for f in s.logs
-    ]
-    positional = s.base is not None and all(points_into(lg, s.base.path) for lg in logs)
-    if deletes_only and positional:
-        return pa.concat_tables(logs), True
-    if deletes_only:  # logs from before positions: the merge compares keys
-        logs = [read_snapshot_file(FileRead(task.storage, f.path, every_column, threads=False)) for f in s.logs]
-    log_schema = task.schema.append(pa.field(OP, pa.string()))
-    if positional:
-        log_schema = log_schema.append(pa.field(BASE_POS, pa.int64()))
-    logs = [with_columns_of(lg.sort_by(SEQ).drop_columns([SEQ]), log_schema) for lg in logs]
-    return pa.concat_tables(logs, promote_options="permissive"), positional
-
-
-def _position_columns(task: SliceRead) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """``(wanted, read)`` of a merge by position: the columns returned, and the base
-    columns decoded (those and the ordering field; the key comes from the logs)."""
-    wanted = task.wanted if task.wanted is not None else tuple(task.schema.names)
-    read = (*wanted, task.ordering) if task.ordering and task.ordering not in wanted else wanted
-    return wanted, read
-
-
-def _read_base(task: SliceRead, names: tuple[str, ...]) -> pa.Table:
-    schema = pa.schema([task.schema.field(n) for n in names])
-    s = task.slice
-    if s.base is None:
-        return schema.empty_table()
-    return with_columns_of(read_snapshot_file(FileRead(task.storage, s.base.path, names, task.threads)), schema)
 
 
 class Scan:
@@ -198,6 +120,7 @@ class Scan:
         )
         self.slices = pruned.slices
         self._after_stats, self._after_bloom = pruned.files_after_stats, pruned.files_after_bloom
+        self.read_stats = ReadStats()  # of the last read (to_arrow, to_reader)
         if as_of is not None:
             gone = ctx.storage.missing(ctx.storage.path(f.path) for s in self.slices for f in s.files)
             if gone:
@@ -259,9 +182,10 @@ class Scan:
         )
 
     def _stream(self) -> Iterator[pa.RecordBatch]:
-        cfg, storage, out = self.ctx.config, self.ctx.storage, self.schema
+        out = self.schema
         plain = [s for s in self.slices if not s.logs and s.base is not None]
         merged = [s for s in self.slices if s.logs]
+        self.read_stats = ReadStats()
         try:
             if plain:
                 with self._reading(plain):
@@ -270,10 +194,9 @@ class Scan:
             merge_schema = self._merge_schema()
             wanted = self._wanted(merge_schema)
             for s in merged:
-                t = read_slice(
-                    SliceRead(storage, s, merge_schema, cfg.record_key, cfg.ordering_field, wanted, keep_order=False)
-                )
-                yield from self._filtered(t).select(out.names).cast(out).to_batches()
+                part = read_merged(self._slice_read(s, merge_schema, wanted, True))
+                self.read_stats.add(s, part)
+                yield from self._filtered(part.rows).select(out.names).cast(out).to_batches()
         except (FileNotFoundError, SnapshotExpiredError) as e:
             raise self._missing(e) from e
 
@@ -368,13 +291,33 @@ class Scan:
         except (FileNotFoundError, SnapshotExpiredError) as e:
             raise self._missing(e) from e
 
+    def _slice_read(
+        self, s: FileSlice, merge_schema: pa.Schema, wanted: tuple[str, ...] | None, threads: bool
+    ) -> SliceRead:
+        """The read of a merged slice: its rows in any order, the base's row groups and
+        the log rows that cannot match the filter left out (it is applied after)."""
+        cfg = self.ctx.config
+        return SliceRead(
+            self.ctx.storage,
+            s,
+            merge_schema,
+            cfg.record_key,
+            cfg.ordering_field,
+            wanted,
+            threads,
+            keep_order=False,
+            filter=self.filter,
+            tree=self.tree,
+        )
+
     def _read(self) -> pa.Table:
-        cfg, storage = self.ctx.config, self.ctx.storage
+        cfg = self.ctx.config
         schema = cfg.schema
         out_schema = schema if self.columns is None else pa.schema([schema.field(c) for c in self.columns])
         plain = [s for s in self.slices if not s.logs and s.base is not None]
         merged = [s for s in self.slices if s.logs]
         parts: list[pa.Table] = []
+        self.read_stats = ReadStats()
         if plain:
             with self._reading(plain):
                 parts.append(self._plain(plain).to_table(filter=self.filter, columns=self.columns))
@@ -384,14 +327,10 @@ class Scan:
             # As many slices as the engine has workers: each worker decodes its own.
             workers = getattr(self.ctx.engine, "parallelism", None)
             threads = workers is None or len(merged) < workers
-            tasks = [
-                SliceRead(
-                    storage, s, merge_schema, cfg.record_key, cfg.ordering_field, wanted, threads, keep_order=False
-                )
-                for s in merged
-            ]
-            for t in self.ctx.engine.map(read_slice, tasks):
-                parts.append(self._filtered(t).select(out_schema.names))
+            tasks = [self._slice_read(s, merge_schema, wanted, threads) for s in merged]
+            for s, part in zip(merged, self.ctx.engine.map(read_merged, tasks), strict=True):
+                self.read_stats.add(s, part)
+                parts.append(self._filtered(part.rows).select(out_schema.names))
         if not parts:
             return out_schema.empty_table()
         return pa.concat_tables([p.cast(out_schema) for p in parts])

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 from lakeline.table import Table
 from lakeline.table import merge as merge_module
-from lakeline.table.read import scan as scan_module
+from lakeline.table.read import slice_read as slice_module
 from lakeline.table.write.records import BASE_FILE_KEY, BASE_POS, OP
 from lakeline.timeline.diagnostics import faults
 
@@ -72,7 +72,7 @@ def test_mor_reads_drop_touched_rows_by_position_and_equal_copy_on_write(
     def no_key_merge(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a slice whose logs all hold base positions was merged by key")
 
-    real_read = scan_module.read_snapshot_file
+    real_read = slice_module.read_snapshot_file
     asked: dict[str, tuple[str, ...] | None] = {}  # the columns each file was read with
 
     def spy(task: Any) -> pa.Table:
@@ -102,8 +102,8 @@ def test_mor_reads_drop_touched_rows_by_position_and_equal_copy_on_write(
             assert BASE_POS in written.names, f"log {f.path} holds no base positions"
         asked.clear()
         with monkeypatch.context() as m:
-            m.setattr(scan_module, "merge_onto", no_key_merge)
-            m.setattr(scan_module, "read_snapshot_file", spy)
+            m.setattr(slice_module, "merge_onto", no_key_merge)
+            m.setattr(slice_module, "read_snapshot_file", spy)
             got = state(mor)
         assert got == state(cow), f"after {op} #{step}"
         for s in Table.open(mor.path).context().view.latest_slices():
@@ -111,7 +111,7 @@ def test_mor_reads_drop_touched_rows_by_position_and_equal_copy_on_write(
                 assert all(asked[f.path] == (OP, BASE_POS) for f in s.logs), "delete-only logs were read whole"
     # The projection of a few columns takes the same path and the same rows.
     with monkeypatch.context() as m:
-        m.setattr(scan_module, "merge_onto", no_key_merge)
+        m.setattr(slice_module, "merge_onto", no_key_merge)
         few = Table.open(mor.path).to_arrow(columns=["ticket", "v"])
     assert sorted(few.to_pylist(), key=str) == sorted(
         Table.open(cow.path).to_arrow(columns=["ticket", "v"]).to_pylist(), key=str
@@ -154,7 +154,7 @@ def test_positions_of_an_older_base_are_not_used(tmp_path: Path, monkeypatch: py
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(scan_module, "merge_onto", counting)
+    monkeypatch.setattr(slice_module, "merge_onto", counting)
     want = {k: r for k, r in ((tuple(r[c] for c in KEY), r) for r in rows(keys, 1, random.Random(9)).to_pylist())}
     got = {tuple(r[c] for c in KEY): r for r in Table.open(t.path).to_arrow().to_pylist()}
     assert calls, "the stale positions were used"

@@ -1,0 +1,248 @@
+"""Row-group pruning inside a merged slice: a merge-on-read read decodes only the base's
+row groups whose Parquet statistics may hold a row matching the filter.
+
+A filtered read of a slice with logs used to decode the whole base before merging (a
+1,000-key range read of a 1.25M-row base decoded ten 128Ki-row groups for one). The
+filter's tree (:mod:`lakeline.indexes.expressions`) is asked of each row group's
+min/max and null counts, as files are pruned on their column stats
+(:func:`~lakeline.indexes.expressions.might_match`); a row group it rules out holds no
+row that can match, so leaving it out changes no row of the result once the filter
+has run on the merged rows (it always does: pruning only saves work).
+
+Positions stay those of the whole base file: the logs' ``_base_pos`` and position
+deletes count rows from the file's start, and a row group's first row is the sum of
+the earlier groups' rows. The logs' positions are mapped onto the rows decoded; a log
+row pointing into a group left out keeps its version but loses its pointer, since the
+base row it replaces is not there to drop. The base row can only matter when it would
+win the fold (its ordering value larger) over a log version that matches the filter:
+for the keys of such log rows the base rows are read from their groups too, so the
+fold sees every version it would have seen (:func:`pruned_base`). Of those rows only the
+columns the filter names, the key, the ordering field and the columns that cannot be
+null are decoded: such a row can never pass the filter, so when it wins the fold it is dropped
+by the filter whatever its other columns hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ...indexes.column_stats import has_bounds
+from ...indexes.expressions import ColumnBounds, Expr, columns, might_match
+from ...indexes.hashing import row_hashes
+from ...indexes.pruning import has_unknown
+from ...timeline.errors import CorruptLogError, SnapshotExpiredError
+from ...timeline.storage.data_reads import reading
+from ...timeline.storage.filesystem import Storage
+from ..files import FileRead, read_snapshot_file, with_columns_of
+from ..write.records import BASE_POS, OP, OP_DELETE
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A base file's row groups: ``starts[g]`` is group ``g``'s first row number
+    (``starts[-1]``: the file's rows), ``keep[g]`` whether it may hold a match."""
+
+    starts: np.ndarray
+    keep: np.ndarray
+
+    @property
+    def rows(self) -> int:
+        return int(self.starts[-1])
+
+    @property
+    def kept(self) -> tuple[int, ...]:
+        return tuple(int(g) for g in np.flatnonzero(self.keep))
+
+    def sizes(self, groups: Sequence[int] | np.ndarray) -> np.ndarray:
+        ids = np.asarray(groups, dtype=np.int64)
+        return (self.starts[ids + 1] - self.starts[ids]) if len(ids) else np.zeros(0, np.int64)
+
+
+def _bounded(typ: pa.DataType) -> bool:
+    """Types whose Parquet min/max Python orders as Arrow does (those the column stats
+    index bounds). Not floats: a NaN is in no statistic, yet ``x != 1`` holds for it in
+    a group whose min and max are 1."""
+    return has_bounds(typ) and not pa.types.is_floating(typ)
+
+
+def _leaves(md: pq.FileMetaData, file_schema: pa.Schema, schema: pa.Schema, named: set[str]) -> dict[str, int]:
+    """The Parquet column index of each top-level column the filter names whose type
+    the file and the table agree on (a path two leaves share is left out)."""
+    paths = [md.schema.column(i).path for i in range(md.num_columns)]
+    out: dict[str, int] = {}
+    for i, path in enumerate(paths):
+        if path not in named or path not in schema.names or path not in file_schema.names or paths.count(path) > 1:
+            continue
+        typ = schema.field(path).type
+        if _bounded(typ) and file_schema.field(path).type == typ:
+            out[path] = i
+    return out
+
+
+def _bounds(chunk: pq.ColumnChunkMetaData, rows: int) -> ColumnBounds:
+    st = chunk.statistics
+    if st is None:
+        return ColumnBounds(None, None, None, rows)
+    nulls = st.null_count if st.has_null_count else None
+    if not st.has_min_max:
+        return ColumnBounds(None, None, nulls, rows)
+    return ColumnBounds(st.min, st.max, nulls, rows)
+
+
+def row_group_keep(md: pq.FileMetaData, file_schema: pa.Schema, schema: pa.Schema, tree: Expr) -> np.ndarray:
+    """For each row group: False only when its statistics prove no row can match."""
+    keep = np.ones(md.num_row_groups, dtype=bool)
+    named = set(schema.names) if has_unknown(tree) else set(columns(tree))
+    leaves = _leaves(md, file_schema, schema, named)
+    if not leaves:
+        return keep  # no statistic to ask: a filter on floats, say
+    for g in range(md.num_row_groups):
+        rg = md.row_group(g)
+        keep[g] = might_match(tree, {name: _bounds(rg.column(i), rg.num_rows) for name, i in leaves.items()})
+    return keep
+
+
+def layout(storage: Storage, rel_path: str, schema: pa.Schema, tree: Expr | None) -> Layout:
+    """The row groups of a base file and which of them may hold a row matching
+    ``tree`` (all of them without one).
+
+    Raises:
+        SnapshotExpiredError: the file is gone (as :func:`read_snapshot_file`).
+        CorruptFileError: its footer is damaged.
+    """
+    try:
+        with reading(rel_path):
+            parquet = pq.ParquetFile(storage.path(rel_path), filesystem=storage.fs)
+            md, file_schema = parquet.metadata, parquet.schema_arrow
+    except FileNotFoundError as e:
+        raise SnapshotExpiredError(f"{rel_path} of the snapshot being read is missing") from e
+    sizes = [md.row_group(g).num_rows for g in range(md.num_row_groups)]
+    starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64)
+    if tree is None:
+        return Layout(starts, np.ones(len(sizes), dtype=bool))
+    return Layout(starts, row_group_keep(md, file_schema, schema, tree))
+
+
+def read_groups(
+    storage: Storage, rel_path: str, names: Sequence[str], schema: pa.Schema, groups: Sequence[int], threads: bool
+) -> pa.Table:
+    """The ``names`` columns of the given row groups, in order, as ``schema`` types them."""
+    out = pa.schema([schema.field(n) for n in names])
+    if not groups:
+        return out.empty_table()
+    rows = read_snapshot_file(FileRead(storage, rel_path, tuple(names), threads, tuple(groups)))
+    return with_columns_of(rows, out)
+
+
+@dataclass(frozen=True)
+class PrunedBase:
+    """What a merge by position reads of a base whose row groups were pruned: the rows
+    decoded (the kept groups' rows, then the extra rows), the changes with their
+    positions into those rows, and how many rows of how many groups were decoded."""
+
+    rows: pa.Table
+    changes: pa.Table
+    groups_read: int
+    rows_read: int
+
+
+def _matching_keys(changes: pa.Table, key: tuple[str, ...], filter: pc.Expression) -> np.ndarray | None:
+    """The key hashes of the change rows the filter keeps (None: it cannot be evaluated
+    on them, so every key counts)."""
+    numbered = changes.append_column("__lakeline_row", pa.array(np.arange(changes.num_rows, dtype=np.int64)))
+    try:
+        rows = numbered.filter(filter).column("__lakeline_row").to_numpy()
+    except (pa.ArrowException, KeyError, TypeError, ValueError):
+        return None
+    return row_hashes([changes.column(k).take(pa.array(rows)) for k in key])
+
+
+def _extra_positions(
+    changes: pa.Table, positions: np.ndarray, outside: np.ndarray, key: tuple[str, ...], filter: pc.Expression | None
+) -> np.ndarray:
+    """The positions (ascending, unique) in left-out groups whose base row may win the
+    fold for a key with a log version matching the filter: those rows are read too."""
+    if filter is None or not outside.any():
+        return np.unique(positions[outside])
+    matching = _matching_keys(changes, key, filter)
+    if matching is None:
+        return np.unique(positions[outside])
+    pointing = np.flatnonzero(changes.column(BASE_POS).is_valid().to_numpy(zero_copy_only=False))
+    hashes = row_hashes([changes.column(k).take(pa.array(pointing)) for k in key])
+    # A hash collision only reads a base row the fold then decides on by its real key.
+    return np.unique(positions[outside & np.isin(hashes, matching)])
+
+
+def pruned_base(
+    storage: Storage,
+    rel_path: str,
+    layout: Layout,
+    names: Sequence[str],
+    schema: pa.Schema,
+    changes: pa.Table,
+    key: tuple[str, ...],
+    ordering: str | None,
+    filter: pc.Expression | None,
+    filter_columns: frozenset[str],
+    threads: bool,
+) -> PrunedBase:
+    """The base rows a merge by position needs under ``layout``'s pruning, and
+    ``changes`` (with ``_op`` and ``_base_pos``, positions into the whole file) pointing
+    into them. The rows of left-out groups among them hold only ``filter_columns``, the
+    key, the ordering field and the columns that cannot be null (the others are null):
+    the caller must filter the merged rows.
+
+    Raises:
+        CorruptLogError: a change points past the base's rows.
+    """
+    valid = changes.column(BASE_POS).is_valid().to_numpy(zero_copy_only=False)
+    positions = changes.column(BASE_POS).drop_null().to_numpy().astype(np.int64, copy=False)
+    if len(positions) and (positions.min() < 0 or positions.max() >= layout.rows):
+        bad = int(positions.max() if positions.max() >= layout.rows else positions.min())
+        raise CorruptLogError(f"a log points at base row {bad} (or below 0) of a base file of {layout.rows} rows")
+    group = np.searchsorted(layout.starts, positions, side="right") - 1
+    inside = layout.keep[group]
+    kept = layout.kept
+    upserts = changes.num_rows > 0 and not bool(pc.all(pc.equal(changes.column(OP), OP_DELETE)).as_py())
+    # Without an ordering field a change always wins over the base row it points at, and
+    # deletes only remove rows: then no row of a left-out group is ever needed.
+    needs_rows = upserts and ordering is not None
+    outside = ~inside if needs_rows else np.zeros(len(positions), dtype=bool)
+    extra = _extra_positions(changes, positions, outside, key, filter) if needs_rows else np.zeros(0, np.int64)
+    rows = read_groups(storage, rel_path, names, schema, kept, threads)
+    extra_groups = np.unique(np.searchsorted(layout.starts, extra, side="right") - 1)
+    if len(extra):
+        kept_too = {*filter_columns, *key, ordering}  # the key: the fold groups by it
+        needed = [n for n in names if n in kept_too or not schema.field(n).nullable]
+        decoded = read_groups(storage, rel_path, needed, schema, tuple(int(g) for g in extra_groups), threads)
+        at = pa.array(_local(extra, layout, extra_groups))
+        rows = pa.concat_tables([rows, with_columns_of(decoded.take(at), rows.schema)])
+    local = np.full(len(positions), -1, dtype=np.int64)
+    local[inside] = _local(positions[inside], layout, np.asarray(kept, dtype=np.int64))
+    n_kept = int(layout.sizes(kept).sum())
+    in_extra = ~inside & np.isin(positions, extra)
+    local[in_extra] = n_kept + np.searchsorted(extra, positions[in_extra])
+    mapped = np.full(changes.num_rows, 0, dtype=np.int64)
+    mapped[valid] = local
+    present = np.zeros(changes.num_rows, dtype=bool)
+    present[valid] = local >= 0
+    column = pa.array(mapped, type=pa.int64(), mask=~present)
+    changes = changes.set_column(changes.schema.get_field_index(BASE_POS), BASE_POS, column)
+    groups = len(kept) + len(extra_groups)
+    return PrunedBase(rows, changes, groups, n_kept + int(layout.sizes(extra_groups).sum()))
+
+
+def _local(positions: np.ndarray, layout: Layout, groups: np.ndarray) -> np.ndarray:
+    """Each position (of a row in one of ``groups``) as a row number of those groups'
+    rows read one after the other."""
+    groups = np.asarray(groups, dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(layout.sizes(groups))]).astype(np.int64)
+    group = np.searchsorted(layout.starts, positions, side="right") - 1
+    slot = np.searchsorted(groups, group)
+    return positions - layout.starts[group] + offsets[slot]
