@@ -26,6 +26,7 @@ BENCHMARKS: dict[str, str] = {
     "longevity": "bench.longevity.bench",
     "object-store": "bench.object_store.bench",
     "dedupe": "bench.dedupe_bench",
+    "mor-piles": "bench.lookup.mor_piles",
 }
 
 
