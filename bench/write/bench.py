@@ -305,6 +305,7 @@ def main(argv: list[str], server: SeaweedServer | None = None) -> int:
     started: SeaweedServer | None = None
     local: Run | None = None
     probe_s: float | None = None
+    cache_dir = os.environ.get("LAKELINE_CACHE_DIR")  # prime_store_verdict points it at the run
 
     def log(m: str) -> None:
         con.print(m, markup=False, highlight=False)
@@ -340,6 +341,10 @@ def main(argv: list[str], server: SeaweedServer | None = None) -> int:
                 args.rows, args.systems, local_workdir(workdir), timeout, args.read_keys, log=log, spec=spec
             )
     finally:
+        if cache_dir is None:
+            os.environ.pop("LAKELINE_CACHE_DIR", None)
+        else:
+            os.environ["LAKELINE_CACHE_DIR"] = cache_dir
         if started is not None:
             started.stop()
         if own_dir and not args.keep:

@@ -157,17 +157,20 @@ def probe_seconds() -> float | None:
 def prime_store_verdict(config: StoreConfig, workdir: Path) -> float:
     """Run lakeline's conformance probe of the run's store in this process, with the
     remembered verdicts in ``workdir`` (``LAKELINE_CACHE_DIR``, which the children
-    inherit), and return how long it took. A user pays it once per bucket and machine a
+    inherit; the caller restores the variable after the run), and return how long it
+    took (0 when this process had probed the store already). A user pays it once per bucket and machine a
     day; the children then create their tables as any later table on the bucket is."""
     import os
 
     from lakeline.timeline.storage.filesystem import Storage
-    from lakeline.timeline.storage.probe import require_safe
+    from lakeline.timeline.storage.probe import remember, require_safe
 
     os.environ["LAKELINE_CACHE_DIR"] = str(workdir / "verdicts")
     storage = Storage.for_uri(config.base, config.options)
     assert storage.objects is not None
-    return require_safe(storage.objects, storage.base).seconds
+    report = require_safe(storage.objects, storage.base)
+    remember(storage.objects, report)  # also when this process knew the verdict already
+    return report.seconds
 
 
 def local_workdir(workdir: Path) -> Path:
