@@ -207,7 +207,10 @@ def markdown(run: Run, local: Run | None, command: str, server: str, notes: list
             f"({run.upsert_rows // 2:,} updates of keys drawn uniformly from the whole key space with a larger "
             f"`ts`, {run.upsert_rows - run.upsert_rows // 2:,} new keys; {run.input_upsert_bytes / MiB:.1f} MiB "
             f"as Parquet); then a read of {run.read_keys:,} consecutive keys (`key >= '{run.read_range[0]}' "
-            f"AND key < '{run.read_range[1]}'`)."
+            f"AND key < '{run.read_range[1]}'`). Data shape: sequential keys (`k000000000` on), every "
+            "append in key order and the upsert batch sorted by key: these numbers hold for sorted input "
+            "only; random-order batches and random (UUID) keys are not measured on the store (issue 30). "
+            "deltalake is read through `to_pyarrow_dataset`, not its own `scan(predicate=...)`, which may be faster."
         ),
         "",
         *_table(systems, store_rows(run)),
