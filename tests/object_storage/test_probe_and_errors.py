@@ -169,6 +169,12 @@ def test_a_safe_verdict_is_remembered_for_a_day_across_processes(s3: SeaweedServ
     (cache / VERDICT_FILE).write_text(json.dumps(saved))
     third = _require_safe_in_a_new_process(s3.uri(), s3.options(), cache)
     assert third["requests"] and len(third["checks"]) == 4
+    # A hand-edited or torn file is no verdict: the next process probes, nothing fails.
+    (cache / VERDICT_FILE).write_text(
+        json.dumps({f"s3 {s3.endpoint} {s3.bucket}": {"safe": True, "checked_at": "x"}, "junk": 5})
+    )
+    fourth = _require_safe_in_a_new_process(s3.uri(), s3.options(), cache)
+    assert fourth["requests"] and len(fourth["checks"]) == 4
 
 
 def test_an_unsafe_verdict_is_never_remembered_and_replaces_a_safe_one(

@@ -218,13 +218,21 @@ def _load() -> dict[str, Any]:
     return raw if isinstance(raw, dict) else {}
 
 
+def _fresh(entry: object, now: float) -> bool:
+    """Whether ``entry`` is a safe verdict younger than the TTL (anything else in the
+    file, a hand edit or a torn write, counts as no verdict)."""
+    if not isinstance(entry, dict) or entry.get("safe") is not True:
+        return False
+    checked = entry.get("checked_at")
+    return isinstance(checked, (int, float)) and 0 <= now - checked < VERDICT_TTL_S
+
+
 def _remembered(key: tuple[str, str, str], objects: ObjectStore, base: str) -> ProbeReport | None:
     entry = _load().get(_entry(key))
-    if not isinstance(entry, dict) or entry.get("safe") is not True:
+    if not _fresh(entry, time.time()):
         return None
-    checked = entry.get("checked_at")
-    if not isinstance(checked, (int, float)) or not 0 <= time.time() - checked < VERDICT_TTL_S:
-        return None
+    assert isinstance(entry, dict)
+    checked = entry["checked_at"]
     stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(checked))
     check = ProbeCheck("this machine's safe verdict is less than a day old", True, f"probed {stamp}")
     return ProbeReport(f"{objects.location.scheme}://{base}", objects.endpoint, (check,), 0.0, 0)
@@ -236,7 +244,7 @@ def remember(objects: ObjectStore, report: ProbeReport) -> None:
     key = _key(objects)
     path = verdict_path()
     now = time.time()
-    entries = {k: v for k, v in _load().items() if isinstance(v, dict) and now - v.get("checked_at", 0) < VERDICT_TTL_S}
+    entries = {k: v for k, v in _load().items() if _fresh(v, now)}
     if report.safe:
         entries[_entry(key)] = {"safe": True, "checked_at": now}
     elif entries.pop(_entry(key), None) is None:
