@@ -10,6 +10,7 @@ snapshot conflicts with; a clean-up step after the commit point never fails the 
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -30,8 +31,14 @@ def rows(ids: list[int], v: str = "x") -> pa.Table:
     return pa.table({"id": pa.array(ids, pa.int64()), "v": [v] * len(ids)}, schema=SCHEMA)
 
 
+#: A writer first beats after half an interval (timeline/heartbeat.py): 200 ms here, so
+#: the tests that look at the beat can wait for it.
+BEAT_MS = 200
+
+
 def table(tmp_path: Path) -> Table:
-    t = Table.create(tmp_path / "t", SCHEMA, record_key="id", table_type="cow", properties={"engine.parallelism": 1})
+    props = {"engine.parallelism": 1, "heartbeat.interval-ms": BEAT_MS}
+    t = Table.create(tmp_path / "t", SCHEMA, record_key="id", table_type="cow", properties=props)
     t.insert(rows([1, 2, 3]))
     return t
 
@@ -54,6 +61,9 @@ def test_begin_appends_requested_and_inflight_and_beats(tmp_path: Path) -> None:
         assert inst.action == Action.COMMIT and inst.state == State.INFLIGHT
         assert inst.plan["operation"] == "upsert"
         assert inst.plan["snapshot_seq"] == ctx.snapshot.last_seq
+        deadline = time.monotonic() + 10
+        while commit.instant_id not in t.log.store.last_beats() and time.monotonic() < deadline:
+            time.sleep(BEAT_MS / 10_000)
         assert commit.instant_id in t.log.store.last_beats()
     finally:
         commit.abort("test over")
@@ -63,6 +73,7 @@ def test_complete_appends_completed_and_clears_the_beat(tmp_path: Path) -> None:
     t = table(tmp_path)
     ctx = t.context()
     commit = Commit.begin(ctx, Action.COMMIT, "upsert")
+    time.sleep(BEAT_MS / 1000)  # long enough to have beaten: the beat is then cleared
     metadata = CommitMetadata("upsert", ctx.snapshot.last_seq, stats={"updated": 0})
     inst = commit.complete(metadata, passes)
     assert inst.id == commit.instant_id and inst.state == State.COMPLETED
