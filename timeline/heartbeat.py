@@ -78,8 +78,9 @@ class Heartbeat:
         """
         if immediate:
             self._beat()
-        self._thread = threading.Thread(target=self._run, args=(immediate,), name=f"heartbeat-{self.instant}")
-        self._thread.daemon = True
+        self._thread = threading.Thread(
+            target=self._run, args=(immediate,), name=f"heartbeat-{self.instant}", daemon=True
+        )
         self._thread.start()
         return self
 
