@@ -23,7 +23,7 @@ from ..timeline.storage.filesystem import Storage
 from ..timeline.timeline import Timeline
 from ..timeline.view.file_group import DataFile
 from ..timeline.view.fs_view import FileSystemView
-from .entries import EntriesTask, IndexTarget, MapFn, entries_for, entries_schema, entries_task, serial_map
+from .entries import EntriesTask, IndexTarget, MapFn, entries_for, entries_schema, entries_task, serial_map, write_delta
 from .metadata_table import INSTANT, MetadataTable
 from .states import IndexKind
 
@@ -107,10 +107,14 @@ def build_tasks(storage: Storage, view: FileSystemView, target: IndexTarget, sch
     return [BuildTask(EntriesTask((target,), storage, schema, f.path, partition), f.instant) for f, partition in files]
 
 
-def built(target: IndexTarget, parts: Sequence[pa.Table]) -> pa.Table:
+def built(target: IndexTarget, parts: Sequence[pa.Table], schema: pa.Schema | None = None) -> pa.Table:
     """The results of a build's tasks as one table (an empty one for no files)."""
     if not parts:
-        return entries_schema(target.kind).empty_table().append_column(INSTANT, pa.array([], pa.int64()))
+        return (
+            entries_schema(target.kind, schema, target.columns)
+            .empty_table()
+            .append_column(INSTANT, pa.array([], pa.int64()))
+        )
     return pa.concat_tables(parts)
 
 
@@ -184,7 +188,7 @@ def catch_up(
         added = [(f.path, f.partition) for f in md.files]
         faults.point("indexing.catch_up_instant")
         rows = _live_entries(target, storage, schema, added, refresh)
-        mt.write_updates(target.partition, inst.id, rows, marker=False)
+        write_delta(storage, target, inst.id, rows, marker=False)
         n += 1
     return n
 

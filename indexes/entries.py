@@ -21,6 +21,7 @@ from numbers import Real
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..timeline.errors import InvalidIndexError, InvalidIndexOptionsError
@@ -30,6 +31,8 @@ from ..timeline.timeline import Timeline
 from .bloom import BLOOM_SCHEMA, DEFAULT_FPP, FileBloom
 from .column_stats import STATS_SCHEMA, file_stats
 from .hashing import ColumnHashes
+from .metadata_table import MetadataTable
+from .record_index.rows import OP, check_buckets, entry_schema, record_entries
 from .states import IndexDef, IndexKind, index_kind, partition_of, written_indexes
 
 
@@ -43,6 +46,8 @@ class IndexTarget:
     fpp: float
     #: The metadata-table partition of the definition (``<name>@<created>``).
     partition: str = ""
+    #: The bucket count of a record index (0 for the other kinds).
+    buckets: int = 0
 
 
 #: What an index name may hold: it names a metadata-table folder (``<name>@<instant>``),
@@ -52,7 +57,11 @@ NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]+")
 MAX_NAME_CHARS = 100
 
 #: The options each kind takes.
-KNOWN_OPTIONS: Mapping[IndexKind, tuple[str, ...]] = {IndexKind.BLOOM_FILTERS: ("fpp",), IndexKind.COLUMN_STATS: ()}
+KNOWN_OPTIONS: Mapping[IndexKind, tuple[str, ...]] = {
+    IndexKind.BLOOM_FILTERS: ("fpp",),
+    IndexKind.COLUMN_STATS: (),
+    IndexKind.RECORD_INDEX: ("buckets",),
+}
 
 #: The smallest false-positive rate a bloom filter takes: below it a filter costs over
 #: 43 bits and 30 probes per key for a difference no read measures.
@@ -73,8 +82,8 @@ def check_definition(
         InvalidIndexError: unknown kind; a name that is empty, too long or holds other
             than letters, digits, ``_`` and ``-``; columns that are not a list of
             distinct non-empty names.
-        InvalidIndexOptionsError: an option the kind does not take, or ``fpp`` not a
-            number in [:data:`MIN_FPP`, 1).
+        InvalidIndexOptionsError: an option the kind does not take, ``fpp`` not a
+            number in [:data:`MIN_FPP`, 1), or ``buckets`` not an integer in [1, 65536].
     """
     kind = index_kind(kind)
     if name is None:
@@ -110,6 +119,8 @@ def check_definition(
         value = float(fpp) if isinstance(fpp, Real) and not isinstance(fpp, bool) else math.nan
         if not math.isfinite(value) or not MIN_FPP <= value < 1:
             raise InvalidIndexOptionsError(f"index {name!r}: fpp must be a number in [{MIN_FPP}, 1), not {fpp!r}")
+    if "buckets" in options:
+        check_buckets(options["buckets"])
     return name, kind, cols, {k: (float(v) if k == "fpp" else v) for k, v in options.items()}
 
 
@@ -121,6 +132,16 @@ def resolve(idx: IndexDef, schema: pa.Schema, record_key: Sequence[str]) -> Inde
             columns on a table without a record key.
     """
     cols = tuple(idx.columns)
+    if idx.kind == IndexKind.RECORD_INDEX:
+        # Always exactly the record key: the index maps keys, nothing else.
+        if not record_key:
+            raise InvalidIndexError(f"index {idx.name!r}: a record index needs a table with a record key")
+        if cols and cols != tuple(record_key):
+            raise InvalidIndexError(f"index {idx.name!r}: a record index covers the record key {list(record_key)}")
+        if any(c not in schema.names for c in record_key):
+            raise InvalidIndexError(f"index {idx.name!r}: record key {list(record_key)} not in the schema")
+        buckets = check_buckets(idx.options.get("buckets", 1))
+        return IndexTarget(idx.name, idx.kind, tuple(record_key), 0.0, partition_of(idx.name, idx.instant), buckets)
     if not cols:
         cols = tuple(record_key) if idx.kind == IndexKind.BLOOM_FILTERS else tuple(schema.names)
     if not cols:
@@ -148,6 +169,8 @@ def entries_for_file(
     """The entries of one data file (base or log) for each of ``targets``, from one read
     of the file, hashing each column once for all of them."""
     columns = list(dict.fromkeys(c for t in targets for c in t.columns))
+    if any(t.kind == IndexKind.RECORD_INDEX for t in targets):
+        columns.append(OP)  # a log's delete records are entries too (absent from bases)
     return entries_for_rows(targets, read_base(storage, rel_path, columns), schema, rel_path, partition)
 
 
@@ -169,7 +192,9 @@ def entries_for_rows(
     order = sorted(range(len(targets)), key=lambda i: targets[i].kind == IndexKind.COLUMN_STATS)
     for i in order:
         target = targets[i]
-        if target.kind == IndexKind.COLUMN_STATS:
+        if target.kind == IndexKind.RECORD_INDEX:
+            out[i] = record_entries(rows, rel_path, target.columns, schema, target.buckets, hashes)
+        elif target.kind == IndexKind.COLUMN_STATS:
             out[i] = file_stats(rel_path, partition, rows, target.columns, hashes=hashes)
         elif any(c not in rows.column_names for c in target.columns):
             out[i] = BLOOM_SCHEMA.empty_table()  # the file predates a bloomed column: no entry
@@ -179,7 +204,26 @@ def entries_for_rows(
     return [out[i] for i in range(len(targets))]
 
 
-def entries_schema(kind: IndexKind) -> pa.Schema:
+#: Rows per row group of a record index's delta: a reader of a few buckets reads the
+#: row groups of those buckets only (a delta is sorted by bucket).
+DELTA_ROW_GROUP_ROWS = 32_768
+
+
+def write_delta(storage: Storage, target: IndexTarget, instant: int, rows: pa.Table, marker: bool = True) -> str:
+    """Write the entries ``instant`` adds to ``target`` as one delta of its partition
+    (:meth:`MetadataTable.write_updates`); a record index's sorted by bucket."""
+    if target.kind != IndexKind.RECORD_INDEX:
+        return MetadataTable(storage).write_updates(target.partition, instant, rows, marker)
+    if rows.num_rows:
+        rows = rows.take(pc.sort_indices(rows.column("bucket")))  # stable: each file's rows stay in order
+    return MetadataTable(storage).write_updates(target.partition, instant, rows, marker, DELTA_ROW_GROUP_ROWS)
+
+
+def entries_schema(kind: IndexKind, schema: pa.Schema | None = None, record_key: Sequence[str] = ()) -> pa.Schema:
+    """The schema of an index's entries (a record index's depends on the table's key)."""
+    if kind == IndexKind.RECORD_INDEX:
+        assert schema is not None, "a record index's entries need the table's schema"
+        return entry_schema(schema, record_key)
     return STATS_SCHEMA if kind == IndexKind.COLUMN_STATS else BLOOM_SCHEMA
 
 
@@ -246,4 +290,6 @@ def entries_for(
 ) -> pa.Table:
     """Entries of many (path, partition) data files, concatenated."""
     parts = map_fn(entries_task, [EntriesTask((target,), storage, schema, p, part) for p, part in files])
-    return pa.concat_tables([p[0] for p in parts]) if parts else entries_schema(target.kind).empty_table()
+    if not parts:
+        return entries_schema(target.kind, schema, target.columns).empty_table()
+    return pa.concat_tables([p[0] for p in parts])

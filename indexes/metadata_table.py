@@ -90,6 +90,10 @@ class MetadataTable:
         """The bases of one index partition as (seq, path), oldest first."""
         return self._listing(index)[0]
 
+    def deltas(self, index: str) -> dict[int, list[str]]:
+        """The delta files of one index partition (absolute paths), by data instant."""
+        return self._listing(index)[1]
+
     def delta_count(self, index: str) -> int:
         """How many delta files the partition holds (what automatic compaction watches)."""
         return sum(len(ps) for ps in self._listing(index)[1].values())
@@ -100,27 +104,31 @@ class MetadataTable:
 
     # -- writing -----------------------------------------------------------------------
 
-    def write_updates(self, index: str, instant: int, rows: pa.Table, marker: bool = True) -> str:
+    def write_updates(
+        self, index: str, instant: int, rows: pa.Table, marker: bool = True, row_group_rows: int | None = None
+    ) -> str:
         """Write the entries ``instant`` adds to ``index``, before the instant completes.
 
         The marker goes first (like data files), so a crash at any point leaves nothing
         a rollback cannot find. ``marker=False`` is for an indexer catching up on an
         instant that already completed: it can no longer be rolled back, and a marker
-        folder would outlive it. Returns the delta's path relative to the base path.
+        folder would outlive it. ``row_group_rows`` caps a row group (a record index's
+        deltas are read bucket by bucket). Returns the delta's path relative to the base
+        path.
         """
         if INSTANT in rows.column_names:
             rows = rows.drop_columns([INSTANT])  # a delta's instant is its name
         rel = posixpath.join(self.rel_dir(index), f"delta_{instant}_{uuid.uuid4().hex[:8]}.parquet")
         if marker:
             write_marker(self.storage, instant, rel)
-        self._write(rel, rows)
+        self._write(rel, rows, row_group_rows)
         return rel
 
-    def _write(self, rel: str, rows: pa.Table) -> None:
+    def _write(self, rel: str, rows: pa.Table, row_group_rows: int | None = None) -> None:
         path = self.storage.path(rel)
         self.storage.mkdirs(posixpath.dirname(path))
         with self.storage.fs.open_output_stream(path) as sink:
-            pq.write_table(rows, sink)
+            pq.write_table(rows, sink, row_group_size=row_group_rows)
 
     def write_base(self, index: str, seq: int, rows: pa.Table) -> str:
         """Write a base whole (readers pick the newest base, so it must never be visible

@@ -10,7 +10,8 @@ ages, and both ride on commits so no service has to be running for them
 (:func:`after_commit_upkeep`): saving a checkpoint of the file-system view into the ``files``
 index every ``metadata.files.checkpoint-commits`` data commits, and folding the deltas of
 a ready index into a new base once it holds more than ``metadata.compact.max-deltas`` of
-them. The commit is already durable when this runs, so upkeep never raises: a failure is
+them (a record index's into a new generation, bucket by bucket: :func:`fold_record_index`).
+The commit is already durable when this runs, so upkeep never raises: a failure is
 logged and the next commit tries again. Building indexes are not folded: their builder
 may still write catch-up deltas for instants completed before a fold (see
 :meth:`MetadataTable.compact`).
@@ -28,18 +29,35 @@ from ..timeline.commit_metadata import CommitMetadata
 from ..timeline.diagnostics import faults
 from ..timeline.errors import InvalidIndexError, LakelineError
 from ..timeline.storage.filesystem import Storage
+from ..timeline.table_config import TableConfig
 from ..timeline.timeline import Timeline
 from ..timeline.view.fs_view import FileSystemView
-from .entries import EntriesTask, IndexTarget, MapFn, Precomputed, entries_schema, entries_task, resolve, serial_map
-from .files_index import commits_since_checkpoint, write_checkpoint
+from .entries import (
+    EntriesTask,
+    IndexTarget,
+    MapFn,
+    Precomputed,
+    entries_schema,
+    entries_task,
+    resolve,
+    serial_map,
+    write_delta,
+)
+from .files_index import checkpoint_due, write_checkpoint
 from .metadata_table import MetadataTable
-from .states import IndexDef, readable_indexes, written_indexes
+from .record_index import generation as record_generation
+from .record_index.store import folder_of
+from .states import IndexDef, IndexKind, readable_indexes, written_indexes
 
 log = logging.getLogger(__name__)
 
 
 def after_commit_upkeep(
-    storage: Storage, timeline: Timeline, view_of: Callable[[Timeline], FileSystemView], props: TableProperties
+    storage: Storage,
+    timeline: Timeline,
+    view_of: Callable[[Timeline], FileSystemView],
+    props: TableProperties,
+    known_checkpoint: int = -1,
 ) -> list[str]:
     """Checkpoint the view and fold index deltas where due; returns what was written.
 
@@ -48,20 +66,44 @@ def after_commit_upkeep(
         timeline: the timeline right after the commit (its view is what is saved).
         view_of: builds (or returns a cached) view of a snapshot.
         props: the table's properties.
+        known_checkpoint: the newest checkpoint the caller knows of (its view's
+            :attr:`~lakeline.timeline.view.fs_view.FileSystemView.known_checkpoint`),
+            which spares listing the checkpoints when none can be due.
     """
     written: list[str] = []
     try:
         faults.point("metadata.upkeep")
-        if commits_since_checkpoint(storage, timeline) >= props.metadata_files_checkpoint_commits:
+        if checkpoint_due(storage, timeline, props.metadata_files_checkpoint_commits, known_checkpoint):
             written.append(write_checkpoint(storage, view_of(timeline)))
         mt = MetadataTable(storage)
         limit = props.metadata_compact_max_deltas
         for idx in readable_indexes(timeline):
-            if mt.delta_count(idx.partition) > limit and (rel := mt.compact(idx.partition, timeline)) is not None:
+            if mt.delta_count(idx.partition) <= limit:
+                continue
+            if idx.kind == IndexKind.RECORD_INDEX:
+                written.extend(fold_record_index(storage, timeline, view_of(timeline), idx))
+            elif (rel := mt.compact(idx.partition, timeline)) is not None:
                 written.append(rel)
     except (OSError, pa.ArrowException, LakelineError) as e:
         log.warning("metadata-table upkeep after event %s failed (the commit stands): %r", timeline.last_seq, e)
     return written
+
+
+def fold_record_index(
+    storage: Storage, timeline: Timeline, view: FileSystemView, idx: IndexDef, map_fn: MapFn = serial_map
+) -> list[str]:
+    """Fold a record index's deltas into a new generation of the live files of ``view``
+    (the snapshot ``timeline``), bucket range by bucket range; returns its folder, or
+    nothing when there was nothing to fold or the index no longer resolves."""
+    config = TableConfig.from_timeline(timeline)
+    if config is None:
+        return []
+    try:
+        target = resolve(idx, config.schema, config.record_key)
+    except InvalidIndexError:
+        return []
+    gen = record_generation.fold(storage, timeline, [f.path for f in view.files()], target, config.schema, map_fn)
+    return [] if gen is None else [folder_of(target.partition, gen.seq, gen.token)]
 
 
 def write_commit_updates(
@@ -105,11 +147,10 @@ def write_commit_updates(
     per_file: dict[str, dict[IndexTarget, pa.Table]] = {f.path: dict(have.get(f.path, {})) for f in metadata.files}
     for (f, ts), entries in zip(todo, computed):
         per_file[f.path].update(zip(ts, entries))
-    mt = MetadataTable(storage)
     for idx, target in targets:
         parts = [per_file[f.path][target] for f in metadata.files]
-        rows = pa.concat_tables(parts) if parts else entries_schema(target.kind).empty_table()
-        done.append((idx.name, idx.instant, mt.write_updates(idx.partition, instant, rows)))
+        rows = pa.concat_tables(parts) if parts else entries_schema(target.kind, schema, target.columns).empty_table()
+        done.append((idx.name, idx.instant, write_delta(storage, target, instant, rows)))
     return done
 
 

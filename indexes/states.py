@@ -47,10 +47,12 @@ class IndexKind(enum.StrEnum):
     FILES = "files"
     COLUMN_STATS = "column_stats"
     BLOOM_FILTERS = "bloom_filters"
+    #: Record key -> data file (and row), hash-partitioned into buckets (:mod:`.record_index`).
+    RECORD_INDEX = "record_index"
 
 
 #: The index kinds this version builds (through the API).
-KINDS = (IndexKind.COLUMN_STATS, IndexKind.BLOOM_FILTERS)
+KINDS = (IndexKind.COLUMN_STATS, IndexKind.BLOOM_FILTERS, IndexKind.RECORD_INDEX)
 
 #: The name and metadata-table partition of the always-on ``files`` index (the file-system
 #: view's checkpoints): created with the table, never created or dropped through the API.

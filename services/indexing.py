@@ -41,11 +41,15 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ..indexes.build import build_tasks, built, catch_up, gone_but_live, missing_updates, try_build_task
+from ..indexes.build import build_tasks, built, catch_up, gone_but_live, live_files, missing_updates, try_build_task
 from ..indexes.entries import IndexTarget, check_definition, resolve
 from ..indexes.metadata_table import MetadataTable
+from ..indexes.record_index import generation as record_generation
+from ..indexes.record_index.rows import default_buckets
+from ..indexes.record_index.spill import spill_task
 from ..indexes.states import (
     IndexDef,
+    IndexKind,
     check_can_create,
     check_can_drop,
     create_plan,
@@ -119,6 +123,10 @@ class IndexingService(Service):
             name, kind, columns, opts = check_definition(
                 options.get("index"), options.get("kind"), options.get("columns"), options.get("options")
             )
+            if kind == IndexKind.RECORD_INDEX and "buckets" not in opts:
+                # Sized by the table now and recorded in the plan: every reader and
+                # writer hashes keys into the same buckets for the index's whole life.
+                opts["buckets"] = default_buckets(sum(f.rows for f in table.view(snapshot).files()))
             plan = create_plan(name, kind, columns, opts)
             cfg = table.config
             resolve(index_def(plan, -1), cfg.schema, cfg.record_key)  # refuse bad columns now
@@ -153,14 +161,20 @@ class IndexingService(Service):
         storage = table.storage
         base = table.log.refresh().as_of_seq(instant.id)  # the requested event is the base
         started = time.perf_counter()
-        rows, files = self._build(table, base, target, progress)
-        build_s = time.perf_counter() - started
-        # A stale attempt is stopped here already (cheaper than being refused at
-        # completion). The check is not atomic with the write below, which is why that
-        # write reaches only this definition's partition and never past a newer base.
-        fence(instant.id)(table.log.refresh())
-        faults.point("indexing.after_build")
-        MetadataTable(storage).rebuild(target.partition, base, rows)
+        if target.kind == IndexKind.RECORD_INDEX:
+            entries, files = self._build_records(table, base, target, instant.id, progress)
+            build_s = time.perf_counter() - started
+            faults.point("indexing.after_build")
+        else:
+            rows, files = self._build(table, base, target, progress)
+            build_s = time.perf_counter() - started
+            # A stale attempt is stopped here already (cheaper than being refused at
+            # completion). The check is not atomic with the write below, which is why that
+            # write reaches only this definition's partition and never past a newer base.
+            fence(instant.id)(table.log.refresh())
+            faults.point("indexing.after_build")
+            MetadataTable(storage).rebuild(target.partition, base, rows)
+            entries = rows.num_rows
         caught_up = catch_up(storage, table.log.refresh(), base.last_seq, target, cfg.schema, table.log.refresh)
         faults.point("indexing.mid_catchup")
         return {
@@ -170,7 +184,7 @@ class IndexingService(Service):
             "columns": list(target.columns),
             "base_seq": base.last_seq,
             "files_built": files,
-            "entries": rows.num_rows,
+            "entries": entries,
             "build_s": round(build_s, 4),
             "caught_up": caught_up,
         }
@@ -195,6 +209,30 @@ class IndexingService(Service):
                 f"index {target.name!r}: {len(lost)} live data file(s) cannot be read, e.g. {lost[0]}"
             )
         return built(target, [p for p in parts if not isinstance(p, str)]), len(tasks)
+
+    def _build_records(
+        self, table: Table, base: Timeline, target: IndexTarget, instant: int, progress: Progress | None
+    ) -> tuple[int, int]:
+        """A record index's first generation at the base, built in bounded memory
+        (:func:`lakeline.indexes.record_index.generation.build`); returns (entries, files).
+        Published only while this attempt holds the instant (the same fence as the
+        other kinds' rebuild), and never over a newer generation."""
+        engine = table.service_engine
+
+        def map_fn(fn: Any, items: Any) -> list[Any]:
+            return map_in_batches(engine, fn, items, _BATCH, progress if fn is spill_task else None)
+
+        built = record_generation.build(
+            table.storage,
+            [(f.path, f.bytes) for f, _ in live_files(table.view(base))],
+            base,
+            target,
+            table.config.schema,
+            map_fn,
+            lost=lambda gone: gone_but_live(gone, table.log.refresh()),
+            fence=lambda: fence(instant)(table.log.refresh()),
+        )
+        return built.entries, built.files
 
     def complete(self, table: Table, instant: Instant, metadata: dict[str, Any]) -> Instant:
         """Finalize: under the table lock, catch up and complete with the check that no

@@ -1,5 +1,7 @@
-"""Key-range pruning: which slices a filter can skip by the range of record keys their
-files hold (from the commit metadata every writer records, no index needed).
+"""Key pruning: which slices a filter can skip by the range of record keys their files
+hold (from the commit metadata every writer records, no index needed), and, when the
+filter pins the key (``==``, ``isin``) and a record index is ready, by the keys the
+index says each file holds (:func:`prune_by_record_index`).
 
 The filter's tree (:mod:`lakeline.indexes.expressions`) is asked whether a slice whose
 keys lie in ``[lo, hi]`` may hold a match (:func:`might_match` on those bounds; a key
@@ -15,7 +17,9 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from ...indexes.expressions import ColumnBounds, Expr, columns, might_match
-from ...indexes.pruning import filter_tree, has_unknown
+from ...indexes.pruning import filter_tree, has_unknown, pinned_values
+from ...indexes.record_index.lookup import RecordIndexReader, slices_holding
+from ...timeline.errors import MetadataTableError
 from ...timeline.view.file_group import DataFile, FileSlice
 from ..context import TableContext
 
@@ -86,3 +90,22 @@ def file_might_match(tree: Expr, key: str, typ: pa.DataType, f: DataFile) -> boo
     if bounds is None:
         return True
     return might_match(tree, {key: ColumnBounds(bounds[0].as_py(), bounds[1].as_py(), 0, None)})
+
+
+def prune_by_record_index(ctx: TableContext, slices: list[FileSlice], tree: Expr | None) -> list[FileSlice]:
+    """The slices a file of which holds a record of a key ``tree`` pins, from a ready
+    record index of the snapshot; ``slices`` as they are when the filter pins no key,
+    or no index serves the snapshot (a generation newer than it: time travel)."""
+    key, schema = ctx.config.record_key, ctx.config.schema
+    if tree is None or len(key) != 1 or not slices:
+        return slices
+    values = pinned_values(tree, key[0], schema)
+    if values is None:
+        return slices
+    reader = RecordIndexReader.open(ctx.storage, ctx.snapshot, schema, key)
+    if reader is None:
+        return slices
+    try:
+        return slices_holding(reader, slices, [v.as_py() for v in values])
+    except MetadataTableError:
+        return slices  # folded away under us: read without it

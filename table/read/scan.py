@@ -39,7 +39,7 @@ from ...timeline.timeline import Timeline
 from ...timeline.view.file_group import FileSlice
 from ..context import TableContext
 from ..write.records import check_columns, check_filter
-from .key_pruning import prune_key_ranges
+from .key_pruning import prune_by_record_index, prune_key_ranges
 from .partition_pruning import prune_slices
 from .slice_read import SliceRead, SliceRows, read_merged, read_slice
 
@@ -120,6 +120,8 @@ class Scan:
         )
         self.slices = pruned.slices
         self._after_stats, self._after_bloom = pruned.files_after_stats, pruned.files_after_bloom
+        self.slices = prune_by_record_index(ctx, self.slices, self.tree)
+        self._after_record = sum(len(s.files) for s in self.slices)
         self.read_stats = ReadStats()  # of the last read (to_arrow, to_reader)
         if as_of is not None:
             gone = ctx.storage.missing(ctx.storage.path(f.path) for s in self.slices for f in s.files)
@@ -141,6 +143,7 @@ class Scan:
             "files_after_partition_pruning": self._after_partition,
             "files_after_stats_pruning": self._after_stats,
             "files_after_bloom_pruning": self._after_bloom,
+            "files_after_record_index_pruning": self._after_record,
             "file_groups": len(self.slices),
         }
 

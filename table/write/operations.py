@@ -13,8 +13,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...indexes.pruning import key_blooms
+from ...indexes.record_index.lookup import RecordIndexReader
+from ...indexes.record_index.lookup import tag as record_tag
 from ...timeline.commit_metadata import Operation
-from ...timeline.errors import DuplicateKeyError, UnknownColumnError
+from ...timeline.errors import DuplicateKeyError, MetadataTableError, UnknownColumnError
 from ...timeline.table_config import TableConfig, TableType
 from ...timeline.view.file_group import FileSlice
 from ..context import TableContext
@@ -30,22 +32,28 @@ def _tag(
     """``tag`` the keys (their groups, and their rows in those groups' base files),
     adding the time it took to ``plan.timings["tag_s"]``.
 
-    The record-key bloom filters of the snapshot are read once per plan, on first use.
+    With a ready record index the snapshot can use, the index answers alone
+    (:func:`lakeline.indexes.record_index.lookup.tag`, the same answer); else the
+    record-key bloom filters of the snapshot are read once per plan, on first use.
     """
     t0 = time.perf_counter()
     cfg = ctx.config
+    positions = positions and cfg.table_type == TableType.MOR
+    if not plan.index_opened:
+        plan.index_opened = True
+        plan.record_index = RecordIndexReader.open(ctx.storage, ctx.snapshot, cfg.schema, cfg.record_key)
+    if plan.record_index is not None:
+        try:
+            # Exact from the index alone: no data file is read, keys it proves new included.
+            tags = record_tag(plan.record_index, slices, keys, positions)
+            plan.timings["tag_s"] = plan.timings.get("tag_s", 0.0) + time.perf_counter() - t0
+            return tags
+        except MetadataTableError:
+            plan.record_index = None  # folded away under us: the data answers instead
     if plan.key_blooms is None:
         plan.key_blooms = key_blooms(ctx.storage, ctx.snapshot, cfg.schema, cfg.record_key)
     # Positions only where a log will keep them: merge-on-read updates and deletes.
-    tags = tag(
-        ctx.storage,
-        ctx.engine,
-        slices,
-        keys,
-        cfg.record_key,
-        plan.key_blooms,
-        positions and cfg.table_type == TableType.MOR,
-    )
+    tags = tag(ctx.storage, ctx.engine, slices, keys, cfg.record_key, plan.key_blooms, positions)
     plan.timings["tag_s"] = plan.timings.get("tag_s", 0.0) + time.perf_counter() - t0
     return tags
 

@@ -78,6 +78,10 @@ class WritePlan:
     timings: dict[str, float] = field(default_factory=dict)
     #: Record-key bloom filters of the planned snapshot by base path (read on first tag).
     key_blooms: dict[str, Any] | None = None
+    #: The record index as the planned snapshot sees it (a ``RecordIndexReader``), once
+    #: looked for (``index_opened``); None when there is none to use.
+    record_index: Any | None = None
+    index_opened: bool = False
 
     @property
     def empty(self) -> bool:

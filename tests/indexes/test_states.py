@@ -93,7 +93,7 @@ def test_drop_of_unknown_index_and_invalid_plans() -> None:
     ev.request(IX, drop_plan("ghost").to_dict())
     assert _states(ev) == {}
     with pytest.raises(InvalidIndexError):
-        create_plan("x", "record_index")
+        create_plan("x", "no_such_kind")
     with pytest.raises(InvalidIndexError):
         create_plan("", "column_stats")
     with pytest.raises(InvalidIndexError):

@@ -126,7 +126,7 @@ def test_index_api_errors_drop_and_recreate(tmp_path: Path) -> None:
     t = index_table(tmp_path, "mor")
     t.insert(index_rows(rng, list(range(100))))
     with pytest.raises(InvalidIndexError):
-        t.indexes.create("record_index")
+        t.indexes.create("record_index", columns=["v"])  # the key only
     with pytest.raises(InvalidIndexError):
         t.indexes.create("column_stats", columns=["nope"])
     t.indexes.create("column_stats", columns=["v", "s"])

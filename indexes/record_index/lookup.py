@@ -1,0 +1,194 @@
+"""Looking keys up in the record index: which live file holds each key, and in which group.
+
+A reader opens the index for its snapshot (:meth:`RecordIndexReader.open`): the index
+must be ``ready`` there and its newest generation no newer than the snapshot (a
+generation keeps only the entries of files live at its position). It then reads, for
+the buckets of the keys asked, the generation's bucket files and the deltas of instants
+completed after the generation (only the row groups of those buckets and keys), and
+joins them with the keys exactly.
+
+:func:`tag` folds the entries of each slice's files the way
+:func:`lakeline.table.write.tagging.tag` folds their rows (base first, then logs in
+completion order; the last record of a key wins, a delete record removes it), so
+tagging with the index gives what tagging by reading the data gives, without reading a
+data file. :func:`slices_holding` keeps the slices any of whose files names a key, for
+scans whose filter pins the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ...timeline.errors import InvalidIndexError, MetadataTableError
+from ...timeline.storage.filesystem import Storage
+from ...timeline.timeline import Timeline
+from ...timeline.view.file_group import FileSlice
+from ..entries import IndexTarget, resolve
+from ..states import IndexKind, readable_indexes
+from .rows import BUCKET, DELETED, PATH, PATH_TYPE, POS, buckets_of, key_columns, key_table
+from .store import Generation, newest_generation, read_entries, visible_deltas
+
+#: Row number of a looked-up key in the caller's table (in memory only).
+ROW = "__lakeline_row"
+#: Keys of one bucket up to which a bucket file is read through an ``isin`` filter
+#: (row groups of a key-sorted file pruned by their statistics); above it the bucket is
+#: read whole and joined.
+_FILTER_KEYS = 4096
+_OPEN_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class RecordIndexReader:
+    """The record index as one snapshot sees it."""
+
+    storage: Storage
+    target: IndexTarget
+    schema: pa.Schema
+    generation: Generation
+    deltas: tuple[str, ...]
+
+    @classmethod
+    def open(
+        cls, storage: Storage, snapshot: Timeline, schema: pa.Schema, record_key: Sequence[str]
+    ) -> RecordIndexReader | None:
+        """The ready record index of ``snapshot``, or None when there is none or its
+        generation is newer than the snapshot (then read the data: never wrong)."""
+        if not record_key:
+            return None
+        for idx in readable_indexes(snapshot, IndexKind.RECORD_INDEX):
+            try:
+                target = resolve(idx, schema, record_key)
+            except InvalidIndexError:
+                continue
+            gen = newest_generation(storage, target.partition)
+            if gen is None or gen.seq > snapshot.last_seq or gen.buckets != target.buckets:
+                return None
+            deltas = visible_deltas(storage, target.partition, snapshot, gen.seq)
+            return cls(storage, target, schema, gen, tuple(deltas))
+        return None
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        return self.target.columns
+
+    def entries(self, keys: pa.Table) -> pa.Table:
+        """The entries naming each row of ``keys`` (record-key columns): :data:`ROW` (the
+        row in ``keys``), ``path`` (dictionary-encoded), ``pos``, ``deleted``; files of every
+        snapshot since the generation, so the caller keeps those it reads.
+
+        Raises:
+            MetadataTableError: the index's files kept vanishing (folds replacing them).
+        """
+        cols = key_columns(self.key)
+        probe = pa.table(key_table(keys, self.key, self.schema))
+        probe = probe.append_column(ROW, pa.array(np.arange(keys.num_rows, dtype=np.int64)))
+        bucket = buckets_of(keys, self.key, self.schema, self.target.buckets)
+        found: list[pa.Table] = []
+        try:
+            order = np.argsort(bucket, kind="stable")
+            sorted_b = bucket[order]
+            starts = np.flatnonzero(np.r_[True, sorted_b[1:] != sorted_b[:-1]]) if len(order) else np.zeros(0, np.int64)
+            ends = np.r_[starts[1:], len(order)]
+            for s, e in zip(starts, ends):
+                b = int(sorted_b[s])
+                file = self.generation.files.get(b)
+                if file is None:
+                    continue
+                part = probe.take(pa.array(order[s:e]))
+                found.append(self._join(self.storage.path(file[0]), part, cols, None))
+            if self.deltas:
+                wanted = pa.array(np.unique(bucket), pa.int32())
+                for path in self.deltas:
+                    found.append(self._join(path, probe, cols, pc.field(BUCKET).isin(wanted)))
+        except FileNotFoundError as e:
+            raise MetadataTableError(f"record index {self.target.name!r} changed while read: {e}") from e
+        if not found:
+            return _empty()
+        return pa.concat_tables(found)
+
+    def _join(self, path: str, probe: pa.Table, cols: list[str], where: pc.Expression | None) -> pa.Table:
+        if len(cols) == 1 and probe.num_rows <= _FILTER_KEYS:
+            pinned = pc.field(cols[0]).isin(probe.column(cols[0]))
+            where = pinned if where is None else where & pinned
+        stored = read_entries(self.storage, path, where)
+        if stored.num_rows == 0:
+            return _empty()
+        # Join on the key with the stored row's number as the payload, then take the
+        # (dictionary-encoded) path by it: the hash join never decodes paths.
+        stored_keys = stored.select(cols).append_column("__i", pa.array(np.arange(stored.num_rows, dtype=np.int64)))
+        hit = probe.join(stored_keys, cols, join_type="inner", use_threads=False)
+        if hit.num_rows == 0:
+            return _empty()
+        picked = stored.take(hit.column("__i"))
+        return pa.table(
+            {ROW: hit.column(ROW), PATH: picked.column(PATH), POS: picked.column(POS), DELETED: picked.column(DELETED)}
+        )
+
+
+def _empty() -> pa.Table:
+    return pa.table(
+        {
+            ROW: pa.array([], pa.int64()),
+            PATH: pa.array([], PATH_TYPE),
+            POS: pa.array([], pa.int32()),
+            DELETED: pa.array([], pa.bool_()),
+        }
+    )
+
+
+def _file_order(slices: Sequence[FileSlice]) -> dict[str, tuple[int, int]]:
+    """(slice number, order in the slice: base 0, then logs) of every file of ``slices``."""
+    return {f.path: (i, j) for i, s in enumerate(slices) for j, f in enumerate(s.files)}
+
+
+def tag(
+    reader: RecordIndexReader, slices: Sequence[FileSlice], keys: pa.Table, positions: bool = False
+) -> tuple[pa.Array, pa.Array]:
+    """:func:`lakeline.table.write.tagging.tag` answered from the index: for each row of
+    ``keys``, the group of ``slices`` holding it or null, and with ``positions`` its row
+    in that group's base when its live version is that row (else null)."""
+    n = keys.num_rows
+    if n == 0:
+        return pa.array([], pa.string()), pa.array([], pa.int64())
+    found = reader.entries(keys)
+    where = _file_order(slices)
+    # Per distinct path, not per entry: a file's entries share its dictionary value.
+    paths = found.column(PATH).combine_chunks()
+    names_in = paths.dictionary.to_pylist()
+    codes = paths.indices.to_numpy()
+    slot = np.array([where.get(p, (-1, -1))[0] for p in names_in] + [-1], dtype=np.int64)[codes]
+    order = np.array([where.get(p, (-1, -1))[1] for p in names_in] + [-1], dtype=np.int64)[codes]
+    row = found.column(ROW).to_numpy()
+    pos = found.column(POS).to_numpy().astype(np.int64)
+    deleted = found.column(DELETED).to_numpy(zero_copy_only=False)
+    live = slot >= 0
+    row, slot, order, pos, deleted = row[live], slot[live], order[live], pos[live], deleted[live]
+    # The last record of each key in each slice: by file order, then row in the file.
+    idx = np.lexsort((pos, order, slot, row))
+    row, slot, order, pos, deleted = row[idx], slot[idx], order[idx], pos[idx], deleted[idx]
+    last = np.r_[(row[1:] != row[:-1]) | (slot[1:] != slot[:-1]), True] if len(row) else np.zeros(0, bool)
+    keep = last & ~deleted
+    out_slot = np.full(n, -1, dtype=np.int64)
+    out_pos = np.full(n, -1, dtype=np.int64)
+    out_slot[row[keep]] = slot[keep]
+    if positions:
+        has_base = np.array([s.base is not None for s in slices], dtype=bool)
+        in_base = keep & (order == 0) & has_base[np.maximum(slot, 0)]
+        out_pos[row[in_base]] = pos[in_base]
+    names = pa.array([s.file_group for s in slices], pa.string())
+    groups = pa.DictionaryArray.from_arrays(pa.array(out_slot.astype(np.int32), mask=out_slot < 0), names)
+    return groups.cast(pa.string()), pa.array(out_pos, mask=out_pos < 0)
+
+
+def slices_holding(reader: RecordIndexReader, slices: Sequence[FileSlice], values: Iterable[object]) -> list[FileSlice]:
+    """The slices any of whose files holds a record (an upsert or a delete) of one of
+    ``values`` of a single-column key: every other slice holds no row with such a key."""
+    typ = reader.schema.field(reader.key[0]).type
+    keys = pa.table({reader.key[0]: pa.array(list(values), typ)})
+    found = set(pc.unique(reader.entries(keys).column(PATH).cast(pa.string())).to_pylist())
+    return [s for s in slices if any(f.path in found for f in s.files)]

@@ -1,0 +1,131 @@
+"""The entries a data file gives the record index, and how a key picks its bucket.
+
+One entry per row of the file: the key's bucket, the file's path, the key itself (one
+column per record-key column, ``key_0`` ..., in the table's types, so matching is exact
+and never by hash), the row's position in the file, and whether the row is a delete
+record (merge-on-read logs only). Entries of a file never change because a data file
+never changes: a write that retires a file (a copy-on-write rewrite, a compaction, a
+clustering, an overwrite) writes the entries of its new files, and readers use the
+entries of the files live in their snapshot only. A key is in a file group when the last
+entry naming it among the files of the group's slice (base first, then logs in
+completion order) is not a delete; that is the fold :func:`lakeline.table.write.tagging.tag`
+does on the data, here done on entries (:mod:`.lookup`).
+
+The bucket of a key is its 64-bit record-key hash (the one record-key bloom filters
+use, :func:`lakeline.indexes.bloom.key_hashes`) modulo the bucket count the index's
+definition records, so every writer and reader agrees on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ...timeline.errors import InvalidIndexOptionsError
+from ..bloom import key_hashes
+from ..hashing import ColumnHashes
+
+BUCKET = "bucket"
+PATH = "path"
+POS = "pos"
+DELETED = "deleted"
+
+#: The operation column of log files and its delete value (``table/write/records.py``'s
+#: ``OP`` and ``OP_DELETE``; indexes/ may not import table/, a test checks they agree).
+OP = "_op"
+OP_DELETE = "D"
+
+#: Bucket counts a definition may record.
+MIN_BUCKETS, MAX_BUCKETS = 1, 65536
+#: Paths are dictionary-encoded in memory too: a file's entries repeat one path.
+PATH_TYPE = pa.dictionary(pa.int32(), pa.string())
+#: Keys a bucket is sized for when the index is created (a fold, a build step and a
+#: lookup of a random batch hold about one bucket at a time).
+KEYS_PER_BUCKET = 250_000
+#: The bucket count of an index created on a small or empty table: room to grow to
+#: about 4M keys before buckets exceed their size.
+MIN_DEFAULT_BUCKETS = 16
+
+
+def key_columns(record_key: Sequence[str]) -> list[str]:
+    """The entry columns holding the record key (``key_0`` ...): entry column names
+    never clash with a user column named ``path`` or ``bucket``."""
+    return [f"key_{i}" for i in range(len(record_key))]
+
+
+def entry_schema(schema: pa.Schema, record_key: Sequence[str]) -> pa.Schema:
+    """The schema of the record index's entries for a table."""
+    keys = [pa.field(k, schema.field(c).type, nullable=False) for k, c in zip(key_columns(record_key), record_key)]
+    return pa.schema(
+        [pa.field(BUCKET, pa.int32(), nullable=False), pa.field(PATH, PATH_TYPE, nullable=False)]
+        + keys
+        + [pa.field(POS, pa.int32(), nullable=False), pa.field(DELETED, pa.bool_(), nullable=False)]
+    )
+
+
+def check_buckets(value: object) -> int:
+    """A bucket count from an index's options.
+
+    Raises:
+        InvalidIndexOptionsError: not an integer in [:data:`MIN_BUCKETS`, :data:`MAX_BUCKETS`].
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not MIN_BUCKETS <= value <= MAX_BUCKETS:
+        raise InvalidIndexOptionsError(
+            f"record_index: buckets must be an integer in [{MIN_BUCKETS}, {MAX_BUCKETS}], not {value!r}"
+        )
+    return int(value)
+
+
+def default_buckets(keys: int) -> int:
+    """The bucket count for a table of about ``keys`` keys, at creation: one bucket per
+    :data:`KEYS_PER_BUCKET` keys, at least :data:`MIN_DEFAULT_BUCKETS`."""
+    return max(MIN_DEFAULT_BUCKETS, min(MAX_BUCKETS, -(-keys // KEYS_PER_BUCKET)))
+
+
+def buckets_of(
+    keys: pa.Table, record_key: Sequence[str], schema: pa.Schema, buckets: int, hashes: ColumnHashes | None = None
+) -> np.ndarray:
+    """The bucket (int32) of each row's key; ``keys`` holds the record-key columns."""
+    h = key_hashes(keys, record_key, schema, hashes)
+    return (h % np.uint64(buckets)).astype(np.int32)
+
+
+def key_table(keys: pa.Table, record_key: Sequence[str], schema: pa.Schema) -> dict[str, pa.ChunkedArray]:
+    """The record-key columns of ``keys`` as entry key columns, in the table's types."""
+    out = {}
+    for name, col in zip(key_columns(record_key), record_key):
+        values = keys.column(col)
+        typ = schema.field(col).type
+        out[name] = values if values.type == typ else pc.cast(values, typ)
+    return out
+
+
+def record_entries(
+    rows: pa.Table,
+    rel_path: str,
+    record_key: Sequence[str],
+    schema: pa.Schema,
+    buckets: int,
+    hashes: ColumnHashes | None = None,
+    offset: int = 0,
+) -> pa.Table:
+    """The entries of the data file ``rel_path`` whose rows are ``rows`` (in file order,
+    from row ``offset`` of the file; the key columns, and ``_op`` for a log), sorted by
+    bucket (a stable sort: within a bucket, file order)."""
+    n = rows.num_rows
+    bucket = buckets_of(rows, record_key, schema, buckets, hashes)
+    if OP in rows.column_names:
+        deleted = pc.fill_null(pc.equal(rows.column(OP), OP_DELETE), False)
+    else:
+        deleted = pa.array(np.zeros(n, dtype=bool))
+    path = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([rel_path], pa.string()))
+    cols: dict[str, object] = {BUCKET: pa.array(bucket), PATH: path}
+    cols.update(key_table(rows, record_key, schema))
+    cols[POS] = pa.array(np.arange(offset, offset + n, dtype=np.int32))
+    cols[DELETED] = deleted
+    table = pa.table(cols, schema=entry_schema(schema, record_key))
+    order = np.argsort(bucket, kind="stable")
+    return table.take(pa.array(order))

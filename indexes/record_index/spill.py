@@ -1,0 +1,217 @@
+"""Building a record-index generation in bounded memory: file by file, then bucket by bucket.
+
+Hudi's record index ran out of memory building at scale (apache/hudi#14077, #19670):
+it gathered every key of the table at once. Here no step holds more than one slice of
+one data file or one range of buckets:
+
+1. *Spill*, one engine task per live data file: read the record key (and a log's
+   ``_op``) a batch of rows at a time, turn each batch into entries sorted by bucket
+   (:func:`.rows.record_entries`) and append them to the file's spill file, in small row
+   groups whose statistics name the buckets they hold.
+2. *Buckets*, one engine task per range of buckets holding about :data:`RANGE_ROWS`
+   entries: read that range from every spill file (the row groups of other buckets are
+   skipped by their statistics), sort by key and write one file per bucket.
+
+The spill folder is this attempt's own (``spill_<token>``) and is removed when the
+generation is written; a build killed half-way leaves it and an unpublished generation
+folder, which the next attempt removes before it starts (:func:`.store.remove_unnamed`).
+``validate`` spills the same way and compares range by range (:mod:`.check`); a fold of
+deltas into a new generation runs the second step over the old generation and the
+deltas (:mod:`.fold`).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ...timeline.errors import IndexBuildError
+from ...timeline.storage.data_reads import reading
+from ...timeline.storage.filesystem import Storage
+from ..entries import IndexTarget, MapFn
+from .rows import BUCKET, OP, entry_schema, key_columns, record_entries
+from .store import (
+    BUCKET_ROW_GROUP_ROWS,
+    SPILL_PREFIX,
+    bucket_path,
+    bucket_range,
+    live_only,
+    ranges,
+    read_entries,
+    spill_folder,
+    write_entries,
+)
+
+#: Rows of a data file turned into entries at a time.
+BATCH_ROWS = 1_000_000
+#: Entries one bucket-range task holds in memory (about 60 bytes each for 32-character
+#: keys, twice while sorting).
+RANGE_ROWS = 1_000_000
+
+
+@dataclass(frozen=True)
+class SpillTask:
+    """The entries of one data file into its spill file (a picklable engine task)."""
+
+    target: IndexTarget
+    storage: Storage
+    schema: pa.Schema
+    path: str
+    out: str
+
+
+def spill_task(task: SpillTask) -> int | str:
+    """Spill one data file's entries; returns how many, or the data file's path when it
+    no longer exists (the caller decides whether that is sound).
+
+    Raises:
+        IndexBuildError: the key cannot be hashed or cast (a value the index cannot hold).
+    """
+    storage, key = task.storage, task.target.columns
+    entries = entry_schema(task.schema, key)
+    try:
+        with reading(task.path), storage.fs.open_input_file(storage.path(task.path)) as f:
+            pf = pq.ParquetFile(f)
+            cols = [c for c in (*key, OP) if c in pf.schema_arrow.names]
+            out = storage.path(task.out)
+            storage.mkdirs(posixpath.dirname(out))
+            n = 0
+            with storage.fs.open_output_stream(out) as sink, pq.ParquetWriter(sink, entries) as w:
+                for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=cols):
+                    rows = pa.Table.from_batches([batch])
+                    part = record_entries(rows, task.path, key, task.schema, task.target.buckets, offset=n)
+                    w.write_table(part, row_group_size=BUCKET_ROW_GROUP_ROWS)
+                    n += rows.num_rows
+            return n
+    except FileNotFoundError:
+        return task.path
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        raise IndexBuildError(f"index {task.target.name!r}: entries of {task.path} cannot be computed: {e}") from e
+
+
+@dataclass(frozen=True)
+class RangeTask:
+    """Write the bucket files of buckets ``[lo, hi)`` from ``sources`` (spill files,
+    bucket files, deltas: absolute paths), keeping only entries of ``live`` files when
+    given (a picklable engine task)."""
+
+    storage: Storage
+    sources: tuple[str, ...]
+    lo: int
+    hi: int
+    folder: str
+    key: tuple[str, ...]
+    schema: pa.Schema
+    live: pa.Array | None = None
+
+
+def range_rows(task: RangeTask) -> pa.Table:
+    """The entries of the task's range, sorted by bucket, then key."""
+    want = bucket_range(task.lo, task.hi)
+    parts = [read_entries(task.storage, p, want) for p in task.sources]
+    schema = entry_schema(task.schema, task.key)
+    rows = pa.concat_tables([p.cast(schema) for p in parts]) if parts else schema.empty_table()
+    if task.live is not None:
+        rows = live_only(rows, task.live)
+    order = [(BUCKET, "ascending")] + [(k, "ascending") for k in key_columns(task.key)]
+    return rows.sort_by(order)
+
+
+def by_bucket(rows: pa.Table) -> list[tuple[int, pa.Table]]:
+    """The runs of one bucket each of entries sorted by bucket."""
+    if rows.num_rows == 0:
+        return []
+    b = rows.column(BUCKET).to_numpy()
+    starts = np.flatnonzero(np.r_[True, b[1:] != b[:-1]])
+    ends = np.r_[starts[1:], len(b)]
+    return [(int(b[s]), rows.slice(int(s), int(e - s))) for s, e in zip(starts, ends)]
+
+
+def range_task(task: RangeTask) -> dict[int, int]:
+    """Write the range's bucket files; returns the entries of each bucket written."""
+    counts = {}
+    for bucket, rows in by_bucket(range_rows(task)):
+        write_entries(task.storage, bucket_path(task.folder, bucket), rows.combine_chunks())
+        counts[bucket] = rows.num_rows
+    return counts
+
+
+@dataclass(frozen=True)
+class Spilled:
+    """What the spill step left: the spill files (absolute paths), the entries in them,
+    and the data files that had vanished."""
+
+    folder: str
+    files: tuple[str, ...]
+    rows: int
+    gone: tuple[str, ...]
+
+
+def spill(
+    storage: Storage,
+    files: Sequence[tuple[str, int]],
+    target: IndexTarget,
+    schema: pa.Schema,
+    token: str,
+    map_fn: MapFn,
+    prefix: str = SPILL_PREFIX,
+) -> Spilled:
+    """Step 1 for ``files`` (data file path, bytes): one spill file each, largest first
+    (an engine's workers then finish together), in the folder ``<prefix><token>``."""
+    folder = spill_folder(target.partition, token, prefix)
+    ordered = sorted(files, key=lambda f: -f[1])
+    tasks = [
+        SpillTask(target, storage, schema, path, posixpath.join(folder, f"{i:06d}.parquet"))
+        for i, (path, _) in enumerate(ordered)
+    ]
+    results = map_fn(spill_task, tasks)
+    kept = [(t, r) for t, r in zip(tasks, results) if not isinstance(r, str)]
+    return Spilled(
+        folder,
+        tuple(storage.path(t.out) for t, _ in kept),
+        sum(int(r) for _, r in kept),
+        tuple(r for r in results if isinstance(r, str)),
+    )
+
+
+def write_buckets(
+    storage: Storage,
+    sources: Sequence[str],
+    rows: int,
+    target: IndexTarget,
+    schema: pa.Schema,
+    folder: str,
+    map_fn: MapFn,
+    live: pa.Array | None = None,
+    bucket_files: Mapping[int, str] | None = None,
+) -> dict[int, int]:
+    """Step 2: every bucket file of a generation in ``folder`` from ``sources`` (and the
+    ``bucket_files`` of an older generation, each read only by the task of its bucket)
+    holding about ``rows`` entries; returns the entries per bucket written."""
+    own = bucket_files or {}
+    tasks = [
+        RangeTask(
+            storage,
+            tuple(sources) + tuple(p for b, p in sorted(own.items()) if lo <= b < hi),
+            lo,
+            hi,
+            folder,
+            target.columns,
+            schema,
+            live,
+        )
+        for lo, hi in ranges(target.buckets, rows, RANGE_ROWS)
+    ]
+    counts: dict[int, int] = {}
+    for part in map_fn(range_task, tasks):
+        counts.update(part)
+    return counts
+
+
+def remove_spill(storage: Storage, spilled: Spilled) -> None:
+    storage.delete_dir(storage.path(spilled.folder))

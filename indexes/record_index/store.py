@@ -1,0 +1,226 @@
+"""Where the record index's entries live: per-instant deltas and bucketed generations.
+
+In the index's metadata-table partition (``.lakeline/metadata/<name>@<instant>/``):
+
+* ``delta_<instant>_<token>.parquet``: the entries one data instant added, written
+  before it completed and behind its markers like every index's deltas
+  (:meth:`lakeline.indexes.metadata_table.MetadataTable.write_updates`), sorted by bucket
+  in small row groups, so a reader of some buckets reads only their row groups.
+* ``gen_<seq>/<token>``: a *generation*, the entries of every file live right after
+  event ``seq``, one Parquet file per bucket (``gen_<seq>_<token>/b00042.parquet``,
+  sorted by key in small row groups, so a point lookup reads one row group), and a
+  manifest ``gen_<seq>_<token>.json`` written last, whole: a generation exists only once
+  complete, so a build or fold killed half-way leaves files no reader looks at, which
+  the next build or fold removes.
+
+A reader of snapshot S takes the newest generation (seq g) and the deltas of instants
+completed in S after g. A generation keeps the entries of live files only (a fold drops
+those of retired files, keeping the index the size of the table), so it serves only
+snapshots at or after its seq; an older snapshot (time travel, or a writer whose
+snapshot a fold overtook) falls back to reading data files, which is never wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+import uuid
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from ...timeline.errors import MetadataTableError
+from ...timeline.instant import State
+from ...timeline.storage.filesystem import META_DIR, Storage
+from ...timeline.timeline import Timeline
+from ..metadata_table import METADATA_DIR, MetadataTable
+from .rows import BUCKET, PATH
+
+_GEN = re.compile(r"^gen_(?P<seq>-?\d+)_(?P<token>[0-9a-f]{8})\.json$")
+_GEN_FOLDER = re.compile(r"^gen_(?P<seq>-?\d+)_(?P<token>[0-9a-f]{8})$")
+#: Folders of a build's spill files (a validation's are ``check_``: a build removes
+#: earlier attempts' spills, never a validation's).
+SPILL_PREFIX = "spill_"
+CHECK_PREFIX = "check_"
+#: Rows per row group of a bucket file: a point lookup reads about one.
+BUCKET_ROW_GROUP_ROWS = 16_384
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One complete generation of a record index partition."""
+
+    seq: int
+    token: str
+    buckets: int
+    #: bucket -> (path relative to the table, rows); buckets without entries are absent.
+    files: Mapping[int, tuple[str, int]]
+
+    @property
+    def rows(self) -> int:
+        return sum(n for _, n in self.files.values())
+
+
+def partition_dir(partition: str) -> str:
+    """The partition's folder, relative to the table."""
+    return posixpath.join(META_DIR, METADATA_DIR, partition)
+
+
+def folder_of(partition: str, seq: int, token: str) -> str:
+    """The folder (relative to the table) of a generation's bucket files."""
+    return posixpath.join(partition_dir(partition), f"gen_{seq}_{token}")
+
+
+def bucket_path(folder: str, bucket: int) -> str:
+    return posixpath.join(folder, f"b{bucket:05d}.parquet")
+
+
+def new_token() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+def _manifests(storage: Storage, partition: str) -> list[tuple[int, str, str]]:
+    """(seq, token, absolute path) of every generation manifest, oldest first."""
+    out = []
+    for info in storage.list_files(storage.path(partition_dir(partition))):
+        if m := _GEN.match(posixpath.basename(info.path)):
+            out.append((int(m.group("seq")), m.group("token"), info.path))
+    return sorted(out)
+
+
+def newest_generation(storage: Storage, partition: str) -> Generation | None:
+    """The newest complete generation, None when there is none (not built yet).
+
+    Raises:
+        MetadataTableError: its manifest is damaged.
+    """
+    for seq, token, path in reversed(_manifests(storage, partition)):
+        try:
+            doc = json.loads(storage.read_bytes(path))
+        except FileNotFoundError:
+            continue  # replaced by a newer one meanwhile
+        except ValueError as e:
+            raise MetadataTableError(f"record index manifest {path} is damaged: {e}") from e
+        files = {int(b): (str(p), int(n)) for b, (p, n) in doc["files"].items()}
+        return Generation(seq, token, int(doc["buckets"]), files)
+    return None
+
+
+def publish(
+    storage: Storage, partition: str, seq: int, token: str, buckets: int, counts: Mapping[int, int]
+) -> Generation:
+    """Write a generation's manifest (its bucket files are written): from now on it is
+    the newest generation of every reader that lists after this."""
+    folder = folder_of(partition, seq, token)
+    files = {b: (bucket_path(folder, b), n) for b, n in sorted(counts.items()) if n}
+    doc = {"seq": seq, "buckets": buckets, "files": {str(b): [p, n] for b, (p, n) in files.items()}}
+    final = storage.path(partition_dir(partition), f"gen_{seq}_{token}.json")
+    with storage.written_whole(final) as target:
+        storage.write_bytes(target, json.dumps(doc).encode())
+    return Generation(seq, token, buckets, files)
+
+
+def remove_older(storage: Storage, partition: str, keep: Generation) -> None:
+    """Remove the generations older than ``keep`` (manifest first, so no reader finds a
+    manifest whose files are gone), and the folders older than it no manifest names."""
+    named = {keep.token}
+    for seq, token, path in _manifests(storage, partition):
+        if seq < keep.seq:
+            storage.delete(path)
+        else:
+            named.add(token)
+    remove_unnamed(storage, partition, named, keep.seq)
+
+
+def remove_unnamed(
+    storage: Storage, partition: str, named: Collection[str], upto_seq: int, spills: bool = False
+) -> None:
+    """Remove generation folders at or before ``upto_seq`` whose token no manifest names
+    (killed builds and folds; a newer one may be a fold still writing), and with
+    ``spills`` the spill folders of earlier build attempts."""
+    from pyarrow.fs import FileType
+
+    for info in storage.list_entries(storage.path(partition_dir(partition))):
+        name = posixpath.basename(info.path)
+        if info.type != FileType.Directory:
+            continue
+        m = _GEN_FOLDER.match(name)
+        if m and m.group("token") not in named and int(m.group("seq")) <= upto_seq:
+            storage.delete_dir(info.path)
+        elif spills and name.startswith(SPILL_PREFIX):
+            storage.delete_dir(info.path)
+
+
+def spill_folder(partition: str, token: str, prefix: str = SPILL_PREFIX) -> str:
+    return posixpath.join(partition_dir(partition), f"{prefix}{token}")
+
+
+def visible_deltas(storage: Storage, partition: str, snapshot: Timeline, after_seq: int) -> list[str]:
+    """Delta files (absolute paths) of instants completed in ``snapshot`` after event
+    ``after_seq``, in completion order."""
+    out: list[tuple[int, str]] = []
+    for instant, paths in MetadataTable(storage).deltas(partition).items():
+        inst = snapshot.find(instant)
+        if inst is None or inst.state is not State.COMPLETED or (inst.completed_seq or 0) <= after_seq:
+            continue
+        out.extend((inst.completed_seq or 0, p) for p in paths)
+    return [p for _, p in sorted(out)]
+
+
+def settled_deltas(storage: Storage, partition: str, timeline: Timeline) -> list[str]:
+    """Delta files of instants completed or rolled back in ``timeline``: what a
+    generation at ``timeline``'s position has folded (or never needs)."""
+    out = []
+    for instant, paths in MetadataTable(storage).deltas(partition).items():
+        inst = timeline.find(instant)
+        if inst is not None and inst.state in (State.COMPLETED, State.ROLLED_BACK):
+            out.extend(paths)
+    return out
+
+
+def read_entries(storage: Storage, path: str, filter: pc.Expression | None = None) -> pa.Table:
+    """Entries of one Parquet file of the partition (a bucket file, a delta, a spill),
+    only the rows ``filter`` keeps; row groups whose statistics rule it out are skipped."""
+    fragment = ds.ParquetFileFormat().make_fragment(path, storage.fs)
+    return fragment.to_table(filter=filter)
+
+
+def bucket_range(lo: int, hi: int) -> pc.Expression:
+    """The filter of the buckets ``[lo, hi)``."""
+    return (pc.field(BUCKET) >= lo) & (pc.field(BUCKET) < hi)
+
+
+def write_entries(storage: Storage, rel: str, rows: pa.Table, row_group_rows: int = BUCKET_ROW_GROUP_ROWS) -> None:
+    path = storage.path(rel)
+    storage.mkdirs(posixpath.dirname(path))
+    with storage.fs.open_output_stream(path) as sink:
+        pq.write_table(rows, sink, row_group_size=row_group_rows, use_dictionary=[PATH])
+
+
+def live_only(rows: pa.Table, live: pa.Array) -> pa.Table:
+    """The entries of files in ``live`` (paths)."""
+    if rows.num_rows == 0:
+        return rows
+    return rows.filter(pc.is_in(rows.column(PATH), value_set=live))
+
+
+def ranges(buckets: int, rows: int, per_range: int) -> list[tuple[int, int]]:
+    """Contiguous bucket ranges holding about ``per_range`` entries each (at least one
+    bucket), for ``rows`` entries spread evenly over ``buckets``."""
+    per_bucket = max(1, rows // max(buckets, 1))
+    width = max(1, per_range // per_bucket)
+    return [(lo, min(lo + width, buckets)) for lo in range(0, buckets, width)]
+
+
+def row_count(storage: Storage, paths: Iterable[str]) -> int:
+    """Rows of Parquet files, from their footers."""
+    n = 0
+    for p in paths:
+        with storage.fs.open_input_file(p) as f:
+            n += pq.ParquetFile(f).metadata.num_rows
+    return n
