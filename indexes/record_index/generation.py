@@ -68,6 +68,12 @@ def build(
     """
     partition = target.partition
     keep = newest_generation(storage, partition)
+    if sweep and keep is not None and keep.seq == base.last_seq and keep.buckets == target.buckets:
+        # An earlier attempt published this very generation (same snapshot, same
+        # entries) and died after: resume from it.
+        for p in settled_deltas(storage, partition, base):
+            storage.delete(p)
+        return Built(keep, len(files), keep.rows)
     if sweep:
         # A killed attempt's spill and unpublished folders go first: restart, never
         # resume from half-written files.

@@ -126,11 +126,12 @@ def publish(
 
 
 def remove_older(storage: Storage, partition: str, keep: Generation) -> None:
-    """Remove the generations older than ``keep`` (manifest first, so no reader finds a
-    manifest whose files are gone), and the folders older than it no manifest names."""
+    """Remove the generations older than ``keep`` and others of its position (manifest
+    first, so no reader finds a manifest whose files are gone), and the folders up to
+    its position no manifest names."""
     named = {keep.token}
     for seq, token, path in _manifests(storage, partition):
-        if seq < keep.seq:
+        if seq < keep.seq or (seq == keep.seq and token != keep.token):
             storage.delete(path)
         else:
             named.add(token)
