@@ -14,6 +14,12 @@ the upsert into a copy of the appended table), its median reported. Each step's 
 memory (the child's ``ru_maxrss``), bytes written and files read are reported too, and
 ``docs/performance-scale.png`` plots time per step against table size.
 
+The data's shape (issue 30, :class:`bench.data.Shape`): ``--keys sequential|uuid`` and
+``--order random|sorted``, by default sequential keys with every batch (appends, the
+upsert) in random row order; ``--order sorted`` reproduces the numbers measured before,
+which hold for sorted input only. deltalake is read through its own
+``DeltaTable.scan(predicate=...)``.
+
 Targets (issue 16, against deltalake at the largest size): appends <= 0.6x and within
 1.5x of the pyarrow floor; merge-on-read upsert <= 0.4x; copy-on-write upsert <= 0.9x;
 the 1,000-key read <= 1.0x on both table types, as appended and after the upsert; no
@@ -34,6 +40,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import data
 from .report import ROOT, command_line, machine, today, update_section
 from .write.bench import APPENDS, READ_KEYS, default_timeout, prepare_inputs, run_step
 from .write.report import GiB, StepResult, _fmt_b
@@ -97,11 +104,13 @@ def measure(
     )
 
 
-def run_size(rows: int, systems: list[str], workdir: Path, repeats: int, log: Any) -> dict[str, dict[str, Measured]]:
+def run_size(
+    rows: int, systems: list[str], workdir: Path, repeats: int, log: Any, shape: data.Shape = data.DEFAULT
+) -> dict[str, dict[str, Measured]]:
     # The data is generated in a child process: a process's peak memory on Linux starts
     # from its parent's at fork, so every step's child would report this one's otherwise.
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        spec = pool.submit(prepare_inputs, workdir, rows, APPENDS, READ_KEYS).result()
+        spec = pool.submit(prepare_inputs, workdir, rows, APPENDS, READ_KEYS, shape).result()
     log(f"{rows:,} rows: data ready (upsert {spec['upsert_rows']:,} rows)")
     timeout = default_timeout(rows)
     out: dict[str, dict[str, Measured]] = {s: {} for s in systems}
@@ -163,12 +172,22 @@ def targets(results: dict[str, dict[str, Measured]]) -> list[tuple[str, str, boo
 
 
 def markdown(
-    all_results: dict[int, dict[str, dict[str, Measured]]], systems: list[str], command: str, repeats: int
+    all_results: dict[int, dict[str, dict[str, Measured]]],
+    systems: list[str],
+    command: str,
+    repeats: int,
+    shape: data.Shape = data.DEFAULT,
+    load: tuple[float, float] | None = None,
 ) -> str:
+    sizes = " to ".join(f"{n / 1e6:g}M" for n in sorted({min(all_results), max(all_results)}))
+    at = f"; 1-minute load average {load[0]:.1f} at the start, {load[1]:.1f} at the end" if load else ""
     lines = [
-        "## Scale: appends, upsert and 1,000-key reads at 5M to 50M rows (vs deltalake, the pyarrow floor)",
+        f"## Scale: appends, upsert and 1,000-key reads at {sizes} rows (vs deltalake, the pyarrow floor)",
         "",
-        f"{today()}, {machine()}. Command: `{command}`",
+        f"{today()}, {machine()}{at}. Command: `{command}`",
+        "",
+        f"{shape.describe()} The read is {READ_KEYS:,} consecutive keys of the table after the upsert "
+        "(`key >= a AND key < b`); deltalake reads through its own `DeltaTable(p).scan(predicate=...)`.",
         "",
         f"Each step in a fresh process; steps under {REPEAT_UNDER:.0f} s are the median of {repeats} runs "
         "from the same state. Ratios are to deltalake at the same size. Peak is the step process's "
@@ -252,26 +271,37 @@ def main(argv: list[str]) -> int:
     p.add_argument("--workdir", type=Path, default=None, help="where tables go (default: a temp dir, removed)")
     p.add_argument("--json", type=Path, default=None, help="also write the raw results as JSON here")
     p.add_argument("--no-docs", action="store_true", help="update neither docs/performance.md nor the plot")
+    data.add_shape_options(p)
     args = p.parse_args(argv)
+    shapes = data.shapes_of(args.keys, args.order)
+    if len(shapes) > 1:
+        p.error("bench scale takes one data shape per run")
+    shape = shapes[0]
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     sizes = parse_sizes(args.sizes)
     own = args.workdir is None
     work = Path(tempfile.mkdtemp(prefix="lakeline-scale-bench-")) if own else args.workdir
     all_results: dict[int, dict[str, dict[str, Measured]]] = {}
+    load_start = os.getloadavg()[0]
+    print(f"scale benchmark ({shape.label})")
     try:
         for rows in sizes:
-            all_results[rows] = run_size(rows, systems, work / str(rows), args.repeats, print)
+            all_results[rows] = run_size(rows, systems, work / str(rows), args.repeats, print, shape)
     finally:
         if own:
             shutil.rmtree(work, ignore_errors=True)
-    text = markdown(all_results, systems, command_line("scale", argv, with_postgres=False), args.repeats)
+    command = command_line("scale", argv, with_postgres=False)
+    text = markdown(all_results, systems, command, args.repeats, shape, (load_start, os.getloadavg()[0]))
     print(text)
     if args.json is not None:
         args.json.write_text(
             json.dumps(
                 {
-                    str(n): {s: {st: asdict(m) for st, m in steps.items()} for s, steps in r.items()}
-                    for n, r in all_results.items()
+                    "shape": shape.as_dict(),
+                    **{
+                        str(n): {s: {st: asdict(m) for st, m in steps.items()} for s, steps in r.items()}
+                        for n, r in all_results.items()
+                    },
                 },
                 indent=2,
             )

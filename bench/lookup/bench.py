@@ -9,6 +9,7 @@ written as 10 appends, then on lakeline (copy-on-write and merge-on-read) the in
 upsert:
 
 * a 1,000-key read, ``key >= a AND key < b`` (:func:`bench.data.read_range`);
+* a point lookup of one key, ``key == k`` (issue 30's target with uuid keys);
 * a point lookup on a column that is not the key, ``ts == v`` for one existing row that
   the upsert does not touch. ``ts`` follows the key on appends, so min/max statistics
   alone find its file there; after the upsert every rewritten file's ``ts`` range reaches
@@ -18,6 +19,11 @@ and in between the upsert of ``rows / 10`` rows (half updates spread over the ke
 half new keys) with the indexes ready: lakeline ``Table.upsert`` (its
 ``WriteResult.timings``: ``tag_s``, ``index_s``, ...) against deltalake's ``merge`` (the
 write benchmark's). deltalake skips files with the per-file min/max of its log.
+
+The data's shape is chosen with ``--keys sequential|uuid`` and ``--order random|sorted``
+(:class:`bench.data.Shape`; default sequential keys, batches in random order), and
+deltalake is read through its own ``DeltaTable.scan(predicate=...)`` (issue 30), its
+``to_pyarrow_dataset`` read timed after each query for comparison.
 
 Every system/step runs in a fresh subprocess (times include opening the table; peak
 memory is its ``ru_maxrss``), reads ``--repeat`` times, the median reported. Targets
@@ -42,6 +48,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import data
 from ..report import ROOT, add_run_options, command_line, today, unwinds_on_sigterm, update_section
 from ..write.bench import APPENDS, DEFAULT_ROWS, READ_KEYS, default_timeout, prepare_inputs
 from ..write.bench import run_step as run_write_step
@@ -68,6 +75,7 @@ class LookupRun(Run):
     lookup_key: str = ""
     repeat: int = REPEAT
     queries: dict[str, str] = field(default_factory=dict)  # name -> filter text
+    read_rows_appended: int = 0  # rows the range read returns before the upsert
 
 
 # --------------------------------------------------------------------------------------
@@ -97,23 +105,26 @@ def child_main(argv: list[str]) -> int:
 # Parent side.
 
 
-def prepare(workdir: Path, rows: int, read_keys: int) -> dict[str, Any]:
-    """The write benchmark's inputs, plus the ``ts`` to look up: the first row at
-    :data:`LOOKUP_AT` of the key space that the upsert leaves alone, so the lookup has
-    the same one-row answer before and after it."""
+def prepare(workdir: Path, rows: int, read_keys: int, shape: data.Shape = data.DEFAULT) -> dict[str, Any]:
+    """The write benchmark's inputs in ``shape``, plus the row to look up (by its key and
+    by its ``ts``): the first row at :data:`LOOKUP_AT` of the row numbers that the upsert
+    leaves alone, so the lookups have the same one-row answer before and after it; and
+    how many rows the range read returns after the appends (with uuid keys some of the
+    keys in its range are new keys of the upsert)."""
     import numpy as np
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
-    from .. import data
-
-    spec = prepare_inputs(workdir, rows, APPENDS, read_keys)
-    ups = pq.read_table(workdir / "input" / "upsert.parquet", columns=["key"]).column("key")
-    touched = set(np.asarray(pc.cast(pc.utf8_slice_codeunits(ups, 1), "int64")).tolist())
+    spec = prepare_inputs(workdir, rows, APPENDS, read_keys, shape)
+    updated, _fresh = data.upsert_numbers(spec["rows"], spec["upsert_rows"])
+    touched = set(updated.tolist())
     n = int(spec["rows"] * LOOKUP_AT)
     while n in touched:
         n += 1
-    spec.update(lookup_row=n, lookup_key=data.key(n), lookup_ts=data.APPEND_TS + n)
+    appended = spec["read_keys"]
+    if shape.keys != "sequential":
+        appended = data.rows_in_range(np.arange(spec["rows"]), spec["read_a"], spec["read_b"], shape.keys)
+    spec.update(
+        lookup_row=n, lookup_key=data.key(n, shape.keys), lookup_ts=data.APPEND_TS + n, read_rows_appended=appended
+    )
     (workdir / "spec.json").write_text(json.dumps(spec, indent=2))
     return spec
 
@@ -163,15 +174,16 @@ def run_benchmark(
     read_keys: int = READ_KEYS,
     repeat: int = REPEAT,
     log: Callable[[str], None] = print,
+    shape: data.Shape = data.DEFAULT,
 ) -> LookupRun:
     """Build the tables once, then every step for every system, each in its own process."""
     t_start = time.perf_counter()
     load_start = os.getloadavg()[0]
-    spec = prepare(workdir, rows, read_keys)
+    spec = prepare(workdir, rows, read_keys, shape)
     qs = ls.queries(spec)
     log(
-        f"data: {spec['rows']:,} rows in {APPENDS} appends, upsert {spec['upsert_rows']:,} rows; "
-        f"queries: {qs['range']['text']}; {qs['ts']['text']} (row {spec['lookup_key']})"
+        f"data ({shape.label}): {spec['rows']:,} rows in {APPENDS} appends, upsert {spec['upsert_rows']:,} rows; "
+        f"queries: {'; '.join(q['text'] for q in qs.values())}"
     )
     run = LookupRun(
         rows=spec["rows"],
@@ -185,6 +197,8 @@ def run_benchmark(
         lookup_key=spec["lookup_key"],
         repeat=repeat,
         queries={q: d["text"] for q, d in qs.items()},
+        read_rows_appended=spec["read_rows_appended"],
+        shape=shape.as_dict(),
     )
 
     def record(res: StepResult) -> None:
@@ -273,8 +287,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help=f"rows appended in total, in {APPENDS} appends (default {DEFAULT_ROWS:,}); the upsert is a tenth of that",
     )
     p.add_argument("--read-keys", type=int, default=READ_KEYS, help="consecutive keys read (default 1000)")
+    data.add_shape_options(p)
     add_run_options(p, repeat=REPEAT)
     args = p.parse_args(argv)
+    args.shapes = data.shapes_of(args.keys, args.order)
     if args.rows < APPENDS * 2:
         p.error(f"--rows must be at least {APPENDS * 2}")
     return args
@@ -284,48 +300,58 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str]) -> int:
     from rich.console import Console
 
+    from ..write.repeats import one_section
     from .report import findings, markdown, rich_tables
 
     args = parse(argv)
     con = Console(width=None if os.isatty(1) or "COLUMNS" in os.environ else 160)
-    con.print(f"[bold]lookup benchmark[/bold] on {machine_line()}")
+    con.print(f"[bold]lookup benchmark[/bold] ({'; '.join(s.label for s in args.shapes)}) on {machine_line()}")
     own_dir = args.workdir is None
     workdir = Path(tempfile.mkdtemp(prefix="lakeline-lookup-bench-")) if own_dir else args.workdir
     workdir.mkdir(parents=True, exist_ok=True)
     timeout = args.step_timeout or default_timeout(args.rows)
+    runs: list[LookupRun] = []
+
+    def log(m: str) -> None:
+        con.print(m, markup=False, highlight=False)
+
     try:
-        run = run_benchmark(
-            args.rows,
-            workdir,
-            timeout,
-            args.read_keys,
-            args.repeat,
-            log=lambda m: con.print(m, markup=False, highlight=False),
-        )
+        for shape in args.shapes:  # one run per shape, each with its own inputs and tables
+            where = workdir if len(args.shapes) == 1 else workdir / f"{shape.keys}-{shape.order}"
+            runs.append(run_benchmark(args.rows, where, timeout, args.read_keys, args.repeat, log, shape))
     finally:
         if own_dir and not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
-    for t in rich_tables(run):
-        con.print(t)
-    con.print(
-        ("[green]" if run.consistent else "[red]") + f"consistency: {run.consistency_note}",
-        markup=True,
-        highlight=False,
-    )
-    notes = [f"{s} {st}: {r.error}" for s, steps in run.results.items() for st, r in steps.items() if not r.ok]
-    for n in findings(run) + notes:
-        con.print(f"[yellow]{n}[/yellow]", highlight=False)
+    notes = {}
+    for run in runs:
+        for t in rich_tables(run):
+            con.print(t)
+        colour = "[green]" if run.consistent else "[red]"
+        con.print(colour + f"consistency: {run.consistency_note}", markup=True, highlight=False)
+        failed = [f"{s} {st}: {r.error}" for s, steps in run.results.items() for st, r in steps.items() if not r.ok]
+        notes[id(run)] = findings(run) + failed
+        for n in notes[id(run)]:
+            con.print(f"[yellow]{n}[/yellow]", highlight=False)
     if args.keep:
         con.print(f"kept {workdir}")
     if args.json is not None:
-        payload = asdict(run)
-        payload["date"], payload["machine"] = today(), machine_line()
-        args.json.write_text(json.dumps(payload, indent=2, default=str))
+        payloads = [{**asdict(run), "date": today(), "machine": machine_line()} for run in runs]
+        args.json.write_text(json.dumps(payloads[0] if len(runs) == 1 else {"runs": payloads}, indent=2, default=str))
     if not args.no_docs:
-        update_section(SECTION, markdown(run, command_line("lookup", argv, with_postgres=False), findings(run) + notes))
+        command = command_line("lookup", argv, with_postgres=False)
+        bodies = [markdown(run, command, notes[id(run)]) for run in runs]
+        update_section(SECTION, bodies[0] if len(runs) == 1 else one_section(runs, bodies, SUMMARY))
         con.print(f"wrote the {SECTION} section of docs/performance.md")
-    missed = any(t.ok is False for t in run.targets) or run.consistent is False
+    missed = any(t.ok is False for run in runs for t in run.targets) or any(r.consistent is False for r in runs)
     return 1 if args.check and missed else 0
+
+
+#: The columns of the section's ratio summary when it holds a run per shape.
+SUMMARY = [
+    (f"{s.removeprefix('lakeline-')} {step.replace('@upserted', ', after upsert')}", s, step)
+    for step in ("upsert", "range@upserted", "key@upserted", "ts@upserted")
+    for s in LAKELINE
+]
 
 
 if __name__ == "__main__":

@@ -5,8 +5,15 @@ default) written as 10 appends, then an upsert of a tenth as many rows (half upd
 keys spread uniformly over the whole key space with a larger ``ts``, half new keys), then
 a read of 1,000 consecutive keys (``key >= a AND key < b``). Systems: lakeline
 copy-on-write and merge-on-read (``Table.insert``/``upsert``/``scan``), deltalake
-(``write_deltalake(mode="append")``, ``DeltaTable.merge(...)``, ``to_pyarrow_dataset``)
-and pyiceberg (SQL catalog on sqlite; ``append``, ``upsert``, ``scan``).
+(``write_deltalake(mode="append")``, ``DeltaTable.merge(...)``, its own
+``DeltaTable.scan(predicate=...)``) and pyiceberg (SQL catalog on sqlite; ``append``,
+``upsert``, ``scan``).
+
+The data's shape (issue 30, :class:`bench.data.Shape`): ``--keys sequential|uuid`` and
+``--order random|sorted``; by default sequential keys with every batch (the appends and
+the upsert) in random row order, as users' data arrives. ``--order sorted`` reproduces
+the numbers measured before, which hold for sorted input only; the report states the
+shape it ran with.
 
 Every system/step runs in a fresh subprocess, so its peak memory is that process's
 ``ru_maxrss`` (which includes the interpreter and the imported libraries) and no step
@@ -39,11 +46,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import data
+from ..data import Shape, prepare_inputs
 from ..report import ROOT, command_line, today, unwinds_on_sigterm, update_section
 from . import s3_report
 from .child import RESULT_MARK, child_main, print_profile
 from .object_store import S3_SYSTEMS, StoreConfig, local_workdir, prime_store_verdict, server_version, start_server
-from .repeats import keep_median_run, seconds_of
+from .repeats import keep_median_run, one_section, seconds_of
 from .report import (
     MiB,
     Run,
@@ -57,7 +66,7 @@ from .report import (
     source_state,
     versions,
 )
-from .systems import SYSTEMS, TABLE_SUFFIX
+from .systems import LAKELINE, SYSTEMS, TABLE_SUFFIX
 
 if TYPE_CHECKING:
     from tests.seaweedfs import SeaweedServer
@@ -71,35 +80,6 @@ READ_KEYS = 1_000
 
 # --------------------------------------------------------------------------------------
 # Parent side: data, children, report.
-
-
-def prepare_inputs(workdir: Path, rows: int, appends: int, read_keys: int) -> dict[str, Any]:
-    """Write the append batches and the upsert batch as Parquet, and the run's spec."""
-    import pyarrow.parquet as pq
-
-    from .. import data
-
-    per = rows // appends
-    total = per * appends
-    inputs = workdir / "input"
-    inputs.mkdir(parents=True, exist_ok=True)
-    for i in range(appends):
-        pq.write_table(data.append_batch(i, per), inputs / f"append_{i:02d}.parquet")
-    upsert_rows = max(2, total // 10)
-    pq.write_table(data.upsert_batch(total, upsert_rows), inputs / "upsert.parquet")
-    a, b = data.read_range(total, read_keys)
-    spec = {
-        "rows": total,
-        "appends": appends,
-        "rows_per_append": per,
-        "upsert_rows": upsert_rows,
-        "read_a": a,
-        "read_b": b,
-        "read_keys": min(read_keys, total),
-        "upsert_bytes": (inputs / "upsert.parquet").stat().st_size,
-    }
-    (workdir / "spec.json").write_text(json.dumps(spec, indent=2))
-    return spec
 
 
 def run_step(
@@ -154,6 +134,8 @@ def run_benchmark(
     log: Callable[[str], None] = print,
     spec: dict[str, Any] | None = None,
     append_runs: int = 1,
+    shape: Shape = data.DEFAULT,
+    delta_read: str = "scan",
 ) -> Run:
     """Generate the data (unless ``spec`` says it is in ``workdir`` already), run every
     system/step in its own process, evaluate. ``append_runs`` > 1 runs the append step
@@ -163,9 +145,9 @@ def run_benchmark(
     t_start = time.perf_counter()
     load_start = os.getloadavg()[0]
     if spec is None:
-        spec = prepare_inputs(workdir, rows, appends, read_keys)
+        spec = prepare_inputs(workdir, rows, appends, read_keys, shape, delta_read)
         log(
-            f"data: {spec['rows']:,} rows in {appends} batches, upsert {spec['upsert_rows']:,} rows "
+            f"data ({shape.label}): {spec['rows']:,} rows in {appends} batches, upsert {spec['upsert_rows']:,} rows "
             f"({spec['upsert_bytes'] / MiB:.1f} MiB Parquet), read {spec['read_a']} <= key < {spec['read_b']} "
             f"({time.perf_counter() - t_start:.1f} s to generate)"
         )
@@ -177,6 +159,8 @@ def run_benchmark(
         read_range=(spec["read_a"], spec["read_b"]),
         read_keys=spec["read_keys"],
         results={s: {} for s in systems},
+        shape={"keys": spec.get("keys", "sequential"), "order": spec.get("order", "sorted")},
+        delta_read=spec.get("delta_read", "scan"),
     )
     # Step by step rather than system by system: the systems' runs of one step follow
     # each other closely, so they share whatever else the machine is doing at the time.
@@ -247,6 +231,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help="runs of the append step per system, the median kept (default: 3 on s3, 1 locally)",
     )
     p.add_argument("--read-keys", type=int, default=READ_KEYS, help="consecutive keys read (default 1000)")
+    data.add_shape_options(p)
     p.add_argument(
         "--step-timeout",
         type=float,
@@ -272,6 +257,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     unknown = [s for s in args.systems if s not in allowed]
     if unknown:
         p.error(f"unknown system(s) {unknown} for --store {args.store}; choose from {', '.join(allowed)}")
+    # On the store the shape stays the one its report states (sequential, sorted) and
+    # deltalake is read through to_pyarrow_dataset, as that report says.
+    args.shapes = data.shapes_of(args.keys, args.order, data.SORTED_SEQUENTIAL if args.store == "s3" else data.DEFAULT)
+    if args.store == "s3" and args.shapes != [data.SORTED_SEQUENTIAL]:
+        p.error("--store s3 measures sequential keys in sorted batches only (its report says so)")
+    args.delta_read = "dataset" if args.store == "s3" else "scan"
     if args.append_runs is None:
         args.append_runs = 3 if args.store == "s3" else 1
     if args.append_runs < 1:
@@ -284,6 +275,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
             p.error(f"--profile takes SYSTEM:STEP, e.g. lakeline-mor:upsert (steps: {', '.join(STEPS)})")
         args.profile = (system, step)
         args.keep = True
+        if len(args.shapes) > 1:
+            p.error("--profile takes one data shape")
     return args
 
 
@@ -296,7 +289,8 @@ def main(argv: list[str], server: SeaweedServer | None = None) -> int:
     args = parse(argv)
     t_start = time.perf_counter()
     con = Console(width=None if os.isatty(1) or "COLUMNS" in os.environ else 160)
-    con.print(f"[bold]write benchmark[/bold] on {machine_line()}; {versions()}")
+    shapes = "; ".join(sh.label for sh in args.shapes)
+    con.print(f"[bold]write benchmark[/bold] ({shapes}) on {machine_line()}; {versions()}")
     own_dir = args.workdir is None
     workdir = Path(tempfile.mkdtemp(prefix="lakeline-write-bench-")) if own_dir else args.workdir
     workdir.mkdir(parents=True, exist_ok=True)
@@ -310,6 +304,7 @@ def main(argv: list[str], server: SeaweedServer | None = None) -> int:
     def log(m: str) -> None:
         con.print(m, markup=False, highlight=False)
 
+    runs: list[Run] = []
     try:
         if on_store:
             if server is None:
@@ -323,16 +318,24 @@ def main(argv: list[str], server: SeaweedServer | None = None) -> int:
             log(f"lakeline's conformance probe of the store: {probe_s:.2f} s (once; the verdict is remembered)")
         else:
             StoreConfig.forget(workdir)  # a reused --workdir of an earlier run on the store
-        run = run_benchmark(
-            args.rows,
-            args.systems,
-            workdir,
-            timeout,
-            args.read_keys,
-            profile=args.profile,
-            log=log,
-            append_runs=args.append_runs,
-        )
+        for shape in args.shapes:  # one run per shape, each with its own inputs and tables
+            where = workdir if len(args.shapes) == 1 else workdir / f"{shape.keys}-{shape.order}"
+            where.mkdir(parents=True, exist_ok=True)
+            runs.append(
+                run_benchmark(
+                    args.rows,
+                    args.systems,
+                    where,
+                    timeout,
+                    args.read_keys,
+                    profile=args.profile,
+                    log=log,
+                    append_runs=args.append_runs,
+                    shape=shape,
+                    delta_read=args.delta_read,
+                )
+            )
+        run = runs[0]
         run.probe_s = probe_s
         if on_store and not args.no_local:
             log("the same steps on local disk:")
@@ -353,13 +356,48 @@ def main(argv: list[str], server: SeaweedServer | None = None) -> int:
         run.targets = s3_report.s3_targets(run)
         run.total_s = time.perf_counter() - t_start
         run.load = (run.load[0] if run.load else os.getloadavg()[0], os.getloadavg()[0])
-    for t in s3_report.rich_tables(run, local) if on_store else rich_tables(run):
-        con.print(t)
-    con.print(
-        ("[green]" if run.consistent else "[red]") + f"consistency: {run.consistency_note}",
-        markup=True,
-        highlight=False,
-    )
+    notes = {id(r): failures(r, local) for r in runs}
+    for r in runs:
+        for t in s3_report.rich_tables(r, local) if on_store else rich_tables(r):
+            con.print(t)
+        colour = "[green]" if r.consistent else "[red]"
+        con.print(colour + f"consistency: {r.consistency_note}", markup=True, highlight=False)
+        for n in notes[id(r)]:
+            con.print(f"[yellow]{n}[/yellow]", highlight=False)
+    if args.profile is not None:
+        prof = workdir / f"profile-{args.profile[0]}-{args.profile[1]}.prof"
+        if prof.exists():
+            print_profile(prof, con)
+    if args.keep:
+        con.print(f"kept {workdir}" + (" (the store's tables went with its server)" if started else ""))
+    if args.json is not None:
+        payloads = []
+        for r in runs:
+            payload = asdict(r)
+            payload["date"], payload["machine"], payload["store"] = today(), machine_line(), args.store
+            if local is not None:
+                payload["local"] = asdict(local)
+            payloads.append(payload)
+        out = payloads[0] if len(payloads) == 1 else {"runs": payloads}
+        args.json.write_text(json.dumps(out, indent=2, default=str))
+    if not args.no_docs:
+        command = command_line("write", argv, with_postgres=False)
+        if on_store:
+            update_section(s3_report.SECTION, s3_report.markdown(run, local, command, server_version(), notes[id(run)]))
+        else:
+            bodies = [markdown(r, command, method_notes(r) + notes[id(r)]) for r in runs]
+            update_section(SECTION, bodies[0] if len(runs) == 1 else one_section(runs, bodies, SUMMARY))
+        con.print(f"wrote the {s3_report.SECTION if on_store else SECTION} section of docs/performance.md")
+    missed = any(t.ok is False for r in runs for t in r.targets) or any(r.consistent is False for r in runs)
+    return 1 if args.check and missed else 0
+
+
+#: The columns of the section's ratio summary when it holds a run per shape.
+SUMMARY = [(f"{s.removeprefix('lakeline-')} {step}", s, step) for step in STEPS for s in LAKELINE]
+
+
+def failures(run: Run, local: Run | None) -> list[str]:
+    """A note for every step that failed or did not run, on the store and on local disk."""
     notes = []
     for where, r_ in (("", run), ("on local disk: ", local)):
         for s, steps in (r_.results if r_ is not None else {}).items():
@@ -368,30 +406,7 @@ def main(argv: list[str], server: SeaweedServer | None = None) -> int:
                     notes.append(f"{where}{s} {st}: {r.error}")
             if len(steps) < len(STEPS):
                 notes.append(f"{where}{s}: later steps not run (its append failed)")
-    for n in notes:
-        con.print(f"[yellow]{n}[/yellow]", highlight=False)
-    if args.profile is not None:
-        prof = workdir / f"profile-{args.profile[0]}-{args.profile[1]}.prof"
-        if prof.exists():
-            print_profile(prof, con)
-    if args.keep:
-        con.print(f"kept {workdir}" + (" (the store's tables went with its server)" if started else ""))
-    if args.json is not None:
-        payload = asdict(run)
-        payload["date"], payload["machine"], payload["store"] = today(), machine_line(), args.store
-        if local is not None:
-            payload["local"] = asdict(local)
-        args.json.write_text(json.dumps(payload, indent=2, default=str))
-    if not args.no_docs:
-        command = command_line("write", argv, with_postgres=False)
-        if on_store:
-            body = s3_report.markdown(run, local, command, server_version(), notes)
-            update_section(s3_report.SECTION, body)
-        else:
-            update_section(SECTION, markdown(run, command, method_notes(run) + notes))
-        con.print(f"wrote the {s3_report.SECTION if on_store else SECTION} section of docs/performance.md")
-    missed = any(t.ok is False for t in run.targets) or run.consistent is False
-    return 1 if args.check and missed else 0
+    return notes
 
 
 if __name__ == "__main__":

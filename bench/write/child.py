@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .object_store import probe_seconds, snapshot
-from .systems import make_system
+from .systems import Delta, make_system
 
 # --------------------------------------------------------------------------------------
 # Child side: one system, one step, one process.
@@ -49,11 +49,14 @@ def _digest(table: Any) -> str:
     """Order-independent fingerprint of rows (key, ts, value, category)."""
     import pyarrow as pa
 
-    t = table.select(["key", "ts", "value", "category"]).sort_by("key")
+    types = (pa.string(), pa.int64(), pa.float64(), pa.string())
+    names = ["key", "ts", "value", "category"]
+    # Plain types before sorting: deltalake's scan returns string_view, which Arrow cannot sort.
+    t = pa.table([table.column(c).cast(typ) for c, typ in zip(names, types)], names=names).sort_by("key")
     h = hashlib.sha256()
-    for col, typ in zip(t.column_names, (pa.string(), pa.int64(), pa.float64(), pa.string())):
+    for col in names:
         h.update(col.encode())
-        h.update(repr(t.column(col).cast(typ).to_pylist()).encode())
+        h.update(repr(t.column(col).to_pylist()).encode())
     return h.hexdigest()[:16]
 
 
@@ -97,12 +100,16 @@ def run_child(system_name: str, step: str, workdir: Path, profile: Path | None =
             del batch
         out["seconds"] = create_s + sum(each)
         out["detail"] = {"create_s": create_s, "appends_s": each}
+        if system.timings is not None:  # lakeline: where the appends' time went, summed
+            out["detail"]["timings"] = system.timings
         if system.options is not None and system_name.startswith("lakeline"):
             out["detail"]["probe_s"] = probe_seconds()  # part of create_s
     elif step == "upsert":
         batch = pq.read_table(inputs / "upsert.parquet")
         stats, out["seconds"] = timed(lambda: system.upsert(batch))
         out["detail"] = {"stats": stats}
+        if system.timings is not None:
+            out["detail"]["timings"] = system.timings
     elif step == "read":
         (rows, count_files), out["seconds"] = timed(lambda: system.read(spec["read_a"], spec["read_b"]))
     else:
@@ -120,6 +127,11 @@ def run_child(system_name: str, step: str, workdir: Path, profile: Path | None =
         # Untimed: what the read returned and what the table holds, to check that every
         # system ends in the same state.
         out["files_read"] = count_files()
+        if isinstance(system, Delta):  # the other way to read deltalake, timed after the step
+            t0 = time.perf_counter()
+            system.read_with(system.other_read, spec["read_a"], spec["read_b"])
+            out["detail"] = {"read_via": system.read_via, "other_read": system.other_read}
+            out["detail"]["other_read_s"] = time.perf_counter() - t0
         out["rows_read"] = rows.num_rows
         out["read_digest"] = _digest(rows)
         every = system.scan_all(["key", "ts"])

@@ -19,9 +19,11 @@ def test_every_size_measures_every_step_and_the_systems_agree(tmp_path: Path) ->
     out = tmp_path / "run.json"
     rc = scale_bench.main(
         ["--sizes", "20k,40k", "--repeats", "1", "--workdir", str(tmp_path / "work"), "--no-docs", "--json", str(out)]
+        + ["--keys", "uuid"]
     )
     assert rc == 0
     runs = json.loads(out.read_text())
+    assert runs.pop("shape") == {"keys": "uuid", "order": "random"}
     assert sorted(runs) == ["20000", "40000"]
     for size, systems in runs.items():
         assert sorted(systems) == sorted(scale_bench.SYSTEMS)

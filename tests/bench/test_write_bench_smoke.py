@@ -20,6 +20,7 @@ pytest.importorskip("pyiceberg", reason="the benchmark's peers come with the ben
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from bench import data
 from bench.write import bench as write_bench
@@ -28,15 +29,16 @@ from bench.write.child import _digest
 ROWS = 20_000
 
 
-def expected_state(rows: int) -> tuple[pa.Table, pa.Table]:
+def expected_state(rows: int, shape: data.Shape = data.DEFAULT) -> tuple[pa.Table, pa.Table]:
     """The table after the appends and the upsert, and its 1,000-key read, computed
     straight from the generated data (updates carry a larger ts, so they win)."""
     per = rows // write_bench.APPENDS
-    base = pa.concat_tables([data.append_batch(i, per) for i in range(write_bench.APPENDS)])
-    ups = data.upsert_batch(per * write_bench.APPENDS, per * write_bench.APPENDS // 10)
+    total = per * write_bench.APPENDS
+    base = pa.concat_tables([data.append_batch(i, per, shape) for i in range(write_bench.APPENDS)])
+    ups = data.upsert_batch(total, total // 10, shape)
     kept = base.filter(pc.invert(pc.is_in(base.column("key"), value_set=ups.column("key"))))
     final = pa.concat_tables([kept, ups])
-    a, b = data.read_range(per * write_bench.APPENDS, write_bench.READ_KEYS)
+    a, b = data.read_range(total, write_bench.READ_KEYS, shape, new_rows=total // 10 - total // 20)
     return final, final.filter((pc.field("key") >= a) & (pc.field("key") < b))
 
 
@@ -71,3 +73,47 @@ def test_every_system_ends_in_the_same_state(tmp_path: Path) -> None:
     assert results["lakeline-mor"]["upsert"]["bytes_written"] > 0
     assert run["input_upsert_bytes"] > 0
     assert {t["ok"] for t in run["targets"]} <= {True, False}  # none left unmeasured
+    assert run["shape"] == {"keys": "sequential", "order": "random"}  # the default: batches unsorted
+    assert run["delta_read"] == "scan"  # deltalake's own scan, the other path timed after it
+    assert results["deltalake"]["read"]["detail"]["other_read"] == "dataset"
+    assert results["deltalake"]["read"]["detail"]["other_read_s"] > 0
+    assert {"tag_s", "write_s", "commit_s"} <= set(results["lakeline-mor"]["upsert"]["detail"]["timings"])
+
+
+@pytest.mark.timeout(120)
+def test_a_run_per_data_shape_in_one_section(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--keys sequential,uuid --order sorted`` runs once per shape: the flags reach the
+    data, the systems agree on each, and the one section states every shape with its
+    ratios. Two systems at 2,000 rows, to stay short."""
+    sections: dict[str, str] = {}
+    monkeypatch.setattr(write_bench, "update_section", lambda name, body: sections.__setitem__(name, body))
+    rows, out, work = 2_000, tmp_path / "run.json", tmp_path / "work"
+    argv = ["--rows", str(rows), "--systems", "lakeline-mor,deltalake", "--keys", "sequential,uuid"]
+    argv += ["--order", "sorted"]
+    assert write_bench.main([*argv, "--workdir", str(work), "--json", str(out)]) == 0
+    runs = json.loads(out.read_text())["runs"]
+    body = sections[write_bench.SECTION]
+    assert body.startswith("## Write path") and "| data shape | mor append |" in body
+    for run, keys in zip(runs, ("sequential", "uuid")):
+        shape = data.Shape(keys, "sorted")
+        assert run["shape"] == shape.as_dict() and run["consistent"] is True, run["consistency_note"]
+        first = pq.read_table(work / f"{keys}-sorted" / "input" / "append_00.parquet").column("key").to_pylist()
+        assert first == sorted(first) and all(len(k) == 32 for k in first) is (keys == "uuid")
+        final, window = expected_state(rows, shape)
+        for r in (steps["read"] for steps in run["results"].values()):
+            assert (r["rows_total"], r["rows_read"], r["read_digest"]) == (
+                final.num_rows,
+                window.num_rows,
+                _digest(window),
+            )
+        assert f"### {shape.label}" in body and shape.describe() in body
+
+
+def test_the_object_store_run_keeps_its_stated_shape() -> None:
+    """The --store s3 report says sequential keys in sorted batches: that is its default,
+    and another shape is refused there."""
+    assert write_bench.parse(["--store", "s3"]).shapes == [data.SORTED_SEQUENTIAL]
+    assert write_bench.parse(["--store", "s3"]).delta_read == "dataset"
+    assert write_bench.parse([]).shapes == [data.DEFAULT]
+    with pytest.raises(SystemExit):
+        write_bench.parse(["--store", "s3", "--keys", "uuid"])
