@@ -27,6 +27,7 @@ BENCHMARKS: dict[str, str] = {
     "object-store": "bench.object_store.bench",
     "dedupe": "bench.dedupe_bench",
     "mor-piles": "bench.lookup.mor_piles",
+    "record-index": "bench.lookup.record_index",
 }
 
 

@@ -6,7 +6,7 @@ generation and the deltas, entries of live files only), one range of buckets at 
 so validation holds no more in memory than a build. An entry is identified by its file
 and row (``path``, ``pos``): each row of a data file has exactly one. A mismatch is an
 entry ``missing`` from the index, one the index holds that the data does not
-(``extra``), one whose key, bucket or delete flag ``differs``, or one held twice
+(``extra``), one whose key, hash, bucket or delete flag ``differs``, or one held twice
 (``duplicate``).
 """
 
@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from ...timeline.errors import SnapshotExpiredError
 from ...timeline.storage.filesystem import Storage
 from ..entries import IndexTarget, MapFn, serial_map
-from .rows import BUCKET, DELETED, PATH, POS, key_columns
+from .rows import BUCKET, DELETED, HASH, PATH, POS, key_columns
 from .spill import RANGE_ROWS, RangeTask, range_rows, remove_spill, spill
 from .store import CHECK_PREFIX, Generation, new_token, ranges
 
@@ -66,7 +66,7 @@ def compare_task(task: CompareTask) -> list[dict[str, Any]]:
     both = exp.join(got, [PATH, POS], join_type="inner", right_suffix="__stored", use_threads=False)
     if both.num_rows:
         same = np.ones(both.num_rows, dtype=bool)
-        for c in [BUCKET, DELETED, *key]:
+        for c in [BUCKET, HASH, DELETED, *key]:
             eq = pc.fill_null(pc.equal(both.column(c), both.column(f"{c}__stored")), False)
             same &= eq.to_numpy(zero_copy_only=False)
         report(both.filter(pa.array(~same)), "differs")

@@ -17,7 +17,9 @@ scans whose filter pins the key.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,15 +32,15 @@ from ...timeline.timeline import Timeline
 from ...timeline.view.file_group import FileSlice
 from ..entries import IndexTarget, resolve
 from ..states import IndexKind, readable_indexes
-from .rows import BUCKET, DELETED, PATH, PATH_TYPE, POS, buckets_of, key_columns, key_table
+from .rows import DELETED, HASH, PATH, PATH_TYPE, POS, buckets_of, key_columns, key_table
 from .store import Generation, newest_generation, read_entries, visible_deltas
 
 #: Row number of a looked-up key in the caller's table (in memory only).
 ROW = "__lakeline_row"
-#: Keys of one bucket up to which a bucket file is read through an ``isin`` filter
-#: (row groups of a key-sorted file pruned by their statistics); above it the bucket is
-#: read whole and joined.
-_FILTER_KEYS = 4096
+#: Keys probed in one file up to which its entries are read through an ``isin`` filter
+#: on the hash straight away (row groups of a hash-sorted file pruned by their
+#: statistics); above it the file's hashes are read first, then the entries they match.
+_FILTER_KEYS = 64
 _OPEN_ATTEMPTS = 3
 
 
@@ -84,49 +86,58 @@ class RecordIndexReader:
         Raises:
             MetadataTableError: the index's files kept vanishing (folds replacing them).
         """
-        cols = key_columns(self.key)
+        bucket, key_hash = buckets_of(keys, self.key, self.schema, self.target.buckets)
         probe = pa.table(key_table(keys, self.key, self.schema))
+        probe = probe.append_column(HASH, pa.array(key_hash))
         probe = probe.append_column(ROW, pa.array(np.arange(keys.num_rows, dtype=np.int64)))
-        bucket = buckets_of(keys, self.key, self.schema, self.target.buckets)
-        found: list[pa.Table] = []
+        order = np.argsort(bucket, kind="stable")
+        sorted_b = bucket[order]
+        starts = np.flatnonzero(np.r_[True, sorted_b[1:] != sorted_b[:-1]]) if len(order) else np.zeros(0, np.int64)
+        ends = np.r_[starts[1:], len(order)]
+        jobs = []
+        for s, e in zip(starts, ends):
+            file = self.generation.files.get(int(sorted_b[s]))
+            if file is not None:
+                jobs.append((self.storage.path(file[0]), probe.take(pa.array(order[s:e]))))
+        jobs.extend((path, probe) for path in self.deltas)  # a delta holds every bucket
         try:
-            order = np.argsort(bucket, kind="stable")
-            sorted_b = bucket[order]
-            starts = np.flatnonzero(np.r_[True, sorted_b[1:] != sorted_b[:-1]]) if len(order) else np.zeros(0, np.int64)
-            ends = np.r_[starts[1:], len(order)]
-            for s, e in zip(starts, ends):
-                b = int(sorted_b[s])
-                file = self.generation.files.get(b)
-                if file is None:
-                    continue
-                part = probe.take(pa.array(order[s:e]))
-                found.append(self._join(self.storage.path(file[0]), part, cols, None))
-            if self.deltas:
-                wanted = pa.array(np.unique(bucket), pa.int32())
-                for path in self.deltas:
-                    found.append(self._join(path, probe, cols, pc.field(BUCKET).isin(wanted)))
+            # Files are read in parallel (Parquet decoding releases the GIL).
+            with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1, 8))) as pool:
+                found = list(pool.map(lambda job: self._join(*job), jobs))
         except FileNotFoundError as e:
             raise MetadataTableError(f"record index {self.target.name!r} changed while read: {e}") from e
-        if not found:
-            return _empty()
-        return pa.concat_tables(found)
+        return pa.concat_tables(found) if found else _empty()
 
-    def _join(self, path: str, probe: pa.Table, cols: list[str], where: pc.Expression | None) -> pa.Table:
-        if len(cols) == 1 and probe.num_rows <= _FILTER_KEYS:
-            pinned = pc.field(cols[0]).isin(probe.column(cols[0]))
-            where = pinned if where is None else where & pinned
-        stored = read_entries(self.storage, path, where)
+    def _join(self, path: str, probe: pa.Table) -> pa.Table:
+        """The entries of one file matching ``probe``'s keys exactly: the stored hashes
+        first (8 bytes an entry), then only the entries whose hash a probed key has."""
+        hashes = probe.column(HASH).to_numpy()
+        if probe.num_rows > _FILTER_KEYS:
+            stored_hashes = read_entries(self.storage, path, columns=[HASH]).column(HASH).combine_chunks()
+            hit = pc.is_in(probe.column(HASH), value_set=stored_hashes)  # Arrow's hash set: no GIL
+            if not pc.any(hit).as_py():
+                return _empty()  # every key proven absent from this file, no key read
+            probe = probe.filter(hit)
+            hashes = probe.column(HASH).to_numpy()
+        stored = read_entries(self.storage, path, pc.field(HASH).isin(pa.array(hashes)))
         if stored.num_rows == 0:
             return _empty()
-        # Join on the key with the stored row's number as the payload, then take the
-        # (dictionary-encoded) path by it: the hash join never decodes paths.
+        # Join on the key itself (a hash only narrows), with the stored row's number as
+        # the payload, then take the (dictionary-encoded) path by it: the hash join never
+        # decodes paths.
+        cols = key_columns(self.key)
         stored_keys = stored.select(cols).append_column("__i", pa.array(np.arange(stored.num_rows, dtype=np.int64)))
-        hit = probe.join(stored_keys, cols, join_type="inner", use_threads=False)
-        if hit.num_rows == 0:
+        hit_rows = probe.select([*cols, ROW]).join(stored_keys, cols, join_type="inner", use_threads=False)
+        if hit_rows.num_rows == 0:
             return _empty()
-        picked = stored.take(hit.column("__i"))
+        picked = stored.take(hit_rows.column("__i"))
         return pa.table(
-            {ROW: hit.column(ROW), PATH: picked.column(PATH), POS: picked.column(POS), DELETED: picked.column(DELETED)}
+            {
+                ROW: hit_rows.column(ROW),
+                PATH: picked.column(PATH),
+                POS: picked.column(POS),
+                DELETED: picked.column(DELETED),
+            }
         )
 
 

@@ -1,12 +1,16 @@
 """The entries a data file gives the record index, and how a key picks its bucket.
 
-One entry per row of the file: the key's bucket, the file's path, the key itself (one
-column per record-key column, ``key_0`` ..., in the table's types, so matching is exact
-and never by hash), the row's position in the file, and whether the row is a delete
-record (merge-on-read logs only). Entries of a file never change because a data file
-never changes: a write that retires a file (a copy-on-write rewrite, a compaction, a
-clustering, an overwrite) writes the entries of its new files, and readers use the
-entries of the files live in their snapshot only. A key is in a file group when the last
+One entry per row of the file: the key's bucket, its 64-bit hash, the file's path, the
+key itself (one column per record-key column, ``key_0`` ..., in the table's types, so a
+match is always confirmed on the key, never by hash alone), the row's position in the
+file, and whether the row is a delete record (merge-on-read logs only). The hash lets a
+lookup read 8 bytes per entry first: a key whose hash is not there is proven absent
+without reading a stored key (an insert of new keys reads no key at all).
+
+Entries of a file never change because a data file never changes: a write that retires
+a file (a copy-on-write rewrite, a compaction, a clustering, an overwrite) writes the
+entries of its new files, and readers use the entries of the files live in their
+snapshot only. A key is in a file group when the last
 entry naming it among the files of the group's slice (base first, then logs in
 completion order) is not a delete; that is the fold :func:`lakeline.table.write.tagging.tag`
 does on the data, here done on entries (:mod:`.lookup`).
@@ -29,6 +33,7 @@ from ..bloom import key_hashes
 from ..hashing import ColumnHashes
 
 BUCKET = "bucket"
+HASH = "hash"
 PATH = "path"
 POS = "pos"
 DELETED = "deleted"
@@ -60,7 +65,11 @@ def entry_schema(schema: pa.Schema, record_key: Sequence[str]) -> pa.Schema:
     """The schema of the record index's entries for a table."""
     keys = [pa.field(k, schema.field(c).type, nullable=False) for k, c in zip(key_columns(record_key), record_key)]
     return pa.schema(
-        [pa.field(BUCKET, pa.int32(), nullable=False), pa.field(PATH, PATH_TYPE, nullable=False)]
+        [
+            pa.field(BUCKET, pa.int32(), nullable=False),
+            pa.field(HASH, pa.int64(), nullable=False),
+            pa.field(PATH, PATH_TYPE, nullable=False),
+        ]
         + keys
         + [pa.field(POS, pa.int32(), nullable=False), pa.field(DELETED, pa.bool_(), nullable=False)]
     )
@@ -87,10 +96,11 @@ def default_buckets(keys: int) -> int:
 
 def buckets_of(
     keys: pa.Table, record_key: Sequence[str], schema: pa.Schema, buckets: int, hashes: ColumnHashes | None = None
-) -> np.ndarray:
-    """The bucket (int32) of each row's key; ``keys`` holds the record-key columns."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """The bucket (int32) and the hash (int64: the uint64's bits) of each row's key;
+    ``keys`` holds the record-key columns."""
     h = key_hashes(keys, record_key, schema, hashes)
-    return (h % np.uint64(buckets)).astype(np.int32)
+    return (h % np.uint64(buckets)).astype(np.int32), h.view(np.int64)
 
 
 def key_table(keys: pa.Table, record_key: Sequence[str], schema: pa.Schema) -> dict[str, pa.ChunkedArray]:
@@ -116,13 +126,13 @@ def record_entries(
     from row ``offset`` of the file; the key columns, and ``_op`` for a log), sorted by
     bucket (a stable sort: within a bucket, file order)."""
     n = rows.num_rows
-    bucket = buckets_of(rows, record_key, schema, buckets, hashes)
+    bucket, key_hash = buckets_of(rows, record_key, schema, buckets, hashes)
     if OP in rows.column_names:
         deleted = pc.fill_null(pc.equal(rows.column(OP), OP_DELETE), False)
     else:
         deleted = pa.array(np.zeros(n, dtype=bool))
     path = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([rel_path], pa.string()))
-    cols: dict[str, object] = {BUCKET: pa.array(bucket), PATH: path}
+    cols: dict[str, object] = {BUCKET: pa.array(bucket), HASH: pa.array(key_hash), PATH: path}
     cols.update(key_table(rows, record_key, schema))
     cols[POS] = pa.array(np.arange(offset, offset + n, dtype=np.int32))
     cols[DELETED] = deleted

@@ -34,7 +34,7 @@ from ...timeline.errors import IndexBuildError
 from ...timeline.storage.data_reads import reading
 from ...timeline.storage.filesystem import Storage
 from ..entries import IndexTarget, MapFn
-from .rows import BUCKET, OP, entry_schema, key_columns, record_entries
+from .rows import BUCKET, HASH, OP, entry_schema, key_columns, record_entries
 from .store import (
     BUCKET_ROW_GROUP_ROWS,
     SPILL_PREFIX,
@@ -111,14 +111,15 @@ class RangeTask:
 
 
 def range_rows(task: RangeTask) -> pa.Table:
-    """The entries of the task's range, sorted by bucket, then key."""
+    """The entries of the task's range, sorted by bucket, then hash (a point lookup's
+    row group is found by the statistics of the hash)."""
     want = bucket_range(task.lo, task.hi)
     parts = [read_entries(task.storage, p, want) for p in task.sources]
     schema = entry_schema(task.schema, task.key)
     rows = pa.concat_tables([p.cast(schema) for p in parts]) if parts else schema.empty_table()
     if task.live is not None:
         rows = live_only(rows, task.live)
-    order = [(BUCKET, "ascending")] + [(k, "ascending") for k in key_columns(task.key)]
+    order = [(BUCKET, "ascending"), (HASH, "ascending")] + [(k, "ascending") for k in key_columns(task.key)]
     return rows.sort_by(order)
 
 

@@ -184,11 +184,14 @@ def settled_deltas(storage: Storage, partition: str, timeline: Timeline) -> list
     return out
 
 
-def read_entries(storage: Storage, path: str, filter: pc.Expression | None = None) -> pa.Table:
+def read_entries(
+    storage: Storage, path: str, filter: pc.Expression | None = None, columns: list[str] | None = None
+) -> pa.Table:
     """Entries of one Parquet file of the partition (a bucket file, a delta, a spill),
-    only the rows ``filter`` keeps; row groups whose statistics rule it out are skipped."""
+    only the rows ``filter`` keeps (and ``columns``); row groups whose statistics rule
+    it out are skipped."""
     fragment = ds.ParquetFileFormat().make_fragment(path, storage.fs)
-    return fragment.to_table(filter=filter)
+    return fragment.to_table(filter=filter, columns=columns)
 
 
 def bucket_range(lo: int, hi: int) -> pc.Expression:
