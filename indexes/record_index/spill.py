@@ -34,7 +34,7 @@ from ...timeline.errors import IndexBuildError
 from ...timeline.storage.data_reads import reading
 from ...timeline.storage.filesystem import Storage
 from ..entries import IndexTarget, MapFn
-from .rows import BUCKET, HASH, OP, entry_schema, key_columns, record_entries
+from .rows import BUCKET, HASH, OP, entry_schema, record_entries
 from .store import (
     BUCKET_ROW_GROUP_ROWS,
     SPILL_PREFIX,
@@ -48,10 +48,10 @@ from .store import (
 )
 
 #: Rows of a data file turned into entries at a time.
-BATCH_ROWS = 1_000_000
+BATCH_ROWS = 262_144
 #: Entries one bucket-range task holds in memory (about 60 bytes each for 32-character
 #: keys, twice while sorting).
-RANGE_ROWS = 1_000_000
+RANGE_ROWS = 500_000
 
 
 @dataclass(frozen=True)
@@ -110,17 +110,19 @@ class RangeTask:
     live: pa.Array | None = None
 
 
-def range_rows(task: RangeTask) -> pa.Table:
+def range_rows(task: RangeTask, sort: bool = True) -> pa.Table:
     """The entries of the task's range, sorted by bucket, then hash (a point lookup's
-    row group is found by the statistics of the hash)."""
+    row group is found by the statistics of the hash); ``sort=False``: as read."""
     want = bucket_range(task.lo, task.hi)
     parts = [read_entries(task.storage, p, want) for p in task.sources]
     schema = entry_schema(task.schema, task.key)
     rows = pa.concat_tables([p.cast(schema) for p in parts]) if parts else schema.empty_table()
     if task.live is not None:
         rows = live_only(rows, task.live)
-    order = [(BUCKET, "ascending"), (HASH, "ascending")] + [(k, "ascending") for k in key_columns(task.key)]
-    return rows.sort_by(order)
+    if not sort:
+        return rows
+    # Not by key: equal hashes are too rare to order, and a string sort costs seconds.
+    return rows.sort_by([(BUCKET, "ascending"), (HASH, "ascending")])
 
 
 def by_bucket(rows: pa.Table) -> list[tuple[int, pa.Table]]:
