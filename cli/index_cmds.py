@@ -83,6 +83,12 @@ def _describe(info: dict[str, Any]) -> str:
     help="False-positive rate of bloom filters (bloom_filters only), 1e-9 <= FPP < 1.",
 )
 @click.option(
+    "--buckets",
+    type=int,
+    default=None,
+    help="Buckets of a record_index (record_index only), 1 to 65536; default: one per 250,000 keys, at least 16.",
+)
+@click.option(
     "--no-wait",
     "no_wait",
     is_flag=True,
@@ -96,20 +102,25 @@ def create(
     columns: tuple[str, ...],
     name: str | None,
     fpp: float | None,
+    buckets: int | None,
     no_wait: bool,
     as_json: bool,
     timeline_url: str | None,
 ) -> None:
     """Create an index of KIND on the table at PATH while writers keep writing.
 
-    KIND: column_stats or bloom_filters.
+    KIND: column_stats, bloom_filters or record_index.
     """
     if fpp is not None and kind != IndexKind.BLOOM_FILTERS:
         raise click.BadParameter("only bloom_filters take a false-positive rate", param_hint="--fpp")
+    if buckets is not None and kind != IndexKind.RECORD_INDEX:
+        raise click.BadParameter("only record_index takes a bucket count", param_hint="--buckets")
     # The range of --fpp (and the name, the columns) is checked by t.indexes.create's
     # own check (check_definition), so the CLI refuses exactly what Python refuses.
     cols = split_columns(columns) or None
-    options = {"fpp": fpp} if fpp is not None else None
+    options: dict[str, object] | None = {"fpp": fpp} if fpp is not None else None
+    if buckets is not None:
+        options = {"buckets": buckets}
     with opened_table(path, timeline_url) as table:
         if no_wait:
             inst = table.services.schedule(

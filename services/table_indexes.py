@@ -71,13 +71,16 @@ class TableIndexes:
         then on) and build it.
 
         Args:
-            kind: ``column_stats`` or ``bloom_filters``.
+            kind: ``column_stats``, ``bloom_filters`` or ``record_index`` (key -> file
+                and row, exact; columns: the record key only).
             columns: indexed columns; None means every column (stats) or the record
                 key (bloom filters).
             wait: build here and return when ready; False returns at once while a
                 background thread builds.
             name: defaults to the kind; 1 to 100 letters, digits, ``_`` or ``-``.
-            options: ``{"fpp": 0.01}`` for bloom filters (the only option; 1e-9 <= fpp < 1).
+            options: ``{"fpp": 0.01}`` for bloom filters (1e-9 <= fpp < 1);
+                ``{"buckets": 64}`` for a record index (1 to 65536; default: sized by
+                the table, recorded in the plan).
             progress: ``progress(done, total)`` as base files are indexed.
 
         Returns:

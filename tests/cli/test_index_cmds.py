@@ -165,3 +165,22 @@ def test_missing_table_is_one_line_exit_2(runner: CliRunner, tmp_path: Path) -> 
         res = runner.invoke(cli, ["index", *args])
         _one_error_line(res, "TableNotFoundError")
         assert res.stdout == "", args
+
+
+def test_create_and_validate_a_record_index_with_buckets(runner: CliRunner, table: Table) -> None:
+    out = json.loads(_ok(runner, "create", table.path, "record_index", "--buckets", "3", "--json").stdout)
+    assert (out["kind"], out["state"], out["columns"], out["options"]) == (
+        "record_index",
+        "ready",
+        ["id"],
+        {"buckets": 3},
+    )
+    report = json.loads(_ok(runner, "validate", table.path, "record_index", "--json").stdout)
+    assert report["mismatches"] == [] and report["files_checked"] > 0
+    # A bucket count is for record indexes only, and must lie in [1, 65536].
+    assert runner.invoke(cli, ["index", "create", table.path, "column_stats", "--buckets", "3"]).exit_code == 2
+    _one_error_line(
+        runner.invoke(cli, ["index", "create", table.path, "record_index", "--name", "r0", "--buckets", "0"]),
+        "InvalidIndexOptionsError",
+    )
+    assert [d.name for d in Table.open(table.path).indexes.list()] == ["record_index"]
