@@ -23,7 +23,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PG_SERVER := /usr/lib/postgresql/15/bin/postgres
 WITH_PG := scripts/with-postgres.sh
-PYTEST_ARGS ?= -q
+PYTEST_ARGS ?= -q --durations=40
 
 .PHONY: test lint soak demo demo-runner bench venv postgres chromium java clean distclean
 

@@ -38,6 +38,9 @@ from .states import FILES
 #: Checkpoints kept besides the newest, so time travel to a recent snapshot still starts
 #: from one (older snapshots replay from the first event).
 KEEP_CHECKPOINTS = 3
+#: A cached view this many data commits behind a snapshot or more looks for a newer
+#: checkpoint; a closer one is extended from memory (:func:`load_view`).
+REPLAY_WITHOUT_LISTING = 64
 
 #: One row per file of a slice; a slice whose base is pending (a compaction) has rows for
 #: its logs only. ``slot`` orders the slices of a group; key bounds are JSON text because
@@ -155,14 +158,21 @@ def load_view(storage: Storage, snapshot: Timeline, cached: Sequence[FileSystemV
     From the newest of ``cached`` (views of earlier snapshots of the same log) or the
     newest checkpoint at or before the snapshot, whichever is later, plus a replay of
     what completed after it; a full replay only when neither exists. A checkpoint that
-    vanished (a newer one replaced it) or cannot be read is passed over.
+    vanished (a newer one replaced it) or cannot be read is passed over. A cached view
+    fewer than :data:`REPLAY_WITHOUT_LISTING` data commits behind is extended without
+    looking for checkpoints: replaying those commits from memory is cheaper than the
+    listing (a round trip on an object store) and the read a newer checkpoint would cost.
     """
     target = snapshot.last_seq
     best = max((v for v in cached if v.seq <= target), key=lambda v: v.seq, default=None)
     if best is not None and best.seq == target:
         return best
+    if best is not None and _data_commits_after(snapshot, best.seq) < REPLAY_WITHOUT_LISTING:
+        return best.extended(snapshot)
     start = best.seq if best is not None else -1
-    for seq, path in reversed(_checkpoints(storage)):
+    checkpoints = _checkpoints(storage)
+    newest = checkpoints[-1][0] if checkpoints else -1
+    for seq, path in reversed(checkpoints):
         if seq > target:
             continue
         if seq <= start:
@@ -171,17 +181,32 @@ def load_view(storage: Storage, snapshot: Timeline, cached: Sequence[FileSystemV
             state = state_from_rows(MetadataTable(storage).read_file(path))
         except (FileNotFoundError, OSError, pa.ArrowException, MetadataTableError):
             continue
-        return FileSystemView.from_state(state, seq, snapshot)
-    if best is not None:
-        return best.extended(snapshot)
-    return FileSystemView(snapshot)
+        view = FileSystemView.from_state(state, seq, snapshot)
+        view.known_checkpoint = newest
+        return view
+    view = best.extended(snapshot) if best is not None else FileSystemView(snapshot)
+    view.known_checkpoint = max(view.known_checkpoint, newest)
+    return view
+
+
+def _data_commits_after(timeline: Timeline, seq: int) -> int:
+    return sum(1 for i in timeline.completed_after(seq) if i.action.writes_data)
 
 
 def commits_since_checkpoint(storage: Storage, timeline: Timeline) -> int:
     """Data instants completed after the newest checkpoint (all of them without one)."""
     bases = _checkpoints(storage)
-    seq = bases[-1][0] if bases else -1
-    return sum(1 for i in timeline.completed_after(seq) if i.action.writes_data)
+    return _data_commits_after(timeline, bases[-1][0] if bases else -1)
+
+
+def checkpoint_due(storage: Storage, timeline: Timeline, every: int, known: int = -1) -> bool:
+    """Whether ``every`` data commits completed since the newest checkpoint. Counted first
+    from ``known`` (a checkpoint known to exist, :attr:`FileSystemView.known_checkpoint`):
+    checkpoints only get newer, so that count is never too small, and the folder is
+    listed (a round trip on an object store) only when it says due."""
+    if _data_commits_after(timeline, known) < every:
+        return False
+    return commits_since_checkpoint(storage, timeline) >= every
 
 
 def write_checkpoint(storage: Storage, view: FileSystemView) -> str:

@@ -69,6 +69,8 @@ class EventLog:
         self.archive = archive
         self._clock = clock
         self._timeline: Timeline | None = None
+        #: When the log was last known whole (a read, or an append that won its slot).
+        self._known_at = float("-inf")
 
     def refresh(self) -> Timeline:
         """Read events appended (or archived) since the last read and return the current
@@ -79,17 +81,30 @@ class EventLog:
             EventsArchivedError: events this log has not read were archived and it has
                 no archive to read them from.
         """
+        started = time.monotonic()
+        timeline = self._read()
+        self._known_at = started
+        return timeline
+
+    def _read(self) -> Timeline:
         from_archive = self._timeline is None
+        early = self._first_read() if from_archive and self.archive is not None else None
+        if early and early[0].seq == 0:
+            return self._extend(early)
         for _ in range(_MAX_ARCHIVE_ROUNDS):
             last = self._timeline.last_seq if self._timeline is not None else -1
             archived = self.archive.read(after=last) if self.archive is not None and from_archive else []
             start = archived[-1].seq + 1 if archived else last + 1
             try:
-                active = self.store.read_from(start)
+                if early and early[0].seq <= start:
+                    active = [e for e in early if e.seq >= start]  # read before the archive: a prefix
+                else:
+                    active = self.store.read_from(start)
             except EventsArchivedError:
                 if self.archive is None:
                     raise
                 active = None
+            early = None
             if active and active[0].seq != start and self.archive is not None:
                 active = None  # the log starts later than the archive ends: archived meanwhile
             timeline = self._extend(archived + (active or []))
@@ -99,6 +114,16 @@ class EventLog:
             # (it is written before the active log loses them).
             from_archive = True
         raise TimelineGapError(f"events of {self.store!r} are neither in the archive nor in the active log")
+
+    def _first_read(self) -> list[Event] | None:
+        """The active log, read before the archive on a first read. When it starts at
+        event 0 it is the whole log and the archive need not be read (a listing and its
+        files): archival writes events to the archive before it removes any, oldest
+        first, so an archive file whose events are still active only repeats them."""
+        try:
+            return self.store.read_from(0)
+        except EventsArchivedError:
+            return None
 
     def _extend(self, events: list[Event]) -> Timeline:
         if self._timeline is None:
@@ -111,6 +136,13 @@ class EventLog:
     def timeline(self) -> Timeline:
         """The timeline as last read (call :meth:`refresh` for the newest)."""
         return self._timeline if self._timeline is not None else self.refresh()
+
+    def recent(self, max_age_s: float) -> Timeline:
+        """The timeline as last read if the log was known whole (read, or appended to at
+        the slot after the last read) at most ``max_age_s`` ago, else a fresh read."""
+        if self._timeline is not None and time.monotonic() - self._known_at <= max_age_s:
+            return self._timeline
+        return self.refresh()
 
     def append(
         self,
@@ -183,6 +215,7 @@ class EventLog:
                 token=token,
             )
             faults.point(f"log.before_append.{state.value}")
+            put_at = time.monotonic()
             try:
                 self.store.put_if_absent(event)
                 faults.point("log.after_put")
@@ -200,6 +233,9 @@ class EventLog:
                     f"store failed while appending {action.value}.{state.value}: {e!r}"
                 ) from e
             faults.point(f"log.after_append.{state.value}")
+            # Winning the slot after the timeline we hold proves the log was exactly that
+            # plus our event when the put began.
+            self._known_at = put_at
             self._timeline = self.timeline.extended([event])
             return event
         raise CommitOutcomeUnknownError("gave up after too many taken slots")

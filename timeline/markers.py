@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Iterable
 
 from .diagnostics import faults
 from .storage.filesystem import META_DIR, Storage
@@ -115,7 +116,18 @@ def instants_with_markers(storage: Storage) -> list[int]:
     )
 
 
-def delete_markers(storage: Storage, instant: int) -> None:
+def delete_markers(storage: Storage, instant: int, covered: Iterable[str] | None = None) -> None:
+    """Remove the instant's markers.
+
+    ``covered``: every file the instant wrote, when the caller knows them (a commit that
+    completed). On an object store their markers are then deleted by name: there are no
+    folders to remove, and a folder delete would first list the prefix (a round trip per
+    commit). A marker the caller did not know of stays, harmless, for ``rollback_failed``
+    (it clears the markers of completed instants). Elsewhere the folder goes whole.
+    """
+    if covered is not None and storage.is_object_store:
+        storage.delete_objects([marker_path(storage, instant, rel) for rel in sorted(set(covered))])
+        return
     storage.delete_dir(marker_dir(storage, instant))
 
 

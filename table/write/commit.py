@@ -209,7 +209,7 @@ class Commit:
             except IndexesBehindError:
                 self.write_index_updates(metadata)
                 continue
-            self._after_commit_cleanup()
+            self._after_commit_cleanup(metadata)
             return inst
         raise CommitConflictError(f"instant {self.instant_id}: indexes kept being created while it completed")
 
@@ -238,7 +238,7 @@ class Commit:
 
     # -- 5. after ---------------------------------------------------------------------
 
-    def _after_commit_cleanup(self) -> None:
+    def _after_commit_cleanup(self, metadata: CommitMetadata) -> None:
         """Clear the beat, remove earlier attempts' files and the markers, and this
         commit's entries of indexes dropped meanwhile. None of it may fail the write:
         what is left (a beat, markers of a completed instant, an orphan file) is harmless,
@@ -253,7 +253,10 @@ class Commit:
                 faults.point("commit.delete_markers")
             for rel in self._leftovers:
                 storage.delete(storage.path(rel))
-            delete_markers(storage, self.instant_id)
+            # Every file behind the markers is known here: the new files, the index
+            # deltas and the earlier attempts' leftovers (a store deletes them by name).
+            deltas = [rel for _, _, rel in self._indexed if rel is not None]
+            delete_markers(storage, self.instant_id, [f.path for f in metadata.files] + deltas + self._leftovers)
 
         _logged(f"instant {self.instant_id} completed; removing its markers", remove_files)
         after_commit_step(f"dropping stale index entries of instant {self.instant_id}", self._drop_stale_updates)
@@ -274,7 +277,11 @@ class Commit:
 
         def upkeep() -> None:
             after_commit_upkeep(
-                ctx.storage, ctx.log.timeline, lambda tl: load_view(ctx.storage, tl, [ctx.view]), ctx.config.props
+                ctx.storage,
+                ctx.log.timeline,
+                lambda tl: load_view(ctx.storage, tl, [ctx.view]),
+                ctx.config.props,
+                ctx.view.known_checkpoint,
             )
 
         # A write's upkeep is one of its fault points (commit.cleanup); a service's is not.

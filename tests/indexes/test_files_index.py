@@ -174,6 +174,33 @@ def test_a_lost_or_damaged_checkpoint_costs_time_not_rows(tmp_path: Path) -> Non
     assert fresh.to_arrow().sort_by("id") == expected
 
 
+def test_commits_list_the_checkpoints_only_when_one_may_be_due(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A handle lists the checkpoints when it loads its first view; after that a commit
+    extends its cached view and counts commits from the newest checkpoint it knows of
+    (that count is never too small), so it lists again only when a checkpoint may be
+    due, and the checkpoints are still written every ``checkpoint-commits``."""
+    listings: list[int] = []
+    listed = files_index._checkpoints
+
+    def counting(storage: object) -> list[tuple[int, str]]:
+        listings.append(1)
+        return listed(storage)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(files_index, "_checkpoints", counting)
+    t = Table.create(tmp_path / "t", SCHEMA, record_key="id", properties={"metadata.files.checkpoint-commits": 4})
+    rng = random.Random(3)
+    per_commit = []
+    for i in range(8):
+        listings.clear()
+        t.insert(_rows(rng, [i], i))
+        per_commit.append(len(listings))
+    assert per_commit[0] == 1  # the handle's first view
+    assert sum(per_commit[1:3]) == 0  # none due: no listing
+    assert len(MetadataTable(t.storage).bases(FILES)) == 2  # written when due, after 4 and 8
+    fresh = Table.open(t.path)
+    assert fresh.view(fresh.timeline).state() == FileSystemView(fresh.timeline).state()
+
+
 def test_failed_upkeep_never_fails_the_commit(tmp_path: Path) -> None:
     t = Table.create(
         tmp_path / "t",

@@ -14,8 +14,10 @@ from collections.abc import Callable
 import pyarrow.compute as pc
 import pytest
 from lakeline.table import Table
+from lakeline.table.hooks import Hooks, ValidationContext
 from lakeline.timeline.diagnostics import faults
 from lakeline.timeline.errors import FaultInjectedError
+from lakeline.timeline.markers import marker_path
 from lakeline.timeline.storage.filesystem import META_DIR, Storage
 from lakeline.timeline.storage.object_store import PART_SIZE
 
@@ -86,6 +88,28 @@ def test_a_failed_write_is_rolled_back_off_the_store(make_table: Callable[..., T
     t.services.rollback_failed()
     assert ids(t) == [f"k{i:07d}" for i in range(100)]
     assert not t.timeline.pending()
+
+
+def test_a_commit_removes_its_markers_by_name_and_a_stray_one_waits_for_rollback_failed(
+    make_table: Callable[..., Table],
+) -> None:
+    """A completed commit knows every file behind its markers, so on a store it deletes
+    those markers by name (no listing); a marker it did not know of (planted here by a
+    validator, between the files and the completion) stays, and ``rollback_failed``,
+    which lists the marker folders, removes it without touching the commit's files."""
+    t = make_table("cow")
+    stray: list[str] = []
+
+    def plant(ctx: ValidationContext) -> None:
+        stray.append(marker_path(t.storage, ctx.instant, f"never_{ctx.instant}.parquet"))
+        t.storage.objects.put(stray[0], b"")  # type: ignore[union-attr]
+
+    t.insert(rows(0, 100), hooks=Hooks(validators=[plant]))
+    left = [o.path for o in t.storage.objects.list(t.storage.path(META_DIR, "markers"))]  # type: ignore[union-attr]
+    assert left == stray
+    t.services.rollback_failed()
+    assert list(t.storage.objects.list(t.storage.path(META_DIR, "markers"))) == []  # type: ignore[union-attr]
+    assert ids(t) == [f"k{i:07d}" for i in range(100)]
 
 
 def test_where_a_table_may_live_on_the_store(make_table: Callable[..., Table], s3: SeaweedServer) -> None:

@@ -22,7 +22,7 @@ import os
 import posixpath
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -208,6 +208,15 @@ class Storage:
             return True
         except FileNotFoundError:
             return False
+
+    def delete_objects(self, paths: Sequence[str]) -> None:
+        """Delete objects of an object store by name (no error for one that is gone), in
+        bulk requests; a path outside the table is logged and left, as by :meth:`delete`."""
+        assert self.objects is not None, "only an object store deletes by name alone"
+        inside = [p for p in paths if self.contains(p)]
+        for p in set(paths) - set(inside):
+            log.warning("not deleting %s: outside the table at %s", p, self.uri)
+        self.objects.delete_many(inside)
 
     def delete_dir(self, path: str) -> None:
         """Delete a folder below the base path and everything in it (a symbolic link in it

@@ -25,7 +25,7 @@ from __future__ import annotations
 import datetime
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -348,6 +348,14 @@ class ObjectStore:
     def delete(self, path: str) -> None:
         """Remove the object (no error when it is gone)."""
         self._call(f"DELETE {path}", obstore.delete, self._key(path))
+
+    def delete_many(self, paths: Sequence[str]) -> None:
+        """Remove the objects (none an error when gone): one DELETE for one, a bulk
+        delete (up to 1,000 keys a request) for more."""
+        if len(paths) == 1:
+            self.delete(paths[0])
+        elif paths:
+            self._call(f"DELETE {len(paths)} objects", obstore.delete, [self._key(p) for p in paths])
 
     def list(self, prefix_path: str) -> Iterator[ObjectInfo]:
         """Every object under ``prefix_path`` (a folder)."""

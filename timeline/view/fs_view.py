@@ -50,6 +50,9 @@ class FileSystemView:
         self.timeline = timeline
         self.seq = seq
         self._latest: dict[str, list[FileSlice]] = {}
+        #: The newest saved state (files-index checkpoint) known to exist when the view
+        #: was loaded, by its event (-1: none was); one found later only moves it up.
+        self.known_checkpoint = -1
 
     @classmethod
     def from_state(cls, groups: GroupSlices, seq: int, timeline: Timeline) -> FileSystemView:
@@ -86,7 +89,9 @@ class FileSystemView:
         """
         if timeline.last_seq == self.seq:
             return self
-        return FileSystemView._continued(dict(self._parts), self.seq, timeline)
+        view = FileSystemView._continued(dict(self._parts), self.seq, timeline)
+        view.known_checkpoint = self.known_checkpoint
+        return view
 
     def _replay(self, instants: Iterable[Instant]) -> None:
         parts = self._parts

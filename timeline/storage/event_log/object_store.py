@@ -115,21 +115,24 @@ class ObjectStoreLog(TimelineStore):
             # No request for the mark up front: archival removes events oldest first,
             # so a slot it took is missing, and the probe checks the mark at a missing slot.
             return self._probe_from(seq)
-        floor = self.archived_through()
-        events = [e for e in self._newest_checkpoint() if e.seq > floor]
+        # The mark and the checkpoint hint at once: one round trip, not two.
+        floor_f = _POOL.submit(self.archived_through)
+        checkpoint = self._newest_checkpoint()
+        floor = floor_f.result()
+        events = [e for e in checkpoint if e.seq > floor]
         start = events[-1].seq + 1 if events else floor + 1
-        tail = self._probe_from(start)
+        # A whole read expects up to a checkpoint's worth of events: wide windows at once.
+        tail = self._probe_from(start, PROBE_WINDOW)
         if len(tail) > 2 * CHECKPOINT_EVERY:  # no appender wrote one (it died): heal
             self._checkpoint(tail[-1].seq - tail[-1].seq % CHECKPOINT_EVERY, events + tail)
         return events + tail
 
-    def _probe_from(self, seq: int) -> list[Event]:
-        """The events from ``seq`` to the first free slot, a window of GETs at a time: two
-        slots first (a refresh usually finds none or a few new events; the second shows a
-        hole after a missing one), then windows doubling up to :data:`PROBE_WINDOW` (a
-        long tail is read in parallel)."""
+    def _probe_from(self, seq: int, size: int = 2) -> list[Event]:
+        """The events from ``seq`` to the first free slot, a window of GETs at a time:
+        ``size`` slots first (two for a refresh, which usually finds none or a few new
+        events; the second shows a hole after a missing one), then windows doubling up to
+        :data:`PROBE_WINDOW` (a long tail is read in parallel)."""
         events: list[Event] = []
-        size = 2
         while True:
             window = list(_POOL.map(self._read_slot, range(seq, seq + size)))
             size = min(2 * size, PROBE_WINDOW)

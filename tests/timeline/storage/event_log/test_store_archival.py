@@ -120,6 +120,35 @@ def test_event_log_reads_archive_then_active(store_factory: StoreFactory, tmp_pa
     assert fresh.timeline.get(0).metadata == {"i": 0, "nan": float("inf")}
 
 
+class CountingArchive(EventArchive):
+    """An archive that counts its reads."""
+
+    reads = 0
+
+    def read(self, after: int = -1) -> list[Event]:
+        self.reads += 1
+        return super().read(after)
+
+
+def test_a_first_read_takes_the_archive_only_when_the_log_lost_events(
+    store_factory: StoreFactory, tmp_path: Path
+) -> None:
+    """Nothing is archived while the active log still starts at event 0 (the archive is
+    written before any event is removed, oldest first), so a first read takes the active
+    log alone, even past an archive file of a run that died before removing anything;
+    once events were removed it reads the archive, once, and the active log once."""
+    store = store_factory()
+    events = fill(store, 4)
+    archive = CountingArchive(Storage.for_uri(str(tmp_path / "base")))
+    assert EventLog(store, archive=archive).refresh().events == tuple(events)
+    archive.write(events[:6])  # a run that died before removing anything
+    assert EventLog(store, archive=archive).refresh().events == tuple(events)
+    assert archive.reads == 0
+    store.delete_through(5)
+    assert EventLog(store, archive=archive).refresh().events == tuple(events)
+    assert archive.reads == 1
+
+
 def test_crash_between_archive_write_and_removal(store_factory: StoreFactory, tmp_path: Path) -> None:
     store = store_factory()
     events = fill(store, 4)
