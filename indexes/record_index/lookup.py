@@ -126,7 +126,10 @@ class RecordIndexReader:
         # the payload, then take the (dictionary-encoded) path by it: the hash join never
         # decodes paths.
         cols = key_columns(self.key)
-        stored_keys = stored.select(cols).append_column("__i", pa.array(np.arange(stored.num_rows, dtype=np.int64)))
+        stored_keys = stored.select(cols)
+        if stored_keys.schema.types != probe.select(cols).schema.types:  # written before a key type was widened
+            stored_keys = stored_keys.cast(probe.select(cols).schema)
+        stored_keys = stored_keys.append_column("__i", pa.array(np.arange(stored.num_rows, dtype=np.int64)))
         hit_rows = probe.select([*cols, ROW]).join(stored_keys, cols, join_type="inner", use_threads=False)
         if hit_rows.num_rows == 0:
             return _empty()

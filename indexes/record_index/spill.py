@@ -87,6 +87,7 @@ def spill_task(task: SpillTask) -> int | str:
                     part = record_entries(rows, task.path, key, task.schema, task.target.buckets, offset=n)
                     w.write_table(part, row_group_size=BUCKET_ROW_GROUP_ROWS)
                     n += rows.num_rows
+            pa.default_memory_pool().release_unused()  # a long build keeps its peak, not its sum
             return n
     except FileNotFoundError:
         return task.path
@@ -141,6 +142,7 @@ def range_task(task: RangeTask) -> dict[int, int]:
     for bucket, rows in by_bucket(range_rows(task)):
         write_entries(task.storage, bucket_path(task.folder, bucket), rows.combine_chunks())
         counts[bucket] = rows.num_rows
+    pa.default_memory_pool().release_unused()
     return counts
 
 

@@ -191,7 +191,10 @@ def read_entries(
     only the rows ``filter`` keeps (and ``columns``); row groups whose statistics rule
     it out are skipped."""
     fragment = ds.ParquetFileFormat().make_fragment(path, storage.fs)
-    return fragment.to_table(filter=filter, columns=columns)
+    # One batch ahead, on the calling thread: callers read many files in parallel
+    # already, and Arrow's default readahead (16 batches of 128k rows, each decoded on
+    # its own threads) held over 100 MB per read of a spill file.
+    return fragment.to_table(filter=filter, columns=columns, batch_readahead=1, fragment_readahead=1, use_threads=False)
 
 
 def bucket_range(lo: int, hi: int) -> pc.Expression:
