@@ -25,13 +25,16 @@ scale`` choose one from their ``--keys``/``--order`` flags (default :data:`DEFAU
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+T = TypeVar("T")
 
 SEED = 20261122
 KEY_WIDTH = 9
@@ -302,3 +305,15 @@ def prepare_inputs(
     }
     (workdir / "spec.json").write_text(json.dumps(spec, indent=2))
     return spec
+
+
+def in_fresh_process(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` in a fresh (spawned) interpreter. Why: a process's peak memory on
+    Linux starts from its parent's at fork, so a benchmark that generated its data in
+    the parent (5M uuid keys, their order, the range read) would lend that memory to
+    every step's child, whose ``ru_maxrss`` is the step's reported peak."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(fn, *args).result()

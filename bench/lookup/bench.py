@@ -179,7 +179,7 @@ def run_benchmark(
     """Build the tables once, then every step for every system, each in its own process."""
     t_start = time.perf_counter()
     load_start = os.getloadavg()[0]
-    spec = prepare(workdir, rows, read_keys, shape)
+    spec = data.in_fresh_process(prepare, workdir, rows, read_keys, shape)  # the parent stays small
     qs = ls.queries(spec)
     log(
         f"data ({shape.label}): {spec['rows']:,} rows in {APPENDS} appends, upsert {spec['upsert_rows']:,} rows; "

@@ -37,7 +37,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -48,25 +47,13 @@ from typing import TYPE_CHECKING, Any
 
 from .. import data
 from ..data import Shape, prepare_inputs
-from ..report import ROOT, command_line, today, unwinds_on_sigterm, update_section
+from ..report import command_line, today, unwinds_on_sigterm, update_section
 from . import s3_report
-from .child import RESULT_MARK, child_main, print_profile
+from .child import child_main, print_profile, run_step
 from .object_store import S3_SYSTEMS, StoreConfig, local_workdir, prime_store_verdict, server_version, start_server
 from .repeats import keep_median_run, one_section, seconds_of
-from .report import (
-    MiB,
-    Run,
-    StepResult,
-    _fmt_b,
-    evaluate,
-    machine_line,
-    markdown,
-    method_notes,
-    rich_tables,
-    source_state,
-    versions,
-)
-from .systems import LAKELINE, SYSTEMS, TABLE_SUFFIX
+from .report import MiB, Run, StepResult, _fmt_b, evaluate, machine_line, markdown, rich_tables, source_state, versions
+from .systems import LAKELINE, SYSTEMS, TABLE_SUFFIX, method_notes
 
 if TYPE_CHECKING:
     from tests.seaweedfs import SeaweedServer
@@ -82,47 +69,6 @@ READ_KEYS = 1_000
 # Parent side: data, children, report.
 
 
-def run_step(
-    system: str,
-    step: str,
-    workdir: Path,
-    timeout: float,
-    profile: Path | None = None,
-    module: str = "bench.write.bench",
-    mark: str = RESULT_MARK,
-    extra_env: dict[str, str] | None = None,
-) -> StepResult:
-    """Run one step in a fresh interpreter (``python -m MODULE --child``: this benchmark's
-    child by default, another benchmark's whose ``__main__`` calls :func:`child_main`)
-    and parse its report."""
-    cmd = [sys.executable, "-m", module, "--child", system, step, str(workdir)]
-    if profile is not None:
-        cmd += ["--profile", str(profile)]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    env.update(extra_env or {})
-    t0 = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        return StepResult(
-            system, step, error=f"timed out after {timeout:.0f} s (killed)", wall_s=time.perf_counter() - t0
-        )
-    wall = time.perf_counter() - t0
-    line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith(mark)), None)
-    if line is None:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-        return StepResult(system, step, error=f"child exited {proc.returncode}: {' | '.join(tail)}"[:500], wall_s=wall)
-    raw = json.loads(line[len(mark) :])
-    raw.pop("traceback", None) if raw.get("ok") else None
-    known = {k: raw[k] for k in StepResult.__dataclass_fields__ if k in raw}
-    res = StepResult(**known)
-    res.wall_s = wall
-    if not res.ok and "traceback" in raw:
-        res.detail["traceback"] = raw["traceback"]
-    return res
-
-
 def run_benchmark(
     rows: int,
     systems: list[str],
@@ -136,16 +82,18 @@ def run_benchmark(
     append_runs: int = 1,
     shape: Shape = data.DEFAULT,
     delta_read: str = "scan",
+    read_runs: int = 1,
 ) -> Run:
     """Generate the data (unless ``spec`` says it is in ``workdir`` already), run every
     system/step in its own process, evaluate. ``append_runs`` > 1 runs the append step
     that often per system (each on a table of its own, the systems in turns) and keeps
     the median run's times: ten appends take a second or two on the store, where one
-    run says little."""
+    run says little. ``read_runs`` does the same for the read (on the one table: a read
+    changes nothing), which takes well under a second."""
     t_start = time.perf_counter()
     load_start = os.getloadavg()[0]
     if spec is None:
-        spec = prepare_inputs(workdir, rows, appends, read_keys, shape, delta_read)
+        spec = data.in_fresh_process(prepare_inputs, workdir, rows, appends, read_keys, shape, delta_read)
         log(
             f"data ({shape.label}): {spec['rows']:,} rows in {appends} batches, upsert {spec['upsert_rows']:,} rows "
             f"({spec['upsert_bytes'] / MiB:.1f} MiB Parquet), read {spec['read_a']} <= key < {spec['read_b']} "
@@ -166,11 +114,15 @@ def run_benchmark(
     # each other closely, so they share whatever else the machine is doing at the time.
     for step in STEPS:
         earlier: dict[str, list[StepResult]] = {s: [] for s in systems}
-        for rep in range(append_runs - 1 if step == "append" else 0):
+        runs_of_step = {"append": append_runs, "read": read_runs}.get(step, 1)
+        for rep in range(runs_of_step - 1):
             for system in systems:
-                res = run_step(system, step, workdir, step_timeout, extra_env={TABLE_SUFFIX: f"-run{rep}"})
+                if step == "read" and not all(r.ok for r in run.results[system].values()):
+                    continue
+                env = {TABLE_SUFFIX: f"-run{rep}"} if step == "append" else None
+                res = run_step(system, step, workdir, step_timeout, extra_env=env)
                 earlier[system].append(res)
-                log(f"{system:13} {step:7} run {rep + 1} of {append_runs}: " + seconds_of(res))
+                log(f"{system:13} {step:7} run {rep + 1} of {runs_of_step}: " + seconds_of(res))
         for system in systems:
             if step != "append" and not run.results[system].get("append", StepResult(system, step, ok=True)).ok:
                 continue  # nothing to upsert into or read
@@ -230,6 +182,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         default=None,
         help="runs of the append step per system, the median kept (default: 3 on s3, 1 locally)",
     )
+    p.add_argument(
+        "--read-runs",
+        type=int,
+        default=None,
+        help="runs of the read step per system, the median kept (default: 3 locally, 1 on s3)",
+    )
     p.add_argument("--read-keys", type=int, default=READ_KEYS, help="consecutive keys read (default 1000)")
     data.add_shape_options(p)
     p.add_argument(
@@ -265,8 +223,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
     args.delta_read = "dataset" if args.store == "s3" else "scan"
     if args.append_runs is None:
         args.append_runs = 3 if args.store == "s3" else 1
-    if args.append_runs < 1:
-        p.error("--append-runs must be at least 1")
+    if args.read_runs is None:
+        args.read_runs = 1 if args.store == "s3" else 3
+    if args.append_runs < 1 or args.read_runs < 1:
+        p.error("--append-runs and --read-runs must be at least 1")
     if args.rows < APPENDS * 2:
         p.error(f"--rows must be at least {APPENDS * 2}")
     if args.profile is not None:
@@ -333,6 +293,7 @@ def main(argv: list[str], server: SeaweedServer | None = None) -> int:
                     append_runs=args.append_runs,
                     shape=shape,
                     delta_read=args.delta_read,
+                    read_runs=args.read_runs,
                 )
             )
         run = runs[0]

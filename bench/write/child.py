@@ -1,7 +1,8 @@
-"""The child side of the write benchmark (:mod:`bench.write.bench`): one system, one step,
-one process. :func:`child_main` runs in the child (``python -m bench.write.bench --child``),
-prints its result after ``mark`` and exits; the lookup and services benchmarks run their
-children the same way."""
+"""One system, one step, one process: both sides of it for the write benchmark
+(:mod:`bench.write.bench`). The parent starts a child with :func:`run_step`;
+:func:`child_main` runs in the child (``python -m bench.write.bench --child``), prints its
+result after ``mark`` and exits; the lookup and services benchmarks run their children
+the same way."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import hashlib
 import json
 import os
 import resource
+import subprocess
 import sys
 import time
 import traceback
@@ -17,7 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..report import ROOT
 from .object_store import probe_seconds, snapshot
+from .report import StepResult
 from .systems import Delta, make_system
 
 # --------------------------------------------------------------------------------------
@@ -176,3 +180,44 @@ def print_profile(path: Path, out: Any, limit: int = 30) -> None:
     st = pstats.Stats(str(path), stream=buf)
     st.sort_stats("cumulative").print_stats(limit)
     out.print(buf.getvalue(), markup=False, highlight=False)
+
+
+def run_step(
+    system: str,
+    step: str,
+    workdir: Path,
+    timeout: float,
+    profile: Path | None = None,
+    module: str = "bench.write.bench",
+    mark: str = RESULT_MARK,
+    extra_env: dict[str, str] | None = None,
+) -> StepResult:
+    """Run one step in a fresh interpreter (``python -m MODULE --child``: this benchmark's
+    child by default, another benchmark's whose ``__main__`` calls :func:`child_main`)
+    and parse its report."""
+    cmd = [sys.executable, "-m", module, "--child", system, step, str(workdir)]
+    if profile is not None:
+        cmd += ["--profile", str(profile)]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env.update(extra_env or {})
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return StepResult(
+            system, step, error=f"timed out after {timeout:.0f} s (killed)", wall_s=time.perf_counter() - t0
+        )
+    wall = time.perf_counter() - t0
+    line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith(mark)), None)
+    if line is None:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        return StepResult(system, step, error=f"child exited {proc.returncode}: {' | '.join(tail)}"[:500], wall_s=wall)
+    raw = json.loads(line[len(mark) :])
+    raw.pop("traceback", None) if raw.get("ok") else None
+    known = {k: raw[k] for k in StepResult.__dataclass_fields__ if k in raw}
+    res = StepResult(**known)
+    res.wall_s = wall
+    if not res.ok and "traceback" in raw:
+        res.detail["traceback"] = raw["traceback"]
+    return res

@@ -145,13 +145,22 @@ def metric_rows(run: Run) -> list[tuple[str, list[str]]]:
         ("upsert: files written", cells(lambda r: f"{r.files_written}", "upsert")),
         ("upsert: peak memory", cells(lambda r: _fmt_b(r.peak_rss), "upsert")),
         ("on disk after upsert (old versions kept)", cells(lambda r: _fmt_b(r.table_bytes), "upsert")),
-        (f"read {run.read_keys:,} keys: time", cells(lambda r: f"{r.seconds * 1000:.0f} ms", "read")),
+        (
+            f"read {run.read_keys:,} keys: time{_median_of(run, 'read')}",
+            cells(lambda r: f"{r.seconds * 1000:.0f} ms", "read"),
+        ),
         ("read: vs deltalake", vs_base("read")),
         ("read: deltalake's other read path, after the step", cells(other_read, "read")),
         ("read: data files read", cells(lambda r: f"{r.files_read}", "read")),
         ("read: peak memory", cells(lambda r: _fmt_b(r.peak_rss), "read")),
         ("rows in table after upsert", cells(lambda r: f"{r.rows_total:,}", "read")),
     ]
+
+
+def _median_of(run: Run, step: str) -> str:
+    """`` (median of N)`` when the step ran N > 1 times per system."""
+    n = max((len(r.detail.get("runs_s") or []) for steps in run.results.values() if (r := steps.get(step))), default=0)
+    return f" (median of {n})" if n > 1 else ""
 
 
 #: ``WriteResult.timings`` shown, in order (``tag_s`` is inside ``plan_s``).
@@ -275,35 +284,6 @@ def markdown(run: Run, command: str, notes: list[str]) -> str:
     if notes:
         lines += [""] + [f"- {n}" for n in notes]
     return "\n".join(lines)
-
-
-def method_notes(run: Run) -> list[str]:
-    """What a reader needs to know about how each peer was driven."""
-    notes = []
-    if BASELINE in run.results:
-        own = "`DeltaTable(p).scan(predicate=...).read_all()`, its own DataFusion scan"
-        dataset = (
-            "`to_pyarrow_dataset()` with its fragments pruned by their min/max and rows filtered on `key` "
-            "cast to string (deltalake >= 1.4 rewrites files with `string_view` columns, which pyarrow "
-            "cannot compare: delta-io/delta-rs#4579)"
-        )
-        first, second = (own, dataset) if run.delta_read == "scan" else (dataset, own)
-        notes.append(
-            f"deltalake read: the step times {first}; the other path, {second}, is timed right after in "
-            "the same process (warm) and shown for comparison. The scan is deltalake's fastest documented "
-            "read (`QueryBuilder` SQL was no faster in a trial); the deltalake ratios use the step's time."
-        )
-    ice = run.get("pyiceberg", "upsert")
-    if ice is not None:
-        how = f"took {ice.seconds:.0f} s" if ice.ok else f"did not finish: {ice.error}"
-        notes.append(
-            "pyiceberg upsert is `Table.upsert(df, join_cols=['key'])` of pyiceberg "
-            f"{_version('pyiceberg')}: it scans the table with an `In` filter of every incoming key, "
-            "compares the matches row by row in Python, then overwrites the matched rows "
-            f"(copy-on-write) and appends the new keys; it {how}, so it is reported but is not "
-            "a target."
-        )
-    return notes
 
 
 def _version(pkg: str) -> str:

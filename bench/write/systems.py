@@ -19,9 +19,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .object_store import StoreConfig
+
+if TYPE_CHECKING:
+    from .report import Run
 
 SYSTEMS = ("lakeline-cow", "lakeline-mor", "deltalake", "pyiceberg")
 LAKELINE = ("lakeline-cow", "lakeline-mor")
@@ -299,6 +302,38 @@ class PyArrowFloor(System):
 
     def scan_all(self, columns: list[str]) -> Any:
         return self.pds.dataset(str(self.folder), format="parquet").to_table(columns=columns)
+
+
+def method_notes(run: Run) -> list[str]:
+    """What a reader needs to know about how each peer was driven (a note each, for the
+    write benchmark's section)."""
+    from .report import _version
+
+    notes = []
+    if BASELINE in run.results:
+        own = "`DeltaTable(p).scan(predicate=...).read_all()`, its own DataFusion scan"
+        dataset = (
+            "`to_pyarrow_dataset()` with its fragments pruned by their min/max and rows filtered on `key` "
+            "cast to string (deltalake >= 1.4 rewrites files with `string_view` columns, which pyarrow "
+            "cannot compare: delta-io/delta-rs#4579)"
+        )
+        first, second = (own, dataset) if run.delta_read == "scan" else (dataset, own)
+        notes.append(
+            f"deltalake read: the step times {first}; the other path, {second}, is timed right after in "
+            "the same process (warm) and shown for comparison. The scan is deltalake's fastest documented "
+            "read (`QueryBuilder` SQL was no faster in a trial); the deltalake ratios use the step's time."
+        )
+    ice = run.get("pyiceberg", "upsert")
+    if ice is not None:
+        how = f"took {ice.seconds:.0f} s" if ice.ok else f"did not finish: {ice.error}"
+        notes.append(
+            "pyiceberg upsert is `Table.upsert(df, join_cols=['key'])` of pyiceberg "
+            f"{_version('pyiceberg')}: it scans the table with an `In` filter of every incoming key, "
+            "compares the matches row by row in Python, then overwrites the matched rows "
+            f"(copy-on-write) and appends the new keys; it {how}, so it is reported but is not "
+            "a target."
+        )
+    return notes
 
 
 def make_system(name: str, workdir: Path) -> System:
