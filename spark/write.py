@@ -60,6 +60,7 @@ from ..timeline.instant import Action
 from ..timeline.markers import reconcile_markers
 from ..timeline.storage.staging_folders import OwnerBeat
 from ..timeline.table_config import TableConfig, refuse_duplicates
+from ..timeline.txn import Txn, landed
 from .engine import SparkEngine
 from .errors import reraise_typed
 from .staging import STAGED_SCHEMA, Staging, split_input
@@ -91,6 +92,7 @@ def write(
     timeline: str | None = None,
     hooks: Hooks | None = None,
     storage_options: Mapping[str, str] | None = None,
+    txn: tuple[str, int] | None = None,
 ) -> WriteResult:
     """Write ``df`` into the lakeline table at ``path``: executors tag, route and write the
     rows; the driver commits once, with the local write's conflict rules, key check,
@@ -106,6 +108,9 @@ def write(
         hooks: validators (run on the driver before the commit, like a local write's;
             the SQL ones of :mod:`.validators` run their queries on this session),
             callbacks and inline services (on this application's executors) after it.
+        txn: ``(app_id, version)``, as for ``Table.insert``: a version at or below the
+            application's newest committed one lands nothing (``stats["txn_skipped"]``),
+            before any stage runs.
 
     Raises:
         UnsupportedOperationError: an unknown operation, or upsert/delete on a table
@@ -117,7 +122,10 @@ def write(
     if operation not in OPERATIONS:
         raise UnsupportedOperationError(f"unknown operation {operation!r}; one of {', '.join(OPERATIONS)}")
     operation = Operation(operation)
+    version = Txn.of(txn)
     table = Table.open(path, timeline, storage_options)
+    if version is not None and landed(table.log.timeline, version):
+        return WriteResult(None, {"txn_skipped": 1})
     cfg = table.config
     if operation in (Operation.UPSERT, Operation.DELETE) and not cfg.has_key:
         raise UnsupportedOperationError(f"{operation} needs a record key; the table at {path} has none")
@@ -136,7 +144,14 @@ def write(
         planner = _Planner(spark, staging, operation, inputs)
         action = Action.REPLACE_COMMIT if operation == Operation.OVERWRITE else cfg.write_action
         result = run_attempts(
-            table.context, operation, action, planner, _Writer(spark, owner), _rule, validators=joined.validators
+            table.context,
+            operation,
+            action,
+            planner,
+            _Writer(spark, owner),
+            _rule,
+            validators=joined.validators,
+            txn=version,
         )
     finally:
         if planner is not None:

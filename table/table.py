@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Mapping
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -25,13 +24,13 @@ from ..timeline.log import EventLog
 from ..timeline.storage.filesystem import Storage
 from ..timeline.table_config import TableConfig, TableType
 from ..timeline.timeline import Timeline
+from ..timeline.txn import Txn, committed_version
 from ..timeline.view.fs_view import FileSystemView
 from .context import TableContext
 from .engine import Engine, LocalEngine
 from .hooks import Hooks, after_commit_hooks, effective_hooks, property_hooks
 from .lifecycle import create_log, open_log
-from .read.changes import changes
-from .read.scan import Scan, snapshot_of
+from .read.table_reads import TableReads
 from .schema_change import add_columns
 from .write.operations import (
     partition_targets,
@@ -47,9 +46,6 @@ from .write.update import update_planner
 from .write.writer import WriteResult, run_write
 
 if TYPE_CHECKING:
-    import polars
-    import pyarrow.dataset
-
     from ..services.table_indexes import TableIndexes
     from ..services.table_services import TableServices
 
@@ -62,12 +58,16 @@ _CACHED_VIEWS = 4
 _PLAN_ON_READ_WITHIN_S = 1.0
 
 
-class Table:
+class Table(TableReads):
     """A lakeline table at a location. Create with :meth:`create`, open with :meth:`open`.
 
     Every write takes ``hooks=``: validators that may refuse it before its commit,
     callbacks and inline services after it (:mod:`.hooks`); the result's
-    ``hook_errors`` lists what failed after the commit landed."""
+    ``hook_errors`` lists what failed after the commit landed. And ``txn=(app_id,
+    version)`` (:mod:`lakeline.timeline.txn`): a version at or below the newest one the
+    application committed lands nothing (``r.instant`` None, ``r.stats["txn_skipped"]``),
+    so a pipeline that replays a batch after a crash writes it once
+    (:class:`~lakeline.timeline.errors.InvalidTxnError` for a malformed pair)."""
 
     def __init__(self, storage: Storage, log: EventLog, timeline_url: str | None) -> None:
         self.storage = storage
@@ -218,7 +218,7 @@ class Table:
         rows, new_fields = prepare_rows(data, cfg, dedupe)
         return rows, (lambda: add_columns(self.log, cfg, new_fields)) if new_fields else None
 
-    def insert(self, data: Any, hooks: Hooks | None = None) -> WriteResult:
+    def insert(self, data: Any, hooks: Hooks | None = None, txn: tuple[str, int] | None = None) -> WriteResult:
         """Insert rows (a keyed table refuses keys it already holds).
 
         Args:
@@ -232,10 +232,10 @@ class Table:
         """
         rows, evolve = self._prepared(data)
         return self._write(
-            Operation.INSERT, self.config.write_action, lambda ctx: plan_insert(ctx, rows), hooks, evolve
+            Operation.INSERT, self.config.write_action, lambda ctx: plan_insert(ctx, rows), hooks, evolve, txn
         )
 
-    def upsert(self, data: Any, hooks: Hooks | None = None) -> WriteResult:
+    def upsert(self, data: Any, hooks: Hooks | None = None, txn: tuple[str, int] | None = None) -> WriteResult:
         """Insert new keys and update existing ones (the larger ordering value wins).
 
         Raises:
@@ -246,10 +246,10 @@ class Table:
         self.config.require_key(Operation.UPSERT)
         rows, evolve = self._prepared(data)
         return self._write(
-            Operation.UPSERT, self.config.write_action, lambda ctx: plan_upsert(ctx, rows), hooks, evolve
+            Operation.UPSERT, self.config.write_action, lambda ctx: plan_upsert(ctx, rows), hooks, evolve, txn
         )
 
-    def delete(self, keys: Any, hooks: Hooks | None = None) -> WriteResult:
+    def delete(self, keys: Any, hooks: Hooks | None = None, txn: tuple[str, int] | None = None) -> WriteResult:
         """Delete rows by record key; keys the table does not hold are ignored.
 
         Args:
@@ -265,9 +265,11 @@ class Table:
         self.config.require_key(Operation.DELETE)
         cfg = self.config
         table = prepare_keys(keys, cfg)
-        return self._write(Operation.DELETE, cfg.write_action, lambda ctx: plan_delete(ctx, table), hooks)
+        return self._write(Operation.DELETE, cfg.write_action, lambda ctx: plan_delete(ctx, table), hooks, txn=txn)
 
-    def delete_where(self, predicate: pc.Expression, hooks: Hooks | None = None) -> WriteResult:
+    def delete_where(
+        self, predicate: pc.Expression, hooks: Hooks | None = None, txn: tuple[str, int] | None = None
+    ) -> WriteResult:
         """Delete every row matching ``predicate``.
 
         Raises:
@@ -277,9 +279,15 @@ class Table:
             raise InvalidFilterError("delete_where needs a predicate (use overwrite to empty the table)")
         check_filter(self.config.schema, predicate)
         planner = lambda ctx: plan_delete_where(ctx, predicate)  # noqa: E731
-        return self._write(Operation.DELETE_WHERE, self.config.where_action, planner, hooks)
+        return self._write(Operation.DELETE_WHERE, self.config.where_action, planner, hooks, txn=txn)
 
-    def overwrite(self, data: Any, partitions: list[Any] | None = None, hooks: Hooks | None = None) -> WriteResult:
+    def overwrite(
+        self,
+        data: Any,
+        partitions: list[Any] | None = None,
+        hooks: Hooks | None = None,
+        txn: tuple[str, int] | None = None,
+    ) -> WriteResult:
         """Replace the partitions present in ``data`` (all of an unpartitioned table).
 
         Args:
@@ -291,11 +299,20 @@ class Table:
         rows, evolve = self._prepared(data)
         targets = partition_targets(self.config.partition_by, partitions) if partitions is not None else None
         return self._write(
-            Operation.OVERWRITE, Action.REPLACE_COMMIT, lambda ctx: plan_overwrite(ctx, rows, targets), hooks, evolve
+            Operation.OVERWRITE,
+            Action.REPLACE_COMMIT,
+            lambda ctx: plan_overwrite(ctx, rows, targets),
+            hooks,
+            evolve,
+            txn,
         )
 
     def update(
-        self, where: pc.Expression | None = None, set: Mapping[str, Any] | None = None, hooks: Hooks | None = None
+        self,
+        where: pc.Expression | None = None,
+        set: Mapping[str, Any] | None = None,
+        hooks: Hooks | None = None,
+        txn: tuple[str, int] | None = None,
     ) -> WriteResult:
         """Change the rows ``where`` matches (None: every row), SQL's ``UPDATE ... SET``.
 
@@ -318,7 +335,7 @@ class Table:
             Nothing is written when any of these but the last is raised.
         """
         planner = update_planner(self.config, where, set)
-        return self._write(Operation.UPDATE, self.config.where_action, planner, hooks)
+        return self._write(Operation.UPDATE, self.config.where_action, planner, hooks, txn=txn)
 
     def _write(
         self,
@@ -327,9 +344,11 @@ class Table:
         planner: Callable[[TableContext], WritePlan],
         hooks: Hooks | None,
         evolve: Callable[[], TableConfig] | None = None,
+        txn: tuple[str, int] | None = None,
     ) -> WriteResult:
         """Run a write with its hooks (the call's and the table properties',
         :mod:`.hooks`): validators before the commit, callbacks and inline services after."""
+        version = Txn.of(txn)
         joined = effective_hooks(hooks, self.config.props, self.config.schema)
         first = [True]
 
@@ -337,59 +356,13 @@ class Table:
             reuse, first[0] = first[0], False
             return self.context(self.log.recent(_PLAN_ON_READ_WITHIN_S) if reuse else None)
 
-        result = run_write(open_context, operation, action, planner, evolve, joined.validators)
+        result = run_write(open_context, operation, action, planner, evolve, joined.validators, version)
         return after_commit_hooks(self, result, joined)
 
-    # -- reads -------------------------------------------------------------------------
-
-    def scan(
-        self, filter: pc.Expression | None = None, columns: list[str] | None = None, as_of: int | datetime | None = None
-    ) -> Scan:
-        """Plan a read of the table now, or as of an instant id or a datetime.
-
-        Raises:
-            UnknownColumnError, InvalidFilterError: bad filter or columns.
-            InstantNotFoundError: ``as_of`` names no completed instant.
-            SnapshotExpiredError: the snapshot's files were cleaned.
-        """
-        return Scan(self.context(snapshot_of(self.timeline, as_of)), filter=filter, columns=columns, as_of=as_of)
-
-    def to_arrow(
-        self, filter: pc.Expression | None = None, columns: list[str] | None = None, as_of: int | datetime | None = None
-    ) -> pa.Table:
-        """Read the table into one Arrow table (see :meth:`scan`)."""
-        return self.scan(filter=filter, columns=columns, as_of=as_of).to_arrow()
-
-    def to_pandas(
-        self, filter: pc.Expression | None = None, columns: list[str] | None = None, as_of: int | datetime | None = None
-    ) -> Any:
-        """Read the table into a ``pandas.DataFrame`` (see :meth:`scan`)."""
-        return self.to_arrow(filter=filter, columns=columns, as_of=as_of).to_pandas()
-
-    def to_pyarrow_dataset(self, as_of: int | datetime | None = None) -> pyarrow.dataset.Dataset:
-        """The snapshot (now, or as of ``as_of``) as a Parquet ``pyarrow.dataset.Dataset``
-        for DuckDB, Polars and other Arrow consumers, with partition values and key ranges
-        per file, so their filters prune (:mod:`.dataset`).
-
-        Raises:
-            UnmergedLogsError: a live slice has unmerged logs (compact first, or use scan).
-            InstantNotFoundError, SnapshotExpiredError: as for :meth:`scan`.
-        """
-        from .read.dataset import snapshot_dataset
-
-        return snapshot_dataset(self.context(snapshot_of(self.timeline, as_of)), as_of=as_of)
-
-    def to_polars(self, as_of: int | datetime | None = None) -> polars.LazyFrame:
-        """The snapshot (pinned now, or as of ``as_of``) as a Polars ``LazyFrame``
-        through an IO plugin: projection, predicate and row limit reach lakeline's
-        pruning, merge-on-read included (:mod:`.polars_source`). Needs ``polars``."""
-        from .read.polars_source import PolarsSource
-
-        return PolarsSource(self.context(snapshot_of(self.timeline, as_of)), as_of=as_of).lazy_frame()
-
-    def changes(self, start: int, end: int | None = None) -> pa.Table:
-        """Rows changed by instants completed after ``start`` up to ``end`` (column ``_op``)."""
-        return changes(self.context(), self.view, start, end)
+    def txn_version(self, app_id: str) -> int | None:
+        """The newest version ``app_id`` committed with ``txn=`` (read now), or None."""
+        done = committed_version(self.timeline, app_id)
+        return None if done is None else done[0]
 
     @property
     def indexes(self) -> TableIndexes:

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .errors import CorruptEventError
+from .txn import Txn
 from .view.file_group import FileKind
 
 #: Fields of a file record (``WriteStat``) and the JSON types each may hold; the first
@@ -104,6 +105,7 @@ class CommitMetadata:
         rewritten: file groups whose new base supersedes the old one (copy-on-write).
         replaced_partitions: partitions an overwrite replaced.
         stats: counts (inserted, updated, deleted, files_added, bytes_written, ...).
+        txn: the ``(app_id, version)`` the write carried (:mod:`.txn`), or None.
     """
 
     operation: str
@@ -113,9 +115,10 @@ class CommitMetadata:
     rewritten: tuple[tuple[str, str], ...] = ()
     replaced_partitions: tuple[str, ...] = ()
     stats: Mapping[str, int] = field(default_factory=dict)
+    txn: Txn | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "operation": str(self.operation),
             "snapshot_seq": self.snapshot_seq,
             "files": [f.to_dict() for f in self.files],
@@ -124,6 +127,9 @@ class CommitMetadata:
             "replaced_partitions": list(self.replaced_partitions),
             "stats": dict(self.stats),
         }
+        if self.txn is not None:  # absent otherwise: older records and plain writes alike
+            out["txn"] = self.txn.to_dict()
+        return out
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> CommitMetadata:
@@ -157,6 +163,7 @@ class CommitMetadata:
             rewritten=tuple((p, g) for p, g in rewritten),
             replaced_partitions=tuple(partitions),
             stats=dict(stats),
+            txn=Txn.from_dict(raw["txn"]) if raw.get("txn") is not None else None,
         )
 
     # -- footprint for conflict checks ----------------------------------------------

@@ -37,6 +37,8 @@ class ConflictKind(StrEnum):
     SAME_KEY = "same-key"
     #: it replaced or wrote file groups a table service rewrites (the service gives up)
     CHANGED_SERVICE_INPUTS = "changed-service-inputs"
+    #: it committed this write's ``txn`` version, or a later one, of the same application
+    SAME_TXN = "same-txn"
 
 
 _TEXT = {
@@ -46,6 +48,7 @@ _TEXT = {
     ConflictKind.WROTE_OVERWRITTEN_PARTITIONS: "wrote partitions this commit overwrites",
     ConflictKind.SAME_KEY: "made a key live that this commit inserts, revives or deletes",
     ConflictKind.CHANGED_SERVICE_INPUTS: "replaced or wrote file groups this service rewrites",
+    ConflictKind.SAME_TXN: "committed the application version this commit carries (txn)",
 }
 
 

@@ -80,6 +80,11 @@ class InvalidUpdateError(LakelineError, ValueError):
     that is neither an Arrow expression nor a literal, or cannot be evaluated."""
 
 
+class InvalidTxnError(LakelineError, ValueError):
+    """A write's ``txn`` is not an ``(app_id, version)`` pair: a non-empty text and a
+    whole number from 0 on."""
+
+
 class ImmutableColumnError(InvalidUpdateError, UnsupportedOperationError):
     """An update sets a record-key or partition column (a row's identity and place are
     fixed; delete and insert the row instead)."""

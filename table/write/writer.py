@@ -16,13 +16,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol, TypeVar
 
 import pyarrow as pa
 
 from ...indexes.entries import Precomputed, index_job
 from ...timeline.commit_metadata import CommitMetadata
+from ...timeline.conflicts import Conflict, ConflictKind
 from ...timeline.errors import (
     AttemptConflictError,
     CommitConflictError,
@@ -33,6 +34,8 @@ from ...timeline.errors import (
 from ...timeline.instant import Action, Instant
 from ...timeline.storage.staging_folders import Rules
 from ...timeline.table_config import TableConfig
+from ...timeline.timeline import Timeline
+from ...timeline.txn import Txn, committed_version, landed
 from ...timeline.view.file_group import FileKind, data_file_name, new_file_group_id
 from ..context import TableContext
 from ..files import FileWrite, Written
@@ -105,11 +108,12 @@ def run_write(
     planner: Callable[[TableContext], WritePlan],
     before_commit: Callable[[], TableConfig] | None = None,
     validators: Sequence[Validator] = (),
+    txn: Txn | None = None,
 ) -> WriteResult:
     """Plan and commit one write on the table's engine, replaying it on conflicts
     (:func:`run_attempts` with :func:`write_files` and :func:`completion_rule`)."""
     return run_attempts(
-        open_context, operation, action, planner, write_files, completion_rule, before_commit, validators
+        open_context, operation, action, planner, write_files, completion_rule, before_commit, validators, txn
     )
 
 
@@ -122,6 +126,7 @@ def run_attempts(
     rule: RuleOf[P],
     before_commit: Callable[[], TableConfig] | None = None,
     validators: Sequence[Validator] = (),
+    txn: Txn | None = None,
 ) -> WriteResult:
     """Plan and commit one write, replaying it on conflicts.
 
@@ -131,7 +136,10 @@ def run_attempts(
     commit protocol and replays). ``before_commit`` (a schema change the rows need) runs
     once, after the first plan succeeded and before anything else is written, and
     returns the new configuration. ``validators`` (the hooks', :mod:`.hooks`) run on
-    every attempt once its files are written, before it completes.
+    every attempt once its files are written, before it completes. ``txn``: the
+    application version the write carries (:mod:`lakeline.timeline.txn`); an attempt
+    whose snapshot shows it committed lands nothing (``stats["txn_skipped"]``), and the
+    completion refuses it when one that landed meanwhile did (the replay then skips).
 
     Raises:
         CommitConflictError: conflicts persisted through ``commit.max-retries`` replays.
@@ -148,6 +156,8 @@ def run_attempts(
         if ctx.config.props.write_concurrency_mode == "single-writer":
             rollback_pending_writes(ctx.log, ctx.storage, ctx.snapshot, Rules.of(ctx.config.props))
             ctx = open_context()
+        if txn is not None and landed(ctx.snapshot, txn):
+            return WriteResult(None, {"txn_skipped": 1}, {"total_s": time.perf_counter() - started})
         phases = PhaseTimer()
         try:  # plan (tag)
             with phases("plan"):
@@ -167,13 +177,14 @@ def run_attempts(
         try:
             with phases("write"):
                 metadata, entries = write(ctx, commit.instant_id, plan)
+                metadata = replace(metadata, txn=txn)
             with phases("index"):
                 commit.write_index_updates(metadata, entries)
             if validators:
                 with phases("validate"):
                     run_validators(validators, validation_context(ctx, action, commit.instant_id, operation, metadata))
             with phases("commit"):
-                completion = rule(ctx, commit.instant_id, plan, metadata)
+                completion = with_txn_check(rule(ctx, commit.instant_id, plan, metadata), ctx, metadata)
                 inst = commit.complete(metadata, completion)
         except (AttemptConflictError, SnapshotExpiredError) as e:
             # SnapshotExpiredError: a file the plan rewrites was cleaned meanwhile, so a
@@ -191,6 +202,27 @@ def run_attempts(
         timings.update(phases.seconds, total_s=time.perf_counter() - started)
         return WriteResult(inst, dict(metadata.stats), timings)
     raise CommitConflictError(f"{operation} gave up after {retries} retries: {last}")
+
+
+def with_txn_check(rule: CompletionRule, ctx: TableContext, metadata: CommitMetadata) -> CompletionRule:
+    """``rule``, and then that no instant completed after the snapshot committed the
+    write's ``txn`` version or a later one of its application (a conflict: the replay
+    finds it committed and lands nothing)."""
+    txn = metadata.txn
+    if txn is None:
+        return rule
+
+    def checked(tl: Timeline) -> None:
+        rule(tl)
+        done = committed_version(tl, txn.app_id, after=ctx.snapshot.last_seq)
+        if done is not None and done[0] >= txn.version:
+            inst = tl.get(done[1])
+            raise AttemptConflictError(
+                f"{txn.app_id!r} version {txn.version}: already committed",
+                Conflict(ConflictKind.SAME_TXN, inst.id, inst.action),
+            )
+
+    return checked
 
 
 def completion_rule(ctx: TableContext, instant: int, plan: WritePlan, metadata: CommitMetadata) -> CompletionRule:

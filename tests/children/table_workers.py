@@ -23,7 +23,8 @@ Commands:
   op PATH TIMELINE SPEC
       One write, SPEC = {"op": "insert"|"upsert"|"overwrite", "rows": [{...}, ...],
       "partitions": [...]}, {"op": "delete", "keys": [{...}, ...]} or {"op":
-      "delete_where", "range": [lo, hi]} (``lo <= id < hi``). Prints one JSON
+      "delete_where", "range": [lo, hi]} (``lo <= id < hi``), each with an optional
+      "txn": [app_id, version]. Prints one JSON
       line: {"ok": true, "instant": id, "stats": {...}} or {"ok": false, "error":
       "<ErrorClassName>", "message": "..."}.
   spark_op PATH TIMELINE SPEC [MASTER]
@@ -74,17 +75,18 @@ def _keys(t: Table, keys: list[dict[str, Any]]) -> pa.Table:
 def run_op(t: Table, spec: dict[str, Any], hooks: Hooks | None = None) -> Any:
     """Run one write described by ``spec`` (see the module docstring), with ``hooks``."""
     op = spec["op"]
+    txn = tuple(spec["txn"]) if spec.get("txn") is not None else None
     if op == "insert":
-        return t.insert(_rows(t, spec["rows"]), hooks=hooks)
+        return t.insert(_rows(t, spec["rows"]), hooks=hooks, txn=txn)
     if op == "upsert":
-        return t.upsert(_rows(t, spec["rows"]), hooks=hooks)
+        return t.upsert(_rows(t, spec["rows"]), hooks=hooks, txn=txn)
     if op == "delete":
-        return t.delete(_keys(t, spec["keys"]), hooks=hooks)
+        return t.delete(_keys(t, spec["keys"]), hooks=hooks, txn=txn)
     if op == "overwrite":
-        return t.overwrite(_rows(t, spec["rows"]), partitions=spec.get("partitions"), hooks=hooks)
+        return t.overwrite(_rows(t, spec["rows"]), partitions=spec.get("partitions"), hooks=hooks, txn=txn)
     if op == "delete_where":
         lo, hi = spec["range"]
-        return t.delete_where((pc.field("id") >= lo) & (pc.field("id") < hi), hooks=hooks)
+        return t.delete_where((pc.field("id") >= lo) & (pc.field("id") < hi), hooks=hooks, txn=txn)
     raise ValueError(f"unknown op {op!r}")
 
 

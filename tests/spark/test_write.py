@@ -19,7 +19,13 @@ import pytest
 from lakeline.spark import write
 from lakeline.table import Table
 from lakeline.timeline.diagnostics import faults
-from lakeline.timeline.errors import DuplicateKeyError, NullKeyError, SchemaMismatchError, UnsupportedOperationError
+from lakeline.timeline.errors import (
+    DuplicateKeyError,
+    InvalidTxnError,
+    NullKeyError,
+    SchemaMismatchError,
+    UnsupportedOperationError,
+)
 
 from tests.table.model import table_rows
 
@@ -283,3 +289,21 @@ def test_files_of_failed_task_attempts_are_removed_before_completion(spark: Any,
     assert orphan and not (tmp_path / "t" / orphan[0]).exists()
     assert r.instant is not None and list_markers(t.storage, r.instant.id) == []
     assert Table.open(t.path).to_arrow().num_rows == 20
+
+
+def test_a_replayed_txn_lands_once_and_stages_nothing(spark: Any, tmp_path: Path) -> None:
+    """``txn=`` as for the local write: the second write of one application version lands
+    nothing (checked before any stage runs), a later version lands, the local API sees
+    the versions, and a malformed pair is refused before anything is written."""
+    t = make(tmp_path, "t", "mor", False)
+    batch = random_rows(random.Random(5), list(range(20)), 1, False)
+    first = write(df_of(spark, batch), t.path, "upsert", txn=("stream", 3))
+    assert first.instant is not None and t.txn_version("stream") == 3
+    events = t.timeline.last_seq
+    again = write(df_of(spark, batch), t.path, "insert", txn=("stream", 3))
+    assert again.instant is None and again.stats == {"txn_skipped": 1} and t.timeline.last_seq == events
+    later = random_rows(random.Random(6), list(range(10, 30)), 2, False)
+    assert write(df_of(spark, later), t.path, "upsert", txn=("stream", 4)).instant is not None
+    assert t.txn_version("stream") == 4 and Table.open(t.path).to_arrow().num_rows == 30
+    with pytest.raises(InvalidTxnError):
+        write(df_of(spark, later), t.path, "upsert", txn=("stream", -1))
