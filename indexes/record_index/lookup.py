@@ -111,15 +111,16 @@ class RecordIndexReader:
     def _join(self, path: str, probe: pa.Table) -> pa.Table:
         """The entries of one file matching ``probe``'s keys exactly: the stored hashes
         first (8 bytes an entry), then only the entries whose hash a probed key has."""
-        hashes = probe.column(HASH).to_numpy()
-        if probe.num_rows > _FILTER_KEYS:
-            stored_hashes = read_entries(self.storage, path, columns=[HASH]).column(HASH).combine_chunks()
-            hit = pc.is_in(probe.column(HASH), value_set=stored_hashes)  # Arrow's hash set: no GIL
-            if not pc.any(hit).as_py():
+        if probe.num_rows <= _FILTER_KEYS:
+            # A point lookup: row groups whose hash range misses every probe are skipped.
+            stored = read_entries(self.storage, path, pc.field(HASH).isin(probe.column(HASH)))
+        else:
+            stored_hashes = read_entries(self.storage, path, columns=[HASH]).column(HASH)
+            # Arrow's hash set of the probe (the smaller side), asked for every stored hash.
+            candidates = pc.is_in(stored_hashes, value_set=probe.column(HASH).combine_chunks())
+            if not pc.any(candidates).as_py():
                 return _empty()  # every key proven absent from this file, no key read
-            probe = probe.filter(hit)
-            hashes = probe.column(HASH).to_numpy()
-        stored = read_entries(self.storage, path, pc.field(HASH).isin(pa.array(hashes)))
+            stored = read_entries(self.storage, path).filter(candidates)
         if stored.num_rows == 0:
             return _empty()
         # Join on the key itself (a hash only narrows), with the stored row's number as
