@@ -52,10 +52,6 @@ if TYPE_CHECKING:
 
 #: Views kept per handle, extended instead of replayed (``changes`` compares two snapshots).
 _CACHED_VIEWS = 4
-#: A write's first plan may use a read of the log this recent (Table.open's, the last
-#: commit's): completion judges it against every instant completed after its snapshot,
-#: so an older one costs at worst a replay, and a write saves a round trip on a store.
-_PLAN_ON_READ_WITHIN_S = 1.0
 
 
 class Table(TableReads):
@@ -350,13 +346,7 @@ class Table(TableReads):
         :mod:`.hooks`): validators before the commit, callbacks and inline services after."""
         version = Txn.of(txn)
         joined = effective_hooks(hooks, self.config.props, self.config.schema)
-        first = [True]
-
-        def open_context() -> TableContext:  # a replay reads the log again
-            reuse, first[0] = first[0], False
-            return self.context(self.log.recent(_PLAN_ON_READ_WITHIN_S) if reuse else None)
-
-        result = run_write(open_context, operation, action, planner, evolve, joined.validators, version)
+        result = run_write(self.context, operation, action, planner, evolve, joined.validators, version)
         return after_commit_hooks(self, result, joined)
 
     def txn_version(self, app_id: str) -> int | None:

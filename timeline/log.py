@@ -69,8 +69,6 @@ class EventLog:
         self.archive = archive
         self._clock = clock
         self._timeline: Timeline | None = None
-        #: When the log was last known whole (a read, or an append that won its slot).
-        self._known_at = float("-inf")
 
     def refresh(self) -> Timeline:
         """Read events appended (or archived) since the last read and return the current
@@ -81,12 +79,6 @@ class EventLog:
             EventsArchivedError: events this log has not read were archived and it has
                 no archive to read them from.
         """
-        started = time.monotonic()
-        timeline = self._read()
-        self._known_at = started
-        return timeline
-
-    def _read(self) -> Timeline:
         from_archive = self._timeline is None
         early = self._first_read() if from_archive and self.archive is not None else None
         if early and early[0].seq == 0:
@@ -136,13 +128,6 @@ class EventLog:
     def timeline(self) -> Timeline:
         """The timeline as last read (call :meth:`refresh` for the newest)."""
         return self._timeline if self._timeline is not None else self.refresh()
-
-    def recent(self, max_age_s: float) -> Timeline:
-        """The timeline as last read if the log was known whole (read, or appended to at
-        the slot after the last read) at most ``max_age_s`` ago, else a fresh read."""
-        if self._timeline is not None and time.monotonic() - self._known_at <= max_age_s:
-            return self._timeline
-        return self.refresh()
 
     def append(
         self,
@@ -215,7 +200,6 @@ class EventLog:
                 token=token,
             )
             faults.point(f"log.before_append.{state.value}")
-            put_at = time.monotonic()
             try:
                 self.store.put_if_absent(event)
                 faults.point("log.after_put")
@@ -233,9 +217,6 @@ class EventLog:
                     f"store failed while appending {action.value}.{state.value}: {e!r}"
                 ) from e
             faults.point(f"log.after_append.{state.value}")
-            # Winning the slot after the timeline we hold proves the log was exactly that
-            # plus our event when the put began.
-            self._known_at = put_at
             self._timeline = self.timeline.extended([event])
             return event
         raise CommitOutcomeUnknownError("gave up after too many taken slots")

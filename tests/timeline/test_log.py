@@ -174,18 +174,3 @@ def test_check_sees_the_fresh_timeline_and_can_refuse(store_factory: StoreFactor
     assert seen[-1] == before  # the refusal came from everything, incl. the other writer's events
     assert mine.refresh().last_seq == before
     mine.append(Action.COMMIT, State.ROLLED_BACK, instant=inst)
-
-
-def test_a_recent_read_is_reused_and_an_old_one_read_again(store_factory: StoreFactory) -> None:
-    """``recent`` hands back the timeline as last read while the log was known whole at
-    most that long ago (a read, or an append that won the slot after it), and reads the
-    log again otherwise: the other writer's event is missed only inside the window."""
-    store = store_factory()
-    mine = EventLog(store)
-    bring_to(mine, State.COMPLETED)
-    held = mine.timeline.last_seq
-    other = EventLog(store_factory.reopen(store))
-    other_inst = bring_to(other, State.REQUESTED)
-    assert mine.recent(60.0).last_seq == held  # the append just now made the log known whole
-    assert mine.recent(0.0).find(other_inst) is not None  # too old: read again
-    assert mine.recent(60.0).last_seq == other.timeline.last_seq
