@@ -8,6 +8,13 @@ upsert that rewrote a key with identical values is not a change and is not liste
 Tables without a record key report the rows, as of ``end``, of the file groups those
 instants created, as inserts, less the rows a clustering of the range moved there from
 groups that existed at ``start`` (rows are compared as multisets of values).
+
+With ``images=True`` the same comparison runs once per data instant of the range, in
+completion order, between the snapshots right before and right after its ``completed``
+event: a key an instant updated gives two rows, ``update_before`` (as it was) and then
+``update_after``, and every row says in ``_instant`` which instant made the change (a
+change feed, Hudi's CDC with before and after images, Delta's change data feed). A key
+changed by three instants gives three changes, where the net diff gives one.
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...timeline.commit_metadata import CommitMetadata, Operation
+from ...timeline.errors import SchemaMismatchError
+from ...timeline.instant import Instant
 from ...timeline.retention import check_retained
 from ...timeline.timeline import Timeline
 from ...timeline.view.file_group import FileSlice
@@ -28,6 +37,9 @@ from ..write.records import constant
 from .scan import SliceRead, read_slice
 
 CHANGE_OP = "_op"
+#: The instant that made a change (``changes(images=True)``). Not reserved (tables made
+#: before the feed may hold such a column): the feed of such a table is refused.
+CHANGE_INSTANT = "_instant"
 PART = "__lakeline_partition"  # in memory only, under the reserved prefix
 _SIDE, _ID = "__lakeline_side", "__lakeline_id"
 _OLD, _NEW = "__lakeline_old", "__lakeline_new"
@@ -69,14 +81,23 @@ def _label(t: pa.Table, op: str) -> pa.Table:
 
 
 def changes(
-    ctx: TableContext, view_of: Callable[[Timeline], FileSystemView], start: int, end: int | None = None
+    ctx: TableContext,
+    view_of: Callable[[Timeline], FileSystemView],
+    start: int,
+    end: int | None = None,
+    images: bool = False,
 ) -> pa.Table:
     """Rows changed by instants completed after ``start`` up to and including ``end``
     (``ctx``: the table now; ``view_of``: the file-system view of an earlier snapshot).
 
+    ``images``: one diff per instant, in completion order, instead of one net diff of the
+    range: each change is a row, an update two (``update_before`` with the row as it was,
+    then ``update_after``), and column :data:`CHANGE_INSTANT` says which instant made it.
+
     Raises:
         InstantNotFoundError: ``start`` or ``end`` is not a completed instant.
         SnapshotExpiredError: the snapshot at ``start`` (or ``end``) is outside retention.
+        SchemaMismatchError: ``images`` on a table with a column named ``_instant``.
     """
     cfg = ctx.config
     tl = ctx.snapshot
@@ -86,6 +107,32 @@ def changes(
     if end is not None:
         check_retained(tl, new_tl.last_seq, end)
     between = [i for i in new_tl.completed_after(old_tl.last_seq) if i.action.writes_data]
+    if not images:
+        return _diff(ctx, view_of(old_tl), view_of(new_tl), between, images=False)
+    if CHANGE_INSTANT in cfg.schema.names:
+        raise SchemaMismatchError(
+            f"the table has a column {CHANGE_INSTANT!r}, the column the change feed adds; "
+            "use changes(images=False), or rename the column"
+        )
+    # Retention cuts a prefix of snapshots: every one between two retained ones is kept.
+    parts = [
+        _with_instant(_diff(ctx, view_of(tl.as_of_seq(i.last_seq - 1)), view_of(tl.as_of_seq(i.last_seq)), [i]), i.id)
+        for i in between
+    ]
+    schema = cfg.schema.append(pa.field(CHANGE_OP, pa.string())).append(pa.field(CHANGE_INSTANT, pa.int64()))
+    return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+def _with_instant(t: pa.Table, instant: int) -> pa.Table:
+    return t.append_column(CHANGE_INSTANT, pa.array(np.full(t.num_rows, instant, dtype=np.int64)))
+
+
+def _diff(
+    ctx: TableContext, old_view: FileSystemView, new_view: FileSystemView, between: list[Instant], images: bool = True
+) -> pa.Table:
+    """The changes ``between`` (the data instants completed from ``old_view``'s snapshot
+    to ``new_view``'s) made, read from the file groups they wrote or retired."""
+    cfg = ctx.config
     touched: set[tuple[str, str]] = set()
     clustered: set[tuple[str, str]] = set()  # groups a clustering of the range retired
     for inst in between:
@@ -96,9 +143,8 @@ def changes(
     out_schema = cfg.schema.append(pa.field(CHANGE_OP, pa.string()))
     if not touched:
         return out_schema.empty_table()
-    old_view, new_view = view_of(old_tl), view_of(new_tl)
     if not cfg.has_key:
-        # The live rows, at ``end``, of the groups created in the range: a group that a
+        # The live rows, at the end, of the groups created in the range: a group that a
         # later instant of the range rewrote (delete_where) is read once, as it ended.
         created = [
             s
@@ -109,7 +155,7 @@ def changes(
             return out_schema.empty_table()
         rows = _rows(ctx, created).drop_columns([PART])
         # A clustering moved the rows of the groups it retired into groups it created:
-        # those rows were there at ``start`` and are no insert.
+        # those rows were there at the start and are no insert.
         moved = [s for s in old_view.latest_slices() if (s.partition, s.file_group) in clustered]
         if moved:
             rows = _minus(rows, _rows(ctx, moved).drop_columns([PART]))
@@ -137,5 +183,13 @@ def changes(
             differs |= ~pc.fill_null(same, False).to_numpy(zero_copy_only=False)
         except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
             differs |= np.array([x != y for x, y in zip(a.to_pylist(), b.to_pylist())], dtype=bool)
-    updates = new_b.filter(pa.array(differs))
-    return pa.concat_tables([_label(inserts, "insert"), _label(updates, "update"), _label(deletes, "delete")])
+    mask = pa.array(differs)
+    if not images:
+        updates = _label(new_b.filter(mask), "update")
+    else:
+        # Each update as two rows side by side: the row as it was, then as it is.
+        before, after = _label(old_b.filter(mask), "update_before"), _label(new_b.filter(mask), "update_after")
+        k = before.num_rows
+        pairs_order = np.column_stack([np.arange(k), np.arange(k) + k]).ravel()
+        updates = pa.concat_tables([before, after.cast(before.schema)]).take(pa.array(pairs_order, pa.int64()))
+    return pa.concat_tables([_label(inserts, "insert"), updates, _label(deletes, "delete")])

@@ -83,9 +83,12 @@ class TableReads:
 
         return PolarsSource(self.context(snapshot_of(self.timeline, as_of)), as_of=as_of).lazy_frame()
 
-    def changes(self, start: int, end: int | None = None) -> pa.Table:
-        """Rows changed by instants completed after ``start`` up to ``end`` (column ``_op``)."""
-        return changes(self.context(), self.view, start, end)
+    def changes(self, start: int, end: int | None = None, images: bool = False) -> pa.Table:
+        """Rows changed by instants completed after ``start`` up to ``end``: the net change
+        per key (``_op`` insert, update or delete), or with ``images`` every change of every
+        instant in completion order (``_op`` insert, update_before, update_after or delete,
+        one row each, and ``_instant``, the instant that made it)."""
+        return changes(self.context(), self.view, start, end, images)
 
 
 __all__ = ["TableReads"]
