@@ -30,14 +30,22 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from datetime import datetime
+from functools import partial
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceWriter,
+    InputPartition,
+)
 from pyspark.sql.types import StructType
 
 from ..table.table import Table
-from ..timeline.errors import TableNotFoundError
+from ..timeline.errors import InvalidPropertyError, TableNotFoundError
 from .read import SliceRows, as_of_value, plan, slice_batches
+from .stream_source import ChangesReader, ChangesStreamReader, change_columns, wants_changes
 from .types import spark_readable, to_spark_schema
 
 #: Option prefixes of deltalake's storage keys, passed on as they are.
@@ -81,10 +89,31 @@ class LakelineDataSource(DataSource):
         return open_table(self.options.get("path"), self.options)
 
     def schema(self) -> StructType:
-        return to_spark_schema(spark_readable(self._table().config.schema))
+        table = self._table()
+        if wants_changes(self.options):  # a change read: the table's columns and _op
+            return to_spark_schema(spark_readable(change_columns(table, self.options)))
+        return to_spark_schema(spark_readable(table.config.schema))
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        if wants_changes(self.options):
+            return ChangesReader(self._opener(), self.options)
         return LakelineReader(self._table(), as_of_value(self.options.get("as_of")))
+
+    # -- streams of changes (spark/stream_source.py) --------------------------------------
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """Raises: InvalidPropertyError: no ``starting_instant`` (the stream's columns
+        and first offset depend on it)."""
+        if not wants_changes(self.options):
+            raise InvalidPropertyError(
+                "a lakeline stream reads changes: set option starting_instant (an instant id, earliest or latest)"
+            )
+        return ChangesStreamReader(self._opener(), self.options)
+
+    def _opener(self) -> partial[Table]:
+        """Opens the table where it is called (a reader is pickled to executors: a table
+        handle is not, its path and options are)."""
+        return partial(open_table, self.options.get("path"), dict(self.options))
 
     # -- writes (spark/source_writer.py) --------------------------------------------------
 
