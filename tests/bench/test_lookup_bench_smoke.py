@@ -3,7 +3,7 @@
 Runs the whole benchmark at 20,000 rows through the code path of a full run (data, one
 subprocess per system and step, evaluation, rich tables, the markdown section) and
 checks that it measured every metric the issue-4 targets need, and that every system
-answered both queries with the rows the generated data says they must return, before
+answered every query with the rows the generated data says they must return, before
 and after the upsert. A harness whose systems read different rows, or whose lakeline
 tables had no ready index, would compare numbers that mean different things.
 """
