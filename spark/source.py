@@ -37,13 +37,14 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
     DataSourceWriter,
     InputPartition,
 )
 from pyspark.sql.types import StructType
 
 from ..table.table import Table
-from ..timeline.errors import InvalidPropertyError, TableNotFoundError
+from ..timeline.errors import InvalidPropertyError, TableNotFoundError, UnsupportedOperationError
 from .read import SliceRows, as_of_value, plan, slice_batches
 from .stream_source import ChangesReader, ChangesStreamReader, change_columns, wants_changes
 from .types import spark_readable, to_spark_schema
@@ -121,6 +122,15 @@ class LakelineDataSource(DataSource):
         from .source_writer import LakelineWriter
 
         return LakelineWriter(self.options.get("path"), self.options, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        """Raises: UnsupportedOperationError: complete mode (a stream inserts, upserts or
+        deletes), or no query name to write exactly once by."""
+        from .source_writer import LakelineStreamWriter
+
+        if overwrite:
+            raise UnsupportedOperationError("a lakeline stream appends (outputMode append/update), never overwrites")
+        return LakelineStreamWriter(self.options.get("path"), self.options)
 
 
 class SlicePartition(InputPartition):

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
 from ..table.table import Table
 from ..timeline.commit_metadata import Operation
@@ -90,18 +90,12 @@ class LakelineWriter(DataSourceArrowWriter):
         self.beat_ms = table.config.props.heartbeat_interval_ms
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Staged:
-        batches = [b for b in iterator if b.num_rows]
-        if not batches:
-            return Staged(None, 0)
-        rows = pa.Table.from_batches(batches)
-        rel = posixpath.join(self.staging, f"{uuid.uuid4().hex}.parquet")
-        target = self.storage.path(rel)
-        self.storage.mkdirs(posixpath.dirname(target))
-        with self.storage.fs.open_output_stream(target) as sink:
-            pq.write_table(rows, sink, compression="zstd")
-        return Staged(rel, rows.num_rows)
+        return _stage(self.storage, self.staging, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        self._commit(messages, None)
+
+    def _commit(self, messages: list[WriterCommitMessage | None], txn: tuple[str, int] | None) -> None:
         owner = OwnerBeat(self.storage, posixpath.basename(self.staging), self.beat_ms)
         try:
             owner.start()
@@ -115,7 +109,7 @@ class LakelineWriter(DataSourceArrowWriter):
                     raise SchemaMismatchError(f"the staged rows do not share one schema: {e}") from None
             else:
                 rows = _empty(t, self.operation)
-            getattr(t, self.operation)(rows)
+            getattr(t, self.operation)(rows, txn=txn)
         finally:
             owner.stop()  # before removing: a late beat must find nothing to rewrite
             self._remove_staging()
@@ -125,6 +119,45 @@ class LakelineWriter(DataSourceArrowWriter):
 
     def _remove_staging(self) -> None:
         self.storage.delete_dir(self.storage.path(self.staging))
+
+
+class LakelineStreamWriter(LakelineWriter, DataSourceStreamArrowWriter):
+    """``df.writeStream.format("lakeline")``: each micro-batch staged like a batch write
+    and committed as one lakeline write with ``txn=(query, batch id)``, so a batch Spark
+    commits again after a crash (a driver killed between the lakeline commit and its own
+    checkpoint) lands nothing the second time. The query is named by its checkpoint
+    location (the option Spark passes; its query id is stable across restarts exactly as
+    the location is), or by ``txn_app_id``."""
+
+    def __init__(self, path: str | None, options: Mapping[str, str]) -> None:
+        super().__init__(path, options, overwrite=False)
+        app = options.get("txn_app_id") or options.get("checkpointlocation")
+        if not app:
+            raise UnsupportedOperationError(
+                "a lakeline stream writes exactly once by its query's name: set option checkpointLocation "
+                "(or txn_app_id)"
+            )
+        self.app_id = f"spark-stream:{str(app).rstrip('/')}"
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
+        self._commit(messages, (self.app_id, batchId))
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
+        self._remove_staging()
+
+
+def _stage(storage: Storage, staging: str, iterator: Iterator[pa.RecordBatch]) -> Staged:
+    """Stage one task attempt's rows as a Parquet file under ``staging``."""
+    batches = [b for b in iterator if b.num_rows]
+    if not batches:
+        return Staged(None, 0)
+    rows = pa.Table.from_batches(batches)
+    rel = posixpath.join(staging, f"{uuid.uuid4().hex}.parquet")
+    target = storage.path(rel)
+    storage.mkdirs(posixpath.dirname(target))
+    with storage.fs.open_output_stream(target) as sink:
+        pq.write_table(rows, sink, compression="zstd")
+    return Staged(rel, rows.num_rows)
 
 
 def _empty(t: Table, operation: str) -> pa.Table:

@@ -1,9 +1,13 @@
-"""``spark.readStream.format("lakeline")``: the table's changes as a stream.
+"""Structured Streaming in and out of lakeline.
 
-Why: a downstream pipeline reads a table's changes continuously. Each micro-batch must
-hold exactly the changes of the instants completed since the last one (completion
-order, offsets are instant ids), bounded by ``max_instants_per_batch``, and a query
-restarted on its checkpoint must go on where it stopped: nothing skipped, nothing twice.
+Why: pipelines are streams. A source stream (``spark.readStream.format("lakeline")``)
+must hold in each micro-batch exactly the changes of the instants completed since the
+last one (completion order, offsets are instant ids), bounded by
+``max_instants_per_batch``, and a query restarted on its checkpoint must go on where it
+stopped. A sink stream (``df.writeStream.format("lakeline")``) must land every row once
+even when Spark runs a micro-batch again after a crash between the lakeline commit and
+its own checkpoint (simulated here as Spark itself sees it: the batch's entry of the
+checkpoint's commit log removed, so the restarted query runs that batch again).
 """
 
 from __future__ import annotations
@@ -70,3 +74,42 @@ def test_a_stream_reads_each_instant_once_across_a_restart(spark: Any, tmp_path:
     # The same options make a batch read of the changes since the start.
     batch = spark.read.format("lakeline").option("starting_instant", str(bounds[1])).load(t.path)
     assert sorted((r["id"], r["ts"], r["v"], r["_op"]) for r in batch.collect()) == changes_of(t, bounds[1], later.id)
+
+
+def test_a_sink_stream_lands_each_micro_batch_once_even_when_spark_runs_it_again(spark: Any, tmp_path: Path) -> None:
+    t = Table.create(tmp_path / "t", SCHEMA, record_key="id", ordering_field="ts", table_type="mor")
+    source, ckpt = tmp_path / "in", tmp_path / "ckpt"
+    spark_schema = "id long, ts long, v string"
+
+    def drop_in(name: str, batch: pa.Table) -> None:
+        spark.createDataFrame(batch.to_pandas()).write.mode("overwrite").parquet(str(source / name))
+
+    def run_sink() -> None:
+        query = (
+            spark.readStream.schema(spark_schema)
+            .parquet(str(source / "*"))
+            .writeStream.format("lakeline")
+            .option("operation", "upsert")
+            .option("checkpointLocation", str(ckpt))
+            .trigger(availableNow=True)
+            .start(t.path)
+        )
+        query.awaitTermination(300)
+        assert query.exception() is None
+
+    drop_in("a", rows([1, 2, 3], 1))
+    run_sink()
+    assert t.txn_version(f"spark-stream:{ckpt}") == 0
+    drop_in("b", rows([3, 4], 2))
+    run_sink()
+    landed = [i for i in t.timeline.completed() if i.action.writes_data]
+    assert t.txn_version(f"spark-stream:{ckpt}") == 1 and len(landed) == 2
+    # Spark forgets it committed batch 1 (as after a driver killed right after the
+    # lakeline commit): the restarted query runs batch 1 again, which lands nothing.
+    for name in ("1", ".1.crc"):  # the entry and Hadoop's checksum beside it
+        (ckpt / "commits" / name).unlink(missing_ok=True)
+    run_sink()
+    assert (ckpt / "commits" / "1").exists()  # Spark ran batch 1 again and committed it
+    assert [i for i in t.timeline.completed() if i.action.writes_data] == landed
+    got = sorted((r["id"], r["ts"]) for r in t.to_arrow().to_pylist())
+    assert got == [(1, 1), (2, 1), (3, 2), (4, 2)]
