@@ -54,6 +54,7 @@ STEPS = (("append", "append"), ("read appended", "read"), ("upsert", "upsert"), 
 REPEATS = 3
 REPEAT_UNDER = 10.0
 MEMORY_LIMIT = int(2.5 * GiB)
+TARGET_ROWS = 50_000_000  # where issue 16's targets apply
 
 
 @dataclass
@@ -222,7 +223,10 @@ def markdown(
             "",
         ]
     largest = max(all_results)
-    lines += [f"Targets at {largest:,} rows:", "", "| target | measured | met |", "|---|---|---|"]
+    where = f"Targets at {largest:,} rows"
+    if largest < TARGET_ROWS:
+        where += f" (issue 16 sets them at {TARGET_ROWS:,} rows, the default sizes' largest, not measured in this run)"
+    lines += [f"{where}:", "", "| target | measured | met |", "|---|---|---|"]
     for name, measured, ok in targets(all_results[largest]):
         lines.append(f"| {name} | {measured} | {'yes' if ok else ('n/a' if ok is None else 'NO')} |")
     return "\n".join(lines)
