@@ -108,9 +108,7 @@ def write(
         hooks: validators (run on the driver before the commit, like a local write's;
             the SQL ones of :mod:`.validators` run their queries on this session),
             callbacks and inline services (on this application's executors) after it.
-        txn: ``(app_id, version)``, as for ``Table.insert``: a version at or below the
-            application's newest committed one lands nothing (``stats["txn_skipped"]``),
-            before any stage runs.
+        txn: ``(app_id, version)`` as for ``Table.insert``; checked before any stage runs.
 
     Raises:
         UnsupportedOperationError: an unknown operation, or upsert/delete on a table
