@@ -38,7 +38,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -49,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import data
-from ..report import ROOT, add_run_options, command_line, today, unwinds_on_sigterm, update_section
+from ..report import add_run_options, command_line, today, unwinds_on_sigterm, update_section
 from ..write.bench import APPENDS, DEFAULT_ROWS, READ_KEYS, default_timeout, prepare_inputs
 from ..write.bench import run_step as run_write_step
 from ..write.report import Run, StepResult, _fmt_b, machine_line
@@ -130,28 +129,8 @@ def prepare(workdir: Path, rows: int, read_keys: int, shape: data.Shape = data.D
 
 
 def run_step(system: str, step: str, workdir: Path, timeout: float) -> StepResult:
-    """One step in a fresh interpreter (``bench.write.bench.run_step`` for this module's child)."""
-    cmd = [sys.executable, "-m", "bench.lookup.bench", "--child", system, step, str(workdir)]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    t0 = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        return StepResult(
-            system, step, error=f"timed out after {timeout:.0f} s (killed)", wall_s=time.perf_counter() - t0
-        )
-    wall = time.perf_counter() - t0
-    line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith(RESULT_MARK)), None)
-    if line is None:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-        return StepResult(system, step, error=f"child exited {proc.returncode}: {' | '.join(tail)}"[:500], wall_s=wall)
-    raw = json.loads(line[len(RESULT_MARK) :])
-    res = StepResult(**{k: raw[k] for k in StepResult.__dataclass_fields__ if k in raw})
-    res.wall_s = wall
-    if not res.ok and "traceback" in raw:
-        res.detail["traceback"] = raw["traceback"]
-    return res
+    """One step in a fresh interpreter: the write benchmark's runner, on this module's child."""
+    return run_write_step(system, step, workdir, timeout, module="bench.lookup.bench", mark=RESULT_MARK)
 
 
 def median_of(results: list[StepResult]) -> StepResult:
