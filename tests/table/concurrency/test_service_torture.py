@@ -47,9 +47,10 @@ def start_crash_write(tt: Torture, n: int) -> subprocess.Popen[str]:
     return start_script(WORKERS_PY, ["op", tt.t.path, tt.t.timeline_url, spec], faults="commit.before_complete=crash")
 
 
-def service_round(tt: Torture, service: str, child: Child, last: bool) -> Child | None:
-    """Give the service work, kill round ``child.n``'s service child, recover, check;
-    returns the next round's child."""
+def service_round(tt: Torture, service: str, child: Child, last: bool, aim: bool = False) -> Child | None:
+    """Give the service work, kill round ``child.n``'s service child (inside a window an
+    earlier child held an instant open, with ``aim``), recover, check; returns the next
+    round's child."""
     n = child.n
     crasher = start_crash_write(tt, n) if service == "rollback" else None
     tt.random_writes(3, f"r{n}")
@@ -58,12 +59,13 @@ def service_round(tt: Torture, service: str, child: Child, last: bool) -> Child 
         assert rc == CRASH_EXIT_CODE, f"the write meant to crash did not (rc={rc}):\n{err[-2000:]}"
         time.sleep(EXPIRY_S)  # so the rollback child has an expired write to roll back
     before = {i.id for i in tt.t.log.refresh().instants()}
-    delay = tt.kill(child)
+    delay = tt.kill(child, aim)
     nxt = None if last else tt.spawn(n + 1)
     what = f"{service} round {n} (seed {tt.seed}, killed {delay:.3f} s after its start)"
     runs = [json.loads(line) for line in child.log.read_text().splitlines()] if child.log.exists() else []
     if runs:
         tt.first_runs_s.append(runs[0]["end_s"])
+    tt.note_instant_windows(child, before)
     tl = tt.t.log.refresh()
     interrupted = [i.id for i in tl.pending() if i.id not in before or i.action == Action.ROLLBACK.value]
     tt.counts["kills_with_an_instant_pending" if interrupted else "kills_between_instants"] += 1
@@ -100,14 +102,17 @@ def run_service_torture(
     # A kill lands inside an instant by chance; cleaning's instant is too short to
     # require one (below). For the others, rounds go on past ``kills`` (at most
     # EXTRA_KILLS more) until one has, so a run of unlucky delays cannot pass a torture
-    # that proved nothing, nor fail one that did not get its chance.
+    # that proved nothing, nor fail one that did not get its chance. Those extra rounds
+    # aim: each kill falls at a random moment inside a window in which an earlier
+    # round's child held an instant open (a rollback's instant on the object store is
+    # about a fifth of its run, and 13 uniform kills once all missed it).
     must_hit = service != "cleaning"
     child: Child | None = tt.spawn(0)
     n = 0
     while child is not None:
         hit = tt.counts["kills_with_an_instant_pending"] > 0
         more = n + 1 < kills or (must_hit and not hit and n + 1 < kills + EXTRA_KILLS)
-        child = service_round(tt, service, child, last=not more)
+        child = service_round(tt, service, child, last=not more, aim=must_hit and not hit and n >= kills)
         n += 1
     median = statistics.median(tt.first_runs_s) if tt.first_runs_s else None
     print(

@@ -79,6 +79,7 @@ class Child:
     ready: Path
     go: Path
     log: Path
+    go_us: int = 0  # wall-clock microseconds when its GO file was written
 
 
 class Torture:
@@ -99,6 +100,9 @@ class Torture:
         self.seed = seed
         self.role, self.script, self.args = role, script, args
         self.first_runs_s: list[float] = []  # seconds each service child's first run took
+        #: (start, end) seconds after GO of the instants service children completed: the
+        #: moments a kill must hit to interrupt one (see ``kill``'s ``aim``).
+        self.instant_windows_s: list[tuple[float, float]] = []
         self.rng = random.Random(seed)
         path = location or str(tmp_path / f"table-{table_type}")  # an object store's: options from the env
         self.t = Table.create(
@@ -138,15 +142,23 @@ class Torture:
         ready, go, log = (self.tmp / f"{self.role}-{n}.{x}" for x in ("ready", "go", "jsonl"))
         return Child(n, start_script(self.script, self.args(n, ready, go, log)), ready, go, log)
 
-    def kill(self, child: Child) -> float:
-        """Let ``child`` work for a random delay from GO, then SIGKILL it; the delay."""
+    def kill(self, child: Child, aim: bool = False) -> float:
+        """Let ``child`` work for a random delay from GO, then SIGKILL it; the delay.
+
+        With ``aim``, the delay falls inside one of the windows in which earlier rounds'
+        children held an instant open (``note_instant_windows``): still a random moment,
+        but one that can interrupt an instant however short it is against the run."""
         try:
             wait_for_files([child.ready], timeout=120)
         except AssertionError:
             child.proc.kill()
             _, _, err = finish(child.proc)
             raise AssertionError(f"the {self.role} child {child.n} never started:\n{err[-3000:]}") from None
-        delay = self.rng.uniform(0, self.max_delay())
+        if aim and self.instant_windows_s:
+            delay = self.rng.uniform(*self.rng.choice(self.instant_windows_s))
+        else:
+            delay = self.rng.uniform(0, self.max_delay())
+        child.go_us = time.time_ns() // 1000
         child.go.write_text("go")
         time.sleep(delay)
         if child.proc.poll() is None:
@@ -156,6 +168,14 @@ class Torture:
             f"the {self.role} child {child.n} ended by itself before its kill (rc={rc}):\n{err[-4000:]}"
         )
         return delay
+
+    def note_instant_windows(self, child: Child, before: set[int]) -> None:
+        """Record when, after GO, ``child`` held each instant it completed open."""
+        for inst in self.t.log.refresh().completed():
+            if inst.id in before or inst.requested_us < child.go_us or inst.completed_us is None:
+                continue
+            start, end = ((us - child.go_us) / 1e6 for us in (inst.requested_us, inst.completed_us))
+            self.instant_windows_s.append((start, end))
 
     def max_delay(self) -> float:
         """Kills fall in [0, this): 1.3 x the median time a service child took for its
