@@ -24,6 +24,25 @@ from importlib import resources
 from typing import Any
 
 USER_PREFIX = "user."
+#: ``merge.<column>.aggregate``: the aggregate function of a column of an ``aggregation``
+#: table (docs/merge-engines.md); the column and its type are checked against the schema
+#: where the table is created (``lakeline.table.merge_engine``).
+AGGREGATE_PREFIX, AGGREGATE_SUFFIX = "merge.", ".aggregate"
+AGGREGATES = ("sum", "min", "max", "count", "last_non_null", "first_non_null", "bool_and", "bool_or")
+
+
+def aggregate_column(key: str) -> str | None:
+    """The column a ``merge.<column>.aggregate`` key names, or None for another key."""
+    if key.startswith(AGGREGATE_PREFIX) and key.endswith(AGGREGATE_SUFFIX):
+        column = key[len(AGGREGATE_PREFIX) : -len(AGGREGATE_SUFFIX)]
+        return column or None
+    return None
+
+
+def _aggregate(key: str, raw: Any) -> str:
+    if raw not in AGGREGATES:
+        raise PropertyProblem(f"property {key!r}: {_short(raw)} is not one of {', '.join(AGGREGATES)}")
+    return str(raw)
 
 
 class PropertyProblem(ValueError):
@@ -143,11 +162,14 @@ def resolve(user: Mapping[str, Any] | None, stored: bool = False) -> dict[str, A
         if key.startswith(USER_PREFIX):
             merged[key] = raw
             continue
+        if aggregate_column(key) is not None:
+            merged[key] = _aggregate(key, raw)
+            continue
         spec = known.get(key)
         if spec is None:
             raise PropertyProblem(
                 f"unknown table property {key!r}; valid keys are: {', '.join(sorted(known))} "
-                f"(and any key under {USER_PREFIX!r})"
+                f"(and any key under {USER_PREFIX!r}, and {AGGREGATE_PREFIX}<column>{AGGREGATE_SUFFIX})"
             )
         merged[key] = spec.coerce(raw, stored)
     return merged
@@ -157,4 +179,7 @@ def explicit(user: Mapping[str, Any] | None) -> dict[str, Any]:
     """Validate ``user`` and return only the keys it sets, typed (what a table stores)."""
     resolve(user)
     known = specs()
-    return {k: (v if k.startswith(USER_PREFIX) else known[k].coerce(v)) for k, v in (user or {}).items()}
+    return {
+        k: (v if k.startswith(USER_PREFIX) else _aggregate(k, v) if aggregate_column(k) else known[k].coerce(v))
+        for k, v in (user or {}).items()
+    }

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
-from .properties import USER_PREFIX, resolve, specs
+from .properties import USER_PREFIX, aggregate_column, resolve, specs
 
 Compression = Literal["snappy", "zstd", "gzip", "lz4", "none"]
 ConcurrencyMode = Literal["optimistic", "single-writer"]
@@ -25,6 +25,7 @@ SchemaEvolution = Literal["none", "add-columns"]
 CleanPolicy = Literal["keep_latest_commits", "keep_latest_file_versions", "keep_latest_hours"]
 CompactionTrigger = Literal["delta-commits", "log-ratio", "time", "any"]
 ClusteringStrategy = Literal["linear", "zorder"]
+MergeEngineName = Literal["deduplicate", "partial-update", "aggregation", "first-row"]
 
 
 def field_name(key: str) -> str:
@@ -72,6 +73,9 @@ class TableProperties:
     metadata_compact_max_deltas: int
     inline_services: str
     commit_callback_url: str
+    merge_engine: MergeEngineName
+    #: ``merge.<column>.aggregate`` by column (only the ones set), read-only.
+    merge_aggregates: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), hash=False)
     #: The free-form ``user.*`` properties, keys as given (with their prefix), read-only.
     user: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), hash=False)
 
@@ -90,11 +94,13 @@ class TableProperties:
         """The typed view of already validated and merged properties (every documented key)."""
         typed = {field_name(k): merged[k] for k in specs()}
         user = {k: v for k, v in merged.items() if k.startswith(USER_PREFIX)}
-        return cls(**typed, user=MappingProxyType(user))
+        aggregates = {c: merged[k] for k in merged if (c := aggregate_column(k)) is not None}
+        return cls(**typed, merge_aggregates=MappingProxyType(aggregates), user=MappingProxyType(user))
 
     def to_dict(self) -> dict[str, Any]:
         """Every property by its dotted key (the documented ones, then ``user.*``), for listings."""
         out = {k: getattr(self, field_name(k)) for k in specs()}
+        out.update({f"merge.{c}.aggregate": fn for c, fn in self.merge_aggregates.items()})
         out.update(self.user)
         return out
 

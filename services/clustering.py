@@ -262,7 +262,7 @@ def cluster_slices(task: ClusterTask) -> list[WriteStat]:
     """Write the merged, sorted rows of the slices as new file groups; [] when no row
     is left (every row of the inputs was deleted: the groups are retired all the same)."""
     st = task.settings
-    read = [read_slice(SliceRead(st.storage, s, st.schema, st.key, st.ordering)) for s in task.slices]
+    read = [read_slice(SliceRead(st.storage, s, st.schema, st.key, st.ordering, engine=st.merge)) for s in task.slices]
     rows = pa.concat_tables([t.cast(st.schema) for t in read]) if read else st.schema.empty_table()
     rows = sort_rows(rows, task.sort_by, task.strategy)
     out: list[WriteStat] = []

@@ -184,7 +184,7 @@ def compact_slice(task: CompactTask) -> WriteStat:
     compaction runs (they join the new slice).
     """
     st, s = task.settings, task.slice
-    rows = read_slice(SliceRead(st.storage, s, st.schema, st.key, st.ordering))
+    rows = read_slice(SliceRead(st.storage, s, st.schema, st.key, st.ordering, engine=st.merge))
     name = data_file_name(s.file_group, st.instant, FileKind.BASE, st.tag)
     return write_file(
         FileWrite(

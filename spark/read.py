@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
 from ..table.files import FileRead, read_snapshot_file, with_columns_of
+from ..table.merge_engine import DEFAULT_ENGINE, MergeEngine
 from ..table.read.scan import SliceRead, read_slice
 from ..table.table import Table
 from ..table.write.records import check_columns
@@ -49,6 +50,7 @@ class SliceRows:
     ordering: str | None
     columns: tuple[str, ...]  # what Spark gets, in this order
     out: pa.Schema  # ``columns`` in the types Spark reads
+    engine: MergeEngine = DEFAULT_ENGINE  # how a key's versions fold (``merge.engine``)
 
 
 def slice_batches(task: SliceRows) -> Iterator[pa.RecordBatch]:
@@ -62,7 +64,7 @@ def slice_batches(task: SliceRows) -> Iterator[pa.RecordBatch]:
         return
     try:
         if s.logs:
-            rows = read_slice(SliceRead(task.storage, s, task.schema, task.key, task.ordering))
+            rows = read_slice(SliceRead(task.storage, s, task.schema, task.key, task.ordering, engine=task.engine))
         elif s.base is not None:
             rows = with_columns_of(
                 read_snapshot_file(FileRead(task.storage, s.base.path, task.columns)),
@@ -106,7 +108,7 @@ def plan(
     out = spark_readable(pa.schema([cfg.schema.field(c) for c in wanted]))
     slices: list[FileSlice | None] = list(scan.slices) or [None]
     return [
-        SliceRows(table.storage, s, cfg.schema, cfg.record_key, cfg.ordering_field, wanted, out)
+        SliceRows(table.storage, s, cfg.schema, cfg.record_key, cfg.ordering_field, wanted, out, MergeEngine.of(cfg))
         for s in _largest_first(slices)
     ], out
 

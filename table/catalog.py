@@ -53,6 +53,7 @@ from ..timeline.storage.ownership import purge as purge_files
 from ..timeline.table_config import TableConfig, TableType
 from ..timeline.view.file_group import table_tag
 from .hooks import property_hooks
+from .merge_engine import MergeEngine
 from .table import Table
 
 if TYPE_CHECKING:
@@ -180,6 +181,7 @@ class Catalog:
         tname = TableName.parse(name)
         config = TableConfig.build(schema, record_key, ordering_field, partition_by, table_type, properties, "")
         property_hooks(config.props)
+        MergeEngine.of(config)
         storage = Storage.for_uri(location, self.storage_options)
         self._check_free(storage, tname)
         with self._rows.reserving(tname.namespace, tname.name, storage.uri) as reservation:

@@ -20,6 +20,7 @@ from ..timeline.log import EventLog
 from ..timeline.plans import SchemaChangePlan
 from ..timeline.table_config import TableConfig
 from ..timeline.timeline import Timeline
+from .merge_engine import MergeEngine
 
 
 def commit_schema(
@@ -31,8 +32,25 @@ def commit_schema(
 ) -> int:
     """Append a schema instant whose completion makes ``config`` the table's; ``check``
     guards the ``requested`` append, ``fault`` names a fault point right after it.
-    Returns the instant id."""
-    req = log.append(Action.SCHEMA, State.REQUESTED, change.to_dict(), check=check)
+    Returns the instant id.
+
+    Raises:
+        ImmutablePropertyError: ``config`` folds a key's versions differently from the
+            table's configuration (``merge.engine``, ``merge.<column>.aggregate`` are
+            fixed at creation); checked on the log the ``requested`` event lands on, so
+            nothing is written.
+        InvalidMergeEngineError: ``config``'s merge settings do not fit its schema.
+    """
+    engine = MergeEngine.of(config)
+
+    def guarded(tl: Timeline) -> None:
+        if check is not None:
+            check(tl)
+        current = TableConfig.from_timeline(tl)
+        if current is not None:
+            MergeEngine.of(current).check_unchanged(engine)
+
+    req = log.append(Action.SCHEMA, State.REQUESTED, change.to_dict(), check=guarded)
     if fault is not None:
         faults.point(fault)
     log.append(Action.SCHEMA, State.INFLIGHT, instant=req.instant)

@@ -30,6 +30,7 @@ from .context import TableContext
 from .engine import Engine, LocalEngine
 from .hooks import Hooks, after_commit_hooks, effective_hooks, property_hooks
 from .lifecycle import create_log, open_log
+from .merge_engine import MergeEngine
 from .read.table_reads import TableReads
 from .schema_change import add_columns
 from .write.operations import (
@@ -115,6 +116,7 @@ class Table(TableReads):
             schema, record_key, ordering_field, partition_by, table_type, properties, uuid.uuid4().hex
         )
         property_hooks(config.props)  # refuse bad inline.services / commit.callback-url now
+        MergeEngine.of(config)  # and merge settings that do not fit the schema
         return cls(storage, create_log(storage, config, timeline), timeline)
 
     @classmethod

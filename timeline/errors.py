@@ -34,6 +34,17 @@ class InvalidPropertyError(LakelineError, ValueError):
     """A table property is unknown or its value is malformed."""
 
 
+class InvalidMergeEngineError(InvalidPropertyError):
+    """The merge settings do not fit the schema (docs/merge-engines.md): an aggregate for a
+    column the table lacks, for a key, partition or ordering column, of a type the function
+    does not take (``sum`` on a string), or set on a table whose engine is not ``aggregation``."""
+
+
+class ImmutablePropertyError(InvalidPropertyError):
+    """A property fixed at creation (``merge.engine``, ``merge.<column>.aggregate``) was to
+    change: the rows already folded under the old rule cannot be folded again."""
+
+
 class UnsafeLocationError(LakelineError, ValueError):
     """A table may not live at this location: the empty path, a file system root, the
     home directory, a non-empty folder that is not a table, a folder inside another

@@ -33,6 +33,7 @@ from ...timeline.timeline import Timeline
 from ...timeline.view.file_group import FileSlice
 from ...timeline.view.fs_view import FileSystemView
 from ..context import TableContext
+from ..merge_engine import MergeEngine
 from ..write.records import constant
 from .scan import SliceRead, read_slice
 
@@ -49,7 +50,8 @@ def _rows(ctx: TableContext, slices: list[FileSlice]) -> pa.Table:
     """Live rows of ``slices``, with their partition folder in column :data:`PART`
     (never null, unlike a null partition value, so it can be a join key)."""
     cfg = ctx.config
-    tasks = [SliceRead(ctx.storage, s, cfg.schema, cfg.record_key, cfg.ordering_field) for s in slices]
+    engine = MergeEngine.of(cfg)
+    tasks = [SliceRead(ctx.storage, s, cfg.schema, cfg.record_key, cfg.ordering_field, engine=engine) for s in slices]
     parts = [
         t.append_column(PART, constant(s.partition, t.num_rows))
         for s, t in zip(slices, ctx.engine.map(read_slice, tasks))

@@ -38,6 +38,7 @@ from ...timeline.storage.data_reads import DAMAGED, find_damaged, missing_error
 from ...timeline.timeline import Timeline
 from ...timeline.view.file_group import FileSlice
 from ..context import TableContext
+from ..merge_engine import MergeEngine
 from ..write.records import check_columns, check_filter
 from .key_pruning import prune_by_record_index, prune_key_ranges
 from .partition_pruning import prune_slices
@@ -311,6 +312,7 @@ class Scan:
             keep_order=False,
             filter=self.filter,
             tree=self.tree,
+            engine=MergeEngine.of(cfg),
         )
 
     def _read(self) -> pa.Table:

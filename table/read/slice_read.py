@@ -26,6 +26,7 @@ from ...timeline.storage.filesystem import Storage
 from ...timeline.view.file_group import DataFile, FileSlice
 from ..files import FileRead, read_snapshot_file, with_columns_of
 from ..merge import merge_at_positions, merge_onto
+from ..merge_engine import DEFAULT_ENGINE, MergeEngine
 from ..write.records import BASE_POS, OP, SEQ, points_into
 from .key_pruning import file_might_match
 from .row_groups import Layout, layout, pruned_base, read_groups
@@ -55,6 +56,7 @@ class SliceRead:
     # back with nulls in the columns it does not name. None: every row, exactly.
     filter: pc.Expression | None = None
     tree: Expr | None = None
+    engine: MergeEngine = DEFAULT_ENGINE  # how a key's versions fold (``merge.engine``)
 
 
 @dataclass(frozen=True)
@@ -103,14 +105,15 @@ def _merged(task: SliceRead, plan: Layout | None, logs: tuple[DataFile, ...]) ->
     if positional:
         with _files_named(task):
             return _by_position(task, log_rows, plan)
-    if plan is not None and not plan.keep.all() and (task.ordering is None or _key_only(task)):
+    if plan is not None and not plan.keep.all() and (not task.engine.keeps_base_rows(task.ordering) or _key_only(task)):
         # A merge by key with the base pruned: a base row left out cannot match, and it
-        # only wins the fold over a log version through its ordering value; without an
-        # ordering field it never does, and under a filter on the key alone its key's
-        # versions cannot match either.
+        # only wins a deduplicate fold over a log version through its ordering value;
+        # without an ordering field it never does, and under a filter on the key alone
+        # its key's versions cannot match either.
         return _plain(task, names, plan, log_rows)
     base_rows = _read_base(task, names)
-    return _counted(merge_onto(base_rows, log_rows, task.key, task.ordering).cast(task.schema), base_rows, plan)
+    merged = merge_onto(base_rows, log_rows, task.key, task.ordering, task.engine)
+    return _counted(merged.cast(task.schema), base_rows, plan)
 
 
 def _plain(task: SliceRead, names: tuple[str, ...], plan: Layout | None, logs: pa.Table | None = None) -> SliceRows:
@@ -121,7 +124,7 @@ def _plain(task: SliceRead, names: tuple[str, ...], plan: Layout | None, logs: p
         rows = _read_base(task, names)
         return _counted(rows, rows, plan)
     base = read_groups(task.storage, s.base.path, names, task.schema, plan.kept, task.threads)
-    rows = base if logs is None else merge_onto(base, logs, task.key, task.ordering).cast(task.schema)
+    rows = base if logs is None else merge_onto(base, logs, task.key, task.ordering, task.engine).cast(task.schema)
     return SliceRows(rows, len(plan.keep), len(plan.kept), base.num_rows)
 
 
@@ -135,11 +138,20 @@ def _by_position(task: SliceRead, log_rows: pa.Table, plan: Layout | None) -> Sl
     base's row groups may match the filter)."""
     s = task.slice
     wanted, read = _position_columns(task)
-    if plan is None or s.base is None or plan.keep.all():
+    # Row-group pruning keeps only what a deduplicate fold needs of a left-out base row
+    # (rows_groups.pruned_base); another engine takes columns from it: the whole base.
+    if plan is None or s.base is None or plan.keep.all() or not task.engine.is_deduplicate:
         base_rows = _read_base(task, read)
         # The base was decoded for this merge alone: its rows may be dropped in place.
         rows = merge_at_positions(
-            base_rows, log_rows, task.key, task.ordering, list(wanted), owned=True, keep_order=task.keep_order
+            base_rows,
+            log_rows,
+            task.key,
+            task.ordering,
+            list(wanted),
+            owned=True,
+            keep_order=task.keep_order,
+            engine=task.engine,
         )
         return _counted(rows, base_rows, plan)
     tree = task.tree

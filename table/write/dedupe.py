@@ -2,9 +2,11 @@
 
 A batch may repeat a key (a change feed replays updates); the table holds one version,
 so before anything is planned a batch keeps, per key, the row with the largest ordering
-value. This runs on every write, most often over batches with no repeat at all, so it
-hashes the keys instead of sorting the batch (issue 30: a sort-based check cost 2 s on
-5M random string keys) and folds only the rows whose keys may repeat.
+value (``merge.engine = deduplicate``), or folds the key's rows by the table's other
+merge engine (:mod:`lakeline.table.merge_engine`). This runs on every write, most often
+over batches with no repeat at all, so it hashes the keys instead of sorting the batch
+(issue 30: a sort-based check cost 2 s on 5M random string keys) and folds only the rows
+whose keys may repeat.
 """
 
 from __future__ import annotations
@@ -15,14 +17,18 @@ import pyarrow.compute as pc
 
 from ...indexes.hashing import row_hashes
 from ...timeline.table_config import INTERNAL_PREFIX
+from ..merge_engine import DEDUPLICATE, DEFAULT_ENGINE, MergeEngine
 
 #: Each row's position in the batch, in memory only (under the reserved prefix).
 POS = INTERNAL_PREFIX + "pos"
 
 
-def deduplicate(table: pa.Table, key: tuple[str, ...], ordering: str | None) -> pa.Table:
+def deduplicate(
+    table: pa.Table, key: tuple[str, ...], ordering: str | None, engine: MergeEngine = DEFAULT_ENGINE
+) -> pa.Table:
     """Keep one row per key: the largest ordering value (nulls lose), on a tie the last
-    row; the rows kept stay in their order.
+    row; the rows kept stay in their order. Another ``engine`` folds the rows of each
+    repeated key into one, put after the rows of keys that do not repeat.
 
     By hashing, not sorting the batch (issue 30): the keys' 64-bit hashes, sorted, show
     which rows may share a key; a batch without such rows is returned as it is, and
@@ -36,6 +42,9 @@ def deduplicate(table: pa.Table, key: tuple[str, ...], ordering: str | None) -> 
     cols = [table.column(k) for k in key]
     if len(key) == 1 and _increasing(cols[0]):
         return table  # already one row per key (common for generated keys)
+    if engine.name != DEDUPLICATE:
+        rows, _ = _hash_groups(cols, n)
+        return table if rows.size == 0 else _fold_by_engine(table, key, ordering, engine, rows)
     if any(pa.types.is_floating(c.type) for c in cols):
         # Not a key type (table_config refuses it), and NaN != NaN: Arrow's exact fold.
         return _keep(table, np.arange(n), _fold_exact(table, key, ordering, np.arange(n)))
@@ -144,6 +153,18 @@ def _fold_exact(table: pa.Table, key: tuple[str, ...], ordering: str | None, row
     t = t.take(pc.sort_indices(t, sort_keys=sort_keys + [(POS, "ascending", "at_end")]))
     winners = t.group_by(list(key), use_threads=False).aggregate([(POS, "last")])
     return winners.column(f"{POS}_last").to_numpy()
+
+
+def _fold_by_engine(
+    table: pa.Table, key: tuple[str, ...], ordering: str | None, engine: MergeEngine, rows: np.ndarray
+) -> pa.Table:
+    """The rows of ``table`` that are not in ``rows`` (whose keys may repeat), then
+    ``rows`` folded by ``engine`` on their exact keys."""
+    alone = np.ones(table.num_rows, dtype=bool)
+    alone[rows] = False
+    versions = table.take(pa.array(rows)).append_column(POS, pa.array(rows, pa.int64()))
+    folded = engine.fold(versions, key, ordering, POS, one_write=True)
+    return pa.concat_tables([table.filter(pa.array(alone)), folded])
 
 
 def _keep(table: pa.Table, folded: np.ndarray, winners: np.ndarray) -> pa.Table:

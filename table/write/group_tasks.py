@@ -19,6 +19,7 @@ from ...timeline.table_config import TableConfig
 from ...timeline.view.file_group import FileKind, FileSlice, data_file_name, table_tag
 from ..files import FileRead, FileWrite, Written, key_range, read_snapshot_file, with_columns_of, write_indexed
 from ..merge import merge_onto
+from ..merge_engine import DEFAULT_ENGINE, MergeEngine
 from .records import BASE_FILE_KEY, BASE_POS, OP, SEQ
 
 
@@ -33,6 +34,7 @@ class WriteSettings:
     row_group_rows: int
     indexes: IndexJob | None = None  # entries each written file computes from its rows
     tag: str = ""  # the table's tag in data file names (file_group.table_tag)
+    merge: MergeEngine = DEFAULT_ENGINE  # how a key's versions fold (``merge.engine``)
 
     @classmethod
     def of(cls, storage: Storage, config: TableConfig, instant: int, indexes: IndexJob | None = None) -> WriteSettings:
@@ -47,6 +49,7 @@ class WriteSettings:
             row_group_rows=config.props.write_row_group_rows,
             indexes=indexes,
             tag=table_tag(config.table_uuid),
+            merge=MergeEngine.of(config),
         )
 
 
@@ -96,7 +99,7 @@ def rewrite_group(task: RewriteTask) -> Written | None:
         # Small-file filling with keys the planner proved new: nothing to merge.
         result = pa.concat_tables([base, task.incoming.drop_columns([OP]).cast(base.schema)])
     else:
-        result = merge_onto(base, task.incoming, st.key, st.ordering)
+        result = merge_onto(base, task.incoming, st.key, st.ordering, st.merge)
     if result.num_rows == 0:
         return None
     known = None
@@ -106,6 +109,11 @@ def rewrite_group(task: RewriteTask) -> Written | None:
             bounds: list[Any] = [lo, hi, s.base.key_min, s.base.key_max]  # one key type, compared as is
             known = (min(bounds[0], bounds[2]), max(bounds[1], bounds[3]))
     name = data_file_name(s.file_group, st.instant, FileKind.BASE, st.tag)
+    indexes = st.indexes
+    changes = task.incoming if task.predicate is None else None
+    if indexes is not None and changes is not None and OP in changes.column_names:
+        # Keys no change touches stay in the group: a record index takes the changes only.
+        indexes = indexes.rewriting(changes.select([*st.key, OP]), s.base.path)
     return write_indexed(
         FileWrite(
             st.storage,
@@ -120,7 +128,7 @@ def rewrite_group(task: RewriteTask) -> Written | None:
             st.row_group_rows,
             task.inserts,
             known,
-            st.indexes,
+            indexes,
         )
     )
 

@@ -19,6 +19,7 @@ import pyarrow.dataset as ds
 from ...timeline.errors import InvalidFilterError, LakelineError, NullKeyError, SchemaMismatchError, UnknownColumnError
 from ...timeline.table_config import TableConfig, check_column_names, refuse_duplicates
 from ...timeline.view.file_group import MAX_FOLDER_BYTES, partition_path
+from ..merge_engine import MergeEngine
 from .dedupe import POS, deduplicate
 
 # Column names lakeline adds to user rows. The ones on disk in log files (``_op``,
@@ -249,8 +250,9 @@ def evaluation_errors(what: str, error: type[LakelineError]) -> Iterator[None]:
 
 
 def prepare_rows(data: Any, cfg: TableConfig, dedupe: bool = True) -> tuple[pa.Table, list[pa.Field]]:
-    """Rows of a write, conformed to the table, keys checked, deduplicated by record
-    identity (``dedupe``), and the new columns they bring (``write.schema-evolution``).
+    """Rows of a write, conformed to the table, keys checked, made versions of the table's
+    merge engine and folded by record identity (``dedupe``), and the new columns they
+    bring (``write.schema-evolution``).
 
     Raises:
         SchemaMismatchError, NullKeyError: bad input (nothing is written).
@@ -258,9 +260,11 @@ def prepare_rows(data: Any, cfg: TableConfig, dedupe: bool = True) -> tuple[pa.T
     evolve = cfg.props.write_schema_evolution == "add-columns"
     rows, new_fields = conform(data, cfg, allow_new_columns=evolve)
     check_keys(rows, cfg.record_key)
+    engine = MergeEngine.of(cfg)
+    rows = engine.prepare(rows)
     # Record identity is (partition values, key): one key in two partitions is two records.
     ident = tuple(dict.fromkeys(cfg.partition_by + cfg.record_key)) if cfg.has_key else ()
-    rows = deduplicate(rows, ident, cfg.ordering_field) if dedupe else rows
+    rows = deduplicate(rows, ident, cfg.ordering_field, engine) if dedupe else rows
     return rows, new_fields
 
 

@@ -34,10 +34,11 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from ...timeline.commit_metadata import Operation
-from ...timeline.errors import InvalidFilterError, SnapshotExpiredError
+from ...timeline.errors import InvalidFilterError, SnapshotExpiredError, UnsupportedOperationError
 from ...timeline.storage.data_reads import DAMAGED, unreadable
 from ...timeline.table_config import TableConfig, TableType
 from ..context import TableContext
+from ..merge_engine import AGGREGATION, FIRST_ROW, MergeEngine
 from ..read.scan import Scan, SliceRead, read_slice
 from .assign import Assignments, apply_assignments, check_assignments
 from .plan import PARTITION, LogAppend, Rewrite, WritePlan
@@ -96,7 +97,19 @@ def update_planner(
     cfg: TableConfig, where: pc.Expression | None, set: Mapping[str, Any] | None
 ) -> Callable[[TableContext], WritePlan]:
     """Check an update's input against ``cfg`` (refused before anything is written) and
-    return the planner each attempt runs."""
+    return the planner each attempt runs.
+
+    Raises:
+        UnsupportedOperationError: the table's merge engine is ``aggregation`` or
+            ``first-row``: the updated row, written as a new version, would be added to
+            the old one or dropped (docs/merge-engines.md).
+    """
+    engine = MergeEngine.of(cfg)
+    if engine.name in (AGGREGATION, FIRST_ROW):
+        raise UnsupportedOperationError(
+            f"update on a table whose merge.engine is {engine.name!r}: the new row would be folded "
+            "as another version (aggregated, or dropped); delete the keys and upsert the rows instead"
+        )
     check_filter(cfg.schema, where)
     assignments = check_assignments(cfg, set)
     return lambda ctx: plan_update(ctx, where, assignments)
@@ -113,7 +126,11 @@ def plan_update(ctx: TableContext, where: pc.Expression | None, assignments: Ass
     cfg = ctx.config
     schema = cfg.schema
     slices = Scan(ctx, filter=where).slices  # pruned by partition, key range and indexes
-    tasks = [SliceMatch(SliceRead(ctx.storage, s, schema, cfg.record_key, cfg.ordering_field), where) for s in slices]
+    engine = MergeEngine.of(cfg)
+    tasks = [
+        SliceMatch(SliceRead(ctx.storage, s, schema, cfg.record_key, cfg.ordering_field, engine=engine), where)
+        for s in slices
+    ]
     matched = ctx.engine.map(slice_matches, tasks)
     plan = WritePlan(Operation.UPDATE, delete_predicate=EVERY_ROW if where is None else where)
     reset_ordering = cfg.ordering_field is not None and any(c == cfg.ordering_field for c, _ in assignments)

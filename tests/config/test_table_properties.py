@@ -25,7 +25,7 @@ DEFAULTS = tomllib.loads((Path(__file__).resolve().parents[2] / "config" / "defa
 
 def test_fields_are_exactly_the_documented_keys() -> None:
     names = [f.name for f in fields(TableProperties)]
-    assert names == [field_name(k) for k in DEFAULTS] + ["user"]
+    assert names == [field_name(k) for k in DEFAULTS] + ["merge_aggregates", "user"]
 
 
 @pytest.mark.parametrize("key", list(DEFAULTS))
