@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from numbers import Real
 from typing import Any
 
@@ -32,7 +32,7 @@ from .bloom import BLOOM_SCHEMA, DEFAULT_FPP, FileBloom
 from .column_stats import STATS_SCHEMA, file_stats
 from .hashing import ColumnHashes
 from .metadata_table import MetadataTable
-from .record_index.rows import OP, check_buckets, entry_schema, record_entries
+from .record_index.rows import OP, change_entries, check_buckets, entry_schema, record_entries
 from .states import IndexDef, IndexKind, index_kind, partition_of, written_indexes
 
 
@@ -193,7 +193,7 @@ def entries_for_rows(
     for i in order:
         target = targets[i]
         if target.kind == IndexKind.RECORD_INDEX:
-            out[i] = record_entries(rows, rel_path, target.columns, schema, target.buckets, hashes)
+            out[i] = record_entries(rows, rel_path, target.columns, schema, target.buckets, hashes, sort=False)
         elif target.kind == IndexKind.COLUMN_STATS:
             out[i] = file_stats(rel_path, partition, rows, target.columns, hashes=hashes)
         elif any(c not in rows.column_names for c in target.columns):
@@ -254,11 +254,26 @@ class IndexJob:
 
     targets: tuple[IndexTarget, ...]
     schema: pa.Schema
+    #: A copy-on-write rewrite's changes (key columns and ``_op``) and the base it
+    #: rewrote: a record index then takes entries of the changes only
+    #: (:func:`lakeline.indexes.record_index.rows.change_entries`), not of every row.
+    changes: pa.Table | None = None
+    replaces: str | None = None
+
+    def rewriting(self, changes: pa.Table, replaces: str) -> IndexJob:
+        """This job for a rewrite of ``replaces`` that merged ``changes`` onto it."""
+        return replace(self, changes=changes, replaces=replaces)
 
     def entries(
         self, rows: pa.Table, rel_path: str, partition: str, hashes: ColumnHashes | None = None
     ) -> dict[IndexTarget, pa.Table]:
-        return dict(zip(self.targets, entries_for_rows(self.targets, rows, self.schema, rel_path, partition, hashes)))
+        partial = self.changes is not None and self.replaces is not None
+        full = [t for t in self.targets if not (partial and t.kind == IndexKind.RECORD_INDEX)]
+        out = dict(zip(full, entries_for_rows(full, rows, self.schema, rel_path, partition, hashes)))
+        for t in self.targets:
+            if t not in out and self.changes is not None and self.replaces is not None:
+                out[t] = change_entries(self.changes, rel_path, self.replaces, t.columns, self.schema, t.buckets)
+        return {t: out[t] for t in self.targets}
 
 
 def index_job(timeline: Timeline, schema: pa.Schema, record_key: Sequence[str]) -> IndexJob | None:

@@ -19,6 +19,7 @@ may still write catch-up deltas for instants completed before a fold (see
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Collection, Sequence
 
@@ -46,6 +47,7 @@ from .entries import (
 from .files_index import checkpoint_due, write_checkpoint
 from .metadata_table import MetadataTable
 from .record_index import generation as record_generation
+from .record_index.rows import PARTIAL_META, partial_of
 from .record_index.store import folder_of
 from .states import IndexDef, IndexKind, readable_indexes, written_indexes
 
@@ -149,7 +151,13 @@ def write_commit_updates(
         per_file[f.path].update(zip(ts, entries))
     for idx, target in targets:
         parts = [per_file[f.path][target] for f in metadata.files]
+        # A copy-on-write rewrite's record entries are its changes only, chained onto
+        # the base it rewrote: the delta says which (rows.PARTIAL_META).
+        partial = {f.path: p for f, part in zip(metadata.files, parts) if (p := partial_of(part)) is not None}
+        parts = [p.replace_schema_metadata(None) for p in parts]
         rows = pa.concat_tables(parts) if parts else entries_schema(target.kind, schema, target.columns).empty_table()
+        if partial:
+            rows = rows.replace_schema_metadata({PARTIAL_META: json.dumps(partial)})
         done.append((idx.name, idx.instant, write_delta(storage, target, instant, rows)))
     return done
 

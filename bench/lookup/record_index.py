@@ -15,10 +15,12 @@ Two measurements:
   columns of every file whose key range overlaps, i.e. every file), one with a record
   index. On each, an insert of ``--batch`` new keys (500k) and then an upsert of
   ``--batch`` (half updates of random existing keys, half new), timed, with the
-  tagging time the write reports (``timings["tag_s"]``).
+  tagging and index-writing times the write reports (``timings["tag_s"]``,
+  ``["index_s"]``). ``--repeats N`` runs the pair N times on fresh copies (the index
+  built once, copied with its table), alternating, and prints the medians.
 
     python -m bench record-index build [--rows N] [--dir DIR]
-    python -m bench record-index writes [--rows N] [--batch N] [--types mor,cow] [--dir DIR]
+    python -m bench record-index writes [--rows N] [--batch N] [--types mor,cow] [--repeats N] [--dir DIR]
     python -m bench record-index build-child DIR/big      # build again on a table built before
     python -m bench record-index validate-child DIR/big
 """
@@ -29,6 +31,7 @@ import argparse
 import json
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -127,36 +130,49 @@ def build(rows: int, folder: Path) -> list[dict[str, object]]:
     return out
 
 
-def writes(rows: int, batch: int, table_type: str, folder: Path) -> list[dict[str, object]]:
+def writes(rows: int, batch: int, table_type: str, folder: Path, repeats: int = 1) -> list[dict[str, object]]:
     from lakeline.table import Table
 
     base = folder / f"base-{table_type}"
     _table(base, rows, batch, table_type)
+    indexed_base = folder / f"base-{table_type}-record_index"
+    shutil.copytree(base, indexed_base)
+    Table.open(str(indexed_base)).indexes.create("record_index")
     out = []
-    for indexed in (False, True):
-        path = folder / f"{table_type}-{'record_index' if indexed else 'no_index'}"
-        shutil.copytree(base, path)
-        t = Table.open(str(path))
-        if indexed:
-            t.indexes.create("record_index")
-        for op, rows_of in (
-            ("insert", data.append_batch(rows // batch, batch, SHAPE)),
-            ("upsert", data.upsert_batch(rows + batch, batch, SHAPE)),
-        ):
-            start = time.perf_counter()
-            r = t.insert(rows_of) if op == "insert" else t.upsert(rows_of)
-            line = {
-                "type": table_type,
-                "index": "record_index" if indexed else "none",
-                "op": op,
-                "rows_before": rows + (batch if op == "upsert" else 0),
-                "batch": batch,
-                "seconds": round(time.perf_counter() - start, 3),
-                "tag_s": round(r.timings.get("tag_s", 0.0), 3),
-                "stats": r.stats,
-            }
-            print(json.dumps(line), flush=True)
-            out.append(line)
+    for repeat in range(repeats):
+        for indexed in (False, True):
+            path = folder / f"{table_type}-{'record_index' if indexed else 'no_index'}-{repeat}"
+            shutil.copytree(indexed_base if indexed else base, path)
+            t = Table.open(str(path))
+            for op, rows_of in (
+                ("insert", data.append_batch(rows // batch, batch, SHAPE)),
+                ("upsert", data.upsert_batch(rows + batch, batch, SHAPE)),
+            ):
+                start = time.perf_counter()
+                r = t.insert(rows_of) if op == "insert" else t.upsert(rows_of)
+                line = {
+                    "type": table_type,
+                    "index": "record_index" if indexed else "none",
+                    "op": op,
+                    "repeat": repeat,
+                    "rows_before": rows + (batch if op == "upsert" else 0),
+                    "batch": batch,
+                    "seconds": round(time.perf_counter() - start, 3),
+                    "tag_s": round(r.timings.get("tag_s", 0.0), 3),
+                    "index_s": round(r.timings.get("index_s", 0.0), 3),
+                    "stats": r.stats,
+                }
+                print(json.dumps(line), flush=True)
+                out.append(line)
+            shutil.rmtree(path, ignore_errors=True)
+    for op in ("insert", "upsert"):
+        med = {
+            ix: statistics.median(float(str(x["seconds"])) for x in out if x["op"] == op and x["index"] == ix)
+            for ix in ("none", "record_index")
+        }
+        summary = {"type": table_type, "op": op, "repeats": repeats, "median_s": med}
+        summary["record_index_vs_none"] = round(med["record_index"] / med["none"], 2)
+        print(json.dumps(summary), flush=True)
     return out
 
 
@@ -170,6 +186,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--rows", type=int, default=None)
     p.add_argument("--batch", type=int, default=500_000)
     p.add_argument("--types", default="mor,cow")
+    p.add_argument("--repeats", type=int, default=1, help="writes: each table type's pair of runs, medians printed")
     p.add_argument("--dir", default=None, help="work folder (default: a temporary one, removed after)")
     a = p.parse_args(argv)
     folder = Path(a.dir) if a.dir else Path(tempfile.mkdtemp(prefix="lakeline-record-index-"))
@@ -180,7 +197,7 @@ def main(argv: list[str]) -> int:
             build(a.rows or 50_000_000, folder)
         else:
             for table_type in a.types.split(","):
-                writes(a.rows or 5_000_000, a.batch, table_type, folder)
+                writes(a.rows or 5_000_000, a.batch, table_type, folder, a.repeats)
     finally:
         if not a.dir:
             shutil.rmtree(folder, ignore_errors=True)

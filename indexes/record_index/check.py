@@ -4,10 +4,12 @@ The data files' entries are recomputed the way a build computes them (spilled fi
 file, :mod:`.spill`) and compared with what a reader of the snapshot gets (the
 generation and the deltas, entries of live files only), one range of buckets at a time,
 so validation holds no more in memory than a build. An entry is identified by its file
-and row (``path``, ``pos``): each row of a data file has exactly one. A mismatch is an
-entry ``missing`` from the index, one the index holds that the data does not
-(``extra``), one whose key, hash, bucket or delete flag ``differs``, or one held twice
-(``duplicate``).
+and its key's hash (and which of the file's entries of that hash, by row): each row of
+a data file has one, and a key a partial rewrite's chain resolved to
+(:func:`.store.live_entries`) names its file but no row. A mismatch is an entry
+``missing`` from the index, one the index holds that the data does not (``extra``),
+one whose key, bucket, delete flag or row (where the index names one) ``differs``, or
+one held twice (``duplicate``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from ...timeline.storage.filesystem import Storage
 from ..entries import IndexTarget, MapFn, serial_map
 from .rows import BUCKET, DELETED, HASH, PATH, POS, key_columns
 from .spill import RANGE_ROWS, RangeTask, range_rows, remove_spill, spill
-from .store import CHECK_PREFIX, Generation, new_token, ranges
+from .store import CHECK_PREFIX, Generation, new_token, partial_rewrites, ranges
 
 #: Mismatches reported per range of buckets (a broken index would otherwise list
 #: every entry of the table).
@@ -41,9 +43,9 @@ class CompareTask:
     name: str
 
 
-def _ids(rows: pa.Table, live: pa.Array) -> np.ndarray:
-    """Each entry's identity as one integer: its file's number in ``live`` (paths),
-    shifted past 32 bits, plus its row (a string join on paths costs far more)."""
+def _codes(rows: pa.Table, live: pa.Array) -> np.ndarray:
+    """Each entry's file as its number in ``live`` (paths): a string join on paths
+    costs far more."""
     codes = []
     for chunk in rows.column(PATH).chunks:
         if pa.types.is_dictionary(chunk.type):
@@ -51,20 +53,37 @@ def _ids(rows: pa.Table, live: pa.Array) -> np.ndarray:
             codes.append(per_value[chunk.indices.to_numpy()])
         else:
             codes.append(pc.index_in(chunk, value_set=live).fill_null(-1).to_numpy())
-    code = np.concatenate(codes).astype(np.int64) if codes else np.zeros(0, np.int64)
-    return (code << 32) | rows.column(POS).to_numpy().astype(np.int64)
+    return np.concatenate(codes).astype(np.int64) if codes else np.zeros(0, np.int64)
+
+
+#: An entry's identity (:func:`_identify`), ordered field by field.
+_ID = np.dtype([("file", np.int64), ("hash", np.int64), ("nth", np.int64)])
+
+
+def _identify(rows: pa.Table, live: pa.Array) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+    """``rows`` in identity order, their identities, and which repeat the one before
+    with the same row (a duplicate). An entry is identified by its file, its key's hash
+    and which of that file's entries of the hash it is (by row): not by its row alone,
+    as the keys a partial rewrite's chain resolved to name no row (``pos`` -1)."""
+    code, h = _codes(rows, live), rows.column(HASH).to_numpy()
+    pos = rows.column(POS).to_numpy().astype(np.int64)
+    order = np.lexsort((pos, h, code))
+    code, h, pos = code[order], h[order], pos[order]
+    run = np.r_[True, (code[1:] != code[:-1]) | (h[1:] != h[:-1])] if len(order) else np.zeros(0, bool)
+    starts = np.flatnonzero(run)
+    nth = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
+    ids = np.empty(len(order), dtype=_ID)
+    ids["file"], ids["hash"], ids["nth"] = code, h, nth
+    dup = np.r_[False, ~run[1:] & (pos[1:] == pos[:-1]) & (pos[1:] >= 0)] if len(order) else np.zeros(0, bool)
+    return rows.take(pa.array(order)), ids, dup
 
 
 def compare_task(task: CompareTask) -> list[dict[str, Any]]:
     live = task.stored.live
     assert live is not None
     key = key_columns(task.expected.key)
-    exp = range_rows(task.expected, sort=False)
-    got = range_rows(task.stored, sort=False)
-    e_ids, g_ids = _ids(exp, live), _ids(got, live)
-    e_order, g_order = np.argsort(e_ids, kind="stable"), np.argsort(g_ids, kind="stable")
-    e_ids, g_ids = e_ids[e_order], g_ids[g_order]
-    exp, got = exp.take(pa.array(e_order)), got.take(pa.array(g_order))
+    exp, e_ids, _ = _identify(range_rows(task.expected, sort=False), live)
+    got, g_ids, dup = _identify(range_rows(task.stored, sort=False), live)
     out: list[dict[str, Any]] = []
 
     def report(rows: pa.Table, mask: np.ndarray, problem: str) -> None:
@@ -76,17 +95,19 @@ def compare_task(task: CompareTask) -> list[dict[str, Any]]:
                 {"index": task.name, "path": r[PATH], "pos": r[POS], "key": [r[k] for k in key], "problem": problem}
             )
 
-    report(got, np.r_[False, g_ids[1:] == g_ids[:-1]], "duplicate")
+    report(got, dup, "duplicate")
     in_got = _member(e_ids, g_ids)
     report(exp, ~in_got, "missing")
-    report(got, ~_member(g_ids, e_ids), "extra")
-    # The entries both hold, side by side: the first stored one of each identity.
+    report(got, ~_member(g_ids, e_ids) & ~dup, "extra")
+    # The entries both hold, side by side.
     at = np.searchsorted(g_ids, e_ids[in_got])
     both_e, both_g = exp.filter(pa.array(in_got)), got.take(pa.array(at))
     same = np.ones(both_e.num_rows, dtype=bool)
-    for c in [BUCKET, HASH, DELETED, *key]:
+    for c in [BUCKET, DELETED, *key]:
         eq = pc.fill_null(pc.equal(both_e.column(c), both_g.column(c)), False)
         same &= eq.to_numpy(zero_copy_only=False)
+    stored_pos = both_g.column(POS).to_numpy()
+    same &= (stored_pos < 0) | (stored_pos == both_e.column(POS).to_numpy())
     report(both_e, ~same, "differs")
     return out[:MAX_REPORTED]
 
@@ -120,6 +141,8 @@ def validate(
         if spilled.gone:
             raise SnapshotExpiredError(f"data file {spilled.gone[0]} of the snapshot being validated is missing")
         live = pa.array(sorted(p for p, _ in files), pa.string())
+        # The expected side resolves the same chains, so both name those keys alike.
+        partial = tuple(sorted(partial_rewrites(storage, deltas).items()))
         own = {b: storage.path(p) for b, (p, _) in generation.files.items()} if generation is not None else {}
         stored_rows = generation.rows if generation is not None else 0
         key = target.columns
@@ -128,8 +151,8 @@ def validate(
             mine = tuple(p for b, p in sorted(own.items()) if lo <= b < hi)
             tasks.append(
                 CompareTask(
-                    RangeTask(storage, spilled.files, lo, hi, "", key, schema, live),
-                    RangeTask(storage, tuple(deltas) + mine, lo, hi, "", key, schema, live),
+                    RangeTask(storage, spilled.files, lo, hi, "", key, schema, live, partial),
+                    RangeTask(storage, tuple(deltas) + mine, lo, hi, "", key, schema, live, partial),
                     target.name,
                 )
             )

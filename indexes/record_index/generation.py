@@ -25,6 +25,7 @@ from .store import (
     folder_of,
     new_token,
     newest_generation,
+    partial_rewrites,
     publish,
     remove_older,
     remove_unnamed,
@@ -123,7 +124,10 @@ def fold(
     rows = (old.rows if old is not None else 0) + row_count(storage, deltas)
     own = {b: storage.path(p) for b, (p, _) in old.files.items()} if old is not None else {}
     live_paths = pa.array(sorted(live), pa.string())
-    counts = write_buckets(storage, deltas, rows, target, schema, folder, map_fn, live_paths, own)
+    # Partial rewrites' chains are resolved here: the generation names each key by
+    # the live file holding it, so it needs no chain.
+    partial = partial_rewrites(storage, deltas)
+    counts = write_buckets(storage, deltas, rows, target, schema, folder, map_fn, live_paths, own, partial)
     faults.point("record_index.before_publish")
     gen = publish(storage, partition, timeline.last_seq, token, target.buckets, counts)
     remove_older(storage, partition, gen)

@@ -18,9 +18,9 @@ scans whose filter pins the key.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -32,8 +32,8 @@ from ...timeline.timeline import Timeline
 from ...timeline.view.file_group import FileSlice
 from ..entries import IndexTarget, resolve
 from ..states import IndexKind, readable_indexes
-from .rows import DELETED, HASH, PATH, PATH_TYPE, POS, buckets_of, key_columns, key_table
-from .store import Generation, newest_generation, read_entries, visible_deltas
+from .rows import DELETED, HASH, PATH, PATH_TYPE, POS, buckets_of, chain_of, key_columns, key_table
+from .store import Generation, newest_generation, partial_rewrites, read_entries, visible_deltas
 
 #: Row number of a looked-up key in the caller's table (in memory only).
 ROW = "__lakeline_row"
@@ -53,6 +53,8 @@ class RecordIndexReader:
     schema: pa.Schema
     generation: Generation
     deltas: tuple[str, ...]
+    #: ``{rewrite: base it rewrote}`` of the partial rewrites in ``deltas``.
+    partial: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def open(
@@ -71,7 +73,11 @@ class RecordIndexReader:
             if gen is None or gen.seq > snapshot.last_seq or gen.buckets != target.buckets:
                 return None
             deltas = visible_deltas(storage, target.partition, snapshot, gen.seq)
-            return cls(storage, target, schema, gen, tuple(deltas))
+            try:
+                partial = partial_rewrites(storage, deltas)
+            except FileNotFoundError:
+                return None  # folded away meanwhile: read the data (never wrong)
+            return cls(storage, target, schema, gen, tuple(deltas), partial)
         return None
 
     @property
@@ -156,9 +162,16 @@ def _empty() -> pa.Table:
     )
 
 
-def _file_order(slices: Sequence[FileSlice]) -> dict[str, tuple[int, int]]:
-    """(slice number, order in the slice: base 0, then logs) of every file of ``slices``."""
-    return {f.path: (i, j) for i, s in enumerate(slices) for j, f in enumerate(s.files)}
+def _file_order(slices: Sequence[FileSlice], partial: Mapping[str, str]) -> dict[str, tuple[int, int]]:
+    """(slice number, order in the slice: base 0, then logs) of every file of ``slices``,
+    and of the older files a partial rewrite's entries chain onto (:func:`.rows.chain_of`:
+    below 0, the oldest lowest)."""
+    out = {f.path: (i, j) for i, s in enumerate(slices) for j, f in enumerate(s.files)}
+    for i, s in enumerate(slices):
+        if s.base is not None and s.base.path in partial:
+            for k, f in enumerate(chain_of(s.base.path, partial)[1:], start=1):
+                out[f] = (i, -k)
+    return out
 
 
 def tag(
@@ -166,12 +179,21 @@ def tag(
 ) -> tuple[pa.Array, pa.Array]:
     """:func:`lakeline.table.write.tagging.tag` answered from the index: for each row of
     ``keys``, the group of ``slices`` holding it or null, and with ``positions`` its row
-    in that group's base when its live version is that row (else null)."""
+    in that group's base when its live version is that row (else null).
+
+    Raises:
+        MetadataTableError: ``positions`` asked where a slice's base is a partial
+            rewrite, whose entries name no row (the caller reads the data instead).
+    """
     n = keys.num_rows
     if n == 0:
         return pa.array([], pa.string()), pa.array([], pa.int64())
+    if positions and any(s.base is not None and s.base.path in reader.partial for s in slices):
+        # A partial rewrite's entries name no row (copy-on-write only, whose writes
+        # never ask): the data answers instead, never a wrong position.
+        raise MetadataTableError("record index: base positions asked of a partial rewrite's slice")
     found = reader.entries(keys)
-    where = _file_order(slices)
+    where = _file_order(slices, reader.partial)
     # Per distinct path, not per entry: a file's entries share its dictionary value.
     paths = found.column(PATH).combine_chunks()
     names_in = paths.dictionary.to_pylist()
@@ -206,4 +228,6 @@ def slices_holding(reader: RecordIndexReader, slices: Sequence[FileSlice], value
     typ = reader.schema.field(reader.key[0]).type
     keys = pa.table({reader.key[0]: pa.array(list(values), typ)})
     found = set(pc.unique(reader.entries(keys).column(PATH).cast(pa.string())).to_pylist())
-    return [s for s in slices if any(f.path in found for f in s.files)]
+    where = _file_order(slices, reader.partial)
+    held = {where[p][0] for p in found if p in where}
+    return [s for i, s in enumerate(slices) if i in held]

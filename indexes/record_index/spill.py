@@ -40,7 +40,7 @@ from .store import (
     SPILL_PREFIX,
     bucket_path,
     bucket_range,
-    live_only,
+    live_entries,
     ranges,
     read_entries,
     spill_folder,
@@ -109,6 +109,9 @@ class RangeTask:
     key: tuple[str, ...]
     schema: pa.Schema
     live: pa.Array | None = None
+    #: ``(rewrite, base it rewrote)`` of partial rewrites (with ``live``: their chains
+    #: are resolved, :func:`.store.live_entries`).
+    partial: tuple[tuple[str, str], ...] = ()
 
 
 def range_rows(task: RangeTask, sort: bool = True) -> pa.Table:
@@ -119,7 +122,7 @@ def range_rows(task: RangeTask, sort: bool = True) -> pa.Table:
     schema = entry_schema(task.schema, task.key)
     rows = pa.concat_tables([p.cast(schema) for p in parts]) if parts else schema.empty_table()
     if task.live is not None:
-        rows = live_only(rows, task.live)
+        rows = live_entries(rows, task.live, dict(task.partial))
     if not sort:
         return rows
     # Not by key: equal hashes are too rare to order, and a string sort costs seconds.
@@ -194,10 +197,13 @@ def write_buckets(
     map_fn: MapFn,
     live: pa.Array | None = None,
     bucket_files: Mapping[int, str] | None = None,
+    partial: Mapping[str, str] | None = None,
 ) -> dict[int, int]:
     """Step 2: every bucket file of a generation in ``folder`` from ``sources`` (and the
     ``bucket_files`` of an older generation, each read only by the task of its bucket)
-    holding about ``rows`` entries; returns the entries per bucket written."""
+    holding about ``rows`` entries, keeping with ``live`` the keys live files hold
+    (``partial``: the partial rewrites among the sources); returns the entries per
+    bucket written."""
     own = bucket_files or {}
     tasks = [
         RangeTask(
@@ -209,6 +215,7 @@ def write_buckets(
             target.columns,
             schema,
             live,
+            tuple(sorted((partial or {}).items())),
         )
         for lo, hi in ranges(target.buckets, rows, RANGE_ROWS)
     ]

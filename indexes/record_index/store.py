@@ -29,6 +29,7 @@ import uuid
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -39,7 +40,7 @@ from ...timeline.instant import State
 from ...timeline.storage.filesystem import META_DIR, Storage
 from ...timeline.timeline import Timeline
 from ..metadata_table import METADATA_DIR, MetadataTable
-from .rows import BUCKET, PATH
+from .rows import BUCKET, DELETED, HASH, PARTIAL_META, PATH, POS, chain_of
 
 _GEN = re.compile(r"^gen_(?P<seq>-?\d+)_(?P<token>[0-9a-f]{8})\.json$")
 _GEN_FOLDER = re.compile(r"^gen_(?P<seq>-?\d+)_(?P<token>[0-9a-f]{8})$")
@@ -214,6 +215,90 @@ def live_only(rows: pa.Table, live: pa.Array) -> pa.Table:
     if rows.num_rows == 0:
         return rows
     return rows.filter(pc.is_in(rows.column(PATH), value_set=live))
+
+
+def partial_rewrites(storage: Storage, deltas: Iterable[str]) -> dict[str, str]:
+    """``{rewrite: base it rewrote}`` of the partial rewrites whose entries ``deltas``
+    (absolute paths) hold, from their footers (:data:`.rows.PARTIAL_META`)."""
+    out: dict[str, str] = {}
+    for p in deltas:
+        with storage.fs.open_input_file(p) as f:
+            meta = pq.ParquetFile(f).schema_arrow.metadata or {}
+        if (value := meta.get(PARTIAL_META.encode())) is not None:
+            out.update(json.loads(value))
+    return out
+
+
+def live_entries(rows: pa.Table, live: pa.Array, partial: Mapping[str, str]) -> pa.Table:
+    """The entries of the keys the files ``live`` (paths) hold: a full listing's as
+    they are, and for a live partial rewrite (a key of ``partial``) the entries of its
+    chain (:func:`.rows.chain_of`) resolved to one per key it holds, named by it, with
+    ``pos`` -1 (the key's row in it is not known)."""
+    heads = [p for p in live.to_pylist() if p in partial]
+    if not heads or rows.num_rows == 0:
+        return live_only(rows, live)
+    at: dict[str, tuple[int, int]] = {}  # chain file -> (its head's number, order: head 0, older below)
+    for i, head in enumerate(heads):
+        for k, f in enumerate(chain_of(head, partial)):
+            at[f] = (i, -k)
+    plain = live_only(rows, pa.array(sorted(set(live.to_pylist()) - set(heads)), pa.string()))
+    chained = live_only(rows, pa.array(list(at), pa.string()))
+    if chained.num_rows == 0:
+        return plain
+    return pa.concat_tables([plain, _resolve(chained, heads, at)])
+
+
+def _resolve(rows: pa.Table, heads: list[str], at: Mapping[str, tuple[int, int]]) -> pa.Table:
+    """One entry per (head, key) of a chain's entries: the last (by chain order, then
+    ``pos``), dropped when it is a delete."""
+    paths = rows.column(PATH).unify_dictionaries().combine_chunks()
+    names = paths.dictionary.to_pylist()
+    codes = paths.indices.to_numpy()
+    head = np.array([at.get(n, (0, 0))[0] for n in names], dtype=np.int64)[codes]  # unused values too
+    order = np.array([at.get(n, (0, 0))[1] for n in names], dtype=np.int64)[codes]
+    hashes = rows.column(HASH).to_numpy()
+    pos = rows.column(POS).to_numpy()
+    keys = [c for c in rows.column_names if c.startswith("key_")]
+    idx = np.lexsort((pos, order, hashes, head))
+    same = _same_key(rows, keys, idx, head, hashes)
+    if same is None:  # two keys of one group share a hash: order by the keys themselves
+        ordered = pa.table({"h": head, **{k: rows.column(k) for k in keys}, "o": order, "p": pos})
+        idx = pc.sort_indices(ordered, [(c, "ascending") for c in ordered.column_names]).to_numpy()
+        same = _same_key(rows, keys, idx, head, None)
+        assert same is not None
+    last = np.r_[~same, True] if len(idx) else np.zeros(0, bool)
+    deleted = rows.column(DELETED).to_numpy(zero_copy_only=False)[idx]
+    pick = idx[last & ~deleted]
+    out = rows.take(pa.array(pick))
+    named = pa.DictionaryArray.from_arrays(pa.array(head[pick].astype(np.int32)), pa.array(heads, pa.string()))
+    at_path, at_pos = out.schema.get_field_index(PATH), out.schema.get_field_index(POS)
+    out = out.set_column(at_path, out.schema.field(at_path), named)
+    return out.set_column(at_pos, out.schema.field(at_pos), pa.array(np.full(len(pick), -1, np.int32)))
+
+
+def _same_key(
+    rows: pa.Table, keys: list[str], idx: np.ndarray, head: np.ndarray, hashes: np.ndarray | None
+) -> np.ndarray | None:
+    """For rows in ``idx`` order: whether each (after the first) has the same head and
+    key as the one before; None when two neighbours share head and hash but not the key."""
+    n = len(idx)
+    if n < 2:
+        return np.zeros(0, bool)
+    h = head[idx]
+    same = h[1:] == h[:-1]
+    if hashes is not None:
+        s = hashes[idx]
+        same_hash = same & (s[1:] == s[:-1])
+    sorted_keys = rows.select(keys).take(pa.array(idx))
+    same_key = np.ones(n - 1, dtype=bool)
+    for k in keys:
+        col = sorted_keys.column(k).combine_chunks()
+        same_key &= pc.fill_null(pc.equal(col.slice(1), col.slice(0, n - 1)), False).to_numpy(zero_copy_only=False)
+    if hashes is not None:
+        if (same_hash & ~same_key).any():
+            return None
+        return same_hash
+    return same & same_key
 
 
 def ranges(buckets: int, rows: int, per_range: int) -> list[tuple[int, int]]:

@@ -64,7 +64,8 @@ def make(tmp: Path, kind: str, **props: object) -> Table:
 def assert_index_exact(t: Table, probe: list[str]) -> None:
     """``validate`` finds nothing, and tagging ``probe`` from the index gives what
     tagging it by reading the data gives, in every partition, with and without
-    positions."""
+    positions (merge-on-read only: copy-on-write writes never ask them, and a
+    rewrite's entries are its changes, which name no row)."""
     report = t.indexes.validate("record_index")
     assert report["mismatches"] == [], report["mismatches"][:5]
     snapshot = t.timeline
@@ -75,7 +76,7 @@ def assert_index_exact(t: Table, probe: list[str]) -> None:
     keys = pa.table({"id": probe})
     for day in DAYS:
         slices = view.latest_slices(f"day={day}")
-        for positions in (False, True):
+        for positions in (False, True) if cfg.table_type == "mor" else (False,):
             want = data_tag(t.storage, LocalEngine(1), slices, keys, cfg.record_key, None, positions)
             got = index_tag(reader, slices, keys, positions)
             assert got[0].to_pylist() == want[0].to_pylist(), (day, positions)
