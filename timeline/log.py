@@ -90,6 +90,12 @@ class EventLog:
             try:
                 if early and early[0].seq <= start:
                     active = [e for e in early if e.seq >= start]  # read before the archive: a prefix
+                elif early == [] and not archived:
+                    # Empty, and the archive, read after it, empty too: nothing had been
+                    # archived when the active log was read (the archive is written
+                    # before the log loses an event), so the log was empty then (a new
+                    # table's first read; not read a second time).
+                    active = []
                 else:
                     active = self.store.read_from(start)
             except EventsArchivedError:

@@ -149,6 +149,26 @@ def test_a_first_read_takes_the_archive_only_when_the_log_lost_events(
     assert archive.reads == 1
 
 
+def test_an_empty_log_is_read_once_on_a_first_read(
+    store_factory: StoreFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new table's first read: the active log is empty and the archive, read after it,
+    too, so the log was empty then and is not read a second time; when the archive has
+    events (all of them archived meanwhile), the active log is read again after them."""
+    store = store_factory()
+    reads: list[int] = []
+    real = store.read_from
+    monkeypatch.setattr(store, "read_from", lambda seq: reads.append(seq) or real(seq))
+    archive = CountingArchive(Storage.for_uri(str(tmp_path / "base")))
+    assert EventLog(store, archive=archive).refresh().events == ()
+    assert (reads, archive.reads) == ([0], 1)
+    archived = [Event(s, 100 + s, s, Action.COMMIT, State.REQUESTED, {"s": s}, f"t{s}") for s in range(3)]
+    archive.write(archived)
+    reads.clear()
+    assert EventLog(store, archive=archive).refresh().events == tuple(archived)
+    assert reads == [0, 3]
+
+
 def test_crash_between_archive_write_and_removal(store_factory: StoreFactory, tmp_path: Path) -> None:
     store = store_factory()
     events = fill(store, 4)
