@@ -138,6 +138,31 @@ def test_copies_of_a_key_across_input_partitions_fold_like_the_local_write(
     assert state(remote) == state(local)
 
 
+@pytest.mark.parametrize("engine", ["partial-update", "aggregation", "first-row"])
+def test_a_merge_engine_folds_a_spark_write_like_the_local_write(spark: Any, tmp_path: Path, engine: str) -> None:
+    """A key's copies in three DataFrame partitions, some with a null value: Spark's
+    tasks fold them by the table's merge engine (docs/merge-engines.md), as the local
+    write does, and the logs then fold onto the rows the insert wrote."""
+    rng = random.Random(11)
+    props = {"merge.engine": engine} | ({"merge.v.aggregate": "max"} if engine == "aggregation" else {})
+    local = make(tmp_path, "local", "mor", True, **props)
+    remote = make(tmp_path, "spark", "mor", True, **props)
+    first = random_rows(rng, list(range(100)), 4, True)
+    local.insert(first)
+    write(df_of(spark, first), remote.path, "insert")
+    copies = []
+    for ts in [6, 3, 5]:
+        c = random_rows(rng, rng.sample(range(150), 150), ts, True)
+        copies.append(
+            c.set_column(3, "v", pa.array([None if rng.random() < 0.3 else v for v in c.column("v").to_pylist()]))
+        )
+    local.upsert(pa.concat_tables(copies))
+    rows = [tuple(r.values()) for c in copies for r in c.to_pylist()]
+    df = spark.createDataFrame(spark.sparkContext.parallelize(rows, 3), "id long, ts long, day string, v string")
+    write(df, remote.path, "upsert")
+    assert state(remote) == state(local)
+
+
 @pytest.mark.parametrize("op", ["insert", "upsert", "delete", "overwrite"])
 def test_an_empty_dataframe_writes_what_the_local_api_writes(spark: Any, tmp_path: Path, op: str) -> None:
     """No rows: no planning task runs; an overwrite of an unpartitioned table still
