@@ -121,6 +121,12 @@ class MergeEngine:
     def is_deduplicate(self) -> bool:
         return self.name == DEDUPLICATE
 
+    @property
+    def makes_values(self) -> bool:
+        """Whether a folded row may hold a value no version held (a ``sum``, a ``count``):
+        then a file's column statistics say nothing about a slice's merged rows."""
+        return any(fn in ("sum", "count") for _, fn in self.aggregates)
+
     def keeps_base_rows(self, ordering: str | None) -> bool:
         """Whether a base row a newer version points at can still matter to the fold: for
         ``deduplicate`` only through a larger ordering value."""

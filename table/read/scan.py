@@ -119,7 +119,10 @@ class Scan:
         pruned = prune_with_indexes(
             ctx.storage, self.snapshot, cfg.schema, cfg.record_key, self.slices, filter, self.tree
         )
-        self.slices = pruned.slices
+        kept = {(s.partition, s.file_group) for s in pruned.slices}
+        # A sum or count folds into values no file's statistics bound: slices with logs stay.
+        adds = MergeEngine.of(cfg).makes_values
+        self.slices = [s for s in self.slices if (s.partition, s.file_group) in kept or (adds and s.logs)]
         self._after_stats, self._after_bloom = pruned.files_after_stats, pruned.files_after_bloom
         self.slices = prune_by_record_index(ctx, self.slices, self.tree)
         self._after_record = sum(len(s.files) for s in self.slices)
