@@ -1,9 +1,8 @@
-"""The record-level index (``record_index``): record key -> data file (and row), exact.
+"""The record-level index (``record_index``): record key -> file group (and row), exact.
 
-Its entries are, like every index's, a pure function of one data file
-(:mod:`.rows`), so writers, the bulk build, catch-up and ``validate`` compute them the
-same way; they are hash-partitioned into buckets so that a build, a fold and a lookup
-each hold one bucket (or a few) in memory at a time (:mod:`.store`, :mod:`.spill`), and
-a lookup folds them per slice into "which file group holds this key" (:mod:`.lookup`).
-See docs/indexes.md ("Record-level index").
+Its entries are a data file's rows, or for a copy-on-write rewrite the changes it
+merged, chained onto the base it rewrote (:mod:`.rows`); they are hash-partitioned into
+buckets so that a build, a fold and a lookup each hold one bucket (or a few) in memory
+at a time (:mod:`.store`, :mod:`.spill`), and a lookup folds them per slice into "which
+file group holds this key" (:mod:`.lookup`). See docs/indexes.md ("Record-level index").
 """

@@ -9,10 +9,11 @@ joins them with the keys exactly.
 
 :func:`tag` folds the entries of each slice's files the way
 :func:`lakeline.table.write.tagging.tag` folds their rows (base first, then logs in
-completion order; the last record of a key wins, a delete record removes it), so
-tagging with the index gives what tagging by reading the data gives, without reading a
-data file. :func:`slices_holding` keeps the slices any of whose files names a key, for
-scans whose filter pins the key.
+completion order; the last record of a key wins, a delete record removes it), the base
+preceded by the chain of bases a partial rewrite's entries lean on (oldest first,
+:func:`.rows.chain_of`), so tagging with the index gives what tagging by reading the
+data gives, without reading a data file. :func:`slices_holding` keeps the slices any of
+whose files (or chain) names a key, for scans whose filter pins the key.
 """
 
 from __future__ import annotations

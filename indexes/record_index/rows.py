@@ -1,19 +1,21 @@
-"""The entries a data file gives the record index, and how a key picks its bucket.
+"""The entries data files give the record index, and how a key picks its bucket.
 
-One entry per row of the file: the key's bucket, its 64-bit hash, the file's path, the
-key itself (one column per record-key column, ``key_0`` ..., in the table's types, so a
-match is always confirmed on the key, never by hash alone), the row's position in the
-file, and whether the row is a delete record (merge-on-read logs only). The hash lets a
-lookup read 8 bytes per entry first: a key whose hash is not there is proven absent
-without reading a stored key (an insert of new keys reads no key at all).
+An entry: the key's bucket, its 64-bit hash, the file's path, the key itself (one
+column per record-key column, ``key_0`` ..., in the table's types, so a match is always
+confirmed on the key, never by hash alone), a row position, and whether it is a delete.
+The hash lets a lookup read 8 bytes per entry first: a key whose hash is not there is
+proven absent without reading a stored key (an insert of new keys reads no key at all).
 
-Entries of a file never change because a data file never changes: a write that retires
-a file (a copy-on-write rewrite, a compaction, a clustering, an overwrite) writes the
-entries of its new files, and readers use the entries of the files live in their
-snapshot only. A key is in a file group when the last
-entry naming it among the files of the group's slice (base first, then logs in
-completion order) is not a delete; that is the fold :func:`lakeline.table.write.tagging.tag`
-does on the data, here done on entries (:mod:`.lookup`).
+A file written whole gives one entry per row (:func:`record_entries`, ``pos`` its row):
+a *full listing*, a pure function of the file, which the build, catch-up and
+``validate`` compute the same way. A copy-on-write rewrite keeps its file group and the
+keys no change touches, so its writer gives entries for its changes only
+(:func:`change_entries`), chained onto the base it rewrote (:func:`chain_of`): a random
+upsert that rewrites most files of a table then costs the index its batch, not the
+table. A key is in a file group when the last entry naming it along the group's chain
+(oldest first), then among its slice's logs in completion order, is not a delete; that
+is the fold :func:`lakeline.table.write.tagging.tag` does on the data, here done on
+entries (:mod:`.lookup`).
 
 The bucket of a key is its 64-bit record-key hash (the one record-key bloom filters
 use, :func:`lakeline.indexes.bloom.key_hashes`) modulo the bucket count the index's

@@ -9,23 +9,27 @@ few buckets, so a short run crosses many files, folds and buckets.
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
+from lakeline.indexes.metadata_table import MetadataTable
 from lakeline.indexes.record_index.lookup import RecordIndexReader
 from lakeline.indexes.record_index.lookup import tag as index_tag
-from lakeline.indexes.record_index.rows import OP, OP_DELETE
+from lakeline.indexes.record_index.rows import OP, OP_DELETE, PARTIAL_META
 from lakeline.indexes.record_index.store import newest_generation, partition_dir
 from lakeline.table import Table
 from lakeline.table.engine import LocalEngine
 from lakeline.table.write import records
 from lakeline.table.write.tagging import tag as data_tag
 from lakeline.timeline.diagnostics.faults import CRASH_EXIT_CODE
-from lakeline.timeline.errors import DuplicateKeyError, InvalidIndexError, InvalidIndexOptionsError
+from lakeline.timeline.errors import DuplicateKeyError, InvalidIndexError, InvalidIndexOptionsError, MetadataTableError
+from lakeline.timeline.instant import Instant
 
 from tests.helpers import CHILDREN, run_script
 
@@ -171,6 +175,45 @@ def test_writes_tag_through_the_index_and_read_no_data(
     assert set(keys[40:60]).isdisjoint(got.column("id").to_pylist())
     assert set(got.filter(pc.equal(got.column("v"), 3)).column("id").to_pylist()) >= set(keys[:40])
     assert_index_exact(t, keys[:100] + fresh)
+
+
+def test_copy_on_write_rewrite_indexes_its_changes_only(tmp_path: Path) -> None:
+    """A copy-on-write upsert or delete gives the index one entry per key it changes,
+    not one per row of the files it rewrites; the chain its delta names keeps tagging,
+    validate and a fold exact, and positions are refused rather than guessed."""
+    rng = random.Random(5)
+    t = make(tmp_path, "cow", **{"metadata.compact.max-deltas": 100})
+    keys = new_keys(rng, 400)
+    t.insert(rows(keys, 0))
+    t.indexes.create("record_index", options={"buckets": 3})
+    partition = t.indexes.list()[0].partition
+    mt = MetadataTable(t.storage)
+
+    def delta_of(instant: Instant | None) -> pa.Table:
+        assert instant is not None
+        [path] = mt.deltas(partition)[instant.id]
+        return pq.read_table(path)
+
+    r = t.upsert(rows(keys[:12], 1))
+    entries = delta_of(r.instant)
+    rewritten = sum(f.rows for f in t.view(t.timeline).files() if r.instant is not None and f.instant == r.instant.id)
+    assert entries.num_rows == 12 < rewritten, (entries.num_rows, rewritten)
+    partial = json.loads(entries.schema.metadata[PARTIAL_META.encode()])
+    assert set(partial) == set(entries.column("path").cast(pa.string()).to_pylist())
+    d = t.delete(pa.table({"id": keys[12:20]}))
+    assert delta_of(d.instant).column("deleted").to_pylist() == [True] * 8
+    assert_index_exact(t, keys[:40] + new_keys(rng, 5))
+    cfg = t.config
+    reader = RecordIndexReader.open(t.storage, t.timeline, cfg.schema, cfg.record_key)
+    assert reader is not None and reader.partial
+    slices = t.view(t.timeline).latest_slices()
+    with pytest.raises(MetadataTableError):
+        index_tag(reader, slices, pa.table({"id": keys[:5]}), positions=True)
+    assert t.indexes.compact("record_index"), "folded"
+    assert mt.deltas(partition) == {}
+    assert_index_exact(t, keys[:40] + new_keys(rng, 5))
+    got = t.to_arrow()
+    assert got.num_rows == 392 and set(keys[12:20]).isdisjoint(got.column("id").to_pylist())
 
 
 @pytest.mark.parametrize("kind", ["cow", "mor"])
