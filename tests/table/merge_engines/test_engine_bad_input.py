@@ -9,14 +9,14 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from lakeline.table import Table
-from lakeline.table.schema_change import add_columns, commit_schema
-from lakeline.timeline.errors import (
+from lakeline.table import (
     ImmutablePropertyError,
     InvalidMergeEngineError,
     InvalidPropertyError,
+    Table,
     TableNotFoundError,
 )
+from lakeline.table.schema_change import add_columns, commit_schema
 from lakeline.timeline.plans import SchemaChangePlan
 
 SCHEMA = pa.schema(
