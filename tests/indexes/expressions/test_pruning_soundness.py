@@ -3,9 +3,10 @@
 A table partitioned by a date (copy-on-write) or a string (merge-on-read) column, with
 an int record key, int, string and date columns with nulls, ``column_stats`` and
 ``bloom_filters`` indexes and many small files from inserts, upserts and deletes. For
-each of 300 seeded random filters (100 in ``make test``, all under ``-m soak``) (``and``, ``or``, ``not``, the six comparisons with
-the literal on either side, ``isin`` with and without a null, ``is_null``,
-``is_valid``, over every column, partition and key columns included):
+each of 300 seeded random filters (100 in ``make test``, all under ``-m soak``; ``and``,
+``or``, ``not``, the six comparisons with the literal on either side, ``isin`` with and
+without a null, ``is_null``, ``is_valid``, over every column, partition and key columns
+included):
 
 * ``t.scan(filter).files()`` holds every live file (a slice's base and logs) with a row
   that matches, each file read and the filter evaluated by pyarrow;
