@@ -122,8 +122,11 @@ class Scan:
         kept = {(s.partition, s.file_group) for s in pruned.slices}
         # A sum or count folds into values no file's statistics bound: slices with logs stay.
         adds = MergeEngine.of(cfg).makes_values
+        back = sum(len(s.files) for s in self.slices if adds and s.logs and (s.partition, s.file_group) not in kept)
+        cap = sum(len(s.files) for s in self.slices)
         self.slices = [s for s in self.slices if (s.partition, s.file_group) in kept or (adds and s.logs)]
-        self._after_stats, self._after_bloom = pruned.files_after_stats, pruned.files_after_bloom
+        self._after_stats = min(cap, pruned.files_after_stats + back)
+        self._after_bloom = min(cap, pruned.files_after_bloom + back)
         self.slices = prune_by_record_index(ctx, self.slices, self.tree)
         self._after_record = sum(len(s.files) for s in self.slices)
         self.read_stats = ReadStats()  # of the last read (to_arrow, to_reader)

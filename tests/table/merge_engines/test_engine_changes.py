@@ -71,3 +71,5 @@ def test_a_sum_above_every_file_statistic_is_still_found(tmp_path: Path) -> None
     t.upsert(pa.table({"id": [1, 2], "ts": [1, 1], "price": [1, 1], "stock": [3, 1]}, schema=SCHEMA))
     t.upsert(pa.table({"id": [1], "ts": [2], "price": [1], "stock": [3]}, schema=SCHEMA))
     assert t.to_arrow(filter=pc.field("stock") > 5).to_pylist() == [{"id": 1, "ts": 2, "price": 1, "stock": 6}]
+    plan = t.scan(filter=pc.field("stock") > 5).explain()
+    assert plan["files_after_bloom_pruning"] == plan["files_after_stats_pruning"] == plan["files_total"] == 2
