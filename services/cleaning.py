@@ -1,9 +1,10 @@
 """The cleaning service: delete file versions no retained snapshot needs.
 
 docs/services.md, "Cleaning": the cleaner never deletes a file of a snapshot inside retention,
-of a savepoint, of a pending plan or of an inflight writer, and nothing younger than
-``clean.orphan-age-ms``. Hudi's cleaner deletes files a reader still needs; here every
-protection is derived from the timeline, read again right before deleting.
+of a savepoint, of a snapshot at or after a change-feed consumer's bookmark, of a pending
+plan or of an inflight writer, and nothing younger than ``clean.orphan-age-ms``. Hudi's
+cleaner deletes files a reader still needs; here every protection is derived from the
+timeline, read again right before deleting.
 
 *Retention* (``clean.policy``, ``clean.retain``), giving the *retain point*: the
 earliest snapshot sequence number every later snapshot of which stays readable.
@@ -59,8 +60,8 @@ from ..timeline.diagnostics import faults
 from ..timeline.errors import InvalidPropertyError
 from ..timeline.instant import Action, Instant, State
 from ..timeline.plans import CleanPlan, ClusteringPlan, CompactionPlan, WriteRequest, plan_of
+from ..timeline.retention import bookmark_seqs, pinned_seqs
 from ..timeline.retention import last_retain_seq as last_retain_seq  # re-exported: the cleaner's retain point
-from ..timeline.retention import pinned_seqs
 from ..timeline.storage.filesystem import Storage
 from ..timeline.storage.ownership import is_own_orphan
 from ..timeline.storage.staging_folders import Rules, dead_writes
@@ -118,13 +119,26 @@ def snapshot_files(table: Table, timeline: Timeline, seq: int) -> set[str]:
     return {f.path for f in table.view(timeline.as_of_seq(seq)).files()}
 
 
+def files_from(table: Table, timeline: Timeline, seq: int) -> set[str]:
+    """Relative paths of every file a read of any snapshot from event ``seq`` on opens:
+    the snapshot's files and every file a data instant completed after it added (a file
+    live in a later snapshot was live at ``seq`` or added since: bases only start newer
+    slices, logs only join the slice they are read with)."""
+    return snapshot_files(table, timeline, seq) | {
+        p for i in timeline.completed_after(seq) if i.action.writes_data for p in file_paths(i.metadata)
+    }
+
+
 def protected_files(table: Table, timeline: Timeline) -> set[str]:
     """Files no policy may delete in ``timeline``: the latest snapshot's, every active
-    savepoint's, and every pending instant's (the snapshot it planned or reads against,
-    the groups its plan names at its requested event, the paths its plan lists)."""
+    savepoint's, every snapshot's from an active bookmark on, and every pending
+    instant's (the snapshot it planned or reads against, the groups its plan names at
+    its requested event, the paths its plan lists)."""
     out = {f.path for f in table.view(timeline).files()}
     for seq in pinned_seqs(timeline):
         out |= snapshot_files(table, timeline, seq)
+    if marks := bookmark_seqs(timeline):
+        out |= files_from(table, timeline, marks[0])  # the earliest covers the others
     for inst in timeline.pending():
         if inst.action in _NO_READS:
             continue
@@ -262,9 +276,7 @@ class CleaningService(Service):
             expired = set(old)
         else:
             seq = retain_seq(policy, retain, tl, now_ns // 1000)
-            needed = snapshot_files(table, tl, seq) | {
-                p for i in tl.completed_after(seq) if i.action.writes_data for p in file_paths(i.metadata)
-            }
+            needed = files_from(table, tl, seq)
             expired = referenced - needed
         guard = protected_files(table, tl)
         tag = table_tag(table.config.table_uuid)

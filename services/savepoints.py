@@ -25,6 +25,14 @@ clean's ``inflight`` already pins). Refused means :class:`SavepointConflictError
 appended. Whichever event wins its slot first decides, so no interleaving lets a
 savepoint succeed and its files be deleted.
 
+**Bookmarks** are savepoints with a ``consumer`` (a change-feed reader's name): one
+pins every snapshot from its own on, so the consumer's next ``changes(start,
+images=True)``, which reads the snapshots before and after each instant of the range,
+finds them all (Paimon's consumer ids; Hudi's CDC readers fail once the cleaner passed
+them). Moving a bookmark pins the new position before it releases the old one, so the
+consumer is never unprotected; every check above applies to the files of all the
+snapshots it pins (:func:`lakeline.services.cleaning.files_from`).
+
 The creator also checks that the pinned snapshot's files still exist *after* its
 event landed: a clean that completed before the savepoint (or a stale cleaner) may
 have deleted them, and then the creation fails with :class:`SnapshotExpiredError`
@@ -35,12 +43,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..timeline.errors import InstantNotFoundError, SavepointConflictError, SnapshotExpiredError
+from ..timeline.errors import InstantNotFoundError, InvalidBookmarkError, SavepointConflictError, SnapshotExpiredError
 from ..timeline.instant import Action, Instant, State, instant_id_of
 from ..timeline.log import AppendCheck
 from ..timeline.plans import OP_CREATE, OP_RELEASE, CleanPlan, Plan, SavepointCreatePlan, SavepointReleasePlan
 from ..timeline.retention import Savepoint, active_savepoints, pinned_seqs
 from ..timeline.timeline import Timeline
+from .cleaning import files_from
 
 if TYPE_CHECKING:
     from ..table.table import Table
@@ -50,7 +59,10 @@ __all__ = [
     "OP_RELEASE",
     "Savepoint",
     "active_savepoints",
+    "bookmarks",
     "create_savepoint",
+    "move_bookmark",
+    "release_bookmark",
     "pinned_seqs",
     "release_savepoint",
 ]
@@ -85,20 +97,27 @@ def create_savepoint(table: Table, instant_id: int | str | None = None) -> Insta
     return _pin(table, tl, wanted)
 
 
-def _pin(table: Table, tl: Timeline, instant_id: int) -> Instant:
-    """:func:`create_savepoint` of completed instant ``instant_id`` of ``tl``."""
+def _pin(table: Table, tl: Timeline, instant_id: int, consumer: str | None = None) -> Instant:
+    """:func:`create_savepoint` of completed instant ``instant_id`` of ``tl`` (with a
+    ``consumer``: that consumer's bookmark, pinning every snapshot from it on)."""
     snap = tl.as_of_instant(instant_id)  # raises when not completed
     target = tl.get(instant_id)
-    pinned = {f.path for f in table.view(snap).files()}
     assert target.completed_seq is not None  # as_of_instant refused one that is not completed
+    seq = target.completed_seq
+
+    def pinned_files(timeline: Timeline) -> set[str]:
+        if consumer is None:
+            return {f.path for f in table.view(snap).files()}
+        return files_from(table, timeline, seq)
+
     done = _append_done(
         table,
-        SavepointCreatePlan(instant_id, target.completed_seq),
-        check=_no_clean_deleting(table, instant_id, pinned),
+        SavepointCreatePlan(instant_id, seq, consumer),
+        check=_no_clean_deleting(table, instant_id, pinned_files(tl)),
     )
     # Checked after the event landed: from now on a cleaner skips these files.
     storage = table.storage
-    gone = storage.missing(storage.path(f.path) for f in table.view(snap).files())
+    gone = storage.missing(storage.path(p) for p in sorted(pinned_files(table.log.refresh())))
     if gone:
         release_savepoint(table, done.id)
         raise SnapshotExpiredError(
@@ -159,3 +178,59 @@ def release_savepoint(table: Table, savepoint_id: int | str) -> Instant:
     if not match:
         raise InstantNotFoundError(f"no active savepoint {wanted}")
     return _append_done(table, SavepointReleasePlan(match[0].id))
+
+
+def _check_consumer(consumer: object) -> str:
+    if not isinstance(consumer, str) or not consumer.strip() or len(consumer) > 200:
+        raise InvalidBookmarkError(
+            f"a bookmark's consumer is a non-empty name of at most 200 characters, not {consumer!r}"
+        )
+    return consumer
+
+
+def bookmarks(timeline: Timeline) -> dict[str, Savepoint]:
+    """Each consumer's bookmark (its newest, when a move was cut short), by consumer."""
+    out: dict[str, Savepoint] = {}
+    for sp in active_savepoints(timeline):
+        if sp.consumer is not None:
+            out[sp.consumer] = sp  # by id: the newest wins
+    return out
+
+
+def move_bookmark(table: Table, consumer: str, instant_id: int | str | None = None) -> Instant:
+    """Set ``consumer``'s bookmark at completed instant ``instant_id`` (default: the
+    latest): pin every snapshot from it on, then release the consumer's earlier
+    bookmarks. A consumer that read ``changes(start, end)`` moves its bookmark to
+    ``end`` once it has processed them.
+
+    Raises:
+        InvalidBookmarkError: ``consumer`` is not a non-empty name.
+        InstantNotFoundError: no such completed instant.
+        SavepointConflictError: an inflight clean is deleting files of those snapshots.
+        SnapshotExpiredError: a snapshot from there on was already cleaned.
+    """
+    _check_consumer(consumer)
+    wanted = None if instant_id is None else instant_id_of(instant_id)
+    tl = table.log.refresh()
+    if wanted is None:
+        last = tl.last_completed()
+        if last is None:
+            raise InstantNotFoundError("nothing has completed yet: there is no snapshot to bookmark")
+        wanted = last.id
+    earlier = [sp for sp in active_savepoints(tl) if sp.consumer == consumer]
+    done = _pin(table, tl, wanted, consumer)
+    for sp in earlier:  # the new pin holds first: the consumer is never unprotected
+        _append_done(table, SavepointReleasePlan(sp.id))
+    return done
+
+
+def release_bookmark(table: Table, consumer: str) -> list[Instant]:
+    """End ``consumer``'s bookmark; the next clean may remove what only it kept.
+
+    Raises:
+        InstantNotFoundError: the consumer has no bookmark.
+    """
+    mine = [sp for sp in active_savepoints(table.log.refresh()) if sp.consumer == _check_consumer(consumer)]
+    if not mine:
+        raise InstantNotFoundError(f"no bookmark of consumer {consumer!r}")
+    return [_append_done(table, SavepointReleasePlan(sp.id)) for sp in mine]

@@ -24,7 +24,15 @@ from .indexing import IndexingService
 from .phases import execute, run_pending, schedule
 from .plugin import Progress, Service, ServiceResult
 from .rollback import RollbackService
-from .savepoints import Savepoint, active_savepoints, create_savepoint, release_savepoint
+from .savepoints import (
+    Savepoint,
+    active_savepoints,
+    bookmarks,
+    create_savepoint,
+    move_bookmark,
+    release_bookmark,
+    release_savepoint,
+)
 
 if TYPE_CHECKING:
     from ..table.table import Table
@@ -219,8 +227,34 @@ class TableServices:
         return release_savepoint(self.table, instant_id)
 
     def savepoints(self) -> list[Savepoint]:
-        """Active savepoints, by id (``.id``, ``.instant`` pinned, ``.seq`` its snapshot)."""
+        """Active savepoints, by id (``.id``, ``.instant`` pinned, ``.seq`` its snapshot;
+        a bookmark's ``.consumer``)."""
         return active_savepoints(self.table.log.refresh())
+
+    def bookmark(self, consumer: str, instant_id: int | str | None = None) -> Instant:
+        """Set change-feed consumer ``consumer``'s bookmark at completed instant
+        ``instant_id`` (default: the latest), releasing its earlier one: cleaning and
+        archival keep every snapshot from there on, so ``t.changes(instant_id,
+        images=True)`` stays readable until the consumer moves on.
+
+        Raises:
+            InvalidBookmarkError: ``consumer`` is not a non-empty name.
+            InstantNotFoundError: no such completed instant.
+            SnapshotExpiredError: a snapshot from there on was already cleaned.
+        """
+        return move_bookmark(self.table, consumer, instant_id)
+
+    def release_bookmark(self, consumer: str) -> list[Instant]:
+        """End ``consumer``'s bookmark.
+
+        Raises:
+            InstantNotFoundError: the consumer has no bookmark.
+        """
+        return release_bookmark(self.table, consumer)
+
+    def bookmarks(self) -> dict[str, Savepoint]:
+        """Each change-feed consumer's bookmark (``.instant``: where it reads from)."""
+        return bookmarks(self.table.log.refresh())
 
     def pending(self, names: Sequence[str] | None = None) -> list[Instant]:
         """Pending service instants (of the given services), by id."""

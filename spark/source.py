@@ -42,7 +42,10 @@ instant id, ``earliest`` (the table's first completed instant: every change sinc
 creation) or ``latest`` (changes from the query's start on)); ``max_instants_per_batch``
 (a bound on data instants per micro-batch; Spark's own ``ReadMaxFiles`` limit counts
 instants here, and a trigger that reads everything available ignores it, as Spark
-requires); ``images``; and the table's options as for batch reads (``timeline``, storage
+requires); ``images``; ``consumer`` (a stream's name for its bookmark: set at its start
+and moved to each micro-batch's end once Spark committed it, so cleaning and archival
+keep every snapshot the stream has yet to read, ``t.services.bookmark``); and the
+table's options as for batch reads (``timeline``, storage
 options). The same options make ``spark.read`` return the changes since the start as one
 batch.
 """
@@ -182,6 +185,7 @@ class LakelineReader(DataSourceReader):
 START = "starting_instant"
 MAX_INSTANTS = "max_instants_per_batch"
 IMAGES = "images"
+CONSUMER = "consumer"
 
 
 def wants_changes(options: Mapping[str, str]) -> bool:
@@ -260,7 +264,16 @@ class ChangesStreamReader(DataSourceStreamReader):
             raise InvalidPropertyError(f"{MAX_INSTANTS} must be at least 1")
 
     def initialOffset(self) -> dict[str, int]:
-        return {"instant": start_instant(self.open_table(), self.options)}
+        table = self.open_table()
+        start = start_instant(table, self.options)
+        self._bookmark(table, start)
+        return {"instant": start}
+
+    def _bookmark(self, table: Table, instant: int) -> None:
+        """Pin what the stream has yet to read (option ``consumer``): from ``instant`` on."""
+        consumer = self.options.get(CONSUMER)
+        if consumer is not None:
+            table.services.bookmark(consumer, instant)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxFiles(self.max_instants) if self.max_instants else ReadAllAvailable()
@@ -282,4 +295,7 @@ class ChangesStreamReader(DataSourceStreamReader):
         yield from _read(self.open_table, self.options, partition)
 
     def commit(self, end: dict[str, int]) -> None:
-        """Nothing to release: the offsets are instants of the table's own timeline."""
+        """Spark processed everything up to ``end``: the consumer's bookmark moves there
+        (without a ``consumer``, nothing to do: offsets are the timeline's own instants)."""
+        if self.options.get(CONSUMER) is not None:
+            self._bookmark(self.open_table(), end["instant"])

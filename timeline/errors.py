@@ -96,6 +96,10 @@ class InvalidTxnError(LakelineError, ValueError):
     whole number from 0 on."""
 
 
+class InvalidBookmarkError(LakelineError, ValueError):
+    """A change-feed bookmark's consumer is not a non-empty name of at most 200 characters."""
+
+
 class ImmutableColumnError(InvalidUpdateError, UnsupportedOperationError):
     """An update sets a record-key or partition column (a row's identity and place are
     fixed; delete and insert the row instead)."""

@@ -8,11 +8,13 @@ readable", from the timeline alone, so every process agrees without local state:
   "instant": X, "seq": S}`` (pin the snapshot as of instant ``X``, whose completion is
   event ``S``) until a completed ``{"op": "release", "savepoint": P}`` names it; it pins
   from its ``requested`` event on (``lakeline.services.savepoints`` writes them);
+  one whose plan names a ``consumer`` is that change-feed consumer's **bookmark** and
+  pins every snapshot from ``S`` on;
 * the **retain point** of a completed ``clean`` is the earliest snapshot it kept (its
   ``retain_seq``): snapshots before it may have lost files.
 
 A time-travel read of a snapshot before the furthest retain point that no savepoint
-pins fails with :class:`SnapshotExpiredError` before it reads anything, even where its
+pins (and no bookmark at or before it) fails with :class:`SnapshotExpiredError` before it reads anything, even where its
 files happen to survive: outside retention is a rule, not an accident of what was left.
 """
 
@@ -28,12 +30,14 @@ from .timeline import Timeline
 
 @dataclass(frozen=True)
 class Savepoint:
-    """An active savepoint: its own instant id, the pinned instant and snapshot seq."""
+    """An active savepoint: its own instant id, the pinned instant and snapshot seq,
+    and for a bookmark the consumer it belongs to (it pins every snapshot from ``seq`` on)."""
 
     id: int
     instant: int
     seq: int
     state: str
+    consumer: str | None = None
 
 
 def _released(timeline: Timeline) -> set[int]:
@@ -48,7 +52,7 @@ def active_savepoints(timeline: Timeline) -> list[Savepoint]:
     """Savepoints that pin a snapshot in ``timeline`` (pending creations included), by id."""
     gone = _released(timeline)
     return [
-        Savepoint(i.id, p.instant, p.seq, i.state)
+        Savepoint(i.id, p.instant, p.seq, i.state, p.consumer)
         for i in timeline.by_action(Action.SAVEPOINT)
         if isinstance(p := savepoint_plan(i.plan), SavepointCreatePlan)
         and i.id not in gone
@@ -60,6 +64,11 @@ def pinned_seqs(timeline: Timeline) -> list[int]:
     """Snapshot sequence numbers that active savepoints pin, ascending: cleaning keeps
     their files and archival must not pass the smallest."""
     return sorted({s.seq for s in active_savepoints(timeline)})
+
+
+def bookmark_seqs(timeline: Timeline) -> list[int]:
+    """Snapshot sequence numbers from which active bookmarks pin every snapshot, ascending."""
+    return sorted({s.seq for s in active_savepoints(timeline) if s.consumer is not None})
 
 
 def last_retain_seq(timeline: Timeline) -> int | None:
@@ -96,7 +105,9 @@ def check_retained(timeline: Timeline, snapshot_seq: int, name: object) -> None:
     retain = furthest_retain_seq(timeline)
     if retain is None or snapshot_seq >= retain or snapshot_seq in pinned_seqs(timeline):
         return
+    if any(b <= snapshot_seq for b in bookmark_seqs(timeline)):
+        return  # a bookmark keeps every snapshot from its own on
     raise SnapshotExpiredError(
         f"snapshot as of {name} is outside retention: the cleaner keeps snapshots from event {retain} on "
-        "(savepoint a snapshot to keep it readable)"
+        "(savepoint a snapshot, or bookmark a change-feed consumer, to keep it readable)"
     )

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 from lakeline.cli.main import cli
 from lakeline.table import Table
-from lakeline.timeline.errors import InstantNotFoundError, SnapshotExpiredError
+from lakeline.timeline.errors import InstantNotFoundError, InvalidBookmarkError, SnapshotExpiredError
 
 from tests.children.table_workers import data_files_on_disk
 from tests.services.test_cleaning import COLUMNS, data_ids, history, make_table, reads, snapshot_files
@@ -116,3 +117,57 @@ def test_reads_outside_retention_are_refused_by_rule_and_savepoints_lift_it(tmp_
     t.services.release_savepoint(pinned.id)
     with pytest.raises(SnapshotExpiredError):
         t.to_arrow(as_of=inserts[1])
+
+
+def feed(t: Table, start: int) -> list[tuple[Any, ...]]:
+    """The change feed from ``start``, images and all, as sorted tuples."""
+    rows = t.changes(start, images=True)
+    return sorted(tuple(map(str, r.values())) for r in rows.to_pylist())
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_a_bookmark_keeps_every_snapshot_from_it_readable(tmp_path: Path, table_type: str) -> None:
+    """A consumer's bookmark pins every snapshot from its instant on, so its change feed
+    (which reads the snapshot before and after each instant) survives a clean that keeps
+    one version; moving it on releases the old position, and the next clean takes it."""
+    t = make_table(tmp_path, table_type=table_type)
+    history(t, TableModel())
+    ids = data_ids(t)
+    k = len(ids) - 4  # mor: the compaction; versions before it go for both table types
+    start = ids[k]
+    expected_feed = feed(t, start)
+    expected_reads = reads(t, ids[k:])
+    mark = t.services.bookmark("orders-cdc", start)
+    assert mark.state == "completed"
+    assert {c: s.instant for c, s in t.services.bookmarks().items()} == {"orders-cdc": start}
+    assert t.services.clean(retain=1, dry_run=False).stats["files_deleted"] > 0  # older versions go
+    assert feed(t, start) == expected_feed
+    assert reads(t, ids[k:]) == expected_reads
+    with pytest.raises(SnapshotExpiredError):
+        t.to_arrow(as_of=ids[0])
+    t.services.bookmark("orders-cdc", ids[-1])  # the consumer processed the feed
+    assert {c: s.instant for c, s in t.services.bookmarks().items()} == {"orders-cdc": ids[-1]}
+    assert [s.instant for s in t.services.savepoints()] == [ids[-1]]  # the old pin is released
+    assert t.services.clean(retain=1, dry_run=False).stats["files_deleted"] > 0
+    with pytest.raises(SnapshotExpiredError):
+        t.changes(start, images=True)
+    t.services.release_bookmark("orders-cdc")
+    assert t.services.bookmarks() == {}
+    with pytest.raises(InstantNotFoundError):
+        t.services.release_bookmark("orders-cdc")
+
+
+def test_a_bookmark_behind_the_cleaner_is_refused_and_bad_names_write_nothing(tmp_path: Path) -> None:
+    t = make_table(tmp_path, table_type="cow")
+    history(t, TableModel())
+    ids = data_ids(t)
+    assert t.services.clean(retain=1, dry_run=False).stats["files_deleted"] > 0
+    events = len(t.log.refresh().events)
+    for bad in ("", "   ", None, 7, "x" * 201):
+        with pytest.raises(InvalidBookmarkError):
+            t.services.bookmark(bad, ids[-1])  # type: ignore[arg-type]
+    assert len(t.log.refresh().events) == events
+    with pytest.raises(SnapshotExpiredError):
+        t.services.bookmark("late", ids[1])  # snapshots after it lost files already
+    assert t.services.bookmarks() == {}
+    assert t.services.bookmark("late", ids[-1]).state == "completed"

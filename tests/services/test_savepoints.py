@@ -138,3 +138,41 @@ def test_a_crashed_clean_keeps_refusing_until_it_is_finished(tmp_path: Path, tim
         t.services.savepoint(old)
     t.to_arrow(as_of=latest)
     check_files_on_disk(t)
+
+
+def test_a_bookmark_from_another_process_during_the_deletes(tmp_path: Path, timeline: str | None) -> None:
+    """A change-feed bookmark pins every snapshot from its instant on, under the same
+    rule: refused while a clean claimed before it deletes files of those snapshots (here
+    from another process, paused mid-delete); one made after the plan but before the
+    claim is honoured, and the feed from it reads."""
+    t, old, _ = prepared(tmp_path, timeline)
+    latest = data_ids(t)[-1]
+    fault_dir = tmp_path / "faults"
+    fault_dir.mkdir()
+    proc = start_script(
+        SERVICE_CHILD,
+        [t.path, timeline, "clean", CLEAN_RETAIN_1],
+        faults="clean.mid_delete=wait",
+        env={"LAKELINE_FAULT_DIR": str(fault_dir)},
+    )
+    try:
+        wait_for_files([fault_dir / "clean.mid_delete.reached"])
+        with pytest.raises(SavepointConflictError):
+            t.services.bookmark("feed", old)
+        assert t.services.bookmarks() == {}
+        assert t.services.bookmark("feed", latest).state == "completed"  # nothing it pins is planned
+    finally:
+        (fault_dir / "clean.mid_delete.release").write_text("go")
+        rc, _, err = finish(proc)
+    assert rc == 0, err[-3000:]
+    assert {c: s.instant for c, s in t.services.bookmarks().items()} == {"feed": latest}
+    t.changes(latest, images=True)
+    check_files_on_disk(t)
+
+    t2, old2, _ = prepared(tmp_path / "second", None)
+    plan = t2.services.schedule("cleaning", retain=1)  # lists files of snapshots after old2
+    feed_before = t2.changes(old2, images=True).sort_by("id")
+    t2.services.bookmark("feed", old2)  # after the plan, before the claim: the cleaner skips them
+    r = t2.services.execute(plan)
+    assert r.stats["files_skipped"] > 0
+    assert t2.changes(old2, images=True).sort_by("id").equals(feed_before)

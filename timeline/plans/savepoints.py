@@ -11,19 +11,29 @@ from .plan import OP_CREATE, OP_RELEASE
 
 @dataclass(frozen=True)
 class SavepointCreatePlan:
-    """Pin the snapshot as of instant ``instant``, whose completion is event ``seq``."""
+    """Pin the snapshot as of instant ``instant``, whose completion is event ``seq``.
+
+    With a ``consumer`` it is that change-feed consumer's *bookmark*: it pins every
+    snapshot from ``seq`` on, not that one alone, so ``changes(instant, images=True)``
+    (which reads the snapshot before and after each instant of the range) stays
+    readable however often the cleaner runs (``lakeline.services.savepoints``)."""
 
     instant: int
     seq: int
+    consumer: str | None = None
 
     op = OP_CREATE
 
     def to_dict(self) -> dict[str, Any]:
-        return {"op": OP_CREATE, "instant": self.instant, "seq": self.seq}
+        out: dict[str, Any] = {"op": OP_CREATE, "instant": self.instant, "seq": self.seq}
+        if self.consumer is not None:
+            out["consumer"] = self.consumer
+        return out
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> SavepointCreatePlan:
-        return cls(int(raw["instant"]), int(raw["seq"]))
+        consumer = raw.get("consumer")
+        return cls(int(raw["instant"]), int(raw["seq"]), None if consumer is None else str(consumer))
 
 
 @dataclass(frozen=True)
