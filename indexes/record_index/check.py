@@ -56,15 +56,11 @@ def _codes(rows: pa.Table, live: pa.Array) -> np.ndarray:
     return np.concatenate(codes).astype(np.int64) if codes else np.zeros(0, np.int64)
 
 
-#: An entry's identity (:func:`_identify`), ordered field by field.
-_ID = np.dtype([("file", np.int64), ("hash", np.int64), ("nth", np.int64)])
-
-
-def _identify(rows: pa.Table, live: pa.Array) -> tuple[pa.Table, np.ndarray, np.ndarray]:
-    """``rows`` in identity order, their identities, and which repeat the one before
-    with the same row (a duplicate). An entry is identified by its file, its key's hash
-    and which of that file's entries of the hash it is (by row): not by its row alone,
-    as the keys a partial rewrite's chain resolved to name no row (``pos`` -1)."""
+def _identify(rows: pa.Table, live: pa.Array) -> tuple[np.ndarray, tuple[np.ndarray, ...], np.ndarray]:
+    """The rows of ``rows`` in identity order, their identities (file, the key's hash,
+    and which of the file's entries of that hash it is, by row) and which repeat the
+    entry before with the same row (a duplicate). Not the row alone: the keys a partial
+    rewrite's chain resolved to name no row (``pos`` -1)."""
     code, h = _codes(rows, live), rows.column(HASH).to_numpy()
     pos = rows.column(POS).to_numpy().astype(np.int64)
     order = np.lexsort((pos, h, code))
@@ -72,43 +68,60 @@ def _identify(rows: pa.Table, live: pa.Array) -> tuple[pa.Table, np.ndarray, np.
     run = np.r_[True, (code[1:] != code[:-1]) | (h[1:] != h[:-1])] if len(order) else np.zeros(0, bool)
     starts = np.flatnonzero(run)
     nth = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
-    ids = np.empty(len(order), dtype=_ID)
-    ids["file"], ids["hash"], ids["nth"] = code, h, nth
     dup = np.r_[False, ~run[1:] & (pos[1:] == pos[:-1]) & (pos[1:] >= 0)] if len(order) else np.zeros(0, bool)
-    return rows.take(pa.array(order)), ids, dup
+    return order, (code, h, nth), dup
+
+
+def _ranks(e: tuple[np.ndarray, ...], g: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """The identities of both sides as one integer each, equal exactly when the
+    identities are and ordered as they are (so each side stays sorted)."""
+    cols = [np.r_[a, b] for a, b in zip(e, g)]
+    order = np.lexsort(cols[::-1])
+    if not len(order):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    new = np.zeros(len(order), dtype=bool)
+    new[0] = True
+    for c in cols:
+        s = c[order]
+        new[1:] |= s[1:] != s[:-1]
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.cumsum(new) - 1
+    return rank[: len(e[0])], rank[len(e[0]) :]
 
 
 def compare_task(task: CompareTask) -> list[dict[str, Any]]:
     live = task.stored.live
     assert live is not None
     key = key_columns(task.expected.key)
-    exp, e_ids, _ = _identify(range_rows(task.expected, sort=False), live)
-    got, g_ids, dup = _identify(range_rows(task.stored, sort=False), live)
+    exp, got = range_rows(task.expected, sort=False), range_rows(task.stored, sort=False)
+    e_order, e_id, _ = _identify(exp, live)
+    g_order, g_id, dup = _identify(got, live)
+    e_ids, g_ids = _ranks(e_id, g_id)
     out: list[dict[str, Any]] = []
 
-    def report(rows: pa.Table, mask: np.ndarray, problem: str) -> None:
-        if not mask.any() or len(out) >= MAX_REPORTED:
+    def report(rows: pa.Table, picked_rows: np.ndarray, problem: str) -> None:
+        if not len(picked_rows) or len(out) >= MAX_REPORTED:
             return
-        picked = rows.filter(pa.array(mask)).slice(0, MAX_REPORTED - len(out))
+        picked = rows.take(pa.array(picked_rows[: MAX_REPORTED - len(out)]))
         for r in picked.select([PATH, POS, *key]).to_pylist():
             out.append(
                 {"index": task.name, "path": r[PATH], "pos": r[POS], "key": [r[k] for k in key], "problem": problem}
             )
 
-    report(got, dup, "duplicate")
+    report(got, g_order[dup], "duplicate")
     in_got = _member(e_ids, g_ids)
-    report(exp, ~in_got, "missing")
-    report(got, ~_member(g_ids, e_ids) & ~dup, "extra")
-    # The entries both hold, side by side.
-    at = np.searchsorted(g_ids, e_ids[in_got])
-    both_e, both_g = exp.filter(pa.array(in_got)), got.take(pa.array(at))
+    report(exp, e_order[~in_got], "missing")
+    report(got, g_order[~_member(g_ids, e_ids) & ~dup], "extra")
+    # The entries both hold, side by side (rows of ``exp`` and ``got``).
+    e_rows, g_rows = e_order[in_got], g_order[np.searchsorted(g_ids, e_ids[in_got])]
+    both_e, both_g = exp.take(pa.array(e_rows)), got.take(pa.array(g_rows))
     same = np.ones(both_e.num_rows, dtype=bool)
     for c in [BUCKET, DELETED, *key]:
         eq = pc.fill_null(pc.equal(both_e.column(c), both_g.column(c)), False)
         same &= eq.to_numpy(zero_copy_only=False)
     stored_pos = both_g.column(POS).to_numpy()
     same &= (stored_pos < 0) | (stored_pos == both_e.column(POS).to_numpy())
-    report(both_e, ~same, "differs")
+    report(exp, e_rows[~same], "differs")
     return out[:MAX_REPORTED]
 
 

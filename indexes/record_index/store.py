@@ -233,7 +233,7 @@ def live_entries(rows: pa.Table, live: pa.Array, partial: Mapping[str, str]) -> 
     """The entries of the keys the files ``live`` (paths) hold: a full listing's as
     they are, and for a live partial rewrite (a key of ``partial``) the entries of its
     chain (:func:`.rows.chain_of`) resolved to one per key it holds, named by it, with
-    ``pos`` -1 (the key's row in it is not known)."""
+    ``pos`` -1 (the key's row in it is not known). Row order is not kept."""
     heads = [p for p in live.to_pylist() if p in partial]
     if not heads or rows.num_rows == 0:
         return live_only(rows, live)
@@ -241,64 +241,78 @@ def live_entries(rows: pa.Table, live: pa.Array, partial: Mapping[str, str]) -> 
     for i, head in enumerate(heads):
         for k, f in enumerate(chain_of(head, partial)):
             at[f] = (i, -k)
-    plain = live_only(rows, pa.array(sorted(set(live.to_pylist()) - set(heads)), pa.string()))
-    chained = live_only(rows, pa.array(list(at), pa.string()))
-    if chained.num_rows == 0:
-        return plain
-    return pa.concat_tables([plain, _resolve(chained, heads, at)])
-
-
-def _resolve(rows: pa.Table, heads: list[str], at: Mapping[str, tuple[int, int]]) -> pa.Table:
-    """One entry per (head, key) of a chain's entries: the last (by chain order, then
-    ``pos``), dropped when it is a delete."""
+    plain = set(live.to_pylist()) - set(heads)
+    # Per distinct path, not per entry: -2 another file's, -1 a full listing's, else
+    # the number of the head whose chain it is in.
     paths = rows.column(PATH).unify_dictionaries().combine_chunks()
     names = paths.dictionary.to_pylist()
     codes = paths.indices.to_numpy()
-    head = np.array([at.get(n, (0, 0))[0] for n in names], dtype=np.int64)[codes]  # unused values too
-    order = np.array([at.get(n, (0, 0))[1] for n in names], dtype=np.int64)[codes]
-    hashes = rows.column(HASH).to_numpy()
-    pos = rows.column(POS).to_numpy()
-    keys = [c for c in rows.column_names if c.startswith("key_")]
-    idx = np.lexsort((pos, order, hashes, head))
-    same = _same_key(rows, keys, idx, head, hashes)
-    if same is None:  # two keys of one group share a hash: order by the keys themselves
-        ordered = pa.table({"h": head, **{k: rows.column(k) for k in keys}, "o": order, "p": pos})
-        idx = pc.sort_indices(ordered, [(c, "ascending") for c in ordered.column_names]).to_numpy()
-        same = _same_key(rows, keys, idx, head, None)
-        assert same is not None
-    last = np.r_[~same, True] if len(idx) else np.zeros(0, bool)
-    deleted = rows.column(DELETED).to_numpy(zero_copy_only=False)[idx]
-    pick = idx[last & ~deleted]
-    out = rows.take(pa.array(pick))
-    named = pa.DictionaryArray.from_arrays(pa.array(head[pick].astype(np.int32)), pa.array(heads, pa.string()))
+    head = np.array([at[n][0] if n in at else -1 if n in plain else -2 for n in names] + [-2], np.int64)[codes]
+    order = np.array([at[n][1] if n in at else 0 for n in names] + [0], np.int64)[codes]
+    chained = np.flatnonzero(head >= 0)
+    keep = head == -1
+    keep[_resolve(rows, chained, head, order)] = True
+    out = rows.filter(pa.array(keep))
+    # The resolved keys are named by their head, with no row.
+    where = {n: i for i, n in enumerate(names)}
+    values = names + [h for h in heads if h not in where]
+    where.update((n, i) for i, n in enumerate(values))
+    head_code = np.array([where[h] for h in heads], dtype=np.int64)
+    kept_head = head[keep]
+    in_chain = kept_head >= 0
+    indices = np.where(in_chain, head_code[np.maximum(kept_head, 0)], codes[keep]).astype(np.int32)
+    named = pa.DictionaryArray.from_arrays(pa.array(indices), pa.array(values, pa.string()))
+    pos = np.where(in_chain, -1, out.column(POS).to_numpy()).astype(np.int32)
     at_path, at_pos = out.schema.get_field_index(PATH), out.schema.get_field_index(POS)
     out = out.set_column(at_path, out.schema.field(at_path), named)
-    return out.set_column(at_pos, out.schema.field(at_pos), pa.array(np.full(len(pick), -1, np.int32)))
+    return out.set_column(at_pos, out.schema.field(at_pos), pa.array(pos))
+
+
+def _resolve(rows: pa.Table, chained: np.ndarray, head: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Of the entries ``chained`` (row numbers; ``head`` and ``order`` give each row's
+    chain and place in it), the rows to keep: per (head, key) the last (by chain order,
+    then ``pos``), unless it is a delete."""
+    hashes = rows.column(HASH).to_numpy()[chained]
+    pos = rows.column(POS).to_numpy()[chained]
+    h, o = head[chained], order[chained]
+    keys = [c for c in rows.column_names if c.startswith("key_")]
+    at = chained[np.lexsort((pos, o, hashes, h))]
+    same = _same_key(rows, keys, at, head[at], rows.column(HASH).to_numpy()[at])
+    if same is None:  # two keys of one group share a hash: order by the keys themselves
+        part = rows.take(pa.array(chained))
+        ordered = pa.table({"h": h, **{k: part.column(k) for k in keys}, "o": o, "p": pos})
+        at = chained[pc.sort_indices(ordered, [(c, "ascending") for c in ordered.column_names]).to_numpy()]
+        same = _same_key(rows, keys, at, head[at], None)
+        assert same is not None
+    last = np.r_[~same, True] if len(at) else np.zeros(0, bool)
+    deleted = rows.column(DELETED).to_numpy(zero_copy_only=False)[at]
+    return at[last & ~deleted]
 
 
 def _same_key(
-    rows: pa.Table, keys: list[str], idx: np.ndarray, head: np.ndarray, hashes: np.ndarray | None
+    rows: pa.Table, keys: list[str], at: np.ndarray, head: np.ndarray, hashes: np.ndarray | None
 ) -> np.ndarray | None:
-    """For rows in ``idx`` order: whether each (after the first) has the same head and
-    key as the one before; None when two neighbours share head and hash but not the key."""
-    n = len(idx)
+    """For the rows ``at`` (in that order; ``head`` and ``hashes`` are theirs): whether
+    each (after the first) has the same head and key as the one before; None when two
+    neighbours share head and hash but not the key. With ``hashes`` only the neighbours
+    sharing a hash have their keys compared."""
+    n = len(at)
     if n < 2:
         return np.zeros(0, bool)
-    h = head[idx]
-    same = h[1:] == h[:-1]
+    same = head[1:] == head[:-1]
     if hashes is not None:
-        s = hashes[idx]
-        same_hash = same & (s[1:] == s[:-1])
-    sorted_keys = rows.select(keys).take(pa.array(idx))
-    same_key = np.ones(n - 1, dtype=bool)
+        same &= hashes[1:] == hashes[:-1]
+    pairs = np.flatnonzero(same)  # compare the keys of these neighbours only
+    after = rows.select(keys).take(pa.array(at[pairs + 1]))
+    before = rows.select(keys).take(pa.array(at[pairs]))
+    same_key = np.ones(len(pairs), dtype=bool)
     for k in keys:
-        col = sorted_keys.column(k).combine_chunks()
-        same_key &= pc.fill_null(pc.equal(col.slice(1), col.slice(0, n - 1)), False).to_numpy(zero_copy_only=False)
-    if hashes is not None:
-        if (same_hash & ~same_key).any():
-            return None
-        return same_hash
-    return same & same_key
+        eq = pc.equal(after.column(k), before.column(k))
+        same_key &= pc.fill_null(eq, False).to_numpy(zero_copy_only=False)
+    if hashes is not None and not same_key.all():
+        return None
+    same[pairs] = same_key
+    return same
 
 
 def ranges(buckets: int, rows: int, per_range: int) -> list[tuple[int, int]]:
