@@ -21,8 +21,8 @@ import pytest
 from lakeline.indexes.metadata_table import MetadataTable
 from lakeline.indexes.record_index.lookup import RecordIndexReader
 from lakeline.indexes.record_index.lookup import tag as index_tag
-from lakeline.indexes.record_index.rows import OP, OP_DELETE, PARTIAL_META
-from lakeline.indexes.record_index.store import newest_generation, partition_dir
+from lakeline.indexes.record_index.rows import OP, OP_DELETE, PARTIAL_META, entry_schema
+from lakeline.indexes.record_index.store import live_entries, newest_generation, partition_dir
 from lakeline.table import Table
 from lakeline.table.engine import LocalEngine
 from lakeline.table.write import records
@@ -344,3 +344,20 @@ def test_drop_removes_the_partition(tmp_path: Path) -> None:
     assert not t.storage.exists(t.storage.path(partition_dir(d.partition)))
     t.upsert(rows(new_keys(random.Random(3), 5), 1))  # writers go on without it
     assert t.indexes.list() == []
+
+
+def test_chain_resolution_tells_keys_apart_when_hashes_meet() -> None:
+    """Two keys of one file group sharing a 64-bit hash stay two keys: a delete of one
+    in a partial rewrite leaves the other (resolution falls back to the keys)."""
+    schema = pa.schema([("id", pa.string())])
+    old, new = "g_1_old.parquet", "g_2_new.parquet"
+
+    def entry(path: str, key: str, pos: int, deleted: bool) -> dict[str, object]:
+        return {"bucket": 0, "hash": 7, "path": path, "key_0": key, "pos": pos, "deleted": deleted}
+
+    rows_ = pa.Table.from_pylist(
+        [entry(old, "k1", 0, False), entry(old, "k2", 1, False), entry(new, "k1", -1, True)],
+        schema=entry_schema(schema, ["id"]),
+    )
+    got = live_entries(rows_, pa.array([new]), {new: old})
+    assert got.select(["path", "key_0", "pos"]).to_pylist() == [{"path": new, "key_0": "k2", "pos": -1}]
