@@ -146,11 +146,24 @@ def child_env(faults: str | None = None, extra: Mapping[str, str] | None = None)
 
 
 def start_script(
-    script: str | os.PathLike[str], args: Sequence[Any], faults: str | None = None, env: Mapping[str, str] | None = None
+    script: str | os.PathLike[str],
+    args: Sequence[Any],
+    faults: str | None = None,
+    env: Mapping[str, str] | None = None,
+    new_session: bool = False,
 ) -> subprocess.Popen[str]:
-    """Start ``python script args...``, each argument JSON-encoded."""
+    """Start ``python script args...``, each argument JSON-encoded; with
+    ``new_session``, as the leader of its own process group (``os.killpg`` then kills
+    it with everything it started, as a Spark driver's JVM and workers)."""
     argv = [sys.executable, str(script)] + [json.dumps(a) for a in args]
-    return subprocess.Popen(argv, env=child_env(faults, env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        argv,
+        env=child_env(faults, env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=new_session,
+    )
 
 
 def finish(proc: subprocess.Popen[str], timeout: float = 120.0) -> tuple[int, str, str]:

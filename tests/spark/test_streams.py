@@ -6,18 +6,30 @@ last one (completion order, offsets are instant ids), bounded by
 ``max_instants_per_batch``, and a query restarted on its checkpoint must go on where it
 stopped. A sink stream (``df.writeStream.format("lakeline")``) must land every row once
 even when Spark runs a micro-batch again after a crash between the lakeline commit and
-its own checkpoint (simulated here as Spark itself sees it: the batch's entry of the
-checkpoint's commit log removed, so the restarted query runs that batch again).
+its own checkpoint: simulated as Spark itself sees it (the batch's entry of the
+checkpoint's commit log removed, so the restarted query runs that batch again), and for
+real, the driver's whole process group killed with SIGKILL right after the lakeline commit
+of a micro-batch, while another process compacts the table.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import signal
+import threading
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from lakeline.table import Table
+from lakeline.timeline.errors import LakelineError
+
+from tests.children.stream_driver import STREAM_DRIVER
+from tests.helpers import finish, start_script, wait_for_files
 
 SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("v", pa.string())])
 
@@ -124,3 +136,68 @@ def test_a_sink_stream_lands_each_micro_batch_once_even_when_spark_runs_it_again
     assert [i for i in t.timeline.completed() if i.action.writes_data] == landed
     got = sorted((r["id"], r["ts"]) for r in t.to_arrow().to_pylist())
     assert got == [(1, 1), (2, 1), (3, 2), (4, 2)]
+
+
+def test_a_driver_killed_between_the_lakeline_commit_and_spark_s_lands_each_batch_once(tmp_path: Path) -> None:
+    """A real crash, not a simulated one: the sink's commit of the first micro-batch is
+    held right after the lakeline instant completed (``commit.after_complete=wait``, in
+    the Python worker that runs it), and the whole driver (its process group: Python,
+    the JVM, its workers) is killed with SIGKILL there, before Spark wrote that batch to
+    its checkpoint. A new driver on the same checkpoint runs the batch again, which
+    lands nothing (``txn``), then the rest, while another process compacts the table
+    (``inline.services`` compacts in the stream as well): every batch lands exactly
+    once, the stream never stops, and nothing is left pending."""
+    t = Table.create(
+        tmp_path / "t",
+        SCHEMA,
+        record_key="id",
+        ordering_field="ts",
+        table_type="mor",
+        properties={"inline.services": "compaction", "compaction.delta-commits": 2},
+    )
+    source, ckpt, fault_dir = tmp_path / "in", tmp_path / "ckpt", tmp_path / "faults"
+    source.mkdir()
+    fault_dir.mkdir()
+    batches = [rows(list(range(5 * n, 5 * n + 10)), n) for n in range(4)]  # half updates: logs to compact
+    for n, batch in enumerate(batches):
+        pq.write_table(batch, source / f"part-{n}.parquet")
+    args = [t.path, str(source), str(ckpt), "upsert", "id long, ts long, v string"]
+    env = {"LAKELINE_FAULT_DIR": str(fault_dir)}
+    driver = start_script(STREAM_DRIVER, args, faults="commit.after_complete=wait", env=env, new_session=True)
+    try:
+        wait_for_files([fault_dir / "commit.after_complete.reached"], timeout=240)
+        os.killpg(driver.pid, signal.SIGKILL)
+        waiting = int((fault_dir / "commit.after_complete.reached").read_text())
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(waiting, signal.SIGKILL)  # the worker, if Spark gave it a group of its own
+    finally:
+        finish(driver)
+    app = f"spark-stream:{ckpt}"
+    assert t.txn_version(app) == 0, "the kill should come after batch 0's lakeline commit"
+    assert not (ckpt / "commits" / "0").exists(), "the kill should come before Spark's commit of batch 0"
+
+    stop = threading.Event()
+    compactions: list[Any] = []
+
+    def compact_meanwhile() -> None:  # another process's handle: the runner's part
+        other = Table.open(t.path)
+        while not stop.wait(0.3):
+            with contextlib.suppress(LakelineError):
+                compactions.append(other.services.compact().instant)
+
+    helper = threading.Thread(target=compact_meanwhile)
+    helper.start()
+    try:
+        rc, out, err = finish(start_script(STREAM_DRIVER, args, env=env), timeout=300)
+    finally:
+        stop.set()
+        helper.join()
+    assert rc == 0, err[-4000:]
+    assert json.loads(out)["batches"] >= len(batches)
+    assert t.txn_version(app) == len(batches) - 1
+    writes = [i for i in t.timeline.completed() if i.action == "deltacommit"]
+    assert len(writes) == len(batches), [i.id for i in writes]  # batch 0 once, though it ran twice
+    latest = {r["id"]: (r["id"], r["ts"], r["v"]) for b in batches for r in b.to_pylist()}
+    assert sorted((r["id"], r["ts"], r["v"]) for r in t.to_arrow().to_pylist()) == sorted(latest.values())
+    assert any(i.action == "compaction" for i in t.timeline.completed())
+    assert t.timeline.pending() == []
