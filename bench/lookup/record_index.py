@@ -167,7 +167,7 @@ def writes(rows: int, batch: int, table_type: str, folder: Path, repeats: int = 
             shutil.rmtree(path, ignore_errors=True)
     for op in ("insert", "upsert"):
         med = {
-            ix: statistics.median(float(str(x["seconds"])) for x in out if x["op"] == op and x["index"] == ix)
+            ix: round(statistics.median(float(str(x["seconds"])) for x in out if x["op"] == op and x["index"] == ix), 3)
             for ix in ("none", "record_index")
         }
         summary = {"type": table_type, "op": op, "repeats": repeats, "median_s": med}
