@@ -41,15 +41,16 @@ As docs/services.md ("Clustering") describes it (issue 6, point 2):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ..table.files import FileWrite, write_file
+from ..table.files import FileWrite, encoded_bytes_per_row, file_overhead_bytes, write_file
 from ..table.read.scan import SliceRead, read_slice
-from ..table.write.group_tasks import WriteSettings, rel_path
+from ..table.write.group_tasks import WriteSettings, log_schema, rel_path
+from ..table.write.records import BASE_POS
 from ..table.zorder import STRATEGIES, sort_rows
 from ..timeline.commit_metadata import CommitMetadata, Operation, WriteStat
 from ..timeline.conflicts import Conflict, find_input_conflict
@@ -104,20 +105,45 @@ def check_options(
     return cols, strategy
 
 
-def pack(slices: list[FileSlice], cap: int, min_members: int) -> list[list[FileSlice]]:
-    """Slices into as few bins of about ``cap`` bytes as their total needs, balanced
-    (largest first, each into the lightest bin): eight inputs of 0.2 x cap make two
-    bins of 0.8, not one of 1.0 and a small one of 0.6 that the next run would gather
-    again. Bins with fewer than ``min_members`` slices are dropped."""
+def pack(
+    slices: list[FileSlice],
+    cap: int,
+    min_members: int,
+    weigh: Callable[[FileSlice], int] = lambda s: s.bytes,
+    hard_cap: bool = False,
+) -> list[list[FileSlice]]:
+    """Slices into as few bins of about ``cap`` bytes (by ``weigh``; 0.75 to 1.5 x cap,
+    or at most cap with ``hard_cap``) as their total needs, balanced (largest first,
+    each into the lightest bin): eight inputs of 0.2 x cap make two bins of 0.8, not one
+    of 1.0 and a small one of 0.6 that the next run would gather again. Bins with fewer
+    than ``min_members`` slices are dropped."""
     if not slices:
         return []
-    bins: list[list[FileSlice]] = [[] for _ in range(-(-sum(s.bytes for s in slices) // max(cap, 1)) or 1)]
+    # Rounded, not rounded up (unless ``hard_cap``: a bound on a task's memory): a bin
+    # of up to 1.5 x cap makes files the writer cuts in 0.75 to 1.5 times the target,
+    # where rounding up made two half-full ones.
+    total, cap = sum(weigh(s) for s in slices), max(cap, 1)
+    bins: list[list[FileSlice]] = [[] for _ in range(max(1, -(-total // cap) if hard_cap else round(total / cap)))]
     load = [0] * len(bins)
-    for s in sorted(slices, key=lambda s: (-s.bytes, s.file_group)):
+    for s in sorted(slices, key=lambda s: (-weigh(s), s.file_group)):
         i = load.index(min(load))
         bins[i].append(s)
-        load[i] += s.bytes
+        load[i] += weigh(s)
     return [b for b in bins if len(b) >= min_members]
+
+
+def row_bytes(schema: pa.Schema, compression: str) -> Callable[[FileSlice], int]:
+    """A slice's bytes less each file's fixed overhead (magic and footer, a base's or a
+    log's: :func:`lakeline.table.files.file_overhead_bytes`): what its rows take, which
+    is what an output file holds. Small inputs are mostly footer: thirty files of 2 KB,
+    packed by their size, made outputs of a third of the target."""
+    base = file_overhead_bytes(schema, compression)
+    log = file_overhead_bytes(log_schema(schema).append(pa.field(BASE_POS, pa.int64())), compression)
+
+    def weigh(s: FileSlice) -> int:
+        return max(sum(f.bytes - (base if f.kind is FileKind.BASE else log) for f in s.files), 1)
+
+    return weigh
 
 
 class ClusteringService(RewriteService):
@@ -163,13 +189,14 @@ class ClusteringService(RewriteService):
         busy = planned_groups(snapshot)
         view = table.view(snapshot)
         clusters: list[list[FileSlice]] = []
+        weigh = row_bytes(table.config.schema, props.write_parquet_compression)
         for p in view.partitions():
             free = [s for s in view.latest_slices(p) if (s.partition, s.file_group) not in busy]
             if scope == ALL:
-                clusters.extend(pack(free, props.clustering_max_bytes_per_group, 1))
+                clusters.extend(pack(free, props.clustering_max_bytes_per_group, 1, weigh, hard_cap=True))
             else:
                 limit = props.clustering_small_file_ratio * target
-                clusters.extend(pack([s for s in free if s.bytes < limit], target, 2))
+                clusters.extend(pack([s for s in free if s.bytes < limit], target, 2, weigh))
         if not clusters:
             return None
         groups = tuple(
@@ -241,21 +268,24 @@ class ClusterTask:
     target_bytes: int
 
 
-def _rows_per_file(task: ClusterTask, rows: int) -> int:
+def _rows_per_file(task: ClusterTask, rows: pa.Table) -> int:
     """Rows in one output file, so that files come out between 0.75 and 1.5 times the
     target: never small (a small output would be clustered again and again), and
     spread evenly instead of leaving a stub at the end.
 
-    The size of a row is the inputs' on-disk bytes per row: they were written with the
-    same codec and schema (a sorted output compresses a little better, and merged logs
-    make it a little smaller, so files come out a little under, never far over).
+    The size of a row is measured on the output itself: a sample of the sorted rows
+    encoded as the files will be, less a footer
+    (:func:`lakeline.table.files.encoded_bytes_per_row`). The inputs' bytes per row
+    overstate it: small inputs are mostly footer (thirty 2 KB files of a few rows made
+    output files of a third of the target).
     """
-    if rows == 0:
+    if rows.num_rows == 0:
         return 1
-    on_disk = sum(s.bytes for s in task.slices)
-    per_file = max(1.0, task.target_bytes / max(on_disk / rows, 1e-9))
-    files = max(1, round(rows / per_file))
-    return -(-rows // files)
+    st = task.settings
+    per_row = encoded_bytes_per_row(rows, st.compression, st.row_group_rows)
+    per_file = max(1.0, task.target_bytes / per_row)
+    files = max(1, round(rows.num_rows / per_file))
+    return -(-rows.num_rows // files)
 
 
 def cluster_slices(task: ClusterTask) -> list[WriteStat]:
@@ -266,7 +296,7 @@ def cluster_slices(task: ClusterTask) -> list[WriteStat]:
     rows = pa.concat_tables([t.cast(st.schema) for t in read]) if read else st.schema.empty_table()
     rows = sort_rows(rows, task.sort_by, task.strategy)
     out: list[WriteStat] = []
-    step = _rows_per_file(task, rows.num_rows)
+    step = _rows_per_file(task, rows)
     for start in range(0, rows.num_rows, step):
         fg = new_file_group_id()
         name = data_file_name(fg, st.instant, FileKind.BASE, st.tag)

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -117,6 +118,40 @@ def delta_columns(schema: pa.Schema) -> dict[str, str]:
     return {f.name: "DELTA_BINARY_PACKED" for f in schema if any(is_(f.type) for is_ in _INTEGER_STORED)}
 
 
+def parquet_options(rows: pa.Table, compression: str, row_group_rows: int) -> dict[str, Any]:
+    """``pq.write_table``'s options for a data file of ``rows``: the table's codec and
+    row-group size, dictionaries where values repeat, delta encoding for integers."""
+    return {
+        "compression": None if compression == "none" else compression,
+        "row_group_size": row_group_rows,
+        "use_dictionary": dictionary_columns(rows),
+        "column_encoding": delta_columns(rows.schema),
+    }
+
+
+def _encoded_size(rows: pa.Table, compression: str, row_group_rows: int) -> int:
+    sink = pa.BufferOutputStream()
+    pq.write_table(rows, sink, **parquet_options(rows, compression, row_group_rows))
+    return int(sink.tell())
+
+
+def file_overhead_bytes(schema: pa.Schema, compression: str) -> int:
+    """The bytes a data file of ``schema`` holds however few its rows: a file of none
+    (magic numbers, the footer with the schema and lakeline's metadata)."""
+    return _encoded_size(schema.empty_table(), compression, 1024)
+
+
+def encoded_bytes_per_row(rows: pa.Table, compression: str, row_group_rows: int, sample_rows: int = 10_000) -> float:
+    """What a row of ``rows`` costs in a data file of them: the first ``sample_rows``
+    encoded in memory as :func:`write_indexed` writes them, less a file's fixed
+    overhead (:func:`file_overhead_bytes`), so that does not count per row."""
+    sample = rows.slice(0, sample_rows)
+    if sample.num_rows == 0:
+        return 1.0
+    data = _encoded_size(sample, compression, row_group_rows) - file_overhead_bytes(rows.schema, compression)
+    return max(data, 1) / sample.num_rows
+
+
 def write_file(task: FileWrite) -> WriteStat:
     """Write one Parquet file (marker first) and describe it."""
     return write_indexed(task).stat
@@ -135,19 +170,11 @@ def write_indexed(task: FileWrite) -> Written:
     write_marker(task.storage, task.instant, task.rel_path)
     path = task.storage.path(task.rel_path)
     task.storage.mkdirs(path.rsplit("/", 1)[0])
-    compression = None if task.compression == "none" else task.compression
     alongside = task.rows.num_rows >= DESCRIBE_ALONGSIDE_ROWS
     with ThreadPoolExecutor(1, thread_name_prefix="lakeline-describe") if alongside else nullcontext() as pool:
         described = pool.submit(_describe, task) if pool is not None else None
         with task.storage.fs.open_output_stream(path) as sink:
-            pq.write_table(
-                task.rows,
-                sink,
-                compression=compression,
-                row_group_size=task.row_group_rows,
-                use_dictionary=dictionary_columns(task.rows),
-                column_encoding=delta_columns(task.rows.schema),
-            )
+            pq.write_table(task.rows, sink, **parquet_options(task.rows, task.compression, task.row_group_rows))
             size = sink.tell()
         if not task.storage.exists(marker_path(task.storage, task.instant, task.rel_path)):
             # The instant was rolled back while this (stalled) task wrote: the rollback
