@@ -172,6 +172,9 @@ def _diff(
     new_i = new.select(ident).append_column(_NEW, pa.array(np.arange(new.num_rows, dtype=np.int64)))
     old, new = old.drop_columns([PART]), new.drop_columns([PART])
     pairs = new_i.join(old_i, ident, join_type="full outer")
+    # A join's output order depends on its threads: the rows' own order makes the feed
+    # the same on every read (a sub-range reads as the same part of a longer range).
+    pairs = pairs.take(pc.sort_indices(pairs, sort_keys=[(_NEW, "ascending"), (_OLD, "ascending")]))
     o, n = pairs.column(_OLD), pairs.column(_NEW)
     inserts = new.take(n.filter(pc.is_null(o)))
     deletes = old.take(o.filter(pc.is_null(n)))
