@@ -46,6 +46,8 @@ def create_log(storage: Storage, config: TableConfig, timeline: str | None) -> E
         config = dataclasses.replace(config, table_uuid=table_uuid)
         store = open_store(storage, timeline, table_uuid)
     log = EventLog(store, archive=EventArchive(storage))
+    if table_uuid == config.table_uuid:
+        log.assume_empty()  # a location this call claimed: the schema instant goes to slot 0 unread
 
     def must_be_empty(tl: Timeline) -> None:
         if tl.last_seq >= 0:

@@ -70,6 +70,15 @@ class EventLog:
         self._clock = clock
         self._timeline: Timeline | None = None
 
+    def assume_empty(self) -> None:
+        """Take the log as empty without reading it (a new table's, whose location this
+        process just claimed): the next append puts at slot 0 straight away. Safe
+        whatever the store holds: winning slot 0 proves the log was empty (events are
+        gapless, and a slot archival freed is refused), and a lost slot costs a read and
+        the append's checks against it, as for any stale read."""
+        if self._timeline is None:
+            self._timeline = Timeline([])
+
     def refresh(self) -> Timeline:
         """Read events appended (or archived) since the last read and return the current
         timeline: every event, archived or active.

@@ -17,6 +17,7 @@ from lakeline.table import (
     TableNotFoundError,
     UnknownColumnError,
 )
+from lakeline.timeline.storage.event_log.filesystem import FileSystemStore
 
 from tests.table.model import SCHEMA
 from tests.table.write.records_helpers import disk_files, nothing_written, table  # noqa: F401 (table: a fixture)
@@ -110,3 +111,24 @@ def test_table_not_found(tmp_path: Path) -> None:
             Table.open(where)
         assert isinstance(exc.value, LookupError) and isinstance(exc.value, LakelineError)
     assert not (tmp_path / "missing").exists()
+
+
+def test_a_create_puts_its_schema_instant_at_slot_0_before_reading_the_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A location the create just claimed has an empty log: the schema instant goes to
+    slot 0 unread (on an object store a first read is some 20 requests); winning the
+    slot proves the log was empty (a lost slot costs a read and the emptiness check:
+    tests/timeline/storage/test_ownership.py races creators). A second create is
+    refused before any event."""
+    order: list[str] = []
+    real_put, real_read = FileSystemStore.put_if_absent, FileSystemStore.read_from
+    monkeypatch.setattr(FileSystemStore, "put_if_absent", lambda s, e: order.append("put") or real_put(s, e))
+    monkeypatch.setattr(FileSystemStore, "read_from", lambda s, seq: order.append("read") or real_read(s, seq))
+    t = Table.create(str(tmp_path / "t"), SCHEMA, record_key="id")
+    assert order[:3] == ["put", "put", "put"], order  # requested, inflight, completed
+    assert [i.action for i in Table.open(t.path).timeline.instants()] == ["schema"]
+    order.clear()
+    with pytest.raises(TableExistsError):
+        Table.create(str(tmp_path / "t"), SCHEMA, record_key="id")
+    assert "put" not in order  # refused before any event
