@@ -41,6 +41,7 @@ have deleted them, and then the creation fails with :class:`SnapshotExpiredError
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..timeline.errors import InstantNotFoundError, InvalidBookmarkError, SavepointConflictError, SnapshotExpiredError
@@ -111,9 +112,7 @@ def _pin(table: Table, tl: Timeline, instant_id: int, consumer: str | None = Non
         return files_from(table, timeline, seq)
 
     done = _append_done(
-        table,
-        SavepointCreatePlan(instant_id, seq, consumer),
-        check=_no_clean_deleting(table, instant_id, pinned_files(tl)),
+        table, SavepointCreatePlan(instant_id, seq, consumer), check=_no_clean_deleting(table, instant_id, pinned_files)
     )
     # Checked after the event landed: from now on a cleaner skips these files.
     storage = table.storage
@@ -134,8 +133,10 @@ def _first_claim(timeline: Timeline, instant_id: int) -> int | None:
     )
 
 
-def _no_clean_deleting(table: Table, instant_id: int, pinned: set[str]) -> AppendCheck:
-    """The check of a savepoint's ``requested`` append (see the module docstring)."""
+def _no_clean_deleting(table: Table, instant_id: int, pinned: Callable[[Timeline], set[str]]) -> AppendCheck:
+    """The check of a savepoint's ``requested`` append (see the module docstring);
+    ``pinned`` gives the files it pins on the log it lands on (a bookmark's grow with
+    every data instant after it)."""
     seen: dict[int, set[str]] = {}  # snapshot seq -> its files, computed once
 
     def files_of(tl: Timeline, seq: int) -> set[str]:
@@ -148,12 +149,13 @@ def _no_clean_deleting(table: Table, instant_id: int, pinned: set[str]) -> Appen
             if clean.action is not Action.CLEAN or clean.state is not State.INFLIGHT:
                 continue
             claimed = _first_claim(tl, clean.id)
-            doomed = set(CleanPlan.from_dict(clean.plan).paths()) & pinned
+            doomed = set(CleanPlan.from_dict(clean.plan).paths()) & pinned(tl)
             for sp in active_savepoints(tl):
                 if not doomed:
                     break
                 if claimed is not None and sp.id < claimed:
-                    doomed -= files_of(tl, sp.seq)  # the cleaner read this one and skips its files
+                    # The cleaner read this one and skips its files (a bookmark's: all from it on).
+                    doomed -= files_from(table, tl, sp.seq) if sp.consumer is not None else files_of(tl, sp.seq)
             if doomed:
                 raise SavepointConflictError(
                     f"cannot savepoint the snapshot as of {instant_id}: clean {clean.id} is deleting "
