@@ -137,7 +137,7 @@ def _encoded_size(rows: pa.Table, compression: str, row_group_rows: int) -> int:
 
 def file_overhead_bytes(schema: pa.Schema, compression: str) -> int:
     """The bytes a data file of ``schema`` holds however few its rows: a file of none
-    (magic numbers, the footer with the schema and lakeline's metadata)."""
+    (magic numbers, and the footer with the schema and its key-value metadata)."""
     return _encoded_size(schema.empty_table(), compression, 1024)
 
 
