@@ -14,8 +14,9 @@ readable", from the timeline alone, so every process agrees without local state:
   ``retain_seq``): snapshots before it may have lost files.
 
 A time-travel read of a snapshot before the furthest retain point that no savepoint
-pins (and no bookmark at or before it) fails with :class:`SnapshotExpiredError` before it reads anything, even where its
-files happen to survive: outside retention is a rule, not an accident of what was left.
+pins (and no bookmark at or before it) fails with :class:`SnapshotExpiredError` before
+it reads anything, even where its files happen to survive: outside retention is a rule,
+not an accident of what was left.
 """
 
 from __future__ import annotations
