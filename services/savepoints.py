@@ -220,6 +220,8 @@ def move_bookmark(table: Table, consumer: str, instant_id: int | str | None = No
             raise InstantNotFoundError("nothing has completed yet: there is no snapshot to bookmark")
         wanted = last.id
     earlier = [sp for sp in active_savepoints(tl) if sp.consumer == consumer]
+    if len(earlier) == 1 and earlier[0].instant == wanted:
+        return tl.get(earlier[0].id)  # already there (a stream commits every micro-batch)
     done = _pin(table, tl, wanted, consumer)
     for sp in earlier:  # the new pin holds first: the consumer is never unprotected
         _append_done(table, SavepointReleasePlan(sp.id))

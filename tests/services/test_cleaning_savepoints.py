@@ -139,6 +139,9 @@ def test_a_bookmark_keeps_every_snapshot_from_it_readable(tmp_path: Path, table_
     expected_reads = reads(t, ids[k:])
     mark = t.services.bookmark("orders-cdc", start)
     assert mark.state == "completed"
+    events = len(t.log.refresh().events)
+    assert t.services.bookmark("orders-cdc", start).id == mark.id  # already there: nothing written
+    assert len(t.log.refresh().events) == events
     assert {c: s.instant for c, s in t.services.bookmarks().items()} == {"orders-cdc": start}
     assert t.services.clean(retain=1, dry_run=False).stats["files_deleted"] > 0  # older versions go
     assert feed(t, start) == expected_feed
