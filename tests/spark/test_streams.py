@@ -201,3 +201,48 @@ def test_a_driver_killed_between_the_lakeline_commit_and_spark_s_lands_each_batc
     assert sorted((r["id"], r["ts"], r["v"]) for r in t.to_arrow().to_pylist()) == sorted(latest.values())
     assert any(i.action == "compaction" for i in t.timeline.completed())
     assert t.timeline.pending() == []
+
+
+def test_a_stream_reads_across_archival_and_its_bookmark_holds_archival_back(tmp_path: Path) -> None:
+    """The stream reader's offsets and reads run on the driver and workers without a
+    session, so they are driven here directly: events the stream has not read yet that
+    archival moved to the archive are read through it (the timeline merges it back), in
+    the same micro-batches; and a consumer's bookmark keeps archival from passing it."""
+    from lakeline.spark.source import ChangesStreamReader
+    from pyspark.sql.streaming.datasource import ReadMaxFiles
+
+    props = {"archive.min-active-instants": 1, "archive.max-active-instants": 2}
+    t = Table.create(tmp_path / "t", SCHEMA, record_key="id", ordering_field="ts", table_type="cow", properties=props)
+    for n in range(6):
+        assert t.upsert(rows([n, n + 1], n)).instant is not None
+    reader = ChangesStreamReader(lambda: Table.open(t.path), {"starting_instant": "earliest"})
+    start = reader.initialOffset()
+    assert t.services.archive().instant is not None
+    assert Table.open(t.path).log.store.archived_through() > 0  # the range to read was archived
+    batches, offset = [], start["instant"]
+    while True:
+        end = reader.latestOffset({"instant": offset}, ReadMaxFiles(2))["instant"]
+        if end == offset:
+            break
+        got = [
+            r
+            for part in reader.partitions({"instant": offset}, {"instant": end})
+            for b in reader.read(part)
+            for r in b.to_pylist()
+        ]
+        batches.append(((offset, end), sorted((r["id"], r["ts"], r["v"], r["_op"]) for r in got)))
+        reader.commit({"instant": end})
+        offset = end
+    written = [i.id for i in t.timeline.completed() if i.action.writes_data]
+    bounds = [start["instant"], *written[1::2]]  # two data instants a batch
+    assert [b for b, _ in batches] == list(zip(bounds, bounds[1:]))
+    assert [rows_ for _, rows_ in batches] == [changes_of(t, a, b) for (a, b), _ in batches]
+    # A consumer's bookmark: archival keeps every event from it on.
+    bookmarked = ChangesStreamReader(lambda: Table.open(t.path), {"starting_instant": "latest", "consumer": "c"})
+    at = bookmarked.initialOffset()["instant"]
+    assert t.services.bookmarks()["c"].instant == at
+    for n in range(6, 10):
+        t.upsert(rows([n], n))
+    t.services.archive()
+    tl = Table.open(t.path).timeline
+    assert Table.open(t.path).log.store.archived_through() < tl.get(at).completed_seq
