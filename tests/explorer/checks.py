@@ -33,7 +33,7 @@ from lakeline.timeline.view.file_group import parse_data_file_name
 
 from tests.table.model import COLUMNS, ModelDuplicateKey, TableModel, table_rows
 
-from .ops import Op
+from .ops import TXN_APP, Op
 
 if TYPE_CHECKING:
     from lakeline.table import Table
@@ -111,10 +111,25 @@ class Checker:
         """(instant, expected rows) of each completed data instant, in completion order."""
         model = TableModel()
         snaps = []
+        txn_version = -1  # the newest version of TXN_APP landed so far, in completion order
         for inst in self.t.timeline.completed():
             if not inst.action.writes_data:
                 continue
             op = self.op_of(inst.id)
+            raw = inst.metadata.get("txn")
+            if raw is not None or (op is not None and op.kind == "txn_upsert"):
+                got = (raw or {}).get("version")
+                if op is None or op.kind != "txn_upsert" or got != op.version or raw.get("app_id") != TXN_APP:
+                    out.append(Violation("txn recorded wrong", f"instant {inst.id} records txn {raw} for {op}"))
+                elif got <= txn_version:
+                    out.append(
+                        Violation(
+                            "txn landed twice",
+                            f"instant {inst.id} {op.label()} landed version {got} after version {txn_version}",
+                        )
+                    )
+                else:
+                    txn_version = got
             if op is not None and op.is_write:
                 try:
                     op.apply(model)

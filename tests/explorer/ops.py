@@ -29,7 +29,10 @@ DAYS = ("2026-01-01", "2026-01-02")
 KEYS = 24
 EDGES = (0, 1, 9, 11, 14, 15)
 
-WRITES = ("insert", "upsert", "delete", "delete_where", "overwrite")
+WRITES = ("insert", "upsert", "delete", "delete_where", "overwrite", "txn_upsert")
+#: The application of every ``txn_upsert`` (its versions come from a small range, so
+#: actors race on one (app, version) and replay versions already landed).
+TXN_APP = "explorer"
 SERVICES = (
     "compact",
     "cluster",
@@ -54,6 +57,7 @@ class Op:
     keys: tuple[int, ...] = ()
     pred: Pred | None = None
     name: str = ""
+    version: int = 0  # a txn_upsert's txn version
 
     @property
     def is_write(self) -> bool:
@@ -63,6 +67,8 @@ class Op:
         return [{"id": i, "ts": ts, "day": d, "v": v, "s": f"s{v % 3}"} for i, ts, d, v in self.rows]
 
     def label(self) -> str:
+        if self.kind == "txn_upsert":
+            return f"{self.kind}(v{self.version}: {', '.join(f'{i}@{d[-1]}:ts{ts}' for i, ts, d, _ in self.rows)})"
         if self.rows:
             return f"{self.kind}({', '.join(f'{i}@{d[-1]}:ts{ts}' for i, ts, d, _ in self.rows)})"
         if self.keys:
@@ -78,6 +84,8 @@ class Op:
             return t.insert(to_arrow(self.row_dicts()))
         if k == "upsert":
             return t.upsert(to_arrow(self.row_dicts()))
+        if k == "txn_upsert":
+            return t.upsert(to_arrow(self.row_dicts()), txn=(TXN_APP, self.version))
         if k == "overwrite":
             return t.overwrite(to_arrow(self.row_dicts()))
         if k == "delete":
@@ -114,7 +122,7 @@ class Op:
         k = self.kind
         if k == "insert":
             model.insert(self.row_dicts())
-        elif k == "upsert":
+        elif k in ("upsert", "txn_upsert"):  # a txn_upsert that lands at all lands as an upsert
             model.upsert(self.row_dicts())
         elif k == "overwrite":
             model.overwrite(self.row_dicts())
@@ -160,6 +168,8 @@ def _rows(
 def random_write(rng: random.Random, kind: str, hot: tuple[int, ...]) -> Op:
     if kind in ("insert", "upsert"):
         return Op(kind, rows=_rows(rng, hot, rng.randint(1, 3)))
+    if kind == "txn_upsert":
+        return Op(kind, rows=_rows(rng, hot, rng.randint(1, 3)), version=rng.randint(0, 3))
     if kind == "overwrite":
         return Op(kind, rows=_rows(rng, hot, rng.randint(2, 6), day=rng.choice(DAYS)))
     if kind == "delete":
@@ -174,6 +184,7 @@ def random_write(rng: random.Random, kind: str, hot: tuple[int, ...]) -> Op:
 #: Relative weights of random operations (merge-on-read tables add compaction).
 WEIGHTS = {
     "upsert": 8,
+    "txn_upsert": 2,
     "delete": 6,
     "insert": 3,
     "delete_where": 2,
@@ -211,4 +222,15 @@ def initial_rows(rng: random.Random | None = None, n: int = 16) -> list[Row]:
     return out
 
 
-__all__ = ["DAYS", "Op", "SCHEMA", "SERVICES", "WRITES", "hot_keys", "initial_rows", "random_op", "random_write"]
+__all__ = [
+    "DAYS",
+    "SCHEMA",
+    "SERVICES",
+    "TXN_APP",
+    "WRITES",
+    "Op",
+    "hot_keys",
+    "initial_rows",
+    "random_op",
+    "random_write",
+]

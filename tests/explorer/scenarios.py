@@ -44,6 +44,19 @@ SCENARIOS: dict[str, RunSpec] = {
     "index_write": RunSpec(
         "mor", ((Op("index_create", name="bloom"),), (_up(6), Op("delete", keys=(6,)))), granularity="coarse"
     ),
+    # Two writers racing with one (app, version), and a replay of an older version:
+    # exactly one of the first two lands, the replay never does.
+    "txn_txn": RunSpec(
+        "mor",
+        (
+            (Op("txn_upsert", rows=((8, 1, "2026-01-01", 1),), version=1),),
+            (
+                Op("txn_upsert", rows=((9, 1, "2026-01-01", 2),), version=1),
+                Op("txn_upsert", rows=((8, 2, "2026-01-01", 3),), version=0),
+            ),
+        ),
+        granularity="coarse",
+    ),
     "delete_where_upsert": RunSpec(
         "mor", ((Op("delete_where", pred=Pred("isin", col="id", values=(7,))),), (_up(7, ts=3),)), granularity="coarse"
     ),

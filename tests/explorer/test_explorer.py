@@ -18,8 +18,9 @@ from tests.explorer.scenarios import SCENARIOS
 #: make test: random schedules for about this long (seconds), then the scenarios below.
 SHORT_BUDGET_S = 25.0
 #: Schedules enumerated per scenario in make test (on 6236311, before the fixes, the
-#: explorer met item 1 at schedule 30 of lost_delete and item 2 at schedule 5 of revived_key).
-SHORT_SCENARIOS = {"lost_delete": 32, "revived_key": 10}
+#: explorer met item 1 at schedule 30 of lost_delete and item 2 at schedule 5 of revived_key;
+#: txn_txn: two writers racing one (app, version), and a replay of an older one).
+SHORT_SCENARIOS = {"lost_delete": 32, "revived_key": 10, "txn_txn": 6}
 
 
 def _fail(bad: list[RunReport], runs: int) -> None:
@@ -72,6 +73,18 @@ def test_explorer_reports_a_planted_bug(monkeypatch: pytest.MonkeyPatch) -> None
     assert "key twice" in text or "duplicate insert committed" in text
     assert "python -m tests.explorer --scenario insert_insert_mor --choices" in text
     assert "insert(30@1:ts" in text
+
+
+def test_explorer_reports_a_txn_version_landed_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the txn checks switched off (at planning and at completion), a second write
+    of one (app, version) lands: the explorer's txn writers must say so."""
+    import lakeline.table.write.writer as writer
+
+    monkeypatch.setattr(writer, "landed", lambda *a, **k: False)
+    monkeypatch.setattr(writer, "with_txn_check", lambda rule, ctx, metadata: rule)
+    found = [r for r in exhaustive(SCENARIOS["txn_txn"], "txn_txn", max_preemptions=1, max_runs=6) if not r.ok]
+    assert found, "the explorer missed a txn version landing twice"
+    assert "txn landed twice" in found[0].format()
 
 
 @pytest.mark.soak
