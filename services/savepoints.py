@@ -87,15 +87,26 @@ def create_savepoint(table: Table, instant_id: int | str | None = None) -> Insta
         SavepointConflictError: an inflight clean is deleting files of that snapshot.
         SnapshotExpiredError: that snapshot's files were already cleaned.
     """
-    # Parsed before anything is read or written: '3' is instant 3 (as for as_of), True is none.
+    tl, wanted = _target(table, instant_id, "savepoint")
+    return _pin(table, tl, wanted)
+
+
+def _target(table: Table, instant_id: int | str | None, what: str) -> tuple[Timeline, int]:
+    """The fresh timeline and the completed instant a pin names: ``instant_id``, parsed
+    before anything is read or written ('3' is instant 3, as for as_of; True is none),
+    or the latest.
+
+    Raises:
+        InstantNotFoundError: no instant id, or nothing completed yet.
+    """
     wanted = None if instant_id is None else instant_id_of(instant_id)
     tl = table.log.refresh()
     if wanted is None:
         last = tl.last_completed()
         if last is None:
-            raise InstantNotFoundError("nothing has completed yet: there is no snapshot to savepoint")
+            raise InstantNotFoundError(f"nothing has completed yet: there is no snapshot to {what}")
         wanted = last.id
-    return _pin(table, tl, wanted)
+    return tl, wanted
 
 
 def _pin(table: Table, tl: Timeline, instant_id: int, consumer: str | None = None) -> Instant:
@@ -212,13 +223,7 @@ def move_bookmark(table: Table, consumer: str, instant_id: int | str | None = No
         SnapshotExpiredError: a snapshot from there on was already cleaned.
     """
     _check_consumer(consumer)
-    wanted = None if instant_id is None else instant_id_of(instant_id)
-    tl = table.log.refresh()
-    if wanted is None:
-        last = tl.last_completed()
-        if last is None:
-            raise InstantNotFoundError("nothing has completed yet: there is no snapshot to bookmark")
-        wanted = last.id
+    tl, wanted = _target(table, instant_id, "bookmark")
     earlier = [sp for sp in active_savepoints(tl) if sp.consumer == consumer]
     if len(earlier) == 1 and earlier[0].instant == wanted:
         return tl.get(earlier[0].id)  # already there (a stream commits every micro-batch)

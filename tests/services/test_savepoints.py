@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -77,8 +79,10 @@ def test_savepoint_during_the_deletes_is_refused(tmp_path: Path, timeline: str |
     check_files_on_disk(t)
 
 
-def test_savepoint_from_another_process_during_the_deletes(tmp_path: Path, timeline: str | None) -> None:
-    t, old, old_rows = prepared(tmp_path, timeline)
+@contextmanager
+def clean_held_mid_delete(tmp_path: Path, t: Table, timeline: str | None) -> Iterator[dict[str, Any]]:
+    """A ``retain=1`` clean of ``t`` in another process, held at ``clean.mid_delete``
+    for the block; the dict it yields holds the clean's stats once the block is left."""
     fault_dir = tmp_path / "faults"
     fault_dir.mkdir()
     proc = start_script(
@@ -87,16 +91,24 @@ def test_savepoint_from_another_process_during_the_deletes(tmp_path: Path, timel
         faults="clean.mid_delete=wait",
         env={"LAKELINE_FAULT_DIR": str(fault_dir)},
     )
+    stats: dict[str, Any] = {}
     try:
         wait_for_files([fault_dir / "clean.mid_delete.reached"])
-        with pytest.raises(SavepointConflictError):
-            t.services.savepoint(old)
-        assert t.services.savepoints() == []
+        yield stats
     finally:
         (fault_dir / "clean.mid_delete.release").write_text("go")
         rc, out, err = finish(proc)
     assert rc == 0, err[-3000:]
-    assert json.loads(out)["files_deleted"] > 1
+    stats.update(json.loads(out))
+
+
+def test_savepoint_from_another_process_during_the_deletes(tmp_path: Path, timeline: str | None) -> None:
+    t, old, old_rows = prepared(tmp_path, timeline)
+    with clean_held_mid_delete(tmp_path, t, timeline) as clean:
+        with pytest.raises(SavepointConflictError):
+            t.services.savepoint(old)
+        assert t.services.savepoints() == []
+    assert clean["files_deleted"] > 1
     with pytest.raises(SnapshotExpiredError):
         t.services.savepoint(old)  # the clean finished: that snapshot is gone
     check_files_on_disk(t)
@@ -147,24 +159,12 @@ def test_a_bookmark_from_another_process_during_the_deletes(tmp_path: Path, time
     claim is honoured, and the feed from it reads."""
     t, old, _ = prepared(tmp_path, timeline)
     latest = data_ids(t)[-1]
-    fault_dir = tmp_path / "faults"
-    fault_dir.mkdir()
-    proc = start_script(
-        SERVICE_CHILD,
-        [t.path, timeline, "clean", CLEAN_RETAIN_1],
-        faults="clean.mid_delete=wait",
-        env={"LAKELINE_FAULT_DIR": str(fault_dir)},
-    )
-    try:
-        wait_for_files([fault_dir / "clean.mid_delete.reached"])
+    with clean_held_mid_delete(tmp_path, t, timeline) as clean:
         with pytest.raises(SavepointConflictError):
             t.services.bookmark("feed", old)
         assert t.services.bookmarks() == {}
         assert t.services.bookmark("feed", latest).state == "completed"  # nothing it pins is planned
-    finally:
-        (fault_dir / "clean.mid_delete.release").write_text("go")
-        rc, _, err = finish(proc)
-    assert rc == 0, err[-3000:]
+    assert clean["files_deleted"] > 1
     assert {c: s.instant for c, s in t.services.bookmarks().items()} == {"feed": latest}
     t.changes(latest, images=True)
     check_files_on_disk(t)
