@@ -42,14 +42,19 @@ def test_changes_of_a_partial_update_table_show_the_merged_row(tmp_path: Path, t
         assert t.changes(first.instant.id).sort_by("id").to_pylist() == net
 
 
-def test_changes_of_an_aggregation_table_show_the_running_total(tmp_path: Path) -> None:
-    t = Table.create(
+def summing_table(tmp_path: Path) -> Table:
+    """A merge-on-read aggregation table whose ``stock`` folds as a sum."""
+    return Table.create(
         tmp_path / "t",
         SCHEMA,
         record_key="id",
         table_type="mor",
         properties={"merge.engine": "aggregation", "merge.stock.aggregate": "sum"},
     )
+
+
+def test_changes_of_an_aggregation_table_show_the_running_total(tmp_path: Path) -> None:
+    t = summing_table(tmp_path)
     first = t.upsert(pa.table({"id": [1], "ts": [1], "price": [1], "stock": [5]}, schema=SCHEMA))
     t.upsert(pa.table({"id": [1], "ts": [2], "price": [None], "stock": [-2]}, schema=SCHEMA))
     assert t.changes(first.instant.id).to_pylist() == [{"id": 1, "ts": 2, "price": 1, "stock": 3, "_op": "update"}]
@@ -60,13 +65,7 @@ def test_a_sum_above_every_file_statistic_is_still_found(tmp_path: Path) -> None
     keeps every slice with logs of an aggregation table that sums."""
     import pyarrow.compute as pc
 
-    t = Table.create(
-        tmp_path / "t",
-        SCHEMA,
-        record_key="id",
-        table_type="mor",
-        properties={"merge.engine": "aggregation", "merge.stock.aggregate": "sum"},
-    )
+    t = summing_table(tmp_path)
     t.indexes.create("column_stats", wait=True)
     t.upsert(pa.table({"id": [1, 2], "ts": [1, 1], "price": [1, 1], "stock": [3, 1]}, schema=SCHEMA))
     t.upsert(pa.table({"id": [1], "ts": [2], "price": [1], "stock": [3]}, schema=SCHEMA))
