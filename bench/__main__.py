@@ -28,6 +28,7 @@ BENCHMARKS: dict[str, str] = {
     "dedupe": "bench.dedupe_bench",
     "mor-piles": "bench.lookup.mor_piles",
     "record-index": "bench.lookup.record_index",
+    "cdc": "bench.cdc_bench",
 }
 
 

@@ -20,6 +20,16 @@ application goes when rollback or cleaning finds its newest file older than
 a commit killed midway leaves a folder removed once that beat is stale
 (:mod:`lakeline.timeline.storage.staging_folders`).
 
+**Changes in one stream.** Rows of an ``upsert`` that carry an ``_op`` column (as CDC
+feeds and lakeline's own change stream do: ``insert``, ``update``, ``update_after``,
+``update_before``, ``delete``) are applied as changes: a key whose rows hold a
+``delete`` is deleted, and only its rows that arrived after its last delete are upserted;
+``update_before`` rows are dropped. A table has no mixed upsert-and-delete write, so such
+a batch lands as up to two lakeline writes, its deletes first (``txn`` =
+(``<app>#deletes``, batch id)) and then its upserts (``txn`` = (app, batch id)): each
+lands exactly once, and a batch Spark runs again after landing only the first lands the
+second. Between the two commits a reader sees the batch's deletes without its upserts.
+
 For large DataFrames prefer :func:`lakeline.spark.write`, whose executors write the
 table's files themselves; here the commit reads the staged rows in one process.
 """
@@ -28,10 +38,12 @@ from __future__ import annotations
 
 import posixpath
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
@@ -44,6 +56,11 @@ from .source import open_table
 
 #: Operations of the ``operation`` option (``mode("overwrite")`` means overwrite).
 APPEND_OPERATIONS = (Operation.INSERT, Operation.UPSERT, Operation.DELETE)
+#: The change column of CDC rows an ``upsert`` applies as changes, and its values that
+#: delete a key or carry no new version of it.
+CHANGE_COLUMN, DELETE_CHANGE, BEFORE_IMAGE = "_op", "delete", "update_before"
+#: Suffix of the ``txn`` application of a change batch's deletes.
+DELETES_APP_SUFFIX = "#deletes"
 
 
 @dataclass(frozen=True)
@@ -109,6 +126,11 @@ class LakelineWriter(DataSourceArrowWriter):
                     raise SchemaMismatchError(f"the staged rows do not share one schema: {e}") from None
             else:
                 rows = _empty(t, self.operation)
+            if self.operation == Operation.UPSERT and CHANGE_COLUMN in rows.column_names:
+                keys = [*t.config.record_key, *(c for c in t.config.partition_by if c in rows.column_names)]
+                deletes, rows = split_changes(rows, keys)
+                if deletes.num_rows:
+                    t.delete(deletes, txn=None if txn is None else (txn[0] + DELETES_APP_SUFFIX, txn[1]))
             getattr(t, self.operation)(rows, txn=txn)
         finally:
             owner.stop()  # before removing: a late beat must find nothing to rewrite
@@ -158,6 +180,31 @@ def _stage(storage: Storage, staging: str, iterator: Iterator[pa.RecordBatch]) -
     with storage.fs.open_output_stream(target) as sink:
         pq.write_table(rows, sink, compression="zstd")
     return Staged(rel, rows.num_rows)
+
+
+def split_changes(rows: pa.Table, keys: Sequence[str]) -> tuple[pa.Table, pa.Table]:
+    """CDC rows (with :data:`CHANGE_COLUMN`) as (the keys to delete, the rows to upsert
+    after them, in arrival order): a key with a ``delete`` is deleted, and of its rows
+    only those after its last delete are upserted (a re-insert), so the two writes in
+    that order leave what the rows did one after another, under every merge engine."""
+    ops = pc.fill_null(rows.column(CHANGE_COLUMN).cast(pa.string()), "upsert")
+    rows = rows.drop_columns([CHANGE_COLUMN])
+    keep = pc.not_equal(ops, BEFORE_IMAGE)
+    is_delete = pc.equal(ops, DELETE_CHANGE)
+    if not pc.any(is_delete).as_py():
+        return rows.select(list(keys)).slice(0, 0), rows.filter(keep)
+    pos = "__lakeline_change_pos"  # in memory only, under the reserved prefix
+    numbered = rows.select(list(keys)).append_column(pos, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
+    last = numbered.filter(is_delete).group_by(list(keys), use_threads=False).aggregate([(pos, "max")])
+    after = numbered.join(last, list(keys), join_type="left outer", use_threads=False)
+    later = pc.or_kleene(
+        pc.is_null(after.column(f"{pos}_max")), pc.greater(after.column(pos), after.column(f"{pos}_max"))
+    )
+    wanted = after.column(pos).filter(later)
+    mask = np.zeros(rows.num_rows, dtype=bool)
+    mask[wanted.to_numpy()] = True
+    upserts = rows.filter(pc.and_(pa.array(mask), pc.and_(keep, pc.invert(is_delete))))
+    return last.select(list(keys)), upserts
 
 
 def _empty(t: Table, operation: str) -> pa.Table:
