@@ -38,7 +38,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -203,6 +203,33 @@ def summarize(run: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _timed_sink(
+    spark: Any, args: argparse.Namespace, work: Path, sink: str, warm: bool, progress: Any, result: dict[str, Any]
+) -> dict[str, Any]:
+    """One sink's untimed warm-up stream, then its timed stream of the input (lakeline's
+    beside a runner process, whose outcome goes to ``result["runner"]``)."""
+    from lakeline.table import Table
+
+    target = work / f"{sink}-out"
+    if sink == "lakeline":
+        props = {**PROPERTIES, "compaction.delta-commits": args.delta_commits}
+        for t in (work / "warm-t", target):
+            Table.create(t, SCHEMA, record_key="key", ordering_field="ts", table_type="mor", properties=props)
+    if warm:  # JIT, Python workers and imports, paid before the timed stream as a long-running job's are
+        warm_target = work / "warm-t" if sink == "lakeline" else work / "warm-parquet"
+        stream(spark, work / "warm-input", sink, str(warm_target), work / f"warm-ck-{sink}")
+    task = progress.add_task(f"{sink} sink", total=args.batches)
+    done = lambda n: progress.update(task, completed=n)  # noqa: E731
+    if sink == "parquet":
+        raw = stream(spark, work / "input", sink, str(target), work / "ck-parquet", done)
+    else:
+        with runner_process(str(target), work, args.compact_every, args.clean_every) as runner:
+            raw = stream(spark, work / "input", sink, str(target), work / "ck-lakeline", done)
+        result["runner"] = runner
+    progress.update(task, completed=args.batches)
+    return raw
+
+
 def run(args: argparse.Namespace, work: Path, progress: Any) -> dict[str, Any]:
     from lakeline.spark import session
     from lakeline.table import Table
@@ -225,48 +252,7 @@ def run(args: argparse.Namespace, work: Path, progress: Any) -> dict[str, Any]:
     }
     try:
         for sink in ("parquet", "lakeline"):
-            target = str(work / f"{sink}-out")
-            if sink == "lakeline":
-                for name in ("warm-t", "lakeline-out"):
-                    Table.create(
-                        work / name,
-                        SCHEMA,
-                        record_key="key",
-                        ordering_field="ts",
-                        table_type="mor",
-                        properties={**PROPERTIES, "compaction.delta-commits": args.delta_commits},
-                    )
-            if warm:  # JIT, Python workers and imports, paid before the timed stream as a long-running job's are
-                stream(
-                    spark,
-                    work / "warm-input",
-                    sink,
-                    str(work / f"warm-{sink}" if sink == "parquet" else work / "warm-t"),
-                    work / f"warm-ck-{sink}",
-                )
-            task = progress.add_task(f"{sink} sink", total=args.batches)
-            if sink == "parquet":
-                raw = stream(
-                    spark,
-                    work / "input",
-                    sink,
-                    target,
-                    work / "ck-parquet",
-                    lambda n: progress.update(task, completed=n),
-                )
-            else:
-                with runner_process(target, work, args.compact_every, args.clean_every) as runner:
-                    raw = stream(
-                        spark,
-                        work / "input",
-                        sink,
-                        target,
-                        work / "ck-lakeline",
-                        lambda n: progress.update(task, completed=n),
-                    )
-                result["runner"] = runner
-            progress.update(task, completed=args.batches)
-            result[sink] = summarize(raw)
+            result[sink] = summarize(_timed_sink(spark, args, work, sink, bool(warm), progress, result))
     finally:
         spark.stop()
     t = Table.open(str(work / "lakeline-out"))
@@ -305,7 +291,8 @@ def report(result: dict[str, Any], command: str) -> str:
         f"{result['deletes']:.0%} deletes, the rest new keys; {result['keys']} keys, rows in random order), "
         "one Parquet file a batch read by `spark.readStream` (`maxFilesPerTrigger=1`) on `local[2]`. "
         f"lakeline: a merge-on-read table, `operation=upsert` with the rows' `_op`, a `lakeline runner` process "
-        f'compacting ({result["compaction"]}) during the stream. Parquet: `writeStream.format("parquet")` of the same rows.',
+        f"compacting ({result['compaction']}) during the stream. "
+        'Parquet: `writeStream.format("parquet")` of the same rows.',
         "",
         "| sink | rows/s | p50 ms | p95 ms | median first / last window ms |",
         "|---|---:|---:|---:|---:|",
