@@ -9,7 +9,9 @@ even when Spark runs a micro-batch again after a crash between the lakeline comm
 its own checkpoint: simulated as Spark itself sees it (the batch's entry of the
 checkpoint's commit log removed, so the restarted query runs that batch again), and for
 real, the driver's whole process group killed with SIGKILL right after the lakeline commit
-of a micro-batch, while another process compacts the table.
+of a micro-batch, while another process compacts the table. And a change stream (upserts
+and deletes) into a merge-on-read table must never stop while a runner process compacts
+and cleans the same table (issue 28's proof: Iceberg users stop their streams to compact).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import json
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,9 @@ import pytest
 from lakeline.table import Table
 from lakeline.timeline.errors import LakelineError
 
+from bench.cdc_bench import SCHEMA as CDC_SCHEMA
+from bench.cdc_bench import SPARK_SCHEMA as CDC_SPARK_SCHEMA
+from bench.cdc_bench import generate, model_of, runner_process, table_rows
 from tests.children.stream_driver import STREAM_DRIVER
 from tests.helpers import finish, start_script, wait_for_files
 
@@ -246,3 +252,86 @@ def test_a_stream_reads_across_archival_and_its_bookmark_holds_archival_back(tmp
     t.services.archive()
     tl = Table.open(t.path).timeline
     assert Table.open(t.path).log.store.archived_through() < tl.get(at).completed_seq
+
+
+#: Seconds of streaming beside the runner: short in the suite, a minute under soak.
+SHORT_STREAM_S, SOAK_STREAM_S = 15.0, 60.0
+
+
+@pytest.mark.parametrize(
+    "stream_s", [SHORT_STREAM_S, pytest.param(SOAK_STREAM_S, marks=pytest.mark.soak)], ids=["short", "soak"]
+)
+def test_a_change_stream_never_stops_beside_a_runner_that_compacts_and_cleans(
+    spark: Any, tmp_path: Path, stream_s: float
+) -> None:
+    """A change stream (300-row batches: 20% updates, 5% deletes, new keys, random key
+    order; ``operation=upsert`` with ``_op``) runs for ``stream_s`` seconds, fed a file
+    at a time as it keeps up, into a merge-on-read table that a ``lakeline runner``
+    process (its own OS process) compacts every second and cleans every two. Checks
+    while it runs: the query is active and has no error, and compactions complete; after
+    it: every batch landed exactly once (one upsert commit per batch id and one delete
+    commit per batch with deletes, by their txn), no key twice, the table equals the
+    model (the batches folded in order), the runner exited 0 having run compactions, and
+    nothing is pending."""
+    props = {"compaction.delta-commits": 2, "clean.retain": 2, "heartbeat.interval-ms": 500}
+    t = Table.create(
+        tmp_path / "t", CDC_SCHEMA, record_key="key", ordering_field="ts", table_type="mor", properties=props
+    )
+    source, staging, ckpt = tmp_path / "in", tmp_path / "drop", tmp_path / "ckpt"
+    source.mkdir()
+    staging.mkdir()
+    feed = generate(10_000, 300, 0.2, 0.05, "random")
+    fed: list[pa.Table] = []
+
+    def drop_next() -> None:  # written aside, then renamed in: the stream never sees half a file
+        fed.append(next(feed))
+        pq.write_table(fed[-1], staging / "next.parquet")
+        os.replace(staging / "next.parquet", source / f"batch-{len(fed):06d}.parquet")
+
+    drop_next()
+    app = f"spark-stream:{ckpt}"
+    compactions_while_streaming = 0
+    with runner_process(t.path, tmp_path, "every 1s", "every 2s") as runner:
+        query = (
+            spark.readStream.schema(CDC_SPARK_SCHEMA)
+            .option("maxFilesPerTrigger", 1)
+            .parquet(str(source))
+            .writeStream.format("lakeline")
+            .option("operation", "upsert")
+            .option("checkpointLocation", str(ckpt))
+            .start(t.path)
+        )
+        try:
+            end = None  # the clock starts once the first batch landed (the workers started)
+            while end is None or time.monotonic() < end:
+                assert query.isActive and query.exception() is None, query.exception()
+                landed = t.txn_version(app)
+                if landed is not None and landed >= len(fed) - 2:  # at most two files ahead
+                    end = end or time.monotonic() + stream_s
+                    drop_next()
+                time.sleep(0.2)
+            query.processAllAvailable()
+            assert query.isActive and query.exception() is None, query.exception()
+            done = Table.open(t.path).timeline.completed()
+            compactions_while_streaming = sum(1 for i in done if i.action == "compaction")
+        finally:
+            query.stop()
+    assert runner["rc"] == 0 and runner["alive_at_end"], runner["stderr_tail"]
+    ran = {row["service"]: row["runs"] for row in runner["summary"]["runs"]}
+    assert ran.get("compaction", 0) > 0 and ran.get("cleaning", 0) > 0, runner["summary"]
+    assert compactions_while_streaming > 0, "no compaction completed while the stream ran"
+    versions: dict[str, list[int]] = {app: [], f"{app}#deletes": []}
+    for inst in Table.open(t.path).timeline.completed():
+        txn = inst.metadata.get("txn") if inst.action.writes_data else None
+        if txn is not None:
+            versions[txn["app_id"]].append(txn["version"])
+    assert sorted(versions[app]) == list(range(len(fed))), "each batch's upserts land once"
+    with_deletes = [n for n, b in enumerate(fed) if "delete" in b.column("_op").to_pylist()]
+    assert sorted(versions[f"{app}#deletes"]) == with_deletes, "each batch's deletes land once"
+    got = table_rows(t.path)
+    assert len(set(got.column("key").to_pylist())) == got.num_rows, "a key is in the table twice"
+    assert got.equals(model_of(fed))
+    assert Table.open(t.path).timeline.pending() == []
+    print(
+        f"stream beside a runner {stream_s:.0f}s: {len(fed)} batches, {compactions_while_streaming} compactions, {ran}"
+    )
