@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
@@ -31,7 +31,7 @@ from ..table.merge_engine import DEFAULT_ENGINE, MergeEngine
 from ..table.read.scan import SliceRead, read_slice
 from ..table.table import Table
 from ..table.write.records import check_columns
-from ..timeline.errors import InvalidFilterError, SnapshotExpiredError, UnknownColumnError
+from ..timeline.errors import InvalidFilterError, InvalidOptionError, SnapshotExpiredError, UnknownColumnError
 from ..timeline.storage.filesystem import Storage
 from ..timeline.view.file_group import FileSlice
 from .filters import to_arrow_filter
@@ -88,6 +88,41 @@ def as_of_value(text: str | None) -> int | datetime | None:
         return datetime.fromisoformat(text)
     except ValueError:
         raise InvalidFilterError(f"as_of must be an instant id or an ISO date-time, not {text!r}") from None
+
+
+#: The data source's options that choose a snapshot: lakeline's ``as_of`` and Delta's
+#: names (Spark lower-cases option names: ``versionAsOf`` arrives as ``versionasof``).
+SNAPSHOT_OPTIONS = ("as_of", "versionasof", "timestampasof")
+
+
+def snapshot_option(options: Mapping[str, str]) -> int | datetime | None:
+    """The snapshot a data-source read asks for: ``versionAsOf`` (an instant id, as
+    Delta's users write a version), ``timestampAsOf`` (an ISO date or date-time; without
+    an offset it is UTC, the time zone of lakeline's sessions, since Spark hands a Python
+    data source no session time zone) or ``as_of`` (either). None: the newest.
+
+    Raises:
+        InvalidOptionError: more than one of them, or a value of the wrong kind.
+        InvalidFilterError: a malformed ``as_of`` (as for ``read(as_of=...)``).
+    """
+    given = {k: str(options[k]).strip() for k in SNAPSHOT_OPTIONS if options.get(k) not in (None, "")}
+    if len(given) > 1:
+        raise InvalidOptionError(f"options {sorted(given)} each choose the snapshot to read: give one")
+    if "versionasof" in given:
+        text = given["versionasof"]
+        if not text.isdigit():
+            raise InvalidOptionError(f"versionAsOf must be an instant id (a whole number), not {text!r:.40}")
+        return int(text)
+    if "timestampasof" in given:
+        text = given["timestampasof"]
+        try:
+            when = datetime.fromisoformat(text)
+        except ValueError:
+            raise InvalidOptionError(
+                f"timestampAsOf must be an ISO date or date-time (2026-11-24 10:00:00+00:00), not {text!r:.40}"
+            ) from None
+        return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+    return as_of_value(given.get("as_of"))
 
 
 def plan(

@@ -52,7 +52,11 @@ def session(master: str = "local[2]", app_name: str = "lakeline", **conf: Any) -
 
 
 def register(spark: SparkSession) -> None:
-    """Register the ``lakeline`` data source on ``spark`` (idempotent)."""
+    """Register the ``lakeline`` data source on ``spark`` (idempotent), and make pyspark
+    raise the lakeline errors its reads and writes meet as themselves
+    (:func:`lakeline.spark.errors.install`), not inside an ``AnalysisException``."""
+    from .errors import install
     from .source import LakelineDataSource
 
+    install()
     spark.dataSource.register(LakelineDataSource)

@@ -2,10 +2,14 @@
 ``df.write.format("lakeline")`` and their streams (``spark.readStream`` of the table's
 changes, ``df.writeStream`` into it).
 
-Options: ``as_of`` (an instant id or an ISO date-time), ``timeline`` (the table's
-timeline store, as for ``Table.open``), for writes ``operation``, and for a table on an
-object store its storage options (deltalake's keys as they are,
-``AWS_ENDPOINT_URL``..., or any key after ``storage.``; :func:`open_table`). Reads plan on
+Options: ``as_of`` (an instant id or an ISO date-time) or Delta's ``versionAsOf`` (an
+instant id) and ``timestampAsOf`` (a date-time), ``timeline`` (the table's timeline
+store, as for ``Table.open``), for writes ``operation``, and for a table on an object
+store its storage options (deltalake's keys as they are, ``AWS_ENDPOINT_URL``..., or any
+key after ``storage.``; :func:`open_table`). Any other option is refused with
+``InvalidOptionError`` (:func:`check_options`), as is ``CREATE TABLE ... USING lakeline``
+(:func:`refuse_catalog_table`; a temporary view ``USING lakeline`` carries its path and
+works). Reads plan on
 the driver (the snapshot and its slices) and read one Spark partition per file slice
 through the tasks of :mod:`.read`; writes stage and commit through
 :mod:`.source_writer`. A table that does not exist is created by
@@ -70,8 +74,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import StructType
 
 from ..table.table import Table
-from ..timeline.errors import InvalidPropertyError, TableNotFoundError, UnsupportedOperationError
-from .read import SliceRows, as_of_value, plan, slice_batches
+from ..timeline.errors import InvalidOptionError, TableNotFoundError, UnsupportedOperationError
+from .read import SNAPSHOT_OPTIONS, SliceRows, plan, slice_batches, snapshot_option
 from .types import spark_readable, to_spark_schema
 
 #: Option prefixes of deltalake's storage keys, passed on as they are.
@@ -102,8 +106,64 @@ def open_table(path: str | None, options: Mapping[str, str]) -> Table:
         StorageConfigError: a bad storage option.
     """
     if not path:
-        raise TableNotFoundError("the lakeline data source needs a path: load(path) / save(path)")
+        raise TableNotFoundError(
+            "the lakeline data source needs a path: load(path) / save(path). A table of Spark's catalog "
+            "(CREATE TABLE ... USING lakeline) reaches it with none, as Spark passes Python data sources no "
+            f"catalog location: {SQL_INSTEAD}"
+        )
+    if path.startswith("file:") and not path.startswith("file://"):
+        path = path[len("file:") :]  # Hadoop's spelling of a local path (file:/data/t)
     return Table.open(path, options.get("timeline"), storage_options_of(options))
+
+
+# -- options: each use takes its own, anything else is refused ---------------------------
+
+#: What to write instead of a table in Spark's catalog.
+SQL_INSTEAD = (
+    "for SQL use a temporary view, CREATE TEMPORARY VIEW name USING lakeline OPTIONS (path '<table>') "
+    "(SELECT, INSERT INTO and INSERT OVERWRITE then work on it); create the table with "
+    "lakeline.spark.create_table(path, df) and use spark.read.format('lakeline').load(path) / "
+    "df.write.format('lakeline').save(path)"
+)
+#: Options of every use: Spark's ``path`` and the table's timeline store (storage options
+#: are recognised by their names: :func:`storage_options_of`).
+TABLE_OPTIONS = ("path", "timeline")
+#: Options of ``df.write``; a stream write adds ``checkpointlocation`` (Spark's) and
+#: ``txn_app_id`` (:mod:`.source_writer`).
+WRITE_OPTIONS = ("operation",)
+STREAM_WRITE_OPTIONS = ("checkpointlocation", "txn_app_id")
+
+
+def check_options(options: Mapping[str, str], known: tuple[str, ...], use: str) -> None:
+    """Refuse an option ``use`` does not take, before anything is read or written: Spark
+    passes every option through, so a misspelt ``versionAsOf`` or a read option on a
+    write would otherwise be ignored without a word. Names only, never values (a value
+    may be a secret).
+
+    Raises:
+        InvalidOptionError: naming the option and the ones ``use`` takes.
+    """
+    for key in options:
+        low = str(key).lower()
+        if low in known or low.startswith(STORE_PREFIXES) or low.startswith(STORAGE_PREFIX):
+            continue
+        raise InvalidOptionError(
+            f"option {str(key)!r:.60} does not apply to a lakeline {use}; it takes {', '.join(dict.fromkeys(known))}, "
+            f"and a store's storage options (AWS_*, GOOGLE_*, AZURE_*, {STORAGE_PREFIX}<key>)"
+        )
+
+
+def refuse_catalog_table(options: Mapping[str, str]) -> None:
+    """``CREATE TABLE ... USING lakeline`` asks the data source for the schema with the
+    catalog's own keys (``provider``, ``location``, ``owner``). Refused there: Spark's
+    session catalog would record the table, but hand every later read and write of it no
+    path (pyspark 4.3), so it could be neither read nor written.
+
+    Raises:
+        UnsupportedOperationError: naming what to use instead.
+    """
+    if "provider" in {str(k).lower() for k in options}:
+        raise UnsupportedOperationError(f"CREATE TABLE ... USING lakeline is not supported: {SQL_INSTEAD}")
 
 
 class LakelineDataSource(DataSource):
@@ -115,23 +175,36 @@ class LakelineDataSource(DataSource):
         return open_table(self.options.get("path"), self.options)
 
     def schema(self) -> StructType:
+        """Raises: UnsupportedOperationError: CREATE TABLE; InvalidOptionError: an
+        option no read takes (batch or stream: Spark asks both for their schema here)."""
+        refuse_catalog_table(self.options)
+        check_options(self.options, READ_OPTIONS + STREAM_READ_OPTIONS, "read")
         table = self._table()
         if wants_changes(self.options):  # a change read: the table's columns and _op
             return to_spark_schema(spark_readable(change_columns(table, self.options)))
         return to_spark_schema(spark_readable(table.config.schema))
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        """Raises: InvalidOptionError: an option a batch read does not take, a snapshot
+        asked for twice, or with a start of changes."""
+        check_options(self.options, READ_OPTIONS, "read")
+        as_of = snapshot_option(self.options)
         if wants_changes(self.options):
+            if as_of is not None:
+                raise InvalidOptionError(
+                    f"{START} reads changes, {'/'.join(SNAPSHOT_OPTIONS)} a snapshot: give one of them"
+                )
             return ChangesReader(self._opener(), self.options)
-        return LakelineReader(self._table(), as_of_value(self.options.get("as_of")))
+        return LakelineReader(self._table(), as_of)
 
     # -- streams of changes (below) --------------------------------------------------------
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        """Raises: InvalidPropertyError: no ``starting_instant`` (the stream's columns
-        and first offset depend on it)."""
+        """Raises: InvalidOptionError: an option a stream does not take, or no
+        ``starting_instant`` (the stream's columns and first offset depend on it)."""
+        check_options(self.options, STREAM_READ_OPTIONS, "stream read")
         if not wants_changes(self.options):
-            raise InvalidPropertyError(
+            raise InvalidOptionError(
                 "a lakeline stream reads changes: set option starting_instant (an instant id, earliest or latest)"
             )
         return ChangesStreamReader(self._opener(), self.options)
@@ -146,6 +219,7 @@ class LakelineDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from .source_writer import LakelineWriter
 
+        check_options(self.options, TABLE_OPTIONS + WRITE_OPTIONS, "write")
         return LakelineWriter(self.options.get("path"), self.options, overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
@@ -153,6 +227,7 @@ class LakelineDataSource(DataSource):
         deletes), or no query name to write exactly once by."""
         from .source_writer import LakelineStreamWriter
 
+        check_options(self.options, TABLE_OPTIONS + WRITE_OPTIONS + STREAM_WRITE_OPTIONS, "stream write")
         if overwrite:
             raise UnsupportedOperationError("a lakeline stream appends (outputMode append/update), never overwrites")
         return LakelineStreamWriter(self.options.get("path"), self.options)
@@ -186,6 +261,9 @@ START = "starting_instant"
 MAX_INSTANTS = "max_instants_per_batch"
 IMAGES = "images"
 CONSUMER = "consumer"
+#: Options of a batch read (a snapshot, or the changes since a start) and of a stream.
+READ_OPTIONS = TABLE_OPTIONS + SNAPSHOT_OPTIONS + (START, IMAGES)
+STREAM_READ_OPTIONS = TABLE_OPTIONS + (START, IMAGES, MAX_INSTANTS, CONSUMER)
 
 
 def wants_changes(options: Mapping[str, str]) -> bool:
@@ -207,7 +285,7 @@ def start_instant(table: Table, options: Mapping[str, str]) -> int:
     """The completed instant a change read starts after.
 
     Raises:
-        InvalidPropertyError: ``starting_instant`` is neither an id nor earliest/latest.
+        InvalidOptionError: ``starting_instant`` is neither an id nor earliest/latest.
     """
     text = str(options.get(START, "")).strip().lower()
     completed = table.timeline.completed()
@@ -218,7 +296,7 @@ def start_instant(table: Table, options: Mapping[str, str]) -> int:
     try:
         return int(text)
     except ValueError:
-        raise InvalidPropertyError(f"{START} must be an instant id, earliest or latest, not {text!r:.40}") from None
+        raise InvalidOptionError(f"{START} must be an instant id, earliest or latest, not {text!r:.40}") from None
 
 
 class ChangesPartition(InputPartition):
@@ -259,9 +337,9 @@ class ChangesStreamReader(DataSourceStreamReader):
         try:
             self.max_instants = int(raw) if raw is not None else None
         except ValueError:
-            raise InvalidPropertyError(f"{MAX_INSTANTS} must be a whole number, not {raw!r:.40}") from None
+            raise InvalidOptionError(f"{MAX_INSTANTS} must be a whole number, not {raw!r:.40}") from None
         if self.max_instants is not None and self.max_instants < 1:
-            raise InvalidPropertyError(f"{MAX_INSTANTS} must be at least 1")
+            raise InvalidOptionError(f"{MAX_INSTANTS} must be at least 1")
 
     def initialOffset(self) -> dict[str, int]:
         table = self.open_table()

@@ -34,6 +34,13 @@ class InvalidPropertyError(LakelineError, ValueError):
     """A table property is unknown or its value is malformed."""
 
 
+class InvalidOptionError(InvalidPropertyError):
+    """An option of the ``lakeline`` Spark data source is unknown where it was given (a
+    misspelt or misplaced option would otherwise be silently ignored, and a read would
+    return another snapshot than the one asked for), conflicts with another, or has a
+    malformed value."""
+
+
 class InvalidMergeEngineError(InvalidPropertyError):
     """The merge settings do not fit the schema (docs/merge-engines.md): an aggregate for a
     column the table lacks, for a key, partition or ordering column, of a type the function

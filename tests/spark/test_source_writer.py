@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 from lakeline.spark.source_writer import LakelineWriter, Staged
 from lakeline.table import Table
-from lakeline.timeline.errors import UnsupportedOperationError
+from lakeline.timeline.errors import DuplicateKeyError, UnsupportedOperationError
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
 
@@ -45,12 +45,12 @@ def test_dataframe_writer_operations(spark: Any, tmp_path: Path) -> None:
         "overwrite",
     ]
     # A failing commit (a key the table holds) leaves the table and no staged file behind.
-    with pytest.raises(Exception, match="DuplicateKeyError"):
+    with pytest.raises(DuplicateKeyError):
         spark.createDataFrame([(7, "again")], "id long, v string").write.format("lakeline").mode("append").save(path)
     assert rows_of(path) == [(7, "z")]
     staging = tmp_path / "t" / ".lakeline" / "staging"
     assert not staging.exists() or not any(p.is_file() for p in staging.rglob("*"))
-    with pytest.raises(Exception, match="UnsupportedOperationError"):
+    with pytest.raises(UnsupportedOperationError):
         spark.createDataFrame([(1, "x")], "id long, v string").write.format("lakeline").option(
             "operation", "merge"
         ).mode("append").save(path)
