@@ -28,6 +28,7 @@ BENCHMARKS: dict[str, str] = {
     "dedupe": "bench.dedupe_bench",
     "mor-piles": "bench.lookup.mor_piles",
     "record-index": "bench.lookup.record_index",
+    "change-feed": "bench.lookup.change_feed",
     "cdc": "bench.cdc_bench",
 }
 

@@ -35,6 +35,7 @@ from ...timeline.view.fs_view import FileSystemView
 from ..context import TableContext
 from ..merge_engine import MergeEngine
 from ..write.records import constant
+from .log_changes import KeyVersions, LogChange, log_change, sharing_row_groups
 from .scan import SliceRead, read_slice
 
 CHANGE_OP = "_op"
@@ -46,17 +47,43 @@ _SIDE, _ID = "__lakeline_side", "__lakeline_id"
 _OLD, _NEW = "__lakeline_old", "__lakeline_new"
 
 
-def _rows(ctx: TableContext, slices: list[FileSlice]) -> pa.Table:
-    """Live rows of ``slices``, with their partition folder in column :data:`PART`
-    (never null, unlike a null partition value, so it can be a join key)."""
+def _rows(ctx: TableContext, slices: list[FileSlice], more: list[pa.Table] | None = None) -> pa.Table:
+    """Live rows of ``slices`` (and the tables ``more``, already with :data:`PART`), with
+    their partition folder in column :data:`PART` (never null, unlike a null partition
+    value, so it can be a join key)."""
     cfg = ctx.config
     engine = MergeEngine.of(cfg)
     tasks = [SliceRead(ctx.storage, s, cfg.schema, cfg.record_key, cfg.ordering_field, engine=engine) for s in slices]
-    parts = [
-        t.append_column(PART, constant(s.partition, t.num_rows))
-        for s, t in zip(slices, ctx.engine.map(read_slice, tasks))
-    ]
+    parts = [_in(s, t) for s, t in zip(slices, ctx.engine.map(read_slice, tasks))] + (more or [])
     return pa.concat_tables(parts) if parts else cfg.schema.empty_table().append_column(PART, pa.array([], pa.string()))
+
+
+def _in(s: FileSlice, rows: pa.Table) -> pa.Table:
+    return rows.append_column(PART, constant(s.partition, rows.num_rows))
+
+
+def _touched_rows(
+    ctx: TableContext, old: list[FileSlice], new: list[FileSlice], by_position: bool
+) -> tuple[pa.Table, pa.Table]:
+    """The live rows, before and after, of the touched slices ``old`` and ``new``: for
+    a group whose new slice only added logs with positions, the versions of the keys
+    those logs carry (:func:`.log_changes.log_change`); for any other, every row."""
+    cfg = ctx.config
+    found: dict[tuple[str, str], KeyVersions] = {}
+    if by_position:
+        was = {(s.partition, s.file_group): s for s in old}
+        pairs = [(was[(s.partition, s.file_group)], s) for s in new if (s.partition, s.file_group) in was]
+        engine = MergeEngine.of(cfg)
+        tasks = [LogChange(ctx.storage, o, n, cfg.schema, cfg.record_key, cfg.ordering_field, engine) for o, n in pairs]
+        for (_, n), versions in zip(pairs, ctx.engine.map(log_change, tasks)):
+            if versions is not None:
+                found[(n.partition, n.file_group)] = versions
+    rest = lambda slices: [s for s in slices if (s.partition, s.file_group) not in found]  # noqa: E731
+    by_group = [(s, found[(s.partition, s.file_group)]) for s in new if (s.partition, s.file_group) in found]
+    return (
+        _rows(ctx, rest(old), [_in(s, v.before) for s, v in by_group]),
+        _rows(ctx, rest(new), [_in(s, v.after) for s, v in by_group]),
+    )
 
 
 def _minus(rows: pa.Table, gone: pa.Table) -> pa.Table:
@@ -88,6 +115,7 @@ def changes(
     start: int,
     end: int | None = None,
     images: bool = False,
+    reference: bool = False,
 ) -> pa.Table:
     """Rows changed by instants completed after ``start`` up to and including ``end``
     (``ctx``: the table now; ``view_of``: the file-system view of an earlier snapshot).
@@ -95,6 +123,8 @@ def changes(
     ``images``: one diff per instant, in completion order, instead of one net diff of the
     range: each change is a row, an update two (``update_before`` with the row as it was,
     then ``update_after``), and column :data:`CHANGE_INSTANT` says which instant made it.
+    ``reference``: read every touched slice of every data instant whole, compactions
+    and clusterings included: the plain way the tests compare the shortcuts with.
 
     Raises:
         InstantNotFoundError: ``start`` or ``end`` is not a completed instant.
@@ -110,19 +140,26 @@ def changes(
         check_retained(tl, new_tl.last_seq, end)
     between = [i for i in new_tl.completed_after(old_tl.last_seq) if i.action.writes_data]
     if not images:
-        return _diff(ctx, view_of(old_tl), view_of(new_tl), between, images=False)
+        return _diff(ctx, view_of(old_tl), view_of(new_tl), between, False, not reference)
     if CHANGE_INSTANT in cfg.schema.names:
         raise SchemaMismatchError(
             f"the table has a column {CHANGE_INSTANT!r}, the column the change feed adds; "
             "use changes(images=False), or rename the column"
         )
+    if cfg.has_key and not reference:
+        between = [i for i in between if not _moves_rows(i)]
     # Retention cuts a prefix of snapshots: every one between two retained ones is kept.
-    parts = [
-        _with_instant(_diff(ctx, view_of(tl.as_of_seq(i.last_seq - 1)), view_of(tl.as_of_seq(i.last_seq)), [i]), i.id)
-        for i in between
-    ]
+    snapshots = [(view_of(tl.as_of_seq(i.last_seq - 1)), view_of(tl.as_of_seq(i.last_seq))) for i in between]
+    with sharing_row_groups():  # the instants' positions often fall in the same base groups
+        parts = [_with_instant(_diff(ctx, *two, [i], True, not reference), i.id) for i, two in zip(between, snapshots)]
     schema = cfg.schema.append(pa.field(CHANGE_OP, pa.string())).append(pa.field(CHANGE_INSTANT, pa.int64()))
     return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+def _moves_rows(instant: Instant) -> bool:
+    """Whether ``instant`` is a compaction or clustering: it rewrites rows into other
+    files without changing one (a keyed table's rows read the same before and after)."""
+    return CommitMetadata.from_dict(instant.metadata).operation in (Operation.COMPACT, Operation.CLUSTER)
 
 
 def _with_instant(t: pa.Table, instant: int) -> pa.Table:
@@ -130,7 +167,12 @@ def _with_instant(t: pa.Table, instant: int) -> pa.Table:
 
 
 def _diff(
-    ctx: TableContext, old_view: FileSystemView, new_view: FileSystemView, between: list[Instant], images: bool = True
+    ctx: TableContext,
+    old_view: FileSystemView,
+    new_view: FileSystemView,
+    between: list[Instant],
+    images: bool,
+    by_position: bool,
 ) -> pa.Table:
     """The changes ``between`` (the data instants completed from ``old_view``'s snapshot
     to ``new_view``'s) made, read from the file groups they wrote or retired."""
@@ -163,8 +205,7 @@ def _diff(
             rows = _minus(rows, _rows(ctx, moved).drop_columns([PART]))
         return _label(rows, "insert")
     pick = lambda view: [s for s in view.latest_slices() if (s.partition, s.file_group) in touched]  # noqa: E731
-    old = _rows(ctx, pick(old_view))
-    new = _rows(ctx, pick(new_view))
+    old, new = _touched_rows(ctx, pick(old_view), pick(new_view), by_position)
     # Identity is (partition, key); the folder stands for the partition values because
     # a join never matches null keys.
     ident = [PART] + list(cfg.record_key)
