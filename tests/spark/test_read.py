@@ -1,7 +1,8 @@
 """``lakeline.spark.read`` and ``spark.read.format("lakeline")``: the rows of the local
 read, for random filters and as_of, on cow and mor (logs merged on executors),
 partitioned or not; pruning planned on the driver really skips slices; typed errors
-before any Spark job."""
+before any Spark job; Delta's ``versionAsOf`` and ``timestampAsOf`` read the snapshot
+they name, and an option the data source does not know is refused, not ignored."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pyarrow.compute as pc
 import pytest
 from lakeline.spark import read
 from lakeline.table import Table
-from lakeline.timeline.errors import InstantNotFoundError, TableNotFoundError, UnknownColumnError
+from lakeline.timeline.errors import InstantNotFoundError, InvalidOptionError, TableNotFoundError, UnknownColumnError
 
 from tests.table.model import Pred, random_pred
 
@@ -155,3 +156,51 @@ def test_typed_errors_before_any_job(spark: Any, tmp_path: Path) -> None:
         read(spark, t.path, as_of=999_999)
     with pytest.raises(TableNotFoundError):
         read(spark, str(tmp_path / "nothing"))
+
+
+def test_delta_time_travel_options_read_the_snapshot_they_name(spark: Any, tmp_path: Path) -> None:
+    """``versionAsOf`` (an instant id) and ``timestampAsOf`` (a date-time), in any case
+    (Spark lower-cases option names), read what the local read of that snapshot reads;
+    they were ignored, and a read "as of" returned today's rows."""
+    t, instants = build(tmp_path, "mor", True)
+    now = rows_of(read(spark, t.path))
+    for old in instants[:2]:
+        then = rows_of(read(spark, t.path, as_of=old))
+        assert then != now
+        for name in ("versionAsOf", "VERSIONASOF"):
+            assert rows_of(spark.read.format("lakeline").option(name, old).load(t.path)) == then
+        done = next(i for i in t.timeline.completed() if i.id == old).completed_us or 0
+        at = datetime.fromtimestamp(done / 1e6, UTC)
+        for text in (at.isoformat(), at.replace(tzinfo=None).isoformat(sep=" ")):  # no offset: UTC
+            assert rows_of(spark.read.format("lakeline").option("timestampAsOf", text).load(t.path)) == then
+    with pytest.raises(InstantNotFoundError):  # before the table's first commit
+        spark.read.format("lakeline").option("timestampAsOf", "2001-01-01").load(t.path).collect()
+
+
+def test_unknown_or_conflicting_read_options_are_typed_errors(spark: Any, tmp_path: Path) -> None:
+    t, instants = build(tmp_path, "cow", False)
+    for name in ("versionOf", "asOf", "mergeSchema"):  # misspelt or another format's: refused
+        with pytest.raises(InvalidOptionError) as e:
+            spark.read.format("lakeline").option(name, "1").load(t.path).collect()
+        assert name.lower() in str(e.value) and "versionasof" in str(e.value) and "AWS_*" in str(e.value)
+    # A stream-only option on a batch read, and a write option on a read.
+    for name in ("max_instants_per_batch", "operation"):
+        with pytest.raises(InvalidOptionError, match=name):
+            spark.read.format("lakeline").option(name, "1").load(t.path).collect()
+    bad = [
+        {"versionAsOf": "2026-01-01"},
+        {"versionAsOf": "-3"},
+        {"timestampAsOf": "yesterday"},
+        {"versionAsOf": str(instants[0]), "as_of": str(instants[1])},
+        {"versionAsOf": str(instants[0]), "starting_instant": "earliest"},
+    ]
+    for options in bad:
+        with pytest.raises(InvalidOptionError):
+            spark.read.format("lakeline").options(**options).load(t.path).collect()
+    with pytest.raises(InvalidOptionError, match="maxfilespertrigger"):
+        spark.readStream.format("lakeline").option("starting_instant", "earliest").option(
+            "maxFilesPerTrigger", "1"
+        ).load(t.path)
+    # Storage options pass under their own names, in any case (an unknown one is the
+    # store's StorageConfigError, tests/spark/test_object_store.py).
+    assert spark.read.format("lakeline").option("storage.timeout", "30s").load(t.path).count() == t.to_arrow().num_rows

@@ -1,16 +1,25 @@
 """``df.write.format("lakeline")``: append with the ``operation`` option, overwrite mode,
-staged output committed once, and an abort that never undoes a landed commit."""
+staged output committed once, and an abort that never undoes a landed commit; Spark as
+its users write it: unknown options refused, SQL through a temporary view (a catalog
+table is refused, never a raw ``KeyError``), and lakeline's error raised as itself."""
 
 from __future__ import annotations
 
+import traceback
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from lakeline.spark.source import LakelineDataSource
 from lakeline.spark.source_writer import LakelineWriter, Staged
 from lakeline.table import Table
-from lakeline.timeline.errors import DuplicateKeyError, UnsupportedOperationError
+from lakeline.timeline.errors import (
+    DuplicateKeyError,
+    InvalidOptionError,
+    TableNotFoundError,
+    UnsupportedOperationError,
+)
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
 
@@ -87,3 +96,85 @@ def test_operation_option_is_checked() -> None:
         write_operation({"operation": "upsert"}, True)
     with pytest.raises(UnsupportedOperationError):
         write_operation({"operation": "overwrite"}, False)
+
+
+def last_event(path: str) -> int:
+    """The timeline's newest event: a refused write appends none (not even ``requested``)."""
+    return Table.open(path).timeline.last_seq
+
+
+def test_a_refused_write_raises_lakelines_error_first_and_writes_nothing(spark: Any, tmp_path: Path) -> None:
+    """The error of the data source's commit (a Python worker of Spark's) reached the
+    caller as ``AnalysisException: [PYTHON_DATA_SOURCE_ERROR] ... Traceback``, its name
+    on the last lines; now it is the lakeline error, name and message first."""
+    path = str(tmp_path / "t")
+    Table.create(path, SCHEMA, record_key="id").insert(pa.table({"id": [1, 2], "v": ["a", "b"]}))
+    before = last_event(path)
+    with pytest.raises(DuplicateKeyError) as e:
+        spark.createDataFrame([(2, "again")], "id long, v string").write.format("lakeline").mode("append").save(path)
+    text = "".join(traceback.format_exception_only(e.value))
+    assert text.startswith("lakeline.timeline.errors.DuplicateKeyError: insert carries 1 key(s)"), text
+    assert "SQLSTATE" not in str(e.value) and "Traceback" not in str(e.value)
+    assert any("PYTHON_DATA_SOURCE_ERROR" in n for n in e.value.__notes__)  # Spark's line, kept as a note
+    assert last_event(path) == before
+
+
+def test_unknown_write_options_are_refused_before_anything_is_written(spark: Any, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    Table.create(path, SCHEMA, record_key="id").insert(pa.table({"id": [1], "v": ["a"]}))
+    before = last_event(path)
+    df = spark.createDataFrame([(5, "x")], "id long, v string")
+    for name in ("versionAsOf", "as_of", "mergeSchema", "operaton"):  # a read's, Delta's, a typo
+        with pytest.raises(InvalidOptionError) as e:
+            df.write.format("lakeline").option(name, "1").mode("append").save(path)
+        assert name.lower() in str(e.value) and "operation" in str(e.value)
+    assert last_event(path) == before
+    assert not (tmp_path / "t" / ".lakeline" / "staging").exists() or not any(
+        p.is_file() for p in (tmp_path / "t" / ".lakeline" / "staging").rglob("*")
+    )
+    # Options a write takes, in Spark's lower case: the write lands.
+    df.write.format("lakeline").options(OPERATION="upsert").mode("append").save(path)
+    assert rows_of(path) == [(1, "a"), (5, "x")]
+    # Streams: the sink takes Spark's checkpointLocation and txn_app_id, nothing else.
+    schema = spark.createDataFrame([], "id long, v string").schema
+    sink = {"path": path, "checkpointlocation": str(tmp_path / "ck")}
+    LakelineDataSource({**sink, "txn_app_id": "a"}).streamWriter(schema, False)
+    with pytest.raises(InvalidOptionError, match="maxfilespertrigger"):
+        LakelineDataSource({**sink, "maxfilespertrigger": "1"}).streamWriter(schema, False)
+
+
+def test_sql_through_a_temporary_view_and_catalog_tables_refused(spark: Any, tmp_path: Path) -> None:
+    """pyspark 4.3 hands a Python data source the options of a temporary view on every
+    read and write, but a catalog table's none: ``CREATE TABLE ... USING lakeline``
+    "succeeded", then reads failed and ``INSERT`` raised ``KeyError: 'path'``."""
+    path = str(tmp_path / "t")
+    Table.create(path, SCHEMA, record_key="id").insert(pa.table({"id": [1], "v": ["a"]}))
+    view = "lakeline_sql_view"
+    spark.sql(f"CREATE TEMPORARY VIEW {view} USING lakeline OPTIONS (path '{path}')")
+    try:
+        spark.sql(f"INSERT INTO {view} VALUES (2, 'b'), (3, 'c')")
+        assert rows_of(path) == [(1, "a"), (2, "b"), (3, "c")]
+        got = spark.sql(f"SELECT id, v FROM {view} WHERE id > 1 ORDER BY id").collect()
+        assert [(r.id, r.v) for r in got] == [(2, "b"), (3, "c")]
+        with pytest.raises(DuplicateKeyError):
+            spark.sql(f"INSERT INTO {view} VALUES (3, 'again')")
+        spark.sql(f"INSERT OVERWRITE {view} VALUES (9, 'z')")
+        assert rows_of(path) == [(9, "z")]
+    finally:
+        spark.sql(f"DROP VIEW IF EXISTS {view}")
+    before = last_event(path)
+    # Without a column list Spark asks the data source for the schema: refused there.
+    with pytest.raises(UnsupportedOperationError, match="CREATE TEMPORARY VIEW"):
+        spark.sql(f"CREATE TABLE lakeline_sql_t USING lakeline LOCATION '{path}'")
+    assert not spark.catalog.tableExists("lakeline_sql_t")
+    # With one it asks nothing: the table is recorded, and its reads and writes, which
+    # Spark hands no path, are refused saying what to use instead.
+    spark.sql(f"CREATE TABLE lakeline_sql_t2 (id long, v string) USING lakeline LOCATION '{path}'")
+    try:
+        with pytest.raises(TableNotFoundError, match="CREATE TEMPORARY VIEW"):
+            spark.table("lakeline_sql_t2").collect()
+        with pytest.raises(TableNotFoundError, match="create_table"):
+            spark.sql("INSERT INTO lakeline_sql_t2 VALUES (4, 'd')")
+    finally:
+        spark.sql("DROP TABLE IF EXISTS lakeline_sql_t2")
+    assert last_event(path) == before and rows_of(path) == [(9, "z")]
