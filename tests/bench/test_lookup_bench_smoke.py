@@ -140,3 +140,21 @@ def test_arguments() -> None:
         lookup_bench.parse(["--keys", "random"])
     with pytest.raises(SystemExit):
         lookup_bench.parse(["--repeat", "0"])
+
+
+def test_the_change_feed_bench_compares_feeds_of_the_same_changes(tmp_path: Path) -> None:
+    """``python -m bench change-feed`` at 20,000 rows: every feed (lakeline's from
+    positions, its whole-read reference, deltalake's ``load_cdf``) holds one before and
+    one after row per updated row (the harness refuses a run where they differ), and
+    the report states the data and the upserts' write times."""
+    import argparse
+
+    from bench.lookup import change_feed
+
+    args = argparse.Namespace(rows=20_000, upserts=2, upsert_rows=500, keys="uuid", repeats=1, whole_repeats=False)
+    result = change_feed.run(args, tmp_path)
+    assert result["feed_rows"] == 2 * 2 * 500
+    assert set(result["seconds"]) == {"lakeline-positions", "lakeline-whole", "deltalake"}
+    assert all(s > 0 for s in result["seconds"].values())
+    text = change_feed.report(result, "python -m bench change-feed")
+    assert "`uuid` keys" in text and "deltalake's `merge`" in text
