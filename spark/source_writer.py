@@ -24,11 +24,14 @@ a commit killed midway leaves a folder removed once that beat is stale
 feeds and lakeline's own change stream do: ``insert``, ``update``, ``update_after``,
 ``update_before``, ``delete``) are applied as changes: a key whose rows hold a
 ``delete`` is deleted, and only its rows that arrived after its last delete are upserted;
-``update_before`` rows are dropped. A table has no mixed upsert-and-delete write, so such
-a batch lands as up to two lakeline writes, its deletes first (``txn`` =
+``update_before`` rows are dropped. When no key is both deleted and upserted (after that
+rule) such a batch is one lakeline write (:func:`lakeline.table.write.changes.write_changes`:
+one tag of both sets of keys, ``txn`` = (app, batch id)). Otherwise (a key deleted and
+re-inserted in one batch, whose order one write cannot keep, or deletes without the
+partition columns of a partitioned table) it lands as two, its deletes first (``txn`` =
 (``<app>#deletes``, batch id)) and then its upserts (``txn`` = (app, batch id)): each
 lands exactly once, and a batch Spark runs again after landing only the first lands the
-second. Between the two commits a reader sees the batch's deletes without its upserts.
+second; between the two commits a reader sees the batch's deletes without its upserts.
 
 For large DataFrames prefer :func:`lakeline.spark.write`, whose executors write the
 table's files themselves; here the commit reads the staged rows in one process.
@@ -48,6 +51,7 @@ import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
 from ..table.table import Table
+from ..table.write.changes import can_combine, write_changes
 from ..timeline.commit_metadata import Operation
 from ..timeline.errors import SchemaMismatchError, UnsupportedOperationError
 from ..timeline.storage.filesystem import Storage
@@ -129,6 +133,9 @@ class LakelineWriter(DataSourceArrowWriter):
             if self.operation == Operation.UPSERT and CHANGE_COLUMN in rows.column_names:
                 keys = [*t.config.record_key, *(c for c in t.config.partition_by if c in rows.column_names)]
                 deletes, rows = split_changes(rows, keys)
+                if deletes.num_rows and can_combine(t, rows, deletes):
+                    write_changes(t, rows, deletes, txn)  # one tag of both, one commit
+                    return
                 if deletes.num_rows:
                     t.delete(deletes, txn=None if txn is None else (txn[0] + DELETES_APP_SUFFIX, txn[1]))
             getattr(t, self.operation)(rows, txn=txn)

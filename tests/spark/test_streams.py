@@ -335,3 +335,34 @@ def test_a_change_stream_never_stops_beside_a_runner_that_compacts_and_cleans(
     print(
         f"stream beside a runner {stream_s:.0f}s: {len(fed)} batches, {compactions_while_streaming} compactions, {ran}"
     )
+
+
+@pytest.mark.parametrize("table_type", ["mor", "cow"])
+def test_a_change_batch_is_one_write_that_equals_its_deletes_then_its_upserts(tmp_path: Path, table_type: str) -> None:
+    """The sink's change rows (``_op``): a key whose rows hold a delete goes, only its rows
+    after the last delete are upserted, ``update_before`` rows are dropped; a batch with
+    disjoint deletes and upserts is one write (one tag) leaving what the delete and then
+    the upsert leave; one that re-inserts a deleted key is not combined."""
+    from lakeline.spark.source_writer import split_changes
+    from lakeline.table.write.changes import can_combine, write_changes
+
+    batch = rows([1, 2, 3, 1, 4, 2, 5], 2).append_column(
+        "_op", pa.array(["insert", "update", "delete", "delete"] + ["update_before", "insert", None])
+    )
+    deletes, upserts = split_changes(batch, ["id"])
+    assert sorted(deletes.column("id").to_pylist()) == [1, 3] and upserts.column("id").to_pylist() == [2, 2, 5]
+    made = []
+    for name in ("one", "two"):
+        t = Table.create(tmp_path / name, SCHEMA, record_key="id", ordering_field="ts", table_type=table_type)
+        t.insert(rows([1, 2, 3, 4], 1))
+        made.append(t)
+    assert can_combine(made[0], upserts, deletes)
+    assert write_changes(made[0], upserts, deletes, ("app", 0)).stats["deleted"] == 2
+    made[1].delete(deletes)
+    made[1].upsert(upserts)
+    got = [sorted((r["id"], r["ts"]) for r in t.to_arrow().to_pylist()) for t in made]
+    assert got[0] == got[1] == [(2, 2), (4, 1), (5, 2)]
+    assert len([i for i in made[0].timeline.completed() if i.action.writes_data]) == 2  # the insert, then one write
+    assert made[0].txn_version("app") == 0
+    again = rows([4], 3).append_column("_op", pa.array(["delete"]))
+    assert not can_combine(made[0], rows([4], 4), split_changes(again, ["id"])[0])  # deleted and upserted: two writes
