@@ -79,8 +79,27 @@ def _as_table(data: Any) -> pa.Table:
 
 
 def castable(src: pa.DataType, dst: pa.DataType) -> bool:
+    """Whether values of ``src`` become ``dst`` without loss: the same family, never
+    narrower; nested types (struct, list, map) when every part is castable.
+
+    Nullability never refuses here: a field declared non-nullable in ``src`` where ``dst``
+    allows nulls loses nothing (Spark declares ``collect_list`` items, ``F.struct(lit(..))``
+    fields and map values so), and a nullable ``src`` field where ``dst`` is not is
+    checked on the values (:func:`nulls_where_required`), as a top-level column is.
+    """
     if src == dst:
         return True
+    if pa.types.is_struct(src) or pa.types.is_struct(dst):
+        return _struct_castable(src, dst)
+    if pa.types.is_map(src) or pa.types.is_map(dst):
+        return (
+            pa.types.is_map(src)
+            and pa.types.is_map(dst)
+            and castable(src.key_type, dst.key_type)
+            and castable(src.item_type, dst.item_type)
+        )
+    if _is_list(src) or _is_list(dst):
+        return _is_list(src) and _is_list(dst) and castable(src.value_type, dst.value_type)
     same_family = (
         (
             pa.types.is_integer(src)
@@ -96,6 +115,76 @@ def castable(src: pa.DataType, dst: pa.DataType) -> bool:
         or (pa.types.is_null(src))
     )
     return same_family
+
+
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t)
+
+
+def _struct_castable(src: pa.DataType, dst: pa.DataType) -> bool:
+    """Structs match by field name (Arrow's struct cast does): each ``src`` field must
+    be castable to the ``dst`` field of its name; a ``dst`` field ``src`` lacks must be
+    nullable (it reads null); a ``src`` field ``dst`` lacks is refused (it would be lost)."""
+    if not (pa.types.is_struct(src) and pa.types.is_struct(dst)):
+        return False
+    theirs = {src.field(i).name: src.field(i) for i in range(src.num_fields)}
+    ours = {dst.field(i).name: dst.field(i) for i in range(dst.num_fields)}
+    if len(theirs) != src.num_fields or len(ours) != dst.num_fields or set(theirs) - set(ours):
+        return False
+    return all(castable(theirs[n].type, f.type) if n in theirs else f.nullable for n, f in ours.items())
+
+
+def nulls_where_required(arr: pa.Array, t: pa.DataType, path: str) -> str | None:
+    """The path of a nested field that ``t`` declares non-nullable but ``arr`` holds a
+    null in (a null under a null parent is no value and does not count), or None.
+    Vectorised per nested level: a null count, a filter where a parent has nulls."""
+    if pa.types.is_struct(t):
+        valid = arr.is_valid() if arr.null_count else None
+        for i in range(t.num_fields):
+            f = t.field(i)
+            child = arr.field(i)
+            if valid is not None:
+                child = child.filter(valid)
+            where = f"{path}.{f.name}"
+            if not f.nullable and child.null_count:
+                return where
+            found = nulls_where_required(child, f.type, where)
+            if found:
+                return found
+        return None
+    if pa.types.is_map(t):
+        # Only the entries this (maybe sliced) array's slots hold; Arrow builds null map
+        # slots empty, so the offsets' range is exactly the live entries.
+        start, end = arr.offsets[0].as_py(), arr.offsets[-1].as_py()
+        keys, items = arr.keys.slice(start, end - start), arr.items.slice(start, end - start)
+        for f, child in ((t.key_field, keys), (t.item_field, items)):
+            where = f"{path}.{f.name}"
+            if not f.nullable and child.null_count:
+                return where
+            found = nulls_where_required(child, f.type, where)
+            if found:
+                return found
+        return None
+    if _is_list(t):
+        f = t.value_field
+        child = arr.flatten()
+        where = f"{path}[]"
+        if not f.nullable and child.null_count:
+            return where
+        return nulls_where_required(child, f.type, where)
+    return None
+
+
+def _requires_non_null(t: pa.DataType) -> bool:
+    """Whether a nested field anywhere in ``t`` is declared non-nullable (then the
+    values are checked, :func:`nulls_where_required`)."""
+    if pa.types.is_struct(t):
+        return any(not t.field(i).nullable or _requires_non_null(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_map(t):
+        return any(not f.nullable or _requires_non_null(f.type) for f in (t.key_field, t.item_field))
+    if _is_list(t):
+        return not t.value_field.nullable or _requires_non_null(t.value_type)
+    return False
 
 
 def conform(data: Any, config: TableConfig, allow_new_columns: bool = False) -> tuple[pa.Table, list[pa.Field]]:
@@ -148,6 +237,11 @@ def conform_column(col: pa.ChunkedArray, f: pa.Field) -> pa.ChunkedArray:
         raise SchemaMismatchError(f"column {f.name!r} cannot be cast to {f.type}: {e}") from None
     if not f.nullable and col.null_count:
         raise SchemaMismatchError(f"column {f.name!r} is not nullable but holds nulls")
+    if _requires_non_null(f.type):
+        for chunk in col.chunks:
+            where = nulls_where_required(chunk, f.type, f.name)
+            if where:
+                raise SchemaMismatchError(f"field {where!r} is not nullable in the table but holds nulls")
     return col
 
 

@@ -33,6 +33,7 @@ from lakeline.table import (
     UnknownColumnError,
     UnsupportedOperationError,
 )
+from lakeline.table.write.records import castable
 from lakeline.timeline import errors as errors_module
 
 from tests.table.model import COLUMNS, SCHEMA, table_rows, to_arrow
@@ -315,3 +316,85 @@ def test_refused_write_with_a_new_column_does_not_evolve_the_schema(
         t.insert(data)
     assert t.schema.names == COLUMNS
     assert Table.open(path).schema.names == COLUMNS
+
+
+def _nn(t: pa.DataType, name: str = "item") -> pa.Field:
+    return pa.field(name, t, nullable=False)
+
+
+#: Spark's shapes: collect_list / F.array items, F.struct(lit(..)) fields and F.create_map
+#: values declared non-nullable, against the table's nullable declaration, at every depth.
+NESTED = {
+    "list": (pa.list_(_nn(pa.int64())), pa.list_(pa.int64()), [[1, 2], []]),
+    "map": (pa.map_(pa.string(), _nn(pa.float64(), "value")), pa.map_(pa.string(), pa.float64()), [[("a", 1.0)], []]),
+    "struct": (
+        pa.struct([_nn(pa.int64(), "a"), _nn(pa.string(), "b")]),
+        pa.struct([("a", pa.int64()), ("b", pa.string())]),
+        [{"a": 1, "b": "x"}, None],
+    ),
+    "list_of_struct": (
+        pa.list_(_nn(pa.struct([_nn(pa.int32(), "a")]))),
+        pa.list_(pa.struct([("a", pa.int64())])),
+        [[{"a": 1}], None],
+    ),
+    "map_of_list": (
+        pa.map_(pa.string(), _nn(pa.list_(_nn(pa.int64())), "value")),
+        pa.map_(pa.string(), pa.list_(pa.int64())),
+        [[("k", [1, 2])], None],
+    ),
+    "struct_of_map": (
+        pa.struct([_nn(pa.map_(pa.string(), _nn(pa.int64(), "value")), "m")]),
+        pa.struct([("m", pa.map_(pa.string(), pa.int64()))]),
+        [{"m": [("k", 1)]}, {"m": []}],
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(NESTED))
+@pytest.mark.parametrize("table_side", ["nullable", "as_incoming"])
+def test_nested_columns_declared_non_nullable_are_accepted(tmp_path: Path, kind: str, table_side: str) -> None:
+    """Inner fields declared non-nullable write into nullable ones (that widening loses
+    nothing, issue 29 item 4) and into a table created from that very schema."""
+    src, nullable, values = NESTED[kind]
+    schema = pa.schema(
+        [pa.field("id", pa.int64(), nullable=False), ("c", src if table_side == "as_incoming" else nullable)]
+    )
+    t = Table.create(tmp_path / "t", schema, record_key="id")
+    data = pa.table({"id": [1, 2], "c": pa.array(values, src)})
+    t.insert(data)
+    t.upsert(pa.table({"id": [2], "c": pa.array(values[:1], src)}))
+    got = {r["id"]: r["c"] for r in t.to_arrow().to_pylist()}
+    assert got == {1: data.column("c")[0].as_py(), 2: data.column("c")[0].as_py()}
+
+
+@pytest.mark.parametrize(
+    "table_type,values",
+    [
+        (pa.list_(_nn(pa.int64())), pa.array([[1, None]], pa.list_(pa.int64()))),
+        (pa.map_(pa.string(), _nn(pa.int64(), "value")), pa.array([[("a", None)]], pa.map_(pa.string(), pa.int64()))),
+        (pa.struct([_nn(pa.int64(), "a")]), pa.array([{"a": None}], pa.struct([("a", pa.int64())]))),
+        (
+            pa.list_(pa.struct([_nn(pa.int64(), "a")])),
+            pa.array([[{"a": 1}, {"a": None}]], pa.list_(pa.struct([("a", pa.int64())]))),
+        ),
+    ],
+)
+def test_a_null_where_the_table_says_non_nullable_is_refused_at_any_depth(
+    tmp_path: Path, table_type: pa.DataType, values: pa.Array
+) -> None:
+    path = tmp_path / "t"
+    t = Table.create(path, pa.schema([pa.field("id", pa.int64(), nullable=False), ("c", table_type)]), record_key="id")
+    with nothing_written(t, path), pytest.raises(SchemaMismatchError, match="nullable|null"):
+        t.insert(pa.table({"id": [1], "c": values}))
+    # A null under a null parent is no value: a null struct, list or map is fine.
+    t.insert(pa.table({"id": [2], "c": pa.array([None], values.type)}))
+    assert t.to_arrow().column("c").to_pylist() == [None]
+
+
+def test_nested_types_still_refuse_loss() -> None:
+    assert not castable(pa.list_(pa.int64()), pa.list_(pa.int32()))
+    assert not castable(pa.map_(pa.string(), pa.string()), pa.map_(pa.string(), pa.int64()))
+    assert not castable(pa.struct([("a", pa.int64()), ("b", pa.int64())]), pa.struct([("a", pa.int64())]))
+    assert not castable(pa.struct([("a", pa.int64())]), pa.struct([pa.field("a", pa.int64()), _nn(pa.int64(), "b")]))
+    assert not castable(pa.list_(pa.int64()), pa.struct([("a", pa.int64())]))
+    assert castable(pa.struct([("a", pa.int32())]), pa.struct([("a", pa.int64()), ("b", pa.string())]))
