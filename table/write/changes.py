@@ -55,7 +55,13 @@ def write_changes(t: Table, upserts: pa.Table, deletes: pa.Table, txn: tuple[str
     cfg.require_key(Operation.UPSERT)
     rows, evolve = t._prepared(upserts)
     keys = prepare_keys(deletes, cfg)
-    return t._write(Operation.UPSERT, cfg.write_action, lambda ctx: plan_changes(ctx, rows, keys), None, evolve, txn)
+
+    def planner(ctx: TableContext) -> WritePlan:
+        # The rows as prepared, or (where writes conform them again to a schema a
+        # concurrent instant changed) as the attempt's context has them.
+        return plan_changes(ctx, rows(ctx) if callable(rows) else rows, keys)
+
+    return t._write(Operation.UPSERT, cfg.write_action, planner, None, evolve, txn)
 
 
 def plan_changes(ctx: TableContext, upserts: pa.Table, deletes: pa.Table) -> WritePlan:
