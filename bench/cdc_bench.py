@@ -9,7 +9,8 @@ for. The input is generated up front (:func:`generate`): ``--batches`` files of
 updates of live keys, ``--deletes`` deletes of live keys and the rest new keys, rows in
 random order; keys ``random`` (UUID-like hex) or ``sequential``. Each file carries an
 ``_op`` column (``insert``/``update``/``delete``): the lakeline sink applies such rows as
-changes (``operation=upsert``: deletes, then upserts; :mod:`lakeline.spark.source_writer`),
+changes (``operation=upsert``: one write a batch, deletes and upserts together; see
+:mod:`lakeline.spark.source_writer`),
 the Parquet sink appends them as they are. Both read the folder with
 ``spark.readStream.parquet(...).option("maxFilesPerTrigger", 1)``, one file a
 micro-batch, ``trigger(availableNow=True)``, after a few untimed warm-up batches.
