@@ -178,3 +178,15 @@ def test_sql_through_a_temporary_view_and_catalog_tables_refused(spark: Any, tmp
     finally:
         spark.sql("DROP TABLE IF EXISTS lakeline_sql_t2")
     assert last_event(path) == before and rows_of(path) == [(9, "z")]
+
+
+def test_hadoop_file_uris_and_no_path(tmp_path: Path) -> None:
+    """Spark spells a local location ``file:/data/t`` (a catalog's, a view's); no path at
+    all is what a catalog table hands the data source, refused saying what to use."""
+    from lakeline.spark.source import open_table
+
+    path = str(tmp_path / "t")
+    Table.create(path, SCHEMA, record_key="id")
+    assert open_table(f"file:{path}", {}).path == Table.open(path).path
+    with pytest.raises(TableNotFoundError, match="CREATE TEMPORARY VIEW"):
+        open_table(None, {})
