@@ -76,7 +76,7 @@ from pyspark.sql.types import StructType
 from ..table.table import Table
 from ..timeline.errors import InvalidOptionError, TableNotFoundError, UnsupportedOperationError
 from .read import SNAPSHOT_OPTIONS, SliceRows, plan, slice_batches, snapshot_option
-from .types import spark_readable, to_spark_schema
+from .types import check_columns, spark_readable, to_spark_schema
 
 #: Option prefixes of deltalake's storage keys, passed on as they are.
 STORE_PREFIXES = ("aws_", "google_", "azure_")
@@ -220,7 +220,9 @@ class LakelineDataSource(DataSource):
         from .source_writer import LakelineWriter
 
         check_options(self.options, TABLE_OPTIONS + WRITE_OPTIONS, "write")
-        return LakelineWriter(self.options.get("path"), self.options, overwrite)
+        writer = LakelineWriter(self.options.get("path"), self.options, overwrite)
+        check_columns(self._table(), schema, writer.operation)
+        return writer
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         """Raises: UnsupportedOperationError: complete mode (a stream inserts, upserts or
@@ -230,7 +232,9 @@ class LakelineDataSource(DataSource):
         check_options(self.options, TABLE_OPTIONS + WRITE_OPTIONS + STREAM_WRITE_OPTIONS, "stream write")
         if overwrite:
             raise UnsupportedOperationError("a lakeline stream appends (outputMode append/update), never overwrites")
-        return LakelineStreamWriter(self.options.get("path"), self.options)
+        writer = LakelineStreamWriter(self.options.get("path"), self.options)
+        check_columns(self._table(), schema, writer.operation)
+        return writer
 
 
 class SlicePartition(InputPartition):

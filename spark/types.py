@@ -1,4 +1,5 @@
-"""The Spark <-> Arrow type mapping, and ``create_table`` from a Spark schema.
+"""The Spark <-> Arrow type mapping, ``create_table`` from a Spark schema, and
+``check_columns``: a write's or a stream's Spark schema against the table's.
 
 lakeline tables have Arrow schemas; Spark sees them through this mapping (built on
 pyspark's own Arrow conversion, the one ``mapInArrow`` and the Python data source use,
@@ -174,3 +175,25 @@ def create_table(
         timeline=timeline,
         storage_options=storage_options,
     )
+
+
+def check_columns(table: Table, schema: StructType, operation: str) -> None:
+    """The columns a write or a stream brings, against the table, on the driver before
+    any task runs: the same rules as the rows of a local write (``prepare_rows``: every
+    table column, castable types, new columns only with ``write.schema-evolution``;
+    ``prepare_keys`` for a delete), applied to no rows. A stream whose columns do not
+    fit would otherwise fail at its first commit, after its tasks ran.
+
+    Raises:
+        SchemaMismatchError: naming the column.
+    """
+    from ..table.write.records import prepare_keys, prepare_rows
+    from .source_writer import CHANGE_COLUMN
+
+    rows = to_arrow_schema(schema).empty_table()
+    if operation == "delete":
+        prepare_keys(rows, table.config)
+        return
+    if operation == "upsert" and CHANGE_COLUMN in rows.column_names:
+        rows = rows.drop_columns([CHANGE_COLUMN])  # a CDC batch's change column
+    prepare_rows(rows, table.config)

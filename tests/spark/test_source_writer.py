@@ -17,6 +17,7 @@ from lakeline.table import Table
 from lakeline.timeline.errors import (
     DuplicateKeyError,
     InvalidOptionError,
+    SchemaMismatchError,
     TableNotFoundError,
     UnsupportedOperationError,
 )
@@ -190,3 +191,41 @@ def test_hadoop_file_uris_and_no_path(tmp_path: Path) -> None:
     assert open_table(f"file:{path}", {}).path == Table.open(path).path
     with pytest.raises(TableNotFoundError, match="CREATE TEMPORARY VIEW"):
         open_table(None, {})
+
+
+def test_columns_that_do_not_fit_are_refused_before_any_task_runs(spark: Any, tmp_path: Path) -> None:
+    """A write or a stream whose columns do not fit the table (a type of another family,
+    a column missing, a column the table lacks) is ``SchemaMismatchError`` when Spark
+    asks for the writer, on the driver: no task stages a row, no event is appended, and
+    a stream fails at its start rather than at its first commit."""
+    path = str(tmp_path / "t")
+    Table.create(path, SCHEMA, record_key="id").insert(pa.table({"id": [1], "v": ["a"]}))
+    before = last_event(path)
+    bad = {
+        "v long": "id long, v long",  # string column given numbers
+        "no v": "id long",
+        "extra": "id long, v string, w string",
+    }
+    source = {"path": path, "checkpointlocation": str(tmp_path / "ck")}
+    for what, ddl in bad.items():
+        schema = spark.createDataFrame([], ddl).schema
+        with pytest.raises(SchemaMismatchError):
+            LakelineDataSource(source).streamWriter(schema, False)
+        with pytest.raises(SchemaMismatchError):
+            LakelineDataSource({"path": path}).writer(schema, False)
+        print(f"{what}: refused")
+    # Through Spark: the batch write is refused as itself, nothing staged or appended.
+    with pytest.raises(SchemaMismatchError, match="'v'"):
+        spark.createDataFrame([(2, 3)], "id long, v long").write.format("lakeline").mode("append").save(path)
+    # A delete needs only the key; an upsert stream may carry a CDC batch's _op column.
+    keys_only = spark.createDataFrame([], "id long").schema
+    LakelineDataSource({**source, "operation": "delete"}).streamWriter(keys_only, False)
+    with_op = spark.createDataFrame([], "id long, v string, _op string").schema
+    LakelineDataSource({**source, "operation": "upsert"}).streamWriter(with_op, False)
+    with pytest.raises(SchemaMismatchError):
+        LakelineDataSource({**source, "operation": "delete"}).streamWriter(
+            spark.createDataFrame([], "v string").schema, False
+        )
+    assert last_event(path) == before
+    staging = tmp_path / "t" / ".lakeline" / "staging"
+    assert not staging.exists() or not any(p.is_file() for p in staging.rglob("*"))
