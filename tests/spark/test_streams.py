@@ -272,7 +272,15 @@ def test_a_change_stream_never_stops_beside_a_runner_that_compacts_and_cleans(
     it: every batch landed exactly once, as one commit (by its txn), no key twice, the
     table equals the model (the batches folded in order), the runner exited 0 having run
     compactions and cleans, and nothing is pending."""
-    props = {"compaction.delta-commits": 2, "clean.retain": 2, "heartbeat.interval-ms": 500}
+    # Files the compactions replaced are cleanable 10 s after they were written (the default,
+    # an hour, would leave the cleaner nothing to do here); staged micro-batches are
+    # committed well within that, so the cleaner never takes a batch's staging folder.
+    props = {
+        "compaction.delta-commits": 2,
+        "clean.retain": 2,
+        "clean.orphan-age-ms": 10_000,
+        "heartbeat.interval-ms": 500,
+    }
     t = Table.create(
         tmp_path / "t", CDC_SCHEMA, record_key="key", ordering_field="ts", table_type="mor", properties=props
     )
@@ -289,7 +297,7 @@ def test_a_change_stream_never_stops_beside_a_runner_that_compacts_and_cleans(
 
     drop_next()
     app = f"spark-stream:{ckpt}"
-    compactions_while_streaming = 0
+    compactions_while_streaming = cleans_while_streaming = 0
     with runner_process(t.path, tmp_path, "every 1s", "every 2s") as runner:
         query = (
             spark.readStream.schema(CDC_SPARK_SCHEMA)
@@ -313,12 +321,14 @@ def test_a_change_stream_never_stops_beside_a_runner_that_compacts_and_cleans(
             assert query.isActive and query.exception() is None, query.exception()
             done = Table.open(t.path).timeline.completed()
             compactions_while_streaming = sum(1 for i in done if i.action == "compaction")
+            cleans_while_streaming = sum(1 for i in done if i.action == "clean")
         finally:
             query.stop()
     assert runner["rc"] == 0 and runner["alive_at_end"], runner["stderr_tail"]
     ran = {row["service"]: row["runs"] for row in runner["summary"]["runs"]}
     assert ran.get("compaction", 0) > 0 and ran.get("cleaning", 0) > 0, runner["summary"]
     assert compactions_while_streaming > 0, "no compaction completed while the stream ran"
+    assert cleans_while_streaming > 0 or stream_s < SOAK_STREAM_S, "no clean completed while the stream ran"
     versions = []
     for inst in Table.open(t.path).timeline.completed():
         txn = inst.metadata.get("txn") if inst.action.writes_data else None
@@ -331,7 +341,8 @@ def test_a_change_stream_never_stops_beside_a_runner_that_compacts_and_cleans(
     assert got.equals(model_of(fed))
     assert Table.open(t.path).timeline.pending() == []
     print(
-        f"stream beside a runner {stream_s:.0f}s: {len(fed)} batches, {compactions_while_streaming} compactions, {ran}"
+        f"stream beside a runner {stream_s:.0f}s: {len(fed)} batches, {compactions_while_streaming} compactions, "
+        f"{cleans_while_streaming} cleans, {ran}"
     )
 
 
