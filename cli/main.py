@@ -25,6 +25,7 @@ from .demo import demo
 from .index_cmds import index
 from .runner_cmds import runner
 from .savepoint_cmds import savepoint
+from .schema_cmds import schema
 from .service_cmds import service
 from .storage_cmds import storage
 from .tables_cmds import tables
@@ -78,6 +79,7 @@ cli.add_command(demo)
 cli.add_command(runner)
 cli.add_command(tables)
 cli.add_command(storage)
+cli.add_command(schema)
 
 
 def main() -> None:

@@ -214,9 +214,12 @@ def prune(
     slices: list[FileSlice],
     filter: pc.Expression | None,
     tree: Expr | None = None,
+    untrusted: frozenset[str] = frozenset(),
 ) -> Pruned:
     """Drop the slices the snapshot's ready indexes prove hold no matching row
-    (``tree``: the filter's tree, when the scan already read it)."""
+    (``tree``: the filter's tree, when the scan already read it). Entries of the columns
+    ``untrusted`` are not asked: a rename, drop or widening moved their names, so what
+    files recorded under such a name may describe another column (issue 29)."""
     if filter is None:
         n = _files(slices)
         return Pruned(slices, n, n)
@@ -236,7 +239,8 @@ def prune(
             continue
         by_path: dict[str, list[dict[str, object]]] = {}
         for r in rows.to_pylist():
-            by_path.setdefault(str(r["path"]), []).append(r)
+            if str(r["column"]) not in untrusted:
+                by_path.setdefault(str(r["path"]), []).append(r)
         for p, k in zip(paths, stats_keep(filter, schema, by_path, paths, tree)):
             # Several stats indexes: a file is out when any one of them rules it out.
             stats_keep_by_path[p] = stats_keep_by_path.get(p, True) and k
@@ -248,7 +252,7 @@ def prune(
             cols = resolve(idx, schema, record_key).columns
         except InvalidIndexError:
             continue  # its columns left the schema: no pruning with it
-        if len(cols) != 1 or pinned_values(tree, cols[0], schema) is None:
+        if len(cols) != 1 or cols[0] in untrusted or pinned_values(tree, cols[0], schema) is None:
             continue  # nothing to probe: skip reading and decoding the filters
         rows = visible_paths(mt.read(idx.partition, snapshot), paths2)
         if rows is None or rows.num_rows == 0:

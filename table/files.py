@@ -22,9 +22,11 @@ from ..indexes.entries import IndexJob, IndexTarget
 from ..indexes.hashing import ColumnHashes, min_max_values
 from ..timeline.commit_metadata import WriteStat
 from ..timeline.errors import InvalidTransitionError, SnapshotExpiredError
+from ..timeline.field_ids import field_id, has_ids, ids_by_position, name_without_ids
 from ..timeline.markers import marker_path, write_marker
 from ..timeline.storage.data_reads import check_log, reading
 from ..timeline.storage.filesystem import Storage
+from ..timeline.table_config import RESERVED_COLUMNS
 from ..timeline.view.file_group import FileKind
 from .write.records import OP, OP_DELETE, SEQ
 
@@ -225,6 +227,10 @@ class FileRead:
     # Only these row groups, in this order (None: all): a merge-on-read read skips the
     # base's row groups whose statistics rule out its filter (:mod:`.read.row_groups`).
     row_groups: tuple[int, ...] | None = None
+    # The table schema (with field ids) ``columns`` name columns of: a file with ids is
+    # then read by id, so a column renamed since reads under its new name and a dropped
+    # one is not read (None: by name, as for the record key, which never changes).
+    schema: pa.Schema | None = None
 
 
 def read_file(task: FileRead) -> pa.Table:
@@ -247,9 +253,10 @@ def read_file(task: FileRead) -> pa.Table:
     path, fs = task.storage.path(task.rel_path), task.storage.fs
     with reading(task.rel_path):
         parquet = pq.ParquetFile(path, filesystem=fs)
-        names = parquet.schema_arrow.names
+        file_schema = parquet.schema_arrow
+        names = file_schema.names
         check_log(task.rel_path, names, (OP, SEQ))  # a base copied over a log (CorruptLogError)
-        columns = [c for c in task.columns if c in names] if task.columns else None
+        columns = file_columns(file_schema, task.columns, task.schema)
         if task.row_groups is not None and len(task.row_groups) <= 1:
             return parquet.read_row_groups(list(task.row_groups), columns=columns, use_threads=task.threads)
         if task.row_groups is not None:
@@ -258,6 +265,35 @@ def read_file(task: FileRead) -> pa.Table:
         if parquet.metadata.num_row_groups <= 1:
             return parquet.read(columns=columns, use_threads=task.threads)
         return ds.dataset(path, format="parquet", filesystem=fs).to_table(columns=columns, use_threads=task.threads)
+
+
+def file_columns(file_schema: pa.Schema, wanted: tuple[str, ...] | None, schema: pa.Schema | None) -> list[str] | None:
+    """The file's columns to decode for the table columns ``wanted`` (None: all).
+
+    By id when both the file and ``schema`` have ids (a table column found under the
+    name the file gave it; a column without an id, ``_op`` say, by name). Without
+    ``schema``, a file with ids whose names lack a wanted column is read whole, so
+    :func:`with_columns_of` still finds a renamed column by its id."""
+    if not wanted:
+        return None
+    file_ids = ids_by_position(file_schema)
+    if schema is not None and file_ids:
+        ours = {f.name: field_id(f) for f in schema}
+        out = []
+        for c in wanted:
+            fid = ours.get(c)
+            at = file_ids.get(fid) if fid is not None else file_schema.get_field_index(c)
+            if at is not None and at >= 0:
+                out.append(file_schema.names[at])
+        return out
+    if schema is not None and has_ids(schema):  # a file from before ids: the names it used
+        ours_then = {f.name: name_without_ids(f) for f in schema}
+        wanted = tuple(ours_then.get(c, c) for c in wanted)
+        return [c for c in wanted if c and c in file_schema.names]
+    names = set(file_schema.names)
+    if file_ids and any(c not in names and c not in RESERVED_COLUMNS for c in wanted):
+        return None  # a user column missing by name: maybe renamed since (rare; reads more)
+    return [c for c in wanted if c in names]
 
 
 def read_snapshot_file(task: FileRead) -> pa.Table:
@@ -279,10 +315,35 @@ def read_snapshot_file(task: FileRead) -> pa.Table:
 
 
 def with_columns_of(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``table`` with exactly ``schema``'s columns in its order: a column the schema
-    gained after the file was written (``write.schema-evolution``) reads as nulls."""
-    if table.schema.names == schema.names:
+    """``table`` (rows as read from a file) with exactly ``schema``'s columns in its
+    order and types.
+
+    A column is found by its field id when both carry ids (so a file written before a
+    rename reads under the new name, and a column dropped, or dropped and added again,
+    is not taken from it), else by name (:func:`name_without_ids`: files from before
+    ids). A column the file lacks (added since) reads as nulls; one a schema change
+    widened is cast to the wider type, column by column, never row by row."""
+    src = table.schema
+    if src.names == schema.names and all(a.type == b.type and field_id(a) == field_id(b) for a, b in zip(src, schema)):
         return table
-    fields = [table.schema.field(f.name) if f.name in table.column_names else f for f in schema]
-    cols = [table.column(f.name) if f.name in table.column_names else pa.nulls(table.num_rows, f.type) for f in schema]
+    by_id = ids_by_position(src)
+    cols, fields = [], []
+    for f in schema:
+        fid = field_id(f)
+        if fid is not None and by_id:
+            at = by_id.get(fid, -1)
+        else:
+            name = name_without_ids(f) if fid is not None else f.name
+            at = src.get_field_index(name) if name else -1
+        if at < 0:
+            cols.append(pa.nulls(table.num_rows, f.type))
+            fields.append(f)
+            continue
+        col = table.column(at)
+        if col.type != f.type:
+            cols.append(col.cast(f.type))
+            fields.append(f)
+        else:  # the file's own field (its nullability), under the table's name
+            cols.append(col)
+            fields.append(src.field(at).with_name(f.name))
     return pa.Table.from_arrays(cols, schema=pa.schema(fields))

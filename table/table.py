@@ -33,6 +33,7 @@ from .lifecycle import create_log, open_log
 from .merge_engine import MergeEngine
 from .read.table_reads import TableReads
 from .schema_change import add_columns
+from .schema_update import SchemaUpdate, conformed_again
 from .write.operations import (
     partition_targets,
     plan_delete,
@@ -42,7 +43,7 @@ from .write.operations import (
     plan_upsert,
 )
 from .write.plan import WritePlan
-from .write.records import check_filter, prepare_keys, prepare_rows
+from .write.records import check_filter, prepare_keys, prepare_rows, to_arrow_table
 from .write.update import update_planner
 from .write.writer import WriteResult, run_write
 
@@ -185,9 +186,19 @@ class Table(TableReads):
 
     def context(self, snapshot: Timeline | None = None, engine: Engine | None = None) -> TableContext:
         """The table at ``snapshot`` (None: the newest, read now) as one value, for the
-        steps of a write or a read; ``engine`` overrides the table's engine."""
+        steps of a write or a read; ``engine`` overrides the table's engine. An older
+        snapshot (``as_of``) comes with the configuration it had: its schema's names and
+        types, which its files are read by (through their field ids)."""
         snapshot = self.log.refresh() if snapshot is None else snapshot
-        return TableContext(self.storage, self.log, self.config, engine or self.engine, snapshot, self.view(snapshot))
+        config = self.config
+        if snapshot.last_seq < self.log.timeline.last_seq:
+            config = TableConfig.from_timeline(snapshot) or config  # archived: the newest
+        return TableContext(self.storage, self.log, config, engine or self.engine, snapshot, self.view(snapshot))
+
+    def update_schema(self) -> SchemaUpdate:
+        """``with t.update_schema() as u:`` add, rename, drop and widen columns; one
+        schema instant at exit, no data file rewritten (:mod:`.schema_update`)."""
+        return SchemaUpdate(self)
 
     def view(self, snapshot: Timeline) -> FileSystemView:
         """The file-system view of a snapshot.
@@ -206,15 +217,23 @@ class Table(TableReads):
 
     # -- writes ------------------------------------------------------------------------
 
-    def _prepared(self, data: Any, dedupe: bool = True) -> tuple[pa.Table, Callable[[], TableConfig] | None]:
-        """Checked, deduplicated rows, and the schema change they need (None if none).
+    def _prepared(
+        self, data: Any, dedupe: bool = True
+    ) -> tuple[Callable[[TableContext], pa.Table], Callable[[], TableConfig] | None]:
+        """Checked, deduplicated rows for an attempt's context, and the schema change
+        they need (None if none).
 
         The schema change is not made here: ``run_write`` makes it once the write has
         planned without error, so refused input (null or duplicate keys) leaves no trace.
+        An attempt replayed on a schema a concurrent schema instant changed (a rename, a
+        drop, a widening: :func:`~.write.commit.schema_conflict`) conforms the rows
+        again to it, which refuses an old column name or a narrowing, typed.
         """
         cfg = self.config
-        rows, new_fields = prepare_rows(data, cfg, dedupe)
-        return rows, (lambda: add_columns(self.log, cfg, new_fields)) if new_fields else None
+        table = to_arrow_table(data)
+        rows, new_fields = prepare_rows(table, cfg, dedupe)
+        rows_for = conformed_again(table, rows, cfg, dedupe)
+        return rows_for, (lambda: add_columns(self.log, cfg, new_fields)) if new_fields else None
 
     def insert(self, data: Any, hooks: Hooks | None = None, txn: tuple[str, int] | None = None) -> WriteResult:
         """Insert rows (a keyed table refuses keys it already holds).
@@ -230,7 +249,7 @@ class Table(TableReads):
         """
         rows, evolve = self._prepared(data)
         return self._write(
-            Operation.INSERT, self.config.write_action, lambda ctx: plan_insert(ctx, rows), hooks, evolve, txn
+            Operation.INSERT, self.config.write_action, lambda ctx: plan_insert(ctx, rows(ctx)), hooks, evolve, txn
         )
 
     def upsert(self, data: Any, hooks: Hooks | None = None, txn: tuple[str, int] | None = None) -> WriteResult:
@@ -244,7 +263,7 @@ class Table(TableReads):
         self.config.require_key(Operation.UPSERT)
         rows, evolve = self._prepared(data)
         return self._write(
-            Operation.UPSERT, self.config.write_action, lambda ctx: plan_upsert(ctx, rows), hooks, evolve, txn
+            Operation.UPSERT, self.config.write_action, lambda ctx: plan_upsert(ctx, rows(ctx)), hooks, evolve, txn
         )
 
     def delete(self, keys: Any, hooks: Hooks | None = None, txn: tuple[str, int] | None = None) -> WriteResult:
@@ -299,7 +318,7 @@ class Table(TableReads):
         return self._write(
             Operation.OVERWRITE,
             Action.REPLACE_COMMIT,
-            lambda ctx: plan_overwrite(ctx, rows, targets),
+            lambda ctx: plan_overwrite(ctx, rows(ctx), targets),
             hooks,
             evolve,
             txn,

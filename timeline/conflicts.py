@@ -39,6 +39,8 @@ class ConflictKind(StrEnum):
     CHANGED_SERVICE_INPUTS = "changed-service-inputs"
     #: it committed this write's ``txn`` version, or a later one, of the same application
     SAME_TXN = "same-txn"
+    #: it changed the schema this write conformed its rows to (the write re-conforms)
+    SCHEMA_CHANGED = "schema-changed"
 
 
 _TEXT = {
@@ -49,6 +51,7 @@ _TEXT = {
     ConflictKind.SAME_KEY: "made a key live that this commit inserts, revives or deletes",
     ConflictKind.CHANGED_SERVICE_INPUTS: "replaced or wrote file groups this service rewrites",
     ConflictKind.SAME_TXN: "committed the application version this commit carries (txn)",
+    ConflictKind.SCHEMA_CHANGED: "changed the schema this commit's rows were conformed to",
 }
 
 

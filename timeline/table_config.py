@@ -27,6 +27,7 @@ from .errors import (
     UnknownColumnError,
     UnsupportedOperationError,
 )
+from .field_ids import assign_ids, field_id, max_id
 from .instant import Action
 from .timeline import Timeline
 from .view.file_group import MAX_FOLDER_BYTES, partition_path
@@ -117,6 +118,13 @@ class TableConfig:
     table_type: TableType = TableType.COW
     properties: Mapping[str, Any] = field(default_factory=dict)
     table_uuid: str = ""
+    #: The last field id handed out (:mod:`.field_ids`): ids are never reused, so a
+    #: column added after a drop of the same name is a new column in old files too.
+    last_column_id: int = 0
+    #: Names a rename or a drop moved off a column (and the new names of renamed ones):
+    #: statistics and indexes that files recorded under such a name may describe
+    #: another column, so pruning never trusts them (issue 29).
+    moved_names: tuple[str, ...] = ()
 
     @classmethod
     def build(
@@ -166,8 +174,11 @@ class TableConfig:
             raise InvalidPropertyError(f"table_type must be one of {TABLE_TYPES}, not {table_type!r}")
         if table_type == TableType.MOR and not keys:
             raise InvalidPropertyError("a merge-on-read table needs a record key")
+        # Ids of the caller's schema (one read from a Parquet file, say) mean nothing here.
+        fields, last = assign_ids(list(schema), 0, keep=False)
         return cls(
-            schema=schema,
+            schema=pa.schema(fields, metadata=schema.metadata),
+            last_column_id=last,
             record_key=keys,
             ordering_field=ordering_field,
             partition_by=parts,
@@ -215,7 +226,11 @@ class TableConfig:
         return {
             "format": FORMAT_VERSION,
             "schema": schema_to_text(self.schema),
-            "fields": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in self.schema],
+            "fields": [
+                {"name": f.name, "type": str(f.type), "nullable": f.nullable, "id": field_id(f)} for f in self.schema
+            ],
+            "last_column_id": self.last_column_id,
+            "moved_names": list(self.moved_names),
             "record_key": list(self.record_key),
             "ordering_field": self.ordering_field,
             "partition_by": list(self.partition_by),
@@ -247,6 +262,9 @@ class TableConfig:
             table_type=TableType(raw.get("table_type", TableType.COW)),
             properties=dict(raw.get("properties") or {}),
             table_uuid=raw.get("table_uuid", ""),
+            # A configuration from before field ids records no last id: its schema's.
+            last_column_id=int(raw.get("last_column_id") or max_id(schema)),
+            moved_names=tuple(raw.get("moved_names") or ()),
         )
         _ = cfg.props  # a property this version does not know fails on open
         return cfg
@@ -290,5 +308,11 @@ def _check_config_shape(raw: object) -> None:
     table_type = raw.get("table_type", TableType.COW.value)
     if table_type not in TABLE_TYPES:
         raise CorruptEventError(f"table configuration: table_type {table_type!r} is not one of {TABLE_TYPES}")
+    last = raw.get("last_column_id", 0)
+    if isinstance(last, bool) or not isinstance(last, int) or last < 0:
+        raise CorruptEventError(f"table configuration: last_column_id {last!r} is no field id")
+    moved = raw.get("moved_names") or []
+    if not isinstance(moved, list) or not all(isinstance(c, str) for c in moved):
+        raise CorruptEventError(f"table configuration: moved_names is not a list of column names: {moved!r}")
     if not isinstance(raw.get("properties") or {}, Mapping) or not isinstance(raw.get("table_uuid", ""), str):
         raise CorruptEventError("table configuration: properties is not an object, or table_uuid no text")

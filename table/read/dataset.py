@@ -12,7 +12,9 @@ opens: DuckDB and Polars push their filters and projections into the dataset sca
 
 A slice with log files is refused with :class:`UnmergedLogsError`: its rows are the
 base merged with the logs by key, which a plain Parquet scan cannot express. Compact
-first, or read through :meth:`Table.scan` / :meth:`Table.to_polars`, which merge.
+first, or read through :meth:`Table.scan` / :meth:`Table.to_polars`, which merge. So is
+a base file that a rename, drop or widening since makes read by field id
+(:class:`UnsupportedOperationError`): a dataset reads columns by name.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ from datetime import datetime
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
-from ...timeline.errors import UnmergedLogsError
+from ...timeline.errors import UnmergedLogsError, UnsupportedOperationError
+from ...timeline.field_ids import reads_by_name
 from ...timeline.view.file_group import FileSlice
 from ..context import TableContext
 from .partition_pruning import partition_guarantee
@@ -59,6 +63,7 @@ def snapshot_dataset(ctx: TableContext, as_of: int | datetime | None = None) -> 
 
     Raises:
         UnmergedLogsError: a live slice has log files (nothing is read).
+        UnsupportedOperationError: a base file must be read by field id (see above).
         SnapshotExpiredError: a time-travel snapshot's files were cleaned.
     """
     slices = Scan(ctx, as_of=as_of).slices  # the snapshot's live slices, retention checked
@@ -72,6 +77,16 @@ def snapshot_dataset(ctx: TableContext, as_of: int | datetime | None = None) -> 
             "(t.services.compact()) or read with t.scan() / t.to_polars(), which merge the logs"
         )
     schema, storage = ctx.config.schema, ctx.storage
+    if ctx.config.moved_names:
+        for s in slices:
+            if s.base is not None and not reads_by_name(
+                pq.read_schema(storage.path(s.base.path), filesystem=storage.fs), schema
+            ):
+                raise UnsupportedOperationError(
+                    f"{s.base.path} was written before a rename, drop or widening of its columns, and a Parquet "
+                    "dataset reads columns by name: read with t.scan() / t.to_polars(), which read by field id, "
+                    "or rewrite the old files first (t.services.cluster(...) rewrites every file group)"
+                )
     fmt = ds.ParquetFileFormat()
     fragments = [
         fmt.make_fragment(storage.path(s.base.path), storage.fs, partition_expression=fragment_guarantee(ctx, s))

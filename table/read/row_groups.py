@@ -37,6 +37,7 @@ from ...indexes.expressions import ColumnBounds, Expr, columns, might_match
 from ...indexes.hashing import row_hashes
 from ...indexes.pruning import has_unknown
 from ...timeline.errors import CorruptLogError, SnapshotExpiredError
+from ...timeline.field_ids import field_id
 from ...timeline.storage.data_reads import reading
 from ...timeline.storage.filesystem import Storage
 from ..files import FileRead, read_snapshot_file, with_columns_of
@@ -73,14 +74,17 @@ def _bounded(typ: pa.DataType) -> bool:
 
 def _leaves(md: pq.FileMetaData, file_schema: pa.Schema, schema: pa.Schema, named: set[str]) -> dict[str, int]:
     """The Parquet column index of each top-level column the filter names whose type
-    the file and the table agree on (a path two leaves share is left out)."""
+    the file and the table agree on, and whose field id when the file has one (a path
+    two leaves share is left out)."""
     paths = [md.schema.column(i).path for i in range(md.num_columns)]
     out: dict[str, int] = {}
     for i, path in enumerate(paths):
         if path not in named or path not in schema.names or path not in file_schema.names or paths.count(path) > 1:
             continue
-        typ = schema.field(path).type
-        if _bounded(typ) and file_schema.field(path).type == typ:
+        typ, theirs = schema.field(path).type, file_schema.field(path)
+        if field_id(theirs) is not None and field_id(theirs) != field_id(schema.field(path)):
+            continue  # the file's column of that name is another column (dropped, renamed since)
+        if _bounded(typ) and theirs.type == typ:
             out[path] = i
     return out
 
@@ -136,7 +140,7 @@ def read_groups(
     out = pa.schema([schema.field(n) for n in names])
     if not groups:
         return out.empty_table()
-    rows = read_snapshot_file(FileRead(storage, rel_path, tuple(names), threads, tuple(groups)))
+    rows = read_snapshot_file(FileRead(storage, rel_path, tuple(names), threads, tuple(groups), schema=out))
     return with_columns_of(rows, out)
 
 

@@ -27,17 +27,20 @@ from datetime import datetime
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 from ...indexes.expressions import columns as tree_columns
 from ...indexes.pruning import filter_tree, has_unknown
 from ...indexes.pruning import prune as prune_with_indexes
 from ...timeline.errors import InvalidFilterError, SnapshotExpiredError
+from ...timeline.field_ids import reads_by_name
 from ...timeline.instant import instant_id_of
 from ...timeline.retention import check_retained
-from ...timeline.storage.data_reads import DAMAGED, find_damaged, missing_error
+from ...timeline.storage.data_reads import DAMAGED, find_damaged, missing_error, reading
 from ...timeline.timeline import Timeline
 from ...timeline.view.file_group import FileSlice
 from ..context import TableContext
+from ..files import FileRead, read_snapshot_file, with_columns_of
 from ..merge_engine import MergeEngine
 from ..write.records import check_columns, check_filter
 from .key_pruning import prune_by_record_index, prune_key_ranges
@@ -117,7 +120,14 @@ class Scan:
         self._after_partition = sum(len(s.files) for s in self.slices)
         self.slices = prune_key_ranges(ctx, self.slices, filter, self.tree)
         pruned = prune_with_indexes(
-            ctx.storage, self.snapshot, cfg.schema, cfg.record_key, self.slices, filter, self.tree
+            ctx.storage,
+            self.snapshot,
+            cfg.schema,
+            cfg.record_key,
+            self.slices,
+            filter,
+            self.tree,
+            frozenset(cfg.moved_names),
         )
         kept = {(s.partition, s.file_group) for s in pruned.slices}
         # A sum or count folds into values no file's statistics bound: slices with logs stay.
@@ -181,6 +191,31 @@ class Scan:
         """The Arrow C stream interface: DuckDB, Polars and pyarrow read a scan directly."""
         return self.to_reader().__arrow_c_stream__(requested_schema)
 
+    def _split(self, plain: list[FileSlice]) -> tuple[list[FileSlice], list[FileSlice]]:
+        """Slices without logs: those one Parquet dataset reads right by name, and those
+        whose base a rename, drop or widening since makes read by field id (a footer
+        read each, only on a table that had such a change: ``moved_names``)."""
+        cfg, storage = self.ctx.config, self.ctx.storage
+        if not cfg.moved_names:
+            return plain, []
+        by_name: list[FileSlice] = []
+        by_id: list[FileSlice] = []
+        for s in plain:
+            assert s.base is not None
+            with reading(s.base.path):
+                file_schema = pq.read_schema(storage.path(s.base.path), filesystem=storage.fs)
+            (by_name if reads_by_name(file_schema, cfg.schema) else by_id).append(s)
+        return by_name, by_id
+
+    def _by_id(self, slices: list[FileSlice]) -> Iterator[pa.Table]:
+        """The matching rows of bases read by field id, each in the table's schema."""
+        schema = self.ctx.config.schema
+        for s in slices:
+            assert s.base is not None
+            task = FileRead(self.ctx.storage, s.base.path, tuple(schema.names), schema=schema)
+            rows = self._filtered(with_columns_of(read_snapshot_file(task), schema))
+            yield rows if self.columns is None else rows.select(self.columns)
+
     def _plain(self, slices: list[FileSlice]) -> ds.Dataset:
         """The base files of slices without logs, as one Parquet dataset."""
         storage = self.ctx.storage
@@ -193,7 +228,7 @@ class Scan:
 
     def _stream(self) -> Iterator[pa.RecordBatch]:
         out = self.schema
-        plain = [s for s in self.slices if not s.logs and s.base is not None]
+        plain, by_id = self._split([s for s in self.slices if not s.logs and s.base is not None])
         merged = [s for s in self.slices if s.logs]
         self.read_stats = ReadStats()
         try:
@@ -201,6 +236,8 @@ class Scan:
                 with self._reading(plain):
                     for batch in self._plain(plain).to_batches(filter=self.filter, columns=self.columns):
                         yield from pa.Table.from_batches([batch]).cast(out).to_batches()
+            for rows in self._by_id(by_id):
+                yield from rows.cast(out).to_batches()
             merge_schema = self._merge_schema()
             wanted = self._wanted(merge_schema)
             for s in merged:
@@ -325,13 +362,14 @@ class Scan:
         cfg = self.ctx.config
         schema = cfg.schema
         out_schema = schema if self.columns is None else pa.schema([schema.field(c) for c in self.columns])
-        plain = [s for s in self.slices if not s.logs and s.base is not None]
+        plain, by_id = self._split([s for s in self.slices if not s.logs and s.base is not None])
         merged = [s for s in self.slices if s.logs]
         parts: list[pa.Table] = []
         self.read_stats = ReadStats()
         if plain:
             with self._reading(plain):
                 parts.append(self._plain(plain).to_table(filter=self.filter, columns=self.columns))
+        parts.extend(self._by_id(by_id))
         if merged:
             merge_schema = self._merge_schema()
             wanted = self._wanted(merge_schema)

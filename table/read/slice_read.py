@@ -232,7 +232,13 @@ def _read_logs(task: SliceRead, files: tuple[DataFile, ...]) -> tuple[pa.Table, 
     deletes_only = s.base is not None and all(f.deletes == f.rows for f in files)
     logs = [
         read_snapshot_file(
-            FileRead(task.storage, f.path, (OP, BASE_POS) if deletes_only else every_column, threads=False)
+            FileRead(
+                task.storage,
+                f.path,
+                (OP, BASE_POS) if deletes_only else every_column,
+                threads=False,
+                schema=task.schema,
+            )
         )
         for f in files
     ]
@@ -240,7 +246,10 @@ def _read_logs(task: SliceRead, files: tuple[DataFile, ...]) -> tuple[pa.Table, 
     if deletes_only and positional:
         return pa.concat_tables(logs), True
     if deletes_only:  # logs from before positions: the merge compares keys
-        logs = [read_snapshot_file(FileRead(task.storage, f.path, every_column, threads=False)) for f in files]
+        logs = [
+            read_snapshot_file(FileRead(task.storage, f.path, every_column, threads=False, schema=task.schema))
+            for f in files
+        ]
     log_schema = task.schema.append(pa.field(OP, pa.string()))
     if positional:
         log_schema = log_schema.append(pa.field(BASE_POS, pa.int64()))
@@ -274,4 +283,6 @@ def _read_base(task: SliceRead, names: tuple[str, ...]) -> pa.Table:
     s = task.slice
     if s.base is None:
         return schema.empty_table()
-    return with_columns_of(read_snapshot_file(FileRead(task.storage, s.base.path, names, task.threads)), schema)
+    return with_columns_of(
+        read_snapshot_file(FileRead(task.storage, s.base.path, names, task.threads, schema=schema)), schema
+    )

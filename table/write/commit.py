@@ -34,20 +34,22 @@ nothing is deleted.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from ...indexes.entries import Precomputed
 from ...indexes.files_index import load_view
 from ...indexes.on_commit import after_commit_upkeep, unhandled_indexes, write_commit_updates
 from ...indexes.states import written_indexes
 from ...timeline.commit_metadata import CommitMetadata
-from ...timeline.conflicts import KeyCheck, find_conflict
+from ...timeline.conflicts import Conflict, ConflictKind, KeyCheck, find_conflict
 from ...timeline.diagnostics import faults
 from ...timeline.errors import AttemptConflictError, CommitConflictError, CommitOutcomeUnknownError, IndexesBehindError
+from ...timeline.field_ids import field_id
 from ...timeline.heartbeat import Heartbeat
 from ...timeline.instant import Action, Instant, State
 from ...timeline.markers import delete_markers
 from ...timeline.plans import WriteRequest
+from ...timeline.table_config import TableConfig
 from ...timeline.timeline import Timeline
 from ..context import TableContext
 from ..rollback import rollback_instant
@@ -71,11 +73,31 @@ def write_rule(
 
     def rule(tl: Timeline) -> None:
         concurrent = [i for i in tl.completed_after(p) if i.id != instant]
-        reason = find_conflict(metadata, concurrent, key_check)
+        reason = find_conflict(metadata, concurrent, key_check) or schema_conflict(ctx.config, concurrent)
         if reason is not None:
             raise AttemptConflictError(f"instant {instant} ({operation}): {reason}", reason)
 
     return rule
+
+
+def schema_conflict(config: TableConfig, concurrent: list[Instant]) -> Conflict | None:
+    """A schema instant among ``concurrent`` whose schema lost, renamed or retyped a
+    column of ``config``'s: the write's rows were conformed to a schema that is no
+    longer the table's, so it replays and conforms them again, or fails typed (an old
+    column name, a narrowing). Its files would read right by field id; the replay is
+    what docs/design.md promises a writer. Columns only added (another writer's
+    ``add-columns``, or this write's own) are no conflict: the files lack them and
+    read them as nulls, as they always did."""
+    for inst in concurrent:
+        if inst.action is not Action.SCHEMA:
+            continue
+        raw = inst.metadata.get("config")
+        if not isinstance(raw, Mapping):
+            return Conflict(ConflictKind.SCHEMA_CHANGED, inst.id, inst.action)
+        theirs = {(f.name, str(f.type), field_id(f)) for f in TableConfig.from_dict(raw).schema}
+        if any((f.name, str(f.type), field_id(f)) not in theirs for f in config.schema):
+            return Conflict(ConflictKind.SCHEMA_CHANGED, inst.id, inst.action)
+    return None
 
 
 def after_commit_step(what: str, step: Callable[[], None]) -> None:

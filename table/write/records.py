@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from ...timeline.errors import InvalidFilterError, LakelineError, NullKeyError, SchemaMismatchError, UnknownColumnError
+from ...timeline.field_ids import field_id
 from ...timeline.table_config import TableConfig, check_column_names, refuse_duplicates
 from ...timeline.view.file_group import MAX_FOLDER_BYTES, partition_path
 from ..merge_engine import MergeEngine
@@ -187,6 +188,14 @@ def _requires_non_null(t: pa.DataType) -> bool:
     return False
 
 
+def same_columns(a: pa.Schema, b: pa.Schema) -> bool:
+    """Whether two table schemas have the same columns: names, types and field ids in
+    order (rows conformed to one are conformed to the other)."""
+    return len(a) == len(b) and all(
+        x.name == y.name and x.type == y.type and field_id(x) == field_id(y) for x, y in zip(a, b)
+    )
+
+
 def conform(data: Any, config: TableConfig, allow_new_columns: bool = False) -> tuple[pa.Table, list[pa.Field]]:
     """Cast ``data`` to the table's schema.
 
@@ -343,15 +352,19 @@ def evaluation_errors(what: str, error: type[LakelineError]) -> Iterator[None]:
         raise error(f"{what} cannot be evaluated: {e}") from None
 
 
-def prepare_rows(data: Any, cfg: TableConfig, dedupe: bool = True) -> tuple[pa.Table, list[pa.Field]]:
+def prepare_rows(
+    data: Any, cfg: TableConfig, dedupe: bool = True, evolve: bool | None = None
+) -> tuple[pa.Table, list[pa.Field]]:
     """Rows of a write, conformed to the table, keys checked, made versions of the table's
     merge engine and folded by record identity (``dedupe``), and the new columns they
-    bring (``write.schema-evolution``).
+    bring (``write.schema-evolution``, unless ``evolve`` says otherwise: a replay after
+    a concurrent schema change adds no column).
 
     Raises:
         SchemaMismatchError, NullKeyError: bad input (nothing is written).
     """
-    evolve = cfg.props.write_schema_evolution == "add-columns"
+    if evolve is None:
+        evolve = cfg.props.write_schema_evolution == "add-columns"
     rows, new_fields = conform(data, cfg, allow_new_columns=evolve)
     check_keys(rows, cfg.record_key)
     engine = MergeEngine.of(cfg)

@@ -42,7 +42,7 @@ from ..merge_engine import AGGREGATION, FIRST_ROW, MergeEngine
 from ..read.scan import Scan, SliceRead, read_slice
 from .assign import Assignments, apply_assignments, check_assignments
 from .plan import PARTITION, LogAppend, Rewrite, WritePlan
-from .records import OP, OP_DELETE, OP_UPSERT, check_filter, constant
+from .records import OP, OP_DELETE, OP_UPSERT, check_filter, constant, same_columns
 
 #: What an update of every row (``where=None``) claims against concurrent rows (rule 4).
 EVERY_ROW = pc.scalar(True)
@@ -112,7 +112,16 @@ def update_planner(
         )
     check_filter(cfg.schema, where)
     assignments = check_assignments(cfg, set)
-    return lambda ctx: plan_update(ctx, where, assignments)
+
+    def planner(ctx: TableContext) -> WritePlan:
+        if same_columns(ctx.config.schema, cfg.schema):
+            return plan_update(ctx, where, assignments)
+        # A replay after a schema instant replaced the schema (a rename, a drop): the
+        # filter and the assignments are checked again, so an old name is refused, typed.
+        check_filter(ctx.config.schema, where)
+        return plan_update(ctx, where, check_assignments(ctx.config, set))
+
+    return planner
 
 
 def plan_update(ctx: TableContext, where: pc.Expression | None, assignments: Assignments) -> WritePlan:

@@ -241,7 +241,10 @@ def test_zorder_makes_range_filters_on_two_columns_read_fewer_files(tmp_path: Pa
 
     before = files_read()
     total = t.scan().explain()["files_total"]
-    assert before == {"both": total, "only_y": total}, "random order: nothing prunes"
+    # Random order: nothing prunes, but for a leftover file of a few rows that may miss
+    # the top tenth of y (the file sizing cut one of 12 rows since field ids made
+    # footers a little longer).
+    assert before["both"] == total and before["only_y"] >= total - 1, "random order: nothing prunes"
     r = t.services.cluster(sort_by=["x", "y"], strategy="zorder")
     assert r.instant.state == "completed"
     after_total = t.scan().explain()["files_total"]
