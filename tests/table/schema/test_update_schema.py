@@ -281,3 +281,48 @@ def test_two_updates_racing_both_land_one_after_the_other(tmp_path: Path) -> Non
     finally:
         faults.disarm_all()
     assert "cost" in Table.open(tmp_path / "t").schema.names
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_nested_columns_take_a_field_inside_a_struct(tmp_path: Path, table_type: str) -> None:
+    """Struct, list and map columns written, upserted, read, compacted and read as of
+    before the change; ``add_column("s.c")`` adds a field (fresh id) inside the struct,
+    null in the rows written before."""
+    st = pa.struct([("a", pa.int64()), ("b", pa.string())])
+    m = pa.map_(pa.string(), pa.float64())
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("s", st), ("l", pa.list_(pa.int32())), ("m", m)])
+    t = Table.create(tmp_path / "t", schema, record_key="id", table_type=table_type)
+    t.insert(
+        pa.table(
+            {
+                "id": [1, 2],
+                "s": pa.array([{"a": 1, "b": "x"}, None], st),
+                "l": pa.array([[1], None], pa.list_(pa.int32())),
+                "m": pa.array([[("k", 1.0)], []], m),
+            }
+        )
+    )
+    before = t.timeline.last_completed().id
+    with t.update_schema() as u:
+        u.add_column("s.c", pa.int32(), after="a")
+    s_type = t.schema.field("s").type
+    assert [s_type.field(i).name for i in range(3)] == ["a", "c", "b"]
+    assert field_id(s_type.field(1)) == t.config.last_column_id == 10
+    t.upsert(
+        pa.table(
+            {
+                "id": [2],
+                "s": pa.array([{"a": 5, "c": 9, "b": "y"}], s_type),
+                "l": pa.array([[2, 3]], pa.list_(pa.int32())),
+                "m": pa.array([[("q", 2.0)]], m),
+            }
+        )
+    )
+    t.services.compact() if table_type == "mor" else t.services.cluster(sort_by=["id"])
+    assert _sorted(t.to_arrow()) == [
+        {"id": 1, "s": {"a": 1, "c": None, "b": "x"}, "l": [1], "m": [("k", 1.0)]},
+        {"id": 2, "s": {"a": 5, "c": 9, "b": "y"}, "l": [2, 3], "m": [("q", 2.0)]},
+    ]
+    assert _sorted(t.to_arrow(as_of=before))[0]["s"] == {"a": 1, "b": "x"}
+    with nothing_written(t, tmp_path / "t"), pytest.raises(SchemaMismatchError), t.update_schema() as u:
+        u.add_column("s.a", pa.int8())  # a field the struct has
