@@ -78,7 +78,7 @@ def _shared_read(task: LogChange, path: str, names: tuple[str, ...], group: int 
         if got is not None:
             return got
     if group is None:
-        got = read_snapshot_file(FileRead(task.storage, path, names, threads=False))
+        got = read_snapshot_file(FileRead(task.storage, path, names, threads=False, schema=task.schema))
     else:
         got = read_groups(task.storage, path, names, task.schema, [group], threads=False)
     if shared is not None:
