@@ -29,7 +29,7 @@ from .schema_cmds import schema
 from .service_cmds import service
 from .storage_cmds import storage
 from .tables_cmds import tables
-from .timeline_cmds import timeline
+from .timeline.commands import timeline
 
 #: Exit code of a refused operation (same as click's usage errors: the caller asked for
 #: something this table cannot do).

@@ -24,7 +24,7 @@ from ..timeline.storage.ownership import claim_location
 from ..timeline.storage.probe import require_safe
 from ..timeline.table_config import TableConfig
 from ..timeline.timeline import Timeline
-from .schema_change import commit_schema
+from .schema.change import commit_schema
 
 
 def create_log(storage: Storage, config: TableConfig, timeline: str | None) -> EventLog:

@@ -32,8 +32,8 @@ from .hooks import Hooks, after_commit_hooks, effective_hooks, property_hooks
 from .lifecycle import create_log, open_log
 from .merge_engine import MergeEngine
 from .read.table_reads import TableReads
-from .schema_change import add_columns
-from .schema_update import SchemaUpdate, conformed_again
+from .schema.change import add_columns
+from .schema.update import SchemaUpdate, conformed_again
 from .write.operations import (
     partition_targets,
     plan_delete,
@@ -197,7 +197,7 @@ class Table(TableReads):
 
     def update_schema(self) -> SchemaUpdate:
         """``with t.update_schema() as u:`` add, rename, drop and widen columns; one
-        schema instant at exit, no data file rewritten (:mod:`.schema_update`)."""
+        schema instant at exit, no data file rewritten (:mod:`.schema.update`)."""
         return SchemaUpdate(self)
 
     def view(self, snapshot: Timeline) -> FileSystemView:

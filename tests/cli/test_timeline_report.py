@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 from lakeline.cli.main import cli
-from lakeline.cli.timeline_report import STATE_COLOURS, render_html, report_data
+from lakeline.cli.timeline.report import STATE_COLOURS, render_html, report_data
 from lakeline.table import Table
 from lakeline.timeline.diagnostics import faults
 

@@ -16,7 +16,7 @@ from lakeline.table import (
     Table,
     TableNotFoundError,
 )
-from lakeline.table.schema_change import add_columns, commit_schema
+from lakeline.table.schema.change import add_columns, commit_schema
 from lakeline.timeline.plans import SchemaChangePlan
 
 SCHEMA = pa.schema(

@@ -13,10 +13,10 @@ import os
 import click
 from rich.markup import escape
 
-from ..timeline.errors import OutputPathError
-from ..timeline.instant import Action, Instant
-from .options import json_option, opened_table, timeline_option
-from .render import console, events_by_instant, instant_detail, instants_table, print_instant, print_json
+from ...timeline.errors import OutputPathError
+from ...timeline.instant import Action, Instant
+from ..options import json_option, opened_table, timeline_option
+from ..render import console, events_by_instant, instant_detail, instants_table, print_instant, print_json
 
 _ACTIONS = [a.value for a in Action]
 
@@ -121,7 +121,7 @@ def report(path: str, html_file: str, timeline_url: str | None) -> None:
     """Write a picture of the timeline of the table at PATH as one HTML page: instants as
     bars on a time axis (a lane per action, colour by state), files and sizes per
     partition over time, and the indexes."""
-    from .timeline_report import render_html, report_data
+    from .report import render_html, report_data
 
     folder = os.path.dirname(os.path.abspath(html_file))
     if not os.path.isdir(folder):  # before reading the table: a typo costs nothing

@@ -14,15 +14,15 @@ from dataclasses import replace
 
 import pyarrow as pa
 
-from ..timeline.diagnostics import faults
-from ..timeline.errors import CommitConflictError
-from ..timeline.field_ids import NAME_WITHOUT_IDS, assign_ids, field_id, has_ids, without_ids_marked
-from ..timeline.instant import Action, State
-from ..timeline.log import EventLog
-from ..timeline.plans import SchemaChangePlan
-from ..timeline.table_config import TableConfig
-from ..timeline.timeline import Timeline
-from .merge_engine import MergeEngine
+from ...timeline.diagnostics import faults
+from ...timeline.errors import CommitConflictError
+from ...timeline.field_ids import NAME_WITHOUT_IDS, assign_ids, field_id, has_ids, without_ids_marked
+from ...timeline.instant import Action, State
+from ...timeline.log import EventLog
+from ...timeline.plans import SchemaChangePlan
+from ...timeline.table_config import TableConfig
+from ...timeline.timeline import Timeline
+from ..merge_engine import MergeEngine
 
 
 def commit_schema(

@@ -18,10 +18,10 @@ from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
-from ..indexes.states import list_indexes
-from ..table import Table
-from ..timeline.instant import Instant, State
-from ..timeline.timeline import Timeline
+from ...indexes.states import list_indexes
+from ...table import Table
+from ...timeline.instant import Instant, State
+from ...timeline.timeline import Timeline
 
 #: Fill colour of a bar by the instant's state (also in the legend and the text table).
 STATE_COLOURS: dict[str, str] = {

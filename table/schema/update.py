@@ -21,19 +21,19 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from ..indexes.states import index_states
-from ..timeline.errors import CommitConflictError, SchemaMismatchError, UnknownColumnError
-from ..timeline.field_ids import assign_ids, field_id, has_ids, without_ids_marked
-from ..timeline.instant import Action
-from ..timeline.plans import SchemaChangePlan
-from ..timeline.table_config import TableConfig, check_column_names
-from ..timeline.timeline import Timeline
-from .context import TableContext
-from .schema_change import commit_schema, fresh_fields
-from .write.records import prepare_rows, same_columns
+from ...indexes.states import index_states
+from ...timeline.errors import CommitConflictError, SchemaMismatchError, UnknownColumnError
+from ...timeline.field_ids import assign_ids, field_id, has_ids, without_ids_marked
+from ...timeline.instant import Action
+from ...timeline.plans import SchemaChangePlan
+from ...timeline.table_config import TableConfig, check_column_names
+from ...timeline.timeline import Timeline
+from ..context import TableContext
+from ..write.records import prepare_rows, same_columns
+from .change import commit_schema, fresh_fields
 
 if TYPE_CHECKING:
-    from .table import Table
+    from ..table import Table
 
 #: Integer widths in bits; each widens to a larger one of the same signedness, and an
 #: unsigned one also to a larger signed one.

@@ -1,0 +1,2 @@
+"""``lakeline timeline``: the commands that inspect a timeline (:mod:`.commands`) and the
+HTML picture of one (:mod:`.report`)."""
