@@ -139,41 +139,32 @@ def nulls_where_required(arr: pa.Array, t: pa.DataType, path: str) -> str | None
     """The path of a nested field that ``t`` declares non-nullable but ``arr`` holds a
     null in (a null under a null parent is no value and does not count), or None.
     Vectorised per nested level: a null count, a filter where a parent has nulls."""
+    for f, child, where in _children(arr, t, path):
+        if not f.nullable and child.null_count:
+            return where
+        found = nulls_where_required(child, f.type, where)
+        if found:
+            return found
+    return None
+
+
+def _children(arr: pa.Array, t: pa.DataType, path: str) -> list[tuple[pa.Field, pa.Array, str]]:
+    """The child arrays of a nested array of type ``t``, each with its field and path,
+    holding only the values under valid parents (none for a type that does not nest)."""
     if pa.types.is_struct(t):
         valid = arr.is_valid() if arr.null_count else None
-        for i in range(t.num_fields):
-            f = t.field(i)
-            child = arr.field(i)
-            if valid is not None:
-                child = child.filter(valid)
-            where = f"{path}.{f.name}"
-            if not f.nullable and child.null_count:
-                return where
-            found = nulls_where_required(child, f.type, where)
-            if found:
-                return found
-        return None
+        fields = [t.field(i) for i in range(t.num_fields)]
+        children = [arr.field(i) if valid is None else arr.field(i).filter(valid) for i in range(t.num_fields)]
+        return [(f, child, f"{path}.{f.name}") for f, child in zip(fields, children)]
     if pa.types.is_map(t):
         # Only the entries this (maybe sliced) array's slots hold; Arrow builds null map
         # slots empty, so the offsets' range is exactly the live entries.
         start, end = arr.offsets[0].as_py(), arr.offsets[-1].as_py()
         keys, items = arr.keys.slice(start, end - start), arr.items.slice(start, end - start)
-        for f, child in ((t.key_field, keys), (t.item_field, items)):
-            where = f"{path}.{f.name}"
-            if not f.nullable and child.null_count:
-                return where
-            found = nulls_where_required(child, f.type, where)
-            if found:
-                return found
-        return None
+        return [(f, child, f"{path}.{f.name}") for f, child in ((t.key_field, keys), (t.item_field, items))]
     if _is_list(t):
-        f = t.value_field
-        child = arr.flatten()
-        where = f"{path}[]"
-        if not f.nullable and child.null_count:
-            return where
-        return nulls_where_required(child, f.type, where)
-    return None
+        return [(t.value_field, arr.flatten(), f"{path}[]")]
+    return []
 
 
 def _requires_non_null(t: pa.DataType) -> bool:
