@@ -35,7 +35,7 @@ from ...timeline.view.fs_view import FileSystemView
 from ..context import TableContext
 from ..merge_engine import MergeEngine
 from ..write.records import constant
-from .log_changes import KeyVersions, LogChange, log_change, sharing_row_groups
+from .log_changes import KeyVersions, LogChange, SharedReads, log_change
 from .scan import SliceRead, read_slice
 
 CHANGE_OP = "_op"
@@ -63,18 +63,20 @@ def _in(s: FileSlice, rows: pa.Table) -> pa.Table:
 
 
 def _touched_rows(
-    ctx: TableContext, old: list[FileSlice], new: list[FileSlice], by_position: bool
+    ctx: TableContext, old: list[FileSlice], new: list[FileSlice], shared: SharedReads | None
 ) -> tuple[pa.Table, pa.Table]:
     """The live rows, before and after, of the touched slices ``old`` and ``new``: for
     a group whose new slice only added logs with positions, the versions of the keys
-    those logs carry (:func:`.log_changes.log_change`); for any other, every row."""
+    those logs carry (:func:`.log_changes.log_change`, reading through ``shared``; None:
+    every slice whole); for any other, every row."""
     cfg = ctx.config
     found: dict[tuple[str, str], KeyVersions] = {}
-    if by_position:
+    if shared is not None:
         was = {(s.partition, s.file_group): s for s in old}
         pairs = [(was[(s.partition, s.file_group)], s) for s in new if (s.partition, s.file_group) in was]
         engine = MergeEngine.of(cfg)
-        tasks = [LogChange(ctx.storage, o, n, cfg.schema, cfg.record_key, cfg.ordering_field, engine) for o, n in pairs]
+        key, ordering = cfg.record_key, cfg.ordering_field
+        tasks = [LogChange(ctx.storage, o, n, cfg.schema, key, ordering, engine, shared) for o, n in pairs]
         for (_, n), versions in zip(pairs, ctx.engine.map(log_change, tasks)):
             if versions is not None:
                 found[(n.partition, n.file_group)] = versions
@@ -140,7 +142,7 @@ def changes(
         check_retained(tl, new_tl.last_seq, end)
     between = [i for i in new_tl.completed_after(old_tl.last_seq) if i.action.writes_data]
     if not images:
-        return _diff(ctx, view_of(old_tl), view_of(new_tl), between, False, not reference)
+        return _diff(ctx, view_of(old_tl), view_of(new_tl), between, False, None if reference else SharedReads())
     if CHANGE_INSTANT in cfg.schema.names:
         raise SchemaMismatchError(
             f"the table has a column {CHANGE_INSTANT!r}, the column the change feed adds; "
@@ -150,8 +152,8 @@ def changes(
         between = [i for i in between if not _moves_rows(i)]
     # Retention cuts a prefix of snapshots: every one between two retained ones is kept.
     snapshots = [(view_of(tl.as_of_seq(i.last_seq - 1)), view_of(tl.as_of_seq(i.last_seq))) for i in between]
-    with sharing_row_groups():  # the instants' positions often fall in the same base groups
-        parts = [_with_instant(_diff(ctx, *two, [i], True, not reference), i.id) for i, two in zip(between, snapshots)]
+    shared = None if reference else SharedReads()  # the instants' positions often fall in the same base groups
+    parts = [_with_instant(_diff(ctx, *two, [i], True, shared), i.id) for i, two in zip(between, snapshots)]
     schema = cfg.schema.append(pa.field(CHANGE_OP, pa.string())).append(pa.field(CHANGE_INSTANT, pa.int64()))
     return pa.concat_tables(parts) if parts else schema.empty_table()
 
@@ -172,7 +174,7 @@ def _diff(
     new_view: FileSystemView,
     between: list[Instant],
     images: bool,
-    by_position: bool,
+    shared: SharedReads | None,
 ) -> pa.Table:
     """The changes ``between`` (the data instants completed from ``old_view``'s snapshot
     to ``new_view``'s) made, read from the file groups they wrote or retired."""
@@ -205,7 +207,7 @@ def _diff(
             rows = _minus(rows, _rows(ctx, moved).drop_columns([PART]))
         return _label(rows, "insert")
     pick = lambda view: [s for s in view.latest_slices() if (s.partition, s.file_group) in touched]  # noqa: E731
-    old, new = _touched_rows(ctx, pick(old_view), pick(new_view), by_position)
+    old, new = _touched_rows(ctx, pick(old_view), pick(new_view), shared)
     # Identity is (partition, key); the folder stands for the partition values because
     # a join never matches null keys.
     ident = [PART] + list(cfg.record_key)

@@ -14,9 +14,8 @@ base row (or the key is new). So the rows both sides need are:
 
 Both sides then fold exactly as a read of the slice would (:func:`merge_at_positions`,
 the table's merge engine), restricted to those keys. A feed of many instants on one
-base decodes each of its row groups once: inside :func:`sharing_row_groups` (the feed
-holds it for one call) decoded groups are kept, up to :data:`SHARED_BYTES`, since
-random keys spread every instant's positions over all of them. A slice the range gave a new base
+base decodes each of its row groups once: its tasks share a :class:`SharedReads`,
+since random keys spread every instant's positions over all of them. A slice the range gave a new base
 (a copy-on-write rewrite, compaction, clustering), a group the range created, or logs
 written before positions (or on an older base) return None: the caller reads those
 slices whole, which gives the same rows (keys no new log carries are equal on both
@@ -27,9 +26,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -44,49 +41,44 @@ from ..merge_engine import DEFAULT_ENGINE, MergeEngine
 from ..write.records import BASE_POS, OP, SEQ, points_into
 from .row_groups import layout, read_groups
 
-#: The most bytes of decoded base row groups one feed keeps for its later instants.
+#: The most bytes of decoded files and row groups one feed keeps for its later instants.
 SHARED_BYTES = 512 * 1024 * 1024
 
-#: (file, row group or -1 for the whole file, columns) -> rows; None outside the block.
-_shared: OrderedDict[tuple[str, int, tuple[str, ...]], pa.Table] | None = None
-_shared_lock = threading.Lock()
 
+class SharedReads:
+    """Files and row groups decoded for one feed, kept for its later instants (up to
+    :data:`SHARED_BYTES`, oldest dropped first). Files are immutable, so a kept read is
+    exact. One object per feed, handed to its tasks: it lives as long as the feed, and
+    threads of one process share it; a task pickled to another process or a Spark
+    executor gets an empty one of its own (nothing of it is sent)."""
 
-@contextmanager
-def sharing_row_groups() -> Iterator[None]:
-    """Keep the base row groups decoded inside this block for the block's later reads
-    (the instants of one feed, read by this process's threads; a process pool or Spark
-    executors each decode their own). Files are immutable, so a kept group is exact."""
-    global _shared
-    with _shared_lock:
-        outer, _shared = _shared, (_shared if _shared is not None else OrderedDict())
-    try:
-        yield
-    finally:
-        with _shared_lock:
-            _shared = outer
+    def __init__(self) -> None:
+        self._reads: OrderedDict[tuple[str, int, tuple[str, ...]], pa.Table] = OrderedDict()
+        self._lock = threading.Lock()
 
+    def __getstate__(self) -> dict[str, object]:
+        return {}
 
-def _shared_read(task: LogChange, path: str, names: tuple[str, ...], group: int | None) -> pa.Table:
-    """The ``names`` columns of the file ``path`` (of its row group ``group`` only, as
-    ``task.schema`` types them, when given), kept for the block's later reads."""
-    shared = _shared
-    where = (task.storage.path(path), -1 if group is None else group, names)
-    if shared is not None:
-        with _shared_lock:
-            got = shared.get(where)
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__init__()  # type: ignore[misc]
+
+    def read(self, task: LogChange, path: str, names: tuple[str, ...], group: int | None) -> pa.Table:
+        """The ``names`` columns of the file ``path`` (of its row group ``group`` only,
+        when given), as ``task.schema`` names and types them."""
+        where = (task.storage.path(path), -1 if group is None else group, names)
+        with self._lock:
+            got = self._reads.get(where)
         if got is not None:
             return got
-    if group is None:
-        got = read_snapshot_file(FileRead(task.storage, path, names, threads=False, schema=task.schema))
-    else:
-        got = read_groups(task.storage, path, names, task.schema, [group], threads=False)
-    if shared is not None:
-        with _shared_lock:
-            shared[where] = got
-            while len(shared) > 1 and sum(t.nbytes for t in shared.values()) > SHARED_BYTES:
-                shared.popitem(last=False)
-    return got
+        if group is None:
+            got = read_snapshot_file(FileRead(task.storage, path, names, threads=False, schema=task.schema))
+        else:
+            got = read_groups(task.storage, path, names, task.schema, [group], threads=False)
+        with self._lock:
+            self._reads[where] = got
+            while len(self._reads) > 1 and sum(t.nbytes for t in self._reads.values()) > SHARED_BYTES:
+                self._reads.popitem(last=False)
+        return got
 
 
 @dataclass(frozen=True)
@@ -100,6 +92,8 @@ class LogChange:
     key: tuple[str, ...]
     ordering: str | None
     engine: MergeEngine = DEFAULT_ENGINE
+    # Reads shared with the feed's other tasks (a fresh one: nothing shared).
+    shared: SharedReads = field(default_factory=SharedReads, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -136,7 +130,7 @@ def log_change(task: LogChange) -> KeyVersions | None:
     log_schema = task.schema.append(pa.field(OP, pa.string())).append(pa.field(BASE_POS, pa.int64()))
     logs = []
     for f in task.new.logs:  # the slice's fold order
-        rows = _shared_read(task, f.path, (*names, OP, SEQ, BASE_POS), None)
+        rows = task.shared.read(task, f.path, (*names, OP, SEQ, BASE_POS), None)
         if not points_into(rows, base.path):
             return None
         logs.append((f.path, with_columns_of(rows.sort_by(SEQ).drop_columns([SEQ]), log_schema)))
@@ -153,7 +147,7 @@ def log_change(task: LogChange) -> KeyVersions | None:
     if len(positions) and (positions[0] < 0 or positions[-1] >= lay.rows):
         return None  # a log pointing past its base: the whole read reports it
     groups = np.unique(np.searchsorted(lay.starts, positions, side="right") - 1)
-    parts = [_shared_read(task, base.path, names, int(g)) for g in groups]
+    parts = [task.shared.read(task, base.path, names, int(g)) for g in groups]
     read = pa.concat_tables(parts) if parts else pa.schema([task.schema.field(n) for n in names]).empty_table()
     hit = read.take(pa.array(_within(positions, lay.starts, groups)))
     fold = lambda changes: merge_at_positions(  # noqa: E731
