@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 from lakeline.table import Table
@@ -17,23 +18,26 @@ from tests.helpers import CHILDREN
 from tests.spark.cluster import Cluster
 
 
+def _run_driver(tmp_path: Path, script: str, path: str, timeout: float) -> tuple[dict[str, Any], str]:
+    """Run the child driver ``script`` against a fresh standalone cluster and the table
+    at ``path``; its last stdout line (JSON), and the cluster's master URL."""
+    cluster = Cluster(tmp_path / "cluster").start()
+    try:
+        job = subprocess.run(
+            [sys.executable, str(CHILDREN / script), cluster.url, path], capture_output=True, text=True, timeout=timeout
+        )
+        assert job.returncode == 0, f"{job.stdout}\n{job.stderr[-4000:]}\n{cluster.logs()}"
+        return json.loads(job.stdout.strip().splitlines()[-1]), cluster.url
+    finally:
+        cluster.stop()
+
+
 def test_write_read_and_compaction_on_a_standalone_cluster(spark_available: None, tmp_path: Path) -> None:
     path = str(tmp_path / "t")
     schema = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("day", pa.string()), ("v", pa.string())])
     Table.create(path, schema, record_key="id", ordering_field="ts", partition_by=["day"], table_type="mor")
-    cluster = Cluster(tmp_path / "cluster").start()
-    try:
-        job = subprocess.run(
-            [sys.executable, str(CHILDREN / "cluster_job.py"), cluster.url, path],
-            capture_output=True,
-            text=True,
-            timeout=240,
-        )
-        assert job.returncode == 0, f"{job.stdout}\n{job.stderr[-4000:]}\n{cluster.logs()}"
-        out = json.loads(job.stdout.strip().splitlines()[-1])
-    finally:
-        cluster.stop()
-    assert out["master"] == cluster.url
+    out, url = _run_driver(tmp_path, "cluster_job.py", path, timeout=240)
+    assert out["master"] == url
     assert (out["inserted"], out["updated"], out["updated_rows"], out["total"]) == (20_000, 10_000, 10_000, 20_000)
     assert out["compacted"] and out["compacted"] > 0
     assert out["executor_pids"] >= 2, "the tasks did not run in the workers' executors"
@@ -57,18 +61,7 @@ def test_refusals_on_a_cluster_are_lakelines_errors_and_never_retried(spark_avai
     t = Table.create(path, pa.schema([("id", pa.int64()), ("v", pa.string())]), record_key="id")
     t.insert(pa.table({"id": pa.array(range(100), pa.int64()), "v": ["a"] * 100}))
     before = Table.open(path).timeline.last_seq
-    cluster = Cluster(tmp_path / "cluster").start()
-    try:
-        job = subprocess.run(
-            [sys.executable, str(CHILDREN / "refusal_driver.py"), cluster.url, path],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert job.returncode == 0, f"{job.stdout}\n{job.stderr[-4000:]}\n{cluster.logs()}"
-        out = json.loads(job.stdout.strip().splitlines()[-1])
-    finally:
-        cluster.stop()
+    out, _ = _run_driver(tmp_path, "refusal_driver.py", path, timeout=300)
     for name in ("source_duplicate", "write_duplicate"):
         r = out[name]
         assert r["error"] == "DuplicateKeyError", r
