@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections import Counter
 
 from .explorer import PrefixChooser, RunReport, exhaustive, parse_choices, run_random, run_schedule
 from .scenarios import SCENARIOS
@@ -27,11 +28,13 @@ def _campaign(args: argparse.Namespace) -> tuple[int, list[RunReport]]:
     bad: list[RunReport] = []
     started = time.perf_counter()
     n = 0
+    tally: Counter[str] = Counter()
     for seed in range(args.start, args.start + args.campaign):
         if args.budget and time.perf_counter() - started > args.budget:
             break
         r = run_random(seed, args.actors, args.ops, _kinds(args), args.table_type)
         n += 1
+        tally.update(r.tally)
         if not r.ok:
             bad.append(r)
             print(r.format(), flush=True)
@@ -44,7 +47,17 @@ def _campaign(args: argparse.Namespace) -> tuple[int, list[RunReport]]:
         f"{time.perf_counter() - started:.0f} s",
         flush=True,
     )
+    _print_tally(tally)
     return n, bad
+
+
+def _print_tally(tally: Counter[str]) -> None:
+    """How the schema and index operations ended, the writes refused for their schema,
+    and the key-pinned reads: whether a campaign met the races it was meant to."""
+    refused = ("SchemaMismatchError", "UnknownColumnError")
+    shown = sorted(k for k in tally if k.startswith(("schema", "index_create", "pinned")) or k.endswith(refused))
+    if shown:
+        print("  " + "; ".join(f"{k} x{tally[k]}" for k in shown), flush=True)
 
 
 def _enumerate(names: list[str], args: argparse.Namespace) -> tuple[int, list[RunReport]]:

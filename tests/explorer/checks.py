@@ -1,15 +1,21 @@
 """The invariants the explorer checks after every step, and after recovery at the end.
 
-* Every completed snapshot (``to_arrow(as_of=id)`` of each completed data instant)
-  equals the model of the committed writes folded in *completion order*
-  (``timeline.completed()``); a write that raised did not happen, a write whose instant
-  completed did, whatever its caller saw.
+* Every completed snapshot (``to_arrow(as_of=id)`` of each completed data or schema
+  instant) equals the model of the committed writes and schema changes folded in
+  *completion order* (``timeline.completed()``), rows and column names and types (the
+  schema of then, :mod:`.schema_model`); a write that raised did not happen, a write
+  whose instant completed did, whatever its caller saw, and it must fit the schema at
+  its completion (a write racing a rename lands conformed or fails typed).
 * No record (partition, key) twice in any snapshot.
+* While a record index is ready, reads that pin the key (``==``, ``isin``) equal the
+  model (and the checker counts how many the index pruned).
 * Every snapshot inside retention or under a savepoint reads; one outside is refused
   with ``SnapshotExpiredError`` (the rule of :mod:`lakeline.timeline.retention`).
 * Every ``ready`` index, and the files index's checkpoint, validate.
 * Operations end in a typed error (``LakelineError``) or a result that matches the
-  timeline: a write reported as failed did not complete, a write reported as done did.
+  timeline: a write or schema change reported as failed did not complete, a write
+  reported as done did; a write refused for its schema had a schema change land after
+  it read the schema.
 * After recovery (:meth:`Checker.recovered`): nothing pending, no file or marker of a
   rolled-back instant on disk.
 
@@ -24,16 +30,21 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lakeline.timeline.errors import LakelineError, SnapshotExpiredError
+import pyarrow.compute as pc
+from lakeline.indexes.metadata_table import METADATA_DIR
+from lakeline.indexes.states import IndexKind
+from lakeline.timeline.errors import LakelineError, SchemaMismatchError, SnapshotExpiredError, UnknownColumnError
 from lakeline.timeline.instant import Action, State
 from lakeline.timeline.markers import instants_with_markers
 from lakeline.timeline.retention import furthest_retain_seq, pinned_seqs
+from lakeline.timeline.storage.filesystem import META_DIR
 from lakeline.timeline.storage.ownership import walk_files
 from lakeline.timeline.view.file_group import parse_data_file_name
 
-from tests.table.model import COLUMNS, ModelDuplicateKey, TableModel, table_rows
+from tests.table.model import ModelDuplicateKey, table_rows
 
-from .ops import TXN_APP, Op
+from .ops import EDGES, KEYS, TXN_APP, Op
+from .schema_model import ExplorerModel, last_schema_instant
 
 if TYPE_CHECKING:
     from lakeline.table import Table
@@ -66,6 +77,12 @@ def _diff(actual: list[tuple[Any, ...]], expected: list[tuple[Any, ...]]) -> str
     return f"table has {extra} the model has not; model has {missing} the table has not"
 
 
+def _metadata_files(t: Table) -> int:
+    """A fingerprint of the metadata table's files (index deltas, generations, folds)."""
+    infos = t.storage.list_entries(t.storage.path(META_DIR, METADATA_DIR), recursive=True)
+    return hash(frozenset((i.path, i.size) for i in infos))
+
+
 def _pending_retain(tl: Any) -> int | None:
     """The furthest retain point of a clean still pending: reads before it may meet
     files it already deleted (and are then refused with ``SnapshotExpiredError``) or may
@@ -78,11 +95,17 @@ def _pending_retain(tl: Any) -> int | None:
     return max(seqs) if seqs else None
 
 
+#: What one snapshot must read: column names, their types, the rows in canonical order.
+Expected = tuple[list[str], list[str], list[tuple[Any, ...]]]
+
+
 class Checker:
     """Checks one run's table; reads through its own handle (a thread the scheduler
     never parks)."""
 
-    def __init__(self, table: Table, root: str, sched: Scheduler, setup_ops: dict[int, Op]) -> None:
+    def __init__(
+        self, table: Table, root: str, sched: Scheduler, setup_ops: dict[int, tuple[Op, dict[str, Any]]]
+    ) -> None:
         self.t = table
         self.root = root
         self.sched = sched
@@ -90,32 +113,49 @@ class Checker:
         self.verified: dict[int, tuple[bool, int]] = {}
         self.files_seen: set[str] = set()
         self.fingerprint: tuple[int, int] | None = None
+        self.index_fingerprint: tuple[int, int, int] | None = None
         self.outcomes_seen: dict[int, int] = {}
         self.checks = 0
+        self.pinned_reads = 0  # key-pinned reads checked while a record index was ready
+        self.pinned_pruned = 0  # of those, reads the index pruned to fewer files
 
-    def op_of(self, instant: int) -> Op | None:
+    def op_of(self, instant: int) -> tuple[Op, dict[str, Any]] | None:
+        """The operation that requested ``instant``, and what it read of the schema."""
         if instant in self.setup_ops:
             return self.setup_ops[instant]
         where = self.sched.instant_op.get(instant)
         if where is None:
             return None
         actor, op = where
-        return self.sched.actors[actor].ops[op]
+        return self.sched.actors[actor].ops[op], self.sched.seen.get(where, {})
 
     def instants_of(self, actor: int, op: int) -> list[int]:
         return sorted(i for i, where in self.sched.instant_op.items() if where == (actor, op))
 
     # -- the model ---------------------------------------------------------------------
 
-    def snapshots(self, out: list[Violation]) -> list[tuple[Any, list[tuple[Any, ...]]]]:
-        """(instant, expected rows) of each completed data instant, in completion order."""
-        model = TableModel()
-        snaps = []
+    def snapshots(self, out: list[Violation]) -> tuple[list[tuple[Any, Expected]], ExplorerModel]:
+        """(instant, what it reads) of each completed data or schema instant, in
+        completion order, and the model after the last."""
+        model = ExplorerModel()
+        snaps: list[tuple[Any, Expected]] = []
         txn_version = -1  # the newest version of TXN_APP landed so far, in completion order
-        for inst in self.t.timeline.completed():
+        for n, inst in enumerate(self.t.timeline.completed()):
+            found = self.op_of(inst.id)
+            op, seen = found if found is not None else (None, {})
+            if inst.action is Action.SCHEMA:
+                if op is None and n == 0:
+                    continue  # the table's creation
+                if op is None or not op.is_schema or "steps" not in seen:
+                    out.append(Violation("unknown schema change", f"completed schema instant {inst.id} of {op}"))
+                    continue
+                why = model.apply_schema(seen["steps"])
+                if why is not None:
+                    out.append(Violation("schema change landed where it does not fit", f"instant {inst.id}: {why}"))
+                snaps.append((inst, model.expected()))
+                continue
             if not inst.action.writes_data:
                 continue
-            op = self.op_of(inst.id)
             raw = inst.metadata.get("txn")
             if raw is not None or (op is not None and op.kind == "txn_upsert"):
                 got = (raw or {}).get("version")
@@ -132,7 +172,13 @@ class Checker:
                     txn_version = got
             if op is not None and op.is_write:
                 try:
-                    op.apply(model)
+                    why = op.apply(model, seen)
+                    if why is not None:
+                        out.append(
+                            Violation(
+                                "write landed on a schema it does not fit", f"instant {inst.id} {op.label()}: {why}"
+                            )
+                        )
                 except ModelDuplicateKey:
                     out.append(
                         Violation(
@@ -142,8 +188,8 @@ class Checker:
                     )
             elif inst.plan.get("writer"):
                 out.append(Violation("unknown writer", f"completed write instant {inst.id} of no actor"))
-            snaps.append((inst, model.sorted()))
-        return snaps
+            snaps.append((inst, model.expected()))
+        return snaps, model
 
     # -- after every step --------------------------------------------------------------
 
@@ -159,7 +205,7 @@ class Checker:
         self.checks += 1
         recheck = bool(self.files_seen - files) or final
         self.files_seen = files
-        snaps = self.snapshots(out)
+        snaps, model = self.snapshots(out)
         retain = furthest_retain_seq(tl)
         cleaning = _pending_retain(tl)
         pinned = set(pinned_seqs(tl))
@@ -167,7 +213,7 @@ class Checker:
             seq = inst.completed_seq
             retained = retain is None or seq >= retain or seq in pinned
             limbo = retained and cleaning is not None and seq < cleaning and seq not in pinned
-            stamp = (retained, hash(tuple(expected)))
+            stamp = (retained, hash((tuple(expected[0]), tuple(expected[1]), tuple(expected[2]))))
             if not recheck and self.verified.get(inst.id) == stamp:
                 continue
             try:
@@ -194,28 +240,75 @@ class Checker:
                     )
                 )
             before = len(out)
-            rows = table_rows(actual, COLUMNS)
-            twice = [k for k, n in Counter((r[2], r[0]) for r in rows).items() if n > 1]
-            if twice:
-                out.append(Violation("key twice", f"as_of={inst.id}: records {sorted(twice)} appear twice"))
-            if rows != expected:
-                out.append(
-                    Violation(
-                        "snapshot differs from completion-order model",
-                        f"as_of={inst.id} ({inst.action}): {_diff(rows, expected)}",
-                    )
-                )
+            self._compare(actual, expected, f"as_of={inst.id} ({inst.action})", out)
             if len(out) == before:
                 self.verified[inst.id] = stamp
         if snaps:
             try:
-                now = table_rows(self.t.to_arrow(), COLUMNS)
-                if now != snaps[-1][1]:
-                    out.append(Violation("current read differs from model", _diff(now, snaps[-1][1])))
+                self._compare(self.t.to_arrow(), snaps[-1][1], "current read", out)
             except LakelineError as e:
                 out.append(Violation("current read failed", repr(e)))
-        self._indexes(out)
+        # Indexes and what reads through them answer change only with a completion, a
+        # data file or a metadata-table file (a fold): validating a record index takes
+        # a read of the table, so it is not repeated for a requested or inflight event.
+        last = tl.last_completed()
+        index_fingerprint = (last.completed_seq or 0 if last else 0, hash(frozenset(files)), _metadata_files(self.t))
+        if index_fingerprint != self.index_fingerprint or final:
+            self.index_fingerprint = index_fingerprint
+            if self._indexes(out):
+                self._pinned_reads(model, out)
         return out
+
+    def _compare(self, actual: Any, expected: Expected, what: str, out: list[Violation]) -> None:
+        """``actual`` (an Arrow table) reads ``expected``: names, types, rows, no record twice."""
+        names, types, rows_expected = expected
+        got_types = [str(f.type) for f in actual.schema]
+        if actual.schema.names != names or got_types != types:
+            out.append(
+                Violation(
+                    "snapshot schema differs from completion-order model",
+                    f"{what}: reads {list(zip(actual.schema.names, got_types))}, model {list(zip(names, types))}",
+                )
+            )
+            return
+        rows = table_rows(actual, names)
+        i, d = names.index("id"), names.index("day")
+        twice = [k for k, n in Counter((r[d], r[i]) for r in rows).items() if n > 1]
+        if twice:
+            out.append(Violation("key twice", f"{what}: records {sorted(twice)} appear twice"))
+        if rows != rows_expected:
+            out.append(
+                Violation("snapshot differs from completion-order model", f"{what}: {_diff(rows, rows_expected)}")
+            )
+
+    def _pinned_reads(self, model: ExplorerModel, out: list[Violation]) -> None:
+        """A read whose filter pins the key, answered through a ready record index,
+        equals the model: by turns one key by ``==`` (the next of the key space each
+        time), and ``isin`` of every edge key, another key and one never written."""
+        self.pinned_reads += 1
+        one = (self.pinned_reads // 2) % KEYS
+        some = tuple(sorted({*EDGES, (self.pinned_reads * 5 + 3) % KEYS, KEYS + 16}))
+        reads = [(pc.field("id") == one, {one}), (pc.field("id").isin(list(some)), set(some))]
+        for expr, keys in reads[self.pinned_reads % 2 :][:1]:
+            try:
+                scan = self.t.scan(filter=expr)
+                plan = scan.explain()
+                actual = scan.to_arrow()
+            except LakelineError as e:
+                out.append(Violation("key-pinned read failed", f"{expr}: {e!r}"))
+                continue
+            if plan["files_after_record_index_pruning"] < plan["files_after_bloom_pruning"]:  # type: ignore[operator]
+                self.pinned_pruned += 1
+            names = model.names()
+            rows = table_rows(actual, names) if actual.schema.names == names else None
+            if rows != model.render(keys):
+                out.append(
+                    Violation(
+                        "key-pinned read differs from model",
+                        f"{expr} ({plan}): "
+                        + (_diff(rows, model.render(keys)) if rows is not None else f"columns {actual.schema.names}"),
+                    )
+                )
 
     def _outcomes(self, out: list[Violation]) -> None:
         tl = None
@@ -225,15 +318,33 @@ class Checker:
                 tl = tl or self.t.timeline
                 op = a.ops[n]
                 mine = self.instants_of(a.index, n)
-                done = [i for i in mine if (x := tl.find(i)) is not None and x.is_completed and x.action.writes_data]
+                done = [
+                    i
+                    for i in mine
+                    if (x := tl.find(i)) is not None
+                    and x.is_completed
+                    and (x.action.writes_data or x.action is Action.SCHEMA)
+                ]
                 o.instants = mine
                 if o.error is not None and not isinstance(o.error, LakelineError):
                     out.append(Violation("untyped error", f"{a.name} {o.label}: {o.error!r}"))
-                if op.is_write and o.error is not None and done:
+                if (op.is_write or op.is_schema) and o.error is not None and done:
                     out.append(
                         Violation(
                             "committed write reported as failed",
                             f"{a.name} {o.label} raised {o.error!r} but instant(s) {done} completed",
+                        )
+                    )
+                read_at = self.sched.seen.get((a.index, n), {}).get("schema_at", -1)
+                if (
+                    op.is_write
+                    and isinstance(o.error, (SchemaMismatchError, UnknownColumnError))
+                    and read_at == last_schema_instant(tl)
+                ):
+                    out.append(
+                        Violation(
+                            "write refused for its schema with no schema change since it read it",
+                            f"{a.name} {o.label} raised {o.error!r}; last schema instant {read_at}",
                         )
                     )
                 if op.is_write and o.ok and o.result is not None and o.result.instant is not None:
@@ -246,7 +357,9 @@ class Checker:
                         )
             self.outcomes_seen[a.index] = len(a.outcomes)
 
-    def _indexes(self, out: list[Violation]) -> None:
+    def _indexes(self, out: list[Violation]) -> bool:
+        """Every ready index validates; whether a record index is ready."""
+        record = False
         try:
             report = self.t.indexes.validate("files")
             if report["mismatches"]:
@@ -254,11 +367,13 @@ class Checker:
             for d in self.t.indexes.list():
                 if d.state != "ready":
                     continue
+                record = record or d.kind == IndexKind.RECORD_INDEX
                 report = self.t.indexes.validate(d.name)
                 if report["mismatches"]:
                     out.append(Violation("ready index invalid", f"{d.name}: {report['mismatches'][:3]}"))
         except LakelineError as e:
             out.append(Violation("index validation failed", repr(e)))
+        return record
 
     # -- after recovery ----------------------------------------------------------------
 

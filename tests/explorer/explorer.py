@@ -22,6 +22,7 @@ import shutil
 import tempfile
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,10 @@ from .checks import Checker, Violation
 from .choosers import Chooser, Decision, PCTChooser, PrefixChooser, RandomChooser, actor_name
 from .ops import DAYS, EDGES, Op, hot_keys, initial_rows, random_op
 from .scheduler import OP_START, Scheduler, StepTimeout
+from .schema_model import check_base_ids, last_schema_instant
+
+#: The harness's own writes (setup and recovery): instant -> (op, what it read).
+Seeded = dict[int, tuple[Op, dict[str, Any]]]
 
 HEARTBEAT_MS = 50
 MISSES = 0
@@ -74,9 +79,16 @@ class RunSpec:
     granularity: str = "every"  # every | coarse
     setup_commits: int = 2
     max_steps: int = 400
+    setup_schema: tuple[str, ...] = ()  # schema steps landed after the setup commits ("add": x exists)
+    setup_indexes: tuple[str, ...] = ()  # indexes built before the actors start ("record")
 
     def describe(self) -> str:
-        lines = [f"table {self.table_type}, yields at {self.granularity} point"]
+        setup = "".join(
+            f", set up with {what} {', '.join(v)}"
+            for what, v in (("schema", self.setup_schema), ("index", self.setup_indexes))
+            if v
+        )
+        lines = [f"table {self.table_type}, yields at {self.granularity} point{setup}"]
         for n, ops in enumerate(self.actors):
             lines.append(f"  {actor_name(n)}: " + "; ".join(o.label() for o in ops))
         return "\n".join(lines)
@@ -91,6 +103,9 @@ class RunReport:
     steps: int = 0
     seconds: float = 0.0
     replay: str = ""
+    #: How operations ended ("schema(rename): SchemaMismatchError", "upsert: ok", ...) and
+    #: the key-pinned reads checked ("pinned reads", "pinned reads the index pruned").
+    tally: Counter[str] = field(default_factory=Counter)
 
     @property
     def ok(self) -> bool:
@@ -109,7 +124,7 @@ class RunReport:
         return "\n".join(out)
 
 
-def _setup(path: str, spec: RunSpec) -> tuple[Table, dict[int, Op]]:
+def _setup(path: str, spec: RunSpec) -> tuple[Table, Seeded]:
     t = Table.create(
         path,
         SCHEMA,
@@ -119,13 +134,21 @@ def _setup(path: str, spec: RunSpec) -> tuple[Table, dict[int, Op]]:
         table_type=spec.table_type,
         properties=PROPERTIES,
     )
-    setup: dict[int, Op] = {}
+    check_base_ids(t.schema)
+    setup: Seeded = {}
     rows = initial_rows()
     for n in range(spec.setup_commits):
         part = rows[n :: spec.setup_commits]
         op = Op("upsert", rows=tuple((r["id"], r["ts"], r["day"], r["v"]) for r in part))
-        res = op.run(t)
-        setup[res.instant.id] = op
+        seen: dict[str, Any] = {}
+        res = op.run(t, seen)
+        setup[res.instant.id] = (op, seen)
+    for step in spec.setup_schema:
+        op, seen = Op("schema", name=step), {}
+        op.run(t, seen)
+        setup[last_schema_instant(t.timeline) or -1] = (op, seen)
+    for name in spec.setup_indexes:
+        Op("index_create", name=name).run(t, {})
     return t, setup
 
 
@@ -155,6 +178,7 @@ def run_schedule(
             if report.ok and recover:
                 _recover(harness, setup, checker, report)
         report.steps = len(report.decisions)
+        _tally(report, sched, checker)
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -212,6 +236,15 @@ def _loop(spec: RunSpec, sched: Scheduler, chooser: Chooser, checker: Checker, r
     report.violations.extend(checker.check())
 
 
+def _tally(report: RunReport, sched: Scheduler, checker: Checker) -> None:
+    for a in sched.actors:
+        for op, o in zip(a.ops, a.outcomes):
+            kind = f"{op.kind}({op.name})" if op.kind in ("schema", "index_create") else op.kind
+            report.tally[f"{kind}: {'ok' if o.ok else type(o.error).__name__}"] += 1
+    report.tally["pinned reads"] += checker.pinned_reads
+    report.tally["pinned reads the index pruned"] += checker.pinned_pruned
+
+
 def _result(result: Any) -> str:
     inst = getattr(result, "instant", None)
     if inst is not None and hasattr(inst, "id"):
@@ -221,7 +254,7 @@ def _result(result: Any) -> str:
     return "" if result is None else type(result).__name__
 
 
-def _recover(harness: Table, setup: dict[int, Op], checker: Checker, report: RunReport) -> None:
+def _recover(harness: Table, setup: Seeded, checker: Checker, report: RunReport) -> None:
     """No live actor is left (each finished or crashed): roll back and finish what the
     dead left, then check nothing is pending and the table takes the next write."""
     time.sleep(EXPIRY_S)
@@ -237,9 +270,10 @@ def _recover(harness: Table, setup: dict[int, Op], checker: Checker, report: Run
     report.violations.extend(checker.recovered())
     # Every edge key in both partitions: a key some group lost track of shows up twice.
     op = Op("upsert", rows=tuple((k, 9, d, 999) for d in DAYS for k in (*EDGES, 23)))
+    seen: dict[str, Any] = {}
     try:
-        r = op.run(harness)
-        setup[r.instant.id] = op
+        r = op.run(harness, seen)
+        setup[r.instant.id] = (op, seen)
         report.history.append(f"recovery: next write {op.label()} -> #{r.instant.id}")
     except Exception as e:  # noqa: BLE001
         report.violations.append(Violation("table refuses the next write", repr(e)))
@@ -263,9 +297,14 @@ def random_spec(
     tt = table_type or tt
     n = actors or rng.randint(2, 4)
     hot = hot_keys(rng)
-    return RunSpec(
-        tt, tuple(tuple(random_op(rng, tt, hot, kinds) for _ in range(ops or rng.randint(1, 4))) for _ in range(n))
-    )
+    acts = tuple(tuple(random_op(rng, tt, hot, kinds) for _ in range(ops or rng.randint(1, 4))) for _ in range(n))
+    # A third of the tables start with the added column, so drops and widenings have
+    # something to change (and writes something to carry) from the first step.
+    setup = ("add",) if rng.random() < 0.33 else ()
+    # A quarter start with a ready record index: every write and service of the run
+    # keeps it exact, and key-pinned reads go through it from the first check.
+    indexes = ("record",) if rng.random() < 0.25 else ()
+    return RunSpec(tt, acts, setup_schema=setup, setup_indexes=indexes)
 
 
 #: Fault points a write passes (about): spreads PCT's priority changes over a run.

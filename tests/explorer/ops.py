@@ -1,10 +1,14 @@
 """The operations actors perform: every kind of instant, through the public API only.
 
 An :class:`Op` is a frozen value (so a schedule is data that prints and replays): its
-``run`` calls lakeline on an actor's handle, and for the five writes ``apply`` is what
-the same write does to :class:`tests.table.model.TableModel` when it lands, in
-completion order. Random operations come from :func:`random_op` over a small key space
-with a few hot keys, so concurrent actors keep meeting on the same records.
+``run`` calls lakeline on an actor's handle, and for the writes ``apply`` is what the
+same write does to the model (:class:`.schema_model.ExplorerModel`) when it lands, in
+completion order. Rows and predicates are over *slots* (the columns' names at
+creation): ``run`` puts them under the names and types the table has when the write
+starts and records what it carried in ``seen`` (the schema actor renames, adds, drops
+and widens columns meanwhile, :mod:`.schema_model`). Random operations come from
+:func:`random_op` over a small key space with a few hot keys, so concurrent actors keep
+meeting on the same records.
 """
 
 from __future__ import annotations
@@ -15,7 +19,18 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from tests.table.model import SCHEMA, Pred, TableModel, random_pred, to_arrow
+from tests.table.model import SCHEMA, Pred, random_pred
+
+from .schema_model import (
+    ADDED,
+    SCHEMA_STEPS,
+    ExplorerModel,
+    last_schema_instant,
+    renamed,
+    run_schema_step,
+    slot_of,
+    write_rows,
+)
 
 if TYPE_CHECKING:
     from lakeline.table import Table
@@ -44,8 +59,11 @@ SERVICES = (
     "index_create",
     "index_drop",
     "index_run",
+    "schema",
 )
-INDEX_KINDS = {"bloom": "bloom_filters", "stats": "column_stats"}
+INDEX_KINDS = {"bloom": "bloom_filters", "stats": "column_stats", "record": "record_index"}
+#: Record index buckets: a few, so that the explorer's small tables span several.
+RECORD_BUCKETS = 3
 
 
 @dataclass(frozen=True)
@@ -58,41 +76,59 @@ class Op:
     pred: Pred | None = None
     name: str = ""
     version: int = 0  # a txn_upsert's txn version
+    extra: bool = False  # rows carry a value in the added column (when the table has it)
 
     @property
     def is_write(self) -> bool:
         return self.kind in WRITES
 
+    @property
+    def is_schema(self) -> bool:
+        return self.kind == "schema"
+
     def row_dicts(self) -> list[Row]:
-        return [{"id": i, "ts": ts, "day": d, "v": v, "s": f"s{v % 3}"} for i, ts, d, v in self.rows]
+        """The rows over slots (the added column: ``v`` when ``extra``, else null)."""
+        return [
+            {"id": i, "ts": ts, "day": d, "v": v, "s": f"s{v % 3}", ADDED: v if self.extra else None}
+            for i, ts, d, v in self.rows
+        ]
 
     def label(self) -> str:
+        plus = "+x" if self.extra else ""
         if self.kind == "txn_upsert":
-            return f"{self.kind}(v{self.version}: {', '.join(f'{i}@{d[-1]}:ts{ts}' for i, ts, d, _ in self.rows)})"
+            return (
+                f"{self.kind}{plus}(v{self.version}: {', '.join(f'{i}@{d[-1]}:ts{ts}' for i, ts, d, _ in self.rows)})"
+            )
         if self.rows:
-            return f"{self.kind}({', '.join(f'{i}@{d[-1]}:ts{ts}' for i, ts, d, _ in self.rows)})"
+            return f"{self.kind}{plus}({', '.join(f'{i}@{d[-1]}:ts{ts}' for i, ts, d, _ in self.rows)})"
         if self.keys:
             return f"{self.kind}({', '.join(map(str, self.keys))})"
         if self.pred is not None:
             return f"{self.kind}({pred_text(self.pred)})"
         return f"{self.kind}({self.name})" if self.name else self.kind
 
-    def run(self, t: Table) -> Any:
-        """Do it on ``t``; whatever lakeline raises propagates."""
+    def run(self, t: Table, seen: dict[str, Any]) -> Any:
+        """Do it on ``t``, recording in ``seen`` what it read of the schema (the columns
+        its rows carried, the steps of a schema change); whatever lakeline raises
+        propagates."""
         k = self.kind
         if k == "insert":
-            return t.insert(to_arrow(self.row_dicts()))
+            return t.insert(write_rows(t, self.row_dicts(), seen))
         if k == "upsert":
-            return t.upsert(to_arrow(self.row_dicts()))
+            return t.upsert(write_rows(t, self.row_dicts(), seen))
         if k == "txn_upsert":
-            return t.upsert(to_arrow(self.row_dicts()), txn=(TXN_APP, self.version))
+            return t.upsert(write_rows(t, self.row_dicts(), seen), txn=(TXN_APP, self.version))
         if k == "overwrite":
-            return t.overwrite(to_arrow(self.row_dicts()))
+            return t.overwrite(write_rows(t, self.row_dicts(), seen))
         if k == "delete":
             return t.delete(pa.table({"id": pa.array(list(self.keys), pa.int64())}))
         if k == "delete_where":
             assert self.pred is not None
-            return t.delete_where(self.pred.expr())
+            seen["schema_at"] = last_schema_instant(t.log.refresh())
+            names = {slot_of(f): f.name for f in t.config.schema}  # the names the table has now
+            return t.delete_where(renamed(self.pred, names).expr())
+        if k == "schema":
+            return run_schema_step(t, self.name, seen)
         if k == "compact":
             return t.services.compact()
         if k == "cluster":
@@ -109,28 +145,36 @@ class Op:
             active = t.services.savepoints()
             return t.services.release_savepoint(active[0].id) if active else None
         if k == "index_create":
-            return t.indexes.create(INDEX_KINDS[self.name], wait=True, name=self.name)
+            kind = INDEX_KINDS[self.name]
+            options = {"buckets": RECORD_BUCKETS} if kind == "record_index" else None
+            return t.indexes.create(kind, wait=True, name=self.name, options=options)
         if k == "index_drop":
             return t.indexes.drop(self.name)
         if k == "index_run":
             return t.services.run("indexing")
         raise ValueError(f"unknown op {k!r}")
 
-    def apply(self, model: TableModel) -> None:
+    def apply(self, model: ExplorerModel, seen: dict[str, Any]) -> str | None:
         """What this write does to the model when it lands (ModelDuplicateKey for an
-        insert of a held record)."""
+        insert of a held record); the reason it could not have landed, else None."""
         k = self.kind
-        if k == "insert":
-            model.insert(self.row_dicts())
-        elif k in ("upsert", "txn_upsert"):  # a txn_upsert that lands at all lands as an upsert
-            model.upsert(self.row_dicts())
-        elif k == "overwrite":
-            model.overwrite(self.row_dicts())
-        elif k == "delete":
-            model.delete([{"id": i} for i in self.keys], with_partition=False)
-        elif k == "delete_where":
+        if k == "delete":
+            model.rows.delete([{"id": i} for i in self.keys], with_partition=False)
+            return None
+        if k == "delete_where":
             assert self.pred is not None
-            model.delete_where(self.pred)
+            model.rows.delete_where(self.pred)
+            return None
+        rows, why = model.landed(self.row_dicts(), seen.get("carried", {}))
+        if why is not None:
+            return why
+        if k == "insert":
+            model.rows.insert(rows)
+        elif k in ("upsert", "txn_upsert"):  # a txn_upsert that lands at all lands as an upsert
+            model.rows.upsert(rows)
+        elif k == "overwrite":
+            model.rows.overwrite(rows)
+        return None
 
 
 def pred_text(p: Pred) -> str:
@@ -166,12 +210,13 @@ def _rows(
 
 
 def random_write(rng: random.Random, kind: str, hot: tuple[int, ...]) -> Op:
+    extra = rng.random() < 0.5
     if kind in ("insert", "upsert"):
-        return Op(kind, rows=_rows(rng, hot, rng.randint(1, 3)))
+        return Op(kind, rows=_rows(rng, hot, rng.randint(1, 3)), extra=extra)
     if kind == "txn_upsert":
-        return Op(kind, rows=_rows(rng, hot, rng.randint(1, 3)), version=rng.randint(0, 3))
+        return Op(kind, rows=_rows(rng, hot, rng.randint(1, 3)), version=rng.randint(0, 3), extra=extra)
     if kind == "overwrite":
-        return Op(kind, rows=_rows(rng, hot, rng.randint(2, 6), day=rng.choice(DAYS)))
+        return Op(kind, rows=_rows(rng, hot, rng.randint(2, 6), day=rng.choice(DAYS)), extra=extra)
     if kind == "delete":
         return Op(kind, keys=tuple(sorted({_key(rng, hot) for _ in range(rng.randint(1, 2))})))
     if kind == "delete_where":
@@ -196,10 +241,15 @@ WEIGHTS = {
     "rollback": 2,
     "savepoint": 1.5,
     "release": 1,
-    "index_create": 1,
+    "index_create": 1.5,
     "index_drop": 0.6,
     "index_run": 0.4,
+    "schema": 2.5,
 }
+#: Relative weights of the schema actor's steps (adds first: drops and widenings need
+#: the added column, and are refused typed without it).
+SCHEMA_WEIGHTS = {"add": 3, "rename": 3, "drop": 1.5, "widen": 1.5}
+assert tuple(SCHEMA_WEIGHTS) == SCHEMA_STEPS
 
 
 def random_op(rng: random.Random, table_type: str, hot: tuple[int, ...], only: tuple[str, ...] | None = None) -> Op:
@@ -209,7 +259,9 @@ def random_op(rng: random.Random, table_type: str, hot: tuple[int, ...], only: t
     if kind in WRITES:
         return random_write(rng, kind, hot)
     if kind.startswith("index_") and kind != "index_run":
-        return Op(kind, name=rng.choice(sorted(INDEX_KINDS)))
+        return Op(kind, name=rng.choices(sorted(INDEX_KINDS), weights=[1, 2, 1])[0])  # bloom, record, stats
+    if kind == "schema":
+        return Op(kind, name=rng.choices(SCHEMA_STEPS, weights=list(SCHEMA_WEIGHTS.values()))[0])
     return Op(kind)
 
 

@@ -14,8 +14,8 @@ from .ops import Op
 K = 0  # the lowest key: the lower end of its file group's key range
 
 
-def _up(key: int, ts: int = 1, day: str = "2026-01-01", v: int = 50) -> Op:
-    return Op("upsert", rows=((key, ts, day, v),))
+def _up(key: int, ts: int = 1, day: str = "2026-01-01", v: int = 50, extra: bool = False) -> Op:
+    return Op("upsert", rows=((key, ts, day, v),), extra=extra)
 
 
 SCENARIOS: dict[str, RunSpec] = {
@@ -59,5 +59,24 @@ SCENARIOS: dict[str, RunSpec] = {
     ),
     "delete_where_upsert": RunSpec(
         "mor", ((Op("delete_where", pred=Pred("isin", col="id", values=(7,))),), (_up(7, ts=3),)), granularity="coarse"
+    ),
+    # Issue 29: an upsert builds its rows under the names it read (``s``, and the added
+    # column ``x``) while a rename of ``s`` lands: it must fail typed (its rows still use
+    # the old name) or land conformed, never land under a schema it does not fit.
+    "rename_upsert": RunSpec(
+        "mor", ((_up(2, extra=True),), (Op("schema", name="rename"),)), granularity="coarse", setup_schema=("add",)
+    ),
+    # Issue 29: the added column is widened and dropped under an upsert that carries it:
+    # the widening replays it conformed (int32 values into int64), the drop refuses it.
+    "widen_drop_upsert": RunSpec(
+        "cow",
+        ((_up(3, extra=True),), (Op("schema", name="widen"), Op("schema", name="drop"))),
+        granularity="coarse",
+        setup_schema=("add",),
+    ),
+    # Issue 30: the record index built while an upsert lands and a clustering rewrites
+    # the groups it indexes (Hudi lost its record index to clustering, apache/hudi#13996).
+    "record_index_build": RunSpec(
+        "mor", ((Op("index_create", name="record"),), (_up(6), Op("cluster"))), granularity="coarse"
     ),
 }

@@ -90,8 +90,11 @@ class Actor:
                 self.park(OP_START)
                 outcome = OpOutcome(op.label(), ok=True)
                 self.sched.current_op[self.index] = outcome
+                # What the op read of the schema, before it commits (the checker may see
+                # its instant complete while the op is parked on its way out).
+                seen: dict[str, Any] = self.sched.seen.setdefault((self.index, i), {})
                 try:
-                    outcome.result = op.run(self.table)
+                    outcome.result = op.run(self.table, seen)
                 except ActorKilled:
                     return
                 except Exception as e:  # noqa: BLE001 - every outcome is recorded and judged
@@ -242,6 +245,8 @@ class Scheduler:
         self.step_timeout_s = step_timeout_s
         self.instant_op: dict[int, tuple[int, int]] = {}
         self.current_op: dict[int, OpOutcome] = {}
+        #: (actor, op index) -> what that op recorded of the schema (``Op.run``'s ``seen``).
+        self.seen: dict[tuple[int, int], dict[str, Any]] = {}
         self.appended: list[tuple[int, int, Any]] = []
         self._previous_hook: Callable[[str], None] | None = None
         self._restore: list[tuple[Any, str, Any]] = []
