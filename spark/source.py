@@ -4,7 +4,8 @@ changes, ``df.writeStream`` into it).
 
 Options: ``as_of`` (an instant id or an ISO date-time) or Delta's ``versionAsOf`` (an
 instant id) and ``timestampAsOf`` (a date-time), ``timeline`` (the table's timeline
-store, as for ``Table.open``), for writes ``operation``, and for a table on an object
+store, as for ``Table.open``), for writes ``operation`` and ``mergeSchema`` (Delta's:
+new columns of the DataFrame are added to the table), and for a table on an object
 store its storage options (deltalake's keys as they are, ``AWS_ENDPOINT_URL``..., or any
 key after ``storage.``; :func:`open_table`). Any other option is refused with
 ``InvalidOptionError`` (:func:`check_options`), as is ``CREATE TABLE ... USING lakeline``
@@ -76,7 +77,7 @@ from pyspark.sql.types import StructType
 from ..table.table import Table
 from ..timeline.errors import InvalidOptionError, TableNotFoundError, UnsupportedOperationError
 from .read import SNAPSHOT_OPTIONS, SliceRows, plan, slice_batches, snapshot_option
-from .types import check_columns, spark_readable, to_spark_schema
+from .types import spark_readable, to_spark_schema
 
 #: Option prefixes of deltalake's storage keys, passed on as they are.
 STORE_PREFIXES = ("aws_", "google_", "azure_")
@@ -130,7 +131,7 @@ SQL_INSTEAD = (
 TABLE_OPTIONS = ("path", "timeline")
 #: Options of ``df.write``; a stream write adds ``checkpointlocation`` (Spark's) and
 #: ``txn_app_id`` (:mod:`.source_writer`).
-WRITE_OPTIONS = ("operation",)
+WRITE_OPTIONS = ("operation", "mergeSchema")
 STREAM_WRITE_OPTIONS = ("checkpointlocation", "txn_app_id")
 
 
@@ -143,9 +144,10 @@ def check_options(options: Mapping[str, str], known: tuple[str, ...], use: str) 
     Raises:
         InvalidOptionError: naming the option and the ones ``use`` takes.
     """
+    names = {k.lower() for k in known}
     for key in options:
         low = str(key).lower()
-        if low in known or low.startswith(STORE_PREFIXES) or low.startswith(STORAGE_PREFIX):
+        if low in names or low.startswith(STORE_PREFIXES) or low.startswith(STORAGE_PREFIX):
             continue
         raise InvalidOptionError(
             f"option {str(key)!r:.60} does not apply to a lakeline {use}; it takes {', '.join(dict.fromkeys(known))}, "
@@ -220,9 +222,7 @@ class LakelineDataSource(DataSource):
         from .source_writer import LakelineWriter
 
         check_options(self.options, TABLE_OPTIONS + WRITE_OPTIONS, "write")
-        writer = LakelineWriter(self.options.get("path"), self.options, overwrite)
-        check_columns(self._table(), schema, writer.operation)
-        return writer
+        return LakelineWriter(self.options.get("path"), self.options, overwrite, schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         """Raises: UnsupportedOperationError: complete mode (a stream inserts, upserts or
@@ -232,9 +232,7 @@ class LakelineDataSource(DataSource):
         check_options(self.options, TABLE_OPTIONS + WRITE_OPTIONS + STREAM_WRITE_OPTIONS, "stream write")
         if overwrite:
             raise UnsupportedOperationError("a lakeline stream appends (outputMode append/update), never overwrites")
-        writer = LakelineStreamWriter(self.options.get("path"), self.options)
-        check_columns(self._table(), schema, writer.operation)
-        return writer
+        return LakelineStreamWriter(self.options.get("path"), self.options, schema)
 
 
 class SlicePartition(InputPartition):

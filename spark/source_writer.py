@@ -49,14 +49,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
 
 from ..table.table import Table
 from ..table.write.changes import can_combine, write_changes
 from ..timeline.commit_metadata import Operation
-from ..timeline.errors import SchemaMismatchError, UnsupportedOperationError
+from ..timeline.errors import InvalidOptionError, SchemaMismatchError, UnsupportedOperationError
 from ..timeline.storage.filesystem import Storage
 from ..timeline.storage.staging_folders import OwnerBeat, folder_of
 from .source import open_table
+from .types import added_since, check_columns
 
 #: Operations of the ``operation`` option (``mode("overwrite")`` means overwrite).
 APPEND_OPERATIONS = (Operation.INSERT, Operation.UPSERT, Operation.DELETE)
@@ -65,6 +67,8 @@ APPEND_OPERATIONS = (Operation.INSERT, Operation.UPSERT, Operation.DELETE)
 CHANGE_COLUMN, DELETE_CHANGE, BEFORE_IMAGE = "_op", "delete", "update_before"
 #: Suffix of the ``txn`` application of a change batch's deletes.
 DELETES_APP_SUFFIX = "#deletes"
+#: The option that adds a DataFrame's new columns to the table (Delta's name).
+MERGE_SCHEMA = "mergeSchema"
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,23 @@ class Staged(WriterCommitMessage):
 
     path: str | None
     rows: int
+
+
+def merge_schema_of(options: Mapping[str, str]) -> bool | None:
+    """The ``mergeSchema`` option (Delta's: a DataFrame's new columns are added to the
+    table): ``true`` or ``false``, any case; None when not given (the table's
+    ``write.schema-evolution`` decides).
+
+    Raises:
+        InvalidOptionError: any other value.
+    """
+    raw = next((v for k, v in options.items() if str(k).lower() == MERGE_SCHEMA.lower()), None)
+    if raw is None:
+        return None
+    text = str(raw).strip().lower()
+    if text not in ("true", "false"):
+        raise InvalidOptionError(f"option {MERGE_SCHEMA} is true or false, not {str(raw)!r:.40}")
+    return text == "true"
 
 
 def write_operation(options: Mapping[str, str], overwrite: bool) -> Operation:
@@ -98,14 +119,25 @@ def write_operation(options: Mapping[str, str], overwrite: bool) -> Operation:
 
 
 class LakelineWriter(DataSourceArrowWriter):
-    """Stages each task's rows, then commits them as one lakeline write."""
+    """Stages each task's rows, then commits them as one lakeline write.
 
-    def __init__(self, path: str | None, options: Mapping[str, str], overwrite: bool) -> None:
+    Made when Spark asks for the writer, on the driver, before any task: ``schema`` (the
+    DataFrame's) is checked against the table there, and ``mergeSchema``'s new columns
+    are added then (:func:`~.types.check_columns`). ``planned_on`` is the schema the
+    rows were checked against: columns a schema instant adds before the commit read
+    null in them (:func:`~.types.added_since`)."""
+
+    def __init__(
+        self, path: str | None, options: Mapping[str, str], overwrite: bool, schema: StructType | None = None
+    ) -> None:
         self.path = path
         # In memory only: this writer is pickled to the tasks and to ``commit``'s worker.
         self.options = dict(options)
         self.operation = write_operation(options, overwrite)
+        merge = merge_schema_of(options)
         table = open_table(path, self.options)  # fails here, on the driver, for a path that is not a table
+        cfg = table.config if schema is None else check_columns(table, schema, self.operation, merge)
+        self.planned_on: pa.Schema = cfg.schema
         self.storage: Storage = table.storage
         self.staging = folder_of(uuid.uuid4().hex)
         self.beat_ms = table.config.props.heartbeat_interval_ms
@@ -130,6 +162,8 @@ class LakelineWriter(DataSourceArrowWriter):
                     raise SchemaMismatchError(f"the staged rows do not share one schema: {e}") from None
             else:
                 rows = _empty(t, self.operation)
+            if self.operation != Operation.DELETE:
+                rows = added_since(rows, self.planned_on, t.config.schema)
             if self.operation == Operation.UPSERT and CHANGE_COLUMN in rows.column_names:
                 keys = [*t.config.record_key, *(c for c in t.config.partition_by if c in rows.column_names)]
                 deletes, rows = split_changes(rows, keys)
@@ -158,8 +192,8 @@ class LakelineStreamWriter(LakelineWriter, DataSourceStreamArrowWriter):
     location (the option Spark passes; its query id is stable across restarts exactly as
     the location is), or by ``txn_app_id``."""
 
-    def __init__(self, path: str | None, options: Mapping[str, str]) -> None:
-        super().__init__(path, options, overwrite=False)
+    def __init__(self, path: str | None, options: Mapping[str, str], schema: StructType | None = None) -> None:
+        super().__init__(path, options, overwrite=False, schema=schema)
         app = options.get("txn_app_id") or options.get("checkpointlocation")
         if not app:
             raise UnsupportedOperationError(

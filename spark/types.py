@@ -1,5 +1,8 @@
-"""The Spark <-> Arrow type mapping, ``create_table`` from a Spark schema, and
-``check_columns``: a write's or a stream's Spark schema against the table's.
+"""The Spark <-> Arrow type mapping, ``create_table`` from a Spark schema,
+``check_columns``: a write's or a stream's Spark schema against the table's, on the
+driver (where ``mergeSchema`` adds the new columns, before any task stages a row), and
+``added_since``: the columns a concurrent schema instant added, as nulls, for a write
+that replays or commits after it.
 
 lakeline tables have Arrow schemas; Spark sees them through this mapping (built on
 pyspark's own Arrow conversion, the one ``mapInArrow`` and the Python data source use,
@@ -53,7 +56,8 @@ from pyspark.sql.types import (
 
 from ..table.table import Table
 from ..timeline.errors import SchemaMismatchError
-from ..timeline.table_config import TableType
+from ..timeline.field_ids import field_id
+from ..timeline.table_config import TableConfig, TableType
 
 _UTC = "UTC"
 
@@ -177,23 +181,84 @@ def create_table(
     )
 
 
-def check_columns(table: Table, schema: StructType, operation: str) -> None:
+def check_columns(
+    table: Table, schema: StructType, operation: str, merge_schema: bool | None = None, changes: bool = True
+) -> TableConfig:
     """The columns a write or a stream brings, against the table, on the driver before
     any task runs: the same rules as the rows of a local write (``prepare_rows``: every
-    table column, castable types, new columns only with ``write.schema-evolution``;
-    ``prepare_keys`` for a delete), applied to no rows. A stream whose columns do not
-    fit would otherwise fail at its first commit, after its tasks ran.
+    table column, castable types; ``prepare_keys`` for a delete), applied to no rows. A
+    stream whose columns do not fit would otherwise fail at its first commit, after its
+    tasks ran.
+
+    Columns the table lacks are added when ``merge_schema`` (Delta's ``mergeSchema``;
+    None: the table's ``write.schema-evolution``) says so, here, before a row is staged,
+    through the local writes' own step (``add_columns``: nullable, at the end, fresh
+    field ids, one ``add-columns`` schema instant), so every task conforms its rows to a
+    schema that already has them. A type the table holds narrower is never widened here
+    (``update_column`` does that, on purpose: a DataFrame's types are often incidental,
+    Python ints become ``long``). ``changes``: an upsert may carry a CDC batch's ``_op``
+    column (the data source's sink).
+
+    Returns:
+        The configuration the write's rows are conformed to: the table's, with the
+        columns added.
 
     Raises:
-        SchemaMismatchError: naming the column.
+        SchemaMismatchError: naming the column; a new column whose name differs from
+            another's only in case (Spark resolves names case-insensitively). Nothing is
+            written, no schema instant either.
+        CommitConflictError: another schema instant landed while the columns were being
+            added; nothing was written.
     """
+    from ..table.schema.change import add_columns
     from ..table.write.records import prepare_keys, prepare_rows
     from .source_writer import CHANGE_COLUMN
 
+    cfg = table.config
     rows = to_arrow_schema(schema).empty_table()
     if operation == "delete":
-        prepare_keys(rows, table.config)
-        return
-    if operation == "upsert" and CHANGE_COLUMN in rows.column_names:
+        prepare_keys(rows, cfg)
+        return cfg
+    if changes and operation == "upsert" and CHANGE_COLUMN in rows.column_names:
         rows = rows.drop_columns([CHANGE_COLUMN])  # a CDC batch's change column
-    prepare_rows(rows, table.config)
+    evolve = cfg.props.write_schema_evolution == "add-columns" if merge_schema is None else merge_schema
+    new = [n for n in rows.column_names if n not in cfg.schema.names]
+    if new and not evolve:
+        raise SchemaMismatchError(
+            f"columns {new} are not in the table's schema {cfg.schema.names}; option('mergeSchema', 'true') "
+            "(lakeline.spark.write(..., merge_schema=True)) adds them"
+        )
+    _, new_fields = prepare_rows(rows, cfg, evolve=evolve)
+    if not new_fields:
+        return cfg
+    _refuse_case_twins(cfg.schema.names + [f.name for f in new_fields], [f.name for f in new_fields])
+    return add_columns(table.log, cfg, new_fields)
+
+
+def _refuse_case_twins(names: list[str], new: list[str]) -> None:
+    """Spark resolves column names case-insensitively (``spark.sql.caseSensitive`` is off
+    by default): a table with ``id`` and ``ID`` could be written but no query could name
+    either, so a new column may not differ from another only in case."""
+    for name in new:
+        twins = [n for n in names if n != name and n.lower() == name.lower()]
+        if twins:
+            raise SchemaMismatchError(
+                f"new column {name!r} differs from column {twins[0]!r} only in case; Spark could not tell them apart"
+            )
+
+
+def added_since(rows: pa.Table, planned_on: pa.Schema, now: pa.Schema) -> pa.Table:
+    """``rows``, checked against ``planned_on`` on the driver, with the columns a
+    concurrent schema instant added since (in ``now``: a new field id and a name the
+    rows do not carry) as nulls: the writer could not know them. The local write's
+    replay does the same (``table.schema.update.conformed_again``); Spark's tasks and
+    the data source's commit start from rows of the DataFrame's schema instead of rows
+    the local write prepared. Renamed, dropped or retyped columns are left to the
+    conforming that follows, which refuses an old name or a narrowing, typed."""
+    ids = {i for f in planned_on if (i := field_id(f)) is not None}
+    names = set(planned_on.names)
+    for f in now:
+        i = field_id(f)
+        if (i is None or i not in ids) and f.name not in names and f.name not in rows.column_names:
+            rows = rows.append_column(f, pa.nulls(rows.num_rows, f.type))
+    return rows

@@ -6,6 +6,9 @@ same planners (:mod:`lakeline.table.write.operations`), file tasks
 (:func:`lakeline.table.write.writer.run_attempts`) run; only their data parts move to
 executors (:mod:`.write_tasks`):
 
+Before anything runs, the driver checks the DataFrame's columns against the table and,
+with ``merge_schema``, adds its new ones (:func:`.types.check_columns`).
+
 1. **stage** (once per write): executors copy the DataFrame's rows into the write's
    staging folder, each with a bucket from a hash of its record identity (partition
    columns and record key), so every copy of a key meets in one planning task, and
@@ -55,15 +58,16 @@ from ..table.write.writer import Rewritten, WriteResult, commit_metadata, entrie
 from ..timeline.commit_metadata import CommitMetadata, Operation
 from ..timeline.conflicts import KeyCheck
 from ..timeline.diagnostics import faults
-from ..timeline.errors import SchemaMismatchError, UnsupportedOperationError
+from ..timeline.errors import UnsupportedOperationError
 from ..timeline.instant import Action
 from ..timeline.markers import reconcile_markers
 from ..timeline.storage.staging_folders import OwnerBeat
-from ..timeline.table_config import TableConfig, refuse_duplicates
+from ..timeline.table_config import TableConfig
 from ..timeline.txn import Txn, landed
 from .engine import SparkEngine
 from .errors import reraise_typed
 from .staging import STAGED_SCHEMA, Staging, split_input
+from .types import check_columns
 from .write_tasks import (
     GroupPart,
     PlanPart,
@@ -93,6 +97,7 @@ def write(
     hooks: Hooks | None = None,
     storage_options: Mapping[str, str] | None = None,
     txn: tuple[str, int] | None = None,
+    merge_schema: bool | None = None,
 ) -> WriteResult:
     """Write ``df`` into the lakeline table at ``path``: executors tag, route and write the
     rows; the driver commits once, with the local write's conflict rules, key check,
@@ -109,6 +114,10 @@ def write(
             the SQL ones of :mod:`.validators` run their queries on this session),
             callbacks and inline services (on this application's executors) after it.
         txn: ``(app_id, version)`` as for ``Table.insert``; checked before any stage runs.
+        merge_schema: Delta's ``mergeSchema``: ``df``'s columns the table lacks are added
+            (nullable, at the end, one schema instant) on the driver before any row is
+            staged; None: as the table's ``write.schema-evolution`` says. No type is
+            widened (``update_column`` does that).
 
     Raises:
         UnsupportedOperationError: an unknown operation, or upsert/delete on a table
@@ -127,7 +136,7 @@ def write(
     cfg = table.config
     if operation in (Operation.UPSERT, Operation.DELETE) and not cfg.has_key:
         raise UnsupportedOperationError(f"{operation} needs a record key; the table at {path} has none")
-    _check_columns(df, cfg, operation)
+    cfg = check_columns(table, df.schema, operation, merge_schema, changes=False)
     joined = effective_hooks(hooks, cfg.props, cfg.schema)
     spark = df.sparkSession
     spark.sparkContext.setJobDescription(f"lakeline {operation} into {path}")
@@ -139,7 +148,7 @@ def write(
         owner.start()
         inputs = _stage(df, cfg, staging)
         faults.point("spark.after_stage")  # staged, no instant yet: a crash leaves only the folder
-        planner = _Planner(spark, staging, operation, inputs)
+        planner = _Planner(spark, staging, operation, inputs, cfg.schema)
         action = Action.REPLACE_COMMIT if operation == Operation.OVERWRITE else cfg.write_action
         result = run_attempts(
             table.context,
@@ -160,24 +169,6 @@ def write(
     # Inline services run on the write's engine: this application's executors.
     table.engine = SparkEngine(spark)
     return after_commit_hooks(table, result, joined)
-
-
-def _check_columns(df: DataFrame, cfg: TableConfig, operation: str) -> None:
-    """Column names checked on the driver, from the DataFrame's schema alone (types and
-    values are checked by the planning tasks, with the local rules)."""
-    names = set(df.columns)
-    refuse_duplicates(list(df.columns), "the input")
-    if operation == Operation.DELETE:
-        missing = [k for k in cfg.record_key if k not in names]
-        if missing:
-            raise SchemaMismatchError(f"delete needs the record-key columns {missing}")
-        return
-    unknown = sorted(names - set(cfg.schema.names))
-    if unknown:
-        raise SchemaMismatchError(
-            f"columns {unknown} are not in the table's schema (Spark writes do not add "
-            "columns: evolve the schema with the local API first)"
-        )
 
 
 # -- 1. stage -----------------------------------------------------------------------------
@@ -235,8 +226,11 @@ class SparkPlan:
 class _Planner:
     """Plans each attempt on the executors (stage 2) from the staged input."""
 
-    def __init__(self, spark: SparkSession, staging: Staging, operation: str, inputs: list[tuple[str, int]]) -> None:
+    def __init__(
+        self, spark: SparkSession, staging: Staging, operation: str, inputs: list[tuple[str, int]], schema: pa.Schema
+    ) -> None:
         self.spark, self.staging, self.operation = spark, staging, operation
+        self.planned_on = schema  # what the driver checked the input against
         total = sum(rows for _, rows in inputs)
         self.inputs = tuple(path for path, _ in inputs)
         # No input, no planning task: the plan of no rows below still runs.
@@ -265,7 +259,7 @@ class _Planner:
         t0 = time.perf_counter()
         remote = _executor_context(ctx)
         tasks = [
-            PlanTask(remote, self.operation, self.staging, attempt, self.inputs, i, self.tasks)
+            PlanTask(remote, self.operation, self.staging, attempt, self.inputs, i, self.tasks, self.planned_on)
             for i in range(self.tasks)
         ]
         if self.fused:

@@ -43,9 +43,9 @@ from ..table.write.records import prepare_keys, prepare_rows
 from ..table.write.writer import Rewritten, new_file_chunks, new_file_task, write_plan_files
 from ..timeline.commit_metadata import Operation
 from ..timeline.errors import DriverGoneError
-from ..timeline.table_config import TableConfig
 from ..timeline.view.file_group import FileSlice, new_file_group_id
 from .staging import Staging, staged_rows
+from .types import added_since
 
 # -- 2. plan -----------------------------------------------------------------------------------
 
@@ -99,6 +99,7 @@ class PlanTask:
     inputs: tuple[str, ...]  # the staged input files, in input order
     task: int  # this task's number, of ``tasks``: it plans the buckets equal to it modulo ``tasks``
     tasks: int
+    planned_on: pa.Schema  # the schema the driver checked the input against
 
 
 def local_plan(ctx: TableContext, operation: str, rows: pa.Table) -> WritePlan:
@@ -111,11 +112,16 @@ def local_plan(ctx: TableContext, operation: str, rows: pa.Table) -> WritePlan:
     return plan_overwrite(ctx, rows, None)
 
 
-def prepared(cfg: TableConfig, operation: str, rows: pa.Table) -> pa.Table:
-    """Rows checked, conformed and deduplicated by the local rules."""
-    if operation == Operation.DELETE:
+def prepared(task: PlanTask, rows: pa.Table) -> pa.Table:
+    """Rows checked, conformed and deduplicated by the local rules, for the attempt's
+    schema: a replay after a concurrent schema instant (conflict ``schema-changed``)
+    conforms them to the new one, columns added since as nulls (:func:`~.types.added_since`),
+    and an old column name or a narrowing is ``SchemaMismatchError`` before anything is
+    written. Never adds a column: the driver did that (``merge_schema``) before staging."""
+    cfg = task.ctx.config
+    if task.operation == Operation.DELETE:
         return prepare_keys(rows, cfg)
-    return prepare_rows(rows, cfg)[0]
+    return prepare_rows(added_since(rows, task.planned_on, cfg.schema), cfg, evolve=False)[0]
 
 
 def plan_and_write(task: PlanTask) -> PlanPart:
@@ -131,7 +137,7 @@ def plan_and_write(task: PlanTask) -> PlanPart:
     started = time.perf_counter()
     with _wide_arrow_pool(), ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         ctx, staging = task.ctx, task.staging
-        rows = prepared(ctx.config, task.operation, staged_rows(staging, task.inputs, task.task, task.tasks, pool))
+        rows = prepared(task, staged_rows(staging, task.inputs, task.task, task.tasks, pool))
         plan = local_plan(ctx, task.operation, rows)
         claims = _put_claims(staging, task.attempt, KeyClaims.of(plan, ctx.config.record_key))
     facts = replace(PlanPart.of(plan, (), claims), waits=not plan.empty)
@@ -190,7 +196,7 @@ def _plan_part(task: PlanTask, started: float) -> PlanPart:
     # The task has the machine's cores (one of few tasks): staged files are read and
     # written on a thread each, since IPC compression and file I/O release the GIL.
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        rows = prepared(ctx.config, task.operation, staged_rows(staging, task.inputs, task.task, task.tasks, pool))
+        rows = prepared(task, staged_rows(staging, task.inputs, task.task, task.tasks, pool))
         plan = local_plan(ctx, task.operation, rows)
         claims = pool.submit(_put_claims, staging, task.attempt, KeyClaims.of(plan, ctx.config.record_key))
         pending: list[tuple[GroupPart, pa.Table]] = []  # each part and its rows, staged below

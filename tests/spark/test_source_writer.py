@@ -125,7 +125,7 @@ def test_unknown_write_options_are_refused_before_anything_is_written(spark: Any
     Table.create(path, SCHEMA, record_key="id").insert(pa.table({"id": [1], "v": ["a"]}))
     before = last_event(path)
     df = spark.createDataFrame([(5, "x")], "id long, v string")
-    for name in ("versionAsOf", "as_of", "mergeSchema", "operaton"):  # a read's, Delta's, a typo
+    for name in ("versionAsOf", "as_of", "overwriteSchema", "operaton"):  # a read's, Delta's, a typo
         with pytest.raises(InvalidOptionError) as e:
             df.write.format("lakeline").option(name, "1").mode("append").save(path)
         assert name.lower() in str(e.value) and "operation" in str(e.value)
@@ -229,3 +229,78 @@ def test_columns_that_do_not_fit_are_refused_before_any_task_runs(spark: Any, tm
     assert last_event(path) == before
     staging = tmp_path / "t" / ".lakeline" / "staging"
     assert not staging.exists() or not any(p.is_file() for p in staging.rglob("*"))
+
+
+def _struct(**columns: Any) -> Any:
+    from pyspark.sql.types import StructField, StructType
+
+    return StructType([StructField(name, typ) for name, typ in columns.items()])
+
+
+def test_merge_schema_adds_a_dataframes_new_columns(spark: Any, tmp_path: Path) -> None:
+    """``option("mergeSchema", "true")`` (any case) adds the DataFrame's new columns when
+    Spark asks for the writer, before any task stages a row (batch and stream); a value
+    other than true/false is ``InvalidOptionError``; ``false`` refuses new columns even
+    where the table's ``write.schema-evolution = add-columns`` would add them."""
+    from pyspark.sql.types import IntegerType, LongType, StringType
+
+    path = str(tmp_path / "t")
+    Table.create(path, SCHEMA, record_key="id").insert(pa.table({"id": [1], "v": ["a"]}))
+    before = last_event(path)
+    wider = _struct(id=LongType(), v=StringType(), w=IntegerType())
+    for value in ("yes", "1"):
+        with pytest.raises(InvalidOptionError, match="mergeSchema"):
+            LakelineDataSource({"path": path, "mergeSchema": value}).writer(wider, False)
+    assert last_event(path) == before
+    spark.createDataFrame([(2, "b", 7)], "id long, v string, w int").write.format("lakeline").option(
+        "mergeSchema", "TRUE"
+    ).mode("append").save(path)
+    t = Table.open(path)
+    assert t.config.schema.names == ["id", "v", "w"] and t.config.schema.field("w").type == pa.int32()
+    assert sorted(t.to_arrow().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "v": "a", "w": None},
+        {"id": 2, "v": "b", "w": 7},
+    ]
+    # A stream adds its new columns at its start.
+    sink = {"path": path, "checkpointlocation": str(tmp_path / "ck"), "mergeschema": "true"}
+    LakelineDataSource(sink).streamWriter(
+        _struct(id=LongType(), v=StringType(), w=IntegerType(), x=StringType()), False
+    )
+    assert Table.open(path).config.schema.names == ["id", "v", "w", "x"]
+    # The table property adds too, unless the write says false.
+    other = str(tmp_path / "evolving")
+    Table.create(other, SCHEMA, record_key="id", properties={"write.schema-evolution": "add-columns"})
+    with pytest.raises(SchemaMismatchError, match="mergeSchema"):
+        LakelineDataSource({"path": other, "mergeSchema": "False"}).writer(wider, False)
+    LakelineDataSource({"path": other}).writer(wider, False)
+    assert Table.open(other).config.schema.names == ["id", "v", "w"]
+
+
+def test_a_commit_after_a_concurrent_schema_change_conforms_or_fails_typed(tmp_path: Path) -> None:
+    """A schema instant lands between the writer's check (on the driver) and its commit:
+    a column it added reads null in the staged rows, which land; a rename of a column
+    the rows carry is ``SchemaMismatchError``, and nothing of the write landed."""
+    from pyspark.sql.types import LongType, StringType
+
+    path = str(tmp_path / "t")
+    Table.create(path, SCHEMA, record_key="id").insert(pa.table({"id": [1], "v": ["a"]}))
+    source = LakelineDataSource({"path": path, "operation": "upsert"})
+    writer = source.writer(_struct(id=LongType(), v=StringType()), False)
+    staged = [writer.write(iter([pa.record_batch({"id": [1, 2], "v": ["a2", "b"]})]))]
+    with Table.open(path).update_schema() as u:
+        u.add_column("note", pa.string())
+    writer.commit(staged)
+    assert sorted(Table.open(path).to_arrow().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "v": "a2", "note": None},
+        {"id": 2, "v": "b", "note": None},
+    ]
+    writer = source.writer(_struct(id=LongType(), v=StringType(), note=StringType()), False)
+    staged = [writer.write(iter([pa.record_batch({"id": [3], "v": ["c"], "note": ["n"]})]))]
+    with Table.open(path).update_schema() as u:
+        u.rename_column("v", "label")
+    before = last_event(path)
+    with pytest.raises(SchemaMismatchError, match="label"):
+        writer.commit(staged)
+    t = Table.open(path)
+    assert last_event(path) == before and t.timeline.pending() == []
+    assert sorted(r["id"] for r in t.to_arrow().to_pylist()) == [1, 2]

@@ -361,3 +361,112 @@ def test_spark_upserts_and_deletes_keep_a_record_index_exact(spark: Any, tmp_pat
     assert table_rows(t.scan(filter=pinned).to_arrow(), COLUMNS) == table_rows(
         local.scan(filter=pinned).to_arrow(), COLUMNS
     )
+
+
+# -- schema evolution (issue 29): mergeSchema, and a write racing a schema instant ----------
+
+EVOLVING = pa.schema([pa.field("id", pa.int64(), nullable=False), ("qty", pa.int32()), ("v", pa.string())])
+
+
+def _evolving(tmp: Path, table_type: str, **props: Any) -> Table:
+    t = Table.create(str(tmp / "t"), EVOLVING, record_key="id", table_type=table_type, properties=props or None)
+    t.insert(pa.table({"id": [1, 2], "qty": pa.array([1, 2], pa.int32()), "v": ["a", "b"]}, schema=EVOLVING))
+    return t
+
+
+def _schema_instants(t: Table) -> list[Any]:
+    return [i for i in Table.open(t.path).timeline.instants() if i.action.value == "schema"]
+
+
+def test_merge_schema_adds_the_new_columns_before_staging(spark: Any, tmp_path: Path) -> None:
+    """``merge_schema=True`` (Delta's ``mergeSchema``): the DataFrame's new columns join
+    the table (nullable, at the end, fresh field ids, one ``add-columns`` instant) and its
+    rows land; bad input (a name that differs from a column's only in case, a narrowing
+    next to a new column) is refused on the driver with no schema instant and no row."""
+    from lakeline.timeline.field_ids import field_id
+
+    t = _evolving(tmp_path, "mor")
+    before = len(_schema_instants(t))
+    staging = Path(t.path, ".lakeline", "staging")
+    for ddl in ("id long, qty int, v string, V string", "id long, qty long, v string, extra string"):
+        with pytest.raises(SchemaMismatchError, match="only in case|the table needs int32"):
+            write(spark.createDataFrame([], ddl), t.path, "upsert", merge_schema=True)
+    assert len(_schema_instants(t)) == before and not any(p.is_file() for p in staging.rglob("*"))
+    df = spark.createDataFrame(
+        [(2, 20, "b2", 2.5, "x"), (3, 30, "c", None, "y")], "id long, qty int, v string, score double, tag string"
+    )
+    with pytest.raises(SchemaMismatchError, match="mergeSchema"):
+        write(df, t.path, "upsert")
+    r = write(df, t.path, "upsert", merge_schema=True)
+    assert r.instant is not None
+    t = Table.open(t.path)
+    added = _schema_instants(t)[before:]
+    assert [(i.plan.get("change"), i.state) for i in added] == [("add-columns", "completed")]
+    schema = t.config.schema
+    assert schema.names == ["id", "qty", "v", "score", "tag"] and schema.field("score").nullable
+    assert [field_id(schema.field(c)) for c in ("score", "tag")] == [4, 5]
+    got = sorted(t.to_arrow().to_pylist(), key=lambda row: row["id"])
+    assert [(g["id"], g["qty"], g["score"], g["tag"]) for g in got] == [
+        (1, 1, None, None),
+        (2, 20, 2.5, "x"),
+        (3, 30, None, "y"),
+    ]
+    # The columns exist now: the same DataFrame writes without the option, adding nothing.
+    assert write(df, t.path, "upsert").instant is not None and len(_schema_instants(t)) == before + 1
+
+
+@pytest.mark.parametrize("table_type,plan_tasks", [("cow", 1), ("mor", 2)])
+def test_a_spark_write_racing_a_schema_change_replays_or_fails_typed(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, table_type: str, plan_tasks: int
+) -> None:
+    """A schema instant completes while a Spark upsert is between planning and its
+    ``completed`` (``commit.before_complete``, on the driver). Widen+add: the write
+    conflicts (``schema-changed``), replays with its staged rows conformed to the new
+    schema (the added column null) and lands. A rename of a column the DataFrame
+    carries: the replay is ``SchemaMismatchError``, nothing of it landed, nothing pending.
+    ``plan_tasks`` 1 is the fused path, 2 the staged one."""
+    if plan_tasks > 1:
+        monkeypatch.setattr(spark_write, "_ROWS_PER_PLAN_TASK", 1)
+    t = _evolving(tmp_path, table_type)
+    df = spark.createDataFrame([(2, 20, "b2"), (3, 30, "c")], "id long, qty int, v string").repartition(plan_tasks)
+
+    def change(*steps: tuple[str, Any, Any]) -> None:
+        with Table.open(t.path).update_schema() as u:
+            for op, name, arg in steps:
+                getattr(u, op)(name, arg)
+
+    faults.on(
+        "commit.before_complete",
+        lambda: change(("update_column", "qty", pa.int64()), ("add_column", "note", pa.string())),
+    )
+    try:
+        r = write(df, t.path, "upsert")
+    finally:
+        faults.disarm_all()
+    now = Table.open(t.path)
+    assert r.instant is not None and now.timeline.pending() == []
+    assert [i.state for i in now.timeline.instants() if i.action.writes_data][-2:] == ["rolled_back", "completed"]
+    got = sorted(now.to_arrow().to_pylist(), key=lambda row: row["id"])
+    assert got == [
+        {"id": 1, "qty": 1, "v": "a", "note": None},
+        {"id": 2, "qty": 20, "v": "b2", "note": None},
+        {"id": 3, "qty": 30, "v": "c", "note": None},
+    ]
+    assert now.to_arrow().schema.field("qty").type == pa.int64()
+    faults.on("commit.before_complete", lambda: change(("rename_column", "v", "label")))
+    try:
+        with pytest.raises(SchemaMismatchError, match="label"):
+            write(
+                spark.createDataFrame([(1, 5, "z", "n")], "id long, qty int, v string, note string"), t.path, "upsert"
+            )
+    finally:
+        faults.disarm_all()
+    now = Table.open(t.path)
+    assert now.timeline.pending() == []
+    assert [i.state for i in now.timeline.instants() if i.action.writes_data][-1] == "rolled_back"
+    assert [(g["id"], g["qty"], g["label"]) for g in sorted(now.to_arrow().to_pylist(), key=lambda row: row["id"])] == [
+        (1, 1, "a"),
+        (2, 20, "b2"),
+        (3, 30, "c"),
+    ]
+    assert not any(p.is_file() for p in Path(t.path, ".lakeline", "staging").rglob("*"))
