@@ -261,12 +261,27 @@ def test_merge_schema_adds_a_dataframes_new_columns(spark: Any, tmp_path: Path) 
         {"id": 1, "v": "a", "w": None},
         {"id": 2, "v": "b", "w": 7},
     ]
-    # A stream adds its new columns at its start.
-    sink = {"path": path, "checkpointlocation": str(tmp_path / "ck"), "mergeschema": "true"}
-    LakelineDataSource(sink).streamWriter(
-        _struct(id=LongType(), v=StringType(), w=IntegerType(), x=StringType()), False
+    # A stream adds its new columns at its start, and its batches land with them.
+    ddl = "id long, v string, w int, x string"
+    spark.createDataFrame([(3, "c", 1, "new")], ddl).write.parquet(str(tmp_path / "in" / "a"))
+    query = (
+        spark.readStream.schema(ddl)
+        .parquet(str(tmp_path / "in" / "*"))
+        .writeStream.format("lakeline")
+        .option("mergeSchema", "true")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start(path)
     )
-    assert Table.open(path).config.schema.names == ["id", "v", "w", "x"]
+    query.awaitTermination(300)
+    assert query.exception() is None
+    t = Table.open(path)
+    assert t.config.schema.names == ["id", "v", "w", "x"]
+    assert [(r["id"], r["x"]) for r in sorted(t.to_arrow().to_pylist(), key=lambda r: r["id"])] == [
+        (1, None),
+        (2, None),
+        (3, "new"),
+    ]
     # The table property adds too, unless the write says false.
     other = str(tmp_path / "evolving")
     Table.create(other, SCHEMA, record_key="id", properties={"write.schema-evolution": "add-columns"})
