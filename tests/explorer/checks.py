@@ -30,21 +30,18 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import pyarrow.compute as pc
-from lakeline.indexes.metadata_table import METADATA_DIR
-from lakeline.indexes.states import IndexKind
 from lakeline.timeline.errors import LakelineError, SchemaMismatchError, SnapshotExpiredError, UnknownColumnError
 from lakeline.timeline.instant import Action, State
 from lakeline.timeline.markers import instants_with_markers
 from lakeline.timeline.retention import furthest_retain_seq, pinned_seqs
-from lakeline.timeline.storage.filesystem import META_DIR
 from lakeline.timeline.storage.ownership import walk_files
 from lakeline.timeline.view.file_group import parse_data_file_name
 
 from tests.table.model import ModelDuplicateKey, table_rows
 
-from .ops import EDGES, KEYS, TXN_APP, Op
-from .schema_model import ExplorerModel, last_schema_instant
+from .index_checks import IndexChecks
+from .ops import TXN_APP, Op
+from .schema_model import ExplorerModel, diff_rows, last_schema_instant
 
 if TYPE_CHECKING:
     from lakeline.table import Table
@@ -68,19 +65,6 @@ def data_files(storage: Storage) -> set[str]:
     """Relative paths of the table's data files (``.lakeline/`` excluded), on a local
     disk or an object store."""
     return {rel for i in walk_files(storage) if (rel := storage.relative(i.path)).endswith(".parquet")}
-
-
-def _diff(actual: list[tuple[Any, ...]], expected: list[tuple[Any, ...]]) -> str:
-    a, e = Counter(actual), Counter(expected)
-    extra = sorted((a - e).elements(), key=repr)[:8]
-    missing = sorted((e - a).elements(), key=repr)[:8]
-    return f"table has {extra} the model has not; model has {missing} the table has not"
-
-
-def _metadata_files(t: Table) -> int:
-    """A fingerprint of the metadata table's files (index deltas, generations, folds)."""
-    infos = t.storage.list_entries(t.storage.path(META_DIR, METADATA_DIR), recursive=True)
-    return hash(frozenset((i.path, i.size) for i in infos))
 
 
 def _pending_retain(tl: Any) -> int | None:
@@ -113,11 +97,9 @@ class Checker:
         self.verified: dict[int, tuple[bool, int]] = {}
         self.files_seen: set[str] = set()
         self.fingerprint: tuple[int, int] | None = None
-        self.index_fingerprint: tuple[int, int, int] | None = None
         self.outcomes_seen: dict[int, int] = {}
         self.checks = 0
-        self.pinned_reads = 0  # key-pinned reads checked while a record index was ready
-        self.pinned_pruned = 0  # of those, reads the index pruned to fewer files
+        self.index_checks = IndexChecks(table)
 
     def op_of(self, instant: int) -> tuple[Op, dict[str, Any]] | None:
         """The operation that requested ``instant``, and what it read of the schema."""
@@ -248,15 +230,7 @@ class Checker:
                 self._compare(self.t.to_arrow(), snaps[-1][1], "current read", out)
             except LakelineError as e:
                 out.append(Violation("current read failed", repr(e)))
-        # Indexes and what reads through them answer change only with a completion, a
-        # data file or a metadata-table file (a fold): validating a record index takes
-        # a read of the table, so it is not repeated for a requested or inflight event.
-        last = tl.last_completed()
-        index_fingerprint = (last.completed_seq or 0 if last else 0, hash(frozenset(files)), _metadata_files(self.t))
-        if index_fingerprint != self.index_fingerprint or final:
-            self.index_fingerprint = index_fingerprint
-            if self._indexes(out):
-                self._pinned_reads(model, out)
+        out.extend(Violation(kind, detail) for kind, detail in self.index_checks.check(tl, files, model, final))
         return out
 
     def _compare(self, actual: Any, expected: Expected, what: str, out: list[Violation]) -> None:
@@ -278,37 +252,8 @@ class Checker:
             out.append(Violation("key twice", f"{what}: records {sorted(twice)} appear twice"))
         if rows != rows_expected:
             out.append(
-                Violation("snapshot differs from completion-order model", f"{what}: {_diff(rows, rows_expected)}")
+                Violation("snapshot differs from completion-order model", f"{what}: {diff_rows(rows, rows_expected)}")
             )
-
-    def _pinned_reads(self, model: ExplorerModel, out: list[Violation]) -> None:
-        """A read whose filter pins the key, answered through a ready record index,
-        equals the model: by turns one key by ``==`` (the next of the key space each
-        time), and ``isin`` of every edge key, another key and one never written."""
-        self.pinned_reads += 1
-        one = (self.pinned_reads // 2) % KEYS
-        some = tuple(sorted({*EDGES, (self.pinned_reads * 5 + 3) % KEYS, KEYS + 16}))
-        reads = [(pc.field("id") == one, {one}), (pc.field("id").isin(list(some)), set(some))]
-        for expr, keys in reads[self.pinned_reads % 2 :][:1]:
-            try:
-                scan = self.t.scan(filter=expr)
-                plan = scan.explain()
-                actual = scan.to_arrow()
-            except LakelineError as e:
-                out.append(Violation("key-pinned read failed", f"{expr}: {e!r}"))
-                continue
-            if plan["files_after_record_index_pruning"] < plan["files_after_bloom_pruning"]:  # type: ignore[operator]
-                self.pinned_pruned += 1
-            names = model.names()
-            rows = table_rows(actual, names) if actual.schema.names == names else None
-            if rows != model.render(keys):
-                out.append(
-                    Violation(
-                        "key-pinned read differs from model",
-                        f"{expr} ({plan}): "
-                        + (_diff(rows, model.render(keys)) if rows is not None else f"columns {actual.schema.names}"),
-                    )
-                )
 
     def _outcomes(self, out: list[Violation]) -> None:
         tl = None
@@ -357,23 +302,17 @@ class Checker:
                         )
             self.outcomes_seen[a.index] = len(a.outcomes)
 
-    def _indexes(self, out: list[Violation]) -> bool:
-        """Every ready index validates; whether a record index is ready."""
-        record = False
-        try:
-            report = self.t.indexes.validate("files")
-            if report["mismatches"]:
-                out.append(Violation("files index invalid", str(report["mismatches"][:3])))
-            for d in self.t.indexes.list():
-                if d.state != "ready":
-                    continue
-                record = record or d.kind == IndexKind.RECORD_INDEX
-                report = self.t.indexes.validate(d.name)
-                if report["mismatches"]:
-                    out.append(Violation("ready index invalid", f"{d.name}: {report['mismatches'][:3]}"))
-        except LakelineError as e:
-            out.append(Violation("index validation failed", repr(e)))
-        return record
+    def tally(self) -> Counter[str]:
+        """How the actors' operations ended ("schema(rename): SchemaMismatchError",
+        "upsert: ok", ...) and the key-pinned reads checked and pruned."""
+        out: Counter[str] = Counter()
+        for a in self.sched.actors:
+            for op, o in zip(a.ops, a.outcomes):
+                kind = f"{op.kind}({op.name})" if op.kind in ("schema", "index_create") else op.kind
+                out[f"{kind}: {'ok' if o.ok else type(o.error).__name__}"] += 1
+        out["pinned reads"] += self.index_checks.reads
+        out["pinned reads the index pruned"] += self.index_checks.pruned
+        return out
 
     # -- after recovery ----------------------------------------------------------------
 

@@ -248,7 +248,7 @@ WEIGHTS = {
 }
 #: Relative weights of the schema actor's steps (adds first: drops and widenings need
 #: the added column, and are refused typed without it).
-SCHEMA_WEIGHTS = {"add": 3, "rename": 3, "drop": 1.5, "widen": 1.5}
+SCHEMA_WEIGHTS = {"add": 3, "rename": 3, "drop": 2, "widen": 2.5}
 assert tuple(SCHEMA_WEIGHTS) == SCHEMA_STEPS
 
 

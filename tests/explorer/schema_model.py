@@ -26,6 +26,7 @@ The rules it holds lakeline to (docs/design.md, "schema evolution"):
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -116,6 +117,14 @@ def run_schema_step(t: Table, step: str, seen: dict[str, Any]) -> None:
             raise ValueError(f"unknown schema step {step!r}")
 
 
+def diff_rows(actual: list[tuple[Any, ...]], expected: list[tuple[Any, ...]]) -> str:
+    """What a read holds that the model has not, and the other way round (8 each)."""
+    a, e = Counter(actual), Counter(expected)
+    extra = sorted((a - e).elements(), key=repr)[:8]
+    missing = sorted((e - a).elements(), key=repr)[:8]
+    return f"table has {extra} the model has not; model has {missing} the table has not"
+
+
 @dataclass
 class Column:
     slot: str
@@ -190,6 +199,7 @@ __all__ = [
     "SCHEMA_STEPS",
     "ExplorerModel",
     "check_base_ids",
+    "diff_rows",
     "last_schema_instant",
     "renamed",
     "run_schema_step",
