@@ -30,7 +30,7 @@ again so it finishes or aborts its pending instant. Then:
 
 A failing round prints its seed and kill moment; ``LAKELINE_TORTURE_SEED`` replays the
 same writes (the kill moment is wall-clock, so a replay is likely, not certain, to hit
-the same step). ``make test`` kills 10 times per case, ``-m soak`` 100 times.
+the same step). ``make test`` kills 5 times per case, ``-m soak`` 100 times.
 
 This module holds the writer's rounds; each service's are in ``test_service_torture.py``,
 the harness both use (:class:`Torture`) in ``torture_harness.py``.

@@ -32,8 +32,12 @@ KEYS = 64
 HEARTBEAT = {"heartbeat.interval-ms": 100, "heartbeat.tolerable-misses": 1}
 #: Seconds after a kill before the heartbeat is surely expired (2 x 100 ms, plus margin).
 EXPIRY_S = 0.35
-#: Kills per case in ``make test`` and under ``-m soak``.
-SHORT_KILLS, SOAK_KILLS = 10, 100
+#: Kills per case in ``make test`` and under ``-m soak``. A round is a child's start, its
+#: kill, the recovery and every check (1-3 s; 10 of them made the eight cases ~2 minutes
+#: of ``make test``): 5 in ``make test`` check every kind of recovery a few times per
+#: case, and a service's torture still goes on until a kill interrupted its instant
+#: (EXTRA_KILLS); the rare moments are the soak's 100.
+SHORT_KILLS, SOAK_KILLS = 5, 100
 #: Most rounds a service torture adds when none of its kills interrupted an instant.
 EXTRA_KILLS = 10
 #: Most seconds a child works before its kill, per role (about one to a few of its runs).
