@@ -230,7 +230,7 @@ class Checker:
                 self._compare(self.t.to_arrow(), snaps[-1][1], "current read", out)
             except LakelineError as e:
                 out.append(Violation("current read failed", repr(e)))
-        out.extend(Violation(kind, detail) for kind, detail in self.index_checks.check(tl, files, model, final))
+        out.extend(Violation(kind, detail) for kind, detail in self.index_checks.check(tl, model, final))
         return out
 
     def _compare(self, actual: Any, expected: Expected, what: str, out: list[Violation]) -> None:

