@@ -48,7 +48,7 @@ from .files_index import checkpoint_due, write_checkpoint
 from .metadata_table import MetadataTable
 from .record_index import generation as record_generation
 from .record_index.rows import PARTIAL_META, partial_of
-from .record_index.store import folder_of
+from .record_index.store import folder_of, newest_generation
 from .states import IndexDef, IndexKind, readable_indexes, written_indexes
 
 log = logging.getLogger(__name__)
@@ -60,6 +60,7 @@ def after_commit_upkeep(
     view_of: Callable[[Timeline], FileSystemView],
     props: TableProperties,
     known_checkpoint: int = -1,
+    rewrote_rows: int = 0,
 ) -> list[str]:
     """Checkpoint the view and fold index deltas where due; returns what was written.
 
@@ -71,6 +72,10 @@ def after_commit_upkeep(
         known_checkpoint: the newest checkpoint the caller knows of (its view's
             :attr:`~lakeline.timeline.view.fs_view.FileSystemView.known_checkpoint`),
             which spares listing the checkpoints when none can be due.
+        rewrote_rows: rows a table service's commit rewrote (compaction, clustering):
+            their record-index delta names every one of them again, and when that is
+            a large share of the index (:func:`_fold_now`), it is folded now rather than
+            after ``metadata.compact.max-deltas`` commits.
     """
     written: list[str] = []
     try:
@@ -80,7 +85,7 @@ def after_commit_upkeep(
         mt = MetadataTable(storage)
         limit = props.metadata_compact_max_deltas
         for idx in readable_indexes(timeline):
-            if mt.delta_count(idx.partition) <= limit:
+            if mt.delta_count(idx.partition) <= limit and not _fold_now(storage, timeline, idx, rewrote_rows):
                 continue
             if idx.kind == IndexKind.RECORD_INDEX:
                 written.extend(fold_record_index(storage, timeline, view_of(timeline), idx))
@@ -89,6 +94,35 @@ def after_commit_upkeep(
     except (OSError, pa.ArrowException, LakelineError) as e:
         log.warning("metadata-table upkeep after event %s failed (the commit stands): %r", timeline.last_seq, e)
     return written
+
+
+#: A service's rewrite smaller than this never folds a record index early: small deltas
+#: cost lookups little, and a fold rewrites the whole index.
+_FOLD_MIN_ROWS = 50_000
+
+
+def _fold_now(storage: Storage, timeline: Timeline, idx: IndexDef, rewrote_rows: int) -> bool:
+    """Whether a service's rewrite of ``rewrote_rows`` rows makes a record index's deltas
+    worth folding at once: when it is at least half the generation's entries.
+
+    Why: a compaction's delta names every row of the groups it rewrote, and with random
+    keys a batch of upserts touches every group, so a compaction rewrites nearly the
+    whole table. Every lookup then decodes each such delta whole (its keys are spread
+    over all of it) on top of the generation: in a CDC stream with a compacting runner,
+    five of them piled up between two count-based folds, and tagging grew with them
+    (docs/performance.md, "CDC ingest"). The fold runs in the service's process, off the
+    write path."""
+    if idx.kind != IndexKind.RECORD_INDEX or rewrote_rows < _FOLD_MIN_ROWS:
+        return False
+    config = TableConfig.from_timeline(timeline)
+    if config is None:
+        return False
+    try:
+        target = resolve(idx, config.schema, config.record_key)
+    except InvalidIndexError:
+        return False
+    gen = newest_generation(storage, target.partition)
+    return gen is not None and 2 * rewrote_rows >= gen.rows
 
 
 def fold_record_index(

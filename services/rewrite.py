@@ -104,7 +104,7 @@ class RewriteService(Service):
                 raise ServiceAbortedError(str(reason), reason)
 
         done = commit.complete(md, rule)
-        commit.after_commit_upkeep()
+        commit.after_commit_upkeep(sum(f.rows for f in md.files))
         return done
 
     def abort(self, table: Table, instant: Instant, reason: str) -> None:

@@ -118,22 +118,24 @@ class RecordIndexReader:
     def _join(self, path: str, probe: pa.Table) -> pa.Table:
         """The entries of one file matching ``probe``'s keys exactly: the stored hashes
         first (8 bytes an entry), then only the entries whose hash a probed key has."""
+        cols = key_columns(self.key)
+        # The columns the answer needs: not the bucket, nor the hash once it narrowed.
+        needed = [*cols, PATH, POS, DELETED]
         if probe.num_rows <= _FILTER_KEYS:
             # A point lookup: row groups whose hash range misses every probe are skipped.
-            stored = read_entries(self.storage, path, pc.field(HASH).isin(probe.column(HASH)))
+            stored = read_entries(self.storage, path, pc.field(HASH).isin(probe.column(HASH)), needed)
         else:
             stored_hashes = read_entries(self.storage, path, columns=[HASH]).column(HASH)
             # Arrow's hash set of the probe (the smaller side), asked for every stored hash.
             candidates = pc.is_in(stored_hashes, value_set=probe.column(HASH).combine_chunks())
             if not pc.any(candidates).as_py():
                 return _empty()  # every key proven absent from this file, no key read
-            stored = read_entries(self.storage, path).filter(candidates)
+            stored = read_entries(self.storage, path, columns=needed).filter(candidates)
         if stored.num_rows == 0:
             return _empty()
         # Join on the key itself (a hash only narrows), with the stored row's number as
         # the payload, then take the (dictionary-encoded) path by it: the hash join never
         # decodes paths.
-        cols = key_columns(self.key)
         stored_keys = stored.select(cols)
         if stored_keys.schema.types != probe.select(cols).schema.types:  # written before a key type was widened
             stored_keys = stored_keys.cast(probe.select(cols).schema)

@@ -23,8 +23,8 @@ import pyarrow.compute as pc
 
 from ...timeline.commit_metadata import Operation
 from ..context import TableContext
-from .operations import _keys_with_partition, _merge_rewrites, _route_inserts, _route_updates, _tag
-from .plan import LogAppend, WritePlan
+from .operations import _keys_with_partition, _merge_logs, _merge_rewrites, _route_inserts, _route_updates, _tag
+from .plan import WritePlan
 from .records import OP_DELETE, OP_UPSERT, prepare_keys, split_by_partition
 
 if TYPE_CHECKING:
@@ -102,15 +102,3 @@ def plan_changes(ctx: TableContext, upserts: pa.Table, deletes: pa.Table) -> Wri
     _merge_logs(plan)
     _merge_rewrites(plan)
     return plan
-
-
-def _merge_logs(plan: WritePlan) -> None:
-    """One log per file group: a write's logs are named by group and write token, so a
-    group with both updates and deletes gets one log holding both (disjoint keys)."""
-    merged: dict[tuple[str, str], LogAppend] = {}
-    for log in plan.logs:
-        k = (log.partition, log.slice.file_group)
-        prev = merged.get(k)
-        both = None if prev is None else pa.concat_tables([prev.incoming, log.incoming], promote_options="permissive")
-        merged[k] = log if both is None else LogAppend(log.partition, log.slice, both)
-    plan.logs = list(merged.values())

@@ -292,9 +292,10 @@ class Commit:
             if rel is not None and (name, created) not in live:
                 storage.delete(storage.path(rel))
 
-    def after_commit_upkeep(self) -> None:
+    def after_commit_upkeep(self, rewrote_rows: int = 0) -> None:
         """The metadata table's upkeep after the commit (a checkpoint of the view, folded
-        index deltas where due); never raises."""
+        index deltas where due; ``rewrote_rows``: a service's rewritten rows, see
+        :func:`~lakeline.indexes.on_commit.after_commit_upkeep`); never raises."""
         ctx = self.ctx
 
         def upkeep() -> None:
@@ -304,6 +305,7 @@ class Commit:
                 lambda tl: load_view(ctx.storage, tl, [ctx.view]),
                 ctx.config.props,
                 ctx.view.known_checkpoint,
+                rewrote_rows,
             )
 
         # A write's upkeep is one of its fault points (commit.cleanup); a service's is not.

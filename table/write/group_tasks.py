@@ -165,6 +165,7 @@ class LogTask:
     file_group: str
     incoming: pa.Table
     base_file: str | None = None  # the group's base file, where ``_base_pos`` positions point
+    inserts: bool = False  # some rows are keys new to the table (the key check's rule 2)
 
 
 def write_log(task: LogTask) -> Written:
@@ -192,7 +193,7 @@ def write_log(task: LogTask) -> Written:
             st.key,
             st.compression,
             st.row_group_rows,
-            False,
+            task.inserts,
             indexes=st.indexes,
         )
     )

@@ -11,10 +11,12 @@ This is what makes every snapshot equal the committed writes applied one after a
 in completion order (docs/concurrency.md §2, "serializable in completion order"), with
 no key twice:
 
-1. *Keys we insert as new* (new file groups, small files filled) against keys they
-   inserted or upserted through a log: both would hold the key, in two groups.
-2. *Keys we upsert through a log* against keys they inserted as new: our log revives
-   the key in a group it was deleted from while they started it anew in another.
+1. *Keys we insert as new* (new file groups, small files filled, a small group's log)
+   against keys they inserted or upserted through a log: both would hold the key, in
+   two groups.
+2. *Keys we upsert through a log* against keys they inserted as new (their files
+   marked ``inserts``, merge-on-read logs that filled a small group included): our log
+   revives the key in a group it was deleted from while they started it anew in another.
 3. *Keys we delete*, every key the delete names whether our snapshot held it or not,
    against keys they inserted or upserted through a log. In completion order our delete
    comes last and must remove their copy, which our snapshot did not see (or saw in

@@ -110,34 +110,74 @@ def _route_updates(
 def _route_inserts(
     cfg: TableConfig, plan: WritePlan, partition: str, slices: list[FileSlice], rows: pa.Table, taken: set[str]
 ) -> None:
-    """New keys: copy-on-write fills the partition's small files first, the rest (and
-    every merge-on-read or append-only insert) starts new file groups."""
+    """New keys: the partition's small file groups are filled first (copy-on-write by
+    rewriting them up to the target size, merge-on-read through a log up to the small
+    limit), the rest (and every append-only insert) starts new file groups."""
     if rows.num_rows == 0:
         return
     target = cfg.props.write_target_file_size_bytes
     small_limit = min(cfg.props.write_small_file_limit_bytes, target)
     start = 0
-    if cfg.table_type == TableType.COW and cfg.has_key and small_limit > 0:
-        small = sorted(
-            (
-                s
-                for s in slices
-                if s.base is not None and s.base.bytes < small_limit and s.file_group not in taken and s.base.rows
-            ),
-            key=lambda s: s.bytes,
+    if cfg.has_key and small_limit > 0:
+        start = (_fill_by_rewrite if cfg.table_type == TableType.COW else _fill_by_log)(
+            plan, partition, slices, rows, taken, small_limit, target
         )
-        for s in small:
-            if start >= rows.num_rows:
-                break
-            per_row = max(s.base.bytes / s.base.rows, 1e-9)  # type: ignore[union-attr]
-            room = int((target - s.bytes) / per_row)
-            if room <= 0:
-                continue
-            chunk = rows.slice(start, room)
-            start += chunk.num_rows
-            plan.rewrites.append(Rewrite(partition, s, _with_op(chunk, OP_UPSERT), inserts=True, new_keys_only=True))
     if start < rows.num_rows:
         plan.new_files.append(NewFiles(partition, rows.slice(start)))
+
+
+def _small_groups(slices: list[FileSlice], taken: set[str], small_limit: int) -> list[FileSlice]:
+    """The slices under ``small_limit`` bytes holding rows, smallest first."""
+    return sorted(
+        (s for s in slices if s.bytes < small_limit and s.file_group not in taken and any(f.rows for f in s.files)),
+        key=lambda s: s.bytes,
+    )
+
+
+def _fill_by_rewrite(
+    plan: WritePlan, partition: str, slices: list[FileSlice], rows: pa.Table, taken: set[str], small: int, target: int
+) -> int:
+    """Copy-on-write: rewrite small bases with new rows up to the target size (the
+    rewrite is paid either way); returns how many of ``rows`` were placed."""
+    start = 0
+    for s in _small_groups([s for s in slices if s.base is not None and s.base.rows], taken, small):
+        if start >= rows.num_rows:
+            break
+        per_row = max(s.base.bytes / s.base.rows, 1e-9)  # type: ignore[union-attr]
+        room = int((target - s.bytes) / per_row)
+        if room <= 0:
+            continue
+        chunk = rows.slice(start, room)
+        start += chunk.num_rows
+        plan.rewrites.append(Rewrite(partition, s, _with_op(chunk, OP_UPSERT), inserts=True, new_keys_only=True))
+    return start
+
+
+def _fill_by_log(
+    plan: WritePlan, partition: str, slices: list[FileSlice], rows: pa.Table, taken: set[str], small: int, target: int
+) -> int:
+    """Merge-on-read: new rows go into a log of a small group, up to the small limit
+    (not the target: a log is read whole by every merged read until a compaction folds
+    it, so big appends still start groups of their own). A stream of small batches then
+    fills a few groups instead of starting one per batch, which every later update,
+    tag and compaction would pay for (docs/write-path.md). The rows carry no base
+    position (their keys are new to the group), and the log is marked as holding new
+    keys for the key check."""
+    del target  # merge-on-read fills to the small limit only
+    start = 0
+    for s in _small_groups(slices, taken, small):
+        if start >= rows.num_rows:
+            break
+        n = sum(f.rows for f in s.files)
+        per_row = max(s.bytes / n, 1e-9)
+        room = int((small - s.bytes) / per_row)
+        if room <= 0:
+            continue
+        chunk = _with_op(rows.slice(start, room), OP_UPSERT)
+        start += chunk.num_rows
+        chunk = chunk.append_column(BASE_POS, pa.nulls(chunk.num_rows, pa.int64()))
+        plan.logs.append(LogAppend(partition, s, chunk, inserts=True))
+    return start
 
 
 def plan_insert(ctx: TableContext, rows: pa.Table) -> WritePlan:
@@ -179,8 +219,25 @@ def plan_upsert(ctx: TableContext, rows: pa.Table) -> WritePlan:
         new_keys.append(_keys_with_partition(fresh, cfg.record_key, partition))
     plan.new_keys = pa.concat_tables(new_keys) if new_keys else None
     plan.stats = {"inserted": inserted, "updated": updated}
+    _merge_logs(plan)
     _merge_rewrites(plan)
     return plan
+
+
+def _merge_logs(plan: WritePlan) -> None:
+    """One log per file group: a write's logs are named by group and write token, so a
+    group with updates, deletes and new keys gets one log holding them all (disjoint
+    keys)."""
+    merged: dict[tuple[str, str], LogAppend] = {}
+    for log in plan.logs:
+        k = (log.partition, log.slice.file_group)
+        prev = merged.get(k)
+        if prev is None:
+            merged[k] = log
+            continue
+        both = pa.concat_tables([prev.incoming, log.incoming], promote_options="permissive")
+        merged[k] = LogAppend(log.partition, log.slice, both, prev.inserts or log.inserts)
+    plan.logs = list(merged.values())
 
 
 def _merge_rewrites(plan: WritePlan) -> None:

@@ -47,11 +47,13 @@ class Rewrite:
 
 @dataclass(frozen=True)
 class LogAppend:
-    """Merge-on-read: ``incoming`` (rows with ``_op``) become a log on a group."""
+    """Merge-on-read: ``incoming`` (rows with ``_op``) become a log on a group;
+    ``inserts``: some of them are keys new to the table (a small group filled)."""
 
     partition: str
     slice: FileSlice
     incoming: pa.Table
+    inserts: bool = False
 
 
 @dataclass

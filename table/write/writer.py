@@ -258,7 +258,14 @@ def write_plan_files(ctx: TableContext, st: WriteSettings, plan: WritePlan) -> t
         RewriteTask(st, r.slice, r.incoming, r.predicate, r.inserts, r.new_keys_only, r.assign) for r in plan.rewrites
     ]
     logs = [
-        LogTask(st, lg.partition, lg.slice.file_group, lg.incoming, lg.slice.base.path if lg.slice.base else None)
+        LogTask(
+            st,
+            lg.partition,
+            lg.slice.file_group,
+            lg.incoming,
+            lg.slice.base.path if lg.slice.base else None,
+            lg.inserts,
+        )
         for lg in plan.logs
     ]
     # One engine call for every file; rewrites first, as they are the longest tasks.

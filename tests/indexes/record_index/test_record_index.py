@@ -283,6 +283,26 @@ def test_time_travel_before_a_fold_reads_the_data(tmp_path: Path) -> None:
     assert t.to_arrow(filter=pc.field("id") == keys[6]).column("v").to_pylist() == [1]
 
 
+def test_a_compaction_rewriting_most_of_the_table_folds_the_index_at_once(tmp_path: Path) -> None:
+    """A compaction's delta names every row it rewrote; when that is at least half of
+    the index it is folded right after the compaction (lookups would decode it whole),
+    while a write's small deltas wait for ``metadata.compact.max-deltas``."""
+    rng = random.Random(5)
+    t = make(tmp_path, "mor", **{"write.target-file-size-bytes": 128 << 20, "metadata.compact.max-deltas": 20})
+    keys = new_keys(rng, 60_000)
+    t.insert(rows(keys, 0))
+    t.indexes.create("record_index", wait=True)
+    t.upsert(rows(rng.sample(keys, 300), 1))
+    gen = newest_generation(t.storage, t.indexes.list()[0].partition)
+    assert gen is not None and MetadataTable(t.storage).delta_count(t.indexes.list()[0].partition) == 1
+    done = t.services.compact()
+    assert done.instant is not None and done.instant.state == "completed"
+    folded = newest_generation(t.storage, t.indexes.list()[0].partition)
+    assert folded is not None and folded.seq > gen.seq, "the compaction's delta was folded"
+    assert MetadataTable(t.storage).delta_count(t.indexes.list()[0].partition) == 0
+    assert_index_exact(t, rng.sample(keys, 50) + new_keys(rng, 5))
+
+
 def test_bad_definitions_are_refused_before_anything_is_written(tmp_path: Path) -> None:
     t = make(tmp_path, "cow")
     t.insert(rows(new_keys(random.Random(1), 10), 0))

@@ -25,14 +25,15 @@ def rows(ids: list[int], day: str = "a", v: str = "x") -> pa.Table:
     return pa.table({"id": pa.array(ids, pa.int64()), "day": [day] * len(ids), "v": [v] * len(ids)}, schema=SCHEMA)
 
 
-def table(tmp_path: Path, table_type: str) -> Table:
+def table(tmp_path: Path, table_type: str, small_files: int | None = None) -> Table:
+    small = {} if small_files is None else {"write.small-file-limit-bytes": small_files}
     t = Table.create(
         tmp_path / "t",
         SCHEMA,
         record_key="id",
         partition_by=["day"],
         table_type=table_type,
-        properties={"engine.parallelism": 1},
+        properties={"engine.parallelism": 1, **small},
     )
     t.insert(rows([1, 2, 3]))
     return t
@@ -66,14 +67,30 @@ def test_an_upsert_of_existing_keys_is_a_log_append_on_merge_on_read(tmp_path: P
     assert plan.stats == {"inserted": 0, "updated": 2}
 
 
-def test_new_keys_start_new_file_groups_on_merge_on_read(tmp_path: Path) -> None:
+def test_new_keys_fill_a_small_group_through_its_log_on_merge_on_read(tmp_path: Path) -> None:
     ctx = table(tmp_path, "mor").context()
+    (held,) = ctx.view.latest_slices("day=a")
+    plan = plan_upsert(ctx, rows([2, 9], v="new"))
+    assert plan.new_files == [] and plan.rewrites == []
+    # One log on the small group: the update of 2 (at its base row) and the new key 9
+    # (no base row), marked as holding new keys for the key check.
+    (log,) = plan.logs
+    assert log.slice.file_group == held.file_group and log.inserts
+    assert sorted(zip(log.incoming.column("id").to_pylist(), log.incoming.column(BASE_POS).to_pylist())) == [
+        (2, 1),
+        (9, None),
+    ]
+    assert plan.new_keys is not None and plan.new_keys.column("id").to_pylist() == [9]
+    assert plan.new_keys.column(PARTITION).to_pylist() == ["day=a"]
+    assert plan.stats == {"inserted": 1, "updated": 1}
+
+
+def test_new_keys_start_new_file_groups_on_merge_on_read_without_small_groups(tmp_path: Path) -> None:
+    ctx = table(tmp_path, "mor", small_files=0).context()
     plan = plan_upsert(ctx, rows([2, 9], v="new"))
     (new,) = plan.new_files
     assert new.partition == "day=a" and new.rows.column("id").to_pylist() == [9]
-    assert [lg.incoming.column("id").to_pylist() for lg in plan.logs] == [[2]]
-    assert plan.new_keys is not None and plan.new_keys.column("id").to_pylist() == [9]
-    assert plan.new_keys.column(PARTITION).to_pylist() == ["day=a"]
+    assert [(lg.incoming.column("id").to_pylist(), lg.inserts) for lg in plan.logs] == [([2], False)]
     assert plan.stats == {"inserted": 1, "updated": 1}
 
 

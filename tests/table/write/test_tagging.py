@@ -1,6 +1,7 @@
 """Tagging (lakeline.table.write.tagging): which file group holds each incoming key.
 
-On real merge-on-read tables (every insert starts new file groups there): a key the
+On real merge-on-read tables (every insert starts new file groups there: small groups
+are not filled, ``write.small-file-limit-bytes`` 0): a key the
 table holds is routed to its group, a new key to none, a deleted key to none; with
 ``positions`` a key still in its base file gets its row there; and the key-range
 pruning keeps only the slices whose range may hold one of the keys.
@@ -31,7 +32,13 @@ def keys(ids: list[int]) -> pa.Table:
 
 def two_groups(tmp_path: Path) -> Table:
     """A merge-on-read table with keys 1-3 in one file group and 10-12 in another."""
-    t = Table.create(tmp_path / "t", SCHEMA, record_key="id", table_type="mor", properties={"engine.parallelism": 1})
+    t = Table.create(
+        tmp_path / "t",
+        SCHEMA,
+        record_key="id",
+        table_type="mor",
+        properties={"engine.parallelism": 1, "write.small-file-limit-bytes": 0},
+    )
     t.insert(rows([1, 2, 3]))
     t.insert(rows([10, 11, 12]))
     return t
