@@ -55,7 +55,7 @@ from pyspark.sql.types import (
 )
 
 from ..table.table import Table
-from ..timeline.errors import SchemaMismatchError
+from ..timeline.errors import InvalidOptionError, SchemaMismatchError
 from ..timeline.field_ids import field_id
 from ..timeline.table_config import TableConfig, TableType
 
@@ -204,6 +204,7 @@ def check_columns(
         columns added.
 
     Raises:
+        InvalidOptionError: ``merge_schema`` is not a bool (nor None).
         SchemaMismatchError: naming the column; a new column whose name differs from
             another's only in case (Spark resolves names case-insensitively). Nothing is
             written, no schema instant either.
@@ -214,6 +215,8 @@ def check_columns(
     from ..table.write.records import prepare_keys, prepare_rows
     from .source_writer import CHANGE_COLUMN
 
+    if merge_schema is not None and not isinstance(merge_schema, bool):  # "false" would be true
+        raise InvalidOptionError(f"merge_schema is True, False or None, not {merge_schema!r:.40}")
     cfg = table.config
     rows = to_arrow_schema(schema).empty_table()
     if operation == "delete":

@@ -22,6 +22,7 @@ from lakeline.table import Table
 from lakeline.timeline.diagnostics import faults
 from lakeline.timeline.errors import (
     DuplicateKeyError,
+    InvalidOptionError,
     InvalidTxnError,
     NullKeyError,
     SchemaMismatchError,
@@ -397,6 +398,8 @@ def test_merge_schema_adds_the_new_columns_before_staging(spark: Any, tmp_path: 
     )
     with pytest.raises(SchemaMismatchError, match="mergeSchema"):
         write(df, t.path, "upsert")
+    with pytest.raises(InvalidOptionError):
+        write(df, t.path, "upsert", merge_schema="false")  # type: ignore[arg-type]
     r = write(df, t.path, "upsert", merge_schema=True)
     assert r.instant is not None
     t = Table.open(t.path)
