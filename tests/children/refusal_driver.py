@@ -1,8 +1,14 @@
-"""The driver of the standalone-cluster refusal test (issue 28 item 6), in its own
-process: refusals through ``df.write.format("lakeline")`` and ``lakeline.spark.write``
-on the cluster at argv[1], on the table at argv[2] (which holds keys 0..99). For each:
-the exception's type, its text's first line, and the task attempts Spark ran and failed
-(from its status tracker, by job group). Prints one JSON line."""
+"""The refusals of the standalone-cluster test (issue 28 item 6): refusals through
+``df.write.format("lakeline")`` and ``lakeline.spark.write`` on a session of the cluster,
+on the table at ``path`` (which holds keys 0..99). For each: the exception's type, its
+text's first line, and the task attempts Spark ran and failed (from its status tracker,
+by job group).
+
+:func:`refusals` runs in the application of ``cluster_job.py`` (one Spark application
+for both tests of ``tests/spark/test_cluster.py``: an application's start, its driver's
+and executors' JVMs and their Python workers, is most of each test's time); run as a
+script (``refusal_driver.py MASTER PATH``), its own application, printing one JSON line.
+"""
 
 from __future__ import annotations
 
@@ -17,8 +23,8 @@ from typing import Any
 from lakeline.spark import session, write
 
 
-def main(master: str, path: str) -> None:
-    spark = session(master, "lakeline-refusal-test", **{"spark.executor.memory": "768m", "spark.cores.max": "2"})
+def refusals(spark: Any, path: str) -> dict[str, dict[str, Any]]:
+    """Each refusal's outcome, by name; the job groups are this function's own."""
     sc = spark.sparkContext
 
     def run(group: str, action: Callable[[], Any]) -> dict[str, Any]:
@@ -64,7 +70,12 @@ def main(master: str, path: str) -> None:
     for f in glob.glob(os.path.join(path, "**", "*.parquet"), recursive=True):
         os.remove(f)
     results["read_file_gone"] = run("read", planned.collect)
-    print(json.dumps(results), flush=True)
+    return results
+
+
+def main(master: str, path: str) -> None:
+    spark = session(master, "lakeline-refusal-test", **{"spark.executor.memory": "768m", "spark.cores.max": "2"})
+    print(json.dumps(refusals(spark, path)), flush=True)
     spark.stop()
 
 

@@ -51,8 +51,10 @@ class Cluster:
         return f"spark://127.0.0.1:{self.master_port}"
 
     def _start(self, name: str, *args: str) -> None:
+        # No AWS_* variable: the cluster is shared by a run's tests, and the object-store
+        # test proves its executors reach the store through the options alone.
         env = {
-            **os.environ,
+            **{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
             "SPARK_LOCAL_IP": "127.0.0.1",
             "SPARK_HOME": str(spark_home()),
             "SPARK_LOG_DIR": str(self.folder),

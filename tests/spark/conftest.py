@@ -1,4 +1,10 @@
-"""A real Spark for the Spark tests: one ``local[2]`` session per test run.
+"""A real Spark for the Spark tests: one ``local[2]`` session per test run, and one
+standalone cluster per test run for the tests whose drivers run in child processes.
+
+The cluster is shared because its three JVMs take 10-20 s to come up on a loaded
+2-core machine, and each test's driver is its own Spark application on it (executors,
+their Python workers and the tables are the application's own), so a test sees nothing
+of another's run but the master's and workers' logs.
 
 Every test in this folder is marked ``spark``. Without Java or pyspark a developer run
 skips them saying why; under ``CI=true`` that fails the run instead (docs/design.md,
@@ -14,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.spark.cluster import Cluster
 
 
 def _under_ci() -> bool:
@@ -58,3 +66,13 @@ def spark(spark_available: None) -> Iterator[Any]:
         yield s
     finally:
         s.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster(spark_available: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A standalone cluster (a master and two one-core workers) for the whole run."""
+    c = Cluster(tmp_path_factory.mktemp("spark-cluster")).start()
+    try:
+        yield c
+    finally:
+        c.stop()

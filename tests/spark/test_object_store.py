@@ -23,7 +23,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -226,31 +225,25 @@ def test_task_payloads_carry_the_store_apart(s3: SeaweedServer) -> None:
     assert x.base == a.base
 
 
-def test_write_read_and_compaction_on_a_standalone_cluster_on_s3(
-    spark_available: None, s3: SeaweedServer, tmp_path: Path
-) -> None:
+def test_write_read_and_compaction_on_a_standalone_cluster_on_s3(cluster: Cluster, s3: SeaweedServer) -> None:
     uri, opts = s3.uri(), s3.options()
     t = Table.create(
         uri, SCHEMA, record_key="id", ordering_field="ts", partition_by=["day"], table_type="mor",
         storage_options=opts,
     )  # fmt: skip
-    cluster = Cluster(tmp_path / "cluster").start()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     started = time.monotonic()
-    try:
-        job = subprocess.run(
-            [sys.executable, str(CHILDREN / "s3_cluster_job.py"), cluster.url],
-            input=json.dumps({"uri": uri, "options": opts}),
-            capture_output=True,
-            text=True,
-            timeout=240,
-            env=env,
-        )
-        assert job.returncode == 0, f"{job.stdout}\n{job.stderr[-4000:]}\n{cluster.logs()}"
-        out = json.loads(job.stdout.strip().splitlines()[-1])
-        logs = cluster.logs()
-    finally:
-        cluster.stop()
+    job = subprocess.run(
+        [sys.executable, str(CHILDREN / "s3_cluster_job.py"), cluster.url],
+        input=json.dumps({"uri": uri, "options": opts}),
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+    )
+    assert job.returncode == 0, f"{job.stdout}\n{job.stderr[-4000:]}\n{cluster.logs()}"
+    out = json.loads(job.stdout.strip().splitlines()[-1])
+    logs = cluster.logs()
     assert time.monotonic() - started < 200
     assert out["master"] == cluster.url
     n = 6000
