@@ -31,8 +31,10 @@ driver beats the folder's owner file (naming each attempt's instant once it begi
 if the driver dies, rollback or cleaning removes the folder once that beat and the
 instants' heartbeats are stale (:mod:`lakeline.timeline.storage.staging_folders`).
 
-Copy-on-write writes from Spark start new file groups for new keys instead of filling
-small files (two tasks could fill the same one); clustering packs them.
+Writes from Spark start new file groups for new keys instead of filling small ones
+(copy-on-write: two tasks could fill the same file; merge-on-read fills through logs
+only on the local path, the streaming sink's); clustering packs them. The planning
+tasks still carry a log's ``inserts`` flag, so filling could be turned on here.
 """
 
 from __future__ import annotations

@@ -207,8 +207,9 @@ def _plan_part(task: PlanTask, started: float) -> PlanPart:
                 (GroupPart("rewrite", r.slice.file_group, r.partition, flags, "", r.incoming.num_rows), r.incoming)
             )
         for lg in plan.logs:
+            flags = INSERTS if lg.inserts else 0  # a small group filled with new keys
             pending.append(
-                (GroupPart("log", lg.slice.file_group, lg.partition, 0, "", lg.incoming.num_rows), lg.incoming)
+                (GroupPart("log", lg.slice.file_group, lg.partition, flags, "", lg.incoming.num_rows), lg.incoming)
             )
         for nf in plan.new_files:
             for chunk, per_file in new_file_chunks(ctx, nf):
@@ -256,7 +257,8 @@ def write_group(task: GroupWrite) -> tuple[str, str, str, Written | None]:
         outcome = write_task(new_file_task(st, first.partition, task.file_group, incoming, bool(first.flags & INSERTS)))
     elif first.kind == "log":
         base = task.slice.base.path if task.slice is not None and task.slice.base is not None else None
-        outcome = write_task(LogTask(st, first.partition, task.file_group, incoming, base))
+        inserts = any(p.flags & INSERTS for p in task.parts)
+        outcome = write_task(LogTask(st, first.partition, task.file_group, incoming, base, inserts))
     else:
         assert task.slice is not None
         outcome = write_task(
