@@ -15,6 +15,7 @@ pytest.importorskip("duckdb_extension_tpcds", reason="TPC-DS data comes with the
 pytest.importorskip("deltalake", reason="deltalake comes with the bench extra")
 
 from bench.longevity import bench as longevity_bench
+from bench.longevity import first_load
 from bench.longevity.systems import SYSTEMS
 
 
@@ -67,3 +68,21 @@ def test_two_rounds_on_every_system_answer_alike(tmp_path: Path, capsys: pytest.
     assert "## Longevity" in text and "same query results in every round: yes" in text
     assert (docs.read_text() if docs.exists() else None) == before
     assert not list(tmp_path.glob("lakeline-longevity-*")), "the work folder is removed"
+
+
+@pytest.mark.timeout(120)
+def test_first_load_runs_every_system_and_every_table_holds_every_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "first.json"
+    rc = first_load.main(
+        ["--sf", "0.01", "--repeat", "2", "--cache", str(tmp_path / "cache"), "--no-docs", "--json", str(out)]
+    )
+    assert rc == 0
+    result = json.loads(out.read_text())
+    assert result["every_row_held"] is True
+    assert set(result["runs"]) == set(first_load.SYSTEMS)
+    for runs in result["runs"].values():
+        assert len(runs) == 2 and all(r["rows"] > 20_000 and r["wall_s"] > 0 and r["cpu_s"] > 0 for r in runs)
+    text = capsys.readouterr().out
+    assert "## First load" in text and "first load <= 1.0x deltalake" in text
