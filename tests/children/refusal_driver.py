@@ -54,12 +54,13 @@ def refusals(spark: Any, path: str) -> dict[str, dict[str, Any]]:
         "write_duplicate": run("write", lambda: write(again(range(95, 105)), path, "insert")),
         # A DataFrame without a shuffle: Spark asks for the writer before any job (with
         # one, adaptive execution runs the shuffle's job first, writing nothing of the table).
+        # Delta's overwriteSchema: an option lakeline does not take (mergeSchema it does).
         "source_unknown_option": run(
             "option",
             lambda: (
                 spark.createDataFrame([(200, "x")], "id long, v string")
                 .write.format("lakeline")
-                .option("mergeSchema", "true")
+                .option("overwriteSchema", "true")
                 .mode("append")
                 .save(path)
             ),

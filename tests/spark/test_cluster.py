@@ -84,7 +84,7 @@ def test_refusals_on_a_cluster_are_lakelines_errors_and_never_retried(cluster_ru
         assert r["first_line"].startswith("lakeline.timeline.errors.DuplicateKeyError: insert carries"), r
         assert r["jobs"] >= 1 and r["tasks"] >= 2 and r["failed_attempts"] == 0, r
     option = out["source_unknown_option"]
-    assert option["error"] == "InvalidOptionError" and "mergeschema" in option["first_line"], option
+    assert option["error"] == "InvalidOptionError" and "overwriteschema" in option["first_line"], option
     assert option["jobs"] == 0, option
     gone = out["read_file_gone"]
     assert gone["error"] == "SnapshotExpiredError", gone
