@@ -301,6 +301,7 @@ class TableIndexes:
                 resolve(d, cfg.schema, cfg.record_key),
                 cfg.schema,
                 self.table.service_engine.map,
+                frozenset(cfg.moved_names),
             )
             checked += n
             mismatches.extend(bad)
