@@ -254,7 +254,10 @@ def test_tagging_probes_key_blooms_before_reading_keys(
 
 def test_merge_on_read_slices_with_logs_are_pruned_by_their_files_entries(tmp_path: Path) -> None:
     schema = pa.schema([("id", pa.int64()), ("ts", pa.int64())])
-    t = Table.create(tmp_path / "t", schema, record_key="id", table_type="mor")
+    # Four groups, one per insert (merge-on-read fills small groups through logs otherwise).
+    t = Table.create(
+        tmp_path / "t", schema, record_key="id", table_type="mor", properties={"write.small-file-limit-bytes": 0}
+    )
     for b in range(4):
         t.insert(
             pa.table(
