@@ -118,10 +118,10 @@ def _route_inserts(
     target = cfg.props.write_target_file_size_bytes
     small_limit = min(cfg.props.write_small_file_limit_bytes, target)
     start = 0
-    if cfg.has_key and small_limit > 0:
-        start = (_fill_by_rewrite if cfg.table_type == TableType.COW else _fill_by_log)(
-            plan, partition, slices, rows, taken, small_limit, target
-        )
+    if cfg.has_key and small_limit > 0 and cfg.table_type == TableType.COW:
+        start = _fill_by_rewrite(plan, partition, slices, rows, taken, small_limit, target)
+    elif cfg.has_key and small_limit > 0:
+        start = _fill_by_log(plan, partition, slices, rows, taken, small_limit)
     if start < rows.num_rows:
         plan.new_files.append(NewFiles(partition, rows.slice(start)))
 
@@ -154,7 +154,7 @@ def _fill_by_rewrite(
 
 
 def _fill_by_log(
-    plan: WritePlan, partition: str, slices: list[FileSlice], rows: pa.Table, taken: set[str], small: int, target: int
+    plan: WritePlan, partition: str, slices: list[FileSlice], rows: pa.Table, taken: set[str], small: int
 ) -> int:
     """Merge-on-read: new rows go into a log of a small group, up to the small limit
     (not the target: a log is read whole by every merged read until a compaction folds
@@ -162,8 +162,7 @@ def _fill_by_log(
     fills a few groups instead of starting one per batch, which every later update,
     tag and compaction would pay for (docs/write-path.md). The rows carry no base
     position (their keys are new to the group), and the log is marked as holding new
-    keys for the key check."""
-    del target  # merge-on-read fills to the small limit only
+    keys for the key check; returns how many of ``rows`` were placed."""
     start = 0
     for s in _small_groups(slices, taken, small):
         if start >= rows.num_rows:
