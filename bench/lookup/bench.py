@@ -51,7 +51,8 @@ from .. import data
 from ..report import add_run_options, command_line, today, unwinds_on_sigterm, update_section
 from ..write.bench import APPENDS, DEFAULT_ROWS, READ_KEYS, default_timeout, prepare_inputs
 from ..write.bench import run_step as run_write_step
-from ..write.report import Run, StepResult, _fmt_b, machine_line
+from ..write.environment import machine_line
+from ..write.report import Run, StepResult, _fmt_b
 from ..write.systems import LAKELINE
 from . import systems as ls
 from .report import evaluate
@@ -251,8 +252,8 @@ def record_upserts(
 
 
 def source_state() -> str:
-    """:func:`bench.write.report.source_state`, with indexes/ counted as measured code."""
-    from ..write.report import source_state as write_source
+    """:func:`bench.write.environment.source_state`, with indexes/ counted as measured code."""
+    from ..write.environment import source_state as write_source
 
     return write_source(("table", "timeline", "config", "indexes"))
 

@@ -14,18 +14,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..report import today
-from ..write.report import (
-    Run,
-    StepResult,
-    Target,
-    _fmt_b,
-    _ratio,
-    _verdict,
-    _version,
-    machine_line,
-    run_shape,
-    targets_table,
-)
+from ..write.environment import _version, machine_line
+from ..write.report import Run, StepResult, Target, _fmt_b, _ratio, _verdict, run_shape, targets_table
 from ..write.systems import BASELINE, LAKELINE
 from . import systems as ls
 

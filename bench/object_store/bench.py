@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..report import ROOT, add_run_options, command_line, today, unwinds_on_sigterm, update_section
+from ..write.environment import machine_line, source_state
 from ..write.object_store import StoreConfig, server_version, start_server
-from ..write.report import machine_line, source_state
 from .child import MARK, build
 from .child import SYSTEMS as CHILD_SYSTEMS
 from .report import SECTION, markdown, print_tables

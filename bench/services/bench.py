@@ -48,7 +48,8 @@ from typing import Any
 from ..lookup.bench import median_of
 from ..report import add_run_options, command_line, today, unwinds_on_sigterm, update_section
 from ..write.bench import APPENDS, READ_KEYS, child_main, prepare_inputs, run_step
-from ..write.report import StepResult, Target, _fmt_b, _ratio, machine_line, source_state
+from ..write.environment import machine_line, source_state
+from ..write.report import StepResult, Target, _fmt_b, _ratio
 from . import steps as ss
 from .report import findings, markdown
 

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 from ..report import today
 from ..write.bench import APPENDS
-from ..write.report import StepResult, _fmt_b, _ratio, _version, machine_line
+from ..write.environment import _version, machine_line
+from ..write.report import StepResult, _fmt_b, _ratio
 from . import steps as ss
 
 if TYPE_CHECKING:

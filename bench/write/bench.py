@@ -50,9 +50,10 @@ from ..data import Shape, prepare_inputs
 from ..report import command_line, today, unwinds_on_sigterm, update_section
 from . import s3_report
 from .child import child_main, print_profile, run_step
+from .environment import machine_line, source_state, versions
 from .object_store import S3_SYSTEMS, StoreConfig, local_workdir, prime_store_verdict, server_version, start_server
 from .repeats import keep_median_run, one_section, seconds_of
-from .report import MiB, Run, StepResult, _fmt_b, evaluate, machine_line, markdown, rich_tables, source_state, versions
+from .report import MiB, Run, StepResult, _fmt_b, evaluate, markdown, rich_tables
 from .systems import LAKELINE, SYSTEMS, TABLE_SUFFIX, method_notes
 
 if TYPE_CHECKING:

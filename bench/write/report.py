@@ -1,20 +1,20 @@
 """The write benchmark's results and how they are shown.
 
 The records a run produces (:class:`StepResult`, :class:`Target`, :class:`Run`), the
-terminal tables (rich), the markdown section of docs/performance.md, and the description
-of the machine, library versions and lakeline source a run measured.
+terminal tables (rich) and the markdown section of docs/performance.md; the description
+of the machine, library versions and lakeline source a run measured is
+:mod:`.environment`.
 """
 
 from __future__ import annotations
 
 import os
-import re
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..report import ROOT, machine, today
+from ..report import today
+from .environment import machine_line, versions
 from .systems import BASELINE, LAKELINE
 
 GiB = 1024**3
@@ -207,30 +207,6 @@ def targets_table(title: str, targets: list[Target]) -> Any:
     return tgt
 
 
-def ram_bytes() -> int | None:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
-def versions() -> str:
-    return ", ".join(f"{pkg} {_version(pkg)}" for pkg in ("deltalake", "pyiceberg"))
-
-
-def machine_line() -> str:
-    """The machine, without the instant load average (the run records its own, at the
-    start and the end)."""
-    ram = ram_bytes()
-    nproc = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    line = re.sub(r", load average [0-9.]+", "", machine())
-    return f"{line}, nproc {nproc}, {ram / GiB:.1f} GiB RAM" if ram else line
-
-
 def markdown(run: Run, command: str, notes: list[str]) -> str:
     systems = list(run.results)
     load = (
@@ -284,34 +260,6 @@ def markdown(run: Run, command: str, notes: list[str]) -> str:
     if notes:
         lines += [""] + [f"- {n}" for n in notes]
     return "\n".join(lines)
-
-
-def _version(pkg: str) -> str:
-    from importlib import metadata
-
-    try:
-        return metadata.version(pkg)
-    except metadata.PackageNotFoundError:
-        return "?"
-
-
-def source_state(folders: tuple[str, ...] = ("table", "timeline", "config")) -> str:
-    """Which lakeline code was measured: the commit, and which of ``folders`` (the code
-    the benchmark exercises) had uncommitted changes (others edit them while benchmarks run)."""
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        status = subprocess.run(
-            ["git", "status", "--porcelain", "--", *folders], cwd=ROOT, capture_output=True, text=True, check=True
-        ).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown (not a git checkout)"
-    # Lines are "XY path": the path starts at the fourth character (X may be a space).
-    changed = sorted({line[3:].split("/")[0] for line in status.splitlines() if line.strip()})
-    if not changed:
-        return f"commit {head}"
-    return f"commit {head} with uncommitted changes in {', '.join(f + '/' for f in changed)}"
 
 
 # Targets: lakeline / deltalake ratios, bytes against the input, memory.

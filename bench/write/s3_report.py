@@ -12,20 +12,8 @@ import os
 from typing import Any
 
 from ..report import today
-from .report import (
-    PEAK_MEMORY,
-    GiB,
-    MiB,
-    Run,
-    StepResult,
-    Target,
-    _fmt_b,
-    _ratio,
-    _verdict,
-    _version,
-    machine_line,
-    metric_rows,
-)
+from .environment import _version, machine_line
+from .report import PEAK_MEMORY, GiB, MiB, Run, StepResult, Target, _fmt_b, _ratio, _verdict, metric_rows
 from .systems import BASELINE, LAKELINE
 
 SECTION = "write-s3-bench"

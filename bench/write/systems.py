@@ -308,7 +308,7 @@ class PyArrowFloor(System):
 def method_notes(run: Run) -> list[str]:
     """What a reader needs to know about how each peer was driven (a note each, for the
     write benchmark's section)."""
-    from .report import _version
+    from .environment import _version
 
     notes = []
     if BASELINE in run.results:
