@@ -51,6 +51,7 @@ import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
+from ..table.schema.update import added_since
 from ..table.table import Table
 from ..table.write.changes import can_combine, write_changes
 from ..timeline.commit_metadata import Operation
@@ -58,7 +59,7 @@ from ..timeline.errors import InvalidOptionError, SchemaMismatchError, Unsupport
 from ..timeline.storage.filesystem import Storage
 from ..timeline.storage.staging_folders import OwnerBeat, folder_of
 from .source import open_table
-from .types import added_since, check_columns
+from .types import check_columns
 
 #: Operations of the ``operation`` option (``mode("overwrite")`` means overwrite).
 APPEND_OPERATIONS = (Operation.INSERT, Operation.UPSERT, Operation.DELETE)
@@ -125,7 +126,7 @@ class LakelineWriter(DataSourceArrowWriter):
     DataFrame's) is checked against the table there, and ``mergeSchema``'s new columns
     are added then (:func:`~.types.check_columns`). ``planned_on`` is the schema the
     rows were checked against: columns a schema instant adds before the commit read
-    null in them (:func:`~.types.added_since`)."""
+    null in them (:func:`~lakeline.table.schema.update.added_since`)."""
 
     def __init__(
         self, path: str | None, options: Mapping[str, str], overwrite: bool, schema: StructType | None = None

@@ -1,8 +1,6 @@
 """The Spark <-> Arrow type mapping, ``create_table`` from a Spark schema,
-``check_columns``: a write's or a stream's Spark schema against the table's, on the
-driver (where ``mergeSchema`` adds the new columns, before any task stages a row), and
-``added_since``: the columns a concurrent schema instant added, as nulls, for a write
-that replays or commits after it.
+and ``check_columns``: a write's or a stream's Spark schema against the table's, on the
+driver (where ``mergeSchema`` adds the new columns, before any task stages a row).
 
 lakeline tables have Arrow schemas; Spark sees them through this mapping (built on
 pyspark's own Arrow conversion, the one ``mapInArrow`` and the Python data source use,
@@ -56,7 +54,6 @@ from pyspark.sql.types import (
 
 from ..table.table import Table
 from ..timeline.errors import InvalidOptionError, SchemaMismatchError
-from ..timeline.field_ids import field_id
 from ..timeline.table_config import TableConfig, TableType
 
 _UTC = "UTC"
@@ -248,20 +245,3 @@ def _refuse_case_twins(names: list[str], new: list[str]) -> None:
             raise SchemaMismatchError(
                 f"new column {name!r} differs from column {twins[0]!r} only in case; Spark could not tell them apart"
             )
-
-
-def added_since(rows: pa.Table, planned_on: pa.Schema, now: pa.Schema) -> pa.Table:
-    """``rows``, checked against ``planned_on`` on the driver, with the columns a
-    concurrent schema instant added since (in ``now``: a new field id and a name the
-    rows do not carry) as nulls: the writer could not know them. The local write's
-    replay does the same (``table.schema.update.conformed_again``); Spark's tasks and
-    the data source's commit start from rows of the DataFrame's schema instead of rows
-    the local write prepared. Renamed, dropped or retyped columns are left to the
-    conforming that follows, which refuses an old name or a narrowing, typed."""
-    ids = {i for f in planned_on if (i := field_id(f)) is not None}
-    names = set(planned_on.names)
-    for f in now:
-        i = field_id(f)
-        if (i is None or i not in ids) and f.name not in names and f.name not in rows.column_names:
-            rows = rows.append_column(f, pa.nulls(rows.num_rows, f.type))
-    return rows

@@ -35,6 +35,7 @@ import pyarrow as pa
 
 from ..table.context import TableContext
 from ..table.files import Written
+from ..table.schema.update import added_since
 from ..table.write.group_tasks import LogTask, RewriteTask, WriteSettings, write_task
 from ..table.write.key_check import KeyClaims
 from ..table.write.operations import plan_delete, plan_insert, plan_overwrite, plan_upsert
@@ -45,7 +46,6 @@ from ..timeline.commit_metadata import Operation
 from ..timeline.errors import DriverGoneError
 from ..timeline.view.file_group import FileSlice, new_file_group_id
 from .staging import Staging, staged_rows
-from .types import added_since
 
 # -- 2. plan -----------------------------------------------------------------------------------
 
@@ -115,7 +115,7 @@ def local_plan(ctx: TableContext, operation: str, rows: pa.Table) -> WritePlan:
 def prepared(task: PlanTask, rows: pa.Table) -> pa.Table:
     """Rows checked, conformed and deduplicated by the local rules, for the attempt's
     schema: a replay after a concurrent schema instant (conflict ``schema-changed``)
-    conforms them to the new one, columns added since as nulls (:func:`~.types.added_since`),
+    conforms them to the new one, columns added since as nulls (:func:`~lakeline.table.schema.update.added_since`),
     and an old column name or a narrowing is ``SchemaMismatchError`` before anything is
     written. Never adds a column: the driver did that (``merge_schema``) before staging."""
     cfg = task.ctx.config

@@ -314,11 +314,21 @@ def conformed_again(
     def rows_for(ctx: TableContext) -> pa.Table:
         if same_columns(ctx.config.schema, cfg.schema):
             return rows
-        known = {field_id(f) for f in cfg.schema} | set(cfg.schema.names)
-        again = data
-        for f in ctx.config.schema:
-            if field_id(f) not in known and f.name not in known and f.name not in again.column_names:
-                again = again.append_column(f, pa.nulls(again.num_rows, f.type))
-        return prepare_rows(again, ctx.config, dedupe, evolve=False)[0]
+        return prepare_rows(added_since(data, cfg.schema, ctx.config.schema), ctx.config, dedupe, evolve=False)[0]
 
     return rows_for
+
+
+def added_since(rows: pa.Table, planned_on: pa.Schema, now: pa.Schema) -> pa.Table:
+    """``rows``, checked against ``planned_on``, with the columns a concurrent schema
+    instant added since (in ``now``: a new field id and a name the rows do not carry) as
+    nulls: the writer could not know them. Renamed, dropped or retyped columns are left
+    to the conforming that follows, which refuses an old name or a narrowing, typed.
+    The local write's replay and Spark's tasks and data-source commit all use it."""
+    ids = {i for f in planned_on if (i := field_id(f)) is not None}
+    names = set(planned_on.names)
+    for f in now:
+        i = field_id(f)
+        if (i is None or i not in ids) and f.name not in names and f.name not in rows.column_names:
+            rows = rows.append_column(f, pa.nulls(rows.num_rows, f.type))
+    return rows
