@@ -22,7 +22,7 @@ from ..indexes.entries import IndexJob, IndexTarget
 from ..indexes.hashing import ColumnHashes, min_max_values
 from ..timeline.commit_metadata import WriteStat
 from ..timeline.errors import InvalidTransitionError, SnapshotExpiredError
-from ..timeline.field_ids import field_id, has_ids, ids_by_position, name_without_ids
+from ..timeline.field_ids import conform, field_id, has_ids, ids_by_position, name_without_ids, reads_as
 from ..timeline.markers import marker_path, write_marker
 from ..timeline.storage.data_reads import check_log, reading
 from ..timeline.storage.filesystem import Storage
@@ -321,10 +321,11 @@ def with_columns_of(table: pa.Table, schema: pa.Schema) -> pa.Table:
     A column is found by its field id when both carry ids (so a file written before a
     rename reads under the new name, and a column dropped, or dropped and added again,
     is not taken from it), else by name (:func:`name_without_ids`: files from before
-    ids). A column the file lacks (added since) reads as nulls; one a schema change
-    widened is cast to the wider type, column by column, never row by row."""
+    ids); so are the fields inside struct columns (:func:`conform`). A column the file
+    lacks (added since) reads as nulls; one a schema change widened is cast to the wider
+    type, column by column, never row by row."""
     src = table.schema
-    if src.names == schema.names and all(a.type == b.type and field_id(a) == field_id(b) for a, b in zip(src, schema)):
+    if src.names == schema.names and all(field_id(a) == field_id(b) and reads_as(a, b) for a, b in zip(src, schema)):
         return table
     by_id = ids_by_position(src)
     cols, fields = [], []
@@ -340,8 +341,8 @@ def with_columns_of(table: pa.Table, schema: pa.Schema) -> pa.Table:
             fields.append(f)
             continue
         col = table.column(at)
-        if col.type != f.type:
-            cols.append(col.cast(f.type))
+        if not reads_as(src.field(at), f):
+            cols.append(conform(col, src.field(at), f))
             fields.append(f)
         else:  # the file's own field (its nullability), under the table's name
             cols.append(col)

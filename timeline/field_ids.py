@@ -158,8 +158,55 @@ def reads_by_name(file_schema: pa.Schema, schema: pa.Schema) -> bool:
                 return False  # renamed since the file was written
             continue
         theirs = file_schema.field(at)
-        if theirs.type != f.type or (field_id(theirs) is not None and field_id(theirs) != fid):
+        if not reads_as(theirs, f) or (field_id(theirs) is not None and field_id(theirs) != fid):
             return False
         if field_id(theirs) is None and fid is not None and name_without_ids(f) != f.name:
             return False  # a file from before ids, of a column renamed since
     return True
+
+
+def _source_of(kids: list[pa.Field], want: pa.Field) -> int:
+    """The position among a file's struct fields ``kids`` of the one that holds the
+    table's field ``want`` (-1: none). By id when the file's fields have ids and ``want``
+    has one, else by name (:func:`name_without_ids`: a struct of a file from before ids,
+    whose field was renamed since, is found under its old name; ``""``: in no such file)."""
+    fid = field_id(want)
+    if fid is not None and any(field_id(k) is not None for k in kids):
+        return next((i for i, k in enumerate(kids) if field_id(k) == fid), -1)
+    name = name_without_ids(want)
+    return next((i for i, k in enumerate(kids) if name and k.name == name), -1)
+
+
+def reads_as(src: pa.Field, dst: pa.Field) -> bool:
+    """Whether a file's column ``src`` holds the table's column ``dst`` as it is: the
+    same type, and inside structs, at every depth, each field the one of the same id (a
+    struct field renamed since has another name, so another type; one dropped and added
+    again under its name has the same type, but another id)."""
+    if src.type != dst.type:
+        return False
+    if not pa.types.is_struct(dst.type):
+        return all(reads_as(s, d) for s, d in zip(_children(src.type), _children(dst.type)))
+    kids = _children(src.type)
+    return all(_source_of(kids, d) == i and reads_as(kids[i], d) for i, d in enumerate(_children(dst.type)))
+
+
+def conform(arr: pa.Array | pa.ChunkedArray, src: pa.Field, dst: pa.Field) -> pa.Array | pa.ChunkedArray:
+    """A file's column ``arr`` (of the file's field ``src``) as the table's column ``dst``.
+
+    Struct fields are matched by id at every depth (a field renamed since reads under
+    its new name, a dropped one is left out, one the file lacks is null), which Arrow's
+    struct cast cannot do: it matches by name. Anything else is cast (a widening)."""
+    if reads_as(src, dst):
+        return arr
+    if not (pa.types.is_struct(src.type) and pa.types.is_struct(dst.type)):
+        return arr.cast(dst.type)
+    if isinstance(arr, pa.ChunkedArray):
+        return pa.chunked_array([conform(c, src, dst) for c in arr.chunks], type=dst.type)
+    assert isinstance(arr, pa.StructArray)
+    kids, want = _children(src.type), _children(dst.type)
+    cols = []
+    for d in want:
+        at = _source_of(kids, d)
+        cols.append(pa.nulls(len(arr), d.type) if at < 0 else conform(arr.field(at), kids[at], d))
+    mask = arr.is_null() if arr.null_count else None
+    return pa.StructArray.from_arrays(cols, fields=want, mask=mask)

@@ -31,6 +31,7 @@ from ...timeline.timeline import Timeline
 from ..context import TableContext
 from ..write.records import prepare_rows, same_columns
 from .change import commit_schema, fresh_fields
+from .nested import nested_step, struct_path
 
 if TYPE_CHECKING:
     from ..table import Table
@@ -124,6 +125,9 @@ def apply_step(cfg: TableConfig, step: Step, fixed: dict[str, str]) -> TableConf
         ReservedColumnError: a new name lakeline reserves.
     """
     cfg = with_ids(cfg)
+    parts = struct_path(cfg.schema, step.name)
+    if parts is not None and step.op != "update":
+        return nested_step(cfg, step, parts, fixed)  # a field inside a struct column
     fields = list(cfg.schema)
     names = [f.name for f in fields]
     if step.op != "add" and step.name not in names:
@@ -132,9 +136,6 @@ def apply_step(cfg: TableConfig, step: Step, fixed: dict[str, str]) -> TableConf
     if step.op == "add":
         if not isinstance(step.type, pa.DataType):
             raise SchemaMismatchError(f"add_column({step.name!r}): the type must be a pyarrow DataType")
-        parent = step.name.split(".", 1)[0]
-        if "." in step.name and parent in names and pa.types.is_struct(fields[names.index(parent)].type):
-            return _add_nested(cfg, step, names.index(parent))  # else a top-level name with a dot
         check_column_names([*names, step.name], f"the schema with column {step.name!r} added")
         at = len(fields)
         if step.after is not None:
@@ -178,37 +179,6 @@ def apply_step(cfg: TableConfig, step: Step, fixed: dict[str, str]) -> TableConf
     return replace(cfg, schema=pa.schema(fields, metadata=cfg.schema.metadata), moved_names=tuple(dict.fromkeys(moved)))
 
 
-def _add_nested(cfg: TableConfig, step: Step, i: int) -> TableConfig:
-    """``add_column("s.x", type)``: a nullable field ``x`` inside the struct column ``s``
-    (one level), with a fresh id; files written before read it as nulls (Arrow's struct
-    cast fills a field a struct lacks).
-
-    Raises:
-        SchemaMismatchError: ``s`` is no struct, or already has ``x``.
-        UnknownColumnError: ``after`` names no field of ``s``.
-    """
-    fields = list(cfg.schema)
-    parent, child = fields[i], step.name.split(".", 1)[1]
-    if not pa.types.is_struct(parent.type) or "." in child or not child:
-        raise SchemaMismatchError(f"{step.describe()}: {parent.name!r} is no struct to add a field {child!r} to")
-    kids = [parent.type.field(k) for k in range(parent.type.num_fields)]
-    kid_names = [k.name for k in kids]
-    if child in kid_names:
-        raise SchemaMismatchError(f"{step.describe()}: {parent.name!r} already has a field {child!r}")
-    at = len(kids)
-    if step.after is not None:
-        if step.after not in kid_names:
-            raise UnknownColumnError(f"{step.describe()}: {parent.name!r} has no field {step.after!r}: {kid_names}")
-        at = kid_names.index(step.after) + 1
-    new, last = assign_ids([pa.field(child, step.type, nullable=True)], cfg.last_column_id, keep=False)
-    kids.insert(at, new[0])
-    fields[i] = parent.with_type(pa.struct(kids))
-    # Files' statistics of the struct column are of another type now.
-    moved = tuple(dict.fromkeys([*cfg.moved_names, parent.name]))
-    schema = pa.schema(fields, metadata=cfg.schema.metadata)
-    return replace(cfg, schema=schema, last_column_id=last, moved_names=moved)
-
-
 def _last_schema_instant(tl: Timeline) -> int | None:
     for inst in reversed(tl.completed()):
         if inst.action is Action.SCHEMA:
@@ -234,15 +204,19 @@ class SchemaUpdate:
     def add_column(self, name: str, type: pa.DataType, after: str | None = None) -> SchemaUpdate:  # noqa: A002
         """A new nullable column (``after``: right after that column; else at the end),
         with a fresh field id: files written before read it as nulls. ``"s.x"``, where
-        ``s`` is a struct column, adds the field ``x`` inside it (``after``: a field of ``s``)."""
+        ``s`` is a struct column, adds the field ``x`` inside it (``after``: a field of
+        ``s``; ``"s.t.x"`` inside the struct field ``t`` of ``s``)."""
         return self._add(Step("add", name, type=type, after=after))
 
     def rename_column(self, old: str, new: str) -> SchemaUpdate:
-        """``old`` is called ``new`` from now on, in files written before too."""
+        """``old`` is called ``new`` from now on, in files written before too.
+        ``"s.x"`` renames the field ``x`` of the struct column ``s`` (``new`` is the
+        field's new name, ``"y"``: then ``s.y``)."""
         return self._add(Step("rename", old, new_name=new))
 
     def delete_column(self, name: str) -> SchemaUpdate:
-        """Drop ``name``; its values stay in old files, unread (``as_of`` reads them)."""
+        """Drop ``name``; its values stay in old files, unread (``as_of`` reads them).
+        ``"s.x"`` drops the field ``x`` of the struct column ``s`` (not its last one)."""
         return self._add(Step("delete", name))
 
     def update_column(self, name: str, type: pa.DataType) -> SchemaUpdate:  # noqa: A002
