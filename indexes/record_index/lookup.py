@@ -34,7 +34,15 @@ from ...timeline.view.file_group import FileSlice
 from ..entries import IndexTarget, resolve
 from ..states import IndexKind, readable_indexes
 from .rows import DELETED, HASH, PATH, PATH_TYPE, POS, buckets_of, chain_of, key_columns, key_table
-from .store import Generation, newest_generation, partial_rewrites, read_entries, visible_deltas
+from .store import (
+    MAPPED_SUFFIX,
+    Generation,
+    mapped_entries,
+    newest_generation,
+    partial_rewrites,
+    read_entries,
+    visible_deltas,
+)
 
 #: Row number of a looked-up key in the caller's table (in memory only).
 ROW = "__lakeline_row"
@@ -117,11 +125,14 @@ class RecordIndexReader:
 
     def _join(self, path: str, probe: pa.Table) -> pa.Table:
         """The entries of one file matching ``probe``'s keys exactly: the stored hashes
-        first (8 bytes an entry), then only the entries whose hash a probed key has."""
+        first (a mapped bucket file's binary-searched, a Parquet file's 8 bytes an entry
+        decoded), then only the entries whose hash a probed key has."""
         cols = key_columns(self.key)
         # The columns the answer needs: not the bucket, nor the hash once it narrowed.
         needed = [*cols, PATH, POS, DELETED]
-        if probe.num_rows <= _FILTER_KEYS:
+        if path.endswith(MAPPED_SUFFIX):
+            stored = _probe_sorted(mapped_entries(self.storage, path), probe.column(HASH), needed)
+        elif probe.num_rows <= _FILTER_KEYS:
             # A point lookup: row groups whose hash range misses every probe are skipped.
             stored = read_entries(self.storage, path, pc.field(HASH).isin(probe.column(HASH)), needed)
         else:
@@ -152,6 +163,24 @@ class RecordIndexReader:
                 DELETED: picked.column(DELETED),
             }
         )
+
+
+def _probe_sorted(entries: pa.Table, probe_hashes: pa.ChunkedArray, columns: list[str]) -> pa.Table:
+    """The ``columns`` of the entries of a bucket file sorted by hash (a generation's,
+    :func:`.spill.range_rows`) whose hash a probe has: a binary search per probe, so
+    only the pages of the matching entries of a mapped file are touched."""
+    stored = entries.column(HASH)
+    hashes = stored.chunk(0).to_numpy() if stored.num_chunks == 1 else stored.to_numpy()
+    wanted = probe_hashes.to_numpy()
+    lo = np.searchsorted(hashes, wanted, side="left")
+    count = np.searchsorted(hashes, wanted, side="right") - lo
+    hit = count > 0
+    if not hit.any():
+        return entries.select(columns).slice(0, 0)
+    lo, count = lo[hit], count[hit]
+    # Every row of each probe's run of equal hashes (almost always one row).
+    rows = np.repeat(lo, count) + np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+    return entries.select(columns).take(pa.array(np.unique(rows)))
 
 
 def _empty() -> pa.Table:

@@ -143,7 +143,7 @@ def range_task(task: RangeTask) -> dict[int, int]:
     """Write the range's bucket files; returns the entries of each bucket written."""
     counts = {}
     for bucket, rows in by_bucket(range_rows(task)):
-        write_entries(task.storage, bucket_path(task.folder, bucket), rows.combine_chunks())
+        write_entries(task.storage, bucket_path(task.folder, bucket, task.storage.is_local), rows.combine_chunks())
         counts[bucket] = rows.num_rows
     pa.default_memory_pool().release_unused()
     return counts

@@ -7,11 +7,16 @@ In the index's metadata-table partition (``.lakeline/metadata/<name>@<instant>/`
   (:meth:`lakeline.indexes.metadata_table.MetadataTable.write_updates`), sorted by bucket
   in small row groups, so a reader of some buckets reads only their row groups.
 * ``gen_<seq>/<token>``: a *generation*, the entries of every file live right after
-  event ``seq``, one Parquet file per bucket (``gen_<seq>_<token>/b00042.parquet``,
-  sorted by key in small row groups, so a point lookup reads one row group), and a
-  manifest ``gen_<seq>_<token>.json`` written last, whole: a generation exists only once
+  event ``seq``, one file per bucket sorted by key hash, and a manifest
+  ``gen_<seq>_<token>.json`` written last, whole: a generation exists only once
   complete, so a build or fold killed half-way leaves files no reader looks at, which
-  the next build or fold removes.
+  the next build or fold removes. On a local disk a bucket file is uncompressed Arrow
+  IPC (``b00042.arrow``), memory-mapped by a lookup, which binary-searches the sorted
+  hashes and touches only the pages of the entries it finds: a batch's tagging costs
+  its keys, not the index's size (Parquet must decode every row group a probe lands
+  in, and a few thousand random keys land in all of them). It takes about twice the
+  bytes of Parquet. On an object store, where nothing maps, a bucket file is Parquet
+  (``b00042.parquet``) in small row groups, so a point lookup downloads one row group.
 
 A reader of snapshot S takes the newest generation (seq g) and the deltas of instants
 completed in S after g. A generation keeps the entries of live files only (a fold drops
@@ -77,8 +82,14 @@ def folder_of(partition: str, seq: int, token: str) -> str:
     return posixpath.join(partition_dir(partition), f"gen_{seq}_{token}")
 
 
-def bucket_path(folder: str, bucket: int) -> str:
-    return posixpath.join(folder, f"b{bucket:05d}.parquet")
+#: The suffix of a memory-mappable bucket file (Arrow IPC, uncompressed, one batch).
+MAPPED_SUFFIX = ".arrow"
+
+
+def bucket_path(folder: str, bucket: int, mapped: bool) -> str:
+    """A bucket file's path: Arrow IPC where it can be memory-mapped (``mapped``: a
+    local disk), else Parquet."""
+    return posixpath.join(folder, f"b{bucket:05d}{MAPPED_SUFFIX if mapped else '.parquet'}")
 
 
 def new_token() -> str:
@@ -118,7 +129,7 @@ def publish(
     """Write a generation's manifest (its bucket files are written): from now on it is
     the newest generation of every reader that lists after this."""
     folder = folder_of(partition, seq, token)
-    files = {b: (bucket_path(folder, b), n) for b, n in sorted(counts.items()) if n}
+    files = {b: (bucket_path(folder, b, storage.is_local), n) for b, n in sorted(counts.items()) if n}
     doc = {"seq": seq, "buckets": buckets, "files": {str(b): [p, n] for b, (p, n) in files.items()}}
     final = storage.path(partition_dir(partition), f"gen_{seq}_{token}.json")
     with storage.written_whole(final) as target:
@@ -188,10 +199,11 @@ def settled_deltas(storage: Storage, partition: str, timeline: Timeline) -> list
 def read_entries(
     storage: Storage, path: str, filter: pc.Expression | None = None, columns: list[str] | None = None
 ) -> pa.Table:
-    """Entries of one Parquet file of the partition (a bucket file, a delta, a spill),
-    only the rows ``filter`` keeps (and ``columns``); row groups whose statistics rule
-    it out are skipped."""
-    fragment = ds.ParquetFileFormat().make_fragment(path, storage.fs)
+    """Entries of one file of the partition (a bucket file, a delta, a spill), only the
+    rows ``filter`` keeps (and ``columns``); Parquet row groups whose statistics rule it
+    out are skipped."""
+    fmt = ds.IpcFileFormat() if path.endswith(MAPPED_SUFFIX) else ds.ParquetFileFormat()
+    fragment = fmt.make_fragment(path, storage.fs)
     # One batch ahead, on the calling thread: callers read many files in parallel
     # already, and Arrow's default readahead (16 batches of 128k rows, each decoded on
     # its own threads) held over 100 MB per read of a spill file.
@@ -204,10 +216,26 @@ def bucket_range(lo: int, hi: int) -> pc.Expression:
 
 
 def write_entries(storage: Storage, rel: str, rows: pa.Table, row_group_rows: int = BUCKET_ROW_GROUP_ROWS) -> None:
+    """Write entries to ``rel``: Arrow IPC in one uncompressed batch when it names a
+    mapped file (:func:`mapped_entries` reads it without a copy), else Parquet."""
     path = storage.path(rel)
     storage.mkdirs(posixpath.dirname(path))
     with storage.fs.open_output_stream(path) as sink:
-        pq.write_table(rows, sink, row_group_size=row_group_rows, use_dictionary=[PATH])
+        if rel.endswith(MAPPED_SUFFIX):
+            rows = rows.combine_chunks()
+            with pa.ipc.new_file(sink, rows.schema) as writer:
+                writer.write_table(rows, max_chunksize=max(1, rows.num_rows))
+        else:
+            pq.write_table(rows, sink, row_group_size=row_group_rows, use_dictionary=[PATH])
+
+
+def mapped_entries(storage: Storage, path: str) -> pa.Table:
+    """Every entry of a mapped bucket file, without a copy where the disk is local (the
+    table's buffers are the file's pages, read as a lookup touches them)."""
+    if storage.is_local:
+        return pa.ipc.open_file(pa.memory_map(path)).read_all()
+    with storage.fs.open_input_file(path) as f:
+        return pa.ipc.open_file(f).read_all()
 
 
 def live_only(rows: pa.Table, live: pa.Array) -> pa.Table:

@@ -22,7 +22,13 @@ from lakeline.indexes.metadata_table import MetadataTable
 from lakeline.indexes.record_index.lookup import RecordIndexReader
 from lakeline.indexes.record_index.lookup import tag as index_tag
 from lakeline.indexes.record_index.rows import OP, OP_DELETE, PARTIAL_META, entry_schema
-from lakeline.indexes.record_index.store import live_entries, newest_generation, partition_dir
+from lakeline.indexes.record_index.store import (
+    live_entries,
+    newest_generation,
+    partition_dir,
+    read_entries,
+    write_entries,
+)
 from lakeline.table import Table
 from lakeline.table.engine import LocalEngine
 from lakeline.table.write import records
@@ -333,17 +339,15 @@ def test_validate_reports_what_is_wrong(tmp_path: Path) -> None:
     gen = newest_generation(t.storage, d.partition)
     assert gen is not None
     bucket, (rel, n) = sorted(gen.files.items())[0]
-    import pyarrow.parquet as pq
-
     path = t.storage.path(rel)
-    stored = pq.read_table(path)
+    stored = read_entries(t.storage, path)
     # One entry lost, one key changed: both reported, naming file and key.
     broken = stored.slice(1).set_column(
         stored.schema.get_field_index("key_0"),
         "key_0",
         pa.concat_arrays([pa.array(["tampered"]), stored.slice(2).column("key_0").combine_chunks()]),
     )
-    pq.write_table(broken, path)
+    write_entries(t.storage, rel, broken)
     problems = sorted(m["problem"] for m in t.indexes.validate("record_index")["mismatches"])
     assert problems == ["differs", "missing"], problems
     t.indexes.rebuild("record_index")

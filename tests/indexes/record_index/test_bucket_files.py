@@ -1,0 +1,83 @@
+"""The record index's bucket files: memory-mapped Arrow IPC on a local disk, Parquet where
+nothing maps, and a lookup answering the same from either.
+
+A lookup of a mapped file binary-searches its sorted hashes instead of decoding the
+file, so these tests pin what that search relies on: the file is sorted by hash, and
+every probe (present, absent, repeated, more than the point-lookup limit) finds what the
+Parquet route finds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from lakeline.indexes.record_index.lookup import _FILTER_KEYS, ROW, RecordIndexReader
+from lakeline.indexes.record_index.rows import HASH, PATH
+from lakeline.indexes.record_index.store import (
+    MAPPED_SUFFIX,
+    Generation,
+    mapped_entries,
+    newest_generation,
+    read_entries,
+    write_entries,
+)
+from lakeline.table import Table
+
+SCHEMA = pa.schema([("id", pa.string()), ("v", pa.int64())])
+
+pytestmark = pytest.mark.usefixtures("no_faults")
+
+
+def keys(rng: random.Random, n: int) -> list[str]:
+    return [f"{rng.getrandbits(128):032x}" for _ in range(n)]
+
+
+def indexed(tmp_path: Path, kind: str, stored: list[str]) -> Table:
+    t = Table.create(tmp_path / kind, SCHEMA, record_key="id", table_type=kind)
+    for part in (stored[: len(stored) // 2], stored[len(stored) // 2 :]):
+        t.insert(pa.table({"id": part, "v": list(range(len(part)))}, schema=SCHEMA))
+    t.indexes.create("record_index", options={"buckets": 4}, wait=True)
+    return t
+
+
+def answers(reader: RecordIndexReader, probe: list[str]) -> list[tuple[str, str]]:
+    found = reader.entries(pa.table({"id": pa.array(probe, pa.string())}))
+    rows = found.column(ROW).to_pylist()
+    paths = found.column(PATH).cast(pa.string()).to_pylist()
+    return sorted((probe[r], p) for r, p in zip(rows, paths))
+
+
+@pytest.mark.parametrize("kind", ["cow", "mor"])
+def test_local_bucket_files_are_mapped_sorted_by_hash_and_answer_as_parquet_does(tmp_path: Path, kind: str) -> None:
+    rng = random.Random(7)
+    stored = keys(rng, 3000)
+    t = indexed(tmp_path, kind, stored)
+    gen = newest_generation(t.storage, t.indexes.list()[0].partition)
+    assert gen is not None and len(gen.files) == 4
+    for rel, _ in gen.files.values():
+        assert rel.endswith(MAPPED_SUFFIX)
+        hashes = mapped_entries(t.storage, t.storage.path(rel)).column(HASH).to_numpy()
+        assert np.all(hashes[1:] >= hashes[:-1]), rel  # the binary search's premise
+    # The same entries as Parquet files: the route an object store's lookups take.
+    parquet = {}
+    for bucket, (rel, n) in gen.files.items():
+        copy = rel.removesuffix(MAPPED_SUFFIX) + ".parquet"
+        write_entries(t.storage, copy, read_entries(t.storage, t.storage.path(rel)))
+        parquet[bucket] = (copy, n)
+    mapped = RecordIndexReader.open(t.storage, t.timeline, t.schema, ["id"])
+    assert mapped is not None and mapped.generation == gen
+    by_parquet = dataclasses.replace(mapped, generation=Generation(gen.seq, gen.token, gen.buckets, parquet))
+    # Present, absent and repeated keys; a point lookup and a batch above its limit.
+    for probe in (
+        stored[:1],
+        stored[:5] + keys(rng, 5),
+        stored[100 : 100 + 4 * _FILTER_KEYS] + keys(rng, 200) + stored[100:120],
+    ):
+        got = answers(mapped, probe)
+        assert got == answers(by_parquet, probe)
+        assert [k for k, _ in got] == sorted(k for k in probe if k in set(stored))
