@@ -165,7 +165,7 @@ def reads_by_name(file_schema: pa.Schema, schema: pa.Schema) -> bool:
     return True
 
 
-def _source_of(kids: list[pa.Field], want: pa.Field) -> int:
+def source_of(kids: list[pa.Field], want: pa.Field) -> int:
     """The position among a file's struct fields ``kids`` of the one that holds the
     table's field ``want`` (-1: none). By id when the file's fields have ids and ``want``
     has one, else by name (:func:`name_without_ids`: a struct of a file from before ids,
@@ -187,7 +187,7 @@ def reads_as(src: pa.Field, dst: pa.Field) -> bool:
     if not pa.types.is_struct(dst.type):
         return all(reads_as(s, d) for s, d in zip(_children(src.type), _children(dst.type)))
     kids = _children(src.type)
-    return all(_source_of(kids, d) == i and reads_as(kids[i], d) for i, d in enumerate(_children(dst.type)))
+    return all(source_of(kids, d) == i and reads_as(kids[i], d) for i, d in enumerate(_children(dst.type)))
 
 
 def conform(arr: pa.Array | pa.ChunkedArray, src: pa.Field, dst: pa.Field) -> pa.Array | pa.ChunkedArray:
@@ -206,7 +206,7 @@ def conform(arr: pa.Array | pa.ChunkedArray, src: pa.Field, dst: pa.Field) -> pa
     kids, want = _children(src.type), _children(dst.type)
     cols = []
     for d in want:
-        at = _source_of(kids, d)
+        at = source_of(kids, d)
         cols.append(pa.nulls(len(arr), d.type) if at < 0 else conform(arr.field(at), kids[at], d))
     mask = arr.is_null() if arr.null_count else None
     return pa.StructArray.from_arrays(cols, fields=want, mask=mask)

@@ -14,7 +14,10 @@ A slice with log files is refused with :class:`UnmergedLogsError`: its rows are 
 base merged with the logs by key, which a plain Parquet scan cannot express. Compact
 first, or read through :meth:`Table.scan` / :meth:`Table.to_polars`, which merge. So is
 a base file that a rename, drop or widening since makes read by field id
-(:class:`UnsupportedOperationError`): a dataset reads columns by name.
+(:class:`UnsupportedOperationError`): a dataset maps each file's columns to its schema by
+name, and neither a fragment nor a union of datasets can rename a file's columns (a
+union's children must have its schema; pyarrow's Parquet scan options have no field-id
+matching). :mod:`.duckdb_relation` reads such a snapshot in DuckDB instead.
 """
 
 from __future__ import annotations
@@ -56,14 +59,13 @@ def fragment_guarantee(ctx: TableContext, s: FileSlice) -> pc.Expression:
     return expr if keys is None else expr & keys
 
 
-def snapshot_dataset(ctx: TableContext, as_of: int | datetime | None = None) -> ds.FileSystemDataset:
-    """The base files of the context's snapshot as one Parquet dataset.
+def live_bases(ctx: TableContext, as_of: int | datetime | None = None) -> list[FileSlice]:
+    """The live slices of the context's snapshot that have a base, none with logs.
 
     ``as_of`` is what the caller asked for (for the retention check, as in ``Scan``).
 
     Raises:
         UnmergedLogsError: a live slice has log files (nothing is read).
-        UnsupportedOperationError: a base file must be read by field id (see above).
         SnapshotExpiredError: a time-travel snapshot's files were cleaned.
     """
     slices = Scan(ctx, as_of=as_of).slices  # the snapshot's live slices, retention checked
@@ -76,6 +78,26 @@ def snapshot_dataset(ctx: TableContext, as_of: int | datetime | None = None) -> 
             f"{with_logs[0].file_group}): a dataset only sees base files; compact first "
             "(t.services.compact()) or read with t.scan() / t.to_polars(), which merge the logs"
         )
+    return [s for s in slices if s.base is not None]
+
+
+def fragment(ctx: TableContext, s: FileSlice) -> ds.ParquetFileFragment:
+    """The slice's base file as a Parquet fragment with its guarantee."""
+    assert s.base is not None
+    return ds.ParquetFileFormat().make_fragment(
+        ctx.storage.path(s.base.path), ctx.storage.fs, partition_expression=fragment_guarantee(ctx, s)
+    )
+
+
+def snapshot_dataset(ctx: TableContext, as_of: int | datetime | None = None) -> ds.FileSystemDataset:
+    """The base files of the context's snapshot as one Parquet dataset.
+
+    Raises:
+        UnmergedLogsError: a live slice has log files (nothing is read).
+        UnsupportedOperationError: a base file must be read by field id (see above).
+        SnapshotExpiredError: a time-travel snapshot's files were cleaned.
+    """
+    slices = live_bases(ctx, as_of)
     schema, storage = ctx.config.schema, ctx.storage
     if ctx.config.moved_names:
         for s in slices:
@@ -83,14 +105,10 @@ def snapshot_dataset(ctx: TableContext, as_of: int | datetime | None = None) -> 
                 pq.read_schema(storage.path(s.base.path), filesystem=storage.fs), schema
             ):
                 raise UnsupportedOperationError(
-                    f"{s.base.path} was written before a rename, drop or widening of its columns, and a Parquet "
-                    "dataset reads columns by name: read with t.scan() / t.to_polars(), which read by field id, "
-                    "or rewrite the old files first (t.services.cluster(...) rewrites every file group)"
+                    f"{s.base.path} was written before a rename, drop or widening of its columns, and a pyarrow "
+                    "dataset maps every file's columns to its schema by name (it has no per-file renaming): read "
+                    "by field id with t.to_duckdb() (DuckDB), t.to_polars() (Polars) or t.scan(filter=..., "
+                    "columns=...).to_reader() (any Arrow consumer), or rewrite the old files first "
+                    "(t.services.cluster(...) rewrites every file group)"
                 )
-    fmt = ds.ParquetFileFormat()
-    fragments = [
-        fmt.make_fragment(storage.path(s.base.path), storage.fs, partition_expression=fragment_guarantee(ctx, s))
-        for s in slices
-        if s.base is not None
-    ]
-    return ds.FileSystemDataset(fragments, schema, fmt, storage.fs)
+    return ds.FileSystemDataset([fragment(ctx, s) for s in slices], schema, ds.ParquetFileFormat(), storage.fs)

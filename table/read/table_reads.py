@@ -18,6 +18,7 @@ from .changes import changes
 from .scan import Scan, snapshot_of
 
 if TYPE_CHECKING:
+    import duckdb
     import polars
     import pyarrow.dataset
 
@@ -74,6 +75,23 @@ class TableReads:
         from .dataset import snapshot_dataset
 
         return snapshot_dataset(self.context(snapshot_of(self.timeline, as_of)), as_of=as_of)
+
+    def to_duckdb(
+        self, as_of: int | datetime | None = None, connection: duckdb.DuckDBPyConnection | None = None
+    ) -> duckdb.DuckDBPyRelation:
+        """The snapshot (now, or as of ``as_of``) as a DuckDB relation of ``connection``
+        (default: DuckDB's default connection, so ``duckdb.sql("... FROM rel")`` reads
+        it) that reads every base file by field id: after a rename, drop or widening too,
+        with filters and projections pushed into the file scans (:mod:`.duckdb_relation`).
+        Needs ``duckdb``.
+
+        Raises:
+            UnmergedLogsError: a live slice has unmerged logs (compact first, or use scan).
+            InstantNotFoundError, SnapshotExpiredError: as for :meth:`scan`.
+        """
+        from .duckdb_relation import duckdb_relation
+
+        return duckdb_relation(self.context(snapshot_of(self.timeline, as_of)), as_of=as_of, connection=connection)
 
     def to_polars(self, as_of: int | datetime | None = None) -> polars.LazyFrame:
         """The snapshot (pinned now, or as of ``as_of``) as a Polars ``LazyFrame``
