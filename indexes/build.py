@@ -225,11 +225,12 @@ def validate(
     engine's ``map``, serial by default) and compare with the metadata table.
 
     Column statistics under the names ``untrusted`` (the table's ``moved_names``) are
-    not compared: entries are keyed by the name a column had when they were written,
-    pruning never asks them (:func:`lakeline.indexes.pruning.prune`), and a name that a
-    rename moved away and back finds, in a file written before, entries the build
-    could not know under it (issue 29: a column renamed ``s`` -> ``label``, indexed,
-    renamed back).
+    not compared: entries are keyed by the name a column had when they were written
+    (pruning asks them by the field id they record, or not at all without one:
+    :func:`lakeline.indexes.column_stats.by_present_names`), and a name that a rename
+    moved away and back finds, in a file written before, entries the build could not
+    know under it (issue 29: a column renamed ``s`` -> ``label``, indexed, renamed
+    back). An entry written before entries recorded field ids is compared without them.
 
     Returns (files checked, mismatches); a mismatch names the index, the file, and
     what differs (``missing`` entry, or the entry ``stored`` vs ``expected``).
@@ -254,6 +255,9 @@ def validate(
                 continue
             k = tuple(e[c] for c in key_cols)
             got = have.get(k)
+            if target.kind == IndexKind.COLUMN_STATS and got is not None and got.get("field_id") is None:
+                # Written before entries recorded field ids (2026-11-27): right as it is.
+                got = {**got, "field_id": e["field_id"], "field_type": e["field_type"]}
             if got is None:
                 mismatches.append({"index": target.name, "path": path, "key": list(k), "problem": "missing"})
             elif got != _comparable(target.kind, e):

@@ -16,13 +16,14 @@ already hold would otherwise differ from their recomputation (``validate``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..timeline.field_ids import field_id, strip_ids
 from .coupons import column_coupons
 from .hashing import ColumnHashes, binary_bound_value, is_binary_like
 from .hll import Hll, merge_all
@@ -44,6 +45,11 @@ STATS_SCHEMA = pa.schema(
         pa.field("null_count", pa.int64(), nullable=False),
         pa.field("value_count", pa.int64(), nullable=False),
         pa.field("ndv_sketch", pa.binary()),
+        # The column's field id and Arrow type in the file (null: entries written before
+        # 2026-11-27, or a file without ids): pruning asks an entry for the column of
+        # that id while its type is unchanged, whatever it is called now (issue 29).
+        pa.field("field_id", pa.int64()),
+        pa.field("field_type", pa.string()),
     ]
 )
 
@@ -105,6 +111,9 @@ def file_stats(
         out["null_count"].append(nulls)
         out["value_count"].append(len(col))
         out["ndv_sketch"].append(sketch_values(col, lg_k) if _sketchable(typ) else None)
+        fid = field_id(rows.schema.field(name))
+        out["field_id"].append(fid)
+        out["field_type"].append(None if fid is None else str(strip_ids(typ)))
     return pa.Table.from_pydict(out, schema=STATS_SCHEMA)
 
 
@@ -159,6 +168,28 @@ def ndv(stats: pa.Table, column: str, partition: str | None = None, lg_k: int = 
     sk = merge_all((Hll.from_bytes(raw) for raw in stats.filter(mask).column("ndv_sketch").to_pylist() if raw), lg_k)
     lower, upper = sk.bounds(2.0)
     return NdvEstimate(sk.estimate(), lower, upper)
+
+
+def by_present_names(
+    rows: Iterable[Mapping[str, Any]], schema: pa.Schema, untrusted: frozenset[str]
+) -> Iterator[dict[str, Any]]:
+    """The stats entries that describe a column of ``schema`` as it is now, each under
+    the column's present name: an entry with a field id is that id's column while the
+    type it recorded is the column's type (a rename keeps pruning on it; a column
+    dropped, or widened since, is not asked: a float32 bound read as a float64 is no
+    bound); an entry without one (written before ids were recorded, or of a file from
+    before ids) is its name's, unless a rename, drop or widening moved that name
+    (``untrusted``, the table's ``moved_names``)."""
+    present = {fid: f for f in schema if (fid := field_id(f)) is not None}
+    for r in rows:
+        fid = r.get("field_id")
+        if fid is None:
+            if str(r["column"]) not in untrusted:
+                yield dict(r)
+            continue
+        f = present.get(int(fid))
+        if f is not None and r.get("field_type") == str(strip_ids(f.type)):
+            yield {**r, "column": f.name}
 
 
 #: At most this many nullable columns named by a filter get a "null or in bounds" split

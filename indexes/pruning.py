@@ -33,7 +33,7 @@ from ..timeline.storage.filesystem import Storage
 from ..timeline.timeline import Timeline
 from ..timeline.view.file_group import FileSlice
 from .bloom import FileBloom, key_hashes
-from .column_stats import decode_bound, guarantees
+from .column_stats import by_present_names, decode_bound, guarantees
 from .entries import resolve
 from .expressions import And, ColumnBounds, Expr, Not, Or, Unknown, columns, from_arrow, might_match
 from .expressions import pinned_values as expression_pins
@@ -217,9 +217,11 @@ def prune(
     untrusted: frozenset[str] = frozenset(),
 ) -> Pruned:
     """Drop the slices the snapshot's ready indexes prove hold no matching row
-    (``tree``: the filter's tree, when the scan already read it). Entries of the columns
-    ``untrusted`` are not asked: a rename, drop or widening moved their names, so what
-    files recorded under such a name may describe another column (issue 29)."""
+    (``tree``: the filter's tree, when the scan already read it). Column statistics are
+    asked by field id where they recorded one (:func:`.column_stats.by_present_names`);
+    those without, and bloom filters, of the columns ``untrusted`` are not: a rename,
+    drop or widening moved their names, so what files recorded under such a name may
+    describe another column (issue 29)."""
     if filter is None:
         n = _files(slices)
         return Pruned(slices, n, n)
@@ -238,9 +240,8 @@ def prune(
         if rows is None or rows.num_rows == 0:
             continue
         by_path: dict[str, list[dict[str, object]]] = {}
-        for r in rows.to_pylist():
-            if str(r["column"]) not in untrusted:
-                by_path.setdefault(str(r["path"]), []).append(r)
+        for r in by_present_names(rows.to_pylist(), schema, untrusted):
+            by_path.setdefault(str(r["path"]), []).append(r)
         for p, k in zip(paths, stats_keep(filter, schema, by_path, paths, tree)):
             # Several stats indexes: a file is out when any one of them rules it out.
             stats_keep_by_path[p] = stats_keep_by_path.get(p, True) and k
