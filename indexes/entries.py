@@ -33,6 +33,7 @@ from .column_stats import STATS_SCHEMA, file_stats
 from .hashing import ColumnHashes
 from .metadata_table import MetadataTable
 from .record_index.rows import OP, change_entries, check_buckets, entry_schema, record_entries
+from .record_index.store import ENTRY_PARQUET
 from .states import IndexDef, IndexKind, index_kind, partition_of, written_indexes
 
 
@@ -216,7 +217,9 @@ def write_delta(storage: Storage, target: IndexTarget, instant: int, rows: pa.Ta
         return MetadataTable(storage).write_updates(target.partition, instant, rows, marker)
     if rows.num_rows:
         rows = rows.take(pc.sort_indices(rows.column("bucket")))  # stable: each file's rows stay in order
-    return MetadataTable(storage).write_updates(target.partition, instant, rows, marker, DELTA_ROW_GROUP_ROWS)
+    return MetadataTable(storage).write_updates(
+        target.partition, instant, rows, marker, DELTA_ROW_GROUP_ROWS, ENTRY_PARQUET
+    )
 
 
 def entries_schema(kind: IndexKind, schema: pa.Schema | None = None, record_key: Sequence[str] = ()) -> pa.Schema:

@@ -27,7 +27,8 @@ from __future__ import annotations
 import posixpath
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -105,7 +106,13 @@ class MetadataTable:
     # -- writing -----------------------------------------------------------------------
 
     def write_updates(
-        self, index: str, instant: int, rows: pa.Table, marker: bool = True, row_group_rows: int | None = None
+        self,
+        index: str,
+        instant: int,
+        rows: pa.Table,
+        marker: bool = True,
+        row_group_rows: int | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> str:
         """Write the entries ``instant`` adds to ``index``, before the instant completes.
 
@@ -113,22 +120,22 @@ class MetadataTable:
         a rollback cannot find. ``marker=False`` is for an indexer catching up on an
         instant that already completed: it can no longer be rolled back, and a marker
         folder would outlive it. ``row_group_rows`` caps a row group (a record index's
-        deltas are read bucket by bucket). Returns the delta's path relative to the base
-        path.
+        deltas are read bucket by bucket); ``options`` are the Parquet writer's. Returns
+        the delta's path relative to the base path.
         """
         if INSTANT in rows.column_names:
             rows = rows.drop_columns([INSTANT])  # a delta's instant is its name
         rel = posixpath.join(self.rel_dir(index), f"delta_{instant}_{uuid.uuid4().hex[:8]}.parquet")
         if marker:
             write_marker(self.storage, instant, rel)
-        self._write(rel, rows, row_group_rows)
+        self._write(rel, rows, row_group_rows, options or {})
         return rel
 
-    def _write(self, rel: str, rows: pa.Table, row_group_rows: int | None = None) -> None:
+    def _write(self, rel: str, rows: pa.Table, row_group_rows: int | None, options: Mapping[str, Any]) -> None:
         path = self.storage.path(rel)
         self.storage.mkdirs(posixpath.dirname(path))
         with self.storage.fs.open_output_stream(path) as sink:
-            pq.write_table(rows, sink, row_group_size=row_group_rows)
+            pq.write_table(rows, sink, row_group_size=row_group_rows, **options)
 
     def write_base(self, index: str, seq: int, rows: pa.Table) -> str:
         """Write a base whole (readers pick the newest base, so it must never be visible

@@ -37,6 +37,7 @@ from ..entries import IndexTarget, MapFn
 from .rows import BUCKET, HASH, OP, entry_schema, record_entries
 from .store import (
     BUCKET_ROW_GROUP_ROWS,
+    ENTRY_PARQUET,
     SPILL_PREFIX,
     bucket_path,
     bucket_range,
@@ -81,7 +82,7 @@ def spill_task(task: SpillTask) -> int | str:
             out = storage.path(task.out)
             storage.mkdirs(posixpath.dirname(out))
             n = 0
-            with storage.fs.open_output_stream(out) as sink, pq.ParquetWriter(sink, entries) as w:
+            with storage.fs.open_output_stream(out) as sink, pq.ParquetWriter(sink, entries, **ENTRY_PARQUET) as w:
                 for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=cols):
                     rows = pa.Table.from_batches([batch])
                     part = record_entries(rows, task.path, key, task.schema, task.target.buckets, offset=n)
