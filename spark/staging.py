@@ -1,5 +1,17 @@
 """The staging folder of a Spark write, and stage 1: the user's rows copied into it.
 
+Stage 1 (:func:`stage_input`) takes one of two routes:
+
+- a DataFrame that is a bare scan of local Parquet files (``spark.read.parquet(p)``,
+  up to one planning task's rows) is staged as those files themselves, hard-linked
+  into the folder, and the planning task reads them with pyarrow: no row is decoded by
+  Spark or crosses from the JVM into Python;
+- any other DataFrame crosses once: ``mapInArrow`` tasks write its rows as Arrow IPC
+  files, each row with its bucket (:func:`split_input`). Spark's own Parquet writer
+  (``df.write`` into the folder, then pyarrow) was measured as the alternative: it cost
+  the same CPU as the crossing (docs/performance.md, "Where a Spark upsert's time goes"),
+  and the JVM may hold no credentials for a table on an object store.
+
 A Spark write keeps what moves between its stages on the table's own storage
 (``.lakeline/staging/<write id>/``), not in Spark: no shuffle, no cache, and the driver
 never holds rows. Every attempt of the write replays from the staged input, even when
@@ -16,20 +28,27 @@ stopped beating and no instant it names is alive.
 
 from __future__ import annotations
 
+import os
 import posixpath
+import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame
 
 from ..indexes.bloom import key_hashes
 from ..timeline.storage.filesystem import Storage
 from ..timeline.storage.staging_folders import folder_of
+from .errors import reraise_typed
 from .shipping import pack, unpack
+from .types import to_arrow_schema
 
 
 @dataclass(frozen=True)
@@ -70,6 +89,15 @@ class Staging:
             return pa.ipc.open_stream(pa.memory_map(path)).read_all()
         with self.storage.fs.open_input_stream(path) as f:
             return pa.ipc.open_stream(f).read_all()
+
+    def parquet(self, rel: str, schema: pa.Schema) -> pa.Table:
+        """A staged Parquet file (a scanned source file), its columns of ``schema`` in
+        ``schema``'s types: the Arrow types ``mapInArrow`` would have given them. Spark
+        writes timestamps as INT96 by default (UTC instants), which pyarrow reads as
+        nanoseconds, out of range before 1677; read as microseconds, Spark's own unit."""
+        with self.storage.fs.open_input_file(self.storage.path(rel)) as f:
+            rows = pq.read_table(f, columns=schema.names, coerce_int96_timestamp_unit="us")
+        return rows.select(schema.names).cast(schema)
 
     def _options(self) -> pa.ipc.IpcWriteOptions:
         # Staged tables live for seconds and are read once or twice. On a local disk
@@ -138,6 +166,102 @@ BUCKET = "__lakeline_bucket"  # under the reserved prefix: never a user column
 BUCKETS = 4096
 
 
+def stage_input(
+    df: DataFrame, staging: Staging, identity: list[str], one_task_rows: int
+) -> tuple[list[tuple[str, int]], pa.Schema | None]:
+    """Stage 1: ``df``'s rows in the staging folder; (path, rows) of each file in input
+    order, and the Arrow schema to read them as: Parquet files for one planning task
+    (``df`` is a bare scan of at most ``one_task_rows`` rows, see :func:`_scanned_files`),
+    else None: IPC files with a bucket per row, written by :func:`split_input`."""
+    try:
+        files = _scanned_files(df, one_task_rows) if staging.storage.is_local else None
+        if files is not None:
+            return _link_files(staging, files), to_arrow_schema(df.schema)
+        rows = df.mapInArrow(split_input(staging, identity), STAGED_SCHEMA).collect()
+    except Exception as e:  # noqa: BLE001
+        reraise_typed(e)
+        raise
+    return [(r.path, r.rows) for r in rows], None
+
+
+def _scanned_files(df: DataFrame, one_task_rows: int) -> list[tuple[str, int]] | None:
+    """The local Parquet files ``df`` is a bare scan of (``spark.read.parquet(paths)``:
+    no column chosen, no filter, no partition columns, no read option), with their rows,
+    when pyarrow reads every one of them as Spark would (:func:`_rows_as`) and they hold
+    at most ``one_task_rows`` rows; None otherwise.
+
+    Those rows are what the DataFrame holds, so the planning task reads the files itself
+    and no row crosses from the JVM into Python: that crossing, and Spark decoding the
+    rows at all, cost more than the whole local upsert's remaining work (docs/performance.md,
+    "Where a Spark upsert's time goes"). Only one planning task: its rows need no bucket."""
+    jdf = getattr(df, "_jdf", None)  # None on Spark Connect: no plan to look at
+    plan = None if jdf is None else jdf.queryExecution().optimizedPlan()
+    if plan is None or plan.nodeName() != "LogicalRelation" or plan.isStreaming():
+        return None
+    rel = plan.relation()
+    if not (
+        rel.getClass().getSimpleName() == "HadoopFsRelation"
+        and rel.fileFormat().getClass().getSimpleName() == "ParquetFileFormat"
+        and rel.partitionSchema().length() == 0
+        and not rel.bucketSpec().isDefined()
+        and set(str(rel.options().keySet().mkString("\0")).lower().split("\0")) <= {"path", "paths"}
+    ):
+        return None
+    urls = [urlparse(u) for u in rel.inputFiles()]
+    if any(u.scheme != "file" for u in urls):
+        return None
+    target, files, total = to_arrow_schema(df.schema), [], 0
+    for path in sorted(unquote(u.path) for u in urls):
+        rows = _rows_as(path, target)
+        if rows is None or (total := total + rows) > one_task_rows:
+            return None
+        if rows:
+            files.append((path, rows))
+    return files
+
+
+def _rows_as(path: str, target: pa.Schema) -> int | None:
+    """The rows of the Parquet file at ``path`` if pyarrow reads its columns as Spark does
+    for ``target`` (the scan's schema): the same names and types, or types
+    :meth:`Staging.parquet` casts without changing a value (dictionary-encoded strings,
+    timestamp units, Spark's INT96 instants); None when they may differ (a file Spark
+    would rebase from the legacy calendar, a column Spark converts, a name in other case)."""
+    meta = pq.read_metadata(path)
+    if any(k.startswith(b"org.apache.spark.legacy") for k in meta.metadata or {}):
+        return None
+    int96 = {c.path for c in (meta.schema.column(i) for i in range(meta.num_columns)) if c.physical_type == "INT96"}
+    have = meta.schema.to_arrow_schema()
+    for f in target:
+        if f.name not in have.names:
+            return None
+        t = have.field(f.name).type
+        if pa.types.is_dictionary(t):
+            t = t.value_type
+        if pa.types.is_timestamp(t) and pa.types.is_timestamp(f.type):
+            if (t.tz is None) != (f.type.tz is None) and not (f.name in int96 and f.type.tz is not None):
+                return None
+        elif t != f.type:
+            return None
+    return meta.num_rows
+
+
+def _link_files(staging: Staging, files: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """The scanned files in the staging folder: hard links (the same disk: no bytes
+    copied), else copies. Every attempt replays from them even if the source folder is
+    rewritten meanwhile, since Parquet writers never change a file in place."""
+    folder = staging.storage.path(staging.folder, "input")
+    staging.storage.mkdirs(folder)
+    staged = []
+    for i, (path, rows) in enumerate(files):
+        rel = posixpath.join(staging.folder, "input", f"{i:06d}-{posixpath.basename(path)}")
+        try:
+            os.link(path, staging.storage.path(rel))
+        except OSError:  # another disk, or no hard links there
+            shutil.copyfile(path, staging.storage.path(rel))
+        staged.append((rel, rows))
+    return staged
+
+
 def split_input(
     staging: Staging, identity: list[str]
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -179,10 +303,16 @@ def split_input(
     return split
 
 
-def staged_rows(staging: Staging, paths: tuple[str, ...], task: int, tasks: int, pool: Executor) -> pa.Table:
-    """Planning task ``task`` of ``tasks``: its rows of the staged input, in input order."""
+def staged_rows(
+    staging: Staging, paths: tuple[str, ...], task: int, tasks: int, pool: Executor, schema: pa.Schema | None = None
+) -> pa.Table:
+    """Planning task ``task`` of ``tasks``: its rows of the staged input, in input order.
+    ``schema``: the staged Parquet files' (:func:`stage_input`: one task's, no bucket);
+    None: IPC files."""
 
     def share(path: str) -> pa.Table:
+        if schema is not None:
+            return staging.parquet(path, schema)
         rows = staging.table(path)
         if tasks > 1:
             bucket = rows.column(BUCKET).to_numpy()

@@ -9,11 +9,11 @@ executors (:mod:`.write_tasks`):
 Before anything runs, the driver checks the DataFrame's columns against the table and,
 with ``merge_schema``, adds its new ones (:func:`.types.check_columns`).
 
-1. **stage** (once per write): executors copy the DataFrame's rows into the write's
-   staging folder, each with a bucket from a hash of its record identity (partition
-   columns and record key), so every copy of a key meets in one planning task, and
-   every attempt replays from this same input even when the DataFrame's source is not
-   repeatable.
+1. **stage** (once per write, :func:`.staging.stage_input`): executors copy the
+   DataFrame's rows into the write's staging folder, each with a bucket from a hash of
+   its record identity (partition columns and record key), so every copy of a key meets
+   in one planning task, and every attempt replays from this same input even when the
+   source is not repeatable (a bare scan of local Parquet files: the files, linked).
 2. **plan** (per attempt, before the instant begins): one task per 8M rows (its share
    of the buckets) checks, conforms and deduplicates its rows with the local rules, runs the local
    planner against the attempt's snapshot and stages each touched file group's rows.
@@ -67,8 +67,7 @@ from ..timeline.storage.staging_folders import OwnerBeat
 from ..timeline.table_config import TableConfig
 from ..timeline.txn import Txn, landed
 from .engine import SparkEngine
-from .errors import reraise_typed
-from .staging import STAGED_SCHEMA, Staging, split_input
+from .staging import Staging, stage_input
 from .types import check_columns
 from .write_tasks import (
     GroupPart,
@@ -148,9 +147,11 @@ def write(
     planner: _Planner | None = None
     try:
         owner.start()
-        inputs = _stage(df, cfg, staging)
+        identity = [c for c in dict.fromkeys(cfg.partition_by + cfg.record_key) if c in df.columns]
+        inputs, staged_as = stage_input(df, staging, identity, _ROWS_PER_PLAN_TASK)
         faults.point("spark.after_stage")  # staged, no instant yet: a crash leaves only the folder
         planner = _Planner(spark, staging, operation, inputs, cfg.schema)
+        planner.staged_as = staged_as
         action = Action.REPLACE_COMMIT if operation == Operation.OVERWRITE else cfg.write_action
         result = run_attempts(
             table.context,
@@ -174,18 +175,6 @@ def write(
 
 
 # -- 1. stage -----------------------------------------------------------------------------
-
-
-def _stage(df: DataFrame, cfg: TableConfig, staging: Staging) -> list[tuple[str, int]]:
-    """Stage 1: the input as IPC files with a bucket per row; (path, rows) of each, in
-    input order (Spark collects partitions in order)."""
-    identity = [c for c in dict.fromkeys(cfg.partition_by + cfg.record_key) if c in df.columns]
-    try:
-        rows = df.mapInArrow(split_input(staging, identity), STAGED_SCHEMA).collect()
-    except Exception as e:  # noqa: BLE001
-        reraise_typed(e)
-        raise
-    return [(r.path, r.rows) for r in rows]
 
 
 # -- 2. plan ------------------------------------------------------------------------------
@@ -233,6 +222,7 @@ class _Planner:
     ) -> None:
         self.spark, self.staging, self.operation = spark, staging, operation
         self.planned_on = schema  # what the driver checked the input against
+        self.staged_as: pa.Schema | None = None  # the staged Parquet files' schema (None: IPC)
         total = sum(rows for _, rows in inputs)
         self.inputs = tuple(path for path, _ in inputs)
         # No input, no planning task: the plan of no rows below still runs.
@@ -261,7 +251,17 @@ class _Planner:
         t0 = time.perf_counter()
         remote = _executor_context(ctx)
         tasks = [
-            PlanTask(remote, self.operation, self.staging, attempt, self.inputs, i, self.tasks, self.planned_on)
+            PlanTask(
+                remote,
+                self.operation,
+                self.staging,
+                attempt,
+                self.inputs,
+                i,
+                self.tasks,
+                self.planned_on,
+                self.staged_as,
+            )
             for i in range(self.tasks)
         ]
         if self.fused:

@@ -100,6 +100,7 @@ class PlanTask:
     task: int  # this task's number, of ``tasks``: it plans the buckets equal to it modulo ``tasks``
     tasks: int
     planned_on: pa.Schema  # the schema the driver checked the input against
+    staged_as: pa.Schema | None = None  # the staged Parquet files' schema; None: IPC files
 
 
 def local_plan(ctx: TableContext, operation: str, rows: pa.Table) -> WritePlan:
@@ -137,7 +138,7 @@ def plan_and_write(task: PlanTask) -> PlanPart:
     started = time.perf_counter()
     with _wide_arrow_pool(), ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         ctx, staging = task.ctx, task.staging
-        rows = prepared(task, staged_rows(staging, task.inputs, task.task, task.tasks, pool))
+        rows = prepared(task, staged_rows(staging, task.inputs, task.task, task.tasks, pool, task.staged_as))
         plan = local_plan(ctx, task.operation, rows)
         claims = _put_claims(staging, task.attempt, KeyClaims.of(plan, ctx.config.record_key))
     facts = replace(PlanPart.of(plan, (), claims), waits=not plan.empty)
@@ -196,7 +197,7 @@ def _plan_part(task: PlanTask, started: float) -> PlanPart:
     # The task has the machine's cores (one of few tasks): staged files are read and
     # written on a thread each, since IPC compression and file I/O release the GIL.
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        rows = prepared(task, staged_rows(staging, task.inputs, task.task, task.tasks, pool))
+        rows = prepared(task, staged_rows(staging, task.inputs, task.task, task.tasks, pool, task.staged_as))
         plan = local_plan(ctx, task.operation, rows)
         claims = pool.submit(_put_claims, staging, task.attempt, KeyClaims.of(plan, ctx.config.record_key))
         pending: list[tuple[GroupPart, pa.Table]] = []  # each part and its rows, staged below

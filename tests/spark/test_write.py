@@ -473,3 +473,64 @@ def test_a_spark_write_racing_a_schema_change_replays_or_fails_typed(
         (3, 30, "c"),
     ]
     assert not any(p.is_file() for p in Path(t.path, ".lakeline", "staging").rglob("*"))
+
+
+# -- stage 1 of a bare Parquet scan (issue 30): the files, not the rows ---------------------
+
+SCANNED = "id long, ts long, at timestamp, v string"
+
+
+def test_a_bare_parquet_scan_is_staged_as_its_files_and_writes_what_the_local_api_writes(
+    spark: Any, tmp_path: Path
+) -> None:
+    """``spark.read.parquet(folder)`` of files Spark wrote (INT96 instants, one before
+    1677, out of nanoseconds' range; copies of keys across files): the write stages the
+    files themselves (no row crosses into Python), replays from them although the source
+    folder is gone by then, and lands what the local upsert of the same rows lands."""
+    import datetime as dt
+
+    from lakeline.spark import create_table
+
+    at = [dt.datetime(1500, 1, 1, tzinfo=dt.UTC), dt.datetime(2026, 11, 27, 8, 0, 0, 123456, tzinfo=dt.UTC)]
+    rows = [(k % 40, ts, at[k % 2], f"v{ts}-{k}") for ts in (3, 1, 2) for k in range(ts * 10, ts * 10 + 30)]
+    src = str(tmp_path / "src")
+    spark.createDataFrame(rows, SCANNED).repartition(3).write.parquet(src)
+    df = spark.read.parquet(src)
+    local, remote = (create_table(str(tmp_path / n), df, "id", "ts", table_type="mor") for n in ("local", "spark"))
+    first = spark.createDataFrame([(k, 0, at[1], "first") for k in range(0, 50, 2)], SCANNED)
+    local.insert(pa.Table.from_pylist(first.toArrow().to_pylist(), local.schema))
+    write(first, remote.path, "insert")
+    staged: list[str] = []
+
+    def look_and_remove_the_source() -> None:
+        staged.extend(p.name for p in Path(remote.path, ".lakeline", "staging").rglob("*") if p.is_file())
+        for p in Path(src).iterdir():
+            p.unlink()
+
+    faults.on("spark.after_stage", look_and_remove_the_source)
+    try:
+        assert write(df, remote.path, "upsert").instant is not None
+    finally:
+        faults.disarm_all()
+    assert sum(n.endswith(".parquet") for n in staged) == 3, staged
+    cols = ["id", "ts", "at", "v"]
+    local.upsert(pa.Table.from_pylist([dict(zip(cols, r)) for r in rows], local.schema))
+    assert table_rows(Table.open(remote.path).to_arrow(), cols) == table_rows(Table.open(local.path).to_arrow(), cols)
+
+
+def test_only_a_bare_scan_pyarrow_reads_as_spark_does_skips_the_crossing(spark: Any, tmp_path: Path) -> None:
+    """A filter, a chosen column, a read option, more rows than one planning task takes,
+    or a column Spark converts (uint32 reads as long) leave the files to the crossing."""
+    import pyarrow.parquet as pq
+    from lakeline.spark.staging import _scanned_files
+
+    pq.write_table(pa.table({"id": pa.array([1, 2, 3], pa.int64()), "v": ["a", "b", "c"]}), tmp_path / "a.parquet")
+    pq.write_table(pa.table({"id": pa.array([1], pa.uint32()), "v": ["a"]}), tmp_path / "u.parquet")
+    df = spark.read.parquet(str(tmp_path / "a.parquet"))
+    assert _scanned_files(df, 3) == [(str(tmp_path / "a.parquet"), 3)]
+    assert _scanned_files(df, 2) is None
+    assert _scanned_files(df.filter("id > 1"), 3) is None
+    assert _scanned_files(df.select("id"), 3) is None
+    assert _scanned_files(spark.read.option("mergeSchema", "true").parquet(str(tmp_path / "a.parquet")), 3) is None
+    assert _scanned_files(spark.read.parquet(str(tmp_path / "u.parquet")), 3) is None
+    assert _scanned_files(df_of(spark, pa.table({"id": [1]})), 3) is None
