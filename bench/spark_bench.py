@@ -10,13 +10,17 @@ updates spread over the table, half new keys) read from one Parquet file:
 1. **local**: ``Table.upsert`` in one Python process kept for every round (input read
    before the timer), as the Spark side keeps its driver and workers.
 2. **spark**: ``lakeline.spark.write(spark.read.parquet(input), path, "upsert")`` on a
-   ``local[2]`` session started (and warmed up) before the timer.
+   ``local[2]`` session started (and warmed up) before the timer. A bare scan of Parquet
+   files: the write stages the files, and no row crosses from the JVM into Python.
+   **spark, crossing**: the same with a filter every row passes (``key IS NOT NULL``),
+   as any DataFrame that is not a bare scan: its rows cross into Python (``mapInArrow``).
 3. **spark parquet**: ``spark.read.parquet(input).write.parquet(out)``: what Spark
    needs to read and write the same rows with no table format at all.
 4. **compaction** (merge-on-read): ``t.services.compact()`` of the table the Spark
    upsert left, on ``SparkEngine(spark)`` and on the local engine (a fresh process).
 
-Targets: Spark upsert <= 2x the local engine, and <= 3x Spark's plain Parquet write.
+Targets: Spark upsert <= 1.5x the local engine (issue 30; 2x in issue 13), and <= 3x
+Spark's plain Parquet write.
 Both tables must hold the same rows afterwards (count and a checksum of the keys).
 """
 
@@ -37,7 +41,7 @@ from typing import Any
 from . import data
 from .report import add_run_options, command_line, machine, today, update_section
 
-UPSERT_TARGET = 2.0
+UPSERT_TARGET = 1.5
 PARQUET_TARGET = 3.0
 
 
@@ -153,7 +157,8 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     # (JIT) of the Parquet reader and the Arrow conversion alone.
     transfer()
     local_side = LocalUpserts(input_path)
-    runs: dict[str, list[float]] = {"local": [], "spark": [], "parquet": [], "transfer": []}
+    runs: dict[str, list[float]] = {"local": [], "spark": [], "crossing": [], "parquet": [], "transfer": []}
+    result["load"] = [os.getloadavg()[0]]
     # Rounds interleave the systems, so each sees the same load; every upsert starts
     # from a fresh copy of the base table.
     for i in range(args.repeat):
@@ -167,6 +172,15 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         r = write(spark.read.parquet(str(input_path)), str(spark_path), "upsert")
         runs["spark"].append(time.perf_counter() - t0)
         result["spark_timings"] = dict(r.timings)
+        crossing_path = work / f"crossing-{i}"
+        shutil.copytree(base, crossing_path)
+        os.sync()
+        t0 = time.perf_counter()
+        r = write(spark.read.parquet(str(input_path)).filter("key IS NOT NULL"), str(crossing_path), "upsert")
+        runs["crossing"].append(time.perf_counter() - t0)
+        result["crossing_timings"] = dict(r.timings)
+        same = checksum(crossing_path)
+        shutil.rmtree(crossing_path)
         t0 = time.perf_counter()
         spark.read.parquet(str(input_path)).write.parquet(str(work / f"plain-{i}"))
         runs["parquet"].append(time.perf_counter() - t0)
@@ -174,11 +188,12 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         transfer()  # the floor of any Python work on a DataFrame's rows
         runs["transfer"].append(time.perf_counter() - t0)
         print(f"round {i + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in runs.items()), flush=True)
-        result["same_rows"] = checksum(local_path) == checksum(spark_path)
+        result["same_rows"] = checksum(local_path) == checksum(spark_path) == same
         if i + 1 < args.repeat:  # the last round's tables stay, for the compaction
             for done in (local_path, spark_path, work / f"plain-{i}"):
                 shutil.rmtree(done)
     local_side.close()
+    result["load"].append(os.getloadavg()[0])
     for k, v in runs.items():
         result[k] = {"seconds": statistics.median(v), "runs": v}
 
@@ -207,7 +222,7 @@ def report(result: dict[str, Any], command: str) -> str:
     lines = [
         "## Spark: upsert through `lakeline.spark.write`, compaction on `SparkEngine`",
         "",
-        f"{today()}, {machine()}. Command: `{command}`",
+        f"{today()}, {machine()}{_load(result)}. Command: `{command}`",
         "",
         f"Upsert of {result['upsert']:,} rows (half updates, half new keys) into a "
         f"{result['table_type']} table of {result['rows']:,} rows; Spark is `local[2]`, its start not timed. "
@@ -216,10 +231,19 @@ def report(result: dict[str, Any], command: str) -> str:
         "| step | seconds | ratio | target |",
         "|---|---:|---:|---|",
         f"| local engine upsert | {local:.2f} | 1.00 | |",
-        f"| `lakeline.spark.write` upsert | {spark_s:.2f} | {spark_s / local:.2f}x local | <= {UPSERT_TARGET}x |",
-        f"| Spark plain Parquet write of the same rows | {parquet:.2f} | spark upsert = "
-        f"{spark_s / parquet:.2f}x this | <= {PARQUET_TARGET}x |",
+        f"| `lakeline.spark.write` upsert (bare Parquet scan: the files are staged) | {spark_s:.2f} | "
+        f"{spark_s / local:.2f}x local | <= {UPSERT_TARGET}x |",
     ]
+    if "crossing" in result:
+        cross = result["crossing"]["seconds"]
+        lines.append(
+            f"| `lakeline.spark.write` upsert of the scan filtered (the rows cross into Python) | {cross:.2f} | "
+            f"{cross / local:.2f}x local | |"
+        )
+    lines.append(
+        f"| Spark plain Parquet write of the same rows | {parquet:.2f} | spark upsert = "
+        f"{spark_s / parquet:.2f}x this | <= {PARQUET_TARGET}x |"
+    )
     if "transfer" in result:
         xfer = result["transfer"]["seconds"]
         lines.append(
@@ -228,15 +252,21 @@ def report(result: dict[str, Any], command: str) -> str:
     if "compact_spark" in result:
         cs, cl = result["compact_spark"]["seconds"], result["compact_local"]["seconds"]
         lines.append(f"| compaction on SparkEngine | {cs:.2f} | {cs / cl:.2f}x local ({cl:.2f} s) | |")
-    lines += ["", f"Both tables hold the same rows afterwards: {'yes' if result['same_rows'] else 'NO'}."]
-    timings = result.get("spark_timings", {})
-    if timings:
-        staged = result["spark"]["runs"][-1] - timings.get("total_s", 0.0)
-        lines.append(
-            "Spark upsert phases of the last round (s): stage (input to staging, before the attempt) "
-            f"{staged:.2f}, " + ", ".join(f"{k} {v:.2f}" for k, v in timings.items()) + "."
-        )
+    lines += ["", f"The tables hold the same rows afterwards: {'yes' if result['same_rows'] else 'NO'}."]
+    for name, key, label in (("spark", "spark_timings", "scan"), ("crossing", "crossing_timings", "filtered scan")):
+        timings = result.get(key, {})
+        if timings:
+            staged = result[name]["runs"][-1] - timings.get("total_s", 0.0)
+            lines.append(
+                f"Spark upsert phases of the last round, {label} (s): stage (input to staging, before the attempt) "
+                f"{staged:.2f}, " + ", ".join(f"{k} {v:.2f}" for k, v in timings.items()) + "."
+            )
     return "\n".join(lines)
+
+
+def _load(result: dict[str, Any]) -> str:
+    load = result.get("load", [])
+    return f"; 1-minute load average {load[0]:.1f} at the start, {load[-1]:.1f} at the end" if len(load) == 2 else ""
 
 
 def main(argv: list[str]) -> int:
