@@ -213,7 +213,12 @@ def _timed_sink(
 
     target = work / f"{sink}-out"
     if sink == "lakeline":
-        props = {**PROPERTIES, "compaction.delta-commits": args.delta_commits}
+        props = {
+            **PROPERTIES,
+            "compaction.trigger": args.trigger,
+            "compaction.delta-commits": args.delta_commits,
+            "compaction.log-ratio": args.log_ratio,
+        }
         for path in (work / "warm-t", target):
             t = Table.create(path, SCHEMA, record_key="key", ordering_field="ts", table_type="mor", properties=props)
             if args.record_index:  # tagging answers from the index instead of reading every group's keys
@@ -252,6 +257,8 @@ def run(args: argparse.Namespace, work: Path, progress: Any) -> dict[str, Any]:
         "deletes": args.deletes,
         "keys": args.keys,
         "compaction": args.compact_every,
+        "trigger": args.trigger if args.trigger != "log-ratio" else f"log-ratio {args.log_ratio}",
+        "delta_commits": args.delta_commits,
         "record_index": args.record_index,
     }
     try:
@@ -295,7 +302,8 @@ def report(result: dict[str, Any], command: str) -> str:
         f"{result['deletes']:.0%} deletes, the rest new keys; {result['keys']} keys, rows in random order), "
         "one Parquet file a batch read by `spark.readStream` (`maxFilesPerTrigger=1`) on `local[2]`. "
         f"lakeline: a merge-on-read table, `operation=upsert` with the rows' `_op`, a `lakeline runner` process "
-        f"compacting ({result['compaction']}) during the stream. "
+        f"compacting ({result['compaction']}) during the stream, the table's `compaction.trigger` "
+        f"{result.get('trigger', 'delta-commits')} (delta-commits {result.get('delta_commits', 3)}). "
         'Parquet: `writeStream.format("parquet")` of the same rows.',
         "",
         "| sink | rows/s | p50 ms | p95 ms | median first / last window ms |",
@@ -335,6 +343,13 @@ def main(argv: list[str]) -> int:
     p.add_argument("--compact-every", default="every 5s", help="the runner's compaction schedule")
     p.add_argument("--clean-every", default="every 30s", help="the runner's cleaning schedule ('' for none)")
     p.add_argument("--delta-commits", type=int, default=3, help="compaction.delta-commits of the table")
+    p.add_argument(
+        "--trigger",
+        choices=["delta-commits", "log-ratio", "time", "any"],
+        default="delta-commits",
+        help="compaction.trigger of the table (default delta-commits)",
+    )
+    p.add_argument("--log-ratio", type=float, default=0.5, help="compaction.log-ratio of the table (default 0.5)")
     p.add_argument("--record-index", action="store_true", help="give the table a record index before the stream")
     add_run_options(p)
     args = p.parse_args(argv)
