@@ -208,7 +208,8 @@ def _scanned_files(df: DataFrame, one_task_rows: int) -> list[tuple[str, int]] |
     ):
         return None
     urls = [urlparse(u) for u in rel.inputFiles()]
-    if any(u.scheme != "file" for u in urls):
+    # Many small files: the driver would read every footer, one after the other.
+    if len(urls) > _MAX_SCANNED_FILES or any(u.scheme != "file" for u in urls):
         return None
     target, files, total = to_arrow_schema(df.schema), [], 0
     for path in sorted(unquote(u.path) for u in urls):
@@ -322,5 +323,7 @@ def staged_rows(
     return pa.concat_tables(pool.map(share, paths))
 
 
+#: Files a bare scan may have to be staged as its files.
+_MAX_SCANNED_FILES = 1024
 #: Rows a stage-1 task writes per staged file.
 _FLUSH_ROWS = 1_000_000
