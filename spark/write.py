@@ -150,8 +150,7 @@ def write(
         identity = [c for c in dict.fromkeys(cfg.partition_by + cfg.record_key) if c in df.columns]
         inputs, staged_as = stage_input(df, staging, identity, _ROWS_PER_PLAN_TASK)
         faults.point("spark.after_stage")  # staged, no instant yet: a crash leaves only the folder
-        planner = _Planner(spark, staging, operation, inputs, cfg.schema)
-        planner.staged_as = staged_as
+        planner = _Planner(spark, staging, operation, inputs, cfg.schema, staged_as)
         action = Action.REPLACE_COMMIT if operation == Operation.OVERWRITE else cfg.write_action
         result = run_attempts(
             table.context,
@@ -174,10 +173,7 @@ def write(
     return after_commit_hooks(table, result, joined)
 
 
-# -- 1. stage -----------------------------------------------------------------------------
-
-
-# -- 2. plan ------------------------------------------------------------------------------
+# -- 2. plan (1. stage: .staging.stage_input) ------------------------------------------------
 
 
 @dataclass
@@ -218,11 +214,16 @@ class _Planner:
     """Plans each attempt on the executors (stage 2) from the staged input."""
 
     def __init__(
-        self, spark: SparkSession, staging: Staging, operation: str, inputs: list[tuple[str, int]], schema: pa.Schema
+        self,
+        spark: SparkSession,
+        staging: Staging,
+        operation: str,
+        inputs: list[tuple[str, int]],
+        schema: pa.Schema,
+        staged_as: pa.Schema | None,  # the staged Parquet files' schema (None: IPC files)
     ) -> None:
         self.spark, self.staging, self.operation = spark, staging, operation
-        self.planned_on = schema  # what the driver checked the input against
-        self.staged_as: pa.Schema | None = None  # the staged Parquet files' schema (None: IPC)
+        self.planned_on, self.staged_as = schema, staged_as  # planned_on: what the driver checked the input against
         total = sum(rows for _, rows in inputs)
         self.inputs = tuple(path for path, _ in inputs)
         # No input, no planning task: the plan of no rows below still runs.
