@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..timeline.errors import MetadataTableError, UnknownColumnError
+from ..timeline.field_ids import field_id, strip_ids
 from .hashing import ColumnHashes, as_plain_binary, hash_array, hash_text, is_binary_like
 from .native import NATIVE
 
@@ -57,6 +58,12 @@ BLOOM_SCHEMA = pa.schema(
         pa.field("entries", pa.int64(), nullable=False),
         pa.field("fpp", pa.float64(), nullable=False),
         pa.field("filter", pa.binary(), nullable=False),
+        # The columns' field ids (comma-joined) and Arrow types (joined by
+        # KEY_SEPARATOR) in the file; null: entries written before 2026-11-27, or a file
+        # without ids. Pruning asks an entry for the columns of those ids while their
+        # types are unchanged, whatever they are called now (issue 29).
+        pa.field("field_ids", pa.string()),
+        pa.field("field_types", pa.string()),
     ]
 )
 
@@ -201,6 +208,20 @@ class BloomBits:
         return cls(m, k, raw[head:])
 
 
+def recorded(schema: pa.Schema, columns: Sequence[str]) -> tuple[str | None, str | None]:
+    """The field ids and types ``columns`` have in ``schema`` (a file's, or a table's),
+    as a bloom entry records them: (None, None) unless each column has an id."""
+    ids, types = [], []
+    for name in columns:
+        f = schema.field(name) if name in schema.names else None
+        fid = field_id(f) if f is not None else None
+        if f is None or fid is None:
+            return None, None
+        ids.append(str(fid))
+        types.append(str(strip_ids(f.type)))
+    return ",".join(ids), KEY_SEPARATOR.join(types)
+
+
 @dataclass
 class FileBloom:
     """The bloom filter of one file and its key range (as text, single-column keys)."""
@@ -211,6 +232,8 @@ class FileBloom:
     key_max: str | None
     entries: int
     fpp: float
+    field_ids: str | None = None
+    field_types: str | None = None
 
     @classmethod
     def build(
@@ -227,7 +250,8 @@ class FileBloom:
         lo = hi = None
         if len(columns) == 1 and rows.num_rows:
             lo, hi = (hashed if hashed is not None and hashed.rows is rows else ColumnHashes(rows)).bounds(columns[0])
-        return cls(tuple(columns), BloomBits.of(hashes, fpp), lo, hi, len(hashes), fpp)
+        ids, types = recorded(rows.schema, columns)
+        return cls(tuple(columns), BloomBits.of(hashes, fpp), lo, hi, len(hashes), fpp, ids, types)
 
     def to_row(self, path: str, partition: str) -> dict[str, object]:
         return {
@@ -239,6 +263,8 @@ class FileBloom:
             "entries": self.entries,
             "fpp": self.fpp,
             "filter": self.filter.to_bytes(),
+            "field_ids": self.field_ids,
+            "field_types": self.field_types,
         }
 
     @classmethod
@@ -250,6 +276,8 @@ class FileBloom:
             row["key_max"],
             int(row["entries"]),
             float(row["fpp"]),
+            row.get("field_ids"),
+            row.get("field_types"),
         )
 
     def might_contain(self, hashes: np.ndarray) -> np.ndarray:
@@ -261,6 +289,17 @@ class FileBloom:
 
     def might_contain_any(self, hashes: np.ndarray) -> bool:
         return bool(self.might_contain(hashes).any())
+
+
+def describes(row: Mapping[str, Any], columns: Sequence[str], schema: pa.Schema, untrusted: frozenset[str]) -> bool:
+    """Whether the bloom entry ``row`` is over the table's ``columns`` as they are now:
+    by the field ids and types it recorded (a renamed column keeps its entries; a
+    dropped, re-added or widened one's are not asked), else, an entry from before ids,
+    by name, unless a rename, drop or widening moved a name (``untrusted``)."""
+    ids = row.get("field_ids")
+    if ids is None:
+        return row["columns"] == ",".join(columns) and not any(c in untrusted for c in columns)
+    return (ids, row.get("field_types")) == recorded(schema, columns)
 
 
 def bloom_table(rows: list[dict[str, object]]) -> pa.Table:

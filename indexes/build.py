@@ -231,6 +231,8 @@ def validate(
     moved away and back finds, in a file written before, entries the build could not
     know under it (issue 29: a column renamed ``s`` -> ``label``, indexed, renamed
     back). An entry written before entries recorded field ids is compared without them.
+    Entries name a column as the file holds it (:func:`.entries.in_rows`), so a bloom
+    filter's or a column's entries of a file written before a rename compare as written.
 
     Returns (files checked, mismatches); a mismatch names the index, the file, and
     what differs (``missing`` entry, or the entry ``stored`` vs ``expected``).
@@ -255,9 +257,12 @@ def validate(
                 continue
             k = tuple(e[c] for c in key_cols)
             got = have.get(k)
-            if target.kind == IndexKind.COLUMN_STATS and got is not None and got.get("field_id") is None:
+            recorded = (
+                ("field_id", "field_type") if target.kind == IndexKind.COLUMN_STATS else ("field_ids", "field_types")
+            )
+            if target.kind != IndexKind.RECORD_INDEX and got is not None and got.get(recorded[0]) is None:
                 # Written before entries recorded field ids (2026-11-27): right as it is.
-                got = {**got, "field_id": e["field_id"], "field_type": e["field_type"]}
+                got = {**got, **{c: e[c] for c in recorded}}
             if got is None:
                 mismatches.append({"index": target.name, "path": path, "key": list(k), "problem": "missing"})
             elif got != _comparable(target.kind, e):

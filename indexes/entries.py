@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..timeline.errors import InvalidIndexError, InvalidIndexOptionsError
+from ..timeline.field_ids import field_id, has_ids, source_of
 from ..timeline.storage.data_reads import reading
 from ..timeline.storage.filesystem import Storage
 from ..timeline.timeline import Timeline
@@ -49,6 +50,9 @@ class IndexTarget:
     partition: str = ""
     #: The bucket count of a record index (0 for the other kinds).
     buckets: int = 0
+    #: The field ids of ``columns`` in the schema it was resolved against (empty
+    #: unless each has one): entries are computed for the file's columns of these ids.
+    field_ids: tuple[int, ...] = ()
 
 
 #: What an index name may hold: it names a metadata-table folder (``<name>@<instant>``),
@@ -147,20 +151,76 @@ def resolve(idx: IndexDef, schema: pa.Schema, record_key: Sequence[str]) -> Inde
         cols = tuple(record_key) if idx.kind == IndexKind.BLOOM_FILTERS else tuple(schema.names)
     if not cols:
         raise InvalidIndexError(f"index {idx.name!r}: a bloom filter on an append-only table needs columns")
+    if idx.field_ids and len(idx.field_ids) == len(cols):
+        cols = _named_now(idx, schema)
     missing = [c for c in cols if c not in schema.names]
     if missing:
         raise InvalidIndexError(f"index {idx.name!r}: unknown columns {missing}")
     return IndexTarget(
-        idx.name, idx.kind, cols, float(idx.options.get("fpp", DEFAULT_FPP)), partition_of(idx.name, idx.instant)
+        idx.name,
+        idx.kind,
+        cols,
+        float(idx.options.get("fpp", DEFAULT_FPP)),
+        partition_of(idx.name, idx.instant),
+        field_ids=column_ids(schema, cols),
     )
 
 
-def read_base(storage: Storage, rel_path: str, columns: Sequence[str]) -> pa.Table:
-    """The indexed columns of one data file (columns it predates are left out)."""
+def _named_now(idx: IndexDef, schema: pa.Schema) -> tuple[str, ...]:
+    """The present names of the columns a definition recorded the field ids of: a
+    renamed column is followed; a dropped one leaves a column-stats index (as Delta and
+    Iceberg stop keeping a dropped column's stats) but not a bloom filter, whose hashes
+    cover all its columns together (dropping one is refused while the index exists).
+
+    Raises:
+        InvalidIndexError: a column of a bloom filter, or every column, was dropped.
+    """
+    by_id = {fid: f.name for f in schema if (fid := field_id(f)) is not None}
+    names = [by_id.get(i) for i in idx.field_ids]
+    kept = tuple(n for n in names if n is not None)
+    if not kept or (idx.kind == IndexKind.BLOOM_FILTERS and len(kept) < len(names)):
+        raise InvalidIndexError(f"index {idx.name!r}: columns {list(idx.columns)} were dropped from the schema")
+    return kept
+
+
+def column_ids(schema: pa.Schema, columns: Sequence[str]) -> tuple[int, ...]:
+    """The field ids of ``columns`` in ``schema`` (empty unless each has one)."""
+    ids = []
+    for c in columns:
+        at = schema.get_field_index(c)
+        fid = field_id(schema.field(at)) if at >= 0 else None
+        if fid is None:
+            return ()
+        ids.append(fid)
+    return tuple(ids)
+
+
+def in_rows(rows: pa.Schema, schema: pa.Schema, columns: Sequence[str]) -> list[str | None]:
+    """The names a data file's ``rows`` hold the table's ``columns`` under (None: not
+    in the file): by field id, so a file written before a rename gives the column under
+    the name it had then, and one dropped and added again under its name is not found
+    in files older than the add (:func:`~lakeline.timeline.field_ids.source_of`)."""
+    kids = list(rows)
+    out: list[str | None] = []
+    for c in columns:
+        if c not in schema.names:  # no table column (a log's ``_op``): by name
+            out.append(c if c in rows.names else None)
+            continue
+        at = source_of(kids, schema.field(c))
+        out.append(kids[at].name if at >= 0 else None)
+    return out
+
+
+def read_base(storage: Storage, rel_path: str, columns: Sequence[str], schema: pa.Schema | None = None) -> pa.Table:
+    """The indexed columns of one data file under the names the file holds them
+    (columns it predates are left out); with ``schema``, found by field id
+    (:func:`in_rows`: a column renamed since is read under its old name)."""
     path = storage.path(rel_path)
     with reading(rel_path), storage.fs.open_input_file(path) as f:  # damaged: CorruptFileError naming it
         pf = pq.ParquetFile(f)
-        present = [c for c in columns if c in pf.schema_arrow.names]
+        names = pf.schema_arrow.names
+        found = in_rows(pf.schema_arrow, schema, columns) if schema is not None else list(columns)
+        present = [c for c in dict.fromkeys(n for n in found if n is not None) if c in names]
         return pf.read(columns=present)
 
 
@@ -172,7 +232,7 @@ def entries_for_file(
     columns = list(dict.fromkeys(c for t in targets for c in t.columns))
     if any(t.kind == IndexKind.RECORD_INDEX for t in targets):
         columns.append(OP)  # a log's delete records are entries too (absent from bases)
-    return entries_for_rows(targets, read_base(storage, rel_path, columns), schema, rel_path, partition)
+    return entries_for_rows(targets, read_base(storage, rel_path, columns, schema), schema, rel_path, partition)
 
 
 def entries_for_rows(
@@ -195,12 +255,19 @@ def entries_for_rows(
         target = targets[i]
         if target.kind == IndexKind.RECORD_INDEX:
             out[i] = record_entries(rows, rel_path, target.columns, schema, target.buckets, hashes, sort=False)
-        elif target.kind == IndexKind.COLUMN_STATS:
-            out[i] = file_stats(rel_path, partition, rows, target.columns, hashes=hashes)
-        elif any(c not in rows.column_names for c in target.columns):
+            continue
+        # Entries name a column as the file holds it, with its field id and type there:
+        # a pure function of the file, which pruning asks by id (issue 29).
+        found = in_rows(rows.schema, schema, target.columns)
+        if target.kind == IndexKind.COLUMN_STATS:
+            out[i] = file_stats(rel_path, partition, rows, [n for n in found if n is not None], hashes=hashes)
+        elif None in found:
             out[i] = BLOOM_SCHEMA.empty_table()  # the file predates a bloomed column: no entry
         else:
-            fb = FileBloom.build(rows, target.columns, target.fpp, schema, hashes)
+            names = [n for n in found if n is not None]
+            # A file with ids is hashed in its own types (recorded with the entry); one
+            # from before ids as its columns were cast to the table's types.
+            fb = FileBloom.build(rows, names, target.fpp, None if has_ids(rows.schema) else schema, hashes)
             out[i] = pa.Table.from_pylist([fb.to_row(rel_path, partition)], schema=BLOOM_SCHEMA)
     return [out[i] for i in range(len(targets))]
 

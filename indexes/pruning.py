@@ -32,7 +32,7 @@ from ..timeline.errors import InvalidIndexError
 from ..timeline.storage.filesystem import Storage
 from ..timeline.timeline import Timeline
 from ..timeline.view.file_group import FileSlice
-from .bloom import FileBloom, key_hashes
+from .bloom import FileBloom, describes, key_hashes
 from .column_stats import by_present_names, decode_bound, guarantees
 from .entries import resolve
 from .expressions import And, ColumnBounds, Expr, Not, Or, Unknown, columns, from_arrow, might_match
@@ -218,10 +218,10 @@ def prune(
 ) -> Pruned:
     """Drop the slices the snapshot's ready indexes prove hold no matching row
     (``tree``: the filter's tree, when the scan already read it). Column statistics are
-    asked by field id where they recorded one (:func:`.column_stats.by_present_names`);
-    those without, and bloom filters, of the columns ``untrusted`` are not: a rename,
-    drop or widening moved their names, so what files recorded under such a name may
-    describe another column (issue 29)."""
+    asked by field id where they recorded one (:func:`.column_stats.by_present_names`),
+    and so are bloom filters (:func:`.bloom.describes`); entries without one, of the
+    columns ``untrusted``, are not: a rename, drop or widening moved their names, so
+    what files recorded under such a name may describe another column (issue 29)."""
     if filter is None:
         n = _files(slices)
         return Pruned(slices, n, n)
@@ -253,13 +253,15 @@ def prune(
             cols = resolve(idx, schema, record_key).columns
         except InvalidIndexError:
             continue  # its columns left the schema: no pruning with it
-        if len(cols) != 1 or cols[0] in untrusted or pinned_values(tree, cols[0], schema) is None:
+        if len(cols) != 1 or pinned_values(tree, cols[0], schema) is None:
             continue  # nothing to probe: skip reading and decoding the filters
         rows = visible_paths(mt.read(idx.partition, snapshot), paths2)
         if rows is None or rows.num_rows == 0:
             continue
-        # Entries from another definition of the same name (columns) are not this index's.
-        blooms = {str(r["path"]): FileBloom.from_row(r) for r in rows.to_pylist() if r["columns"] == ",".join(cols)}
+        # Only entries over these columns as they are now (by field id) are asked.
+        blooms = {
+            str(r["path"]): FileBloom.from_row(r) for r in rows.to_pylist() if describes(r, cols, schema, untrusted)
+        }
         for p, k in zip(paths2, bloom_keep(tree, schema, cols, blooms, paths2)):
             bloom_keep_by_path[p] = bloom_keep_by_path.get(p, True) and k
     final = _slices_kept(after_stats, bloom_keep_by_path)
@@ -273,7 +275,6 @@ def key_blooms(
     ``ready`` index of ``snapshot`` (empty when there is none). Tagging probes them
     before it reads a file's keys; files that are not live in the snapshot are never
     asked for."""
-    key = ",".join(record_key)
     for idx in readable_indexes(snapshot):
         if idx.kind != IndexKind.BLOOM_FILTERS:
             continue
@@ -285,5 +286,9 @@ def key_blooms(
         rows = MetadataTable(storage).read(idx.partition, snapshot)
         if rows is None or rows.num_rows == 0:
             continue
-        return {str(r["path"]): FileBloom.from_row(r) for r in rows.to_pylist() if r["columns"] == key}
+        return {
+            str(r["path"]): FileBloom.from_row(r)
+            for r in rows.to_pylist()
+            if describes(r, record_key, schema, frozenset())
+        }
     return {}

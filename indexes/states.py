@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..timeline.errors import CorruptEventError, IndexExistsError, IndexNotFoundError, InvalidIndexError
@@ -109,6 +109,9 @@ class IndexDef:
         instant: id of the ``indexing`` instant that created it; every data instant
             completed before that instant's requested event is built in bulk.
         options: kind-specific settings (e.g. ``fpp`` for bloom filters).
+        field_ids: the field ids of ``columns`` at creation (empty: a definition from
+            before 2026-11-27, or a table without ids, named by column names only);
+            :func:`lakeline.indexes.entries.resolve` finds them under their names now.
     """
 
     name: str
@@ -117,6 +120,7 @@ class IndexDef:
     state: str
     instant: int
     options: Mapping[str, Any] = field(default_factory=dict)
+    field_ids: tuple[int, ...] = ()
 
     @property
     def state_kind(self) -> IndexState:
@@ -139,9 +143,14 @@ class IndexDef:
 
 
 def create_plan(
-    name: str, kind: str, columns: Sequence[str] | None = None, options: Mapping[str, Any] | None = None
+    name: str,
+    kind: str,
+    columns: Sequence[str] | None = None,
+    options: Mapping[str, Any] | None = None,
+    field_ids: Sequence[int] = (),
 ) -> IndexCreatePlan:
-    """The plan of an ``indexing`` instant that creates an index.
+    """The plan of an ``indexing`` instant that creates an index (``field_ids``: those
+    of ``columns`` in the table's schema, when every one has an id).
 
     Raises:
         InvalidIndexError: unknown kind, empty name, or an empty column list.
@@ -153,7 +162,7 @@ def create_plan(
         raise InvalidIndexError(f"{FILES!r} is the always-on files index; choose another name")
     if columns is not None and not list(columns):
         raise InvalidIndexError("an index needs at least one column (None means the default)")
-    return IndexCreatePlan(name, kind, tuple(columns or ()), dict(options or {}))
+    return IndexCreatePlan(name, kind, tuple(columns or ()), dict(options or {}), tuple(field_ids))
 
 
 def drop_plan(name: str, created: int | None = None) -> IndexDropPlan:
@@ -219,9 +228,11 @@ def index_states(timeline: Timeline) -> dict[str, IndexDef]:
             prev = out.get(name)
             if prev is None:
                 continue  # dropping what does not exist: nothing to stop using
-            out[name] = IndexDef(prev.name, prev.kind, prev.columns, state.value, prev.instant, prev.options)
+            out[name] = replace(prev, state=state.value)
             continue
-        out[name] = IndexDef(name, stored_kind(plan), plan.columns, state.value, inst.id, dict(plan.options))
+        out[name] = IndexDef(
+            name, stored_kind(plan), plan.columns, state.value, inst.id, dict(plan.options), plan.field_ids
+        )
     return out
 
 

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from ..indexes.build import build_tasks, built, catch_up, gone_but_live, live_files, missing_updates, try_build_task
-from ..indexes.entries import IndexTarget, check_definition, resolve
+from ..indexes.entries import IndexTarget, check_definition, column_ids, resolve
 from ..indexes.metadata_table import MetadataTable
 from ..indexes.record_index import generation as record_generation
 from ..indexes.record_index.rows import default_buckets
@@ -83,7 +83,9 @@ _FINALIZE_ROUNDS = 100
 
 def index_def(plan: IndexCreatePlan, instant: int) -> IndexDef:
     """The index an ``indexing`` create plan defines."""
-    return IndexDef(plan.index, stored_kind(plan), plan.columns, "building", instant, dict(plan.options))
+    return IndexDef(
+        plan.index, stored_kind(plan), plan.columns, "building", instant, dict(plan.options), plan.field_ids
+    )
 
 
 def _plan(instant: Instant) -> IndexPlan:
@@ -127,8 +129,8 @@ class IndexingService(Service):
                 # Sized by the table now and recorded in the plan: every reader and
                 # writer hashes keys into the same buckets for the index's whole life.
                 opts["buckets"] = default_buckets(sum(f.rows for f in table.view(snapshot).files()))
-            plan = create_plan(name, kind, columns, opts)
             cfg = table.config
+            plan = create_plan(name, kind, columns, opts, column_ids(cfg.schema, columns or ()))
             resolve(index_def(plan, -1), cfg.schema, cfg.record_key)  # refuse bad columns now
         self.check_plan(snapshot, plan)
         return plan

@@ -14,15 +14,16 @@ the block raises.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from ...indexes.states import index_states
-from ...timeline.errors import CommitConflictError, SchemaMismatchError, UnknownColumnError
+from ...indexes.entries import resolve
+from ...indexes.states import IndexKind, index_states
+from ...timeline.errors import CommitConflictError, InvalidIndexError, SchemaMismatchError, UnknownColumnError
 from ...timeline.field_ids import assign_ids, field_id, has_ids, without_ids_marked
 from ...timeline.instant import Action
 from ...timeline.plans import SchemaChangePlan
@@ -86,11 +87,15 @@ class Step:
         return f"{self.op} {self.name} {self.type}{where}"
 
 
-def _fixed_columns(cfg: TableConfig, tl: Timeline) -> dict[str, str]:
+def _fixed_columns(cfg: TableConfig, tl: Timeline) -> tuple[dict[str, str], dict[str, str]]:
     """Columns a rename or drop must leave alone, with why: the record key, partition
     and ordering columns (files, folders and the record index are keyed by them), the
-    merge engine's per-column settings (fixed at creation), columns an index names."""
+    merge engine's per-column settings (fixed at creation), columns an index names by
+    name only (a definition from before ids). Second, the columns only a drop must leave
+    alone: those of a bloom filter that recorded their ids (its entries follow a rename;
+    a column-stats index forgets a dropped column, :func:`~lakeline.indexes.entries.resolve`)."""
     out: dict[str, str] = {}
+    undroppable: dict[str, str] = {}
     for c in cfg.record_key:
         out[c] = "a record-key column"
     for c in cfg.partition_by:
@@ -100,9 +105,22 @@ def _fixed_columns(cfg: TableConfig, tl: Timeline) -> dict[str, str]:
     for c in dict(cfg.props.merge_aggregates):
         out.setdefault(c, "a column with merge.<column> settings (fixed at creation)")
     for idx in index_states(tl).values():
-        for c in idx.columns:
-            out.setdefault(c, f"a column of index {idx.name!r}")
-    return out
+        if not idx.field_ids:
+            for c in idx.columns:
+                out.setdefault(c, f"a column of index {idx.name!r}")
+            continue
+        try:
+            cols = resolve(idx, cfg.schema, cfg.record_key).columns
+        except InvalidIndexError:
+            continue  # none of its columns is left to keep
+        for c in cols:
+            if idx.kind == IndexKind.BLOOM_FILTERS:
+                undroppable.setdefault(
+                    c,
+                    f"a column of bloom filter index {idx.name!r}, whose entries hash its columns together; "
+                    f"drop the index first (t.indexes.drop({idx.name!r}))",
+                )
+    return out, undroppable
 
 
 def with_ids(cfg: TableConfig) -> TableConfig:
@@ -115,8 +133,10 @@ def with_ids(cfg: TableConfig) -> TableConfig:
     return replace(cfg, schema=pa.schema(fields, metadata=cfg.schema.metadata), last_column_id=last)
 
 
-def apply_step(cfg: TableConfig, step: Step, fixed: dict[str, str]) -> TableConfig:
-    """``cfg`` after ``step``.
+def apply_step(
+    cfg: TableConfig, step: Step, fixed: dict[str, str], undroppable: Mapping[str, str] | None = None
+) -> TableConfig:
+    """``cfg`` after ``step`` (``fixed``, ``undroppable``: :func:`_fixed_columns`).
 
     Raises:
         SchemaMismatchError: a name taken, a rename or drop of a column in ``fixed``, a
@@ -150,6 +170,8 @@ def apply_step(cfg: TableConfig, step: Step, fixed: dict[str, str]) -> TableConf
         raise SchemaMismatchError(
             f"{step.describe()}: {step.name!r} is {fixed[step.name]}; it cannot be renamed or dropped"
         )
+    if step.op == "delete" and undroppable and step.name in undroppable:
+        raise SchemaMismatchError(f"{step.describe()}: {step.name!r} is {undroppable[step.name]}")
     if step.op == "rename":
         new_name = step.new_name
         if not isinstance(new_name, str) or new_name in names:
@@ -194,10 +216,10 @@ class SchemaUpdate:
         self._steps: list[Step] = []
         tl = table.log.refresh()
         self._cfg = table.config
-        self._fixed = _fixed_columns(self._cfg, tl)
+        self._fixed, self._undroppable = _fixed_columns(self._cfg, tl)
 
     def _add(self, step: Step) -> SchemaUpdate:
-        self._cfg = apply_step(self._cfg, step, self._fixed)
+        self._cfg = apply_step(self._cfg, step, self._fixed, self._undroppable)
         self._steps.append(step)
         return self
 
@@ -252,10 +274,10 @@ class SchemaUpdate:
             tl = log.refresh()
             base = TableConfig.from_timeline(tl)
             assert base is not None
-            fixed = _fixed_columns(base, tl)
+            fixed, undroppable = _fixed_columns(base, tl)
             cfg = base
             for step in self._steps:
-                cfg = apply_step(cfg, step, fixed)
+                cfg = apply_step(cfg, step, fixed, undroppable)
             based_on = _last_schema_instant(tl)
 
             def unchanged(now: Timeline, based_on: int | None = based_on) -> None:

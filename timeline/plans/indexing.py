@@ -11,12 +11,17 @@ from .plan import OP_CREATE, OP_DROP, optional_int
 
 @dataclass(frozen=True)
 class IndexCreatePlan:
-    """An ``indexing`` instant that creates index ``index`` (empty ``columns``: the default)."""
+    """An ``indexing`` instant that creates index ``index`` (empty ``columns``: the default).
+
+    ``field_ids``: the field ids of ``columns`` when the index was created (empty in
+    plans written before 2026-11-27, or on a table without ids): the index covers those
+    columns under whatever names they have later (issue 29: valid across renames)."""
 
     index: str
     kind: str
     columns: tuple[str, ...] = ()
     options: Mapping[str, Any] = field(default_factory=dict)
+    field_ids: tuple[int, ...] = ()
 
     op = OP_CREATE
 
@@ -27,12 +32,17 @@ class IndexCreatePlan:
             "kind": self.kind,
             "columns": list(self.columns),
             "options": dict(self.options),
+            **({"field_ids": list(self.field_ids)} if self.field_ids else {}),
         }
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> IndexCreatePlan:
         return cls(
-            str(raw["index"]), str(raw.get("kind")), tuple(raw.get("columns") or ()), dict(raw.get("options") or {})
+            str(raw["index"]),
+            str(raw.get("kind")),
+            tuple(raw.get("columns") or ()),
+            dict(raw.get("options") or {}),
+            tuple(int(i) for i in raw.get("field_ids") or ()),
         )
 
 
