@@ -1,13 +1,15 @@
 """Schema steps on fields inside struct columns: ``"s.x"`` (or ``"s.t.x"``, through
-structs only) added, renamed or dropped by :class:`~.update.SchemaUpdate` (issue 29).
+structs only) added, renamed, dropped or widened by :class:`~.update.SchemaUpdate`
+(issue 29).
 
 Kept apart from :mod:`.update`, whose steps are about top-level columns, because a
 nested step rebuilds every struct on its path: the change is to one field, but the
 table's column is the top-level struct, whose type changes with it. That column's name
 goes into ``moved_names`` (files' statistics of it describe another type). Readers match
 struct fields by id at every depth (:func:`lakeline.timeline.field_ids.conform`), so a
-renamed field reads under its new name from files written before, and a dropped one is
-no longer read; no data file is rewritten.
+renamed field reads under its new name from files written before, a dropped one is
+no longer read, and a widened one is cast (the same widenings as a top-level column,
+:func:`~.update.widens`); no data file is rewritten.
 
 Paths go through structs only. A field inside a list or a map (``l.element.x``) is not
 addressed: Iceberg allows it, but lakeline's steps name fields by dotted path, and the
@@ -64,6 +66,27 @@ def _edited(field: pa.Field, path: list[str], step: Step, edit: Callable[[list[p
     return field.with_type(pa.struct(edit(kids)))
 
 
+def nested_field(schema: pa.Schema, parts: list[str], step: Step) -> pa.Field:
+    """The field ``parts`` names inside a struct column of ``schema``.
+
+    Raises:
+        UnknownColumnError: a field of the path does not exist.
+        SchemaMismatchError: a part of the path before the last is no struct.
+    """
+    field = schema.field(parts[0])
+    for i, part in enumerate(parts[1:], start=1):
+        if not pa.types.is_struct(field.type):
+            raise SchemaMismatchError(
+                f"{step.describe()}: {parts[i - 1]!r} is no struct (paths go through structs only)"
+            )
+        kids = _kids(field.type)
+        names = [k.name for k in kids]
+        if part not in names:
+            raise UnknownColumnError(f"{step.describe()}: {field.name!r} has no field {part!r}: {names}")
+        field = kids[names.index(part)]
+    return field
+
+
 def nested_step(cfg: TableConfig, step: Step, parts: list[str], fixed: dict[str, str]) -> TableConfig:
     """``cfg`` after ``step`` on the field ``parts`` names inside a struct column.
 
@@ -111,6 +134,10 @@ def nested_step(cfg: TableConfig, step: Step, parts: list[str], fixed: dict[str,
             new, last = fresh_fields(replace(cfg, last_column_id=last), [pa.field(leaf, step.type, nullable=True)])
             return [*kids[:at], new[0], *kids[at:]]
         i = find(kids)
+        if step.op == "update":  # a widening, checked by the caller; the id stays
+            if kids[i].type == step.type:
+                return kids  # no change (a struct's own fields keep their ids)
+            return [*kids[:i], kids[i].with_type(step.type), *kids[i + 1 :]]
         if step.op == "delete":
             if len(kids) == 1:
                 raise SchemaMismatchError(

@@ -32,7 +32,7 @@ from ...timeline.timeline import Timeline
 from ..context import TableContext
 from ..write.records import prepare_rows, same_columns
 from .change import commit_schema, fresh_fields
-from .nested import nested_step, struct_path
+from .nested import nested_field, nested_step, struct_path
 
 if TYPE_CHECKING:
     from ..table import Table
@@ -66,6 +66,20 @@ def widens(src: pa.DataType, dst: pa.DataType) -> bool:
     if pa.types.is_date(src) and pa.types.is_timestamp(dst):
         return dst.tz is None
     return False
+
+
+def _check_widening(step: Step, old: pa.DataType) -> None:
+    """Raises:
+    SchemaMismatchError: ``step`` (an update) asks for no type, or for one that is
+        no widening of ``old``."""
+    if not isinstance(step.type, pa.DataType):
+        raise SchemaMismatchError(f"update_column({step.name!r}): the type must be a pyarrow DataType")
+    if not widens(old, step.type):
+        raise SchemaMismatchError(
+            f"{step.describe()}: {old} -> {step.type} is not a widening (allowed: int8 -> int16 -> int32 -> "
+            "int64, float32 -> float64, int8/16/32 -> float64, integers to decimals with room, decimal precision "
+            "up by at least the scale, date -> timestamp without zone)"
+        )
 
 
 @dataclass(frozen=True)
@@ -146,7 +160,9 @@ def apply_step(
     """
     cfg = with_ids(cfg)
     parts = struct_path(cfg.schema, step.name)
-    if parts is not None and step.op != "update":
+    if parts is not None:
+        if step.op == "update":
+            _check_widening(step, nested_field(cfg.schema, parts, step).type)
         return nested_step(cfg, step, parts, fixed)  # a field inside a struct column
     fields = list(cfg.schema)
     names = [f.name for f in fields]
@@ -186,16 +202,9 @@ def apply_step(
         moved.append(step.name)
     else:
         old = fields[i]
-        if not isinstance(step.type, pa.DataType):
-            raise SchemaMismatchError(f"update_column({step.name!r}): the type must be a pyarrow DataType")
         if old.type != step.type and (step.name in cfg.record_key or step.name in cfg.partition_by):
             raise SchemaMismatchError(f"{step.describe()}: {step.name!r} is a key or partition column; its type stays")
-        if not widens(old.type, step.type):
-            raise SchemaMismatchError(
-                f"{step.describe()}: {old.type} -> {step.type} is not a widening (allowed: int8 -> int16 -> int32 -> "
-                "int64, float32 -> float64, int8/16/32 -> float64, integers to decimals with room, decimal precision "
-                "up by at least the scale, date -> timestamp without zone)"
-            )
+        _check_widening(step, old.type)
         fields[i] = old.with_type(step.type)
         moved.append(step.name)  # files' statistics hold the narrower type's values
     return replace(cfg, schema=pa.schema(fields, metadata=cfg.schema.metadata), moved_names=tuple(dict.fromkeys(moved)))
@@ -242,7 +251,9 @@ class SchemaUpdate:
         return self._add(Step("delete", name))
 
     def update_column(self, name: str, type: pa.DataType) -> SchemaUpdate:  # noqa: A002
-        """Widen ``name`` to ``type`` (:func:`widens`); files read cast to it."""
+        """Widen ``name`` to ``type`` (:func:`widens`); files read cast to it.
+        ``"s.x"`` widens the field ``x`` of the struct column ``s`` (by the same rules;
+        old files' structs are read by id and the field cast)."""
         return self._add(Step("update", name, type=type))
 
     @property

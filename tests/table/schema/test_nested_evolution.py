@@ -146,3 +146,50 @@ def test_a_nested_field_of_a_table_from_before_ids_renames_by_its_old_name(
     with t.update_schema() as u:
         u.rename_column("s.alpha", "a2")  # a second rename still finds the old files' name
     assert [r["s"] and r["s"]["a2"] for r in _sorted(t.to_arrow())] == [0, 1, None]
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_a_field_inside_a_struct_widens_and_old_files_read_cast(tmp_path: Path, table_type: str) -> None:
+    """``update_column("s.c.u", int64)`` (and ``s.a`` to a decimal, after renaming it):
+    old files' structs are read by id and the field cast, equal to a rewrite of the
+    same data under the widened schema."""
+    t = _table(tmp_path / "t", table_type)
+    files = _data_files(tmp_path / "t")
+    with t.update_schema() as u:
+        u.update_column("s.c.u", pa.int64())
+        u.rename_column("s.a", "alpha")
+        u.update_column("s.alpha", pa.decimal128(24, 2))
+    assert _data_files(tmp_path / "t") == files  # no file rewritten
+    wide = t.schema.field("s").type
+    assert wide.field("c").type.field("u").type == pa.int64()
+    big = {"id": 6, "s": {"alpha": 10**20, "b": "b6", "c": {"u": 2**40, "v": 6}}, "n": 6}
+    t.upsert(pa.Table.from_pylist([big], schema=t.schema))
+    want = [
+        {**r, "s": None if r["s"] is None else {"alpha": r["s"]["a"], "b": r["s"]["b"], "c": r["s"]["c"]}}
+        for r in _sorted(_table(tmp_path / "plain", table_type).to_arrow())
+    ] + [big]
+    rewrite = Table.create(tmp_path / "rewrite", t.schema, record_key="id", table_type=table_type)
+    rewrite.insert(pa.Table.from_pylist(want, schema=t.schema))
+    assert _sorted(t.to_arrow()) == _sorted(rewrite.to_arrow())
+    assert t.to_arrow().schema.field("s").type == wide
+    if table_type == "mor":
+        t.services.compact()  # DuckDB reads base files only
+    duck = t.to_duckdb().order("id").arrow().read_all()
+    assert duck.to_pylist() == _sorted(rewrite.to_arrow())
+    t.services.cluster(sort_by=["id"])
+    assert _sorted(Table.open(tmp_path / "t").to_arrow()) == _sorted(rewrite.to_arrow())
+
+
+def test_widening_a_nested_field_refuses_what_the_top_level_refuses(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    t = _table(path, "cow")
+    bad = [
+        (SchemaMismatchError, lambda u: u.update_column("s.a", pa.int32())),  # narrowing
+        (SchemaMismatchError, lambda u: u.update_column("s.b", pa.int64())),  # across families
+        (SchemaMismatchError, lambda u: u.update_column("s.a.z", pa.int64())),  # a is no struct
+        (UnknownColumnError, lambda u: u.update_column("s.zz", pa.int64())),
+        (UnknownColumnError, lambda u: u.update_column("s.c.zz", pa.int64())),
+    ]
+    for error, step in bad:
+        with nothing_written(t, path), pytest.raises(error), t.update_schema() as u:
+            step(u)
