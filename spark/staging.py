@@ -8,9 +8,10 @@ Stage 1 (:func:`stage_input`) takes one of two routes:
   Spark or crosses from the JVM into Python;
 - any other DataFrame crosses once: ``mapInArrow`` tasks write its rows as Arrow IPC
   files, each row with its bucket (:func:`split_input`). Spark's own Parquet writer
-  (``df.write`` into the folder, then pyarrow) was measured as the alternative: it cost
-  the same CPU as the crossing (docs/performance.md, "Where a Spark upsert's time goes"),
-  and the JVM may hold no credentials for a table on an object store.
+  (``df.write`` into the folder, then pyarrow) was measured as the alternative: Spark's
+  Parquet encoding cost as much CPU as the JVM's Arrow conversion or more, and Python's
+  side of the crossing is small (docs/performance.md, "Where a Spark upsert's time
+  goes"); the JVM may also hold no credentials for a table on an object store.
 
 A Spark write keeps what moves between its stages on the table's own storage
 (``.lakeline/staging/<write id>/``), not in Spark: no shuffle, no cache, and the driver
