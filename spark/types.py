@@ -191,7 +191,9 @@ def check_columns(
     None: the table's ``write.schema-evolution``) says so, here, before a row is staged,
     through the local writes' own step (``add_columns``: nullable, at the end, fresh
     field ids, one ``add-columns`` schema instant), so every task conforms its rows to a
-    schema that already has them. A type the table holds narrower is never widened here
+    schema that already has them; new fields inside struct columns likewise, through
+    ``update_schema``'s nested ``add_column`` (:func:`new_struct_fields`, a schema
+    instant of their own). A type the table holds narrower is never widened here
     (``update_column`` does that, on purpose: a DataFrame's types are often incidental,
     Python ints become ``long``). ``changes``: an upsert may carry a CDC batch's ``_op``
     column (the data source's sink).
@@ -223,16 +225,51 @@ def check_columns(
         rows = rows.drop_columns([CHANGE_COLUMN])  # a CDC batch's change column
     evolve = cfg.props.write_schema_evolution == "add-columns" if merge_schema is None else merge_schema
     new = [n for n in rows.column_names if n not in cfg.schema.names]
-    if new and not evolve:
+    nested = new_struct_fields(cfg.schema, rows.schema)
+    if (new or nested) and not evolve:
         raise SchemaMismatchError(
-            f"columns {new} are not in the table's schema {cfg.schema.names}; option('mergeSchema', 'true') "
-            "(lakeline.spark.write(..., merge_schema=True)) adds them"
+            f"columns {new + [p for p, _ in nested]} are not in the table's schema {cfg.schema.names}; "
+            "option('mergeSchema', 'true') (lakeline.spark.write(..., merge_schema=True)) adds them"
         )
+    if nested:
+        # Fields inside struct columns go through the nested add_column step (fresh ids,
+        # nullable, at the end of their struct), one schema instant of their own.
+        with table.update_schema() as u:
+            for path, typ in nested:
+                u.add_column(path, typ)
+        cfg = table.config
     _, new_fields = prepare_rows(rows, cfg, evolve=evolve)
     if not new_fields:
         return cfg
     _refuse_case_twins(cfg.schema.names + [f.name for f in new_fields], [f.name for f in new_fields])
     return add_columns(table.log, cfg, new_fields)
+
+
+def new_struct_fields(
+    table: pa.Schema | pa.DataType, rows: pa.Schema | pa.DataType, at: str = ""
+) -> list[tuple[str, pa.DataType]]:
+    """The fields a DataFrame's struct columns hold that the table's struct columns of
+    the same name lack, as (dotted path, type), through structs at any depth (not
+    inside lists or maps, which :func:`~lakeline.table.schema.nested.struct_path` does
+    not address: such a DataFrame stays ``SchemaMismatchError`` in the conforming).
+
+    Raises:
+        SchemaMismatchError: a new field differs from a sibling only in case.
+    """
+    mine = list(table) if isinstance(table, pa.Schema) else [table.field(i) for i in range(table.num_fields)]
+    theirs = list(rows) if isinstance(rows, pa.Schema) else [rows.field(i) for i in range(rows.num_fields)]
+    by_name = {f.name: f for f in mine}
+    out: list[tuple[str, pa.DataType]] = []
+    for f in theirs:
+        have = by_name.get(f.name)
+        if have is None:
+            if at:  # a top-level column the table lacks is add_columns' (check_columns)
+                _refuse_case_twins([*by_name, f.name], [f.name])
+                out.append((at + f.name, f.type))
+            continue
+        if pa.types.is_struct(have.type) and pa.types.is_struct(f.type):
+            out += new_struct_fields(have.type, f.type, f"{at}{f.name}.")
+    return out
 
 
 def _refuse_case_twins(names: list[str], new: list[str]) -> None:

@@ -204,3 +204,24 @@ def test_unknown_or_conflicting_read_options_are_typed_errors(spark: Any, tmp_pa
     # Storage options pass under their own names, in any case (an unknown one is the
     # store's StorageConfigError, tests/spark/test_object_store.py).
     assert spark.read.format("lakeline").option("storage.timeout", "30s").load(t.path).count() == t.to_arrow().num_rows
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_spark_reads_struct_fields_by_id_after_a_nested_rename(spark: Any, tmp_path: Path, table_type: str) -> None:
+    """Issue 29: a struct field renamed (and a sibling dropped and added again under its
+    name) reads under its new name from files written before, in Spark as locally: by
+    field id, not Arrow's by-name struct cast (which read the renamed field null)."""
+    inner = pa.struct([("a", pa.int64()), ("b", pa.string())])
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("s", inner)])
+    t = Table.create(str(tmp_path / "t"), schema, record_key="id", table_type=table_type)
+    t.insert(pa.Table.from_pylist([{"id": i, "s": {"a": i * 10, "b": f"b{i}"}} for i in range(4)], schema=schema))
+    t.upsert(pa.Table.from_pylist([{"id": 1, "s": {"a": 99, "b": "up"}}], schema=schema))  # mor: a log
+    with t.update_schema() as u:
+        u.rename_column("s.a", "alpha")
+        u.delete_column("s.b")
+        u.add_column("s.b", pa.string())
+    want = [(i, (99 if i == 1 else i * 10, None)) for i in range(4)]
+    for df in (read(spark, t.path), spark.read.format("lakeline").load(t.path)):
+        assert df.schema["s"].dataType.fieldNames() == ["alpha", "b"]
+        assert sorted((r["id"], (r["s"]["alpha"], r["s"]["b"])) for r in df.collect()) == want
+    assert [r["id"] for r in read(spark, t.path).where("s.alpha = 20").collect()] == [2]

@@ -319,3 +319,25 @@ def test_a_commit_after_a_concurrent_schema_change_conforms_or_fails_typed(tmp_p
     t = Table.open(path)
     assert last_event(path) == before and t.timeline.pending() == []
     assert sorted(r["id"] for r in t.to_arrow().to_pylist()) == [1, 2]
+
+
+def test_merge_schema_adds_a_new_field_inside_a_struct(spark: Any, tmp_path: Path) -> None:
+    """A DataFrame whose struct column holds a field the table's struct lacks: with
+    ``mergeSchema`` the field is added through the nested ``add_column`` step (fresh
+    id, nullable; old rows read it null); without, ``SchemaMismatchError`` naming
+    ``s.x`` and mergeSchema, nothing written."""
+    path = str(tmp_path / "t")
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("s", pa.struct([("a", pa.int64())]))])
+    Table.create(path, schema, record_key="id").insert(pa.Table.from_pylist([{"id": 1, "s": {"a": 1}}], schema=schema))
+    before = last_event(path)
+    df = spark.createDataFrame([(2, (2, "two"))], "id long, s struct<a: long, x: string>")
+    with pytest.raises(SchemaMismatchError, match=r"s\.x.*mergeSchema"):
+        df.write.format("lakeline").mode("append").save(path)
+    assert last_event(path) == before
+    df.write.format("lakeline").option("mergeSchema", "true").mode("append").save(path)
+    t = Table.open(path)
+    assert t.config.schema.field("s").type.names == ["a", "x"]
+    assert sorted(t.to_arrow().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "s": {"a": 1, "x": None}},
+        {"id": 2, "s": {"a": 2, "x": "two"}},
+    ]
