@@ -534,3 +534,29 @@ def test_only_a_bare_scan_pyarrow_reads_as_spark_does_skips_the_crossing(spark: 
     assert _scanned_files(spark.read.option("mergeSchema", "true").parquet(str(tmp_path / "a.parquet")), 3) is None
     assert _scanned_files(spark.read.parquet(str(tmp_path / "u.parquet")), 3) is None
     assert _scanned_files(df_of(spark, pa.table({"id": [1]})), 3) is None
+
+
+def test_a_scanned_file_on_another_disk_is_copied_into_staging(spark: Any, tmp_path: Path) -> None:
+    """No hard link across disks: the file is copied, and the rows land all the same."""
+    import tempfile
+
+    import pyarrow.parquet as pq
+
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or shm.stat().st_dev == tmp_path.stat().st_dev:
+        pytest.skip("no second disk to read from")
+    t = make(tmp_path, "t", "cow", False)
+    rows = random_rows(random.Random(9), list(range(30)), 1, False)
+    with tempfile.TemporaryDirectory(dir=shm) as src:
+        pq.write_table(rows, Path(src, "rows.parquet"))
+        copied: list[int] = []
+        faults.on(
+            "spark.after_stage",
+            lambda: copied.extend(p.stat().st_nlink for p in Path(t.path, ".lakeline", "staging").rglob("*.parquet")),
+        )
+        try:
+            write(spark.read.parquet(src), t.path, "insert")
+        finally:
+            faults.disarm_all()
+    assert copied == [1]
+    assert state(t) == table_rows(rows, COLUMNS)
