@@ -80,8 +80,8 @@ SCENARIOS: dict[str, RunSpec] = {
         "mor", ((Op("index_create", name="record"),), (_up(6), Op("cluster"))), granularity="coarse"
     ),
     # Issue 29 x indexes: a column_stats index over every column built between a rename
-    # of s and its rename back; every ready index must still validate. It does not yet:
-    # entries are read from data files by name, not field id (README, "Findings").
+    # of s and its rename back; every ready index must still validate (it did not while
+    # entries were read from data files by name, not field id: README, "Findings").
     "rename_stats_rename": RunSpec(
         "cow",
         ((Op("schema", name="rename"), Op("index_create", name="stats"), Op("schema", name="rename")),),
