@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from lakeline.table import Table
+from lakeline.timeline import table_config
 from lakeline.timeline.errors import SchemaMismatchError
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("a", pa.string()), ("b", pa.int32())])
@@ -92,3 +93,33 @@ def test_a_named_stats_index_follows_a_rename_and_forgets_a_dropped_column(tmp_p
     assert ex["files_after_stats_pruning"] == 1 < ex["files_total"]
     assert t.to_arrow(filter=pc.field("n") == 600).column("id").to_pylist() == [600]
     _validate_clean(t, "column_stats")
+
+
+def test_a_table_from_before_ids_keeps_the_by_name_rule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An index defined before the table had ids names its columns only: they stay
+    fixed. Defined after the table's first ``update_schema`` (which gives ids), it
+    follows a rename; entries of files from before ids, which record none, are asked by
+    name only, so they are not asked under the new name, and rows stay right."""
+    with monkeypatch.context() as m:
+        m.setattr(table_config, "assign_ids", lambda fields, last, keep=True: (list(fields), 0))
+        Table.create(tmp_path / "t", SCHEMA, record_key="id", properties={"write.small-file-limit-bytes": 0})
+    t = Table.open(tmp_path / "t")
+    t.indexes.create("bloom_filters", columns=["a"], wait=True)
+    for lo in (0, 100):
+        t.insert(pa.table({"id": [lo, lo + 1], "a": [f"k{lo}", f"k{lo + 1}"], "b": pa.array([lo, lo], pa.int32())}))
+    assert t.indexes.list()[0].field_ids == ()
+    with pytest.raises(SchemaMismatchError, match="index 'bloom_filters'"), t.update_schema() as u:
+        u.rename_column("a", "key")
+    with t.update_schema() as u:
+        u.add_column("c", pa.int32())  # the table's ids, and their names in its old files
+    t.indexes.drop("bloom_filters")
+    t.indexes.create("bloom_filters", columns=["a"], wait=True)
+    t.insert(pa.table({"id": [200], "a": ["k200"], "b": pa.array([0], pa.int32()), "c": pa.array([1], pa.int32())}))
+    assert t.indexes.list()[0].field_ids != ()
+    with t.update_schema() as u:
+        u.rename_column("a", "key")
+    # The file with ids is pruned by id; the two from before ids are kept (not asked).
+    ex = t.scan(filter=pc.field("key") == "nope").explain()
+    assert (ex["files_total"], ex["files_after_bloom_pruning"]) == (3, 2)
+    assert t.to_arrow(filter=pc.field("key") == "k100").column("id").to_pylist() == [100]
+    _validate_clean(t, "bloom_filters")
