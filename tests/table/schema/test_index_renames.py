@@ -123,3 +123,16 @@ def test_a_table_from_before_ids_keeps_the_by_name_rule(tmp_path: Path, monkeypa
     assert (ex["files_total"], ex["files_after_bloom_pruning"]) == (3, 2)
     assert t.to_arrow(filter=pc.field("key") == "k100").column("id").to_pylist() == [100]
     _validate_clean(t, "bloom_filters")
+
+
+def test_a_widened_bloom_column_is_probed_only_in_files_of_its_new_type(tmp_path: Path) -> None:
+    t = _table(tmp_path / "t", "cow", columns=["b"])
+    with t.update_schema() as u:
+        u.update_column("b", pa.int64())
+    # Older entries recorded int32: not asked (kept), rows right; a new file prunes.
+    assert t.to_arrow(filter=pc.field("b") == 105).column("id").to_pylist() == [105]
+    t.insert(pa.table({"id": [900], "a": ["k0900"], "b": pa.array([2**40], pa.int64())}))
+    ex = t.scan(filter=pc.field("b") == 105).explain()
+    assert (ex["files_total"], ex["files_after_bloom_pruning"]) == (5, 4)
+    assert t.to_arrow(filter=pc.field("b") == 2**40).column("id").to_pylist() == [900]
+    _validate_clean(t, "bloom_filters")
