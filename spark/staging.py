@@ -3,7 +3,7 @@
 Stage 1 (:func:`stage_input`) takes one of two routes:
 
 - a DataFrame that is a bare scan of local Parquet files (``spark.read.parquet(p)``,
-  up to one planning task's rows) is staged as those files themselves, hard-linked
+  perhaps ``.select`` of some columns; up to one planning task's rows) is staged as those files themselves, hard-linked
   into the folder, and the planning task reads them with pyarrow: no row is decoded by
   Spark or crosses from the JVM into Python;
 - any other DataFrame crosses once: ``mapInArrow`` tasks write its rows as Arrow IPC
@@ -186,8 +186,9 @@ def stage_input(
 
 
 def _scanned_files(df: DataFrame, one_task_rows: int) -> list[tuple[str, int]] | None:
-    """The local Parquet files ``df`` is a bare scan of (``spark.read.parquet(paths)``:
-    no column chosen, no filter, no partition columns, no read option), with their rows,
+    """The local Parquet files ``df`` is a bare scan of (``spark.read.parquet(paths)``,
+    perhaps some of its columns chosen by name: no filter, no computed column, no
+    partition columns, no read option), with their rows,
     when pyarrow reads every one of them as Spark would (:func:`_rows_as`) and they hold
     at most ``one_task_rows`` rows; None otherwise.
 
@@ -197,6 +198,11 @@ def _scanned_files(df: DataFrame, one_task_rows: int) -> list[tuple[str, int]] |
     upsert's time goes"). Only one planning task: its rows need no bucket."""
     jdf = getattr(df, "_jdf", None)  # None on Spark Connect: no plan to look at
     plan = None if jdf is None else jdf.queryExecution().optimizedPlan()
+    if plan is not None and plan.nodeName() == "Project":  # columns chosen by name: read only those
+        chosen = plan.projectList()
+        if any(chosen.apply(i).getClass().getSimpleName() != "AttributeReference" for i in range(chosen.size())):
+            return None
+        plan = plan.child()
     if plan is None or plan.nodeName() != "LogicalRelation" or plan.isStreaming():
         return None
     rel = plan.relation()

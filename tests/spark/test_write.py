@@ -483,7 +483,7 @@ SCANNED = "id long, ts long, at timestamp, v string"
 def test_a_bare_parquet_scan_is_staged_as_its_files_and_writes_what_the_local_api_writes(
     spark: Any, tmp_path: Path
 ) -> None:
-    """``spark.read.parquet(folder)`` of files Spark wrote (INT96 instants, one before
+    """``spark.read.parquet(folder).select(...)`` of files Spark wrote (INT96 instants, one before
     1677, out of nanoseconds' range; copies of keys across files): the write stages the
     files themselves (no row crosses into Python), replays from them although the source
     folder is gone by then, and lands what the local upsert of the same rows lands."""
@@ -495,8 +495,9 @@ def test_a_bare_parquet_scan_is_staged_as_its_files_and_writes_what_the_local_ap
     rows = [(k % 40, ts, at[k % 2], f"v{ts}-{k}") for ts in (3, 1, 2) for k in range(ts * 10, ts * 10 + 30)]
     src = str(tmp_path / "src")
     spark.createDataFrame(rows, SCANNED).repartition(3).write.parquet(src)
-    df = spark.read.parquet(src)
-    local, remote = (create_table(str(tmp_path / n), df, "id", "ts", table_type="mor") for n in ("local", "spark"))
+    scan = spark.read.parquet(src)
+    local, remote = (create_table(str(tmp_path / n), scan, "id", "ts", table_type="mor") for n in ("local", "spark"))
+    df = scan.select("v", "at", "ts", "id")  # columns chosen by name, in another order: still the files
     first = spark.createDataFrame([(k, 0, at[1], "first") for k in range(0, 50, 2)], SCANNED)
     local.insert(pa.Table.from_pylist(first.toArrow().to_pylist(), local.schema))
     write(first, remote.path, "insert")
@@ -519,8 +520,9 @@ def test_a_bare_parquet_scan_is_staged_as_its_files_and_writes_what_the_local_ap
 
 
 def test_only_a_bare_scan_pyarrow_reads_as_spark_does_skips_the_crossing(spark: Any, tmp_path: Path) -> None:
-    """A filter, a chosen column, a read option, more rows than one planning task takes,
-    or a column Spark converts (uint32 reads as long) leave the files to the crossing."""
+    """Columns chosen by name keep the scan route; a filter, a computed column, a read
+    option, more rows than one planning task takes, or a column Spark converts (uint32
+    reads as long) leave the files to the crossing."""
     import pyarrow.parquet as pq
     from lakeline.spark.staging import _scanned_files
 
@@ -530,7 +532,8 @@ def test_only_a_bare_scan_pyarrow_reads_as_spark_does_skips_the_crossing(spark: 
     assert _scanned_files(df, 3) == [(str(tmp_path / "a.parquet"), 3)]
     assert _scanned_files(df, 2) is None
     assert _scanned_files(df.filter("id > 1"), 3) is None
-    assert _scanned_files(df.select("id"), 3) is None
+    assert _scanned_files(df.select("v", "id"), 3) == [(str(tmp_path / "a.parquet"), 3)]
+    assert _scanned_files(df.selectExpr("id + 1 AS id", "v"), 3) is None
     assert _scanned_files(spark.read.option("mergeSchema", "true").parquet(str(tmp_path / "a.parquet")), 3) is None
     assert _scanned_files(spark.read.parquet(str(tmp_path / "u.parquet")), 3) is None
     assert _scanned_files(df_of(spark, pa.table({"id": [1]})), 3) is None
