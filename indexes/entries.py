@@ -130,11 +130,13 @@ def check_definition(
 
 
 def resolve(idx: IndexDef, schema: pa.Schema, record_key: Sequence[str]) -> IndexTarget:
-    """The columns an index covers: its own, or the default of its kind.
+    """The columns an index covers: its own, or the default of its kind. A definition
+    that recorded its columns' field ids covers them under their present names
+    (:func:`_named_now`); one from before ids, by the names it recorded.
 
     Raises:
-        InvalidIndexError: a column is not in the schema, or a bloom filter has no
-            columns on a table without a record key.
+        InvalidIndexError: a column is not in the schema (or was dropped), or a bloom
+            filter has no columns on a table without a record key.
     """
     cols = tuple(idx.columns)
     if idx.kind == IndexKind.RECORD_INDEX:

@@ -91,8 +91,8 @@ def nested_step(cfg: TableConfig, step: Step, parts: list[str], fixed: dict[str,
     """``cfg`` after ``step`` on the field ``parts`` names inside a struct column.
 
     Raises:
-        SchemaMismatchError: the struct column is a key, partition, ordering or indexed
-            column (``fixed``), a new name is taken by a sibling or is no plain name, the
+        SchemaMismatchError: the struct column is a key, partition, ordering or
+            by-name indexed column (``fixed``), a new name is taken by a sibling or is no plain name, the
             step would leave a struct without fields, a path part is no struct.
         UnknownColumnError: a field of the path (or ``after``) does not exist.
     """
