@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -291,15 +291,24 @@ class FileBloom:
         return bool(self.might_contain(hashes).any())
 
 
-def describes(row: Mapping[str, Any], columns: Sequence[str], schema: pa.Schema, untrusted: frozenset[str]) -> bool:
-    """Whether the bloom entry ``row`` is over the table's ``columns`` as they are now:
-    by the field ids and types it recorded (a renamed column keeps its entries; a
-    dropped, re-added or widened one's are not asked), else, an entry from before ids,
-    by name, unless a rename, drop or widening moved a name (``untrusted``)."""
-    ids = row.get("field_ids")
-    if ids is None:
-        return row["columns"] == ",".join(columns) and not any(c in untrusted for c in columns)
-    return (ids, row.get("field_types")) == recorded(schema, columns)
+def describing(
+    columns: Sequence[str], schema: pa.Schema, untrusted: frozenset[str]
+) -> Callable[[Mapping[str, Any]], bool]:
+    """Whether a bloom entry is over the table's ``columns`` as they are now: by the
+    field ids and types it recorded (a renamed column keeps its entries; a dropped,
+    re-added or widened one's are not asked), else, an entry from before ids, by name,
+    unless a rename, drop or widening moved a name (``untrusted``)."""
+    want = recorded(schema, columns)
+    named = ",".join(columns)
+    by_name = not any(c in untrusted for c in columns)
+
+    def describes(row: Mapping[str, Any]) -> bool:
+        ids = row.get("field_ids")
+        if ids is None:
+            return by_name and row["columns"] == named
+        return (ids, row.get("field_types")) == want
+
+    return describes
 
 
 def bloom_table(rows: list[dict[str, object]]) -> pa.Table:

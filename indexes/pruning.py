@@ -32,7 +32,7 @@ from ..timeline.errors import InvalidIndexError
 from ..timeline.storage.filesystem import Storage
 from ..timeline.timeline import Timeline
 from ..timeline.view.file_group import FileSlice
-from .bloom import FileBloom, describes, key_hashes
+from .bloom import FileBloom, describing, key_hashes
 from .column_stats import by_present_names, decode_bound, guarantees
 from .entries import resolve
 from .expressions import And, ColumnBounds, Expr, Not, Or, Unknown, columns, from_arrow, might_match
@@ -219,7 +219,7 @@ def prune(
     """Drop the slices the snapshot's ready indexes prove hold no matching row
     (``tree``: the filter's tree, when the scan already read it). Column statistics are
     asked by field id where they recorded one (:func:`.column_stats.by_present_names`),
-    and so are bloom filters (:func:`.bloom.describes`); entries without one, of the
+    and so are bloom filters (:func:`.bloom.describing`); entries without one, of the
     columns ``untrusted``, are not: a rename, drop or widening moved their names, so
     what files recorded under such a name may describe another column (issue 29)."""
     if filter is None:
@@ -259,9 +259,8 @@ def prune(
         if rows is None or rows.num_rows == 0:
             continue
         # Only entries over these columns as they are now (by field id) are asked.
-        blooms = {
-            str(r["path"]): FileBloom.from_row(r) for r in rows.to_pylist() if describes(r, cols, schema, untrusted)
-        }
+        describes = describing(cols, schema, untrusted)
+        blooms = {str(r["path"]): FileBloom.from_row(r) for r in rows.to_pylist() if describes(r)}
         for p, k in zip(paths2, bloom_keep(tree, schema, cols, blooms, paths2)):
             bloom_keep_by_path[p] = bloom_keep_by_path.get(p, True) and k
     final = _slices_kept(after_stats, bloom_keep_by_path)
@@ -286,9 +285,6 @@ def key_blooms(
         rows = MetadataTable(storage).read(idx.partition, snapshot)
         if rows is None or rows.num_rows == 0:
             continue
-        return {
-            str(r["path"]): FileBloom.from_row(r)
-            for r in rows.to_pylist()
-            if describes(r, record_key, schema, frozenset())
-        }
+        describes = describing(record_key, schema, frozenset())
+        return {str(r["path"]): FileBloom.from_row(r) for r in rows.to_pylist() if describes(r)}
     return {}
