@@ -58,7 +58,7 @@ from ..timeline.commit_metadata import Operation
 from ..timeline.errors import InvalidOptionError, SchemaMismatchError, UnsupportedOperationError
 from ..timeline.storage.filesystem import Storage
 from ..timeline.storage.staging_folders import OwnerBeat, folder_of
-from .source import open_table
+from .source import kept_table
 from .types import check_columns
 
 #: Operations of the ``operation`` option (``mode("overwrite")`` means overwrite).
@@ -136,7 +136,7 @@ class LakelineWriter(DataSourceArrowWriter):
         self.options = dict(options)
         self.operation = write_operation(options, overwrite)
         merge = merge_schema_of(options)
-        table = open_table(path, self.options)  # fails here, on the driver, for a path that is not a table
+        table = kept_table(path, self.options)  # fails here, on the driver, for a path that is not a table
         cfg = table.config if schema is None else check_columns(table, schema, self.operation, merge)
         self.planned_on: pa.Schema = cfg.schema
         self.storage: Storage = table.storage
@@ -155,7 +155,7 @@ class LakelineWriter(DataSourceArrowWriter):
             owner.start()
             staged = [m.path for m in messages if isinstance(m, Staged) and m.path is not None]
             tables = [pq.read_table(self.storage.path(rel), filesystem=self.storage.fs) for rel in staged]
-            t = open_table(self.path, self.options)
+            t = kept_table(self.path, self.options)
             if tables:
                 try:
                     rows = pa.concat_tables(tables, promote_options="permissive")

@@ -341,3 +341,28 @@ def test_merge_schema_adds_a_new_field_inside_a_struct(spark: Any, tmp_path: Pat
         {"id": 1, "s": {"a": 1, "x": None}},
         {"id": 2, "s": {"a": 2, "x": "two"}},
     ]
+
+
+def test_a_kept_handle_reads_on_where_it_stopped_and_a_table_created_anew_is_opened_anew(tmp_path: Path) -> None:
+    # Spark reuses the Python worker that runs a stream's commits: the handle it keeps
+    # must see other writers' commits, and never write a log that is no longer the table's.
+    import shutil
+
+    from lakeline.spark.source import kept_table
+
+    path = str(tmp_path / "t")
+    Table.create(path, SCHEMA, record_key="id", table_type="mor")
+    kept = kept_table(path, {"operation": "upsert"})
+    assert kept_table(path, {"operation": "upsert"}) is kept
+    Table.open(path).insert(pa.table({"id": [1], "v": ["other process"]}, schema=SCHEMA))
+    again = kept_table(path, {"operation": "upsert"})
+    assert again is kept and again.config.schema == Table.open(path).config.schema
+    assert again.log.timeline.last_seq == Table.open(path).timeline.last_seq  # read on, not stale
+    again.upsert(pa.table({"id": [2], "v": ["kept"]}, schema=SCHEMA))
+    assert rows_of(path) == [(1, "other process"), (2, "kept")]
+    shutil.rmtree(path)
+    Table.create(path, SCHEMA, record_key="id", table_type="mor")
+    fresh = kept_table(path, {"operation": "upsert"})
+    assert fresh is not kept
+    fresh.upsert(pa.table({"id": [3], "v": ["new table"]}, schema=SCHEMA))
+    assert rows_of(path) == [(3, "new table")]
