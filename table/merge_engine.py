@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 
 from ..config.properties import AGGREGATES
 from ..timeline.errors import ImmutablePropertyError, InvalidMergeEngineError
+from ..timeline.field_ids import field_id, has_ids, name_without_ids
 from ..timeline.table_config import TableConfig
 
 DEDUPLICATE, PARTIAL_UPDATE, AGGREGATION, FIRST_ROW = "deduplicate", "partial-update", "aggregation", "first-row"
@@ -132,11 +133,21 @@ class MergeEngine:
         ``deduplicate`` only through a larger ordering value."""
         return not self.is_deduplicate or ordering is not None
 
-    def check_unchanged(self, other: MergeEngine) -> None:
+    def check_unchanged(
+        self, other: MergeEngine, mine: pa.Schema | None = None, theirs: pa.Schema | None = None
+    ) -> None:
         """Raises ImmutablePropertyError when ``other`` folds differently (the engine, or an
-        aggregate of a column both have)."""
-        mine, theirs = dict(self.aggregates), dict(other.aggregates)
-        changed = [c for c in mine if c in theirs and mine[c] != theirs[c]]
+        aggregate of a column both have).
+
+        ``mine`` and ``theirs``: the schemas of this engine's and ``other``'s
+        configurations; with them a column is the same column by field id, not by name
+        (:func:`_identities`), so a rename that carried its ``merge.<column>.aggregate``
+        along changes nothing, while a column dropped and added again under its old name
+        is another column (its old values are no longer read)."""
+        ids, their_ids = _identities(mine, theirs), _identities(theirs, mine)
+        before = {ids.get(c, c): fn for c, fn in self.aggregates}
+        after = {their_ids.get(c, c): fn for c, fn in other.aggregates}
+        changed = [c for c in before if c in after and before[c] != after[c]]
         if self.name != other.name or changed:
             raise ImmutablePropertyError(
                 f"merge.engine and merge.<column>.aggregate are fixed at creation ({self.name!r}, "
@@ -187,6 +198,18 @@ class MergeEngine:
 
 #: ``merge.engine = deduplicate``, the default.
 DEFAULT_ENGINE = MergeEngine()
+
+
+def _identities(schema: pa.Schema | None, other: pa.Schema | None) -> dict[str, object]:
+    """What each top-level column of ``schema`` is across it and ``other``: its field id
+    when both have ids; on a table that got ids by this change (``other`` has none), the
+    name ``other`` knows it by (``name_without_ids``; a column added since: its id). No
+    schemas, or neither with ids: names (empty, every column stands for itself)."""
+    if schema is None or other is None or not has_ids(schema):
+        return {}
+    if has_ids(other):
+        return {f.name: field_id(f) for f in schema}
+    return {f.name: name_without_ids(f) or ("added", field_id(f)) for f in schema}
 
 
 def _first_rows(versions: pa.Table, key: tuple[str, ...], ordering: str | None, arrival: str) -> pa.Table:

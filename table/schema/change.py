@@ -41,8 +41,9 @@ def commit_schema(
     Raises:
         ImmutablePropertyError: ``config`` folds a key's versions differently from the
             table's configuration (``merge.engine``, ``merge.<column>.aggregate`` are
-            fixed at creation); checked on the log the ``requested`` event lands on, so
-            nothing is written.
+            fixed at creation; columns matched by field id, so a rename that carried its
+            setting along is no change); checked on the log the ``requested`` event
+            lands on, so nothing is written.
         InvalidMergeEngineError: ``config``'s merge settings do not fit its schema.
     """
     engine = MergeEngine.of(config)
@@ -52,7 +53,7 @@ def commit_schema(
             check(tl)
         current = TableConfig.from_timeline(tl)
         if current is not None:
-            MergeEngine.of(current).check_unchanged(engine)
+            MergeEngine.of(current).check_unchanged(engine, current.schema, config.schema)
 
     req = log.append(Action.SCHEMA, State.REQUESTED, change.to_dict(), check=guarded)
     if fault is not None:

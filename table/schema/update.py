@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from ...config.properties import AGGREGATE_PREFIX, AGGREGATE_SUFFIX
 from ...indexes.entries import resolve
 from ...indexes.states import IndexKind, index_states
 from ...timeline.errors import CommitConflictError, InvalidIndexError, SchemaMismatchError, UnknownColumnError
@@ -103,21 +104,21 @@ class Step:
 
 def _fixed_columns(cfg: TableConfig, tl: Timeline) -> tuple[dict[str, str], dict[str, str]]:
     """Columns a rename or drop must leave alone, with why: the record key, partition
-    and ordering columns (files, folders and the record index are keyed by them), the
-    merge engine's per-column settings (fixed at creation), columns an index names by
+    and ordering columns (files, folders and the record index are keyed by them, and the
+    configuration names them: renaming them is not built), columns an index names by
     name only (a definition from before ids). Second, the columns only a drop must leave
     alone: those of a bloom filter that recorded their ids (its entries follow a rename;
-    a column-stats index forgets a dropped column, :func:`~lakeline.indexes.entries.resolve`)."""
+    a column-stats index forgets a dropped column, :func:`~lakeline.indexes.entries.resolve`).
+    A column with a ``merge.<column>.aggregate`` is neither: its setting follows a
+    rename and leaves with a drop (:func:`_carried_setting`)."""
     out: dict[str, str] = {}
     undroppable: dict[str, str] = {}
     for c in cfg.record_key:
-        out[c] = "a record-key column"
+        out[c] = "a record-key column (files and the record index are keyed by it)"
     for c in cfg.partition_by:
-        out[c] = "a partition column"
+        out[c] = "a partition column (its values name the partition folders)"
     if cfg.ordering_field:
-        out[cfg.ordering_field] = "the ordering field"
-    for c in dict(cfg.props.merge_aggregates):
-        out.setdefault(c, "a column with merge.<column> settings (fixed at creation)")
+        out[cfg.ordering_field] = "the ordering field (the configuration and merge engine order versions by it)"
     for idx in index_states(tl).values():
         if not idx.field_ids:
             for c in idx.columns:
@@ -145,6 +146,20 @@ def with_ids(cfg: TableConfig) -> TableConfig:
     fields, last = assign_ids(list(cfg.schema), 0, keep=False)
     fields = [without_ids_marked(f, f.name) for f in fields]
     return replace(cfg, schema=pa.schema(fields, metadata=cfg.schema.metadata), last_column_id=last)
+
+
+def _carried_setting(cfg: TableConfig, old: str, new: str | None) -> TableConfig:
+    """``cfg`` with the column ``old``'s ``merge.<old>.aggregate`` moved to ``new`` (a
+    rename: the same column, so it folds the same way, and the schema instant records
+    the moved key) or removed (``new`` None: a drop; the column's values are no longer
+    read, and a column added later under its name is a new one, folding by default)."""
+    key = f"{AGGREGATE_PREFIX}{old}{AGGREGATE_SUFFIX}"
+    if key not in cfg.properties:
+        return cfg
+    props = {k: v for k, v in cfg.properties.items() if k != key}
+    if new is not None:
+        props[f"{AGGREGATE_PREFIX}{new}{AGGREGATE_SUFFIX}"] = cfg.properties[key]
+    return replace(cfg, properties=props)
 
 
 def apply_step(
@@ -195,11 +210,13 @@ def apply_step(
         check_column_names([*names[:i], new_name, *names[i + 1 :]], f"the schema with {step.describe()}")
         fields[i] = fields[i].with_name(new_name)
         moved += [step.name, new_name]
+        cfg = _carried_setting(cfg, step.name, new_name)
     elif step.op == "delete":
         if len(fields) == 1:
             raise SchemaMismatchError(f"{step.describe()}: a table keeps at least one column")
         del fields[i]
         moved.append(step.name)
+        cfg = _carried_setting(cfg, step.name, None)
     else:
         old = fields[i]
         if old.type != step.type and (step.name in cfg.record_key or step.name in cfg.partition_by):
