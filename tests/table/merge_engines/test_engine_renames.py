@@ -12,6 +12,8 @@ import pyarrow as pa
 import pytest
 from lakeline.table import ImmutablePropertyError, SchemaMismatchError, Table
 from lakeline.table.schema.change import commit_schema
+from lakeline.table.schema.update import Step, apply_step
+from lakeline.timeline import table_config
 from lakeline.timeline.plans import SchemaChangePlan
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("ts", pa.int64()), ("total", pa.int64())])
@@ -87,3 +89,39 @@ def test_the_aggregate_still_cannot_change_and_key_columns_still_cannot_move(tmp
             with t.update_schema() as u:
                 u.rename_column(column, "other")
     assert len(Table.open(path).timeline.completed()) == n
+
+
+def test_columns_that_swap_names_keep_their_own_aggregates(tmp_path: Path) -> None:
+    """The setting is the column's, matched by field id: ``a`` (summed) and ``b`` (the
+    default) swapping names in one block changes no column's fold (by name it read as
+    ``a``: sum -> last_non_null, ImmutablePropertyError)."""
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("a", pa.int64()), ("b", pa.int64())])
+    t = Table.create(
+        tmp_path / "t", schema, record_key="id", table_type="mor",
+        properties={"merge.engine": "aggregation", "merge.a.aggregate": "sum"},
+    )  # fmt: skip
+    t.upsert(pa.table({"id": [1, 1], "a": [1, 2], "b": [10, 20]}, schema=schema))
+    with t.update_schema() as u:
+        u.rename_column("a", "tmp").rename_column("b", "a").rename_column("tmp", "b")
+    assert dict(t.config.props.merge_aggregates) == {"b": "sum"}
+    t.upsert(pa.table({"id": [1], "a": [30], "b": [4]}, schema=schema))
+    assert _rows(t) == [{"id": 1, "a": 30, "b": 7}]
+
+
+def test_a_table_from_before_ids_renames_an_aggregated_column(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its first schema change gives it ids; the column is matched to its old name by
+    the name its files hold it under, so a changed function is still refused."""
+    path = tmp_path / "t"
+    with monkeypatch.context() as m:  # a table of the format before ids (tests/table/schema/test_old_tables.py)
+        m.setattr(table_config, "assign_ids", lambda fields, last, keep=True: (list(fields), 0))
+        t = _table(path, "mor")
+    t = Table.open(path)
+    t.upsert(pa.table({"id": [1, 1], "ts": [1, 2], "total": [10, 5]}, schema=SCHEMA))
+    renamed = apply_step(t.config, Step("rename", "total", new_name="amount"), {})
+    changed = replace(renamed, properties={**renamed.properties, "merge.amount.aggregate": "max"})
+    with pytest.raises(ImmutablePropertyError):
+        commit_schema(t.log, SchemaChangePlan("update", ("total",)), changed)
+    with t.update_schema() as u:
+        u.rename_column("total", "amount")
+    t.upsert(pa.table({"id": [1], "ts": [3], "amount": [1]}, schema=NEW))
+    assert _rows(Table.open(path)) == [{"id": 1, "ts": 3, "amount": 16}]
