@@ -248,7 +248,18 @@ def live_only(rows: pa.Table, live: pa.Array) -> pa.Table:
     """The entries of files in ``live`` (paths)."""
     if rows.num_rows == 0:
         return rows
-    return rows.filter(pc.is_in(rows.column(PATH), value_set=live))
+    return rows.filter(pa.array(live_mask(rows, live)))
+
+
+def live_mask(rows: pa.Table, live: pa.Array) -> np.ndarray:
+    """Whether each entry names a file in ``live`` (paths): asked per distinct path of
+    the dictionary, not per entry (a fold's 3.6M entries: 0.11 s -> 0.02 s)."""
+    paths = rows.column(PATH)
+    if rows.num_rows == 0 or not pa.types.is_dictionary(paths.type):
+        return pc.is_in(paths, value_set=live).to_numpy(zero_copy_only=False).astype(bool)
+    paths = paths.unify_dictionaries().combine_chunks()
+    live_value = pc.is_in(paths.dictionary, value_set=live).to_numpy(zero_copy_only=False)
+    return live_value[paths.indices.to_numpy()]
 
 
 def partial_rewrites(storage: Storage, deltas: Iterable[str]) -> dict[str, str]:
