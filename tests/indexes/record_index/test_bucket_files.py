@@ -81,3 +81,26 @@ def test_local_bucket_files_are_mapped_sorted_by_hash_and_answer_as_parquet_does
         got = answers(mapped, probe)
         assert got == answers(by_parquet, probe)
         assert [k for k, _ in got] == sorted(k for k in probe if k in set(stored))
+
+
+def test_equal_hashes_of_different_keys_are_no_match() -> None:
+    # A hash only narrows: two keys whose 64-bit hashes collide must not answer for
+    # each other (the pairs' keys are compared; with real hashes this never happens in
+    # a test, so the pairs are made here).
+    from lakeline.indexes.record_index.lookup import _equal_hashes, _exact
+
+    stored = pa.table(
+        {
+            HASH: pa.array([5, 5, 9], pa.int64()),
+            "key_0": ["a", "b", "c"],
+            PATH: pa.array(["f1", "f2", "f3"]).dictionary_encode(),
+            "pos": pa.array([0, 1, 2], pa.int32()),
+            "deleted": [False, False, False],
+        }
+    )
+    probe = pa.table({"key_0": ["b", "z"]})
+    entry, row = _equal_hashes(stored, np.array([5, 9], np.int64), np.array([0, 1]), sorted_by_hash=True)
+    assert sorted(zip(entry.tolist(), row.tolist())) == [(0, 0), (1, 0), (2, 1)]
+    found = _exact(stored, probe, entry, row)
+    assert found.column(ROW).to_pylist() == [0]
+    assert found.column(PATH).cast(pa.string()).to_pylist() == ["f2"]
