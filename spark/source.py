@@ -75,8 +75,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import StructType
 
 from ..table.table import Table
-from ..timeline.errors import InvalidOptionError, LakelineError, TableNotFoundError, UnsupportedOperationError
-from ..timeline.storage.event_log.pointer import read_pointer
+from ..timeline.errors import InvalidOptionError, TableNotFoundError, UnsupportedOperationError
 from .read import SNAPSHOT_OPTIONS, SliceRows, plan, slice_batches, snapshot_option
 from .types import spark_readable, to_spark_schema
 
@@ -116,37 +115,6 @@ def open_table(path: str | None, options: Mapping[str, str]) -> Table:
     if path.startswith("file:") and not path.startswith("file://"):
         path = path[len("file:") :]  # Hadoop's spelling of a local path (file:/data/t)
     return Table.open(path, options.get("timeline"), storage_options_of(options))
-
-
-#: Handles :func:`kept_table` keeps in this process, by path and options.
-_KEPT: dict[tuple[str | None, tuple[tuple[str, str], ...]], Table] = {}
-
-
-def kept_table(path: str | None, options: Mapping[str, str]) -> Table:
-    """:func:`open_table`'s handle, kept for the life of this process and read again
-    where it stopped on each use.
-
-    Why: Spark runs a stream's commits in one Python worker that it reuses from batch to
-    batch, and a fresh handle reads the whole active timeline and loads the file-system
-    view from a checkpoint each time: both grow with the table's history (0.4 and
-    0.6 s a batch after 1,000 CDC batches), while a kept handle reads only the events
-    appended since, and extends its last view from memory. Every use of a handle reads
-    the log before it plans, so a kept one sees what other writers did. A table created
-    anew at the same path (another ``table_uuid`` in its pointer, one small read) is
-    opened anew: the kept log would otherwise append to the new one's.
-    """
-    key = (path, tuple(sorted((k, str(v)) for k, v in options.items())))
-    table = _KEPT.get(key)
-    if table is not None:
-        try:
-            same = read_pointer(table.storage).get("table_uuid") == table.config.table_uuid
-        except (OSError, LakelineError):
-            same = False
-        if same:
-            table.log.refresh()  # the events appended since its last use, no more
-            return table
-    table = _KEPT[key] = open_table(path, options)
-    return table
 
 
 # -- options: each use takes its own, anything else is refused ---------------------------

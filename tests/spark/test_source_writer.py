@@ -348,7 +348,7 @@ def test_a_kept_handle_reads_on_where_it_stopped_and_a_table_created_anew_is_ope
     # must see other writers' commits, and never write a log that is no longer the table's.
     import shutil
 
-    from lakeline.spark.source import kept_table
+    from lakeline.spark.source_writer import kept_table
 
     path = str(tmp_path / "t")
     Table.create(path, SCHEMA, record_key="id", table_type="mor")
