@@ -33,7 +33,7 @@ from ...timeline.timeline import Timeline
 from ...timeline.view.file_group import FileSlice
 from ..entries import IndexTarget, resolve
 from ..states import IndexKind, readable_indexes
-from .rows import DELETED, HASH, PATH, PATH_TYPE, POS, buckets_of, chain_of, key_columns, key_table
+from .rows import DELETED, HASH, PATH, PATH_TYPE, POS, bucket_hash_order, buckets_of, chain_of, key_columns, key_table
 from .store import (
     MAPPED_SUFFIX,
     Generation,
@@ -104,10 +104,9 @@ class RecordIndexReader:
         bucket, key_hash = buckets_of(keys, self.key, self.schema, self.target.buckets)
         probe = pa.table(key_table(keys, self.key, self.schema))
         # By bucket, then hash: each file's probes binary-search in ascending order,
-        # which walks a mapped file's pages forward instead of at random. (A sort of
-        # the hashes, then a stable radix sort of 16-bit buckets: a third of a lexsort.)
+        # which walks a mapped file's pages forward instead of at random.
         by_hash = np.argsort(key_hash)
-        order = by_hash[np.argsort(bucket[by_hash].astype(np.uint16), kind="stable")]
+        order = bucket_hash_order(bucket, key_hash, by_hash)
         sorted_b = bucket[order]
         starts = np.flatnonzero(np.r_[True, sorted_b[1:] != sorted_b[:-1]]) if len(order) else np.zeros(0, np.int64)
         ends = np.r_[starts[1:], len(order)]

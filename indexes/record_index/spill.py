@@ -34,7 +34,7 @@ from ...timeline.errors import IndexBuildError
 from ...timeline.storage.data_reads import reading
 from ...timeline.storage.filesystem import Storage
 from ..entries import IndexTarget, MapFn
-from .rows import BUCKET, HASH, OP, entry_schema, record_entries
+from .rows import BUCKET, HASH, OP, bucket_hash_order, entry_schema, record_entries
 from .store import (
     BUCKET_ROW_GROUP_ROWS,
     ENTRY_PARQUET,
@@ -137,10 +137,7 @@ def range_rows(task: RangeTask, sort: bool = True) -> pa.Table:
     # come in runs already sorted by hash, which the first sort merges; the live rows
     # are taken once, sorted (a fold of 3.6M entries: 0.69 s as a filter, then Arrow's
     # two-key sort and take; 0.3 s this way).
-    hashes = rows.column(HASH).to_numpy()
-    order = np.arange(rows.num_rows) if kept is None else kept
-    order = order[np.argsort(hashes[order], kind="stable")]
-    order = order[np.argsort(rows.column(BUCKET).to_numpy()[order].astype(np.uint16), kind="stable")]
+    order = bucket_hash_order(rows.column(BUCKET).to_numpy(), rows.column(HASH).to_numpy(), kept)
     return rows.take(pa.array(order))
 
 
