@@ -112,13 +112,16 @@ class RecordIndexReader:
         ends = np.r_[starts[1:], len(order)]
         # A job is a file and the rows of ``keys`` it may hold, by their hashes: only the
         # entries whose hash a probe has are read, and only those pairs compare keys.
-        jobs = []
+        jobs: list[tuple[str, np.ndarray, np.ndarray, ProbeSet | None]] = []
         for s, e in zip(starts, ends):
             file = self.generation.files.get(int(sorted_b[s]))
             if file is not None:
                 rows = order[s:e]
-                jobs.append((self.storage.path(file[0]), key_hash[rows], rows))
-        jobs.extend((path, key_hash[by_hash], by_hash) for path in self.deltas)  # a delta holds every bucket
+                jobs.append((self.storage.path(file[0]), key_hash[rows], rows, None))
+        if self.deltas:  # a delta holds every bucket
+            sorted_hashes = key_hash[by_hash]
+            probes = ProbeSet.of(sorted_hashes)
+            jobs.extend((path, sorted_hashes, by_hash, probes) for path in self.deltas)
         try:
             # Files are read in parallel (Parquet decoding releases the GIL).
             with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1, 8))) as pool:
@@ -127,11 +130,13 @@ class RecordIndexReader:
             raise MetadataTableError(f"record index {self.target.name!r} changed while read: {e}") from e
         return pa.concat_tables(found) if found else _empty()
 
-    def _join(self, probe: pa.Table, path: str, hashes: np.ndarray, rows: np.ndarray) -> pa.Table:
+    def _join(
+        self, probe: pa.Table, path: str, hashes: np.ndarray, rows: np.ndarray, probes: ProbeSet | None
+    ) -> pa.Table:
         """The entries of one file naming a key of ``probe`` (entry key columns) at
         ``rows`` (whose hashes are ``hashes``), exactly: the stored hashes narrow (a
-        mapped bucket file's binary-searched, a Parquet file's 8 bytes an entry
-        decoded), then only the pairs of equal hashes compare keys."""
+        mapped bucket file's binary-searched, a delta's 8 bytes an entry decoded and
+        asked of ``probes``), then only the pairs of equal hashes compare keys."""
         needed = [HASH, *key_columns(self.key), PATH, POS, DELETED]
         mapped = path.endswith(MAPPED_SUFFIX)
         if mapped:
@@ -140,18 +145,52 @@ class RecordIndexReader:
             # A point lookup: row groups whose hash range misses every probe are skipped.
             stored = read_entries(self.storage, path, pc.field(HASH).isin(pa.array(hashes)), needed)
         else:
+            # A delta shares the lookup's set; a bucket file's probes are its own.
+            probes = probes if probes is not None else ProbeSet.of(hashes)
             stored_hashes = read_entries(self.storage, path, columns=[HASH]).column(HASH)
-            # Arrow's hash set of the smaller side, asked for every value of the other
-            # (a batch of 500k keys against a commit's delta of a few thousand, or a
-            # few thousand against a compaction's delta of the whole table).
-            probes = pa.array(hashes)
-            if len(stored_hashes) < len(probes):
-                probes = probes.filter(pc.is_in(probes, value_set=stored_hashes.combine_chunks()))
-            candidates = pc.is_in(stored_hashes, value_set=probes)
-            if not pc.any(candidates).as_py():
+            candidates = probes.holds(stored_hashes.to_numpy())
+            if not candidates.any():
                 return _empty()  # every key proven absent from this file, no key read
-            stored = read_entries(self.storage, path, columns=needed).filter(candidates)
+            stored = read_entries(self.storage, path, columns=needed).filter(pa.array(candidates))
         return _exact(stored, probe, *_equal_hashes(stored, hashes, rows, sorted_by_hash=mapped))
+
+
+@dataclass(frozen=True)
+class ProbeSet:
+    """The hashes of a lookup's keys, asked once per entry of every delta: a bit per
+    value of the hashes' top bits (about 32 bits a probe, so about 3% of absent hashes
+    pass) narrows, then a binary search among the sorted probes decides. Built once a
+    lookup; Arrow's ``is_in`` built its hash set again for every delta (a 500k-key
+    insert against a 500k-entry delta: 60 ms a delta, against 13 ms)."""
+
+    sorted_hashes: np.ndarray
+    shift: np.uint64
+    bits: np.ndarray
+
+    @classmethod
+    def of(cls, sorted_hashes: np.ndarray) -> ProbeSet:
+        width = max(10, min(27, int(np.ceil(np.log2(max(len(sorted_hashes), 1) * 32)))))
+        shift = np.uint64(64 - width)
+        # Sorted as int64, the negative hashes come first; as unsigned they come last.
+        split = int(np.searchsorted(sorted_hashes, 0))
+        top = np.r_[sorted_hashes[split:], sorted_hashes[:split]].view(np.uint64) >> shift
+        top = top[np.r_[True, top[1:] != top[:-1]]] if len(top) else top
+        byte, bit = top >> np.uint64(3), (np.uint64(1) << (top & np.uint64(7))).astype(np.uint8)
+        starts = np.flatnonzero(np.r_[True, byte[1:] != byte[:-1]]) if len(top) else np.zeros(0, np.int64)
+        bits = np.zeros(1 << (width - 3), dtype=np.uint8)
+        # Each byte's bits are distinct, so their sum is their union.
+        bits[byte[starts]] = np.add.reduceat(bit, starts) if len(starts) else bits[:0]
+        return cls(sorted_hashes, shift, bits)
+
+    def holds(self, hashes: np.ndarray) -> np.ndarray:
+        """Whether each of ``hashes`` (int64) is a probe's, exactly."""
+        top = hashes.view(np.uint64) >> self.shift
+        maybe = np.flatnonzero((self.bits[top >> np.uint64(3)] >> (top & np.uint64(7)).astype(np.uint8)) & 1)
+        out = np.zeros(len(hashes), dtype=bool)
+        if len(maybe) and len(self.sorted_hashes):
+            at = np.minimum(np.searchsorted(self.sorted_hashes, hashes[maybe]), len(self.sorted_hashes) - 1)
+            out[maybe] = self.sorted_hashes[at] == hashes[maybe]
+        return out
 
 
 def _equal_hashes(

@@ -37,11 +37,11 @@ from ..entries import IndexTarget, MapFn
 from .rows import BUCKET, HASH, OP, bucket_hash_order, entry_schema, record_entries
 from .store import (
     BUCKET_ROW_GROUP_ROWS,
-    ENTRY_PARQUET,
     MAPPED_SUFFIX,
     SPILL_PREFIX,
     bucket_path,
     bucket_range,
+    entry_parquet,
     live_entries,
     live_mask,
     mapped_entries,
@@ -85,7 +85,8 @@ def spill_task(task: SpillTask) -> int | str:
             out = storage.path(task.out)
             storage.mkdirs(posixpath.dirname(out))
             n = 0
-            with storage.fs.open_output_stream(out) as sink, pq.ParquetWriter(sink, entries, **ENTRY_PARQUET) as w:
+            options = entry_parquet(storage)
+            with storage.fs.open_output_stream(out) as sink, pq.ParquetWriter(sink, entries, **options) as w:
                 for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=cols):
                     rows = pa.Table.from_batches([batch])
                     part = record_entries(rows, task.path, key, task.schema, task.target.buckets, offset=n)

@@ -113,6 +113,27 @@ def _live_by_position(base: pa.Table, logs: list[pa.Table], key: tuple[str, ...]
     return pa.concat_tables([untouched, in_logs.cast(untouched.schema)])
 
 
+def beyond_every_range(slices: list[FileSlice], keys: pa.Table, key: tuple[str, ...]) -> bool:
+    """Whether the range of ``keys`` misses the key range of every slice (as a batch of
+    sequential keys newer than any in the table does): then no key is in the table,
+    whatever an index would say, and none need be looked up. Only the batch's min and
+    max are compared: a batch that overlaps one range gets False, and its keys are
+    looked up."""
+    if len(key) != 1 or keys.num_rows == 0:
+        return False
+    kmin, kmax = min_max_values(keys.column(key[0]))
+    for s in slices:
+        bounds = s.key_bounds()
+        if bounds is None:
+            return False
+        try:
+            if not (bounds[1] < kmin or bounds[0] > kmax):
+                return False
+        except TypeError:
+            return False
+    return True
+
+
 def candidate_slices(
     slices: list[FileSlice], keys: pa.Table, key: tuple[str, ...]
 ) -> list[tuple[FileSlice, np.ndarray | None]]:

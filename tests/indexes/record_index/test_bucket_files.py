@@ -104,3 +104,50 @@ def test_equal_hashes_of_different_keys_are_no_match() -> None:
     found = _exact(stored, probe, entry, row)
     assert found.column(ROW).to_pylist() == [0]
     assert found.column(PATH).cast(pa.string()).to_pylist() == ["f2"]
+
+
+@pytest.mark.parametrize("n", [0, 1, 70, 20_000])
+def test_the_probe_set_holds_its_hashes_and_no_other(n: int) -> None:
+    # A delta's entries are asked of the lookup's probe set: its bits narrow, a binary
+    # search decides. Hashes of both signs (sorted as int64, the bits are indexed as
+    # unsigned), and absent hashes sharing a probe's top bits, must come out exact.
+    from lakeline.indexes.record_index.lookup import ProbeSet
+
+    rng = np.random.default_rng(n)
+    probes = np.sort(rng.integers(-(2**63), 2**63 - 1, n, dtype=np.int64))
+    probe_set = ProbeSet.of(probes)
+    assert probe_set.holds(probes).all()
+    neighbours = np.r_[probes + 1, probes - 1, rng.integers(-(2**63), 2**63 - 1, 5000, dtype=np.int64)]
+    absent = neighbours[~np.isin(neighbours, probes)]
+    assert not probe_set.holds(absent).any()
+    mixed = np.r_[absent[:100], probes[:100]]
+    assert probe_set.holds(mixed).tolist() == [False] * len(absent[:100]) + [True] * len(probes[:100])
+
+
+@pytest.mark.parametrize("kind", ["cow", "mor"])
+def test_keys_past_every_range_are_new_without_a_lookup_and_overlapping_ones_are_looked_up(
+    tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lakeline.indexes.record_index import lookup
+    from lakeline.timeline.errors import DuplicateKeyError
+
+    stored = [f"k{i:06d}" for i in range(1000)]
+    t = indexed(tmp_path, kind, stored)
+    asked = []
+    real = lookup.RecordIndexReader.entries
+    monkeypatch.setattr(lookup.RecordIndexReader, "entries", lambda self, k: asked.append(k.num_rows) or real(self, k))
+    newer = [f"k{i:06d}" for i in range(1000, 1500)]
+    t.insert(pa.table({"id": newer, "v": list(range(500))}, schema=SCHEMA))
+    assert asked == []  # above every file's key range: new, the index not read
+    # A batch reaching into a range is looked up, and its one old key refused.
+    with pytest.raises(DuplicateKeyError):
+        t.insert(pa.table({"id": ["k001499", "k009999"], "v": [1, 2]}, schema=SCHEMA))
+    assert asked == [2]
+    t.upsert(pa.table({"id": ["k000005", "k002000"], "v": [7, 8]}, schema=SCHEMA))
+    got = t.scan(filter=pa.compute.field("id").isin(["k000005", "k002000", "k001200"])).to_arrow()
+    assert sorted(zip(got.column("id").to_pylist(), got.column("v").to_pylist())) == [
+        ("k000005", 7),
+        ("k001200", 200),
+        ("k002000", 8),
+    ]
+    assert t.indexes.validate("record_index")["mismatches"] == []
