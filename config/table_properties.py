@@ -69,6 +69,7 @@ class TableProperties:
     archive_min_active_instants: int
     engine_parallelism: int
     service_nice: int
+    index_record_index: bool
     metadata_files_checkpoint_commits: int
     metadata_compact_max_deltas: int
     inline_services: str

@@ -118,7 +118,12 @@ class Table(TableReads):
         )
         property_hooks(config.props)  # refuse bad inline.services / commit.callback-url now
         MergeEngine.of(config)  # and merge settings that do not fit the schema
-        return cls(storage, create_log(storage, config, timeline), timeline)
+        table = cls(storage, create_log(storage, config, timeline), timeline)
+        if config.has_key and config.props.index_record_index:
+            # Built at once on the empty table; a create killed before it leaves a table
+            # without the index (reads and writes stay exact: they read the data).
+            table.indexes.create("record_index", wait=True)
+        return table
 
     @classmethod
     def open(

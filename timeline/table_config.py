@@ -174,6 +174,8 @@ class TableConfig:
             raise InvalidPropertyError(f"table_type must be one of {TABLE_TYPES}, not {table_type!r}")
         if table_type == TableType.MOR and not keys:
             raise InvalidPropertyError("a merge-on-read table needs a record key")
+        if not keys and str((properties or {}).get("index.record-index", "")).lower() in ("true", "1"):
+            raise InvalidPropertyError("index.record-index needs a record key (the index maps keys to file groups)")
         # Ids of the caller's schema (one read from a Parquet file, say) mean nothing here.
         fields, last = assign_ids(list(schema), 0, keep=False)
         return cls(

@@ -132,3 +132,27 @@ def test_a_create_puts_its_schema_instant_at_slot_0_before_reading_the_log(
     with pytest.raises(TableExistsError):
         Table.create(str(tmp_path / "t"), SCHEMA, record_key="id")
     assert "put" not in order  # refused before any event
+
+
+@pytest.mark.parametrize("kind", ["cow", "mor"])
+def test_index_record_index_creates_a_ready_record_index_with_the_table(tmp_path: Path, kind: str) -> None:
+    from lakeline.table import DuplicateKeyError
+
+    t = Table.create(tmp_path / kind, SCHEMA, record_key="id", table_type=kind, properties={"index.record-index": "true"})
+    assert [(i.name, i.kind, i.state) for i in t.indexes.list()] == [("record_index", "record_index", "ready")]
+    def rows(ids: list[int]) -> pa.Table:
+        return pa.table({"id": ids, "ts": ids, "day": ["d"] * len(ids), "v": ids, "s": ["s"] * len(ids)}, schema=SCHEMA)
+
+    t.insert(rows([1, 2]))
+    with pytest.raises(DuplicateKeyError):
+        t.insert(rows([2, 3]))
+    assert t.indexes.validate("record_index")["mismatches"] == []
+    # Off by default: a keyed table has no index unless asked.
+    assert Table.create(tmp_path / f"{kind}-plain", SCHEMA, record_key="id", table_type=kind).indexes.list() == []
+
+
+def test_index_record_index_without_a_record_key_is_refused_and_creates_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    with pytest.raises(InvalidPropertyError, match="record key"):
+        Table.create(path, SCHEMA, properties={"index.record-index": True})
+    assert not path.exists() or disk_files(path) == {}
