@@ -54,7 +54,7 @@ from .environment import machine_line, source_state, versions
 from .object_store import S3_SYSTEMS, StoreConfig, local_workdir, prime_store_verdict, server_version, start_server
 from .repeats import keep_median_run, one_section, seconds_of
 from .report import MiB, Run, StepResult, _fmt_b, evaluate, markdown, rich_tables
-from .systems import LAKELINE, SYSTEMS, TABLE_SUFFIX, method_notes
+from .systems import DEFAULT_SYSTEMS, LAKELINE, SYSTEMS, TABLE_SUFFIX, method_notes
 
 if TYPE_CHECKING:
     from tests.seaweedfs import SeaweedServer
@@ -177,7 +177,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument(
         "--systems",
         default=None,
-        help=f"comma-separated subset of {','.join(SYSTEMS)} (default: all; on s3: {','.join(S3_SYSTEMS)})",
+        help=f"comma-separated subset of {','.join(SYSTEMS)} (default: {','.join(DEFAULT_SYSTEMS)}; "
+        f"on s3: {','.join(S3_SYSTEMS)}); -ri: created with index.record-index",
     )
     p.add_argument(
         "--store",
@@ -221,7 +222,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--check", action="store_true", help="exit 1 when a target is missed or systems disagree")
     args = p.parse_args(argv)
     allowed = S3_SYSTEMS if args.store == "s3" else SYSTEMS
-    args.systems = [s.strip() for s in (args.systems or ",".join(allowed)).split(",") if s.strip()]
+    default = S3_SYSTEMS if args.store == "s3" else DEFAULT_SYSTEMS
+    args.systems = [s.strip() for s in (args.systems or ",".join(default)).split(",") if s.strip()]
     unknown = [s for s in args.systems if s not in allowed]
     if unknown:
         p.error(f"unknown system(s) {unknown} for --store {args.store}; choose from {', '.join(allowed)}")

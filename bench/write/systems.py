@@ -27,7 +27,10 @@ from .object_store import StoreConfig
 if TYPE_CHECKING:
     from .report import Run
 
-SYSTEMS = ("lakeline-cow", "lakeline-mor", "deltalake", "pyiceberg")
+#: What a run measures unless ``--systems`` says otherwise.
+DEFAULT_SYSTEMS = ("lakeline-cow", "lakeline-mor", "deltalake", "pyiceberg")
+#: ``-ri``: the table created with ``index.record-index`` (a record index from creation).
+SYSTEMS = (*DEFAULT_SYSTEMS, "lakeline-cow-ri", "lakeline-mor-ri")
 LAKELINE = ("lakeline-cow", "lakeline-mor")
 BASELINE = "deltalake"
 #: Environment variable a child reads: appended to its table's name (a repeat of a step
@@ -77,10 +80,13 @@ class System:
 
 
 class Lakeline(System):
-    def __init__(self, path: Path | str, table_type: str, options: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, path: Path | str, table_type: str, options: dict[str, str] | None = None, record_index: bool = False
+    ) -> None:
         super().__init__(path, options)
         self.table_type = table_type
-        self.name = f"lakeline-{table_type}"
+        self.record_index = record_index
+        self.name = f"lakeline-{table_type}" + ("-ri" if record_index else "")
         self.table: Any = None
 
     def load(self) -> None:
@@ -96,6 +102,7 @@ class Lakeline(System):
             record_key="key",
             ordering_field="ts",
             table_type=self.table_type,
+            properties={"index.record-index": self.record_index},
             storage_options=self.options,
         )
 
@@ -350,6 +357,8 @@ def make_system(name: str, workdir: Path) -> System:
         return Lakeline(path, "cow", options)
     if name == "lakeline-mor":
         return Lakeline(path, "mor", options)
+    if name in ("lakeline-cow-ri", "lakeline-mor-ri"):
+        return Lakeline(path, name.split("-")[1], options, record_index=True)
     if name == "deltalake":
         return Delta(path, options, _delta_read(workdir))
     if store is not None:

@@ -138,8 +138,11 @@ def test_a_create_puts_its_schema_instant_at_slot_0_before_reading_the_log(
 def test_index_record_index_creates_a_ready_record_index_with_the_table(tmp_path: Path, kind: str) -> None:
     from lakeline.table import DuplicateKeyError
 
-    t = Table.create(tmp_path / kind, SCHEMA, record_key="id", table_type=kind, properties={"index.record-index": "true"})
+    t = Table.create(
+        tmp_path / kind, SCHEMA, record_key="id", table_type=kind, properties={"index.record-index": "true"}
+    )
     assert [(i.name, i.kind, i.state) for i in t.indexes.list()] == [("record_index", "record_index", "ready")]
+
     def rows(ids: list[int]) -> pa.Table:
         return pa.table({"id": ids, "ts": ids, "day": ["d"] * len(ids), "v": ids, "s": ["s"] * len(ids)}, schema=SCHEMA)
 
