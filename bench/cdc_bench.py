@@ -218,6 +218,7 @@ def _timed_sink(
             "compaction.trigger": args.trigger,
             "compaction.delta-commits": args.delta_commits,
             "compaction.log-ratio": args.log_ratio,
+            **({} if args.small_file_limit is None else {"write.small-file-limit-bytes": args.small_file_limit}),
         }
         for path in (work / "warm-t", target):
             t = Table.create(path, SCHEMA, record_key="key", ordering_field="ts", table_type="mor", properties=props)
@@ -260,6 +261,7 @@ def run(args: argparse.Namespace, work: Path, progress: Any) -> dict[str, Any]:
         "trigger": args.trigger if args.trigger != "log-ratio" else f"log-ratio {args.log_ratio}",
         "delta_commits": args.delta_commits,
         "record_index": args.record_index,
+        "small_file_limit": args.small_file_limit,
     }
     try:
         for sink in ("parquet", "lakeline"):
@@ -303,7 +305,14 @@ def report(result: dict[str, Any], command: str) -> str:
         "one Parquet file a batch read by `spark.readStream` (`maxFilesPerTrigger=1`) on `local[2]`. "
         f"lakeline: a merge-on-read table, `operation=upsert` with the rows' `_op`, a `lakeline runner` process "
         f"compacting ({result['compaction']}) during the stream, the table's `compaction.trigger` "
-        f"{result.get('trigger', 'delta-commits')} (delta-commits {result.get('delta_commits', 3)}). "
+        f"{result.get('trigger', 'delta-commits')} (delta-commits {result.get('delta_commits', 3)})"
+        + (
+            f", `write.small-file-limit-bytes` {result['small_file_limit']:,}"
+            if result.get("small_file_limit") is not None
+            else ""
+        )
+        + (", a record index" if result.get("record_index") else "")
+        + ". "
         'Parquet: `writeStream.format("parquet")` of the same rows.',
         "",
         "| sink | rows/s | p50 ms | p95 ms | median first / last window ms |",
@@ -351,6 +360,13 @@ def main(argv: list[str]) -> int:
     )
     p.add_argument("--log-ratio", type=float, default=0.5, help="compaction.log-ratio of the table (default 0.5)")
     p.add_argument("--record-index", action="store_true", help="give the table a record index before the stream")
+    p.add_argument(
+        "--small-file-limit",
+        type=int,
+        default=None,
+        help="write.small-file-limit-bytes of the table (default: the property's): inserts fill the file "
+        "groups below it, so it bounds how many groups (and logs) a batch of random updates touches",
+    )
     add_run_options(p)
     args = p.parse_args(argv)
     work = args.workdir or Path(tempfile.mkdtemp(prefix="lakeline-cdc-bench-"))

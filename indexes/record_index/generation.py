@@ -126,8 +126,17 @@ def fold(
     live_paths = pa.array(sorted(live), pa.string())
     # Partial rewrites' chains are resolved here: the generation names each key by
     # the live file holding it, so it needs no chain.
-    partial = partial_rewrites(storage, deltas)
-    counts = write_buckets(storage, deltas, rows, target, schema, folder, map_fn, live_paths, own, partial)
+    try:
+        partial = partial_rewrites(storage, deltas)
+        counts = write_buckets(storage, deltas, rows, target, schema, folder, map_fn, live_paths, own, partial)
+    except FileNotFoundError:
+        newer = newest_generation(storage, partition)
+        if newer is not None and newer.seq > after:
+            # Another fold (a service's beside a writer's) published first and removed
+            # the deltas it took: nothing is left for this one. Its half-written folder
+            # is removed by the next fold (remove_unnamed).
+            return None
+        raise
     faults.point("record_index.before_publish")
     gen = publish(storage, partition, timeline.last_seq, token, target.buckets, counts)
     remove_older(storage, partition, gen)

@@ -151,3 +151,35 @@ def test_keys_past_every_range_are_new_without_a_lookup_and_overlapping_ones_are
         ("k002000", 8),
     ]
     assert t.indexes.validate("record_index")["mismatches"] == []
+
+
+def test_a_fold_that_loses_its_deltas_to_a_newer_fold_gives_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A service folds beside a writer: the one publishing first deletes the deltas it
+    # took, and the other, reading them, must give way (no warning, no generation of
+    # its own) while the index stays exact.
+    from lakeline.indexes.on_commit import fold_record_index
+    from lakeline.indexes.record_index import generation
+
+    rng = random.Random(3)
+    t = indexed(tmp_path, "mor", keys(rng, 400))
+    for _ in range(3):
+        t.insert(pa.table({"id": keys(rng, 50), "v": [0] * 50}, schema=SCHEMA))
+    idx = t.indexes.list()[0]
+    slow_view = t.timeline
+    real = generation.partial_rewrites
+    raced = []
+
+    def first_another_fold(storage, deltas):  # type: ignore[no-untyped-def]
+        if not raced:
+            raced.append(True)
+            t.insert(pa.table({"id": keys(rng, 5), "v": [1] * 5}, schema=SCHEMA))
+            assert fold_record_index(t.storage, t.timeline, t.view(t.timeline), idx)  # publishes, deletes
+        return real(storage, deltas)
+
+    monkeypatch.setattr(generation, "partial_rewrites", first_another_fold)
+    assert fold_record_index(t.storage, slow_view, t.view(slow_view), idx) == []
+    gen = newest_generation(t.storage, idx.partition)
+    assert gen is not None and gen.seq > slow_view.last_seq
+    assert t.indexes.validate("record_index")["mismatches"] == []
