@@ -174,7 +174,8 @@ class TableConfig:
             raise InvalidPropertyError(f"table_type must be one of {TABLE_TYPES}, not {table_type!r}")
         if table_type == TableType.MOR and not keys:
             raise InvalidPropertyError("a merge-on-read table needs a record key")
-        if not keys and str((properties or {}).get("index.record-index", "")).lower() in ("true", "1"):
+        checked = _check_properties(properties)
+        if not keys and checked.get("index.record-index") is True:
             raise InvalidPropertyError("index.record-index needs a record key (the index maps keys to file groups)")
         # Ids of the caller's schema (one read from a Parquet file, say) mean nothing here.
         fields, last = assign_ids(list(schema), 0, keep=False)
@@ -185,7 +186,7 @@ class TableConfig:
             ordering_field=ordering_field,
             partition_by=parts,
             table_type=TableType(table_type),
-            properties=_check_properties(properties),
+            properties=checked,
             table_uuid=table_uuid,
         )
 
