@@ -155,6 +155,7 @@ def run_benchmark(
     repeat: int = REPEAT,
     log: Callable[[str], None] = print,
     shape: data.Shape = data.DEFAULT,
+    systems: tuple[str, ...] = ls.SYSTEMS,
 ) -> LookupRun:
     """Build the tables once, then every step for every system, each in its own process."""
     t_start = time.perf_counter()
@@ -172,7 +173,7 @@ def run_benchmark(
         input_upsert_bytes=spec["upsert_bytes"],
         read_range=(spec["read_a"], spec["read_b"]),
         read_keys=spec["read_keys"],
-        results={s: {} for s in ls.SYSTEMS},
+        results={s: {} for s in systems},
         lookup_ts=spec["lookup_ts"],
         lookup_key=spec["lookup_key"],
         repeat=repeat,
@@ -194,20 +195,20 @@ def run_benchmark(
     def alive(system: str) -> bool:
         return all(r.ok for r in run.results[system].values())
 
-    for system in ls.SYSTEMS:  # build: the write benchmark's append step, as it is
+    for system in systems:  # build: the write benchmark's append step, as it is
         record(run_write_step(system, "append", workdir, step_timeout))
-    for system in LAKELINE:
+    for system in (s for s in systems if s.startswith("lakeline")):
         if alive(system):
             record(run_step(system, "index", workdir, step_timeout))
     for phase in ls.PHASES:
         if phase == "upserted":
-            record_upserts(workdir, step_timeout, alive, record)
+            record_upserts(workdir, step_timeout, alive, record, systems)
         # Repeats go round the systems, so each system's runs share the machine's load
         # at that moment with the others'.
         tries: dict[tuple[str, str], list[StepResult]] = {}
         for _ in range(repeat):
             for q in ls.QUERIES:
-                for system in ls.SYSTEMS:
+                for system in systems:
                     if alive(system):
                         step = f"{q}@{phase}"
                         tries.setdefault((system, step), []).append(run_step(system, step, workdir, step_timeout))
@@ -225,7 +226,11 @@ UPSERT_REPEAT = 3
 
 
 def record_upserts(
-    workdir: Path, step_timeout: float, alive: Callable[[str], bool], record: Callable[[StepResult], None]
+    workdir: Path,
+    step_timeout: float,
+    alive: Callable[[str], bool],
+    record: Callable[[StepResult], None],
+    systems: tuple[str, ...] = ls.SYSTEMS,
 ) -> None:
     """Run the upsert :data:`UPSERT_REPEAT` times per system, going round the systems
     (so their runs share the machine's load), restoring each table from a copy taken
@@ -236,7 +241,7 @@ def record_upserts(
     snaps = workdir / "before-upsert"
     tries: dict[str, list[StepResult]] = {}
     for attempt in range(UPSERT_REPEAT):
-        for system in ls.SYSTEMS:
+        for system in systems:
             if not alive(system) or any(not r.ok for r in tries.get(system, [])):
                 continue
             path, snap = Path(make_system(system, workdir).path), snaps / system
@@ -267,9 +272,18 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help=f"rows appended in total, in {APPENDS} appends (default {DEFAULT_ROWS:,}); the upsert is a tenth of that",
     )
     p.add_argument("--read-keys", type=int, default=READ_KEYS, help="consecutive keys read (default 1000)")
+    p.add_argument(
+        "--systems",
+        default=",".join(ls.SYSTEMS),
+        help=f"comma-separated, of {','.join(ls.ALL_SYSTEMS)} (default {','.join(ls.SYSTEMS)}); "
+        "-ri: created with index.record-index",
+    )
     data.add_shape_options(p)
     add_run_options(p, repeat=REPEAT)
     args = p.parse_args(argv)
+    args.systems = tuple(s.strip() for s in args.systems.split(",") if s.strip())
+    if unknown := [s for s in args.systems if s not in ls.ALL_SYSTEMS]:
+        p.error(f"unknown system(s) {unknown}; choose from {', '.join(ls.ALL_SYSTEMS)}")
     args.shapes = data.shapes_of(args.keys, args.order)
     if args.rows < APPENDS * 2:
         p.error(f"--rows must be at least {APPENDS * 2}")
@@ -298,7 +312,7 @@ def main(argv: list[str]) -> int:
     try:
         for shape in args.shapes:  # one run per shape, each with its own inputs and tables
             where = workdir if len(args.shapes) == 1 else workdir / f"{shape.keys}-{shape.order}"
-            runs.append(run_benchmark(args.rows, where, timeout, args.read_keys, args.repeat, log, shape))
+            runs.append(run_benchmark(args.rows, where, timeout, args.read_keys, args.repeat, log, shape, args.systems))
     finally:
         if own_dir and not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -31,6 +31,8 @@ from ..write.child import _digest, _files, _maxrss
 from ..write.systems import BASELINE, LAKELINE, make_system
 
 SYSTEMS = (*LAKELINE, BASELINE)
+#: ``-ri``: the table created with ``index.record-index`` (not in the default run).
+ALL_SYSTEMS = (*SYSTEMS, "lakeline-cow-ri", "lakeline-mor-ri")
 PHASES = ("appended", "upserted")
 QUERIES = ("range", "key", "ts")
 
