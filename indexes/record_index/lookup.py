@@ -33,7 +33,19 @@ from ...timeline.timeline import Timeline
 from ...timeline.view.file_group import FileSlice
 from ..entries import IndexTarget, resolve
 from ..states import IndexKind, readable_indexes
-from .rows import DELETED, HASH, PATH, PATH_TYPE, POS, bucket_hash_order, buckets_of, chain_of, key_columns, key_table
+from .rows import (
+    BUCKET,
+    DELETED,
+    HASH,
+    PATH,
+    PATH_TYPE,
+    POS,
+    bucket_hash_order,
+    buckets_of,
+    chain_of,
+    key_columns,
+    key_table,
+)
 from .store import (
     MAPPED_SUFFIX,
     Generation,
@@ -142,8 +154,12 @@ class RecordIndexReader:
         if mapped:
             stored = mapped_entries(self.storage, path).select(needed)
         elif len(rows) <= _FILTER_KEYS:
-            # A point lookup: row groups whose hash range misses every probe are skipped.
-            stored = read_entries(self.storage, path, pc.field(HASH).isin(pa.array(hashes)), needed)
+            # A point lookup: row groups whose bucket or hash range misses every probe are
+            # skipped (a delta is sorted by bucket; within one its hashes are not sorted,
+            # so the bucket is what prunes: one row group of a 500k-entry delta, not 16).
+            buckets = np.unique(hashes.view(np.uint64) % np.uint64(self.target.buckets)).astype(np.int32)
+            wanted = pc.field(BUCKET).isin(pa.array(buckets)) & pc.field(HASH).isin(pa.array(hashes))
+            stored = read_entries(self.storage, path, wanted, needed)
         else:
             # A delta shares the lookup's set; a bucket file's probes are its own.
             probes = probes if probes is not None else ProbeSet.of(hashes)
