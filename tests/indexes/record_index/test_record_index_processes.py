@@ -19,6 +19,7 @@ from lakeline.indexes.record_index.store import SPILL_PREFIX, newest_generation,
 from lakeline.table import Table
 from lakeline.table.engine import LocalEngine
 from lakeline.table.write.tagging import tag as data_tag
+from lakeline.timeline.diagnostics import faults
 from lakeline.timeline.diagnostics.faults import CRASH_EXIT_CODE
 
 from tests.helpers import CHILDREN, finish, run_script, start_script
@@ -89,6 +90,10 @@ def test_built_while_writer_processes_write(tmp_path: Path, kind: str) -> None:
             assert all(p.poll() is None for p in procs), [finish(p) for p in procs if p.poll() is not None]
             time.sleep(0.05)
         before = sum(p.read_text().count("\n") for p in logs)
+        # The build holds a second after its spill, so the writers commit while it builds
+        # whatever the machine's load (loaded, a build once finished before either
+        # writer's next commit, and the test saw no concurrency to check).
+        faults.arm("record_index.after_spill", "pause:1")
         t.indexes.create("record_index", options={"buckets": 8})
         during = sum(p.read_text().count("\n") for p in logs) - before
         time.sleep(1.5)  # and they keep committing (through the index) after it is ready
