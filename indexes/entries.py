@@ -244,10 +244,12 @@ def entries_for_rows(
     rel_path: str,
     partition: str,
     hashes: ColumnHashes | None = None,
+    sort_records: bool = False,
 ) -> list[pa.Table]:
     """The entries of the data file ``rel_path`` whose content is ``rows`` (all of it, or
     at least the columns of ``targets`` it has), for each of ``targets``; ``hashes`` of
-    ``rows`` may be shared with the caller."""
+    ``rows`` may be shared with the caller. ``sort_records``: a record index's sorted by
+    bucket here (:func:`write_delta` then need not, when it is the commit's only file)."""
     hashes = hashes if hashes is not None else ColumnHashes(rows)
     out: dict[int, pa.Table] = {}
     # Bloom filters first: they need a column's hashes in memory, which its NDV sketch
@@ -256,7 +258,7 @@ def entries_for_rows(
     for i in order:
         target = targets[i]
         if target.kind == IndexKind.RECORD_INDEX:
-            out[i] = record_entries(rows, rel_path, target.columns, schema, target.buckets, hashes, sort=False)
+            out[i] = record_entries(rows, rel_path, target.columns, schema, target.buckets, hashes, sort=sort_records)
             continue
         # Entries name a column as the file holds it, with its field id and type there:
         # a pure function of the file, which pruning asks by id (issue 29).
@@ -284,9 +286,11 @@ def write_delta(storage: Storage, target: IndexTarget, instant: int, rows: pa.Ta
     (:meth:`MetadataTable.write_updates`); a record index's sorted by bucket."""
     if target.kind != IndexKind.RECORD_INDEX:
         return MetadataTable(storage).write_updates(target.partition, instant, rows, marker)
-    if rows.num_rows:
+    bucket = rows.column("bucket").to_numpy()
+    # Sorted already when its only file's write task sorted them (beside the file's write).
+    if len(bucket) and not (bucket[1:] >= bucket[:-1]).all():
         # Stable (each file's rows stay in order); a radix sort of the 16-bit buckets.
-        rows = rows.take(np.argsort(rows.column("bucket").to_numpy().astype(np.uint16), kind="stable"))
+        rows = rows.take(np.argsort(bucket.astype(np.uint16), kind="stable"))
     return MetadataTable(storage).write_updates(
         target.partition, instant, rows, marker, DELTA_ROW_GROUP_ROWS, entry_parquet(storage)
     )
@@ -338,11 +342,18 @@ class IndexJob:
         return replace(self, changes=changes, replaces=replaces)
 
     def entries(
-        self, rows: pa.Table, rel_path: str, partition: str, hashes: ColumnHashes | None = None
+        self,
+        rows: pa.Table,
+        rel_path: str,
+        partition: str,
+        hashes: ColumnHashes | None = None,
+        sort_records: bool = False,
     ) -> dict[IndexTarget, pa.Table]:
+        """Entries of the file ``rel_path`` holding ``rows`` for every target
+        (``sort_records``: :func:`entries_for_rows`)."""
         partial = self.changes is not None and self.replaces is not None
         full = [t for t in self.targets if not (partial and t.kind == IndexKind.RECORD_INDEX)]
-        out = dict(zip(full, entries_for_rows(full, rows, self.schema, rel_path, partition, hashes)))
+        out = dict(zip(full, entries_for_rows(full, rows, self.schema, rel_path, partition, hashes, sort_records)))
         for t in self.targets:
             if t not in out and self.changes is not None and self.replaces is not None:
                 out[t] = change_entries(self.changes, rel_path, self.replaces, t.columns, self.schema, t.buckets)

@@ -174,7 +174,10 @@ def write_indexed(task: FileWrite) -> Written:
     task.storage.mkdirs(path.rsplit("/", 1)[0])
     alongside = task.rows.num_rows >= DESCRIBE_ALONGSIDE_ROWS
     with ThreadPoolExecutor(1, thread_name_prefix="lakeline-describe") if alongside else nullcontext() as pool:
-        described = pool.submit(_describe, task) if pool is not None else None
+        # Beside the write, a record index's entries are sorted by bucket too, which the
+        # commit's delta otherwise does after every file was written (a 500k-row file's
+        # entries: 30-70 ms of gathering 32-character keys).
+        described = pool.submit(_describe, task, True) if pool is not None else None
         with task.storage.fs.open_output_stream(path) as sink:
             pq.write_table(task.rows, sink, **parquet_options(task.rows, task.compression, task.row_group_rows))
             size = sink.tell()
@@ -201,14 +204,21 @@ def write_indexed(task: FileWrite) -> Written:
     )
 
 
-def _describe(task: FileWrite) -> tuple[int, tuple[object, object], Mapping[IndexTarget, pa.Table]]:
-    """(delete records, key range, index entries) of the rows ``task`` writes."""
+def _describe(
+    task: FileWrite, sort_records: bool = False
+) -> tuple[int, tuple[object, object], Mapping[IndexTarget, pa.Table]]:
+    """(delete records, key range, index entries) of the rows ``task`` writes (a record
+    index's sorted by bucket with ``sort_records``)."""
     deletes = 0
     if task.kind == FileKind.LOG:
         deletes = pc.sum(pc.equal(task.rows.column(OP), OP_DELETE).cast(pa.int64())).as_py() or 0
     facts = ColumnHashes(task.rows)
     bounds = task.known_range if task.known_range is not None else key_range(task.rows, task.key, facts)
-    entries = {} if task.indexes is None else task.indexes.entries(task.rows, task.rel_path, task.partition, facts)
+    entries = (
+        {}
+        if task.indexes is None
+        else task.indexes.entries(task.rows, task.rel_path, task.partition, facts, sort_records)
+    )
     return deletes, bounds, entries
 
 

@@ -183,3 +183,47 @@ def test_a_fold_that_loses_its_deltas_to_a_newer_fold_gives_way(
     gen = newest_generation(t.storage, idx.partition)
     assert gen is not None and gen.seq > slow_view.last_seq
     assert t.indexes.validate("record_index")["mismatches"] == []
+
+
+@pytest.mark.parametrize("kind", ["cow", "mor"])
+def test_a_delta_is_sorted_by_bucket_whether_its_file_tasks_or_the_commit_sorted_it(
+    tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A large file's write task sorts its entries beside the write, and the commit's
+    # delta keeps them as they are when that file is its only one; a commit of several
+    # sorted (or unsorted) parts sorts the whole. Either way the delta is by bucket, each
+    # file's entries in file order within a bucket: what a point lookup's row-group
+    # pruning and a fold's bucket ranges rely on.
+    from lakeline.indexes.record_index.rows import BUCKET, POS
+    from lakeline.indexes.record_index.store import visible_deltas
+    from lakeline.table import files
+    from lakeline.timeline.errors import DuplicateKeyError
+
+    monkeypatch.setattr(files, "DESCRIBE_ALONGSIDE_ROWS", 50)  # every file here sorts its own
+    rng = random.Random(11)
+    for name, props, n in (("one", {}, 400), ("many", {"write.target-file-size-bytes": 4096}, 1200)):
+        t = Table.create(tmp_path / name, SCHEMA, record_key="id", table_type=kind, properties=props)
+        t.insert(pa.table({"id": keys(rng, 100), "v": [0] * 100}, schema=SCHEMA))
+        t.indexes.create("record_index", options={"buckets": 4}, wait=True)
+        added = keys(rng, n)
+        r = t.insert(pa.table({"id": added, "v": list(range(n))}, schema=SCHEMA))
+        written = r.instant.metadata["files"]
+        assert (len(written) == 1) if name == "one" else (len(written) > 2)
+        partition = t.indexes.list()[0].partition
+        gen = newest_generation(t.storage, partition)
+        assert gen is not None
+        (delta,) = visible_deltas(t.storage, partition, t.timeline, gen.seq)
+        rows = read_entries(t.storage, delta, columns=[BUCKET, PATH, POS])
+        bucket = rows.column(BUCKET).to_numpy()
+        assert rows.num_rows == n and (np.diff(bucket) >= 0).all()
+        paths, pos = rows.column(PATH).cast(pa.string()).to_pylist(), rows.column(POS).to_pylist()
+        for b in set(bucket.tolist()):
+            at = np.flatnonzero(bucket == b).tolist()
+            for p in {paths[i] for i in at}:
+                mine = [pos[i] for i in at if paths[i] == p]
+                assert mine == sorted(mine)
+        reader = RecordIndexReader.open(t.storage, t.timeline, SCHEMA, ["id"])
+        assert reader is not None and [k for k, _ in answers(reader, added[:5])] == sorted(added[:5])
+        with pytest.raises(DuplicateKeyError):
+            t.insert(pa.table({"id": [added[7]], "v": [0]}, schema=SCHEMA))
+        assert t.indexes.validate("record_index")["mismatches"] == []
