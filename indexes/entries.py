@@ -33,7 +33,8 @@ from .bloom import BLOOM_SCHEMA, DEFAULT_FPP, FileBloom
 from .column_stats import STATS_SCHEMA, file_stats
 from .hashing import ColumnHashes
 from .metadata_table import MetadataTable
-from .record_index.rows import OP, change_entries, check_buckets, entry_schema, record_entries
+from .record_index.delta_hashes import DELTA_HASHES
+from .record_index.rows import HASH, OP, change_entries, check_buckets, entry_schema, record_entries
 from .record_index.store import entry_parquet
 from .states import IndexDef, IndexKind, index_kind, partition_of, written_indexes
 
@@ -291,9 +292,11 @@ def write_delta(storage: Storage, target: IndexTarget, instant: int, rows: pa.Ta
     if len(bucket) and not (bucket[1:] >= bucket[:-1]).all():
         # Stable (each file's rows stay in order); a radix sort of the 16-bit buckets.
         rows = rows.take(np.argsort(bucket.astype(np.uint16), kind="stable"))
-    return MetadataTable(storage).write_updates(
+    rel = MetadataTable(storage).write_updates(
         target.partition, instant, rows, marker, DELTA_ROW_GROUP_ROWS, entry_parquet(storage)
     )
+    DELTA_HASHES.remember(storage.path(rel), rows.column(HASH).to_numpy())  # for this process's lookups
+    return rel
 
 
 def entries_schema(kind: IndexKind, schema: pa.Schema | None = None, record_key: Sequence[str] = ()) -> pa.Schema:

@@ -34,6 +34,8 @@ from ...timeline.timeline import Timeline
 from ...timeline.view.file_group import FileSlice
 from ..entries import IndexTarget, resolve
 from ..states import IndexKind, readable_indexes
+from . import hash_bits
+from .delta_hashes import DELTA_HASHES
 from .rows import (
     BUCKET,
     DELETED,
@@ -136,8 +138,12 @@ class RecordIndexReader:
             # The hashes sorted without their rows: which row each is, is sorted out
             # only when a delta holds one of them (an insert of new keys never does).
             sorted_hashes = np.sort(key_hash)
-            probes = ProbeSet.of(sorted_hashes)
-            jobs.extend((path, sorted_hashes, by_hash, probes) for path in self.deltas)
+            # A delta this process wrote answers from memory, and is read only when it
+            # holds a probe (:mod:`.delta_hashes`); the others are read and asked here.
+            held, unknown = DELTA_HASHES.held(self.deltas, sorted_hashes)
+            jobs.extend((path, sorted_hashes, by_hash, ProbeSet.of(h)) for path, h in held.items() if len(h))
+            probes = ProbeSet.of(sorted_hashes) if unknown and len(key_hash) > _FILTER_KEYS else None
+            jobs.extend((path, sorted_hashes, by_hash, probes) for path in unknown)
         try:
             # Files are read in parallel (Parquet decoding releases the GIL).
             with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1, 8))) as pool:
@@ -198,35 +204,25 @@ class _HashOrder:
 
 @dataclass(frozen=True)
 class ProbeSet:
-    """The hashes of a lookup's keys, asked once per entry of every delta: a bit per
-    value of the hashes' top bits (about 32 bits a probe, so about 3% of absent hashes
-    pass) narrows, then a binary search among the sorted probes decides. Built once a
-    lookup; Arrow's ``is_in`` built its hash set again for every delta (a 500k-key
-    insert against a 500k-entry delta: 60 ms a delta, against 13 ms)."""
+    """The hashes of a lookup's keys, asked once per entry of every delta: a bit table
+    (:mod:`.hash_bits`) narrows, then a binary search among the sorted probes decides.
+    Built once a lookup; Arrow's ``is_in`` built its hash set again for every delta (a
+    500k-key insert against a 500k-entry delta: 60 ms a delta, against 13 ms)."""
 
     sorted_hashes: np.ndarray
-    shift: np.uint64
+    width: int
     bits: np.ndarray
 
     @classmethod
     def of(cls, sorted_hashes: np.ndarray) -> ProbeSet:
-        width = max(10, min(27, int(np.ceil(np.log2(max(len(sorted_hashes), 1) * 32)))))
-        shift = np.uint64(64 - width)
-        # Sorted as int64, the negative hashes come first; as unsigned they come last.
-        split = int(np.searchsorted(sorted_hashes, 0))
-        top = np.r_[sorted_hashes[split:], sorted_hashes[:split]].view(np.uint64) >> shift
-        top = top[np.r_[True, top[1:] != top[:-1]]] if len(top) else top
-        byte, bit = top >> np.uint64(3), (np.uint64(1) << (top & np.uint64(7))).astype(np.uint8)
-        starts = np.flatnonzero(np.r_[True, byte[1:] != byte[:-1]]) if len(top) else np.zeros(0, np.int64)
-        bits = np.zeros(1 << (width - 3), dtype=np.uint8)
-        # Each byte's bits are distinct, so their sum is their union.
-        bits[byte[starts]] = np.add.reduceat(bit, starts) if len(starts) else bits[:0]
-        return cls(sorted_hashes, shift, bits)
+        width = hash_bits.width_for(len(sorted_hashes))
+        bits = hash_bits.empty_table(width)
+        hash_bits.set_bits(bits, width, sorted_hashes)
+        return cls(sorted_hashes, width, bits)
 
     def holds(self, hashes: np.ndarray) -> np.ndarray:
         """Whether each of ``hashes`` (int64) is a probe's, exactly."""
-        top = hashes.view(np.uint64) >> self.shift
-        maybe = np.flatnonzero((self.bits[top >> np.uint64(3)] >> (top & np.uint64(7)).astype(np.uint8)) & 1)
+        maybe = np.flatnonzero(hash_bits.maybe(self.bits, self.width, hashes))
         out = np.zeros(len(hashes), dtype=bool)
         if len(maybe) and len(self.sorted_hashes):
             at = np.minimum(np.searchsorted(self.sorted_hashes, hashes[maybe]), len(self.sorted_hashes) - 1)

@@ -1,0 +1,94 @@
+"""The deltas a process wrote answer its lookups from memory (indexes/record_index/delta_hashes.py).
+
+What must hold: the probes a remembered delta is said to hold are exactly those whose
+hash it stores, whatever the tiers and evictions; a delta not remembered is left to the
+caller; and a table's lookups give the same answers with the memory as without, while
+an insert of new keys reads none of the deltas its process wrote.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from lakeline.indexes.record_index import lookup, store
+from lakeline.indexes.record_index.delta_hashes import DELTA_HASHES, DeltaHashes
+from lakeline.table import Table
+from lakeline.timeline.errors import DuplicateKeyError
+
+SCHEMA = pa.schema([("id", pa.string()), ("v", pa.int64())])
+
+pytestmark = pytest.mark.usefixtures("no_faults")
+
+
+@pytest.mark.parametrize("max_entries", [10**9, 15_000])
+def test_a_remembered_delta_holds_exactly_the_probes_it_stores(max_entries: int) -> None:
+    rng = np.random.default_rng(5)
+    memory = DeltaHashes(max_entries)
+    deltas = {}
+    for i, n in enumerate([0, 1, 3000, 9000, 20, 12000, 700]):  # sizes that start new tiers
+        deltas[f"d{i}"] = rng.integers(-(2**63), 2**63 - 1, n, dtype=np.int64)
+        memory.remember(f"d{i}", deltas[f"d{i}"])
+    present = np.concatenate([h[: max(1, len(h) // 10)] for h in deltas.values() if len(h)])
+    absent = rng.integers(-(2**63), 2**63 - 1, 50_000, dtype=np.int64)
+    probes = np.unique(np.concatenate([present, absent, [np.iinfo(np.int64).min, -1, 0]]))
+    asked = [*deltas, "never-written"]
+    for _ in range(2):  # the first sorts what was written, the second asks it as kept
+        held, unknown = memory.held(asked, probes)
+        assert "never-written" in unknown and set(held) | set(unknown) == set(asked)
+        for path, got in held.items():
+            assert got.tolist() == np.intersect1d(probes, deltas[path]).tolist()
+            assert (np.diff(got) > 0).all()
+    if max_entries < 10**9:
+        assert unknown[:-1], "some deltas were evicted to keep the bound"
+        assert sum(len(deltas[p]) for p in held) <= max_entries
+
+
+def _table(tmp_path: Path, kind: str) -> Table:
+    return Table.create(
+        tmp_path / kind, SCHEMA, record_key="id", table_type=kind, properties={"index.record-index": True}
+    )
+
+
+def _keys(rng: random.Random, n: int) -> list[str]:
+    return [f"{rng.getrandbits(128):032x}" for _ in range(n)]
+
+
+@pytest.mark.parametrize("kind", ["cow", "mor"])
+def test_a_writer_asks_its_own_deltas_from_memory_and_answers_as_a_reader_that_reads_them(
+    tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(8)
+    t = _table(tmp_path, kind)
+    batches = [_keys(rng, 500) for _ in range(4)]
+    for b in batches:
+        t.insert(pa.table({"id": b, "v": [0] * len(b)}, schema=SCHEMA))
+    reads: list[str] = []
+    real = store.read_entries
+    monkeypatch.setattr(lookup, "read_entries", lambda st, path, *a, **k: reads.append(path) or real(st, path, *a, **k))
+    new = _keys(rng, 300)
+    t.insert(pa.table({"id": new, "v": [1] * 300}, schema=SCHEMA))
+    assert reads == []  # every delta was this process's and held none of the new keys
+    with pytest.raises(DuplicateKeyError):
+        t.insert(pa.table({"id": [*_keys(rng, 100), batches[2][7]], "v": [2] * 101}, schema=SCHEMA))
+    assert len(reads) >= 1 and all("delta_" in p for p in reads)  # only the delta holding it
+
+    probe = pa.table({"id": pa.array(batches[1][:150] + new[:150] + _keys(rng, 100), pa.string())})
+
+    def answer() -> list[tuple[int, str]]:
+        reader = lookup.RecordIndexReader.open(t.storage, t.timeline, SCHEMA, ["id"])
+        assert reader is not None and reader.deltas
+        found = reader.entries(probe)
+        return sorted(zip(found.column(lookup.ROW).to_pylist(), found.column("path").cast(pa.string()).to_pylist()))
+
+    remembered = answer()
+    DELTA_HASHES.clear()  # as another process: every delta read
+    reads.clear()
+    assert answer() == remembered and len(reads) >= len(batches)
+    assert [r for r, _ in remembered] == list(range(300))
+    t.upsert(pa.table({"id": batches[0][:50] + new[:50], "v": [3] * 100}, schema=SCHEMA))
+    assert t.to_arrow().num_rows == 4 * 500 + 300
+    assert t.indexes.validate("record_index")["mismatches"] == []
