@@ -23,6 +23,7 @@ extra, and one that writes once pays nothing but the reference.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -134,3 +135,14 @@ class DeltaHashes:
 
 #: The process's deltas (:func:`lakeline.indexes.entries.write_delta` remembers them).
 DELTA_HASHES = DeltaHashes()
+
+
+def _forget_in_child() -> None:
+    # A fork copies the lock as it was: held by a thread the child does not have, it
+    # would never be released. The child starts empty with a fresh lock (what it did not
+    # write, it reads).
+    DELTA_HASHES._lock = threading.Lock()
+    DELTA_HASHES._reset()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)

@@ -92,3 +92,33 @@ def test_a_writer_asks_its_own_deltas_from_memory_and_answers_as_a_reader_that_r
     t.upsert(pa.table({"id": batches[0][:50] + new[:50], "v": [3] * 100}, schema=SCHEMA))
     assert t.to_arrow().num_rows == 4 * 500 + 300
     assert t.indexes.validate("record_index")["mismatches"] == []
+
+
+def _ask(paths: list[str], probes: np.ndarray) -> tuple[dict[str, np.ndarray], list[str]]:
+    return DELTA_HASHES.held(paths, probes)
+
+
+def test_a_forked_child_starts_empty_even_when_the_lock_was_held_at_the_fork() -> None:
+    import multiprocessing
+    import threading
+
+    DELTA_HASHES.remember("/nowhere/delta_1_x.parquet", np.arange(10, dtype=np.int64))
+    taken, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with DELTA_HASHES._lock:
+            taken.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    taken.wait(10)
+    try:
+        ctx = multiprocessing.get_context("fork")
+        with ctx.Pool(1) as pool:  # the child asks while the parent's lock is held
+            held, unknown = pool.apply_async(_ask, (["/nowhere/delta_1_x.parquet"], np.arange(3))).get(20)
+    finally:
+        release.set()
+        holder.join()
+    assert held == {} and unknown == ["/nowhere/delta_1_x.parquet"]
+    DELTA_HASHES.clear()
