@@ -37,6 +37,15 @@ def _tag(
     record-key bloom filters of the snapshot are read once per plan, on first use.
     """
     t0 = time.perf_counter()
+    try:
+        return _tags_of(ctx, plan, slices, keys, positions)
+    finally:
+        plan.timings["tag_s"] = plan.timings.get("tag_s", 0.0) + time.perf_counter() - t0
+
+
+def _tags_of(
+    ctx: TableContext, plan: WritePlan, slices: list[FileSlice], keys: pa.Table, positions: bool
+) -> tuple[pa.Array, pa.Array]:
     cfg = ctx.config
     positions = positions and cfg.table_type == TableType.MOR
     if not plan.index_opened:
@@ -44,22 +53,17 @@ def _tag(
         plan.record_index = RecordIndexReader.open(ctx.storage, ctx.snapshot, cfg.schema, cfg.record_key)
     if plan.record_index is not None and beyond_every_range(slices, keys, cfg.record_key):
         # Keys past every file's range (sequential new keys): none is there, nothing read.
-        plan.timings["tag_s"] = plan.timings.get("tag_s", 0.0) + time.perf_counter() - t0
         return pa.nulls(keys.num_rows, pa.string()), pa.nulls(keys.num_rows, pa.int64())
     if plan.record_index is not None:
         try:
             # Exact from the index alone: no data file is read, keys it proves new included.
-            tags = record_tag(plan.record_index, slices, keys, positions)
-            plan.timings["tag_s"] = plan.timings.get("tag_s", 0.0) + time.perf_counter() - t0
-            return tags
+            return record_tag(plan.record_index, slices, keys, positions)
         except MetadataTableError:
             plan.record_index = None  # folded away under us: the data answers instead
     if plan.key_blooms is None:
         plan.key_blooms = key_blooms(ctx.storage, ctx.snapshot, cfg.schema, cfg.record_key)
     # Positions only where a log will keep them: merge-on-read updates and deletes.
-    tags = tag(ctx.storage, ctx.engine, slices, keys, cfg.record_key, plan.key_blooms, positions)
-    plan.timings["tag_s"] = plan.timings.get("tag_s", 0.0) + time.perf_counter() - t0
-    return tags
+    return tag(ctx.storage, ctx.engine, slices, keys, cfg.record_key, plan.key_blooms, positions)
 
 
 def _with_op(rows: pa.Table, op: str) -> pa.Table:
