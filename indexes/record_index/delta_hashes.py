@@ -7,11 +7,12 @@ keys into an indexed table paid that for nine deltas holding none of its keys, a
 them were the ones the same process had just written.
 
 So a writer remembers the hashes of each delta it writes (a reference to the array it wrote
-from, no copy), and the first lookup that asks that delta sorts them and adds them to one
-bit table over every delta remembered (about 32 bits an entry). A lookup then asks each of
-its keys once of that table; only the few that pass (about 3%) are searched in each
-delta's sorted hashes, and only a delta that holds one is read. Nine deltas: 120 ms became
-a few ms.
+from, no copy), and the first lookup that asks that delta sorts them and sets their bits in
+a bit table it shares with the deltas remembered before it (:mod:`.hash_bits`; 16 to 32
+bits an entry, in tiers: :class:`DeltaHashes`). A lookup then asks each of its keys once
+per tier; only the few that pass (3-6%) are searched in each delta's sorted hashes, and
+only a delta that holds one is read. The tagging of the tenth 500k insert: 0.17 s became
+0.06-0.08 s.
 
 Why it is safe: a delta never changes once written. Its name carries its instant and a
 random token (:meth:`lakeline.indexes.metadata_table.MetadataTable.write_updates`), so a
@@ -33,7 +34,7 @@ import numpy as np
 
 from . import hash_bits
 
-#: Entries kept at most (8 bytes each, plus 2-4 in a bit table): 8M is about 100 MB.
+#: Entries kept at most (8 bytes each, and 2-4 in the bit tables): 8M is about 100 MB.
 MAX_ENTRIES = 8_000_000
 
 
