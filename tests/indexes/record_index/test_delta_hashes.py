@@ -29,9 +29,11 @@ def test_a_remembered_delta_holds_exactly_the_probes_it_stores(max_entries: int)
     rng = np.random.default_rng(5)
     memory = DeltaHashes(max_entries)
     deltas = {}
-    for i, n in enumerate([0, 1, 3000, 9000, 20, 12000, 700]):  # sizes that start new tiers
+    for i, n in enumerate([0, 1, 3000, 9000, 20, 12000, 700]):
         deltas[f"d{i}"] = rng.integers(-(2**63), 2**63 - 1, n, dtype=np.int64)
         memory.remember(f"d{i}", deltas[f"d{i}"])
+        memory.held(list(deltas), np.zeros(0, np.int64))  # asked as written: tables fill, new ones start
+    assert max_entries < 10**9 or len(memory._tiers) > 1  # unbounded, the sizes above start two
     present = np.concatenate([h[: max(1, len(h) // 10)] for h in deltas.values() if len(h)])
     absent = rng.integers(-(2**63), 2**63 - 1, 50_000, dtype=np.int64)
     probes = np.unique(np.concatenate([present, absent, [np.iinfo(np.int64).min, -1, 0]]))
