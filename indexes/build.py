@@ -180,9 +180,14 @@ def catch_up(
         IndexBuildError: a live file cannot be read.
     """
     mt = MetadataTable(storage)
+    # One listing for all: every instant completed in ``timeline`` wrote its entries
+    # before it completed, so they are all listed now. A listing per instant cost a
+    # build beside two busy writers a listing of hundreds of deltas for each of hundreds
+    # of instants, every round, and it fell behind them for good.
+    written = mt.deltas(target.partition)
     n = 0
     for inst in timeline.completed_after(after_seq):
-        if not inst.action.writes_data or mt.has_updates(target.partition, inst.id):
+        if not inst.action.writes_data or inst.id in written:
             continue
         md = CommitMetadata.from_dict(inst.metadata)
         added = [(f.path, f.partition) for f in md.files]
@@ -196,10 +201,10 @@ def catch_up(
 def missing_updates(storage: Storage, timeline: Timeline, after_seq: int, partition: str) -> list[int]:
     """Data instants completed after ``after_seq`` with data files but no entries in
     the index partition ``partition``."""
-    mt = MetadataTable(storage)
+    written = MetadataTable(storage).deltas(partition)  # one listing (:func:`catch_up`)
     out = []
     for inst in timeline.completed_after(after_seq):
-        if not inst.action.writes_data or mt.has_updates(partition, inst.id):
+        if not inst.action.writes_data or inst.id in written:
             continue
         if file_paths(inst.metadata):  # shape checked: a damaged record is CorruptEventError
             out.append(inst.id)
