@@ -28,7 +28,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -47,7 +47,8 @@ class _Tier:
     #: Entries it takes before a new tier starts: 16 bits each at least (about 6% pass).
     capacity: int
     entries: int = 0
-    paths: list[str] = field(default_factory=list)
+    #: Deltas of it still kept: it goes with the last.
+    live: int = 0
 
 
 class DeltaHashes:
@@ -98,8 +99,7 @@ class DeltaHashes:
             if id(tier) not in passed:
                 passed[id(tier)] = sorted_probes[hash_bits.maybe(tier.bits, tier.width, sorted_probes)]
             mine = passed[id(tier)]
-            at = np.minimum(np.searchsorted(stored, mine), len(stored) - 1)
-            out[path] = mine[stored[at] == mine] if len(stored) else mine[:0]
+            out[path] = mine[hash_bits.in_sorted(stored, mine)]
         return out, [p for p in paths if p not in out]
 
     def clear(self) -> None:
@@ -116,7 +116,7 @@ class DeltaHashes:
             self._tiers.append(tier)
         hash_bits.set_bits(tier.bits, tier.width, stored)
         tier.entries += len(stored)
-        tier.paths.append(path)
+        tier.live += 1
         self._sorted[path] = stored
         self._tier_of[path] = tier
 
@@ -129,8 +129,8 @@ class DeltaHashes:
                     self._entries -= len(cache.pop(path))
                     tier = self._tier_of.pop(path, None)
                     if tier is not None:
-                        tier.paths.remove(path)
-                        if not tier.paths:
+                        tier.live -= 1
+                        if not tier.live:
                             self._tiers.remove(tier)
 
 

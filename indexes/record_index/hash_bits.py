@@ -48,3 +48,11 @@ def maybe(bits: np.ndarray, width: int, hashes: np.ndarray) -> np.ndarray:
     about 3% of absent hashes, never for a present one)."""
     top = _top(hashes, width)
     return ((bits[top >> np.uint64(3)] >> (top & np.uint64(7)).astype(np.uint8)) & 1).astype(bool)
+
+
+def in_sorted(sorted_hashes: np.ndarray, hashes: np.ndarray) -> np.ndarray:
+    """Whether each of ``hashes`` is one of ``sorted_hashes`` (ascending), exactly."""
+    if not len(sorted_hashes):
+        return np.zeros(len(hashes), dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_hashes, hashes), len(sorted_hashes) - 1)
+    return sorted_hashes[at] == hashes

@@ -224,9 +224,7 @@ class ProbeSet:
         """Whether each of ``hashes`` (int64) is a probe's, exactly."""
         maybe = np.flatnonzero(hash_bits.maybe(self.bits, self.width, hashes))
         out = np.zeros(len(hashes), dtype=bool)
-        if len(maybe) and len(self.sorted_hashes):
-            at = np.minimum(np.searchsorted(self.sorted_hashes, hashes[maybe]), len(self.sorted_hashes) - 1)
-            out[maybe] = self.sorted_hashes[at] == hashes[maybe]
+        out[maybe] = hash_bits.in_sorted(self.sorted_hashes, hashes[maybe])
         return out
 
 
