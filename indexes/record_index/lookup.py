@@ -135,15 +135,18 @@ class RecordIndexReader:
                     rows = order[s:e]
                     jobs.append((self.storage.path(file[0]), key_hash[rows], rows, None))
         if self.deltas:  # a delta holds every bucket
-            # The hashes sorted without their rows: which row each is, is sorted out
-            # only when a delta holds one of them (an insert of new keys never does).
-            sorted_hashes = np.sort(key_hash)
             # A delta this process wrote answers from memory, and is read only when it
             # holds a probe (:mod:`.delta_hashes`); the others are read and asked here.
-            held, unknown = DELTA_HASHES.held(self.deltas, sorted_hashes)
-            jobs.extend((path, sorted_hashes, by_hash, ProbeSet.of(h)) for path, h in held.items() if len(h))
-            probes = ProbeSet.of(sorted_hashes) if unknown and len(key_hash) > _FILTER_KEYS else None
-            jobs.extend((path, sorted_hashes, by_hash, probes) for path in unknown)
+            held, unknown = DELTA_HASHES.held(self.deltas, key_hash)
+            held = {path: h for path, h in held.items() if len(h)}
+            if held or unknown:
+                # The hashes sorted without their rows (which row each is, is sorted out
+                # only when a delta holds one of them); an insert of new keys whose every
+                # delta is remembered sorts nothing (28 ms for 500k keys).
+                sorted_hashes = np.sort(key_hash)
+                jobs.extend((path, sorted_hashes, by_hash, ProbeSet.of(h)) for path, h in held.items())
+                probes = ProbeSet.of(sorted_hashes) if unknown and len(key_hash) > _FILTER_KEYS else None
+                jobs.extend((path, sorted_hashes, by_hash, probes) for path in unknown)
         try:
             # Files are read in parallel (Parquet decoding releases the GIL).
             with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1, 8))) as pool:

@@ -37,6 +37,7 @@ def test_a_remembered_delta_holds_exactly_the_probes_it_stores(max_entries: int)
     present = np.concatenate([h[: max(1, len(h) // 10)] for h in deltas.values() if len(h)])
     absent = rng.integers(-(2**63), 2**63 - 1, 50_000, dtype=np.int64)
     probes = np.unique(np.concatenate([present, absent, [np.iinfo(np.int64).min, -1, 0]]))
+    probes = probes[rng.permutation(len(probes))]  # a lookup's keys come in any order
     asked = [*deltas, "never-written"]
     for _ in range(2):  # the first sorts what was written, the second asks it as kept
         held, unknown = memory.held(asked, probes)
@@ -47,6 +48,21 @@ def test_a_remembered_delta_holds_exactly_the_probes_it_stores(max_entries: int)
     if max_entries < 10**9:
         assert unknown[:-1], "some deltas were evicted to keep the bound"
         assert sum(len(deltas[p]) for p in held) <= max_entries
+
+
+def test_a_remembered_delta_is_prepared_on_the_worker_thread_before_anyone_asks() -> None:
+    memory = DeltaHashes()
+    hashes = np.random.default_rng(6).integers(-(2**63), 2**63 - 1, 200_000, dtype=np.int64)
+    memory.remember("d", hashes)
+    assert memory._worker is not None
+    memory._worker.submit(lambda: None).result(timeout=20)  # the queue is done in order
+    assert "d" not in memory._raw and (np.diff(memory._sorted["d"]) >= 0).all()
+    held, unknown = memory.held(["d"], hashes[:5])
+    assert held["d"].tolist() == sorted(hashes[:5].tolist()) and unknown == []
+    lazy = DeltaHashes(prepare_ahead=False)
+    lazy.remember("d", hashes)
+    assert lazy._worker is None and "d" in lazy._raw  # prepared by the first lookup instead
+    assert lazy.held(["d"], hashes[:5])[0]["d"].tolist() == held["d"].tolist()
 
 
 def _table(tmp_path: Path, kind: str) -> Table:
