@@ -111,7 +111,6 @@ class DeltaHashes:
             out[path] = mine[hash_bits.in_sorted(stored, mine)]
         return out, [p for p in paths if p not in out]
 
-
     def clear(self) -> None:
         with self._lock:
             self._reset()
