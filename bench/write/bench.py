@@ -124,6 +124,13 @@ def run_benchmark(
                 res = run_step(system, step, workdir, step_timeout, extra_env=env)
                 earlier[system].append(res)
                 log(f"{system:13} {step:7} run {rep + 1} of {runs_of_step}: " + seconds_of(res))
+                if env is not None:
+                    # Gone before the next run: its files would still be in the page cache
+                    # waiting to be written back (up to 2 GB dirty here after a few runs),
+                    # which slowed each later run of a system by the bytes it wrote, not
+                    # by its own work (a record-indexed table's appends: 2.0 s, then 2.5,
+                    # 2.9, 3.1 s, deltalake's flat).
+                    shutil.rmtree(workdir / "tables" / f"{system}-run{rep}", ignore_errors=True)
         for system in _turn(systems, runs_of_step - 1):
             if step != "append" and not run.results[system].get("append", StepResult(system, step, ok=True)).ok:
                 continue  # nothing to upsert into or read
