@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from ..indexes.entries import IndexJob, IndexTarget
 from ..indexes.hashing import ColumnHashes, min_max_values
+from ..indexes.on_commit import write_beside, written_delta
 from ..timeline.commit_metadata import WriteStat
 from ..timeline.errors import InvalidTransitionError, SnapshotExpiredError
 from ..timeline.field_ids import conform, field_id, has_ids, ids_by_position, name_without_ids, reads_as
@@ -54,6 +55,9 @@ class FileWrite:
     inserts: bool = False
     known_range: tuple[object, object] | None = None  # key range when the caller knows it
     indexes: IndexJob | None = None  # index entries to compute from ``rows`` as well
+    #: The commit's only file: its record-index entries are the commit's delta, which a
+    #: large file's task writes beside the file (:func:`lakeline.indexes.on_commit.write_beside`).
+    sole: bool = False
 
 
 @dataclass(frozen=True)
@@ -177,14 +181,20 @@ def write_indexed(task: FileWrite) -> Written:
         # Beside the write, a record index's entries are sorted by bucket too, which the
         # commit's delta otherwise does after every file was written (a 500k-row file's
         # entries: 30-70 ms of gathering 32-character keys).
-        described = pool.submit(_describe, task, True) if pool is not None else None
+        described = pool.submit(_describe, task, True, task.sole) if pool is not None else None
         with task.storage.fs.open_output_stream(path) as sink:
             pq.write_table(task.rows, sink, **parquet_options(task.rows, task.compression, task.row_group_rows))
             size = sink.tell()
         if not task.storage.exists(marker_path(task.storage, task.instant, task.rel_path)):
             # The instant was rolled back while this (stalled) task wrote: the rollback
-            # removed the marker, maybe before this file existed, so nobody else will delete it.
+            # removed the marker, maybe before this file existed, so nobody else will delete
+            # it, nor the delta written beside it.
             task.storage.delete(path)
+            if described is not None and described.exception() is None:
+                for rows in described.result()[2].values():
+                    if (delta := written_delta(rows)) is not None:  # and its marker, written late
+                        task.storage.delete(task.storage.path(delta))
+                        task.storage.delete(marker_path(task.storage, task.instant, delta))
             raise InvalidTransitionError(f"instant {task.instant} was rolled back while it wrote {task.rel_path}")
         deletes, (lo, hi), entries = described.result() if described is not None else _describe(task)
     return Written(
@@ -205,10 +215,11 @@ def write_indexed(task: FileWrite) -> Written:
 
 
 def _describe(
-    task: FileWrite, sort_records: bool = False
+    task: FileWrite, sort_records: bool = False, write_deltas: bool = False
 ) -> tuple[int, tuple[object, object], Mapping[IndexTarget, pa.Table]]:
     """(delete records, key range, index entries) of the rows ``task`` writes (a record
-    index's sorted by bucket with ``sort_records``)."""
+    index's sorted by bucket with ``sort_records``, and written as the commit's delta
+    with ``write_deltas``)."""
     deletes = 0
     if task.kind == FileKind.LOG:
         deletes = pc.sum(pc.equal(task.rows.column(OP), OP_DELETE).cast(pa.int64())).as_py() or 0
@@ -219,6 +230,8 @@ def _describe(
         if task.indexes is None
         else task.indexes.entries(task.rows, task.rel_path, task.partition, facts, sort_records)
     )
+    if write_deltas:
+        entries = write_beside(task.storage, task.instant, entries)
     return deletes, bounds, entries
 
 

@@ -268,6 +268,8 @@ def write_plan_files(ctx: TableContext, st: WriteSettings, plan: WritePlan) -> t
         )
         for lg in plan.logs
     ]
+    if len(file_tasks) == 1 and not rewrites and not logs:
+        file_tasks = [replace(file_tasks[0], sole=True)]  # its task writes the commit's delta too
     # One engine call for every file; rewrites first, as they are the longest tasks.
     tasks: list[FileWrite | RewriteTask | LogTask] = [*rewrites, *file_tasks, *logs]
     results = ctx.engine.map(write_task, tasks)
