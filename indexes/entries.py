@@ -20,7 +20,6 @@ from dataclasses import dataclass, replace
 from numbers import Real
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -34,7 +33,7 @@ from .column_stats import STATS_SCHEMA, file_stats
 from .hashing import ColumnHashes
 from .metadata_table import MetadataTable
 from .record_index.delta_hashes import DELTA_HASHES
-from .record_index.rows import HASH, OP, change_entries, check_buckets, entry_schema, record_entries
+from .record_index.rows import HASH, OP, bucket_order, change_entries, check_buckets, entry_schema, record_entries
 from .record_index.store import entry_parquet
 from .states import IndexDef, IndexKind, index_kind, partition_of, written_indexes
 
@@ -290,8 +289,7 @@ def write_delta(storage: Storage, target: IndexTarget, instant: int, rows: pa.Ta
     bucket = rows.column("bucket").to_numpy()
     # Sorted already when its only file's write task sorted them (beside the file's write).
     if len(bucket) and not (bucket[1:] >= bucket[:-1]).all():
-        # Stable (each file's rows stay in order); a radix sort of the 16-bit buckets.
-        rows = rows.take(np.argsort(bucket.astype(np.uint16), kind="stable"))
+        rows = rows.take(bucket_order(bucket))  # stable: each file's rows stay in order
     rel = MetadataTable(storage).write_updates(
         target.partition, instant, rows, marker, DELTA_ROW_GROUP_ROWS, entry_parquet(storage)
     )

@@ -111,13 +111,19 @@ def buckets_of(
     return (h % np.uint64(buckets)).astype(np.int32), h.view(np.int64)
 
 
+def bucket_order(buckets: np.ndarray) -> np.ndarray:
+    """The rows ordered by bucket, stably: a radix sort of the buckets as 16 bits
+    (:data:`MAX_BUCKETS` fits), 5 ms for 500k rows where one of the int32s takes 24."""
+    return np.argsort(buckets.astype(np.uint16), kind="stable")
+
+
 def bucket_hash_order(buckets: np.ndarray, hashes: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
     """``rows`` (default: all) ordered by bucket, then hash, stably: a sort of the hashes
     (which merges runs already sorted by hash cheaply), then a stable radix sort of the
     buckets as 16 bits (:data:`MAX_BUCKETS` fits): about a third of a lexsort."""
     order = np.arange(len(hashes)) if rows is None else rows
     order = order[np.argsort(hashes[order], kind="stable")]
-    return order[np.argsort(buckets[order].astype(np.uint16), kind="stable")]
+    return order[bucket_order(buckets[order])]
 
 
 def key_table(keys: pa.Table, record_key: Sequence[str], schema: pa.Schema) -> dict[str, pa.ChunkedArray]:
@@ -160,8 +166,7 @@ def record_entries(
     table = pa.table(cols, schema=entry_schema(schema, record_key))
     if not sort:
         return table
-    order = np.argsort(bucket, kind="stable")
-    return table.take(pa.array(order))
+    return table.take(pa.array(bucket_order(bucket)))
 
 
 def change_entries(

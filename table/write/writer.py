@@ -238,17 +238,24 @@ def write_files(ctx: TableContext, instant: int, plan: WritePlan) -> tuple[Commi
     index entries the tasks computed from the rows they wrote, by file path."""
     cfg = ctx.config
     st = WriteSettings.of(ctx.storage, cfg, instant, index_job(ctx.log.timeline, cfg.schema, cfg.record_key))
-    written, rewritten = write_plan_files(ctx, st, plan)
+    written, rewritten = write_plan_files(ctx, st, plan, sole_delta=True)
     metadata = commit_metadata(
         ctx, plan.operation, plan.stats, written, rewritten, plan.replaced, plan.replaced_partitions
     )
     return metadata, entries_of(written, rewritten)
 
 
-def write_plan_files(ctx: TableContext, st: WriteSettings, plan: WritePlan) -> tuple[list[Written], Rewritten]:
+def write_plan_files(
+    ctx: TableContext, st: WriteSettings, plan: WritePlan, sole_delta: bool = False
+) -> tuple[list[Written], Rewritten]:
     """Run the file tasks of ``plan`` on ``ctx.engine`` with the settings ``st``: the
     new files and logs written, and each rewrite's outcome (a Spark planning task calls
-    this too, with the settings the driver sends once the instant began)."""
+    this too, with the settings the driver sends once the instant began).
+
+    ``sole_delta``: ``plan`` is the whole commit's, so when it writes one new file, that
+    file's task writes the commit's record-index delta too (:attr:`FileWrite.sole`). Not
+    for a Spark planning task: its plan is one of many, and the driver keeps only the
+    files its commit names (a delta written beside would be removed as a stray)."""
     file_tasks = [
         new_file_task(st, nf.partition, new_file_group_id(), chunk, nf.inserts)
         for nf in plan.new_files
@@ -268,7 +275,7 @@ def write_plan_files(ctx: TableContext, st: WriteSettings, plan: WritePlan) -> t
         )
         for lg in plan.logs
     ]
-    if len(file_tasks) == 1 and not rewrites and not logs:
+    if sole_delta and len(file_tasks) == 1 and not rewrites and not logs:
         file_tasks = [replace(file_tasks[0], sole=True)]  # its task writes the commit's delta too
     # One engine call for every file; rewrites first, as they are the longest tasks.
     tasks: list[FileWrite | RewriteTask | LogTask] = [*rewrites, *file_tasks, *logs]
