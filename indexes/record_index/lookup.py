@@ -350,12 +350,28 @@ def tag(
     return groups.cast(pa.string()), pa.array(out_pos, mask=out_pos < 0)
 
 
-def slices_holding(reader: RecordIndexReader, slices: Sequence[FileSlice], values: Iterable[object]) -> list[FileSlice]:
+@dataclass(frozen=True)
+class Holding:
+    """What the index says of the records of some keys: the slices holding one, and in
+    the bases of those whose entries name rows, at which rows (ascending)."""
+
+    slices: list[FileSlice]
+    base_rows: Mapping[str, np.ndarray]
+
+
+def slices_holding(reader: RecordIndexReader, slices: Sequence[FileSlice], values: Iterable[object]) -> Holding:
     """The slices any of whose files holds a record (an upsert or a delete) of one of
-    ``values`` of a single-column key: every other slice holds no row with such a key."""
+    ``values`` of a single-column key: every other slice holds no row with such a key.
+    And for each such slice's base, the rows holding those records: every other row of
+    the base has another key, so a read may skip the row groups without one. Not for a
+    partial rewrite's base, whose entries name no row (:func:`.rows.chain_of`)."""
     typ = reader.schema.field(reader.key[0]).type
     keys = pa.table({reader.key[0]: pa.array(list(values), typ)})
-    found = set(pc.unique(reader.entries(keys).column(PATH).cast(pa.string())).to_pylist())
+    found = reader.entries(keys)
+    paths = found.column(PATH).cast(pa.string()).to_numpy(zero_copy_only=False)
+    pos = found.column(POS).to_numpy()
     where = _file_order(slices, reader.partial)
-    held = {where[p][0] for p in found if p in where}
-    return [s for i, s in enumerate(slices) if i in held]
+    held = {where[p][0] for p in set(paths.tolist()) if p in where}
+    kept = [s for i, s in enumerate(slices) if i in held]
+    bases = [s.base.path for s in kept if s.base is not None and s.base.path not in reader.partial]
+    return Holding(kept, {b: np.unique(pos[paths == b]).astype(np.int64) for b in bases})

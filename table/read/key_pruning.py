@@ -18,7 +18,7 @@ import pyarrow.dataset as ds
 
 from ...indexes.expressions import ColumnBounds, Expr, columns, might_match
 from ...indexes.pruning import filter_tree, has_unknown, pinned_values
-from ...indexes.record_index.lookup import RecordIndexReader, slices_holding
+from ...indexes.record_index.lookup import Holding, RecordIndexReader, slices_holding
 from ...timeline.errors import MetadataTableError
 from ...timeline.view.file_group import DataFile, FileSlice
 from ..context import TableContext
@@ -92,20 +92,22 @@ def file_might_match(tree: Expr, key: str, typ: pa.DataType, f: DataFile) -> boo
     return might_match(tree, {key: ColumnBounds(bounds[0].as_py(), bounds[1].as_py(), 0, None)})
 
 
-def prune_by_record_index(ctx: TableContext, slices: list[FileSlice], tree: Expr | None) -> list[FileSlice]:
+def prune_by_record_index(ctx: TableContext, slices: list[FileSlice], tree: Expr | None) -> Holding:
     """The slices a file of which holds a record of a key ``tree`` pins, from a ready
-    record index of the snapshot; ``slices`` as they are when the filter pins no key,
-    or no index serves the snapshot (a generation newer than it: time travel)."""
+    record index of the snapshot, with the rows of their bases that hold one
+    (:func:`slices_holding`); ``slices`` as they are (and no rows) when the filter pins
+    no key, or no index serves the snapshot (a generation newer than it: time travel)."""
     key, schema = ctx.config.record_key, ctx.config.schema
+    unknown = Holding(slices, {})
     if tree is None or len(key) != 1 or not slices:
-        return slices
+        return unknown
     values = pinned_values(tree, key[0], schema)
     if values is None:
-        return slices
+        return unknown
     reader = RecordIndexReader.open(ctx.storage, ctx.snapshot, schema, key)
     if reader is None:
-        return slices
+        return unknown
     try:
         return slices_holding(reader, slices, [v.as_py() for v in values])
     except MetadataTableError:
-        return slices  # folded away under us: read without it
+        return unknown  # folded away under us: read without it

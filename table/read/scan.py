@@ -45,6 +45,7 @@ from ..merge_engine import MergeEngine
 from ..write.records import check_columns, check_filter
 from .key_pruning import prune_by_record_index, prune_key_ranges
 from .partition_pruning import prune_slices
+from .row_groups import narrowed_to_rows
 from .slice_read import SliceRead, SliceRows, read_merged, read_slice
 
 __all__ = ["ReadStats", "Scan", "SliceRead", "read_slice", "resolve_snapshot", "snapshot_of"]
@@ -137,7 +138,8 @@ class Scan:
         self.slices = [s for s in self.slices if (s.partition, s.file_group) in kept or (adds and s.logs)]
         self._after_stats = min(cap, pruned.files_after_stats + back)
         self._after_bloom = min(cap, pruned.files_after_bloom + back)
-        self.slices = prune_by_record_index(ctx, self.slices, self.tree)
+        held = prune_by_record_index(ctx, self.slices, self.tree)
+        self.slices, self._base_rows = held.slices, held.base_rows
         self._after_record = sum(len(s.files) for s in self.slices)
         self.read_stats = ReadStats()  # of the last read (to_arrow, to_reader)
         if as_of is not None:
@@ -219,12 +221,13 @@ class Scan:
     def _plain(self, slices: list[FileSlice]) -> ds.Dataset:
         """The base files of slices without logs, as one Parquet dataset."""
         storage = self.ctx.storage
-        return ds.dataset(
+        dataset = ds.dataset(
             [storage.path(s.base.path) for s in slices if s.base is not None],
             schema=self.ctx.config.schema,
             format="parquet",
             filesystem=storage.fs,
         )
+        return narrowed_to_rows(dataset, {storage.path(p): rows for p, rows in self._base_rows.items()})
 
     def _stream(self) -> Iterator[pa.RecordBatch]:
         out = self.schema
@@ -356,6 +359,7 @@ class Scan:
             filter=self.filter,
             tree=self.tree,
             engine=MergeEngine.of(cfg),
+            base_rows=self._base_rows.get(s.base.path) if s.base is not None else None,
         )
 
     def _read(self) -> pa.Table:

@@ -29,7 +29,7 @@ from ..merge import merge_at_positions, merge_onto
 from ..merge_engine import DEFAULT_ENGINE, MergeEngine
 from ..write.records import BASE_POS, OP, SEQ, points_into
 from .key_pruning import file_might_match
-from .row_groups import Layout, layout, pruned_base, read_groups
+from .row_groups import Layout, groups_holding, layout, pruned_base, read_groups
 
 #: The number of a row's log among the slice's, in fold order (in memory only).
 _LOG = "__lakeline_log"
@@ -57,6 +57,9 @@ class SliceRead:
     filter: pc.Expression | None = None
     tree: Expr | None = None
     engine: MergeEngine = DEFAULT_ENGINE  # how a key's versions fold (``merge.engine``)
+    # The base's rows that hold a key the filter pins, from a record index (None: not
+    # known): the row groups without one are left out like those the statistics rule out.
+    base_rows: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,8 @@ def read_merged(task: SliceRead) -> SliceRows:
     with nulls in columns the filter does not name: the caller filters the rows."""
     s = task.slice
     plan = layout(task.storage, s.base.path, task.schema, task.tree) if s.base is not None and task.tree else None
+    if plan is not None and task.base_rows is not None:
+        plan = replace(plan, keep=plan.keep & groups_holding(plan.starts, task.base_rows))
     logs = _logs_to_read(task)
     return replace(_merged(task, plan, logs), logs_read=len(logs))
 
