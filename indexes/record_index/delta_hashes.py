@@ -13,8 +13,8 @@ tiers: :class:`DeltaHashes`). That work (50 ms for a 500k-entry delta) is done w
 writer goes on, on the other core, not by the next lookup; a lookup that comes first does
 it itself. A lookup then asks each of its keys once per tier; only the few that pass (3-6%)
 are searched in each delta's sorted hashes, and only a delta that holds one is read. The
-tagging of the tenth 500k insert: 0.17 s became 0.06-0.08 s, then about 0.01 s once the
-keys were neither sorted nor the deltas prepared on its path.
+tagging of the tenth 500k insert: 0.17 s became 0.06-0.08 s, then 0.03-0.04 s once
+neither its keys were sorted nor the deltas prepared on its path.
 
 Why it is safe: a delta never changes once written. Its name carries its instant and a
 random token (:meth:`lakeline.indexes.metadata_table.MetadataTable.write_updates`), so a
