@@ -15,7 +15,11 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 static const uint64_t TEXT_BASE = 0x9E3779B97F4A7C15ULL;
 static const uint64_t MIX1 = 0xFF51AFD7ED558CCDULL;
@@ -204,6 +208,133 @@ done:
     PyBuffer_Release(&words);
     PyBuffer_Release(&out);
     return result;
+}
+
+/* Whether the n words are all distinct (1), or some repeat (0); -1 when out of memory.
+ *
+ * A sort of 5M words takes 0.3 s here and a batch's deduplication asks this of every
+ * write's key hashes (issue 30). Instead: partition the words by their top bits into
+ * blocks of about DISTINCT_BLOCK words (one counting pass, one scatter), then put each
+ * block in an open-addressing set that fits the L2 cache. 5M words: about 35 ms, most
+ * of it the scatter into fresh memory, which is asked for in huge pages where Linux
+ * gives them (a fault per 4 KiB page made it 52 ms). The words are hashes, so blocks
+ * come out even; skewed input only makes a block's set larger, never the answer wrong.
+ * A zero word is tracked apart (zero marks a free slot). */
+#define DISTINCT_BLOCK 8192
+#define HUGE_PAGE ((size_t)1 << 21)
+
+/* n words of scratch memory, in huge pages where the system gives them; free() it. */
+static uint64_t *scratch_words(Py_ssize_t n) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    const size_t bytes = ((size_t)n * sizeof(uint64_t) + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+    void *p = NULL;
+    if (bytes >= HUGE_PAGE && posix_memalign(&p, HUGE_PAGE, bytes) == 0) {
+        madvise(p, bytes, MADV_HUGEPAGE); /* a hint: without it, plain pages */
+        return p;
+    }
+#endif
+    return malloc((size_t)n * sizeof(uint64_t));
+}
+
+static int words_distinct_c(const uint64_t *w, Py_ssize_t n) {
+    if (n < 2) {
+        return 1;
+    }
+    int bits = 0;
+    while (bits < 16 && ((Py_ssize_t)DISTINCT_BLOCK << bits) < n) {
+        bits++;
+    }
+    const Py_ssize_t parts = (Py_ssize_t)1 << bits;
+    /* The block of a word: its top bits (none when there is one block). */
+#define BLOCK_OF(v) (bits ? (Py_ssize_t)((v) >> (64 - bits)) : 0)
+    Py_ssize_t *start = calloc((size_t)parts + 1, sizeof(Py_ssize_t));
+    Py_ssize_t *fill = malloc((size_t)parts * sizeof(Py_ssize_t));
+    uint64_t *grouped = scratch_words(n);
+    uint64_t *set = NULL;
+    int result = -1;
+    if (start == NULL || fill == NULL || grouped == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        start[BLOCK_OF(w[i]) + 1]++;
+    }
+    Py_ssize_t biggest = 0;
+    for (Py_ssize_t p = 0; p < parts; p++) {
+        if (start[p + 1] > biggest) {
+            biggest = start[p + 1];
+        }
+        start[p + 1] += start[p];
+    }
+    memcpy(fill, start, (size_t)parts * sizeof(Py_ssize_t));
+    for (Py_ssize_t i = 0; i < n; i++) {
+        grouped[fill[BLOCK_OF(w[i])]++] = w[i];
+    }
+#undef BLOCK_OF
+    int set_bits = 4;
+    while (((Py_ssize_t)1 << set_bits) < 2 * biggest) {
+        set_bits++;
+    }
+    set = malloc(((size_t)1 << set_bits) * sizeof(uint64_t));
+    if (set == NULL) {
+        goto done;
+    }
+    result = 1;
+    for (Py_ssize_t p = 0; p < parts && result; p++) {
+        const Py_ssize_t size = start[p + 1] - start[p];
+        if (size < 2) {
+            continue;
+        }
+        int tb = 4;
+        while (((Py_ssize_t)1 << tb) < 2 * size) {
+            tb++;
+        }
+        const uint64_t mask = ((uint64_t)1 << tb) - 1;
+        memset(set, 0, ((size_t)1 << tb) * sizeof(uint64_t));
+        int zero = 0;
+        for (Py_ssize_t i = start[p]; i < start[p + 1]; i++) {
+            const uint64_t v = grouped[i];
+            if (v == 0) {
+                if (zero) {
+                    result = 0;
+                    break;
+                }
+                zero = 1;
+                continue;
+            }
+            /* The block's words share their top bits: the slot comes from all of them. */
+            uint64_t slot = ((v * TEXT_BASE) >> (64 - tb)) & mask;
+            while (set[slot] != 0 && set[slot] != v) {
+                slot = (slot + 1) & mask;
+            }
+            if (set[slot] == v) {
+                result = 0;
+                break;
+            }
+            set[slot] = v;
+        }
+    }
+done:
+    free(start);
+    free(fill);
+    free(grouped);
+    free(set);
+    return result;
+}
+
+static PyObject *words_distinct(PyObject *self, PyObject *args) {
+    Py_buffer words;
+    if (!PyArg_ParseTuple(args, "y*", &words)) {
+        return NULL;
+    }
+    int distinct;
+    Py_BEGIN_ALLOW_THREADS
+    distinct = words_distinct_c((const uint64_t *)words.buf, words.len / 8);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&words);
+    if (distinct < 0) {
+        return PyErr_NoMemory();
+    }
+    return PyBool_FromLong(distinct);
 }
 
 /* Probe i of hash h is the 32-bit (h1 + i * h2) mapped onto [0, m) by multiply-shift;
@@ -413,6 +544,7 @@ static PyMethodDef methods[] = {
     {"hash_text", hash_text, METH_VARARGS, "hash_text(data, offsets, wide, n, seed, out)"},
     {"text_min_max", text_min_max, METH_VARARGS, "text_min_max(data, offsets, wide, n) -> (i, j)"},
     {"hash_words", hash_words, METH_VARARGS, "hash_words(words, seed, out)"},
+    {"words_distinct", words_distinct, METH_VARARGS, "words_distinct(words) -> bool"},
     {"bloom_set", bloom_set, METH_VARARGS, "bloom_set(hashes, num_bits, num_hashes, bits)"},
     {"bloom_test", bloom_test, METH_VARARGS, "bloom_test(hashes, num_bits, num_hashes, bits, out)"},
     {"ds_coupons_words", ds_coupons_words, METH_VARARGS, "ds_coupons_words(words, out)"},

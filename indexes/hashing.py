@@ -38,7 +38,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .native import NATIVE
+from .native import NATIVE, SPLIT_ROWS, in_halves
 
 #: Odd multiplier of the polynomial text hash (any odd 64-bit constant works; this one is
 #: the 64-bit golden ratio).
@@ -151,18 +151,21 @@ def _horner(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.nda
     return out
 
 
-def hash_text_buffers(data: np.ndarray, offsets: np.ndarray, seed: int = 0) -> np.ndarray:
+def hash_text_buffers(
+    data: np.ndarray, offsets: np.ndarray, seed: int = 0, out: np.ndarray | None = None
+) -> np.ndarray:
     """64-bit hashes of the strings ``data[offsets[i]:offsets[i+1]]`` (``offsets``: int32
-    or int64)."""
-    if NATIVE is not None:
-        n = len(offsets) - 1
-        out = np.empty(max(n, 0), dtype=np.uint64)
-        if n > 0:
-            wide = offsets.dtype == np.int64
-            offs = np.ascontiguousarray(offsets, dtype=np.int64 if wide else np.int32)
-            NATIVE.hash_text(np.ascontiguousarray(data, dtype=np.uint8), offs, wide, n, seed & 0xFFFFFFFFFFFFFFFF, out)
-        return out
-    return hash_text_buffers_numpy(data, offsets, seed)
+    or int64), into ``out`` when given (a contiguous uint64 array of their count)."""
+    n = max(len(offsets) - 1, 0)
+    if out is None:
+        out = np.empty(n, dtype=np.uint64)
+    if NATIVE is None:
+        out[:] = hash_text_buffers_numpy(data, offsets, seed)
+    elif n > 0:
+        wide = offsets.dtype == np.int64
+        offs = np.ascontiguousarray(offsets, dtype=np.int64 if wide else np.int32)
+        NATIVE.hash_text(np.ascontiguousarray(data, dtype=np.uint8), offs, wide, n, seed & 0xFFFFFFFFFFFFFFFF, out)
+    return out
 
 
 def hash_text_buffers_numpy(data: np.ndarray, offsets: np.ndarray, seed: int = 0) -> np.ndarray:
@@ -175,12 +178,26 @@ def hash_text_buffers_numpy(data: np.ndarray, offsets: np.ndarray, seed: int = 0
     return fmix64(h)
 
 
-def hash_text(array: pa.Array | pa.ChunkedArray, seed: int = 0) -> np.ndarray:
+def hash_text(array: pa.Array | pa.ChunkedArray, seed: int = 0, out: np.ndarray | None = None) -> np.ndarray:
     """64-bit hashes of the bytes of a string (UTF-8) or binary column (nulls hash as
-    empty)."""
+    empty), into ``out`` when given."""
+    if out is None:
+        out = np.empty(len(array), dtype=np.uint64)
+    if len(array) >= SPLIT_ROWS:
+        in_halves(lambda a, b: _hash_text(array.slice(a, b - a), seed, out[a:b]), len(array))
+        return out
+    return _hash_text(array, seed, out)
+
+
+def _hash_text(array: pa.Array | pa.ChunkedArray, seed: int, out: np.ndarray) -> np.ndarray:
+    """:func:`hash_text` in this thread."""
     if isinstance(array, pa.ChunkedArray):
-        parts = [hash_text(c, seed) for c in array.chunks]
-        return np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
+        # Each chunk straight into its slice: no concatenation pass (5M keys: 14 ms).
+        at = 0
+        for chunk in array.chunks:
+            _hash_text(chunk, seed, out[at : at + len(chunk)])
+            at += len(chunk)
+        return out
     array = as_plain_binary(array)
     typ = array.type
     binary = pa.types.is_binary(typ) or pa.types.is_large_binary(typ)
@@ -189,9 +206,9 @@ def hash_text(array: pa.Array | pa.ChunkedArray, seed: int = 0) -> np.ndarray:
     if array.null_count:
         array = pc.fill_null(array, b"" if binary else "")
     if len(array) == 0:
-        return np.empty(0, dtype=np.uint64)
+        return out
     data, offsets = _text_buffers(array)
-    return hash_text_buffers(data, offsets, seed)
+    return hash_text_buffers(data, offsets, seed, out)
 
 
 def _as_words(array: pa.Array | pa.ChunkedArray) -> np.ndarray | None:
@@ -290,15 +307,20 @@ def min_max_text(column: pa.Array | pa.ChunkedArray) -> tuple[str | None, str | 
         and (pa.types.is_string(typ) or pa.types.is_large_string(typ))
     ):
         # Chunk by chunk (no copy into one array): 4x faster than Arrow's min_max on 5M
-        # keys. UTF-8's byte order is code-point order, so Python's comparison of the
-        # chunks' bounds agrees with the loop's.
-        chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
-        bounds = []
-        for arr in chunks:
-            if len(arr):
-                data, offsets = _text_buffers(arr)
-                lo, hi = NATIVE.text_min_max(data, offsets, offsets.dtype == np.int64, len(arr))
-                bounds.append((arr[lo].as_py(), arr[hi].as_py()))
+        # keys, and in two halves on two threads for long columns. UTF-8's byte order
+        # is code-point order, so Python's comparison of the chunks' bounds agrees with
+        # the loop's.
+        def chunk_bounds(start: int, stop: int) -> list[tuple[str, str]]:
+            part = column.slice(start, stop - start)
+            out = []
+            for arr in part.chunks if isinstance(part, pa.ChunkedArray) else [part]:
+                if len(arr):
+                    data, offsets = _text_buffers(arr)
+                    lo, hi = NATIVE.text_min_max(data, offsets, offsets.dtype == np.int64, len(arr))
+                    out.append((arr[lo].as_py(), arr[hi].as_py()))
+            return out
+
+        bounds = [b for half in in_halves(chunk_bounds, len(column)) for b in half]
         return min(b[0] for b in bounds), max(b[1] for b in bounds)
     mm = pc.min_max(column)
     if pa.types.is_integer(typ):

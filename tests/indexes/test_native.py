@@ -142,3 +142,37 @@ def test_text_coupons_equal_the_python_reference(arr: pa.Array) -> None:
         0 if not v else coupons.coupon(*coupons.murmur3_128(v.encode() if isinstance(v, str) else v)) for v in values
     ]
     assert got == want
+
+
+def _numpy_distinct(words: np.ndarray) -> bool:
+    ordered = np.sort(words)
+    return not (ordered[1:] == ordered[:-1]).any()
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 2047, 2049, 300_000])
+def test_words_distinct_equals_a_sort(n: int) -> None:
+    # Random hashes, then one repeat placed anywhere (first, last, same block or not):
+    # the partitioned set must find every repeat a sort finds.
+    rng = np.random.default_rng(n)
+    words = rng.integers(0, 2**64 - 1, n, dtype=np.uint64, endpoint=True)
+    assert NATIVE.words_distinct(words) == _numpy_distinct(words)
+    for _ in range(5 if n >= 2 else 0):
+        i, j = rng.choice(n, 2, replace=False)
+        repeated = words.copy()
+        repeated[i] = repeated[j]
+        assert NATIVE.words_distinct(repeated) is False
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        np.zeros(2, np.uint64),  # zero marks a free slot: two zeros are still a repeat
+        np.array([0, 1, 2**63], np.uint64),
+        np.arange(1, 100_000, dtype=np.uint64),  # one block: the top bits never vary
+        np.arange(1, 100_000, dtype=np.uint64) << np.uint64(40),  # few blocks, many words each
+        np.repeat(np.arange(50_000, dtype=np.uint64), 2),
+        np.array([2**64 - 1, 2**64 - 1], np.uint64),
+    ],
+)
+def test_words_distinct_on_skewed_words(words: np.ndarray) -> None:
+    assert NATIVE.words_distinct(words) == _numpy_distinct(words)
