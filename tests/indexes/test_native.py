@@ -176,3 +176,20 @@ def test_words_distinct_equals_a_sort(n: int) -> None:
 )
 def test_words_distinct_on_skewed_words(words: np.ndarray) -> None:
     assert NATIVE.words_distinct(words) == _numpy_distinct(words)
+
+
+def test_long_columns_split_over_two_threads_give_the_same_hashes_and_bounds() -> None:
+    # From SPLIT_ROWS on, hash_text and min_max_text run in two halves (one on the helper
+    # thread); the halves' seam falls inside a chunk here, and chunks have offsets.
+    from lakeline.indexes.native import SPLIT_ROWS
+
+    rng = np.random.default_rng(7)
+    n = SPLIT_ROWS + 12_345
+    words = rng.integers(0, 10**12, n)
+    text = pa.array(np.char.mod("k%d", words).astype(object), pa.string())
+    chunked = pa.chunked_array([text.slice(0, 300_001), text.slice(300_001, 600_000), text.slice(900_001)])
+    expected = hashing.hash_text_buffers_numpy(*hashing._text_buffers(text), 3)
+    np.testing.assert_array_equal(hashing.hash_text(chunked, 3), expected)
+    np.testing.assert_array_equal(hashing.hash_text(text, 3), expected)
+    mm = pa.compute.min_max(text)
+    assert hashing.min_max_text(chunked) == (mm["min"].as_py(), mm["max"].as_py())
