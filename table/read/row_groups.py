@@ -24,7 +24,7 @@ by the filter whatever its other columns hold.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,10 +39,10 @@ from ...indexes.hashing import row_hashes
 from ...indexes.pruning import has_unknown
 from ...timeline.errors import CorruptLogError, SnapshotExpiredError
 from ...timeline.field_ids import field_id
-from ...timeline.storage.data_reads import reading
+from ...timeline.storage.data_reads import check_log, reading
 from ...timeline.storage.filesystem import Storage
-from ..files import FileRead, read_snapshot_file, with_columns_of
-from ..write.records import BASE_POS, OP, OP_DELETE
+from ..files import FileRead, file_columns, read_snapshot_file, with_columns_of
+from ..write.records import BASE_POS, OP, OP_DELETE, SEQ
 
 
 @dataclass(frozen=True)
@@ -172,6 +172,60 @@ def read_groups(
         return out.empty_table()
     rows = read_snapshot_file(FileRead(storage, rel_path, tuple(names), threads, tuple(groups), schema=out))
     return with_columns_of(rows, out)
+
+
+#: Rows a batch of :func:`read_matching` decodes: one default row group of a base.
+MATCHING_BATCH_ROWS = 131_072
+
+
+def read_matching(
+    storage: Storage,
+    rel_path: str,
+    names: Sequence[str],
+    schema: pa.Schema,
+    layout: Layout,
+    threads: bool,
+    pick: Callable[[pa.Table], np.ndarray],
+) -> tuple[pa.Table, np.ndarray]:
+    """The rows ``pick`` chooses (positions into the rows it is handed) from the
+    ``names`` columns of the row groups ``layout`` keeps, and their positions in the
+    file; decoded a batch at a time, so only the rows picked are kept.
+
+    For a key range over random keys, where no row group can be left out: decoded
+    whole, the 2.5M rows of a base took 260-480 ms in a fresh process against 160-175
+    ms a batch at a time (the first touch of the whole table's memory is the
+    difference), and every row then moved again through the merge and the filter.
+
+    Raises:
+        SnapshotExpiredError: the file is gone.
+        CorruptFileError: the file is damaged or unreadable.
+    """
+    out = pa.schema([schema.field(n) for n in names])
+    groups = list(layout.kept)
+    parts: list[pa.Table] = [out.empty_table()]
+    local: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
+    try:
+        with reading(rel_path):
+            parquet = pq.ParquetFile(storage.path(rel_path), filesystem=storage.fs)
+            check_log(rel_path, parquet.schema_arrow.names, (OP, SEQ))
+            columns = file_columns(parquet.schema_arrow, tuple(names), out)
+            at = 0
+            batches = parquet.iter_batches(MATCHING_BATCH_ROWS, groups, columns, use_threads=threads) if groups else ()
+            for batch in batches:
+                rows = with_columns_of(pa.Table.from_batches([batch]), out)
+                picked = pick(rows)
+                if len(picked):
+                    parts.append(rows.take(pa.array(picked)))
+                    local.append(picked.astype(np.int64, copy=False) + at)
+                at += batch.num_rows
+    except FileNotFoundError as e:
+        raise SnapshotExpiredError(f"{rel_path} of the snapshot being read is missing") from e
+    positions = np.concatenate(local)
+    if groups:  # row numbers among the kept groups' rows -> row numbers in the file
+        ends = np.cumsum(layout.sizes(groups))
+        slot = np.searchsorted(ends, positions, side="right")
+        positions = positions - (ends[slot] - layout.sizes(groups)[slot]) + layout.starts[np.asarray(groups)[slot]]
+    return pa.concat_tables(parts), positions
 
 
 @dataclass(frozen=True)

@@ -29,10 +29,12 @@ from ..merge import merge_at_positions, merge_onto
 from ..merge_engine import DEFAULT_ENGINE, MergeEngine
 from ..write.records import BASE_POS, OP, SEQ, points_into
 from .key_pruning import file_might_match
-from .row_groups import Layout, groups_holding, layout, pruned_base, read_groups
+from .row_groups import Layout, groups_holding, layout, pruned_base, read_groups, read_matching
 
 #: The number of a row's log among the slice's, in fold order (in memory only).
 _LOG = "__lakeline_log"
+#: A base row's position, while a filter picks rows (in memory only).
+_ROW = "__lakeline_row"
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,8 @@ def _by_position(task: SliceRead, log_rows: pa.Table, plan: Layout | None) -> Sl
     base's row groups may match the filter)."""
     s = task.slice
     wanted, read = _position_columns(task)
+    if plan is not None and s.base is not None and _key_only(task) and set(task.key) <= set(read):
+        return _by_position_matching(task, log_rows, plan, wanted, read)
     # Row-group pruning keeps only what a deduplicate fold needs of a left-out base row
     # (rows_groups.pruned_base); another engine takes columns from it: the whole base.
     if plan is None or s.base is None or plan.keep.all() or not task.engine.is_deduplicate:
@@ -180,6 +184,36 @@ def _by_position(task: SliceRead, log_rows: pa.Table, plan: Layout | None) -> Sl
     return SliceRows(rows, len(plan.keep), base.groups_read, base.rows_read)
 
 
+def _by_position_matching(
+    task: SliceRead, log_rows: pa.Table, plan: Layout, wanted: tuple[str, ...], read: tuple[str, ...]
+) -> SliceRows:
+    """:func:`_by_position` under a filter on the key alone: of the row groups whose
+    statistics admit it, only the base rows it keeps are kept as they are decoded, and
+    only the changes pointing at them are merged. A key's versions share its key, so
+    no other row, and no change to one, can match, under any merge engine."""
+    assert task.slice.base is not None
+    base_rows, positions = read_matching(
+        task.storage,
+        task.slice.base.path,
+        read,
+        task.schema,
+        plan,
+        task.threads,
+        lambda rows: _rows_matching(task, rows),
+    )
+    rows = merge_at_positions(
+        base_rows,
+        _onto_rows(log_rows, positions, plan.rows),
+        task.key,
+        task.ordering,
+        list(wanted),
+        owned=True,
+        keep_order=task.keep_order,
+        engine=task.engine,
+    )
+    return SliceRows(rows, len(plan.keep), len(plan.kept), int(plan.sizes(plan.kept).sum()))
+
+
 @contextmanager
 def _files_named(task: SliceRead) -> Iterator[None]:
     """A merge in this block that finds a log pointing past its base says which files:
@@ -210,6 +244,37 @@ def _matching_keys_only(task: SliceRead, log_rows: pa.Table) -> pa.Table:
         return log_rows.filter(task.filter)
     except (pa.ArrowException, KeyError, TypeError, ValueError):
         return log_rows  # the scan's own filtering reports what is wrong with it
+
+
+def _rows_matching(task: SliceRead, rows: pa.Table) -> np.ndarray:
+    """The positions of the ``rows`` whose key the filter (on key columns alone) keeps;
+    all of them when it cannot be evaluated on them (the caller still filters)."""
+    numbered = rows.select(list(task.key)).append_column(_ROW, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
+    try:
+        return numbered.filter(task.filter).column(_ROW).to_numpy()
+    except (pa.ArrowException, KeyError, TypeError, ValueError):
+        return np.arange(rows.num_rows, dtype=np.int64)  # the scan's filtering reports what is wrong
+
+
+def _onto_rows(changes: pa.Table, kept: np.ndarray, base_rows: int) -> pa.Table:
+    """``changes`` with their ``_base_pos`` made positions among the base rows ``kept``
+    (ascending), and those pointing at a row not kept left out.
+
+    Raises:
+        CorruptLogError: a change points past the base's ``base_rows`` rows.
+    """
+    column = changes.column(BASE_POS)
+    valid = column.is_valid().to_numpy(zero_copy_only=False)
+    pos = column.fill_null(0).to_numpy().astype(np.int64, copy=False)
+    if valid.any() and (pos[valid].min() < 0 or pos[valid].max() >= base_rows):
+        raise CorruptLogError(
+            f"a log points at base row {int(pos[valid].max())} (or below 0) of a base file of {base_rows} rows"
+        )
+    local = np.minimum(np.searchsorted(kept, pos), len(kept) - 1) if len(kept) else np.zeros(len(pos), np.int64)
+    onto = valid & (kept[local] == pos) if len(kept) else np.zeros(len(pos), dtype=bool)
+    column = pa.array(np.where(onto, local, 0), type=pa.int64(), mask=~onto)
+    changes = changes.set_column(changes.schema.get_field_index(BASE_POS), BASE_POS, column)
+    return changes.filter(pa.array(onto | ~valid))
 
 
 def _logs_to_read(task: SliceRead) -> tuple[DataFile, ...]:
