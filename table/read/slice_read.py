@@ -33,8 +33,6 @@ from .row_groups import Layout, groups_holding, layout, pruned_base, read_groups
 
 #: The number of a row's log among the slice's, in fold order (in memory only).
 _LOG = "__lakeline_log"
-#: A base row's position, while a filter picks rows (in memory only).
-_ROW = "__lakeline_row"
 
 
 @dataclass(frozen=True)
@@ -191,15 +189,9 @@ def _by_position_matching(
     statistics admit it, only the base rows it keeps are kept as they are decoded, and
     only the changes pointing at them are merged. A key's versions share its key, so
     no other row, and no change to one, can match, under any merge engine."""
-    assert task.slice.base is not None
+    assert task.slice.base is not None and task.filter is not None
     base_rows, positions = read_matching(
-        task.storage,
-        task.slice.base.path,
-        read,
-        task.schema,
-        plan,
-        task.threads,
-        lambda rows: _rows_matching(task, rows),
+        task.storage, task.slice.base.path, read, task.schema, plan, task.threads, task.filter
     )
     rows = merge_at_positions(
         base_rows,
@@ -244,16 +236,6 @@ def _matching_keys_only(task: SliceRead, log_rows: pa.Table) -> pa.Table:
         return log_rows.filter(task.filter)
     except (pa.ArrowException, KeyError, TypeError, ValueError):
         return log_rows  # the scan's own filtering reports what is wrong with it
-
-
-def _rows_matching(task: SliceRead, rows: pa.Table) -> np.ndarray:
-    """The positions of the ``rows`` whose key the filter (on key columns alone) keeps;
-    all of them when it cannot be evaluated on them (the caller still filters)."""
-    numbered = rows.select(list(task.key)).append_column(_ROW, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
-    try:
-        return numbered.filter(task.filter).column(_ROW).to_numpy()
-    except (pa.ArrowException, KeyError, TypeError, ValueError):
-        return np.arange(rows.num_rows, dtype=np.int64)  # the scan's filtering reports what is wrong
 
 
 def _onto_rows(changes: pa.Table, kept: np.ndarray, base_rows: int) -> pa.Table:
