@@ -241,6 +241,8 @@ def _equal_hashes(
     lands)."""
     column = stored.column(HASH)
     stored_hashes = column.chunk(0).to_numpy() if column.num_chunks == 1 else column.to_numpy()
+    if not sorted_by_hash and len(stored_hashes) < len(hashes):
+        return _equal_hashes_by_entry(stored_hashes, hashes, rows)
     order = None if sorted_by_hash else np.argsort(stored_hashes, kind="stable")
     ordered = stored_hashes if order is None else stored_hashes[order]
     lo = np.searchsorted(ordered, hashes, side="left")
@@ -252,6 +254,25 @@ def _equal_hashes(
     # Every entry of each probe's run of equal hashes (almost always one entry).
     at = np.repeat(lo, count) + np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
     return (at if order is None else order[at]), np.repeat(rows[hit], count)
+
+
+def _equal_hashes_by_entry(
+    stored_hashes: np.ndarray, hashes: np.ndarray, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_equal_hashes` for fewer entries than probes (a delta's candidates against
+    an upsert's keys): each entry is searched among the probes, not each probe among
+    the entries (a 500k-key upsert against ten deltas: 20M binary searches, a fifth of
+    its tagging, against 0.5M). The pairs come in the same order: by probe, then entry."""
+    lo = np.searchsorted(hashes, stored_hashes, side="left")
+    count = np.searchsorted(hashes, stored_hashes, side="right") - lo
+    hit = np.flatnonzero(count > 0)
+    if not len(hit):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    lo, count = lo[hit], count[hit]
+    probe = np.repeat(lo, count) + np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+    entry = np.repeat(hit, count)
+    by_probe = np.argsort(probe, kind="stable")  # entries of one probe stay in file order
+    return entry[by_probe], rows[probe[by_probe]]
 
 
 def _exact(stored: pa.Table, probe: pa.Table, entry: np.ndarray, row: np.ndarray) -> pa.Table:

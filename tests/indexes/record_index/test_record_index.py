@@ -385,3 +385,25 @@ def test_chain_resolution_tells_keys_apart_when_hashes_meet() -> None:
     )
     got = live_entries(rows_, pa.array([new]), {new: old})
     assert got.select(["path", "key_0", "pos"]).to_pylist() == [{"path": new, "key_0": "k2", "pos": -1}]
+
+
+def test_pairs_of_equal_hashes_are_the_same_searched_either_way() -> None:
+    # A delta's few candidate entries are searched among many probes; a bucket file's
+    # many entries have each probe searched among them. Both give every pair of equal
+    # hashes, by probe and then in file order (a key's later entry in a file wins).
+    import numpy as np
+    import pyarrow as pa
+    from lakeline.indexes.record_index import lookup
+
+    rng = np.random.default_rng(3)
+    for entries, probes in ((40, 500), (500, 40), (300, 300)):
+        stored = rng.integers(0, 60, entries).astype(np.int64)  # small range: many repeats
+        hashes = np.sort(rng.integers(0, 60, probes).astype(np.int64))
+        rows = rng.permutation(probes)
+        table = pa.table({"hash": stored})
+        by_entry = lookup._equal_hashes_by_entry(stored, hashes, rows)
+        order = np.argsort(stored, kind="stable")
+        expected = [(int(e), int(rows[p])) for p in range(probes) for e in order if stored[e] == hashes[p]]
+        assert list(zip(*(a.tolist() for a in by_entry))) == expected
+        either = lookup._equal_hashes(table, hashes, rows, sorted_by_hash=False)
+        assert list(zip(*(a.tolist() for a in either))) == expected
