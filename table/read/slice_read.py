@@ -149,18 +149,7 @@ def _by_position(task: SliceRead, log_rows: pa.Table, plan: Layout | None) -> Sl
     # (rows_groups.pruned_base); another engine takes columns from it: the whole base.
     if plan is None or s.base is None or plan.keep.all() or not task.engine.is_deduplicate:
         base_rows = _read_base(task, read)
-        # The base was decoded for this merge alone: its rows may be dropped in place.
-        rows = merge_at_positions(
-            base_rows,
-            log_rows,
-            task.key,
-            task.ordering,
-            list(wanted),
-            owned=True,
-            keep_order=task.keep_order,
-            engine=task.engine,
-        )
-        return _counted(rows, base_rows, plan)
+        return _counted(_merge_decoded(task, base_rows, log_rows, wanted), base_rows, plan)
     tree = task.tree
     named = frozenset(task.schema.names) if tree is None or has_unknown(tree) else columns(tree)
     base = pruned_base(
@@ -176,9 +165,7 @@ def _by_position(task: SliceRead, log_rows: pa.Table, plan: Layout | None) -> Sl
         named,
         task.threads,
     )
-    rows = merge_at_positions(
-        base.rows, base.changes, task.key, task.ordering, list(wanted), owned=True, keep_order=task.keep_order
-    )
+    rows = _merge_decoded(task, base.rows, base.changes, wanted)
     return SliceRows(rows, len(plan.keep), base.groups_read, base.rows_read)
 
 
@@ -193,9 +180,16 @@ def _by_position_matching(
     base_rows, positions = read_matching(
         task.storage, task.slice.base.path, read, task.schema, plan, task.threads, task.filter
     )
-    rows = merge_at_positions(
+    rows = _merge_decoded(task, base_rows, _onto_rows(log_rows, positions, plan.rows), wanted)
+    return SliceRows(rows, len(plan.keep), len(plan.kept), int(plan.sizes(plan.kept).sum()))
+
+
+def _merge_decoded(task: SliceRead, base_rows: pa.Table, changes: pa.Table, wanted: tuple[str, ...]) -> pa.Table:
+    """The merge by position of ``changes`` onto ``base_rows``, which were decoded for
+    this merge alone: their rows may be dropped in place."""
+    return merge_at_positions(
         base_rows,
-        _onto_rows(log_rows, positions, plan.rows),
+        changes,
         task.key,
         task.ordering,
         list(wanted),
@@ -203,7 +197,6 @@ def _by_position_matching(
         keep_order=task.keep_order,
         engine=task.engine,
     )
-    return SliceRows(rows, len(plan.keep), len(plan.kept), int(plan.sizes(plan.kept).sum()))
 
 
 @contextmanager
