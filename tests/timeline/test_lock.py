@@ -92,13 +92,16 @@ def test_expired_lease_lets_another_owner_in(store_factory: StoreFactory) -> Non
 
 def test_renewing_keeps_the_lease(store_factory: StoreFactory) -> None:
     store = store_factory()
-    a = store.lock("table", 400)
-    b = store_factory.reopen(store).lock("table", 400)
+    # A lease of 2 s renewed every 0.6 s: a stall of over a second between two renewals
+    # (a loaded machine: 0.2 s against 0.4 s once failed a CI run) is what it takes to
+    # lose it, while 2.4 s in all still outlast the first lease.
+    a = store.lock("table", 2000)
+    b = store_factory.reopen(store).lock("table", 2000)
     a.acquire()
     for _ in range(4):
-        time.sleep(0.2)
+        time.sleep(0.6)
         a.renew()
-        assert not b.try_acquire()  # 0.8 s in all, twice the lease, still a's
+        assert not b.try_acquire()  # 2.4 s in all, more than the lease, still a's
 
 
 def test_timeout(store_factory: StoreFactory) -> None:
