@@ -47,7 +47,7 @@ def test_a_key_filter_over_position_logs_equals_the_whole_table_filtered(
     )
     keys = [f"{rng.getrandbits(64):016x}" for _ in range(6 * GROUP)]
     t.insert(_rows(keys, [10] * len(keys), rng))  # random order: every group spans every key
-    handed = {"base": 0, "merged": 0}
+    handed = {"merged": 0}
     real = slice_read.merge_at_positions
 
     def counted(base, changes, *args, **kwargs):  # type: ignore[no-untyped-def]
