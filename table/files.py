@@ -7,9 +7,9 @@ Writers record a marker before creating a file, so rollback can always find it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -323,18 +323,27 @@ def read_snapshot_file(task: FileRead) -> pa.Table:
     """:func:`read_file` for a file of a snapshot being read or planned on.
 
     Raises:
-        SnapshotExpiredError: the file is gone (a clean removed it, so the snapshot left
-            retention while it was read, or it was deleted outside lakeline): a writer
-            plans again on a fresh snapshot; a reader gets the typed error, never an
-            untyped ``FileNotFoundError``.
+        SnapshotExpiredError: the file is gone (see :func:`snapshot_file_reading`).
         CorruptFileError: the file is damaged or unreadable.
     """
-    try:
+    with snapshot_file_reading(task.rel_path):
         return read_file(task)
+
+
+@contextmanager
+def snapshot_file_reading(rel_path: str) -> Iterator[None]:
+    """Read the data file ``rel_path`` of a snapshot in this block: a damaged one raises
+    ``CorruptFileError`` naming it (:func:`reading`), a missing one
+    ``SnapshotExpiredError`` (a clean removed it, so the snapshot left retention while it
+    was read, or it was deleted outside lakeline): a writer plans again on a fresh
+    snapshot; a reader gets the typed error, never an untyped ``FileNotFoundError``."""
+    try:
+        with reading(rel_path):
+            yield
     except FileNotFoundError as e:
         # Only the caller's timeline can tell a clean from a deletion outside lakeline
         # (lakeline.timeline.storage.data_reads.missing_message): no guess here.
-        raise SnapshotExpiredError(f"{task.rel_path} of the snapshot being read is missing") from e
+        raise SnapshotExpiredError(f"{rel_path} of the snapshot being read is missing") from e
 
 
 def with_columns_of(table: pa.Table, schema: pa.Schema) -> pa.Table:

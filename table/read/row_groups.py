@@ -37,11 +37,11 @@ from ...indexes.column_stats import has_bounds
 from ...indexes.expressions import ColumnBounds, Expr, columns, might_match
 from ...indexes.hashing import row_hashes
 from ...indexes.pruning import has_unknown
-from ...timeline.errors import CorruptLogError, SnapshotExpiredError
+from ...timeline.errors import CorruptLogError
 from ...timeline.field_ids import field_id
-from ...timeline.storage.data_reads import check_log, reading
+from ...timeline.storage.data_reads import check_log
 from ...timeline.storage.filesystem import Storage
-from ..files import FileRead, file_columns, read_snapshot_file, with_columns_of
+from ..files import FileRead, file_columns, read_snapshot_file, snapshot_file_reading, with_columns_of
 from ..write.records import BASE_POS, OP, OP_DELETE, SEQ
 
 
@@ -150,12 +150,9 @@ def layout(storage: Storage, rel_path: str, schema: pa.Schema, tree: Expr | None
         SnapshotExpiredError: the file is gone (as :func:`read_snapshot_file`).
         CorruptFileError: its footer is damaged.
     """
-    try:
-        with reading(rel_path):
-            parquet = pq.ParquetFile(storage.path(rel_path), filesystem=storage.fs)
-            md, file_schema = parquet.metadata, parquet.schema_arrow
-    except FileNotFoundError as e:
-        raise SnapshotExpiredError(f"{rel_path} of the snapshot being read is missing") from e
+    with snapshot_file_reading(rel_path):
+        parquet = pq.ParquetFile(storage.path(rel_path), filesystem=storage.fs)
+        md, file_schema = parquet.metadata, parquet.schema_arrow
     sizes = [md.row_group(g).num_rows for g in range(md.num_row_groups)]
     starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64)
     if tree is None:
@@ -212,30 +209,28 @@ def read_matching(
         # Not evaluable on these columns: every row (the caller filters, and says why).
         filter = pc.scalar(True)
     groups = list(layout.kept)
-    try:
-        with reading(rel_path):
-            parquet = pq.ParquetFile(storage.path(rel_path), filesystem=storage.fs)
-            check_log(rel_path, parquet.schema_arrow.names, (OP, SEQ))
-            columns = file_columns(parquet.schema_arrow, tuple(names), out)
-            batches = parquet.iter_batches(MATCHING_BATCH_ROWS, groups, columns, use_threads=threads) if groups else ()
+    with snapshot_file_reading(rel_path):
+        parquet = pq.ParquetFile(storage.path(rel_path), filesystem=storage.fs)
+        check_log(rel_path, parquet.schema_arrow.names, (OP, SEQ))
+        columns = file_columns(parquet.schema_arrow, tuple(names), out)
+        batches = parquet.iter_batches(MATCHING_BATCH_ROWS, groups, columns, use_threads=threads) if groups else ()
 
-            def rows() -> Iterator[pa.RecordBatch]:
-                at = 0  # row number among the kept groups' rows
-                for batch in batches:
-                    conformed = with_columns_of(pa.Table.from_batches([batch]), out)
-                    yield from conformed.append_column(
-                        _ROW, pa.array(np.arange(at, at + batch.num_rows, dtype=np.int64))
-                    ).to_batches()
-                    at += batch.num_rows
+        def rows() -> Iterator[pa.RecordBatch]:
+            at = 0  # row number among the kept groups' rows
+            for batch in batches:
+                conformed = with_columns_of(pa.Table.from_batches([batch]), out)
+                yield from conformed.append_column(
+                    _ROW, pa.array(np.arange(at, at + batch.num_rows, dtype=np.int64))
+                ).to_batches()
+                at += batch.num_rows
 
-            kept = ds.Scanner.from_batches(rows(), schema=numbered, filter=filter, use_threads=False).to_table()
-    except FileNotFoundError as e:
-        raise SnapshotExpiredError(f"{rel_path} of the snapshot being read is missing") from e
+        kept = ds.Scanner.from_batches(rows(), schema=numbered, filter=filter, use_threads=False).to_table()
     positions = kept.column(_ROW).to_numpy()
     if len(positions):  # row numbers among the kept groups' rows -> row numbers in the file
         sizes = layout.sizes(groups)
-        slot = np.searchsorted(np.cumsum(sizes), positions, side="right")
-        positions = positions - (np.cumsum(sizes) - sizes)[slot] + layout.starts[np.asarray(groups)[slot]]
+        ends = np.cumsum(sizes)
+        slot = np.searchsorted(ends, positions, side="right")
+        positions = positions - (ends - sizes)[slot] + layout.starts[np.asarray(groups)[slot]]
     return kept.drop_columns([_ROW]), positions
 
 
