@@ -70,6 +70,7 @@ class TableProperties:
     engine_parallelism: int
     service_nice: int
     index_record_index: bool
+    index_record_index_auto_rows: int
     metadata_files_checkpoint_commits: int
     metadata_compact_max_deltas: int
     inline_services: str

@@ -112,6 +112,8 @@ class IndexDef:
         field_ids: the field ids of ``columns`` at creation (empty: a definition from
             before 2026-11-27, or a table without ids, named by column names only);
             :func:`lakeline.indexes.entries.resolve` finds them under their names now.
+        automatic: the table built it by itself, not a user (a record index, once the
+            table's keys showed random: :mod:`lakeline.indexes.record_index.auto`).
     """
 
     name: str
@@ -121,6 +123,7 @@ class IndexDef:
     instant: int
     options: Mapping[str, Any] = field(default_factory=dict)
     field_ids: tuple[int, ...] = ()
+    automatic: bool = False
 
     @property
     def state_kind(self) -> IndexState:
@@ -148,6 +151,7 @@ def create_plan(
     columns: Sequence[str] | None = None,
     options: Mapping[str, Any] | None = None,
     field_ids: Sequence[int] = (),
+    automatic: bool = False,
 ) -> IndexCreatePlan:
     """The plan of an ``indexing`` instant that creates an index (``field_ids``: those
     of ``columns`` in the table's schema, when every one has an id).
@@ -162,7 +166,7 @@ def create_plan(
         raise InvalidIndexError(f"{FILES!r} is the always-on files index; choose another name")
     if columns is not None and not list(columns):
         raise InvalidIndexError("an index needs at least one column (None means the default)")
-    return IndexCreatePlan(name, kind, tuple(columns or ()), dict(options or {}), tuple(field_ids))
+    return IndexCreatePlan(name, kind, tuple(columns or ()), dict(options or {}), tuple(field_ids), automatic)
 
 
 def drop_plan(name: str, created: int | None = None) -> IndexDropPlan:
@@ -231,7 +235,14 @@ def index_states(timeline: Timeline) -> dict[str, IndexDef]:
             out[name] = replace(prev, state=state.value)
             continue
         out[name] = IndexDef(
-            name, stored_kind(plan), plan.columns, state.value, inst.id, dict(plan.options), plan.field_ids
+            name,
+            stored_kind(plan),
+            plan.columns,
+            state.value,
+            inst.id,
+            dict(plan.options),
+            plan.field_ids,
+            plan.automatic,
         )
     return out
 

@@ -84,7 +84,14 @@ _FINALIZE_ROUNDS = 100
 def index_def(plan: IndexCreatePlan, instant: int) -> IndexDef:
     """The index an ``indexing`` create plan defines."""
     return IndexDef(
-        plan.index, stored_kind(plan), plan.columns, "building", instant, dict(plan.options), plan.field_ids
+        plan.index,
+        stored_kind(plan),
+        plan.columns,
+        "building",
+        instant,
+        dict(plan.options),
+        plan.field_ids,
+        plan.automatic,
     )
 
 
@@ -107,7 +114,8 @@ class IndexingService(Service):
     action = Action.INDEXING
 
     def plan(self, table: Table, snapshot: Timeline, **options: Any) -> IndexPlan | None:
-        """``op="create"`` with ``index, kind, columns, options``, or ``op="drop"`` with ``index``.
+        """``op="create"`` with ``index, kind, columns, options`` (and ``automatic``: the table
+        builds it by itself), or ``op="drop"`` with ``index``.
 
         Raises:
             InvalidIndexError: unknown kind, bad name, unknown or repeated columns.
@@ -130,7 +138,8 @@ class IndexingService(Service):
                 # writer hashes keys into the same buckets for the index's whole life.
                 opts["buckets"] = default_buckets(sum(f.rows for f in table.view(snapshot).files()))
             cfg = table.config
-            plan = create_plan(name, kind, columns, opts, column_ids(cfg.schema, columns or ()))
+            ids = column_ids(cfg.schema, columns or ())
+            plan = create_plan(name, kind, columns, opts, ids, options.get("automatic") is True)
             resolve(index_def(plan, -1), cfg.schema, cfg.record_key)  # refuse bad columns now
         self.check_plan(snapshot, plan)
         return plan

@@ -15,7 +15,7 @@ import builtins
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -30,15 +30,26 @@ from ..indexes.on_commit import fold_record_index
 from ..indexes.record_index import generation as record_generation
 from ..indexes.record_index.check import validate as check_records
 from ..indexes.record_index.store import folder_of, newest_generation, visible_deltas
-from ..indexes.states import IndexDef, IndexKind, check_can_drop, list_indexes, readable_indexes
-from ..timeline.errors import IndexBuildError, IndexNotFoundError, LakelineError, LockTimeoutError
+from ..indexes.states import (
+    IndexDef,
+    IndexKind,
+    IndexState,
+    check_can_drop,
+    index_states,
+    list_indexes,
+    readable_indexes,
+)
+from ..timeline.commit_metadata import Operation
+from ..timeline.errors import IndexBuildError, IndexNotFoundError, LakelineError, LockTimeoutError, ServiceBusyError
 from ..timeline.plans import OP_CREATE, OP_DROP, IndexCreatePlan
 from ..timeline.view.fs_view import FileSystemView
+from .automatic_index import build_if_keys_random
 from .indexing import IndexingService
-from .phases import execute, schedule
+from .phases import claimable, execute, schedule
 from .plugin import Progress
 
 if TYPE_CHECKING:
+    from ..table.context import TableContext
     from ..table.table import Table
 
 log = logging.getLogger(__name__)
@@ -84,23 +95,44 @@ class TableIndexes:
             progress: ``progress(done, total)`` as base files are indexed.
 
         Returns:
-            The index as the timeline now defines it (``ready`` after a wait).
+            The index as the timeline now defines it (``ready`` after a wait); the
+            record index the table built by itself, when this asks for it
+            (:mod:`.automatic_index`).
 
         Raises:
             InvalidIndexError: unknown kind, bad name, or unknown or repeated columns.
             InvalidIndexOptionsError: an option the kind does not take, or a bad ``fpp``.
-            IndexExistsError: an index of that name exists (or is being created).
+            IndexExistsError: a user's index of that name exists (or is being created).
             CorruptEventError: a data instant's record is damaged (nothing scheduled).
             IndexBuildError: the build failed and was rolled back (wait=True).
         """
         # Refused before the table lock is even taken; the service's plan checks again
         # (the path of ``services.schedule`` and ``lakeline index create --no-wait``).
         name, kind, cols, opts = check_definition(name, kind, columns, options)
+        adopted = self._adopt(name, kind, cols, opts, wait)
+        if adopted is not None:
+            return adopted
+        return self.create_definition(name, kind, cols, opts, wait, progress)
+
+    def create_definition(
+        self,
+        name: str,
+        kind: str,
+        cols: Sequence[str] | None,
+        opts: dict[str, Any],
+        wait: bool,
+        progress: Progress | None = None,
+        automatic: bool = False,
+    ) -> IndexDef:
+        """``create`` of a checked definition (``automatic``: the table builds it by
+        itself, :mod:`.automatic_index`)."""
         # The build replays the data instants' records (the view, cached for it): a
         # damaged one is CorruptEventError now rather than after the requested event.
         self.table.view(self.table.log.refresh())
         service = IndexingService()
-        inst = schedule(self.table, service, op=OP_CREATE, index=name, kind=kind, columns=cols, options=opts)
+        inst = schedule(
+            self.table, service, op=OP_CREATE, index=name, kind=kind, columns=cols, options=opts, automatic=automatic
+        )
         assert inst is not None  # creating always has something to do
         plan = IndexCreatePlan.from_dict(inst.plan)
         if not wait:
@@ -114,6 +146,42 @@ class TableIndexes:
         if result.aborted is not None:
             raise IndexBuildError(f"index {plan.index!r} was not built: {result.aborted}")
         return self._definition(plan.index, inst.id)
+
+    def _adopt(
+        self, name: str, kind: str, cols: Sequence[str] | None, opts: dict[str, Any], wait: bool
+    ) -> IndexDef | None:
+        """The index the table built by itself when ``create`` asks for that very index
+        (same name, kind and options), ready after a ``wait``; None otherwise (then
+        scheduling refuses a name that is taken, as always)."""
+        cur = index_states(self.table.log.refresh()).get(name)
+        if cur is None or not cur.automatic or cur.kind != kind or cur.state == IndexState.DROPPING.value:
+            return None
+        if tuple(cols or ()) != cur.columns or any(cur.options.get(k) != v for k, v in opts.items()):
+            return None
+        if wait and cur.state == IndexState.BUILDING.value:
+            self.finish(cur)
+            return self._definition(name, cur.instant)
+        return cur
+
+    def finish(self, d: IndexDef) -> None:
+        """Finish building ``d``: here when its builder died (its heartbeat expired),
+        else by waiting for the live builder; IndexBuildError when it was rolled back."""
+        tl = self.table.log.refresh()
+        if claimable(self.table, tl.get(d.instant), tl):
+            try:
+                result = execute(self.table, IndexingService(), d.instant)
+            except ServiceBusyError:
+                pass  # another process took it over first: wait for it
+            else:
+                if result.aborted is not None:
+                    raise IndexBuildError(f"index {d.name!r} was not built: {result.aborted}")
+                return
+        self.wait(d.name)
+
+    def before_write(self, operation: Operation, rows: Callable[[TableContext], pa.Table]) -> None:
+        """Build the record index before a write when the table's keys show random
+        (:func:`.automatic_index.build_if_keys_random`; never raises)."""
+        build_if_keys_random(self, operation, rows)
 
     def _build_quietly(self, service: IndexingService, instant: int, progress: Progress | None) -> None:
         try:

@@ -206,12 +206,9 @@ class Table(TableReads):
         return SchemaUpdate(self)
 
     def view(self, snapshot: Timeline) -> FileSystemView:
-        """The file-system view of a snapshot.
-
-        The log is append-only, so a view of an earlier snapshot is extended rather than
-        rebuilt, and a fresh handle starts from the files index's newest checkpoint; the
-        last few views are kept for that.
-        """
+        """The file-system view of a snapshot: the last few are kept and extended rather
+        than rebuilt (the log is append-only); a fresh handle starts from the files
+        index's newest checkpoint."""
         view = load_view(self.storage, snapshot, self._views)
         if view not in self._views:
             self._views = (self._views + [view])[-_CACHED_VIEWS:]
@@ -253,9 +250,8 @@ class Table(TableReads):
             CommitConflictError: concurrent commits kept conflicting.
         """
         rows, evolve = self._prepared(data)
-        return self._write(
-            Operation.INSERT, self.config.write_action, lambda ctx: plan_insert(ctx, rows(ctx)), hooks, evolve, txn
-        )
+        planner = lambda ctx: plan_insert(ctx, rows(ctx))  # noqa: E731
+        return self._write(Operation.INSERT, self.config.write_action, planner, hooks, evolve, txn, rows)
 
     def upsert(self, data: Any, hooks: Hooks | None = None, txn: tuple[str, int] | None = None) -> WriteResult:
         """Insert new keys and update existing ones (the larger ordering value wins).
@@ -267,9 +263,8 @@ class Table(TableReads):
         """
         self.config.require_key(Operation.UPSERT)
         rows, evolve = self._prepared(data)
-        return self._write(
-            Operation.UPSERT, self.config.write_action, lambda ctx: plan_upsert(ctx, rows(ctx)), hooks, evolve, txn
-        )
+        planner = lambda ctx: plan_upsert(ctx, rows(ctx))  # noqa: E731
+        return self._write(Operation.UPSERT, self.config.write_action, planner, hooks, evolve, txn, rows)
 
     def delete(self, keys: Any, hooks: Hooks | None = None, txn: tuple[str, int] | None = None) -> WriteResult:
         """Delete rows by record key; keys the table does not hold are ignored.
@@ -287,7 +282,8 @@ class Table(TableReads):
         self.config.require_key(Operation.DELETE)
         cfg = self.config
         table = prepare_keys(keys, cfg)
-        return self._write(Operation.DELETE, cfg.write_action, lambda ctx: plan_delete(ctx, table), hooks, txn=txn)
+        planner = lambda ctx: plan_delete(ctx, table)  # noqa: E731
+        return self._write(Operation.DELETE, cfg.write_action, planner, hooks, txn=txn, rows=lambda _: table)
 
     def delete_where(
         self, predicate: pc.Expression, hooks: Hooks | None = None, txn: tuple[str, int] | None = None
@@ -367,11 +363,15 @@ class Table(TableReads):
         hooks: Hooks | None,
         evolve: Callable[[], TableConfig] | None = None,
         txn: tuple[str, int] | None = None,
+        rows: Callable[[TableContext], pa.Table] | None = None,
     ) -> WriteResult:
         """Run a write with its hooks (the call's and the table properties',
-        :mod:`.hooks`): validators before the commit, callbacks and inline services after."""
+        :mod:`.hooks`): validators before the commit, callbacks and inline services after.
+        A keyed write's ``rows`` may first make the table build its record index."""
         version = Txn.of(txn)
         joined = effective_hooks(hooks, self.config.props, self.config.schema)
+        if rows is not None and self.config.has_key:
+            self.indexes.before_write(operation, rows)
         result = run_write(self.context, operation, action, planner, evolve, joined.validators, version)
         return after_commit_hooks(self, result, joined)
 

@@ -19,7 +19,8 @@ from ...timeline.errors import IndexBuildError
 from ...timeline.storage.filesystem import Storage
 from ...timeline.timeline import Timeline
 from ..entries import IndexTarget, MapFn, serial_map
-from .spill import remove_spill, spill, write_buckets
+from . import spill as spilling
+from .spill import remove_spill, spill, write_buckets, write_in_memory
 from .store import (
     Generation,
     folder_of,
@@ -80,16 +81,21 @@ def build(
         # resume from half-written files.
         remove_unnamed(storage, partition, {keep.token} if keep else set(), base.last_seq, spills=True)
     token = new_token()
-    spilled = spill(storage, list(files), target, schema, token, map_fn)
+    folder = folder_of(partition, base.last_seq, token)
+    if sum(size for _, size in files) <= spilling.IN_MEMORY_BYTES:
+        counts, spilled = write_in_memory(storage, list(files), target, schema, folder, map_fn)
+    else:
+        spilled = spill(storage, list(files), target, schema, token, map_fn)
     missing = list(spilled.gone)
     still = lost(missing) if lost is not None else missing
     if still:
-        remove_spill(storage, spilled)
+        if spilled.folder:
+            remove_spill(storage, spilled)
         raise IndexBuildError(f"index {target.name!r}: {len(still)} live data file(s) cannot be read, e.g. {still[0]}")
     faults.point("record_index.after_spill")
-    folder = folder_of(partition, base.last_seq, token)
-    counts = write_buckets(storage, spilled.files, spilled.rows, target, schema, folder, map_fn)
-    remove_spill(storage, spilled)
+    if spilled.folder:
+        counts = write_buckets(storage, spilled.files, spilled.rows, target, schema, folder, map_fn)
+        remove_spill(storage, spilled)
     if fence is not None:
         fence()
     faults.point("record_index.before_publish")

@@ -36,22 +36,12 @@ from ..entries import IndexTarget, resolve
 from ..states import IndexKind, readable_indexes
 from . import hash_bits
 from .delta_hashes import DELTA_HASHES
-from .rows import (
-    BUCKET,
-    DELETED,
-    HASH,
-    PATH,
-    PATH_TYPE,
-    POS,
-    bucket_hash_order,
-    buckets_of,
-    chain_of,
-    key_columns,
-    key_table,
-)
+from .hash_join import ROW, equal_hashes, exact_pairs, no_entries
+from .rows import BUCKET, DELETED, HASH, PATH, POS, bucket_hash_order, buckets_of, chain_of, key_columns, key_table
 from .store import (
     MAPPED_SUFFIX,
     Generation,
+    folder_of,
     mapped_entries,
     newest_generation,
     partial_rewrites,
@@ -59,8 +49,6 @@ from .store import (
     visible_deltas,
 )
 
-#: Row number of a looked-up key in the caller's table (in memory only).
-ROW = "__lakeline_row"
 #: Keys probed in one file up to which its entries are read through an ``isin`` filter
 #: on the hash straight away (row groups of a hash-sorted file pruned by their
 #: statistics); above it the file's hashes are read first, then the entries they match.
@@ -122,7 +110,12 @@ class RecordIndexReader:
         # A job is a file and the rows of ``keys`` it may hold, by their hashes: only the
         # entries whose hash a probe has are read, and only those pairs compare keys.
         jobs: list[tuple[str, np.ndarray, np.ndarray | _HashOrder, ProbeSet | None]] = []
-        if self.generation.files:
+        # A file whose hashes this process keeps answers from memory, and is read only
+        # when it holds a probe (:mod:`.delta_hashes`); the others are read and asked.
+        kept = self._kept_generation(key_hash)
+        asked = [*kept, *self.deltas]
+        held, unknown = DELTA_HASHES.held(asked, key_hash) if asked else ({}, [])
+        if self.generation.files and (not kept or any(p in unknown or len(held[p]) for p in kept)):
             # By bucket, then hash: each file's probes binary-search in ascending order,
             # which walks a mapped file's pages forward instead of at random.
             order = bucket_hash_order(bucket, key_hash, by_hash())
@@ -135,10 +128,9 @@ class RecordIndexReader:
                     rows = order[s:e]
                     jobs.append((self.storage.path(file[0]), key_hash[rows], rows, None))
         if self.deltas:  # a delta holds every bucket
-            # A delta this process wrote answers from memory, and is read only when it
-            # holds a probe (:mod:`.delta_hashes`); the others are read and asked here.
-            held, unknown = DELTA_HASHES.held(self.deltas, key_hash)
-            held = {path: h for path, h in held.items() if len(h)}
+            deltas = set(self.deltas)
+            held = {path: h for path, h in held.items() if len(h) and path in deltas}
+            unknown = [path for path in unknown if path in deltas]
             if held or unknown:
                 # The hashes sorted without their rows (which row each is, is sorted out
                 # only when a delta holds one of them); an insert of new keys whose every
@@ -153,7 +145,29 @@ class RecordIndexReader:
                 found = list(pool.map(lambda job: self._join(probe, *job), jobs))
         except FileNotFoundError as e:
             raise MetadataTableError(f"record index {self.target.name!r} changed while read: {e}") from e
-        return pa.concat_tables(found) if found else _empty()
+        return pa.concat_tables(found) if found else no_entries()
+
+    def _kept_generation(self, key_hash: np.ndarray) -> list[str]:
+        """The generation, by its folder, its hashes kept by this process from now on
+        (read on first use, :mod:`.delta_hashes`), for a lookup of many keys: an insert
+        of new keys then reads none of its bucket files. Not for a generation of more
+        than a quarter of what is kept, so the deltas this process wrote stay."""
+        gen = self.generation
+        if not gen.files or len(key_hash) <= _FILTER_KEYS or gen.rows > DELTA_HASHES.max_entries // 4:
+            return []
+        folder = self.storage.path(folder_of(self.target.partition, gen.seq, gen.token))
+        try:
+            DELTA_HASHES.keep(folder, lambda: np.concatenate([self._hashes_of(f) for f, _ in gen.files.values()]))
+        except FileNotFoundError:
+            return []  # folded away meanwhile: the reads that follow say so
+        return [folder]
+
+    def _hashes_of(self, file: str) -> np.ndarray:
+        """The hashes of a generation's bucket file (a copy: a mapped file may go)."""
+        path = self.storage.path(file)
+        mapped = path.endswith(MAPPED_SUFFIX)
+        stored = mapped_entries(self.storage, path) if mapped else read_entries(self.storage, path, columns=[HASH])
+        return stored.column(HASH).to_numpy().copy()
 
     def _join(
         self, probe: pa.Table, path: str, hashes: np.ndarray, rows: np.ndarray | _HashOrder, probes: ProbeSet | None
@@ -179,10 +193,10 @@ class RecordIndexReader:
             stored_hashes = read_entries(self.storage, path, columns=[HASH]).column(HASH)
             candidates = probes.holds(stored_hashes.to_numpy())
             if not candidates.any():
-                return _empty()  # every key proven absent from this file, no key read
+                return no_entries()  # every key proven absent from this file, no key read
             stored = read_entries(self.storage, path, columns=needed).filter(pa.array(candidates))
         rows = rows() if isinstance(rows, _HashOrder) else rows
-        return _exact(stored, probe, *_equal_hashes(stored, hashes, rows, sorted_by_hash=mapped))
+        return exact_pairs(stored, probe, *equal_hashes(stored, hashes, rows, sorted_by_hash=mapped))
 
 
 class _HashOrder:
@@ -229,86 +243,6 @@ class ProbeSet:
         out = np.zeros(len(hashes), dtype=bool)
         out[maybe] = hash_bits.in_sorted(self.sorted_hashes, hashes[maybe])
         return out
-
-
-def _equal_hashes(
-    stored: pa.Table, hashes: np.ndarray, rows: np.ndarray, sorted_by_hash: bool
-) -> tuple[np.ndarray, np.ndarray]:
-    """(entry of ``stored``, probe row) of every pair whose hashes are equal, the probes
-    being ``hashes`` (ascending) at ``rows``: a binary search of each probe among the
-    entries' hashes (already sorted in a generation's bucket file,
-    :func:`.spill.range_rows`, whose mapped pages are then touched only where a probe
-    lands)."""
-    column = stored.column(HASH)
-    stored_hashes = column.chunk(0).to_numpy() if column.num_chunks == 1 else column.to_numpy()
-    if not sorted_by_hash and len(stored_hashes) < len(hashes):
-        return _equal_hashes_by_entry(stored_hashes, hashes, rows)
-    order = None if sorted_by_hash else np.argsort(stored_hashes, kind="stable")
-    ordered = stored_hashes if order is None else stored_hashes[order]
-    lo = np.searchsorted(ordered, hashes, side="left")
-    count = np.searchsorted(ordered, hashes, side="right") - lo
-    hit = count > 0
-    if not hit.any():
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    lo, count = lo[hit], count[hit]
-    # Every entry of each probe's run of equal hashes (almost always one entry).
-    at = np.repeat(lo, count) + np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
-    return (at if order is None else order[at]), np.repeat(rows[hit], count)
-
-
-def _equal_hashes_by_entry(
-    stored_hashes: np.ndarray, hashes: np.ndarray, rows: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_equal_hashes` for fewer entries than probes (a delta's candidates against
-    an upsert's keys): each entry is searched among the probes, not each probe among
-    the entries (a 500k-key upsert against ten deltas: 20M binary searches, a fifth of
-    its tagging, against 0.5M). The pairs come in the same order: by probe, then entry."""
-    lo = np.searchsorted(hashes, stored_hashes, side="left")
-    count = np.searchsorted(hashes, stored_hashes, side="right") - lo
-    hit = np.flatnonzero(count > 0)
-    if not len(hit):
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    lo, count = lo[hit], count[hit]
-    probe = np.repeat(lo, count) + np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
-    entry = np.repeat(hit, count)
-    by_probe = np.argsort(probe, kind="stable")  # entries of one probe stay in file order
-    return entry[by_probe], rows[probe[by_probe]]
-
-
-def _exact(stored: pa.Table, probe: pa.Table, entry: np.ndarray, row: np.ndarray) -> pa.Table:
-    """The pairs (``entry`` of ``stored``, ``row`` of ``probe``) whose keys are equal,
-    as :data:`ROW`, ``path``, ``pos``, ``deleted`` (a hash only narrows)."""
-    if len(entry) == 0:
-        return _empty()
-    picked = stored.take(pa.array(entry))
-    same = pa.array(np.ones(len(entry), dtype=bool))
-    for name in probe.column_names:
-        mine = picked.column(name)
-        theirs = probe.column(name).take(pa.array(row))
-        if mine.type != theirs.type:  # written before a key type was widened
-            mine = mine.cast(theirs.type)
-        same = pc.and_(same, pc.equal(mine, theirs))
-    if not pc.all(same).as_py():
-        picked, row = picked.filter(same), row[same.to_numpy(zero_copy_only=False)]
-    return pa.table(
-        {
-            ROW: pa.array(row, pa.int64()),
-            PATH: picked.column(PATH),
-            POS: picked.column(POS),
-            DELETED: picked.column(DELETED),
-        }
-    )
-
-
-def _empty() -> pa.Table:
-    return pa.table(
-        {
-            ROW: pa.array([], pa.int64()),
-            PATH: pa.array([], PATH_TYPE),
-            POS: pa.array([], pa.int32()),
-            DELETED: pa.array([], pa.bool_()),
-        }
-    )
 
 
 def _file_order(slices: Sequence[FileSlice], partial: Mapping[str, str]) -> dict[str, tuple[int, int]]:

@@ -56,6 +56,10 @@ BATCH_ROWS = 262_144
 #: Entries one bucket-range task holds in memory (about 60 bytes each for 32-character
 #: keys, twice while sorting).
 RANGE_ROWS = 500_000
+#: Data files up to which a build holds every entry in memory at once instead of
+#: spilling (:func:`write_in_memory`): about 1M rows of a 32-character key and a few
+#: columns, 60 MB of entries.
+IN_MEMORY_BYTES = 48 << 20
 
 
 @dataclass(frozen=True)
@@ -166,9 +170,15 @@ def by_bucket(rows: pa.Table) -> list[tuple[int, pa.Table]]:
 
 def range_task(task: RangeTask) -> dict[int, int]:
     """Write the range's bucket files; returns the entries of each bucket written."""
+    return range_task_rows(task.storage, task.folder, range_rows(task))
+
+
+def range_task_rows(storage: Storage, folder: str, sorted_rows: pa.Table) -> dict[int, int]:
+    """Write the bucket files of entries sorted by bucket, then hash, into ``folder``;
+    returns the entries of each bucket written."""
     counts = {}
-    for bucket, rows in by_bucket(range_rows(task)):
-        write_entries(task.storage, bucket_path(task.folder, bucket, task.storage.is_local), rows.combine_chunks())
+    for bucket, rows in by_bucket(sorted_rows):
+        write_entries(storage, bucket_path(folder, bucket, storage.is_local), rows.combine_chunks())
         counts[bucket] = rows.num_rows
     pa.default_memory_pool().release_unused()
     return counts
@@ -248,6 +258,41 @@ def write_buckets(
     for part in map_fn(range_task, tasks):
         counts.update(part)
     return counts
+
+
+def entries_task(task: SpillTask) -> pa.Table | str:
+    """One data file's entries in memory, unsorted (:func:`spill_task`'s answer for a
+    small build); the data file's path when it no longer exists."""
+    try:
+        with reading(task.path), task.storage.fs.open_input_file(task.storage.path(task.path)) as f:
+            pf = pq.ParquetFile(f)
+            rows = pf.read(columns=[c for c in (*task.target.columns, OP) if c in pf.schema_arrow.names])
+        return record_entries(rows, task.path, task.target.columns, task.schema, task.target.buckets, sort=False)
+    except FileNotFoundError:
+        return task.path
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        raise IndexBuildError(f"index {task.target.name!r}: entries of {task.path} cannot be computed: {e}") from e
+
+
+def write_in_memory(
+    storage: Storage,
+    files: Sequence[tuple[str, int]],
+    target: IndexTarget,
+    schema: pa.Schema,
+    folder: str,
+    map_fn: MapFn,
+) -> tuple[dict[int, int], Spilled]:
+    """Both steps at once for a small table (up to :data:`IN_MEMORY_BYTES` of data
+    files): every file's entries in memory, sorted by bucket and hash, one file per
+    bucket. A table that just outgrew ``index.record-index.auto-rows`` (500k keys)
+    builds in 0.1 s, not the 0.2-0.3 s of writing and reading a spill."""
+    tasks = [SpillTask(target, storage, schema, path, "") for path, _ in files]
+    results = map_fn(entries_task, tasks)
+    parts = [r for r in results if not isinstance(r, str)]
+    rows = pa.concat_tables(parts) if parts else entry_schema(schema, target.columns).empty_table()
+    rows = rows.take(pa.array(bucket_hash_order(rows.column(BUCKET).to_numpy(), rows.column(HASH).to_numpy())))
+    counts = range_task_rows(storage, folder, rows)
+    return counts, Spilled("", (), rows.num_rows, tuple(r for r in results if isinstance(r, str)))
 
 
 def remove_spill(storage: Storage, spilled: Spilled) -> None:

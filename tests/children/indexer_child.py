@@ -2,10 +2,14 @@
 fault point (``LAKELINE_FAULTS``) can kill it at any step, or two of them can race.
 
 Commands (arguments are JSON):
-  create PATH KIND WAIT_FOR_FILE   wait until WAIT_FOR_FILE exists (a start barrier; null:
+  create PATH KIND WAIT_FOR_FILE [IN_MEMORY_BYTES]
+                                   wait until WAIT_FOR_FILE exists (a start barrier; null:
                                    no wait), then ``t.indexes.create(KIND)``; prints
-                                   {"ok": true, "state": ...} or {"ok": false, "error": ...}
+                                   {"ok": true, "state": ...} or {"ok": false, "error": ...};
+                                   IN_MEMORY_BYTES replaces the record index's small-build
+                                   limit (0: every build spills)
   run PATH                         ``t.services.run("indexing")``; prints the instants' states
+  upsert PATH IDS                  upsert rows of IDS (ts 1, v "child"); prints the instant
   write PATH WORKER KEYS STOP LOG  upsert batches until STOP exists: each batch updates
                                    random keys of range(KEYS) and inserts new keys of
                                    this worker's own range, with ts = time.time_ns();
@@ -21,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+from lakeline.indexes.record_index import spill
 from lakeline.table import Table
 from lakeline.timeline.errors import LakelineError
 
@@ -30,6 +35,8 @@ def main(argv: list[str]) -> None:
     t = Table.open(args[0])
     if cmd == "create":
         barrier = args[2]
+        if len(args) > 3 and args[3] is not None:
+            spill.IN_MEMORY_BYTES = int(args[3])
         while barrier is not None and not Path(barrier).exists():
             time.sleep(0.001)
         try:
@@ -40,6 +47,12 @@ def main(argv: list[str]) -> None:
     elif cmd == "run":
         results = t.services.run("indexing")
         print(json.dumps([r.instant.state if r.instant else None for r in results]), flush=True)
+    elif cmd == "upsert":
+        import pyarrow as pa
+
+        ids = args[1]
+        r = t.upsert(pa.table({"id": ids, "ts": [1] * len(ids), "v": ["child"] * len(ids)}, schema=t.schema))
+        print(json.dumps({"instant": r.instant.id if r.instant else None}), flush=True)
     elif cmd == "write":
         write(t, *args[1:])
     else:

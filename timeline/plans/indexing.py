@@ -15,13 +15,16 @@ class IndexCreatePlan:
 
     ``field_ids``: the field ids of ``columns`` when the index was created (empty in
     plans written before 2026-11-27, or on a table without ids): the index covers those
-    columns under whatever names they have later (issue 29: valid across renames)."""
+    columns under whatever names they have later (issue 29: valid across renames).
+    ``automatic``: the table built it by itself (a record index, once its keys showed
+    random: :mod:`lakeline.indexes.record_index.auto`), not a user."""
 
     index: str
     kind: str
     columns: tuple[str, ...] = ()
     options: Mapping[str, Any] = field(default_factory=dict)
     field_ids: tuple[int, ...] = ()
+    automatic: bool = False
 
     op = OP_CREATE
 
@@ -33,6 +36,7 @@ class IndexCreatePlan:
             "columns": list(self.columns),
             "options": dict(self.options),
             **({"field_ids": list(self.field_ids)} if self.field_ids else {}),
+            **({"automatic": True} if self.automatic else {}),
         }
 
     @classmethod
@@ -43,6 +47,7 @@ class IndexCreatePlan:
             tuple(raw.get("columns") or ()),
             dict(raw.get("options") or {}),
             tuple(int(i) for i in raw.get("field_ids") or ()),
+            raw.get("automatic") is True,
         )
 
 

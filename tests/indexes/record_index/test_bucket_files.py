@@ -87,7 +87,8 @@ def test_equal_hashes_of_different_keys_are_no_match() -> None:
     # A hash only narrows: two keys whose 64-bit hashes collide must not answer for
     # each other (the pairs' keys are compared; with real hashes this never happens in
     # a test, so the pairs are made here).
-    from lakeline.indexes.record_index.lookup import _equal_hashes, _exact
+    from lakeline.indexes.record_index.hash_join import equal_hashes as _equal_hashes
+    from lakeline.indexes.record_index.hash_join import exact_pairs as _exact
 
     stored = pa.table(
         {

@@ -393,7 +393,7 @@ def test_pairs_of_equal_hashes_are_the_same_searched_either_way() -> None:
     # hashes, by probe and then in file order (a key's later entry in a file wins).
     import numpy as np
     import pyarrow as pa
-    from lakeline.indexes.record_index import lookup
+    from lakeline.indexes.record_index import hash_join
 
     rng = np.random.default_rng(3)
     for entries, probes in ((40, 500), (500, 40), (300, 300)):
@@ -401,9 +401,9 @@ def test_pairs_of_equal_hashes_are_the_same_searched_either_way() -> None:
         hashes = np.sort(rng.integers(0, 60, probes).astype(np.int64))
         rows = rng.permutation(probes)
         table = pa.table({"hash": stored})
-        by_entry = lookup._equal_hashes_by_entry(stored, hashes, rows)
+        by_entry = hash_join.equal_hashes_by_entry(stored, hashes, rows)
         order = np.argsort(stored, kind="stable")
         expected = [(int(e), int(rows[p])) for p in range(probes) for e in order if stored[e] == hashes[p]]
         assert list(zip(*(a.tolist() for a in by_entry))) == expected
-        either = lookup._equal_hashes(table, hashes, rows, sorted_by_hash=False)
+        either = hash_join.equal_hashes(table, hashes, rows, sorted_by_hash=False)
         assert list(zip(*(a.tolist() for a in either))) == expected

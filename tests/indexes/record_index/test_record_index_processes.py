@@ -120,9 +120,13 @@ def test_built_while_writer_processes_write(tmp_path: Path, kind: str) -> None:
     assert_exact(t, sorted(latest)[:300] + list(range(0, n_rows, 97)) + [-1, 10**12])
 
 
-def test_build_killed_with_sigkill_then_taken_over(tmp_path: Path) -> None:
+@pytest.mark.parametrize("in_memory_bytes", [0, None], ids=["spilled", "in-memory"])
+def test_build_killed_with_sigkill_then_taken_over(tmp_path: Path, in_memory_bytes: int | None) -> None:
+    """Killed with its entries spilled (a large table's build) or its bucket files
+    written from memory (a small table's, up to ``spill.IN_MEMORY_BYTES``)."""
     t = make(tmp_path, "mor", 40_000)
-    proc = start_script(CHILD, ["create", t.path, "record_index", None], faults="record_index.after_spill=pause:30")
+    args = ["create", t.path, "record_index", None, in_memory_bytes]
+    proc = start_script(CHILD, args, faults="record_index.after_spill=pause:30")
     d = None
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -132,12 +136,12 @@ def test_build_killed_with_sigkill_then_taken_over(tmp_path: Path) -> None:
                 posixpath.basename(i.path)
                 for i in t.storage.list_entries(t.storage.path(partition_dir(defs[0].partition)))
             ]
-            if any(n.startswith(SPILL_PREFIX) for n in names):
+            if any(n.startswith(SPILL_PREFIX if in_memory_bytes == 0 else "gen_") for n in names):
                 d = defs[0]
                 break
         time.sleep(0.05)
     assert d is not None, "the build never spilled"
-    time.sleep(0.5)  # inside the pause: spill files written, no generation yet
+    time.sleep(0.5)  # inside the pause: spill (or bucket) files written, no generation yet
     os.kill(proc.pid, signal.SIGKILL)
     rc, _, _ = finish(proc)
     assert rc == -signal.SIGKILL
@@ -151,10 +155,12 @@ def test_build_killed_with_sigkill_then_taken_over(tmp_path: Path) -> None:
     assert_exact(t, [1, 2, 3, 4, 5, 99_999_999, 39_999, 40_000])
 
 
+@pytest.mark.parametrize("in_memory_bytes", [0, None], ids=["spilled", "in-memory"])
 @pytest.mark.parametrize("point", ["record_index.after_spill", "record_index.before_publish", "indexing.mid_catchup"])
-def test_build_dying_at_each_step_restarts_cleanly(tmp_path: Path, point: str) -> None:
+def test_build_dying_at_each_step_restarts_cleanly(tmp_path: Path, point: str, in_memory_bytes: int | None) -> None:
     t = make(tmp_path, "cow", 20_000)
-    rc, out, err = run_script(CHILD, ["create", t.path, "record_index", None], faults=f"{point}=crash")
+    args = ["create", t.path, "record_index", None, in_memory_bytes]
+    rc, out, err = run_script(CHILD, args, faults=f"{point}=crash")
     assert rc == CRASH_EXIT_CODE, f"not killed at {point}: {out} {err[-2000:]}"
     t.upsert(pa.table({"id": [7, 20_000], "ts": [3, 3], "v": ["x", "y"]}, schema=SCHEMA))
     time.sleep(EXPIRY_S + 0.1)
