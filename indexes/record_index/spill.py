@@ -34,6 +34,7 @@ from ...timeline.errors import IndexBuildError
 from ...timeline.storage.data_reads import reading
 from ...timeline.storage.filesystem import Storage
 from ..entries import IndexTarget, MapFn
+from .delta_hashes import DELTA_HASHES
 from .rows import BUCKET, HASH, OP, bucket_hash_order, entry_schema, record_entries
 from .store import (
     BUCKET_ROW_GROUP_ROWS,
@@ -292,6 +293,10 @@ def write_in_memory(
     rows = pa.concat_tables(parts) if parts else entry_schema(schema, target.columns).empty_table()
     rows = rows.take(pa.array(bucket_hash_order(rows.column(BUCKET).to_numpy(), rows.column(HASH).to_numpy())))
     counts = range_task_rows(storage, folder, rows)
+    # This process's next lookups then read none of the bucket files (keyed by the
+    # generation's folder, as :meth:`.lookup.RecordIndexReader.entries` asks).
+    if rows.num_rows <= DELTA_HASHES.max_entries // 4:
+        DELTA_HASHES.keep(storage.path(folder), lambda: rows.column(HASH).to_numpy())
     return counts, Spilled("", (), rows.num_rows, tuple(r for r in results if isinstance(r, str)))
 
 

@@ -170,6 +170,17 @@ def test_the_users_choice_stands(tmp_path: Path, properties: dict[str, object]) 
     assert automatic(t) == []
 
 
+def test_inserts_that_check_no_key_build_none(tmp_path: Path) -> None:
+    rng = random.Random(9)
+    props = {**AUTO, "write.insert-key-check": False, "write.small-file-limit-bytes": 0}
+    t = Table.create(tmp_path / "t", SCHEMA, record_key="id", properties=props)
+    for _ in range(3):
+        t.insert(batch(random_keys(rng, 1000)))
+    assert automatic(t) == []
+    t.upsert(batch(random_keys(rng, 10)))  # an upsert reads keys: now it pays
+    assert automatic(t) == [("record_index", "ready", True)]
+
+
 def test_a_dropped_index_stays_dropped(tmp_path: Path) -> None:
     rng = random.Random(5)
     t = Table.create(tmp_path / "t", SCHEMA, record_key="id", properties=AUTO)
