@@ -44,12 +44,14 @@ def build_if_keys_random(indexes: TableIndexes, operation: Operation, rows: Call
     if len(cfg.record_key) != 1 or min_rows <= 0 or "index.record-index" in cfg.properties:
         return
     try:
-        tl = table.log.refresh()
+        # The timeline as last read, not read again: a write reads it anyway, and a rule
+        # of thumb may run a write late (a build it races is refused, typed, below).
+        tl = table.log.timeline
         built = [d for d in index_states(tl).values() if d.kind == IndexKind.RECORD_INDEX]
         if built:
             d = built[0]
             if d.automatic and d.state == IndexState.BUILDING.value and claimable(table, tl.get(d.instant), tl):
-                indexes.finish(d)  # its builder died (a live one is left alone)
+                indexes.finish(d, wait=False)  # its builder died; a writer never waits for one
             return
         if dropped_before(tl):
             return

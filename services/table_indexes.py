@@ -163,20 +163,21 @@ class TableIndexes:
             return self._definition(name, cur.instant)
         return cur
 
-    def finish(self, d: IndexDef) -> None:
-        """Finish building ``d``: here when its builder died (its heartbeat expired),
-        else by waiting for the live builder; IndexBuildError when it was rolled back."""
+    def finish(self, d: IndexDef, wait: bool = True) -> None:
+        """Finish building ``d`` here when its builder died (its heartbeat expired), else
+        (``wait``) wait for the live builder; IndexBuildError when it was rolled back."""
         tl = self.table.log.refresh()
         if claimable(self.table, tl.get(d.instant), tl):
             try:
                 result = execute(self.table, IndexingService(), d.instant)
             except ServiceBusyError:
-                pass  # another process took it over first: wait for it
+                pass  # another process took it over first
             else:
                 if result.aborted is not None:
                     raise IndexBuildError(f"index {d.name!r} was not built: {result.aborted}")
                 return
-        self.wait(d.name)
+        if wait:
+            self.wait(d.name)
 
     def before_write(self, operation: Operation, rows: Callable[[TableContext], pa.Table]) -> None:
         """Build the record index before a write when the table's keys show random
