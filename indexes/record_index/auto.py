@@ -51,17 +51,10 @@ SAMPLE_KEYS = 1024
 MOST = 0.5
 
 
-def _bounds(slices: Sequence[FileSlice]) -> list[tuple[Any, Any]] | None:
-    """The key range of every slice holding rows; None when one is unknown."""
-    out = []
-    for s in slices:
-        if not any(f.rows for f in s.files):
-            continue
-        b = s.key_bounds()
-        if b is None:
-            return None
-        out.append(b)
-    return out
+def _bounds(slices: Sequence[FileSlice]) -> list[tuple[Any, Any]]:
+    """The key range of every slice holding rows whose range is known (one that is not,
+    a file written before ranges were recorded, neither proves nor disproves anything)."""
+    return [b for s in slices if any(f.rows for f in s.files) and (b := s.key_bounds()) is not None]
 
 
 def ranges_overlap(bounds: Sequence[tuple[Any, Any]]) -> bool:

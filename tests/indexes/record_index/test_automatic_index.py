@@ -92,6 +92,8 @@ def test_keys_look_random_needs_enough_rows_and_keys_inside_the_tables_range() -
     assert not keys_look_random(one, late, 1000)
     overlapping = [data_file(0, 1_000_000), data_file(5, 999_999)]
     assert keys_look_random(overlapping, None, 1000)
+    # A file without a recorded range (written before ranges were) says nothing either way.
+    assert keys_look_random([*overlapping, data_file(None, None)], None, 1000)
     assert not keys_look_random([data_file("a", "b")], pa.array([1, 2]), 1)  # types that do not compare
 
 
