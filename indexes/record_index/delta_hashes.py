@@ -21,12 +21,14 @@ generation built or folded by another process included): a record index the tabl
 by itself on 500k rows cost each later insert of new keys 0.1 s of reading its bucket
 files, which none of the keys was in (:meth:`.lookup.RecordIndexReader.entries`).
 
-Why it is safe: a delta or bucket file never changes once written. Its name carries its instant and a
-random token (:meth:`lakeline.indexes.metadata_table.MetadataTable.write_updates`), so a
-path names one content for good; a delta rolled back or folded away is simply never asked
-again, and leaves when the entries kept pass :data:`MAX_ENTRIES` (oldest first). Deltas
-this process did not write are read as before: a process that only looks up pays nothing
-extra, and one that writes once pays nothing but the reference.
+Why it is safe: a delta or bucket file never changes once written. A delta's name
+carries its instant and a random token
+(:meth:`lakeline.indexes.metadata_table.MetadataTable.write_updates`), a generation's
+folder its position and one, so a path names one content for good; a delta rolled back
+or folded away is simply never asked again, and leaves when the entries kept pass
+:data:`MAX_ENTRIES` (oldest first). Deltas this process did not write are read as before:
+a process that only looks up pays nothing extra, and one that writes once pays nothing
+but the reference.
 """
 
 from __future__ import annotations

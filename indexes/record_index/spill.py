@@ -12,6 +12,10 @@ one data file or one range of buckets:
    entries: read that range from every spill file (the row groups of other buckets are
    skipped by their statistics), sort by key and write one file per bucket.
 
+A table of up to :data:`IN_MEMORY_BYTES` of data files (the one a table that just
+showed random keys builds its index over, :mod:`.auto`) skips the spill: every entry is
+held at once and written bucket by bucket (:func:`write_in_memory`).
+
 The spill folder is this attempt's own (``spill_<token>``) and is removed when the
 generation is written; a build killed half-way leaves it and an unpublished generation
 folder, which the next attempt removes before it starts (:func:`.store.remove_unnamed`).
