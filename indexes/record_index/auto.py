@@ -16,8 +16,9 @@ keep a key index nobody asked for:
 - the table holds at least ``index.record-index.auto-rows`` rows (below that a check
   reads little), and
 - most of an insert's keys fall inside the key range the table's files cover (new keys
-  that do not arrive in order), or most of its files' key ranges overlap one another
-  (the files of batches of random keys, whatever the write now).
+  that do not arrive in order), or most of its writes' key ranges overlap one another
+  (the files of batches of random keys, whatever the write now; one write's own files
+  overlap whenever its rows come in random order, so they count as one range).
 
 An upsert's batch inside the table's range says nothing by itself (its updates name
 keys the table holds), hence the second test. Both look at file statistics and a sample
@@ -52,9 +53,23 @@ MOST = 0.5
 
 
 def _bounds(slices: Sequence[FileSlice]) -> list[tuple[Any, Any]]:
-    """The key range of every slice holding rows whose range is known (one that is not,
-    a file written before ranges were recorded, neither proves nor disproves anything)."""
-    return [b for s in slices if any(f.rows for f in s.files) and (b := s.key_bounds()) is not None]
+    """The key range of each write's files: for each instant that wrote a slice's base
+    (its first log without one), the union of those slices' ranges. One write's files
+    overlap one another whenever its rows come in random order (a large batch split
+    over files, keys in order or not), so only ranges of different writes tell random
+    keys. A slice whose range is unknown (a file written before ranges were recorded)
+    neither proves nor disproves anything.
+
+    Raises:
+        TypeError: ranges of types that do not compare (after a schema change).
+    """
+    by_write: dict[int, tuple[Any, Any]] = {}
+    for s in slices:
+        if not any(f.rows for f in s.files) or (b := s.key_bounds()) is None:
+            continue
+        lo, hi = by_write.get(s.files[0].instant, b)
+        by_write[s.files[0].instant] = (min(lo, b[0]), max(hi, b[1]))
+    return list(by_write.values())
 
 
 def ranges_overlap(bounds: Sequence[tuple[Any, Any]]) -> bool:
@@ -90,10 +105,10 @@ def keys_look_random(slices: Sequence[FileSlice], inserted: pa.Array | pa.Chunke
     a write whose new keys (an insert's; None for other writes) are ``inserted``."""
     if min_rows <= 0 or sum(f.rows for s in slices for f in s.files) < min_rows:
         return False
-    bounds = _bounds(slices)
-    if not bounds:
-        return False
     try:
+        bounds = _bounds(slices)
+        if not bounds:
+            return False
         if inserted is not None:
             lo, hi = min(b[0] for b in bounds), max(b[1] for b in bounds)
             if share_inside(inserted, lo, hi) >= MOST:

@@ -57,9 +57,9 @@ def assert_sound(t: Table, expected: dict[str, int]) -> None:
     assert dict(zip(got.column("id").to_pylist(), got.column("v").to_pylist())) == expected
 
 
-def data_file(lo: object, hi: object, rows: int = 1000) -> FileSlice:
-    f = DataFile(f"p/{lo}-{hi}.parquet", FileKind.BASE, 1, rows, 1, 1, lo, hi)
-    return FileSlice(f"fg-{lo}-{hi}", "", 1, f)
+def data_file(lo: object, hi: object, rows: int = 1000, instant: int = 1) -> FileSlice:
+    f = DataFile(f"p/{lo}-{hi}-{instant}.parquet", FileKind.BASE, instant, rows, 1, 1, lo, hi)
+    return FileSlice(f"fg-{lo}-{hi}-{instant}", "", instant, f)
 
 
 # -- the rule --------------------------------------------------------------------------
@@ -90,8 +90,10 @@ def test_keys_look_random_needs_enough_rows_and_keys_inside_the_tables_range() -
     # A few late arrivals among new keys past the range: in order, mostly.
     late = pa.concat_arrays([past, pa.array(list(range(10, 100, 10)))])
     assert not keys_look_random(one, late, 1000)
-    overlapping = [data_file(0, 1_000_000), data_file(5, 999_999)]
+    overlapping = [data_file(0, 1_000_000), data_file(5, 999_999, instant=2)]
     assert keys_look_random(overlapping, None, 1000)
+    # One write's files overlap whenever its rows came in random order: one range.
+    assert not keys_look_random([data_file(0, 1_000_000), data_file(5, 999_999)], None, 1000)
     # A file without a recorded range (written before ranges were) says nothing either way.
     assert keys_look_random([*overlapping, data_file(None, None)], None, 1000)
     assert not keys_look_random([data_file("a", "b")], pa.array([1, 2]), 1)  # types that do not compare
@@ -139,6 +141,22 @@ def test_keys_in_order_never_build_one(tmp_path: Path, kind: str) -> None:
         rng.shuffle(keys)  # rows in random order, keys in order batch after batch
         t.insert(batch(keys, b))
     t.upsert(batch([f"k{i:09d}" for i in range(0, 5000, 7)], 9))
+    assert automatic(t) == [] and indexing_instants(t) == 0
+
+
+@pytest.mark.parametrize("kind", ["cow", "mor"])
+def test_a_large_batch_of_keys_in_order_split_over_files_builds_none(tmp_path: Path, kind: str) -> None:
+    """Rows in random order, keys in order batch after batch: each batch's files span
+    its whole range and overlap one another, but not another batch's."""
+    props = {**AUTO, "write.target-file-size-bytes": 16 * 1024, "write.small-file-limit-bytes": 0}
+    t = Table.create(tmp_path / "t", SCHEMA, record_key="id", table_type=kind, properties=props)
+    rng = random.Random(10)
+    for b in range(3):
+        keys = [f"k{i:09d}" for i in range(b * 3000, (b + 1) * 3000)]
+        rng.shuffle(keys)
+        t.insert(batch(keys, b))
+    assert len(t.view(t.timeline).latest_slices()) >= 6  # a batch split over several files
+    t.upsert(batch([f"k{i:09d}" for i in range(0, 9000, 11)], 9))
     assert automatic(t) == [] and indexing_instants(t) == 0
 
 
