@@ -20,6 +20,7 @@ import errno
 import logging
 import os
 import posixpath
+import stat
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -250,16 +251,44 @@ class Storage:
         pyarrow's local listing is not atomic against another process: it opens the folder,
         and when that fails it asks whether the folder exists. A folder made (or a subfolder
         removed) between the two is reported as ENOENT although the listing is well defined
-        either way, so the listing is taken again."""
+        either way. On a local disk the listing is then taken with ``os.scandir``, which
+        treats a folder or entry that vanished mid-listing as absent; a retry alone lost
+        five races in a row in CI against a process making and removing the folder."""
         selector = pafs.FileSelector(path, allow_not_found=True, recursive=recursive)
-        for attempt in range(5):
-            try:
-                return self.fs.get_file_info(selector)
-            except FileNotFoundError:
-                if attempt == 4:
-                    raise
-                time.sleep(0.005 * (attempt + 1))
-        raise AssertionError("unreachable")
+        try:
+            return self.fs.get_file_info(selector)
+        except FileNotFoundError:
+            if not self.is_local:
+                raise
+        return _scan_local(path, recursive)
 
     def list_files(self, path: str, recursive: bool = False) -> list[pafs.FileInfo]:
         return [i for i in self.list_entries(path, recursive) if i.type == pafs.FileType.File]
+
+
+def _scan_local(path: str, recursive: bool) -> list[pafs.FileInfo]:
+    """A local folder's entries as ``FileInfo``s; what vanishes while it is read is left out.
+
+    Types follow symbolic links as pyarrow's listing does, but the walk does not descend
+    through one (a link cannot make a table's listing reach outside it)."""
+    infos: list[pafs.FileInfo] = []
+    folders = [path]
+    while folders:
+        folder = folders.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for entry in entries:
+            try:
+                st = entry.stat()
+            except FileNotFoundError:
+                continue
+            child = posixpath.join(folder, entry.name)
+            if stat.S_ISDIR(st.st_mode):
+                infos.append(pafs.FileInfo(child, pafs.FileType.Directory, mtime_ns=st.st_mtime_ns))
+                if recursive and not entry.is_symlink():
+                    folders.append(child)
+            else:
+                infos.append(pafs.FileInfo(child, pafs.FileType.File, size=st.st_size, mtime_ns=st.st_mtime_ns))
+    return infos

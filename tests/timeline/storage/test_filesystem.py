@@ -8,9 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.fs as pafs
 import pytest
 from lakeline.timeline.errors import UnsafeLocationError
-from lakeline.timeline.storage.filesystem import Storage
+from lakeline.timeline.storage.filesystem import Storage, _scan_local
 
 
 @pytest.fixture
@@ -59,6 +60,22 @@ def test_delete_inside_is_idempotent(storage: Storage) -> None:
     assert storage.delete(p) is True and storage.delete(p) is False
     storage.delete_dir(storage.path("a"))
     assert not storage.exists(storage.path("a"))
+
+
+@pytest.mark.parametrize("recursive", [False, True])
+def test_the_fallback_listing_equals_pyarrow_s(storage: Storage, recursive: bool) -> None:
+    """The listing taken after pyarrow's race (os.scandir) reports the same entries, types
+    and sizes as pyarrow's own, and an absent folder as empty."""
+    for rel, body in (("a/f1", b"x"), ("a/b/f2", b"yy"), ("a/b/c/f3", b""), ("a/g", b"zzz")):
+        storage.write_bytes(storage.path(*rel.split("/")), body)
+    root = storage.path("a")
+
+    def shape(infos: list[pafs.FileInfo]) -> list[tuple[str, pafs.FileType, int | None]]:
+        return sorted((i.path, i.type, i.size if i.type == pafs.FileType.File else None) for i in infos)
+
+    expected = storage.fs.get_file_info(pafs.FileSelector(root, recursive=recursive))
+    assert shape(_scan_local(root, recursive)) == shape(expected) and len(expected) >= 3
+    assert _scan_local(storage.path("absent"), recursive) == []
 
 
 def test_listing_holds_while_another_process_makes_and_removes_the_folder(storage: Storage) -> None:
