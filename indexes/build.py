@@ -1,6 +1,6 @@
 """Building an index in bulk, catching it up with commits, and validating it.
 
-The async indexer (:mod:`lakeline.services.indexing`) builds an index from the live
+The async indexer (:mod:`lakeline.services.indexing.indexer`) builds an index from the live
 files of a snapshot (:func:`build`, one engine task per file), then catches up with the
 commits that completed meanwhile and did not write entries for it (:func:`catch_up`).
 ``validate`` recomputes the entries of every live file with the same function a writer

@@ -20,7 +20,7 @@ from .cleaning import CleaningService
 from .clustering import ALL as EVERY_GROUP
 from .clustering import ClusteringService, check_options
 from .compaction import ALL, CompactionService
-from .indexing import IndexingService
+from .indexing.indexer import IndexingService
 from .phases import execute, run_pending, schedule
 from .plugin import Progress, Service, ServiceResult
 from .rollback import RollbackService

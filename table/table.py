@@ -48,7 +48,7 @@ from .write.update import update_planner
 from .write.writer import WriteResult, run_write
 
 if TYPE_CHECKING:
-    from ..services.table_indexes import TableIndexes
+    from ..services.indexing.table_indexes import TableIndexes
     from ..services.table_services import TableServices
 
 
@@ -383,7 +383,7 @@ class Table(TableReads):
     @property
     def indexes(self) -> TableIndexes:
         """Index API: create, list, drop, validate (state lives on the timeline)."""
-        from ..services.table_indexes import TableIndexes  # the declared seam (tests/test_layout.py)
+        from ..services.indexing.table_indexes import TableIndexes  # the declared seam (tests/test_layout.py)
 
         return TableIndexes(self)
 

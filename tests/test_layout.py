@@ -153,7 +153,7 @@ RANK = {"config": 0, "timeline": 1, "indexes": 2, "table": 3, "services": 4, "sp
 #: module, are allowed; anything else in ``lakeline.services`` stays out of ``table/``.
 SEAM = {
     ("lakeline.table.table", "lakeline.services.table_services"),
-    ("lakeline.table.table", "lakeline.services.table_indexes"),
+    ("lakeline.table.table", "lakeline.services.indexing.table_indexes"),
 }
 
 #: Which modules may import each heavy optional dependency (fnmatch patterns on module names).
@@ -346,7 +346,11 @@ _STORE = "lakeline.timeline.storage.event_log"
         # ...in a package's __init__ against the package itself
         (_STORE, "from .protocol import TimelineStore", f"{_STORE}.protocol"),
         ("lakeline.timeline.storage.event_log", "from ...errors import TimelineError", "lakeline.timeline.errors"),
-        ("lakeline.table.table", "from ..services import table_indexes", "lakeline.services.table_indexes"),
+        (
+            "lakeline.table.table",
+            "from ..services.indexing import table_indexes",
+            "lakeline.services.indexing.table_indexes",
+        ),
         ("lakeline.table.table", "from .. import services", "lakeline.services"),
         ("lakeline.table.table", "import pyspark.sql", "pyspark.sql"),
     ],
@@ -355,7 +359,11 @@ def test_import_resolution(tmp_path: Path, importer: str, source: str, expected:
     name = "__init__.py" if importer == "lakeline.timeline.storage.event_log" else "module.py"
     path = tmp_path / name
     path.write_text(f"def late():\n    {source}\n")
-    known = {"lakeline.services", "lakeline.services.table_indexes", "lakeline.timeline.storage.event_log.protocol"}
+    known = {
+        "lakeline.services",
+        "lakeline.services.indexing.table_indexes",
+        "lakeline.timeline.storage.event_log.protocol",
+    }
     assert [i.target for i in imports_of(importer, path, known)] == [expected]
 
 
@@ -365,7 +373,7 @@ def test_import_resolution(tmp_path: Path, importer: str, source: str, expected:
         ("lakeline.timeline.log", "from ..table.table import Table", "timeline may not import table"),
         (
             "lakeline.table.read.scan",
-            "from ...services.table_indexes import TableIndexes",
+            "from ...services.indexing.table_indexes import TableIndexes",
             "table may not import services",
         ),
         ("lakeline.cli.main", "from ..spark import engine", "cli may not import spark"),

@@ -270,7 +270,7 @@ class Scheduler:
     def installed(self) -> Iterator[Scheduler]:
         """Install the hook and the lock patch, start the actor threads (each parks at
         its first operation); on exit kill and join every actor and undo the patches."""
-        import lakeline.services.indexing as indexing
+        import lakeline.services.indexing.indexer as indexing
         import lakeline.services.phases as framework
 
         original = framework.table_lock

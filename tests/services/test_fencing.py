@@ -27,7 +27,7 @@ from lakeline.indexes.metadata_table import MetadataTable
 from lakeline.indexes.states import partition_of
 from lakeline.services import Service
 from lakeline.services.compaction import CompactionService
-from lakeline.services.indexing import IndexingService
+from lakeline.services.indexing.indexer import IndexingService
 from lakeline.services.phases import execute, schedule
 from lakeline.services.plugin import ATTEMPT
 from lakeline.table import Table

@@ -1,5 +1,5 @@
 """The record index a keyed table builds by itself once its keys show random (issue 30,
-item 2; :mod:`lakeline.indexes.record_index.auto`, :mod:`lakeline.services.automatic_index`):
+item 2; :mod:`lakeline.indexes.record_index.auto`, :mod:`lakeline.services.indexing.automatic`):
 built before the write that finds them so, never for keys that arrive in order, never
 against the user's choice, adopted by the user's ``create``, finished after its builder
 died, built once when two writer processes find it due together, and exact throughout."""

@@ -1,7 +1,7 @@
 """``t.indexes``: create, list, drop, validate and rebuild a table's indexes.
 
 Create and drop are ``indexing`` instants of the async indexer
-(:mod:`.indexing`), so every writer and reader learns of them from the timeline.
+(:mod:`.indexer`), so every writer and reader learns of them from the timeline.
 ``create(..., wait=True)`` schedules and builds in this process and returns when the
 index is ``ready``; ``wait=False`` returns at once with the index ``building`` while a
 thread of this process builds it (if the process ends first, any process finishes the
@@ -21,16 +21,16 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..indexes.build import build, validate
-from ..indexes.column_stats import STATS_SCHEMA, NdvEstimate, ndv
-from ..indexes.entries import check_definition, resolve
-from ..indexes.files_index import FILES, validate_checkpoint, write_checkpoint
-from ..indexes.metadata_table import MetadataTable, visible_paths
-from ..indexes.on_commit import fold_record_index
-from ..indexes.record_index import generation as record_generation
-from ..indexes.record_index.check import validate as check_records
-from ..indexes.record_index.store import folder_of, newest_generation, visible_deltas
-from ..indexes.states import (
+from ...indexes.build import build, validate
+from ...indexes.column_stats import STATS_SCHEMA, NdvEstimate, ndv
+from ...indexes.entries import check_definition, resolve
+from ...indexes.files_index import FILES, validate_checkpoint, write_checkpoint
+from ...indexes.metadata_table import MetadataTable, visible_paths
+from ...indexes.on_commit import fold_record_index
+from ...indexes.record_index import generation as record_generation
+from ...indexes.record_index.check import validate as check_records
+from ...indexes.record_index.store import folder_of, newest_generation, visible_deltas
+from ...indexes.states import (
     IndexDef,
     IndexKind,
     IndexState,
@@ -39,18 +39,18 @@ from ..indexes.states import (
     list_indexes,
     readable_indexes,
 )
-from ..timeline.commit_metadata import Operation
-from ..timeline.errors import IndexBuildError, IndexNotFoundError, LakelineError, LockTimeoutError, ServiceBusyError
-from ..timeline.plans import OP_CREATE, OP_DROP, IndexCreatePlan
-from ..timeline.view.fs_view import FileSystemView
-from .automatic_index import build_if_keys_random
-from .indexing import IndexingService
-from .phases import claimable, execute, schedule
-from .plugin import Progress
+from ...timeline.commit_metadata import Operation
+from ...timeline.errors import IndexBuildError, IndexNotFoundError, LakelineError, LockTimeoutError, ServiceBusyError
+from ...timeline.plans import OP_CREATE, OP_DROP, IndexCreatePlan
+from ...timeline.view.fs_view import FileSystemView
+from ..phases import claimable, execute, schedule
+from ..plugin import Progress
+from .automatic import build_if_keys_random
+from .indexer import IndexingService
 
 if TYPE_CHECKING:
-    from ..table.context import TableContext
-    from ..table.table import Table
+    from ...table.context import TableContext
+    from ...table.table import Table
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ class TableIndexes:
         Returns:
             The index as the timeline now defines it (``ready`` after a wait); the
             record index the table built by itself, when this asks for it
-            (:mod:`.automatic_index`).
+            (:mod:`.automatic`).
 
         Raises:
             InvalidIndexError: unknown kind, bad name, or unknown or repeated columns.
@@ -125,7 +125,7 @@ class TableIndexes:
         automatic: bool = False,
     ) -> IndexDef:
         """``create`` of a checked definition (``automatic``: the table builds it by
-        itself, :mod:`.automatic_index`)."""
+        itself, :mod:`.automatic`)."""
         # The build replays the data instants' records (the view, cached for it): a
         # damaged one is CorruptEventError now rather than after the requested event.
         self.table.view(self.table.log.refresh())
@@ -181,7 +181,7 @@ class TableIndexes:
 
     def before_write(self, operation: Operation, rows: Callable[[TableContext], pa.Table]) -> None:
         """Build the record index before a write when the table's keys show random
-        (:func:`.automatic_index.build_if_keys_random`; never raises)."""
+        (:func:`.automatic.build_if_keys_random`; never raises)."""
         build_if_keys_random(self, operation, rows)
 
     def _build_quietly(self, service: IndexingService, instant: int, progress: Progress | None) -> None:

@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from ..indexes.record_index.auto import dropped_before, keys_look_random
-from ..indexes.states import IndexKind, IndexState, index_states
-from ..timeline.commit_metadata import Operation
-from ..timeline.errors import IndexExistsError, LakelineError, ServiceBusyError
-from .phases import claimable
+from ...indexes.record_index.auto import dropped_before, keys_look_random
+from ...indexes.states import IndexKind, IndexState, index_states
+from ...timeline.commit_metadata import Operation
+from ...timeline.errors import IndexExistsError, LakelineError, ServiceBusyError
+from ..phases import claimable
 
 if TYPE_CHECKING:
-    from ..table.context import TableContext
+    from ...table.context import TableContext
     from .table_indexes import TableIndexes
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ As docs/indexes.md ("Lifecycle") describes it (after Hudi RFC-45, fixed where Hu
    inflight for another executor to finish, never rolled back: its files may be half
    gone, and a rolled-back drop would make the index ``ready`` again.
 
-Fencing (issue 11, item 3; :mod:`.phases`): every event of an execution is appended
+Fencing (issue 11, item 3; :mod:`..phases`): every event of an execution is appended
 only while its attempt holds the instant, and the partition a build, catch-up, abort or
 drop touches is that of one definition (``<name>@<creating instant>``). So an executor
 that stalled while another completed the build can neither complete, roll back nor drop
@@ -41,13 +41,13 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ..indexes.build import build_tasks, built, catch_up, gone_but_live, live_files, missing_updates, try_build_task
-from ..indexes.entries import IndexTarget, check_definition, column_ids, resolve
-from ..indexes.metadata_table import MetadataTable
-from ..indexes.record_index import generation as record_generation
-from ..indexes.record_index.rows import default_buckets
-from ..indexes.record_index.spill import spill_task
-from ..indexes.states import (
+from ...indexes.build import build_tasks, built, catch_up, gone_but_live, live_files, missing_updates, try_build_task
+from ...indexes.entries import IndexTarget, check_definition, column_ids, resolve
+from ...indexes.metadata_table import MetadataTable
+from ...indexes.record_index import generation as record_generation
+from ...indexes.record_index.rows import default_buckets
+from ...indexes.record_index.spill import spill_task
+from ...indexes.states import (
     IndexDef,
     IndexKind,
     check_can_create,
@@ -58,22 +58,22 @@ from ..indexes.states import (
     partition_of,
     stored_kind,
 )
-from ..timeline.diagnostics import faults
-from ..timeline.errors import (
+from ...timeline.diagnostics import faults
+from ...timeline.errors import (
     IndexBuildError,
     IndexExistsError,
     LakelineError,
     ServiceAbortedError,
     UnindexedCommitError,
 )
-from ..timeline.instant import Action, Instant, State
-from ..timeline.plans import OP_CREATE, OP_DROP, IndexCreatePlan, IndexDropPlan, IndexPlan, Plan, index_plan
-from ..timeline.timeline import Timeline
-from .phases import table_lock
-from .plugin import Progress, Service, fence, map_in_batches
+from ...timeline.instant import Action, Instant, State
+from ...timeline.plans import OP_CREATE, OP_DROP, IndexCreatePlan, IndexDropPlan, IndexPlan, Plan, index_plan
+from ...timeline.timeline import Timeline
+from ..phases import table_lock
+from ..plugin import Progress, Service, fence, map_in_batches
 
 if TYPE_CHECKING:
-    from ..table.table import Table
+    from ...table.table import Table
 
 #: Base files indexed per engine call, so progress is reported as the build goes.
 _BATCH = 64
