@@ -18,6 +18,7 @@ Tests that use PostgreSQL are marked ``postgres`` automatically.
 
 from __future__ import annotations
 
+import itertools
 import os
 import tempfile
 from collections.abc import Iterator
@@ -168,3 +169,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         )
         if uses_s3:
             item.add_marker(pytest.mark.s3)
+    sample_matrices(items)
+
+
+def sample_matrices(items: list[pytest.Item]) -> None:
+    """Of each test marked ``sampled_matrix``, keep in ``make test`` a few cases that
+    together cover every combination of all but one of its parameters' values (a greedy
+    set cover) and mark the rest ``soak``: store x table type keeps two cases, each store
+    and each type once; store x table type x fault point keeps each fault point on each
+    store and on each type. ``make soak`` runs the cases left out."""
+    matrices: dict[str, dict[pytest.Item, set[tuple[tuple[str, str], ...]]]] = {}
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is None or item.get_closest_marker("sampled_matrix") is None:
+            continue
+        values = sorted((name, repr(value)) for name, value in callspec.params.items())
+        combos = set(itertools.combinations(values, max(1, len(values) - 1)))
+        matrices.setdefault(item.nodeid.split("[")[0], {})[item] = combos
+    for cases in matrices.values():
+        uncovered = set().union(*cases.values())
+        while uncovered:
+            best = max(cases, key=lambda case: len(cases[case] & uncovered))  # the first of equals
+            uncovered -= cases.pop(best)
+        for left_out in cases:
+            left_out.add_marker(pytest.mark.soak)

@@ -203,6 +203,7 @@ def test_a_stale_handle_reads_across_the_archive_and_appends_at_the_tail(tmp_pat
     assert table_rows(old.to_arrow(), COLUMNS) == table_rows(t.to_arrow(), COLUMNS)
 
 
+@pytest.mark.sampled_matrix
 @pytest.mark.parametrize("point", ["archival.after_inflight", "archival.after_write", "archival.mid_delete"])
 def test_killed_at_a_fault_point_then_run_again(tmp_path: Path, timeline: str | None, point: str) -> None:
     t = make_table(tmp_path, timeline)

@@ -372,6 +372,7 @@ def run_and_check(tmp_path: Path, table_type: str, timeline: str | None, duratio
     )
 
 
+@pytest.mark.sampled_matrix
 @pytest.mark.parametrize("table_type", ["mor", "cow"])
 def test_services_loop_while_writers_write(tmp_path: Path, table_type: str, timeline: str | None) -> None:
     run_and_check(tmp_path, table_type, timeline, duration_s=SHORT_S)

@@ -246,6 +246,7 @@ def check_against_model(t: Table, records: list[dict[str, Any]]) -> Counter[str]
     return outcomes
 
 
+@pytest.mark.sampled_matrix
 @pytest.mark.parametrize("table_type", ["mor", "cow"])
 def test_four_writers_match_the_model(tmp_path: Path, table_type: str, timeline: str | None) -> None:
     t, records = run_workers(tmp_path, table_type, timeline, workers=4, commits=50)

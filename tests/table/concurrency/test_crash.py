@@ -47,6 +47,7 @@ from tests.table.concurrency.crash_helpers import (
 # -- a writer killed at each commit fault point ---------------------------------------------
 
 
+@pytest.mark.sampled_matrix
 @pytest.mark.parametrize("point", COMMIT_POINTS)
 @pytest.mark.parametrize("table_type", ["mor", "cow"])
 def test_writer_killed_at_commit_point_is_rolled_back(
@@ -167,6 +168,7 @@ ROLLBACK_POINTS = [
 ]
 
 
+@pytest.mark.sampled_matrix
 @pytest.mark.parametrize("faults", ROLLBACK_POINTS)
 @pytest.mark.parametrize("table_type", ["mor", "cow"])
 def test_rollback_killed_midway_is_finished_by_the_next_run(

@@ -91,6 +91,7 @@ def _model_rows(model: EngineModel) -> list[tuple[Any, ...]]:
     return _canonical(list(model.rows.values()))
 
 
+@pytest.mark.sampled_matrix
 @pytest.mark.parametrize("ordering", ["ts", None])
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
 @pytest.mark.parametrize("engine", ENGINES)
