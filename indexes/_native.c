@@ -540,6 +540,67 @@ done:
     return result;
 }
 
+/* probe_sorted(bits, width, sorted, hashes, out_entry, out_at) -> n: of hashes (int64),
+ * those whose bit is set in bits (the top `width` bits of the hash as unsigned, as
+ * hash_bits.maybe) and that are in sorted (int64, ascending): their indices in
+ * out_entry[0:n] (ascending) and the first index of each in sorted in out_at[0:n]
+ * (a lower bound), as hash_bits.find_sorted computes with numpy. */
+static PyObject *probe_sorted(PyObject *self, PyObject *args) {
+    Py_buffer bits, sorted, hashes, out_entry, out_at;
+    int width;
+    if (!PyArg_ParseTuple(args, "y*iy*y*w*w*", &bits, &width, &sorted, &hashes, &out_entry, &out_at)) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    const Py_ssize_t n = hashes.len / 8;
+    const Py_ssize_t m = sorted.len / 8;
+    if (width < 3 || width > 40) {
+        PyErr_SetString(PyExc_ValueError, "bit table width outside [3, 40]");
+        goto done;
+    }
+    if (check_size(&bits, (Py_ssize_t)1 << (width - 3), "bits") || check_size(&out_entry, n * 8, "out_entry") ||
+        check_size(&out_at, n * 8, "out_at")) {
+        goto done;
+    }
+    const uint8_t *b = (const uint8_t *)bits.buf;
+    const int64_t *s = (const int64_t *)sorted.buf;
+    const int64_t *h = (const int64_t *)hashes.buf;
+    int64_t *oe = (int64_t *)out_entry.buf;
+    int64_t *oa = (int64_t *)out_at.buf;
+    const unsigned shift = (unsigned)(64 - width);
+    Py_ssize_t found = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t j = 0; j < n && m > 0; j++) {
+        const uint64_t top = (uint64_t)h[j] >> shift;
+        if (!((b[top >> 3] >> (top & 7)) & 1)) {
+            continue;
+        }
+        Py_ssize_t lo = 0, hi = m; /* the first index whose value is >= h[j] */
+        while (lo < hi) {
+            const Py_ssize_t mid = lo + ((hi - lo) >> 1);
+            if (s[mid] < h[j]) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        if (lo < m && s[lo] == h[j]) {
+            oe[found] = (int64_t)j;
+            oa[found] = (int64_t)lo;
+            found++;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    result = PyLong_FromSsize_t(found);
+done:
+    PyBuffer_Release(&bits);
+    PyBuffer_Release(&sorted);
+    PyBuffer_Release(&hashes);
+    PyBuffer_Release(&out_entry);
+    PyBuffer_Release(&out_at);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"hash_text", hash_text, METH_VARARGS, "hash_text(data, offsets, wide, n, seed, out)"},
     {"text_min_max", text_min_max, METH_VARARGS, "text_min_max(data, offsets, wide, n) -> (i, j)"},
@@ -549,12 +610,13 @@ static PyMethodDef methods[] = {
     {"bloom_test", bloom_test, METH_VARARGS, "bloom_test(hashes, num_bits, num_hashes, bits, out)"},
     {"ds_coupons_words", ds_coupons_words, METH_VARARGS, "ds_coupons_words(words, out)"},
     {"ds_coupons_text", ds_coupons_text, METH_VARARGS, "ds_coupons_text(data, offsets, wide, n, out)"},
+    {"probe_sorted", probe_sorted, METH_VARARGS, "probe_sorted(bits, width, sorted, hashes, out_entry, out_at) -> n"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_native",
-    "C loops of index entries: text hashes, HLL registers, bloom bits (see _native.c).",
+    "C loops of index entries: text hashes, HLL registers, bloom bits, record-index probes (see _native.c).",
     -1, methods,
 };
 

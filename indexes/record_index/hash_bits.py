@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..native import NATIVE
+
 #: Bits of a table per hash it is sized for.
 BITS_PER_HASH = 32
 
@@ -56,3 +58,31 @@ def in_sorted(sorted_hashes: np.ndarray, hashes: np.ndarray) -> np.ndarray:
         return np.zeros(len(hashes), dtype=bool)
     at = np.minimum(np.searchsorted(sorted_hashes, hashes), len(sorted_hashes) - 1)
     return sorted_hashes[at] == hashes
+
+
+def find_sorted(
+    bits: np.ndarray, width: int, sorted_hashes: np.ndarray, hashes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Of ``hashes`` (int64), those in ``sorted_hashes`` (ascending) whose bit ``bits``
+    sets (every one of them, when ``bits`` was set from ``sorted_hashes``): their indices
+    (ascending) and where each first occurs in ``sorted_hashes``.
+
+    One pass without the GIL in the C extension (a 500k-key upsert asks it of every
+    delta's 500k hashes, and reading threads then run side by side); numpy otherwise."""
+    if NATIVE is not None and len(hashes):
+        entry, at = np.empty(len(hashes), np.int64), np.empty(len(hashes), np.int64)
+        found = NATIVE.probe_sorted(
+            bits,
+            width,
+            np.ascontiguousarray(sorted_hashes, np.int64),
+            np.ascontiguousarray(hashes, np.int64),
+            entry,
+            at,
+        )
+        return entry[:found], at[:found]
+    passed = np.flatnonzero(maybe(bits, width, hashes))
+    if not len(sorted_hashes) or not len(passed):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    at = np.searchsorted(sorted_hashes, hashes[passed])
+    hit = sorted_hashes[np.minimum(at, len(sorted_hashes) - 1)] == hashes[passed]
+    return passed[hit].astype(np.int64), at[hit].astype(np.int64)

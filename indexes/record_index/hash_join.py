@@ -62,6 +62,19 @@ def equal_hashes_by_entry(
     return entry[by_probe], rows[probe[by_probe]]
 
 
+def pairs_at(hashes: np.ndarray, found: np.ndarray, at: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`equal_hashes_by_entry` for entries whose hashes ``found`` a search already
+    placed: the first probe of each is at ``at`` among ``hashes`` (ascending, at
+    ``rows``). Pairs come in the same order, by probe, then entry. Only when a probe
+    after one of them shares its hash (two keys of the lookup with one hash) is the
+    general search run again."""
+    nxt = np.minimum(at + 1, len(hashes) - 1)
+    if ((at + 1 < len(hashes)) & (hashes[nxt] == found)).any():
+        return equal_hashes_by_entry(found, hashes, rows)
+    by_probe = np.argsort(at, kind="stable")  # entries of one probe stay in file order
+    return by_probe.astype(np.int64), rows[at[by_probe]]
+
+
 def exact_pairs(stored: pa.Table, probe: pa.Table, entry: np.ndarray, row: np.ndarray) -> pa.Table:
     """The pairs (``entry`` of ``stored``, ``row`` of ``probe``) whose keys are equal,
     as :data:`ROW`, ``path``, ``pos``, ``deleted`` (a hash only narrows)."""

@@ -36,7 +36,7 @@ from ..entries import IndexTarget, resolve
 from ..states import IndexKind, readable_indexes
 from . import hash_bits
 from .delta_hashes import DELTA_HASHES
-from .hash_join import ROW, equal_hashes, exact_pairs, no_entries
+from .hash_join import ROW, equal_hashes, exact_pairs, no_entries, pairs_at
 from .rows import BUCKET, DELETED, HASH, PATH, POS, bucket_hash_order, buckets_of, chain_of, key_columns, key_table
 from .store import (
     MAPPED_SUFFIX,
@@ -190,11 +190,14 @@ class RecordIndexReader:
         else:
             # A delta shares the lookup's set; a bucket file's probes are its own.
             probes = probes if probes is not None else ProbeSet.of(hashes)
-            stored_hashes = read_entries(self.storage, path, columns=[HASH]).column(HASH)
-            candidates = probes.holds(stored_hashes.to_numpy())
-            if not candidates.any():
+            stored_hashes = read_entries(self.storage, path, columns=[HASH]).column(HASH).to_numpy()
+            found, at = probes.find(stored_hashes)
+            if not len(found):
                 return no_entries()  # every key proven absent from this file, no key read
-            stored = read_entries(self.storage, path, columns=needed).filter(pa.array(candidates))
+            stored = read_entries(self.storage, path, columns=needed).take(pa.array(found))
+            rows = rows() if isinstance(rows, _HashOrder) else rows
+            if probes.sorted_hashes is hashes:  # where each entry's probe is, the search found
+                return exact_pairs(stored, probe, *pairs_at(hashes, stored_hashes[found], at, rows))
         rows = rows() if isinstance(rows, _HashOrder) else rows
         return exact_pairs(stored, probe, *equal_hashes(stored, hashes, rows, sorted_by_hash=mapped))
 
@@ -237,11 +240,15 @@ class ProbeSet:
         hash_bits.set_bits(bits, width, sorted_hashes)
         return cls(sorted_hashes, width, bits)
 
+    def find(self, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The indices of ``hashes`` (int64) that are a probe's, exactly (ascending), and
+        where each first occurs among :attr:`sorted_hashes`."""
+        return hash_bits.find_sorted(self.bits, self.width, self.sorted_hashes, hashes)
+
     def holds(self, hashes: np.ndarray) -> np.ndarray:
         """Whether each of ``hashes`` (int64) is a probe's, exactly."""
-        maybe = np.flatnonzero(hash_bits.maybe(self.bits, self.width, hashes))
         out = np.zeros(len(hashes), dtype=bool)
-        out[maybe] = hash_bits.in_sorted(self.sorted_hashes, hashes[maybe])
+        out[self.find(hashes)[0]] = True
         return out
 
 

@@ -193,3 +193,22 @@ def test_long_columns_split_over_two_threads_give_the_same_hashes_and_bounds() -
     np.testing.assert_array_equal(hashing.hash_text(text, 3), expected)
     mm = pa.compute.min_max(text)
     assert hashing.min_max_text(chunked) == (mm["min"].as_py(), mm["max"].as_py())
+
+
+@pytest.mark.parametrize("n", [0, 1, 1000, 100_000])
+def test_probe_search_equals_the_numpy_reference(n: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lakeline.indexes.record_index import hash_bits
+
+    rng = np.random.default_rng(n)
+    probes = np.sort(rng.integers(-(2**63), 2**63 - 1, n, dtype=np.int64))
+    width = hash_bits.width_for(n)
+    bits = hash_bits.empty_table(width)
+    hash_bits.set_bits(bits, width, probes)
+    # Present hashes, their neighbours (same top bits), and repeats of the first probes.
+    asked = np.r_[probes, probes + 1, probes[: n // 10], rng.integers(-(2**63), 2**63 - 1, 5000, dtype=np.int64)]
+    asked = asked[rng.permutation(len(asked))]
+    native = hash_bits.find_sorted(bits, width, probes, asked)
+    monkeypatch.setattr(hash_bits, "NATIVE", None)
+    reference = hash_bits.find_sorted(bits, width, probes, asked)
+    assert [a.tolist() for a in native] == [a.tolist() for a in reference]
+    assert len(native[0]) == int(np.isin(asked, probes).sum())

@@ -407,3 +407,27 @@ def test_pairs_of_equal_hashes_are_the_same_searched_either_way() -> None:
         assert list(zip(*(a.tolist() for a in by_entry))) == expected
         either = hash_join.equal_hashes(table, hashes, rows, sorted_by_hash=False)
         assert list(zip(*(a.tolist() for a in either))) == expected
+
+
+@pytest.mark.parametrize("distinct", [True, False])
+def test_pairs_at_the_positions_the_probe_set_found_equal_the_searched_pairs(distinct: bool) -> None:
+    # A lookup's probe set finds a delta's entries and where each one's probe is; the
+    # pairs taken from those positions must equal the general search's, also when two
+    # probes share a hash (then it falls back to the search).
+    import numpy as np
+    from lakeline.indexes.record_index import hash_join
+    from lakeline.indexes.record_index.lookup import ProbeSet
+
+    rng = np.random.default_rng(5)
+    space = 10**12 if distinct else 60
+    hashes = np.sort(rng.choice(space, 400, replace=not distinct)).astype(np.int64) - space // 2
+    stored = np.r_[rng.choice(hashes, 50), rng.integers(-space // 2, space // 2, 200)].astype(np.int64)
+    rng.shuffle(stored)
+    rows = rng.permutation(400)
+    found, at = ProbeSet.of(hashes).find(stored)
+    assert found.tolist() == np.flatnonzero(np.isin(stored, hashes)).tolist()
+    assert (at == np.searchsorted(hashes, stored[found])).all()
+    got = hash_join.pairs_at(hashes, stored[found], at, rows)
+    expected = hash_join.equal_hashes_by_entry(stored[found], hashes, rows)
+    assert len(got[0]) >= len(found) > 0
+    assert [a.tolist() for a in got] == [a.tolist() for a in expected]
