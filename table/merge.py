@@ -147,79 +147,117 @@ def merge_at_positions(
     Returns:
         The live rows, with ``columns`` (of ``base``, or key columns).
     """
-    touched = Touched.of(changes)
-    if len(touched.positions) and (touched.positions[0] < 0 or touched.positions[-1] >= base.num_rows):
-        raise CorruptLogError(
-            f"a log points at base row {int(touched.positions[-1])} (or below 0) of a base file of {base.num_rows} rows"
+    return PositionMerge.of(changes, key, ordering, tuple(columns), engine).onto(base, owned, keep_order)
+
+
+@dataclass(frozen=True)
+class PositionMerge:
+    """A merge by position split in two: what depends on the changes alone, worked out
+    once by :meth:`of` (which base rows they touch; their fold, when no touched base row
+    can survive it), and :meth:`onto` a base. A reader that keeps the first part (the
+    changes are a slice's logs, which never change) merges a base read again at the cost
+    of dropping the touched rows (:mod:`lakeline.table.read.log_cache`)."""
+
+    touched: Touched
+    changes: pa.Table | None  # kept when the fold needs the touched base rows (else None)
+    key: tuple[str, ...]
+    ordering: str | None
+    columns: tuple[str, ...]
+    engine: MergeEngine
+    # The changes folded on their own, with ``columns``: when every touched base row is
+    # replaced or deleted (no ordering field under a deduplicate engine). None: only
+    # deletes (nothing of the changes lives), or the fold needs the touched base rows.
+    folded: pa.Table | None
+
+    @classmethod
+    def of(
+        cls,
+        changes: pa.Table,
+        key: tuple[str, ...],
+        ordering: str | None,
+        columns: tuple[str, ...],
+        engine: MergeEngine = DEFAULT_ENGINE,
+    ) -> PositionMerge:
+        touched = Touched.of(changes)
+        folded = None
+        if not touched.only_deletes and not engine.keeps_base_rows(ordering):
+            # Every change stays in the fold, deletes pointing into the base too: two
+            # writers may both have found a key live at the same base row (an upsert and
+            # a delete racing), and the later one must win over the other's version.
+            versions = with_order(changes.select(list(dict.fromkeys([*columns, *key, OP]))), 0)
+            folded = fold_few(versions, key, ordering, engine).select(list(columns))
+        needs_base = not touched.only_deletes and folded is None
+        return cls(touched, changes if needs_base else None, key, ordering, columns, engine, folded)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held (what a cache of these counts)."""
+        held = [t.nbytes for t in (self.changes, self.folded) if t is not None]
+        return self.touched.positions.nbytes + sum(held)
+
+    def onto(self, base: pa.Table, owned: bool = False, keep_order: bool = True) -> pa.Table:
+        """The live rows of ``base`` merged with the changes (see :func:`merge_at_positions`)."""
+        positions, columns = self.touched.positions, self.columns
+        if len(positions) and (positions[0] < 0 or positions[-1] >= base.num_rows):
+            raise CorruptLogError(
+                f"a log points at base row {int(positions[-1])} (or below 0) of a base file of {base.num_rows} rows"
+            )
+        if not keep_order and len({tuple(len(ch) for ch in base.column(c).chunks) for c in columns}) > 1:
+            # Filling holes moves rows within a chunk: columns chunked apart would move
+            # their rows apart (a decoder splitting one large column, a column the file
+            # lacks read as one null chunk). Keeping the order is the same for any chunks.
+            keep_order = True
+        hit = base.take(pa.array(positions)) if self.changes is not None else None
+        untouched = pa.Table.from_arrays(
+            [drop_positions(base.column(c), positions, owned, keep_order) for c in columns],
+            schema=pa.schema([base.schema.field(c) for c in columns]),
         )
-    if not keep_order and len({tuple(len(ch) for ch in base.column(c).chunks) for c in columns}) > 1:
-        # Filling holes moves rows within a chunk: columns chunked apart would move
-        # their rows apart (a decoder splitting one large column, a column the file
-        # lacks read as one null chunk). Keeping the order is the same for any chunks.
-        keep_order = True
-    # Without an ordering field the touched base rows of a deduplicate table are all
-    # replaced or deleted; other engines fold them with the changes.
-    needed = not touched.only_deletes and engine.keeps_base_rows(ordering)
-    hit = base.take(pa.array(touched.positions)) if needed else None
-    untouched = pa.Table.from_arrays(
-        [drop_positions(base.column(c), touched.positions, owned, keep_order) for c in columns],
-        schema=pa.schema([base.schema.field(c) for c in columns]),
-    )
-    return touched.merge(untouched, hit, changes, key, ordering, columns, engine)
+        if self.touched.only_deletes:
+            # Only deletes: every touched row is deleted, and nothing in the logs lives.
+            return untouched
+        if hit is None:
+            assert self.folded is not None
+            merged = self.folded
+        else:
+            merged = self._fold_with(hit)
+        merged = merged.cast(untouched.schema)
+        return pa.concat_tables([untouched, merged]) if untouched.num_rows else merged
+
+    def _fold_with(self, hit: pa.Table) -> pa.Table:
+        """The fold of the touched base rows ``hit`` (the base rows at the positions, in
+        order) with the changes, each base row keyed by the first change pointing at it."""
+        key, changes = self.key, self.changes
+        assert changes is not None
+        pointing = changes.filter(pc.is_valid(changes.column(BASE_POS)))
+        _, first = np.unique(pointing.column(BASE_POS).to_numpy(), return_index=True)
+        keys = pointing.take(pa.array(first))
+        for k in key:
+            if k not in hit.column_names:
+                hit = hit.append_column(k, keys.column(k))
+        hit = hit.append_column(OP, constant(OP_UPSERT, hit.num_rows))
+        changes = changes.select(hit.column_names).cast(hit.schema)
+        versions = pa.concat_tables([with_order(hit, 0), with_order(changes, hit.num_rows)])
+        return fold_few(versions, key, self.ordering, self.engine).select(list(self.columns))
 
 
 @dataclass(frozen=True)
 class Touched:
     """The base rows a slice's position logs touch: their ``positions`` (ascending,
-    unique) and, for each, the index of the first change pointing at it (``first``,
-    into the changes that point); and whether the changes are all deletes (then the
-    touched rows simply go)."""
+    unique, read-only), and whether the changes are all deletes (then the touched rows
+    simply go)."""
 
     positions: np.ndarray
-    first: np.ndarray
     only_deletes: bool
 
     @classmethod
     def of(cls, changes: pa.Table) -> Touched:
-        pointing = changes.filter(pc.is_valid(changes.column(BASE_POS)))
-        positions, first = np.unique(pointing.column(BASE_POS).to_numpy(), return_index=True)
+        pointing = changes.column(BASE_POS)
+        if pointing.null_count:
+            pointing = pointing.drop_null()
+        positions = np.unique(pointing.to_numpy()).astype(np.int64, copy=False)
+        positions.flags.writeable = False  # shared by every merge a cache serves
         only_deletes = changes.num_rows == 0 or bool(pc.all(pc.equal(changes.column(OP), OP_DELETE)).as_py())
-        return cls(positions.astype(np.int64, copy=False), first, only_deletes)
-
-    def merge(
-        self,
-        untouched: pa.Table,
-        hit: pa.Table | None,
-        changes: pa.Table,
-        key: tuple[str, ...],
-        ordering: str | None,
-        columns: list[str],
-        engine: MergeEngine = DEFAULT_ENGINE,
-    ) -> pa.Table:
-        """The live rows: ``untouched`` (the base rows not at ``positions``, with
-        ``columns``), plus the fold of the touched base rows (``hit``: the base rows at
-        ``positions``, in order) with the changes. ``hit`` may be None when there is no
-        ordering field: every change then replaces the base row it points at, so no
-        touched base row can survive the fold and only the changes fold."""
-        if self.only_deletes:
-            # Only deletes: every touched row is deleted, and nothing in the logs lives.
-            return untouched
-        if hit is None:
-            # Every change stays in the fold, deletes pointing into the base too: two
-            # writers may both have found a key live at the same base row (an upsert and
-            # a delete racing), and the later one must win over the other's version.
-            versions = with_order(changes.select(list(dict.fromkeys([*columns, *key, OP]))), 0)
-        else:
-            pointing = changes.filter(pc.is_valid(changes.column(BASE_POS)))
-            keys = pointing.take(pa.array(self.first))
-            for k in key:
-                if k not in hit.column_names:
-                    hit = hit.append_column(k, keys.column(k))
-            hit = hit.append_column(OP, constant(OP_UPSERT, hit.num_rows))
-            changes = changes.select(hit.column_names).cast(hit.schema)
-            versions = pa.concat_tables([with_order(hit, 0), with_order(changes, hit.num_rows)])
-        merged = fold_few(versions, key, ordering, engine).select(columns).cast(untouched.schema)
-        return pa.concat_tables([untouched, merged]) if untouched.num_rows else merged
+        return cls(positions, only_deletes)
 
 
 def _merge_touched(

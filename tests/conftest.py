@@ -144,6 +144,15 @@ def cat(pg_url: str) -> Iterator[Catalog]:
         yield c
 
 
+@pytest.fixture(autouse=True)
+def _fresh_log_cache() -> Iterator[None]:
+    """Each test starts with an empty cache of decoded logs: no test sees another's."""
+    from lakeline.table.read.log_cache import LOGS
+
+    LOGS.clear()
+    yield
+
+
 @pytest.fixture
 def no_faults() -> Iterator[None]:
     """No fault point armed in this process before or after the test, whatever the last

@@ -11,7 +11,7 @@ Either way the caller still filters the merged rows: all of this only saves work
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
@@ -25,10 +25,11 @@ from ...timeline.errors import CorruptLogError
 from ...timeline.storage.filesystem import Storage
 from ...timeline.view.file_group import DataFile, FileSlice
 from ..files import FileRead, read_snapshot_file, with_columns_of
-from ..merge import merge_at_positions, merge_onto
+from ..merge import PositionMerge, merge_at_positions, merge_onto
 from ..merge_engine import DEFAULT_ENGINE, MergeEngine
 from ..write.records import BASE_POS, OP, SEQ, points_into
 from .key_pruning import file_might_match
+from .log_cache import LOGS, identity
 from .row_groups import Layout, groups_holding, layout, pruned_base, read_groups, read_matching
 
 #: The number of a row's log among the slice's, in fold order (in memory only).
@@ -106,10 +107,16 @@ def _merged(task: SliceRead, plan: Layout | None, logs: tuple[DataFile, ...]) ->
     names = tuple(task.schema.names)
     if not logs:
         return _plain(task, names, plan)
+    key = _merge_key(task, logs) if plan is None else None
+    kept = LOGS.get(key) if key is not None else None
+    if kept is not None:  # the logs' part of the merge, worked out by an earlier read
+        with _files_named(task):
+            base_rows = _read_base(task, _position_columns(task)[1])
+            return _counted(kept.onto(base_rows, owned=True, keep_order=task.keep_order), base_rows, plan)
     log_rows, positional = _read_logs(task, logs)
     if positional:
         with _files_named(task):
-            return _by_position(task, log_rows, plan)
+            return _by_position(task, log_rows, plan, key)
     if plan is not None and not plan.keep.all() and (not task.engine.keeps_base_rows(task.ordering) or _key_only(task)):
         # A merge by key with the base pruned: a base row left out cannot match, and it
         # only wins a deduplicate fold over a log version through its ordering value;
@@ -138,9 +145,10 @@ def _counted(rows: pa.Table, base: pa.Table, plan: Layout | None) -> SliceRows:
     return SliceRows(rows, groups, groups, base.num_rows)
 
 
-def _by_position(task: SliceRead, log_rows: pa.Table, plan: Layout | None) -> SliceRows:
+def _by_position(task: SliceRead, log_rows: pa.Table, plan: Layout | None, key: Hashable | None) -> SliceRows:
     """The merge of a slice whose logs all point into its base (``plan``: which of the
-    base's row groups may match the filter)."""
+    base's row groups may match the filter). The logs' part of the merge is kept in
+    :data:`~.log_cache.LOGS` under ``key`` (None: not kept)."""
     s = task.slice
     wanted, read = _position_columns(task)
     if plan is not None and s.base is not None and _key_only(task) and set(task.key) <= set(read):
@@ -149,7 +157,10 @@ def _by_position(task: SliceRead, log_rows: pa.Table, plan: Layout | None) -> Sl
     # (rows_groups.pruned_base); another engine takes columns from it: the whole base.
     if plan is None or s.base is None or plan.keep.all() or not task.engine.is_deduplicate:
         base_rows = _read_base(task, read)
-        return _counted(_merge_decoded(task, base_rows, log_rows, wanted), base_rows, plan)
+        merge = PositionMerge.of(log_rows, task.key, task.ordering, wanted, task.engine)
+        if key is not None:
+            LOGS.keep(key, merge, merge.nbytes)
+        return _counted(merge.onto(base_rows, owned=True, keep_order=task.keep_order), base_rows, plan)
     tree = task.tree
     named = frozenset(task.schema.names) if tree is None or has_unknown(tree) else columns(tree)
     base = pruned_base(
@@ -182,6 +193,21 @@ def _by_position_matching(
     )
     rows = _merge_decoded(task, base_rows, _onto_rows(log_rows, positions, plan.rows), wanted)
     return SliceRows(rows, len(plan.keep), len(plan.kept), int(plan.sizes(plan.kept).sum()))
+
+
+def _merge_key(task: SliceRead, logs: tuple[DataFile, ...]) -> Hashable | None:
+    """What a slice's merge by position of ``logs`` onto its whole base depends on, when
+    :data:`~.log_cache.LOGS` may keep it (None: it may not, or a log is gone: the read
+    then says so)."""
+    base = task.slice.base
+    if base is None or LOGS.max_bytes <= 0:
+        return None
+    try:
+        files = tuple(identity(task.storage, f.path, f.bytes) for f in logs)
+    except OSError:
+        return None
+    wanted = _position_columns(task)[0]
+    return ("merge", task.storage.uri, base.path, files, wanted, task.key, task.ordering, task.engine, task.schema)
 
 
 def _merge_decoded(task: SliceRead, base_rows: pa.Table, changes: pa.Table, wanted: tuple[str, ...]) -> pa.Table:
@@ -276,14 +302,15 @@ def _read_logs(task: SliceRead, files: tuple[DataFile, ...]) -> tuple[pa.Table, 
     every_column = (*names, OP, SEQ, BASE_POS)
     deletes_only = s.base is not None and all(f.deletes == f.rows for f in files)
     logs = [
-        read_snapshot_file(
+        LOGS.read(
             FileRead(
                 task.storage,
                 f.path,
                 (OP, BASE_POS) if deletes_only else every_column,
                 threads=False,
                 schema=task.schema,
-            )
+            ),
+            f.bytes,
         )
         for f in files
     ]
@@ -292,7 +319,7 @@ def _read_logs(task: SliceRead, files: tuple[DataFile, ...]) -> tuple[pa.Table, 
         return pa.concat_tables(logs), True
     if deletes_only:  # logs from before positions: the merge compares keys
         logs = [
-            read_snapshot_file(FileRead(task.storage, f.path, every_column, threads=False, schema=task.schema))
+            LOGS.read(FileRead(task.storage, f.path, every_column, threads=False, schema=task.schema), f.bytes)
             for f in files
         ]
     log_schema = task.schema.append(pa.field(OP, pa.string()))

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 from lakeline.table import Table
 from lakeline.table import merge as merge_module
+from lakeline.table.read import log_cache
 from lakeline.table.read import slice_read as slice_module
 from lakeline.table.write.records import BASE_FILE_KEY, BASE_POS, OP
 from lakeline.timeline.diagnostics import faults
@@ -104,6 +105,8 @@ def test_mor_reads_drop_touched_rows_by_position_and_equal_copy_on_write(
         with monkeypatch.context() as m:
             m.setattr(slice_module, "merge_onto", no_key_merge)
             m.setattr(slice_module, "read_snapshot_file", spy)
+            m.setattr(log_cache, "read_snapshot_file", spy)
+            m.setattr(log_cache.LOGS, "max_bytes", 0)  # every log read again, to see its columns
             got = state(mor)
         assert got == state(cow), f"after {op} #{step}"
         for s in Table.open(mor.path).context().view.latest_slices():
