@@ -47,7 +47,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ..table.files import FileWrite, encoded_bytes_per_row, file_overhead_bytes, write_file
+from ..table.encoding import encoded_bytes_per_row, file_overhead_bytes
+from ..table.files import FileWrite, write_file
 from ..table.read.scan import SliceRead, read_slice
 from ..table.write.group_tasks import WriteSettings, log_schema, rel_path
 from ..table.write.records import BASE_POS
@@ -134,7 +135,7 @@ def pack(
 
 def row_bytes(schema: pa.Schema, compression: str) -> Callable[[FileSlice], int]:
     """A slice's bytes less each file's fixed overhead (magic and footer, a base's or a
-    log's: :func:`lakeline.table.files.file_overhead_bytes`): what its rows take, which
+    log's: :func:`lakeline.table.encoding.file_overhead_bytes`): what its rows take, which
     is what an output file holds. Small inputs are mostly footer: thirty files of 2 KB,
     packed by their size, made outputs of a third of the target."""
     base = file_overhead_bytes(schema, compression)
@@ -275,7 +276,7 @@ def _rows_per_file(task: ClusterTask, rows: pa.Table) -> int:
 
     The size of a row is measured on the output itself: a sample of the sorted rows
     encoded as the files will be, less a footer
-    (:func:`lakeline.table.files.encoded_bytes_per_row`). The inputs' bytes per row
+    (:func:`lakeline.table.encoding.encoded_bytes_per_row`). The inputs' bytes per row
     overstate it: small inputs are mostly footer (thirty 2 KB files of a few rows made
     output files of a third of the target).
     """

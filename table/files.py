@@ -11,7 +11,6 @@ from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,6 +28,7 @@ from ..timeline.storage.data_reads import check_log, reading
 from ..timeline.storage.filesystem import Storage
 from ..timeline.table_config import RESERVED_COLUMNS
 from ..timeline.view.file_group import FileKind
+from .encoding import parquet_options
 from .write.records import OP, OP_DELETE, SEQ
 
 _JSON_KEY_TYPES = (int, str, float, bool)
@@ -84,78 +84,6 @@ def key_range(table: pa.Table, key: tuple[str, ...], facts: ColumnHashes | None 
     if not isinstance(lo, _JSON_KEY_TYPES) or not isinstance(hi, _JSON_KEY_TYPES):
         return None, None
     return lo, hi
-
-
-def dictionary_columns(table: pa.Table, sample_rows: int = 10_000) -> list[str]:
-    """Columns worth dictionary encoding: strings and binaries that repeat in a sample.
-
-    Dictionary-encoding unique keys, timestamps or measures only costs time (it was
-    over half of an append's write time) and makes files no smaller.
-    """
-    sample = table.slice(0, sample_rows)
-    out = []
-    for name, col in zip(sample.column_names, sample.columns):
-        t = col.type
-        if not (
-            pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_dictionary(t)
-        ):
-            continue
-        if sample.num_rows and pc.count_distinct(col).as_py() <= sample.num_rows // 2:
-            out.append(name)
-    return out
-
-
-#: Arrow types stored as Parquet INT32/INT64 (and not as a dictionary).
-_INTEGER_STORED = (pa.types.is_integer, pa.types.is_timestamp, pa.types.is_date, pa.types.is_time, pa.types.is_duration)
-
-
-def delta_columns(schema: pa.Schema) -> dict[str, str]:
-    """Top-level columns stored as integers, to be written DELTA_BINARY_PACKED.
-
-    Parquet's delta encoding stores an integer column as the differences of its values,
-    bit-packed: timestamps, counters and row positions (the ``ts`` of the write
-    benchmark: 2.33 MiB in 500k rows as PLAIN, 1.21 MiB as delta; a log's positions)
-    shrink by half or more, and the column decodes faster (13.5 ms -> 2.6 ms); uniformly
-    random 64-bit values grow by under 1%. It is what Parquet's V2 writers use for
-    integers, and every reader lakeline names (pyarrow, DuckDB, Polars, Spark 3.3 and
-    later) reads it. Columns that a dictionary suits are strings
-    (:func:`dictionary_columns`), so the two never meet.
-    """
-    return {f.name: "DELTA_BINARY_PACKED" for f in schema if any(is_(f.type) for is_ in _INTEGER_STORED)}
-
-
-def parquet_options(rows: pa.Table, compression: str, row_group_rows: int) -> dict[str, Any]:
-    """``pq.write_table``'s options for a data file of ``rows``: the table's codec and
-    row-group size, dictionaries where values repeat, delta encoding for integers."""
-    return {
-        "compression": None if compression == "none" else compression,
-        "row_group_size": row_group_rows,
-        "use_dictionary": dictionary_columns(rows),
-        "column_encoding": delta_columns(rows.schema),
-    }
-
-
-def _encoded_size(rows: pa.Table, compression: str, row_group_rows: int) -> int:
-    sink = pa.BufferOutputStream()
-    pq.write_table(rows, sink, **parquet_options(rows, compression, row_group_rows))
-    return int(sink.tell())
-
-
-def file_overhead_bytes(schema: pa.Schema, compression: str) -> int:
-    """The bytes a data file of ``schema`` holds however few its rows: a file of none
-    (magic numbers, and the footer with the schema and its key-value metadata)."""
-    return _encoded_size(schema.empty_table(), compression, 1024)
-
-
-def encoded_bytes_per_row(rows: pa.Table, compression: str, row_group_rows: int, sample_rows: int = 10_000) -> float:
-    """What a row of ``rows`` costs in a data file of them: the first ``sample_rows``
-    encoded in memory as :func:`write_indexed` writes them, less a file's fixed
-    overhead (:func:`file_overhead_bytes`), so that does not count per row."""
-    sample = rows.slice(0, sample_rows)
-    if sample.num_rows == 0:
-        return 1.0
-    data = _encoded_size(sample, compression, row_group_rows) - file_overhead_bytes(rows.schema, compression)
-    return max(data, 1) / sample.num_rows
 
 
 def write_file(task: FileWrite) -> WriteStat:

@@ -143,7 +143,7 @@ def _plain(workdir: Path) -> dict[str, Any]:
 
     # The writers' choice of dictionary-encoded columns, so both write the same encoding:
     # pyarrow's default (every column) writes larger files, slower.
-    from lakeline.table.files import dictionary_columns
+    from lakeline.table.encoding import dictionary_columns
 
     groups = json.loads((workdir / "mor_slices.json").read_text())
     out_dir = workdir / "plain"
