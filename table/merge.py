@@ -180,6 +180,9 @@ class PositionMerge:
     ) -> PositionMerge:
         touched = Touched.of(changes)
         folded = None
+        # Without an ordering field the touched base rows of a deduplicate table are all
+        # replaced or deleted, so the changes fold alone; other engines fold them with
+        # the touched base rows, at each merge.
         if not touched.only_deletes and not engine.keeps_base_rows(ordering):
             # Every change stays in the fold, deletes pointing into the base too: two
             # writers may both have found a key live at the same base row (an upsert and

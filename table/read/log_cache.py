@@ -133,3 +133,15 @@ def _budget() -> int:
 
 #: The process's cache: every merge-on-read read in this process shares it.
 LOGS = LogCache(_budget())
+
+
+def _forget_in_child() -> None:
+    # A fork copies the lock as it was: held by a thread the child does not have, it
+    # would never be released (and the entries might be half-updated). The child starts
+    # empty, with a fresh lock.
+    LOGS._lock = threading.Lock()
+    LOGS._entries = OrderedDict()
+    LOGS._bytes = 0
+
+
+os.register_at_fork(after_in_child=_forget_in_child)

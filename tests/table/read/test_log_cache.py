@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import random
+import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -138,3 +140,27 @@ def test_the_budget_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("LAKELINE_LOG_CACHE_BYTES", "lots")
     with pytest.warns(UserWarning, match="not a byte count"):
         assert log_cache._budget() == log_cache.DEFAULT_BYTES
+
+
+def test_a_forked_child_starts_with_an_empty_cache_and_a_free_lock() -> None:
+    """A fork while another thread holds the lock must not leave the child waiting."""
+    LOGS.keep(("v",), 1, 10)
+    r, w = os.pipe()
+    with LOGS._lock:  # held, as by a reading thread, when the fork happens
+        pid = os.fork()
+        if pid == 0:  # the child: it must get the lock and find nothing
+            try:
+                LOGS.keep(("w",), 2, 10)
+                os.write(w, b"ok" if LOGS.get(("v",)) is None and LOGS.get(("w",)) == 2 else b"no")
+            finally:
+                os._exit(0)
+    os.close(w)
+    deadline = time.monotonic() + 20
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child hung on the cache's lock")
+    assert os.read(r, 2) == b"ok" and done[1] == 0
+    assert LOGS.get(("v",)) == 1
