@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from ...timeline.errors import InvalidIndexError, MetadataTableError
 from ...timeline.storage.filesystem import Storage
@@ -185,8 +186,7 @@ class RecordIndexReader:
             # skipped (a delta is sorted by bucket; within one its hashes are not sorted,
             # so the bucket is what prunes: one row group of a 500k-entry delta, not 16).
             buckets = np.unique(hashes.view(np.uint64) % np.uint64(self.target.buckets)).astype(np.int32)
-            wanted = pc.field(BUCKET).isin(pa.array(buckets)) & pc.field(HASH).isin(pa.array(hashes))
-            stored = read_entries(self.storage, path, wanted, needed)
+            stored = _entries_with(self.storage, path, buckets, hashes, needed)
         else:
             # A delta shares the lookup's set; a bucket file's probes are its own.
             probes = probes if probes is not None else ProbeSet.of(hashes)
@@ -200,6 +200,35 @@ class RecordIndexReader:
                 return exact_pairs(stored, probe, *pairs_at(hashes, stored_hashes[found], at, rows))
         rows = rows() if isinstance(rows, _HashOrder) else rows
         return exact_pairs(stored, probe, *equal_hashes(stored, hashes, rows, sorted_by_hash=mapped))
+
+
+def _entries_with(storage: Storage, path: str, buckets: np.ndarray, hashes: np.ndarray, columns: list[str]) -> pa.Table:
+    """The entries of the Parquet file ``path`` whose hash is one of ``hashes`` (of keys
+    in ``buckets``): only the row groups whose bucket and hash statistics admit one are
+    read, straight from the footer. A point lookup asks every unfolded delta this, and
+    a dataset scan with a filter cost about 6 ms of setup a file against 1 ms this way
+    (a fresh process's lookup of one uuid key among nine deltas: 60 -> 15 ms)."""
+    parquet = pq.ParquetFile(path, filesystem=storage.fs)
+    meta, names = parquet.metadata, parquet.schema_arrow.names
+    at_bucket, at_hash = names.index(BUCKET), names.index(HASH)
+    groups = [
+        i
+        for i in range(meta.num_row_groups)
+        if _admits(meta.row_group(i).column(at_bucket).statistics, buckets)
+        and _admits(meta.row_group(i).column(at_hash).statistics, hashes)
+    ]
+    if not groups:
+        return parquet.schema_arrow.empty_table().select(columns)
+    rows = parquet.read_row_groups(groups, columns=columns, use_threads=False)
+    return rows.filter(pc.is_in(rows.column(HASH), value_set=pa.array(hashes, pa.int64())))
+
+
+def _admits(stats: pq.Statistics | None, values: np.ndarray) -> bool:
+    """Whether a row group whose column has ``stats`` may hold one of ``values``."""
+    if stats is None or not stats.has_min_max:
+        return True
+    lo, hi = stats.min, stats.max
+    return bool(((values >= lo) & (values <= hi)).any())
 
 
 class _HashOrder:

@@ -228,3 +228,36 @@ def test_a_delta_is_sorted_by_bucket_whether_its_file_tasks_or_the_commit_sorted
         with pytest.raises(DuplicateKeyError):
             t.insert(pa.table({"id": [added[7]], "v": [0]}, schema=SCHEMA))
         assert t.indexes.validate("record_index")["mismatches"] == []
+
+
+@pytest.mark.parametrize("statistics", [True, False])
+def test_a_point_lookup_reads_a_delta_s_row_groups_from_its_footer_as_a_filtered_scan_would(
+    tmp_path: Path, statistics: bool
+) -> None:
+    """``_entries_with`` (a few keys against a Parquet delta) returns what the dataset
+    filter it replaced returns, for hashes present, absent and shared by two entries,
+    and reads every row group when the file has no statistics."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    from lakeline.indexes.record_index.lookup import _entries_with
+    from lakeline.indexes.record_index.rows import BUCKET
+    from lakeline.timeline.storage.filesystem import Storage
+
+    rng = np.random.default_rng(3)
+    n, buckets = 20_000, 16
+    hashes = rng.integers(-(2**63), 2**63 - 1, n, dtype=np.int64)
+    hashes[1] = hashes[0]  # two entries, one hash (two keys colliding)
+    bucket = (hashes.view(np.uint64) % np.uint64(buckets)).astype(np.int32)
+    order = np.argsort(bucket, kind="stable")
+    rows = pa.table({BUCKET: bucket[order], HASH: hashes[order], "v": np.arange(n)[order]})
+    path = str(tmp_path / "delta.parquet")
+    pq.write_table(rows, path, row_group_size=1024, write_statistics=[BUCKET, HASH] if statistics else False)
+    storage = Storage.for_uri(str(tmp_path))
+    absent = np.array([12345, -999], dtype=np.int64)
+    for probe in (hashes[:1], hashes[[5, 700, 19_999]], absent, np.r_[hashes[42], absent]):
+        asked = np.unique(probe.view(np.uint64) % np.uint64(buckets)).astype(np.int32)
+        got = _entries_with(storage, path, asked, probe, [HASH, "v"])
+        wanted = pc.field(BUCKET).isin(pa.array(asked)) & pc.field(HASH).isin(pa.array(probe))
+        expected = read_entries(storage, path, wanted, [HASH, "v"])
+        assert sorted(got.column("v").to_pylist()) == sorted(expected.column("v").to_pylist())
+        assert got.num_rows == int(np.isin(hashes, probe).sum())
