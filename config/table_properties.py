@@ -45,6 +45,7 @@ class TableProperties:
     write_small_file_limit_bytes: int
     write_parallel_file_min_bytes: int
     write_parquet_compression: Compression
+    write_parquet_compression_min_saving: float
     write_row_group_rows: int
     write_insert_key_check: bool
     write_concurrency_mode: ConcurrencyMode

@@ -315,6 +315,7 @@ def cluster_slices(task: ClusterTask) -> list[WriteStat]:
                     st.compression,
                     st.row_group_rows,
                     inserts=False,
+                    min_saving=st.min_saving,
                 )
             )
         )

@@ -199,5 +199,6 @@ def compact_slice(task: CompactTask) -> WriteStat:
             st.compression,
             st.row_group_rows,
             inserts=False,
+            min_saving=st.min_saving,
         )
     )

@@ -17,7 +17,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 #: A column keeps the table's codec only if it saves at least this share of the
-#: column's bytes on a sample (:func:`column_compression`).
+#: column's bytes on a sample (:func:`column_compression`): the default of
+#: ``write.parquet-compression-min-saving``.
 MIN_SAVING = 0.2
 #: Rows of the sample the codec is tried on; a file of fewer than twice this keeps it.
 SAMPLE_ROWS = 16_384
@@ -61,23 +62,28 @@ def delta_columns(schema: pa.Schema) -> dict[str, str]:
     return {f.name: "DELTA_BINARY_PACKED" for f in schema if any(is_(f.type) for is_ in _INTEGER_STORED)}
 
 
-def parquet_options(rows: pa.Table, compression: str, row_group_rows: int) -> dict[str, Any]:
+def parquet_options(
+    rows: pa.Table, compression: str, row_group_rows: int, min_saving: float = MIN_SAVING
+) -> dict[str, Any]:
     """``pq.write_table``'s options for a data file of ``rows``: the table's codec where
-    it pays (:func:`column_compression`) and row-group size, dictionaries where values
-    repeat, delta encoding for integers."""
+    it saves ``min_saving`` (:func:`column_compression`) and row-group size,
+    dictionaries where values repeat, delta encoding for integers."""
     options: dict[str, Any] = {
         "row_group_size": row_group_rows,
         "use_dictionary": dictionary_columns(rows),
         "column_encoding": delta_columns(rows.schema),
     }
-    options["compression"] = column_compression(rows, compression, options)
+    options["compression"] = column_compression(rows, compression, options, min_saving)
     return options
 
 
-def column_compression(rows: pa.Table, codec: str, options: Mapping[str, Any]) -> str | dict[str, str] | None:
+def column_compression(
+    rows: pa.Table, codec: str, options: Mapping[str, Any], min_saving: float = MIN_SAVING
+) -> str | dict[str, str] | None:
     """The codec of each column of a data file of ``rows``: ``codec``, except for columns
-    it shrinks by less than :data:`MIN_SAVING` on a sample of :data:`SAMPLE_ROWS` rows
-    (encoded with ``options`` as the file will be), which are stored uncompressed.
+    it shrinks by less than ``min_saving`` (``write.parquet-compression-min-saving``) on
+    a sample of :data:`SAMPLE_ROWS` rows (encoded with ``options`` as the file will be),
+    which are stored uncompressed.
 
     Why: a codec costs time on every write and read of a column, and on random values
     (uuid keys, hashes, measures) it saves next to nothing. Snappy on the write
@@ -89,7 +95,7 @@ def column_compression(rows: pa.Table, codec: str, options: Mapping[str, Any]) -
     """
     if codec == "none":
         return None
-    if rows.num_rows < 2 * SAMPLE_ROWS:
+    if rows.num_rows < 2 * SAMPLE_ROWS or min_saving <= 0:
         return codec
     sink = pa.BufferOutputStream()
     pq.write_table(rows.slice(0, SAMPLE_ROWS), sink, **{**options, "compression": codec})
@@ -98,7 +104,7 @@ def column_compression(rows: pa.Table, codec: str, options: Mapping[str, Any]) -
     for i in range(group.num_columns):
         chunk = group.column(i)
         saving = 1 - chunk.total_compressed_size / max(1, chunk.total_uncompressed_size)
-        chosen[chunk.path_in_schema] = codec if saving >= MIN_SAVING else "none"
+        chosen[chunk.path_in_schema] = codec if saving >= min_saving else "none"
     # Every leaf must be named: pyarrow leaves a column missing from the map uncompressed.
     return codec if all(c == codec for c in chosen.values()) else chosen
 

@@ -28,7 +28,7 @@ from ..timeline.storage.data_reads import check_log, reading
 from ..timeline.storage.filesystem import Storage
 from ..timeline.table_config import RESERVED_COLUMNS
 from ..timeline.view.file_group import FileKind
-from .encoding import parquet_options
+from .encoding import MIN_SAVING, parquet_options
 from .write.records import OP, OP_DELETE, SEQ
 
 _JSON_KEY_TYPES = (int, str, float, bool)
@@ -58,6 +58,8 @@ class FileWrite:
     #: The commit's only file: its record-index entries are the commit's delta, which a
     #: large file's task writes beside the file (:func:`lakeline.indexes.on_commit.write_beside`).
     sole: bool = False
+    #: A column takes ``compression`` only if it saves this share of it (``write.parquet-compression-min-saving``).
+    min_saving: float = MIN_SAVING
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,8 @@ def write_indexed(task: FileWrite) -> Written:
         # entries: 30-70 ms of gathering 32-character keys).
         described = pool.submit(_describe, task, True, task.sole) if pool is not None else None
         with task.storage.fs.open_output_stream(path) as sink:
-            pq.write_table(task.rows, sink, **parquet_options(task.rows, task.compression, task.row_group_rows))
+            options = parquet_options(task.rows, task.compression, task.row_group_rows, task.min_saving)
+            pq.write_table(task.rows, sink, **options)
             size = sink.tell()
         if not task.storage.exists(marker_path(task.storage, task.instant, task.rel_path)):
             # The instant was rolled back while this (stalled) task wrote: the rollback

@@ -17,6 +17,7 @@ from ...timeline.commit_metadata import WriteStat
 from ...timeline.storage.filesystem import Storage
 from ...timeline.table_config import TableConfig
 from ...timeline.view.file_group import FileKind, FileSlice, data_file_name, table_tag
+from ..encoding import MIN_SAVING
 from ..files import FileRead, FileWrite, Written, key_range, read_snapshot_file, with_columns_of, write_indexed
 from ..merge import merge_onto
 from ..merge_engine import DEFAULT_ENGINE, MergeEngine
@@ -35,6 +36,7 @@ class WriteSettings:
     indexes: IndexJob | None = None  # entries each written file computes from its rows
     tag: str = ""  # the table's tag in data file names (file_group.table_tag)
     merge: MergeEngine = DEFAULT_ENGINE  # how a key's versions fold (``merge.engine``)
+    min_saving: float = MIN_SAVING  # ``write.parquet-compression-min-saving``
 
     @classmethod
     def of(cls, storage: Storage, config: TableConfig, instant: int, indexes: IndexJob | None = None) -> WriteSettings:
@@ -50,6 +52,7 @@ class WriteSettings:
             indexes=indexes,
             tag=table_tag(config.table_uuid),
             merge=MergeEngine.of(config),
+            min_saving=config.props.write_parquet_compression_min_saving,
         )
 
 
@@ -129,6 +132,7 @@ def rewrite_group(task: RewriteTask) -> Written | None:
             task.inserts,
             known,
             indexes,
+            min_saving=st.min_saving,
         )
     )
 
@@ -195,6 +199,7 @@ def write_log(task: LogTask) -> Written:
             st.row_group_rows,
             task.inserts,
             indexes=st.indexes,
+            min_saving=st.min_saving,
         )
     )
 

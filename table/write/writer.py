@@ -322,6 +322,7 @@ def new_file_task(st: WriteSettings, partition: str, file_group: str, rows: pa.T
         st.row_group_rows,
         inserts,
         indexes=st.indexes,
+        min_saving=st.min_saving,
     )
 
 

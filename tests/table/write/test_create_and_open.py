@@ -31,11 +31,22 @@ from tests.table.write.records_helpers import disk_files, nothing_written, table
         ({"write.target-file-size-bytes": 10}, "write.target-file-size-bytes"),
         ({"write.target-file-size-bytes": 1.5}, "write.target-file-size-bytes"),
         ({"write.parquet-compression": "brotli"}, "write.parquet-compression"),
+        ({"write.parquet-compression-min-saving": 1.5}, "write.parquet-compression-min-saving"),
         ({"write.insert-key-check": "maybe"}, "write.insert-key-check"),
         ({"commit.max-retries": -1}, "commit.max-retries"),
         ({"clean.policy": "keep_everything"}, "clean.policy"),
     ],
-    ids=["unknown-key", "not-an-int", "below-min", "fractional", "bad-choice", "not-a-bool", "negative", "bad-policy"],
+    ids=[
+        "unknown-key",
+        "not-an-int",
+        "below-min",
+        "fractional",
+        "bad-choice",
+        "saving-above-one",
+        "not-a-bool",
+        "negative",
+        "bad-policy",
+    ],
 )
 def test_bad_property_at_create_is_refused_and_creates_nothing(tmp_path: Path, props: dict, needle: str) -> None:
     path = tmp_path / "t"

@@ -140,3 +140,15 @@ def test_a_tables_files_follow_the_rule_and_read_back(tmp_path: Path) -> None:
     got = codecs(t.storage.path(f.path))
     assert got["key"] == "UNCOMPRESSED" and got["seq"] == "SNAPPY"
     assert Table.open(t.path).to_arrow().sort_by("seq").equals(rows.sort_by("seq"))
+
+
+def test_a_min_saving_of_zero_keeps_the_codec_on_every_column(tmp_path: Path) -> None:
+    """``write.parquet-compression-min-saving = 0``: the codec everywhere, as before the rule."""
+    rows = data().drop_columns(["nested"])
+    t = Table.create(
+        str(tmp_path / "t"), rows.schema, record_key="key", properties={"write.parquet-compression-min-saving": 0}
+    )
+    t.insert(rows)
+    (f,) = [s.base for s in t.view(t.timeline).latest_slices()]
+    assert f is not None
+    assert set(codecs(t.storage.path(f.path)).values()) == {"SNAPPY"}
