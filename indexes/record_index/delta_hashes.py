@@ -48,7 +48,10 @@ from . import hash_bits
 MAX_ENTRIES = 8_000_000
 
 
-@dataclass
+# eq=False: tiers are told apart by identity. A generated ``__eq__`` compares the bit
+# arrays, so ``list.remove`` of a tier that is not first among equal widths raised
+# "truth value of an array is ambiguous" once a process had evicted past MAX_ENTRIES.
+@dataclass(eq=False)
 class _Tier:
     """A bit table over the deltas added while it had room (mutable, under the lock)."""
 

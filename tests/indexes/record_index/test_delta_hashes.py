@@ -140,3 +140,49 @@ def test_a_forked_child_starts_empty_even_when_the_lock_was_held_at_the_fork() -
         holder.join()
     assert held == {} and unknown == ["/nowhere/delta_1_x.parquet"]
     DELTA_HASHES.clear()
+
+
+def test_evicting_past_the_bound_in_any_order_keeps_answering_exactly() -> None:
+    """Issue 45: a process that had written more than MAX_ENTRIES died on its next insert
+    (a later tier of the same width as an earlier one was compared by value on eviction).
+    Deltas of random sizes, asked in random order, evict tiers anywhere in the list."""
+    for seed in range(60):
+        rng = np.random.default_rng(seed)
+        memory = DeltaHashes(max_entries=int(rng.integers(2_000, 20_000)), prepare_ahead=False)
+        deltas: dict[str, np.ndarray] = {}
+        for i in range(30):
+            deltas[f"d{i}"] = rng.integers(-(2**63), 2**63 - 1, int(rng.integers(1, 6_000)), dtype=np.int64)
+            memory.remember(f"d{i}", deltas[f"d{i}"])
+            asked = [str(p) for p in rng.choice(list(deltas), size=min(len(deltas), 3), replace=False)]
+            probes = np.concatenate([deltas[p][:5] for p in asked])
+            held, unknown = memory.held(asked, probes)
+            assert set(held) | set(unknown) == set(asked)
+            for path, got in held.items():
+                assert got.tolist() == np.intersect1d(probes, deltas[path]).tolist()
+        # The bound holds but for the delta just written, which is always kept.
+        assert memory._entries <= max(memory.max_entries, len(deltas["d29"]))
+        assert all(tier.live > 0 for tier in memory._tiers)
+
+
+def test_a_process_writing_past_the_bound_keeps_writing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """End to end in one process: inserts of random keys and upserts of old ones into an
+    indexed table until the process has remembered several times the (lowered) bound and
+    evicted tiers of one width; every key is still found, none duplicated."""
+    monkeypatch.setattr(DELTA_HASHES, "max_entries", 6_000)
+    DELTA_HASHES.clear()
+    rng = random.Random(45)
+    t = _table(tmp_path, "mor")
+    written: list[str] = []
+    try:
+        for _ in range(12):
+            keys = _keys(rng, rng.randint(1_000, 3_000))
+            t.insert(pa.table({"id": keys, "v": [0] * len(keys)}, schema=SCHEMA))
+            written += keys
+            t.upsert(pa.table({"id": rng.sample(written, 50), "v": [1] * 50}, schema=SCHEMA))
+            with pytest.raises(DuplicateKeyError):  # every earlier key is still found
+                t.insert(pa.table({"id": [rng.choice(written)], "v": [2]}, schema=SCHEMA))
+        assert len(DELTA_HASHES._tiers) >= 1 and DELTA_HASHES._entries <= 6_000 + 3_000
+    finally:
+        DELTA_HASHES.clear()
+    assert t.to_arrow().num_rows == len(written) == len(set(written))
+    assert t.indexes.validate("record_index")["mismatches"] == []
