@@ -11,6 +11,11 @@
  * compare them on random input): entries written by a process with this module are
  * probed by processes without it. Inputs are plain buffers (numpy arrays, Arrow
  * buffers); outputs are preallocated writable buffers the caller sizes.
+ *
+ * Inputs come from files (offsets of decoded strings, bloom entries, record-index bit
+ * tables), so every size, count and offset is checked before it is used, by division
+ * where a product could overflow: a malformed one raises lakeline's CorruptFileError,
+ * never reads or writes outside a buffer.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -68,11 +73,50 @@ static inline uint64_t text_hash(const uint8_t *s, int64_t len, int64_t room, ui
     return fmix64(h);
 }
 
+/* lakeline.timeline.errors.CorruptFileError (a ValueError), looked up at the first
+ * error rather than when the module loads: lakeline's modules may still be importing
+ * one another then. */
+static PyObject *corrupt_error_class = NULL;
+
+static PyObject *corrupt_error(void) {
+    if (corrupt_error_class == NULL) {
+        PyObject *errors = PyImport_ImportModule("lakeline.timeline.errors");
+        if (errors != NULL) {
+            corrupt_error_class = PyObject_GetAttrString(errors, "CorruptFileError");
+            Py_DECREF(errors);
+        }
+        if (corrupt_error_class == NULL) {
+            PyErr_Clear();
+            return PyExc_ValueError;
+        }
+    }
+    return corrupt_error_class;
+}
+
 static int check_size(Py_buffer *b, Py_ssize_t need, const char *what) {
     if (b->len < need) {
-        PyErr_Format(PyExc_ValueError, "%s holds %zd bytes, %zd needed", what, b->len, need);
+        PyErr_Format(corrupt_error(), "%s holds %zd bytes, %zd needed", what, b->len, need);
         return -1;
     }
+    return 0;
+}
+
+/* Whether `b` holds n + extra items of `each` bytes (n not negative), checked by division. */
+static int check_items(Py_buffer *b, Py_ssize_t n, Py_ssize_t extra, Py_ssize_t each, const char *what) {
+    if (n < 0 || n > b->len / each - extra) {
+        PyErr_Format(corrupt_error(), "%s holds %zd bytes, too few for %zd items of %zd bytes", what, b->len, n, each);
+        return -1;
+    }
+    return 0;
+}
+
+/* The count of 64-bit words in `b`: its length must be a whole number of them. */
+static int word_count(Py_buffer *b, const char *what, Py_ssize_t *n) {
+    if (b->len % 8) {
+        PyErr_Format(corrupt_error(), "%s holds %zd bytes, not a whole number of 64-bit words", what, b->len);
+        return -1;
+    }
+    *n = b->len / 8;
     return 0;
 }
 
@@ -100,7 +144,7 @@ static int each_text_hash(Py_buffer *data, Py_buffer *offsets, int wide, Py_ssiz
     }
     Py_END_ALLOW_THREADS
     if (bad) {
-        PyErr_SetString(PyExc_ValueError, "offsets point outside the data buffer");
+        PyErr_SetString(corrupt_error(), "offsets point outside the data buffer");
         return -1;
     }
     return 0;
@@ -117,8 +161,7 @@ static PyObject *hash_text(PyObject *self, PyObject *args) {
         return NULL;
     }
     PyObject *result = NULL;
-    Py_ssize_t width = wide ? 8 : 4;
-    if (check_size(&offsets, (n + 1) * width, "offsets") || check_size(&out, n * 8, "out")) {
+    if (check_items(&offsets, n, 1, wide ? 8 : 4, "offsets") || check_items(&out, n, 0, 8, "out")) {
         goto done;
     }
     if (each_text_hash(&data, &offsets, wide, n, (uint64_t)seed, (uint64_t *)out.buf)) {
@@ -143,10 +186,10 @@ static PyObject *text_min_max(PyObject *self, PyObject *args) {
     }
     PyObject *result = NULL;
     if (n < 1) {
-        PyErr_SetString(PyExc_ValueError, "min/max of no strings");
+        PyErr_SetString(corrupt_error(), "min/max of no strings");
         goto done;
     }
-    if (check_size(&offsets, (n + 1) * (wide ? 8 : 4), "offsets")) {
+    if (check_items(&offsets, n, 1, wide ? 8 : 4, "offsets")) {
         goto done;
     }
     const uint8_t *d = (const uint8_t *)data.buf;
@@ -173,7 +216,7 @@ static PyObject *text_min_max(PyObject *self, PyObject *args) {
     }
     Py_END_ALLOW_THREADS
     if (bad) {
-        PyErr_SetString(PyExc_ValueError, "offsets point outside the data buffer");
+        PyErr_SetString(corrupt_error(), "offsets point outside the data buffer");
         goto done;
     }
     result = Py_BuildValue("nn", lo, hi);
@@ -192,8 +235,8 @@ static PyObject *hash_words(PyObject *self, PyObject *args) {
         return NULL;
     }
     PyObject *result = NULL;
-    const Py_ssize_t n = words.len / 8;
-    if (check_size(&out, n * 8, "out")) {
+    Py_ssize_t n;
+    if (word_count(&words, "words", &n) || check_items(&out, n, 0, 8, "out")) {
         goto done;
     }
     const uint64_t *w = (const uint64_t *)words.buf;
@@ -326,9 +369,14 @@ static PyObject *words_distinct(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*", &words)) {
         return NULL;
     }
+    Py_ssize_t n;
+    if (word_count(&words, "words", &n)) {
+        PyBuffer_Release(&words);
+        return NULL;
+    }
     int distinct;
     Py_BEGIN_ALLOW_THREADS
-    distinct = words_distinct_c((const uint64_t *)words.buf, words.len / 8);
+    distinct = words_distinct_c((const uint64_t *)words.buf, n);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&words);
     if (distinct < 0) {
@@ -352,7 +400,7 @@ static PyObject *words_distinct(PyObject *self, PyObject *args) {
 
 static int bloom_args(Py_buffer *bits, unsigned long long m, int k) {
     if (m == 0 || m > (1ULL << 32) || k < 1) {
-        PyErr_SetString(PyExc_ValueError, "bloom filter of no bits, over 2^32 bits, or no probes");
+        PyErr_SetString(corrupt_error(), "bloom filter of no bits, over 2^32 bits, or no probes");
         return -1;
     }
     return check_size(bits, (Py_ssize_t)((m + 7) / 8), "bits");
@@ -368,11 +416,11 @@ static PyObject *bloom_set(PyObject *self, PyObject *args) {
         return NULL;
     }
     PyObject *result = NULL;
-    if (bloom_args(&bits, m, k)) {
+    Py_ssize_t n;
+    if (bloom_args(&bits, m, k) || word_count(&hashes, "hashes", &n)) {
         goto done;
     }
     const uint64_t *h = (const uint64_t *)hashes.buf;
-    const Py_ssize_t n = hashes.len / 8;
     uint8_t *b = (uint8_t *)bits.buf;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t j = 0; j < n; j++) {
@@ -396,8 +444,8 @@ static PyObject *bloom_test(PyObject *self, PyObject *args) {
         return NULL;
     }
     PyObject *result = NULL;
-    const Py_ssize_t n = hashes.len / 8;
-    if (bloom_args(&bits, m, k) || check_size(&out, n, "out")) {
+    Py_ssize_t n = 0;
+    if (bloom_args(&bits, m, k) || word_count(&hashes, "hashes", &n) || check_size(&out, n, "out")) {
         goto done;
     }
     const uint64_t *h = (const uint64_t *)hashes.buf;
@@ -473,8 +521,8 @@ static PyObject *ds_coupons_words(PyObject *self, PyObject *args) {
         return NULL;
     }
     PyObject *result = NULL;
-    const Py_ssize_t n = words.len / 8;
-    if (check_size(&out, n * 4, "out")) {
+    Py_ssize_t n = 0;
+    if (word_count(&words, "words", &n) || check_items(&out, n, 0, 4, "out")) {
         goto done;
     }
     const uint64_t *w = (const uint64_t *)words.buf;
@@ -505,7 +553,7 @@ static PyObject *ds_coupons_text(PyObject *self, PyObject *args) {
         return NULL;
     }
     PyObject *result = NULL;
-    if (check_size(&offsets, (n + 1) * (wide ? 8 : 4), "offsets") || check_size(&out, n * 4, "out")) {
+    if (check_items(&offsets, n, 1, wide ? 8 : 4, "offsets") || check_items(&out, n, 0, 4, "out")) {
         goto done;
     }
     const uint8_t *d = (const uint8_t *)data.buf;
@@ -529,7 +577,7 @@ static PyObject *ds_coupons_text(PyObject *self, PyObject *args) {
     }
     Py_END_ALLOW_THREADS
     if (bad) {
-        PyErr_SetString(PyExc_ValueError, "offsets point outside the data buffer");
+        PyErr_SetString(corrupt_error(), "offsets point outside the data buffer");
         goto done;
     }
     result = Py_NewRef(Py_None);
@@ -552,14 +600,14 @@ static PyObject *probe_sorted(PyObject *self, PyObject *args) {
         return NULL;
     }
     PyObject *result = NULL;
-    const Py_ssize_t n = hashes.len / 8;
-    const Py_ssize_t m = sorted.len / 8;
+    Py_ssize_t n = 0, m = 0;
     if (width < 3 || width > 40) {
-        PyErr_SetString(PyExc_ValueError, "bit table width outside [3, 40]");
+        PyErr_SetString(corrupt_error(), "bit table width outside [3, 40]");
         goto done;
     }
-    if (check_size(&bits, (Py_ssize_t)1 << (width - 3), "bits") || check_size(&out_entry, n * 8, "out_entry") ||
-        check_size(&out_at, n * 8, "out_at")) {
+    if (word_count(&hashes, "hashes", &n) || word_count(&sorted, "sorted", &m) ||
+        check_size(&bits, (Py_ssize_t)1 << (width - 3), "bits") || check_items(&out_entry, n, 0, 8, "out_entry") ||
+        check_items(&out_at, n, 0, 8, "out_at")) {
         goto done;
     }
     const uint8_t *b = (const uint8_t *)bits.buf;

@@ -11,15 +11,81 @@
  *
  * Inputs are plain buffers (Arrow buffers, numpy arrays); outputs are writable buffers
  * the caller allocates. No GIL is held while copying.
+ *
+ * Any width Arrow has is taken (a fixed_size_binary holds up to 2^31 - 1 bytes a value):
+ * the bounds are checked by division, so no product of rows and width can overflow.
+ * Rows or positions the buffers do not hold raise lakeline's CorruptFileError (the
+ * buffers were decoded from a damaged file), never read or write outside them.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
 
-/* The widest fixed-width value (decimal256); with it and the row limits below, no
- * bounds product overflows. */
-#define MAX_WIDTH 32
+/* lakeline.timeline.errors.CorruptFileError (a ValueError), looked up at the first
+ * error rather than when the module loads: lakeline's modules may still be importing
+ * one another then. */
+static PyObject *corrupt_error_class = NULL;
+
+static PyObject *corrupt_error(void) {
+    if (corrupt_error_class == NULL) {
+        PyObject *errors = PyImport_ImportModule("lakeline.timeline.errors");
+        if (errors != NULL) {
+            corrupt_error_class = PyObject_GetAttrString(errors, "CorruptFileError");
+            Py_DECREF(errors);
+        }
+        if (corrupt_error_class == NULL) {
+            PyErr_Clear();
+            return PyExc_ValueError;
+        }
+    }
+    return corrupt_error_class;
+}
+
+/* Whether rows [0, end) of `width` bytes each (0: one bit each) fit in `len` bytes. */
+static int rows_fit(Py_ssize_t end, Py_ssize_t width, Py_ssize_t len) {
+    if (width == 0) {
+        return end / 8 + (end % 8 != 0) <= len;
+    }
+    return end <= len / width;
+}
+
+/* Whether `offset + length` stays a Py_ssize_t (both are not negative). */
+static int end_fits(Py_ssize_t offset, Py_ssize_t length) {
+    return offset <= PY_SSIZE_T_MAX - length;
+}
+
+/* The positions buffer as int64 values: its length a whole number of them. */
+static int positions_count(const char *fn, Py_buffer *positions, Py_ssize_t *npos) {
+    if (positions->len % (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_Format(corrupt_error(), "%s: positions hold %zd bytes, not a whole number of int64", fn, positions->len);
+        return -1;
+    }
+    *npos = positions->len / (Py_ssize_t)sizeof(int64_t);
+    return 0;
+}
+
+/* Positions ascending, unique and below `length`; else a CorruptFileError. The buffer
+ * may be unaligned (bytes), so values are copied out. */
+static int positions_valid(const char *fn, const uint8_t *raw, Py_ssize_t npos, Py_ssize_t length) {
+    int64_t prev = -1;
+    for (Py_ssize_t i = 0; i < npos; i++) {
+        int64_t p;
+        memcpy(&p, raw + i * (Py_ssize_t)sizeof(int64_t), sizeof p);
+        if (p < 0 || p >= length || p <= prev) {
+            PyErr_Format(corrupt_error(), "%s: positions must be ascending, unique and within the rows", fn);
+            return -1;
+        }
+        prev = p;
+    }
+    return 0;
+}
+
+static inline int64_t position_at(const uint8_t *raw, Py_ssize_t i) {
+    int64_t p;
+    memcpy(&p, raw + i * (Py_ssize_t)sizeof(int64_t), sizeof p);
+    return p;
+}
 
 /* Up to 8 bytes at p as a little-endian word (missing high bytes are zero). */
 static inline uint64_t load_word(const uint8_t *p, Py_ssize_t room) {
@@ -92,23 +158,22 @@ static PyObject *drop_rows(PyObject *self, PyObject *args) {
                      PyObject_GetBuffer(out_validity_obj, &out_validity, PyBUF_WRITABLE) < 0)) {
         goto done;
     }
-    const int64_t *pos = (const int64_t *)positions.buf;
-    const Py_ssize_t npos = positions.len / (Py_ssize_t)sizeof(int64_t);
-    const Py_ssize_t kept = length - npos;
-    const int64_t value_bits = width == 0 ? 1 : 8 * (int64_t)width;
-    if (offset < 0 || length < 0 || width < 0 || width > MAX_WIDTH || kept < 0 || out_offset < 0 ||
-        offset > PY_SSIZE_T_MAX / 512 || length > PY_SSIZE_T_MAX / 512 || out_offset > PY_SSIZE_T_MAX / 512 ||
-        (offset + length) * value_bits > 8 * (int64_t)values.len ||
-        (out_offset + kept) * value_bits > 8 * (int64_t)out_values.len ||
-        (nullable && ((offset + length + 7) / 8 > validity.len || (out_offset + kept + 7) / 8 > out_validity.len))) {
-        PyErr_SetString(PyExc_ValueError, "drop_rows: a buffer is too small for the rows");
+    const uint8_t *pos = (const uint8_t *)positions.buf;
+    Py_ssize_t npos;
+    if (positions_count("drop_rows", &positions, &npos) < 0) {
         goto done;
     }
-    for (Py_ssize_t i = 0; i < npos; i++) {
-        if (pos[i] < 0 || pos[i] >= length || (i > 0 && pos[i] <= pos[i - 1])) {
-            PyErr_SetString(PyExc_ValueError, "drop_rows: positions must be ascending, unique and within the rows");
-            goto done;
-        }
+    const Py_ssize_t kept = length - npos;
+    if (offset < 0 || length < 0 || width < 0 || kept < 0 || out_offset < 0 || !end_fits(offset, length) ||
+        !end_fits(out_offset, kept) || !rows_fit(offset + length, width, values.len) ||
+        !rows_fit(out_offset + kept, width, out_values.len) ||
+        (nullable &&
+         (!rows_fit(offset + length, 0, validity.len) || !rows_fit(out_offset + kept, 0, out_validity.len)))) {
+        PyErr_SetString(corrupt_error(), "drop_rows: a buffer is too small for the rows");
+        goto done;
+    }
+    if (positions_valid("drop_rows", pos, npos, length) < 0) {
+        goto done;
     }
     const uint8_t *src = (const uint8_t *)values.buf;
     uint8_t *dst = (uint8_t *)out_values.buf;
@@ -116,13 +181,13 @@ static PyObject *drop_rows(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     int64_t from = 0, at = out_offset;
     for (Py_ssize_t i = 0; i <= npos; i++) {
-        const int64_t to = i < npos ? pos[i] : length;  /* the run [from, to) is kept */
+        const int64_t to = i < npos ? position_at(pos, i) : length;  /* the run [from, to) is kept */
         const int64_t run = to - from;
         if (run > 0) {
             if (width == 0) {
                 copy_bits(src, values.len, offset + from, dst, out_values.len, at, run);
             } else {
-                memmove(dst + at * width, src + (offset + from) * width, (size_t)(run * width));
+                memmove(dst + at * width, src + (offset + from) * width, (size_t)run * (size_t)width);
             }
             if (nullable) {
                 copy_bits((const uint8_t *)validity.buf, validity.len, offset + from, (uint8_t *)out_validity.buf,
@@ -179,21 +244,19 @@ static PyObject *fill_holes(PyObject *self, PyObject *args) {
     if (nullable && PyObject_GetBuffer(validity_obj, &validity, PyBUF_WRITABLE) < 0) {
         goto done;
     }
-    const int64_t *pos = (const int64_t *)positions.buf;
-    const Py_ssize_t npos = positions.len / (Py_ssize_t)sizeof(int64_t);
-    const int64_t value_bits = width == 0 ? 1 : 8 * (int64_t)width;
-    if (offset < 0 || length < 0 || width < 0 || width > MAX_WIDTH || npos > length ||
-        offset > PY_SSIZE_T_MAX / 512 || length > PY_SSIZE_T_MAX / 512 ||
-        (offset + length) * value_bits > 8 * (int64_t)values.len ||
-        (nullable && (offset + length + 7) / 8 > validity.len)) {
-        PyErr_SetString(PyExc_ValueError, "fill_holes: a buffer is too small for the rows");
+    const uint8_t *pos = (const uint8_t *)positions.buf;
+    Py_ssize_t npos;
+    if (positions_count("fill_holes", &positions, &npos) < 0) {
         goto done;
     }
-    for (Py_ssize_t i = 0; i < npos; i++) {
-        if (pos[i] < 0 || pos[i] >= length || (i > 0 && pos[i] <= pos[i - 1])) {
-            PyErr_SetString(PyExc_ValueError, "fill_holes: positions must be ascending, unique and within the rows");
-            goto done;
-        }
+    if (offset < 0 || length < 0 || width < 0 || npos > length || !end_fits(offset, length) ||
+        !rows_fit(offset + length, width, values.len) ||
+        (nullable && !rows_fit(offset + length, 0, validity.len))) {
+        PyErr_SetString(corrupt_error(), "fill_holes: a buffer is too small for the rows");
+        goto done;
+    }
+    if (positions_valid("fill_holes", pos, npos, length) < 0) {
+        goto done;
     }
     uint8_t *v = (uint8_t *)values.buf;
     uint8_t *valid = nullable ? (uint8_t *)validity.buf : NULL;
@@ -201,21 +264,21 @@ static PyObject *fill_holes(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     if (valid) {
         for (Py_ssize_t i = 0; i < npos; i++) {
-            dropped_nulls += !get_bit(valid, offset + pos[i]);
+            dropped_nulls += !get_bit(valid, offset + position_at(pos, i));
         }
     }
     const int64_t kept = length - npos;
     Py_ssize_t t = 0;  /* the first position at or beyond `kept` */
-    while (t < npos && pos[t] < kept) {
+    while (t < npos && position_at(pos, t) < kept) {
         t++;
     }
     int64_t from = kept;  /* the next row beyond `kept` to move, when it is not dropped */
-    for (Py_ssize_t i = 0; i < npos && pos[i] < kept; i++) {
-        while (t < npos && pos[t] == from) {
+    for (Py_ssize_t i = 0; i < npos && position_at(pos, i) < kept; i++) {
+        while (t < npos && position_at(pos, t) == from) {
             t++;
             from++;
         }
-        const int64_t to = pos[i];
+        const int64_t to = position_at(pos, i);
         if (width == 0) {
             set_bit(v, offset + to, get_bit(v, offset + from));
         } else {
