@@ -35,9 +35,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..config.properties import AGGREGATES
-from ..timeline.errors import ImmutablePropertyError, InvalidMergeEngineError
+from ..timeline.errors import AggregateOverflowError, ImmutablePropertyError, InvalidMergeEngineError
 from ..timeline.field_ids import field_id, has_ids, name_without_ids
 from ..timeline.table_config import TableConfig
+from .checked_sums import checks, exact_sum, run_sums
 
 DEDUPLICATE, PARTIAL_UPDATE, AGGREGATION, FIRST_ROW = "deduplicate", "partial-update", "aggregation", "first-row"
 #: A column of an aggregation table without a setting (as Paimon does).
@@ -72,6 +73,8 @@ ACCEPTS: dict[str, Callable[[pa.DataType], bool]] = {
     "bool_or": pa.types.is_boolean,
 }
 assert set(ACCEPTS) == set(AGGREGATES)
+#: The functions that add values up, so their fold may not fit the column's type.
+_SUMS = ("sum", "count")
 #: Arrow's hash aggregation of the commutative functions (count folds its 0/1 marks).
 _HASH = {"sum": "sum", "min": "min", "max": "max", "count": "sum", "bool_and": "all", "bool_or": "any"}
 
@@ -191,9 +194,16 @@ class MergeEngine:
                 out.append(col.take(pa.array(starts)))
             elif self.name == PARTIAL_UPDATE or name == ordering:
                 out.append(_last_non_null(col, starts, newer))
+            elif functions.get(name) in _SUMS and checks(col.type):
+                out.append(_checked_sum(rows, key, name, functions[name], starts))
             else:
                 out.append(_aggregate(col, functions.get(name, DEFAULT_AGGREGATE), starts, newer))
         return pa.Table.from_arrays(out, schema=rows.schema)
+
+    def checked_columns(self) -> tuple[tuple[str, str], ...]:
+        """The (column, function) pairs whose fold adds values up (``sum``, ``count``):
+        the columns a write must prove its fold fits (:mod:`.checked_sums`)."""
+        return tuple((c, fn) for c, fn in self.aggregates if fn in _SUMS)
 
 
 #: ``merge.engine = deduplicate``, the default.
@@ -282,3 +292,26 @@ def _aggregate(col: pa.ChunkedArray, fn: str, starts: np.ndarray, newer: np.ndar
     opts = pc.ScalarAggregateOptions(skip_nulls=True, min_count=1)
     done = t.group_by("g", use_threads=False).aggregate([("v", _HASH[fn], opts)]).sort_by("g")
     return done.column(f"v_{_HASH[fn]}").cast(col.type)
+
+
+def _checked_sum(rows: pa.Table, key: tuple[str, ...], name: str, fn: str, starts: np.ndarray) -> pa.Array:
+    """Per key, the ``sum``/``count`` of column ``name`` over its versions, exactly.
+
+    Raises:
+        AggregateOverflowError: a key's total does not fit the column's type (a write
+            checks its fold before it commits, so only versions written before that
+            check reach a read this way); it names the column, the key and the total.
+    """
+    col = rows.column(name)
+    sums, over = run_sums(col, starts)
+    if over.size == 0:
+        return sums
+    run = int(over[0])
+    start = int(starts[run])
+    end = int(starts[run + 1]) if run + 1 < len(starts) else rows.num_rows
+    ident = {k: rows.column(k)[start].as_py() for k in key}
+    raise AggregateOverflowError(
+        f"merge.{name}.aggregate={fn}: the {fn} over the versions of key {ident} is "
+        f"{exact_sum(col, start, end)}, which column {name!r} of type {col.type} cannot hold "
+        f"({len(over)} key(s) overflow); widen the column's type, or delete the key to start it over"
+    )

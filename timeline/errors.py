@@ -112,6 +112,12 @@ class ImmutableColumnError(InvalidUpdateError, UnsupportedOperationError):
     fixed; delete and insert the row instead)."""
 
 
+class AggregateOverflowError(LakelineError, ValueError):
+    """An aggregation table's ``sum`` or ``count`` of a key's versions does not fit its
+    column's type (an integer width, a decimal's precision): the write is refused before
+    it commits; a read of versions written before that refusal names the column and key."""
+
+
 # --- the timeline ---------------------------------------------------------------
 
 

@@ -21,6 +21,7 @@ from ...timeline.table_config import TableConfig, TableType
 from ...timeline.view.file_group import FileSlice
 from ..context import TableContext
 from ..read.partition_pruning import prune_slices
+from .fold_check import check_folds
 from .plan import PARTITION, LogAppend, NewFiles, Rewrite, WritePlan
 from .records import BASE_POS, OP, OP_DELETE, OP_UPSERT, constant, split_by_partition
 from .tagging import beyond_every_range, tag
@@ -228,6 +229,7 @@ def plan_upsert(ctx: TableContext, rows: pa.Table) -> WritePlan:
     plan.stats = {"inserted": inserted, "updated": updated}
     _merge_logs(plan)
     _merge_rewrites(plan)
+    check_folds(ctx, plan)  # an aggregation table's sums still fit, before anything is written
     return plan
 
 
