@@ -15,29 +15,54 @@ removes the objects under it, and a path is a file when an object has that key.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.fs as pafs
+from obstore.exceptions import BaseError
 
-from .object_store import ObjectStore
+from .object_store import ObjectStore, translate
 
+T = TypeVar("T")
 _POOL = ThreadPoolExecutor(16, thread_name_prefix="lakeline-head")
+
+
+def _forget_pool_in_child() -> None:
+    # A forked child has none of the pool's threads, yet the pool thinks they idle and
+    # hands them work nobody runs: the child's first HEAD of many paths would hang.
+    global _POOL
+    _POOL = ThreadPoolExecutor(16, thread_name_prefix="lakeline-head")
+
+
+os.register_at_fork(after_in_child=_forget_pool_in_child)
+
+
+def _typed(what: str, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` on obstore's reader or writer, its errors typed as
+    :meth:`ObjectStore._call <.object_store.ObjectStore>` types them: a refused or lost
+    upload is a ``StorageAccessError`` (a subclass says which), never a bare ``OSError``."""
+    try:
+        return fn(*args)
+    except (BaseError, OSError) as e:
+        raise translate(e, what) from None
 
 
 class _Reader:
     """obstore's buffered reader as the file object ``pyarrow.PythonFile`` expects."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, what: str) -> None:
         self._inner = inner
+        self._what = what
         self.closed = False
 
     def read(self, n: int | None = -1) -> bytes:
-        return bytes(self._inner.read(None if n is None or n < 0 else n))
+        return bytes(_typed(self._what, self._inner.read, None if n is None or n < 0 else n))
 
     def seek(self, offset: int, whence: int = 0) -> int:
-        return int(self._inner.seek(offset, whence))
+        return int(_typed(self._what, self._inner.seek, offset, whence))
 
     def tell(self) -> int:
         return int(self._inner.tell())
@@ -63,13 +88,14 @@ class _Reader:
 class _Writer:
     """obstore's multipart writer as a write-only file object; the object appears on close."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, what: str) -> None:
         self._inner = inner
+        self._what = what
         self._written = 0
         self.closed = False
 
     def write(self, data: bytes) -> int:
-        self._inner.write(memoryview(data).cast("B"))  # pyarrow hands buffers of any format
+        _typed(self._what, self._inner.write, memoryview(data).cast("B"))  # pyarrow hands buffers of any format
         self._written += len(data)
         return len(data)
 
@@ -82,7 +108,7 @@ class _Writer:
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            self._inner.close()
+            _typed(self._what, self._inner.close)
 
     def readable(self) -> bool:
         return False
@@ -183,10 +209,10 @@ class ObjectFilesHandler(pafs.FileSystemHandler):
         return pa.BufferReader(self.objects.get(path))
 
     def open_input_file(self, path: str) -> pa.NativeFile:
-        return pa.PythonFile(_Reader(self.objects.open_reader(path)), mode="r")
+        return pa.PythonFile(_Reader(self.objects.open_reader(path), f"GET {path}"), mode="r")
 
     def open_output_stream(self, path: str, metadata: Any) -> pa.NativeFile:
-        return pa.PythonFile(_Writer(self.objects.open_writer(path)), mode="w")
+        return pa.PythonFile(_Writer(self.objects.open_writer(path), f"PUT {path}"), mode="w")
 
     def open_append_stream(self, path: str, metadata: Any) -> pa.NativeFile:
         raise NotImplementedError("objects cannot be appended to")

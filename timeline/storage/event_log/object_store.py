@@ -29,6 +29,7 @@ moved by ETag compare-and-swap (:class:`~...lock.ObjectLock`).
 from __future__ import annotations
 
 import logging
+import os
 import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
@@ -53,6 +54,17 @@ _HINT = "_last_checkpoint"
 _BEAT_NAME = re.compile(r"^(\d+)(?:@([0-9a-zA-Z_-]+))?\.hb$")
 _ATTEMPT = re.compile(r"^[0-9a-zA-Z_-]+$")
 _POOL = ThreadPoolExecutor(PROBE_WINDOW, thread_name_prefix="lakeline-probe")
+
+
+def _forget_pool_in_child() -> None:
+    # A forked child (a multiprocessing worker, a server's pre-forked process) has none
+    # of the pool's threads, but the pool believes they idle and queues work for them
+    # that no thread runs: the child's first read of the log would wait forever.
+    global _POOL
+    _POOL = ThreadPoolExecutor(PROBE_WINDOW, thread_name_prefix="lakeline-probe")
+
+
+os.register_at_fork(after_in_child=_forget_pool_in_child)
 
 
 class ObjectStoreLog(TimelineStore):
