@@ -16,7 +16,10 @@ expression. So the translation is exact where it can be and otherwise only ever 
   with a column, a cast of a column (its values may differ from the column's: overflow,
   truncation), nested fields, literals of other types (time, interval, ns timestamps);
   an expression pyarrow cannot serialize at all (safe casts, ``and_`` without Kleene
-  logic, ``is_null(nan_is_null=True)``) is one ``Unknown`` as a whole;
+  logic, ``is_null(nan_is_null=True)``) is one ``Unknown`` as a whole; so is a call
+  with a function option or a field the reader does not understand (a later pyarrow
+  may write ``nan_is_null`` as an option of ``is_null``): a call read only in part is
+  never pruned on;
 * a cast of a literal is folded into the literal's value (pyarrow's unsafe cast);
 * ``is_in`` is written as a ``SingularOrList`` that drops its null handling: a null
   row *matches* ``is_in`` with ``null_matching_behavior=MATCH`` when the value set holds
@@ -41,6 +44,8 @@ from .substrait import MalformedSubstraitError, Message
 from .tree import FALSE, TRUE, Compare, Expr, Op, Ref, Unknown, Value, and_, is_in, is_null, not_, not_null, or_
 
 _COMPARISONS = {"equal": Op.EQ, "not_equal": Op.NE, "lt": Op.LT, "lte": Op.LE, "gt": Op.GT, "gte": Op.GE}
+#: The functions the decoder translates; any other call is ``Unknown`` whatever it holds.
+_TRANSLATED = frozenset({"and", "or", "not", "is_null", "is_not_null", *_COMPARISONS})
 _EPOCH = datetime(1970, 1, 1)
 
 
@@ -116,6 +121,11 @@ class _Decoder:
     def function(self, f: Message, negated: bool) -> Expr:
         # ScalarFunction.function_reference = 1, .arguments = 4; FunctionArgument.value = 3
         name = self.functions.get(f.uint(1), f"function #{f.uint(1)}")
+        if name not in _TRANSLATED:
+            return Unknown(f"function {name}")
+        unread = _unread_part(f, name)
+        if unread is not None:
+            return Unknown(unread)
         args = [a.message(3) if a.has(3) else None for a in f.messages(4)]
         if None in args:
             return Unknown(f"{name} with a type or enum argument")
@@ -191,6 +201,40 @@ class _Decoder:
         if kind is None:
             raise _Unsupported("a literal of an unknown type")
         return _LITERALS[kind](lit, kind)
+
+
+#: ``ScalarFunction`` fields the decoder reads: function_reference 1, output_type 3 (the
+#: call's result type, boolean for every predicate it translates), arguments 4, options 5.
+#: Any other (the deprecated ``args`` = 2, a field of a later Substrait) means the call
+#: would be read only in part.
+_CALL_FIELDS = frozenset({1, 3, 4, 5})
+
+#: Function options whose behaviours leave a call as the decoder translates it: function
+#: -> option name -> the preferences that mean the plain call. ``is_null`` with
+#: ``nan_is_null`` false is SQL's ``IS NULL``; true would also match NaN.
+_PLAIN_OPTIONS: dict[str, dict[str, frozenset[str]]] = {"is_null": {"nan_is_null": frozenset({"false", "FALSE"})}}
+
+
+def _unread_part(f: Message, name: str) -> str | None:
+    """Why the call ``f`` (to function ``name``) cannot be read whole, or None if it can.
+
+    A call is translated only when every field and every option of it is understood:
+    an option changes what the call matches (``is_null(nan_is_null=True)`` also matches
+    NaN), so a call read without one could prune a file that holds a match. An option
+    is understood only when each behaviour the producer allows (``FunctionOption.name``
+    = 1, ``.preference`` = 2, repeated, any of which a consumer may pick) is one under
+    which the translation holds.
+    """
+    extra = sorted(set(f.fields) - _CALL_FIELDS)
+    if extra:
+        return f"{name} with Substrait fields {extra} the reader does not know"
+    plain = _PLAIN_OPTIONS.get(name, {})
+    for option in f.messages(5):
+        key, preferences = option.string(1), option.strings(2)
+        allowed = plain.get(key)
+        if allowed is None or not preferences or not set(preferences) <= allowed:
+            return f"{name} with option {key}={'|'.join(preferences) or '?'}"
+    return None
 
 
 def _kind(e: Message) -> int | None:

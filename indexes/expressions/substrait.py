@@ -92,6 +92,18 @@ class Message:
         except UnicodeDecodeError as e:
             raise MalformedSubstraitError(f"field {number} is not UTF-8") from e
 
+    def strings(self, number: int) -> list[str]:
+        """Every occurrence of a repeated ``string`` field, in order."""
+        out = []
+        for value in self.fields.get(number, []):
+            if not isinstance(value, bytes):
+                raise MalformedSubstraitError(f"field {number} is not length-delimited")
+            try:
+                out.append(value.decode("utf-8"))
+            except UnicodeDecodeError as e:
+                raise MalformedSubstraitError(f"field {number} is not UTF-8") from e
+        return out
+
     def uint(self, number: int) -> int:
         value = self.raw(number)
         if value is None:
