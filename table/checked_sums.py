@@ -85,7 +85,7 @@ def _integer_sums(arr: pa.Array, starts: np.ndarray) -> tuple[np.ndarray, np.nda
 
 def _decimal_sums(arr: pa.Array, starts: np.ndarray, n: int) -> tuple[pa.Array, np.ndarray]:
     typ = arr.type
-    limit = decimal.Decimal(10**typ.precision - 1).scaleb(-typ.scale)
+    limit = decimal.Decimal(10**typ.precision - 1).scaleb(-typ.scale, decimal.Context(prec=200))  # not rounded
     longest = int(np.max(np.diff(np.append(starts, n))))
     wide_digits = 76 if pa.types.is_decimal256(typ) or typ.precision > 38 else 38
     if typ.precision + math.ceil(math.log10(longest + 1)) < wide_digits:
