@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import datetime
 import os
+import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import obstore
 from obstore.exceptions import (
@@ -106,6 +108,10 @@ _CLIENT_KEYS = {
 }
 _BOOLEAN = {"allow_http", "allow_invalid_certificates", "skip_signature", "virtual_hosted_style_request"}
 _BOOLEAN |= {"unsigned_payload", "use_emulator"}
+#: Options that are URLs (checked before obstore sees them, see :func:`_check_url`).
+_URLS = {"endpoint", "sts_endpoint"}
+# Blanks, controls and what a URL never holds unescaped: obstore's URI parser refuses them.
+_BAD_URL_CHARS = re.compile(r"[\s\x00-\x1f\x7f<>\"{}|\\^`]")
 _SECRETS = {"secret_access_key", "session_token", "service_account_key", "account_key", "sas_key", "token"}
 _SECRETS |= {"client_secret"}
 #: deltalake keys that name a lock service lakeline does not need (its commits are
@@ -141,7 +147,43 @@ class Location:
         bucket, _, prefix = rest.partition("/")
         if not bucket:
             raise StorageConfigError(f"{redact(uri)} names no bucket")
-        return cls(scheme.lower(), kind, bucket, prefix.strip("/"))
+        if kind == "s3" and not _S3_BUCKET.fullmatch(bucket):
+            raise StorageConfigError(
+                f"{redact(uri)}: {bucket!r} is not a valid S3 bucket name (3 to 63 lowercase letters, digits, "
+                "dots and hyphens, beginning and ending with a letter or digit)"
+            )
+        prefix = prefix.strip("/")
+        _check_key_path(uri, prefix)
+        return cls(scheme.lower(), kind, bucket, prefix)
+
+
+#: S3's rule for bucket names (docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html).
+#: A name outside it can only be refused by the store, and S3 answers that with 403, which
+#: reads as a credentials problem; checked here, it is named for what it is.
+_S3_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+#: Characters obstore refuses in a key (it parses every path it is given): controls.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _check_key_path(uri: str, prefix: str) -> None:
+    """Refuse a location prefix obstore cannot hold as a key, before anything is written.
+
+    Object keys are literal: ``a/../b`` is not ``b`` on a store (nothing there resolves
+    ``..``), and obstore refuses ``.``, ``..`` and empty segments outright, so normalizing
+    would make a second spelling of one table; a clear refusal keeps one name per table.
+
+    Raises:
+        StorageConfigError: a segment ``.`` or ``..``, an empty one (``//``), or a control character.
+    """
+    for segment in prefix.split("/") if prefix else ():
+        if segment in ("", ".", ".."):
+            shown = "an empty segment (//)" if not segment else f"the segment {segment!r}"
+            raise StorageConfigError(
+                f"{redact(uri)}: {shown} is not allowed in an object-store location "
+                "(object keys are taken literally, never resolved); spell the path without it"
+            )
+        if _CONTROL.search(segment):
+            raise StorageConfigError(f"{redact(uri)}: an object-store location may not hold a control character")
 
 
 _ENV_PREFIXES = {"s3": ("AWS_",), "gcs": ("GOOGLE_",), "azure": ("AZURE_",)}
@@ -165,6 +207,26 @@ def _flag(key: str, value: object) -> bool:
     raise StorageConfigError(f"storage option {key} must be true or false, not {redact(repr(value))}")
 
 
+def _check_url(key: str, url: str) -> None:
+    """Refuse an endpoint obstore cannot parse: it panics on one at the first request
+    (a ``PanicException``, which is not an ``Exception``, with a Rust backtrace), so the
+    URL is checked here, where a typed error can still name the option.
+
+    Raises:
+        StorageConfigError: not ``http(s)://host[:port]``, or a port outside 1-65535.
+    """
+    shown = redact(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises ValueError for a port out of range or not a number
+    except ValueError as e:  # "Port out of range 0-65535", "Port could not be cast to integer value"
+        raise StorageConfigError(f"storage option {key} is not a valid URL ({e}): {shown!r}") from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname or _BAD_URL_CHARS.search(url):
+        raise StorageConfigError(f"storage option {key} must be an http:// or https:// URL with a host, not {shown!r}")
+    if port == 0:
+        raise StorageConfigError(f"storage option {key} names port 0 in {shown!r}; a port is 1-65535")
+
+
 def store_arguments(kind: str, options: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """obstore's (store config, client options) for deltalake-style ``options``.
 
@@ -184,6 +246,8 @@ def store_arguments(kind: str, options: Mapping[str, Any] | None) -> tuple[dict[
         elif low in names:
             name = names[low]
             config[name] = _flag(key, value) if name in _BOOLEAN else str(value)
+            if name in _URLS:
+                _check_url(key, config[name])
         else:
             raise StorageConfigError(f"unknown storage option {key!r} for a {kind} location (docs/object-storage.md)")
         if name in _SECRETS or name == "access_key_id":
@@ -213,6 +277,12 @@ def translate(err: BaseException, what: str) -> BaseException:
     if "error sending request" in text or "Connection refused" in text or "timed out" in text:
         return StorageUnreachableError(f"{what}: the store does not answer ({_message(err)})")
     return StorageAccessError(f"{what}: {_message(err)}")
+
+
+def is_panic(err: BaseException) -> bool:
+    """Whether ``err`` is a Rust panic of obstore (``pyo3_runtime.PanicException``, a
+    ``BaseException``): never a reason to stop the process, always a bug or a bad option."""
+    return type(err).__name__ == "PanicException" and type(err).__module__ == "pyo3_runtime"
 
 
 @dataclass(frozen=True)
@@ -296,6 +366,12 @@ class ObjectStore:
             raise ObjectChangedError(f"{what}: the object changed since it was read") from None
         except (BaseError, OSError) as e:
             raise translate(e, what) from None
+        except ValueError as e:  # obstore refuses a key it cannot parse (Location.parse refuses most first)
+            raise StorageConfigError(f"{what}: {_message(e)}") from None
+        except BaseException as e:
+            if not is_panic(e):
+                raise
+            raise StorageConfigError(f"{what}: the object-store client failed on its options ({_message(e)})") from None
 
     # -- the operations lakeline needs; paths are ``bucket/key`` -------------------
 
@@ -358,8 +434,9 @@ class ObjectStore:
             self._call(f"DELETE {len(paths)} objects", obstore.delete, [self._key(p) for p in paths])
 
     def list(self, prefix_path: str) -> Iterator[ObjectInfo]:
-        """Every object under ``prefix_path`` (a folder)."""
-        prefix = self._key(prefix_path.rstrip("/") + "/")
+        """Every object under ``prefix_path`` (a folder; the bucket itself lists the whole bucket)."""
+        root = prefix_path.strip("/") == self.location.bucket
+        prefix = None if root else self._key(prefix_path.rstrip("/") + "/")
         pages = self._call(f"LIST {prefix_path}", lambda c: list(obstore.list(c, prefix=prefix)))
         for page in pages:
             for meta in page:
