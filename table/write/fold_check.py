@@ -23,17 +23,22 @@ Copy-on-write needs no claim: two rewrites of one group already conflict.
 
 from __future__ import annotations
 
+import decimal
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from ...indexes.pruning import filter_tree
+from ...timeline.field_ids import field_id
 from ...timeline.storage.filesystem import Storage
 from ...timeline.table_config import TableConfig
 from ...timeline.view.file_group import FileSlice
 from ..checked_sums import checks
 from ..context import TableContext
+from ..files import snapshot_file_reading
 from ..merge import merge_onto
 from ..merge_engine import MergeEngine
 from ..read.slice_read import SliceRead, read_slice
@@ -93,7 +98,10 @@ def check_folds(ctx: TableContext, plan: WritePlan) -> None:
 
 def check_slice(task: FoldCheck) -> None:
     """Fold ``task.incoming`` onto the slice's current rows of its keys (raises
-    AggregateOverflowError like any fold whose total does not fit)."""
+    AggregateOverflowError like any fold whose total does not fit), unless the files'
+    statistics already prove every total fits."""
+    if _fits_by_statistics(task):
+        return
     keys = task.incoming.select(list(task.key))
     # Only the rows of the keys the write touches matter: with a filter on the key
     # alone, the slice read decodes only the row groups and log rows that may hold them.
@@ -111,6 +119,58 @@ def check_slice(task: FoldCheck) -> None:
         current = current.filter(flt)
     if current.num_rows:
         merge_onto(current, task.incoming, task.key, task.ordering, task.engine)
+
+
+def _fits_by_statistics(task: FoldCheck) -> bool:
+    """Whether the Parquet statistics of the slice's files and the incoming values prove
+    that no key's total can leave its column's range. A file holds at most one row of a
+    key (a base one per key, a log one version per key), so a key's total lies within
+    the sum over the files (and the incoming versions) of their minimum and maximum,
+    each widened to include 0 (a delete starts a key over: any subset of the versions
+    stays within). Typical counters (int64, small values) pass; a file without
+    statistics for a column, or another type or field there (a schema change), proves
+    nothing, and the rows are read instead."""
+    summed = [f for f in task.schema if f.name not in task.key and f.name != task.ordering]
+    low = {f.name: 0 for f in summed}
+    high = dict(low)
+    for file in task.slice.files:
+        with snapshot_file_reading(file.path):
+            parquet = pq.ParquetFile(task.storage.path(file.path), filesystem=task.storage.fs)
+            md, file_schema = parquet.metadata, parquet.schema_arrow
+        paths = [md.schema.column(i).path for i in range(md.num_columns)]
+        for f in summed:
+            i = paths.index(f.name) if paths.count(f.name) == 1 else -1
+            if i < 0 or f.name not in file_schema.names:
+                return False
+            theirs = file_schema.field(f.name)
+            if theirs.type != f.type or field_id(theirs) != field_id(f):
+                return False
+            for g in range(md.num_row_groups):
+                rg = md.row_group(g)
+                st = rg.column(i).statistics
+                if st is not None and st.has_null_count and st.null_count == rg.num_rows:
+                    continue  # only nulls: adds nothing
+                if st is None or not st.has_min_max:
+                    return False
+                low[f.name] += min(0, st.min)
+                high[f.name] += max(0, st.max)
+    for f in summed:
+        lo, hi = pc.min_max(task.incoming.column(f.name)).values()
+        low[f.name] += min(0, lo.as_py() or 0)
+        high[f.name] += max(0, hi.as_py() or 0)
+        least, most = _range(f.type)
+        if low[f.name] < least or high[f.name] > most:
+            return False
+    return True
+
+
+def _range(t: pa.DataType) -> tuple[int | decimal.Decimal, int | decimal.Decimal]:
+    """The smallest and largest value of an integer or decimal type."""
+    if pa.types.is_decimal(t):
+        top = decimal.Decimal(10**t.precision - 1).scaleb(-t.scale, decimal.Context(prec=200))
+        return -top, top
+    info = np.iinfo(np.dtype(t.to_pandas_dtype()))
+    return int(info.min), int(info.max)
 
 
 def _upserts(rows: pa.Table, names: list[str]) -> pa.Table:

@@ -226,3 +226,42 @@ def test_decimal_run_sums_are_exact_and_flag_exactly_the_overflows(typ: pa.DataT
                 assert sums[i].as_py() == total
     assert over.tolist() == expected_over
     assert expected_over
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_versions_in_several_logs_and_partitions_with_a_composite_key(tmp_path: Path, table_type: str) -> None:
+    """The touched keys' current totals come from the base and every log of their
+    slice, each partition apart; a total past the type after three versions is refused
+    (each file's statistics alone fit, so the rows are read)."""
+    schema = pa.schema([("day", pa.string()), ("id", pa.int64()), ("sub", pa.string()), ("c", pa.int8())])
+    t = Table.create(
+        tmp_path / "t",
+        schema,
+        record_key=["id", "sub"],
+        partition_by=["day"],
+        table_type=table_type,
+        properties={"merge.engine": "aggregation", "merge.c.aggregate": "sum"},
+    )
+
+    def up(day: str, ids: list[int], subs: list[str], values: list[int]) -> None:
+        t.upsert(pa.table({"day": [day] * len(ids), "id": ids, "sub": subs, "c": values}, schema=schema))
+
+    for day in ("d1", "d2"):
+        up(day, [1, 1, 2], ["a", "b", "a"], [50, 50, 50])
+        up(day, [1, 2], ["a", "a"], [50, 50])
+    events = _events(t)
+    with pytest.raises(AggregateOverflowError, match=r"'id': 1, 'sub': 'a'"):
+        up("d2", [1, 1], ["a", "b"], [50, 1])
+    assert _events(t) == events
+    up("d2", [1, 1], ["b", "c"], [50, 50])  # (1, b) is at 100, (1, c) is new: both fit
+    out = Table.open(t.path).to_arrow()
+    got = sorted(zip(*(out.column(c).to_pylist() for c in ("day", "id", "sub", "c")), strict=True))
+    assert got == [
+        ("d1", 1, "a", 100),
+        ("d1", 1, "b", 50),
+        ("d1", 2, "a", 100),
+        ("d2", 1, "a", 100),
+        ("d2", 1, "b", 100),
+        ("d2", 1, "c", 50),
+        ("d2", 2, "a", 100),
+    ]
