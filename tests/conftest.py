@@ -3,9 +3,9 @@
 ``pg_url`` is the URL of a real PostgreSQL database. ``make test`` starts one with
 ``scripts/with-postgres.sh`` and passes it in ``LAKELINE_TEST_PG_URL``. Without it, a
 developer run starts a throwaway server through the same script, or skips the
-PostgreSQL tests saying why; under ``CI=true`` a missing server fails the run, because
-a CI run that silently skipped the PostgreSQL backend would prove nothing about it
-(docs/design.md, "How it is checked").
+PostgreSQL tests saying why; under CI (``CI`` set to any truthy value, :mod:`tests.ci`)
+a missing server fails the run, because a CI run that silently skipped the PostgreSQL
+backend would prove nothing about it (docs/design.md, "How it is checked").
 
 ``store_factory`` runs a test once per timeline backend: it makes a fresh, empty store
 for a new table (a new folder for the filesystem, a new table uuid for PostgreSQL).
@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.ci import under_ci
 from tests.helpers import PostgresUnavailable, StoreFactory, ThrowawayPostgres, start_throwaway_postgres
 from tests.seaweedfs import SeaweedServer, SeaweedUnavailable, start_seaweedfs
 
@@ -47,10 +48,6 @@ os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSeri
 
 PG_URL_VAR = "LAKELINE_TEST_PG_URL"
 STORE_KINDS = ["filesystem", "postgresql", "object_store"]
-
-
-def _under_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
 def _check_reachable(url: str) -> str | None:
@@ -74,7 +71,7 @@ def pg_url() -> Iterator[str]:
     url = os.environ.get(PG_URL_VAR)
     server: ThrowawayPostgres | None = None
     if not url:
-        if _under_ci():
+        if under_ci():
             pytest.fail(
                 f"{PG_URL_VAR} is not set under CI=true: run the suite through `make test` "
                 "(scripts/with-postgres.sh); PostgreSQL tests must not be skipped in CI",
@@ -105,7 +102,7 @@ def s3() -> Iterator[SeaweedServer]:
     try:
         server = start_seaweedfs()
     except SeaweedUnavailable as e:
-        if _under_ci():
+        if under_ci():
             pytest.fail(f"no S3 server under CI=true: {e}", pytrace=False)
         pytest.skip(f"no S3 server: {e}")
     try:

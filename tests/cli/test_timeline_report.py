@@ -20,6 +20,8 @@ from lakeline.cli.timeline.report import STATE_COLOURS, render_html, report_data
 from lakeline.table import Table
 from lakeline.timeline.diagnostics import faults
 
+from tests.ci import under_ci
+
 SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.string()), ("note", pa.string())])
 HOSTILE = '<script>alert("x")</script>'
 
@@ -120,7 +122,7 @@ def _png_pixels(png: bytes) -> np.ndarray:
 def test_chromium_renders_the_lanes_without_a_console_error(tmp_path: Path) -> None:
     browser = _chromium()
     if browser is None:
-        if os.environ.get("CI") == "true":
+        if under_ci():
             pytest.fail("chromium is not installed (make test installs it); under CI=true it must not skip")
         pytest.skip("no chromium (apt-get install chromium)")
     page = tmp_path / "report.html"

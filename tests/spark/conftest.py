@@ -21,11 +21,8 @@ from typing import Any
 
 import pytest
 
+from tests.ci import under_ci
 from tests.spark.cluster import Cluster
-
-
-def _under_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
 def spark_missing() -> str | None:
@@ -51,7 +48,7 @@ def spark_available() -> None:
     """Java and pyspark are here (tests whose Spark applications run in child processes)."""
     problem = spark_missing()
     if problem is not None:
-        if _under_ci():
+        if under_ci():
             pytest.fail(f"Spark tests cannot run under CI=true: {problem}", pytrace=False)
         pytest.skip(problem)
 
