@@ -313,5 +313,6 @@ def _checked_sum(rows: pa.Table, key: tuple[str, ...], name: str, fn: str, start
     raise AggregateOverflowError(
         f"merge.{name}.aggregate={fn}: the {fn} over the versions of key {ident} is "
         f"{exact_sum(col, start, end)}, which column {name!r} of type {col.type} cannot hold "
-        f"({len(over)} key(s) overflow); widen the column's type, or delete the key to start it over"
+        f"({len(over)} key(s) overflow); widen the column (update_schema().update_column) "
+        "or delete the key to start it over"
     )

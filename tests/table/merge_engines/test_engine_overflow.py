@@ -128,9 +128,11 @@ def test_totals_at_the_edge_of_the_type_commit(tmp_path: Path, table_type: str) 
     assert _read(t) == {1: 0, 2: -1}
 
 
-def test_a_log_written_before_the_check_reads_as_a_typed_error(tmp_path: Path, monkeypatch: Any) -> None:
+@pytest.mark.parametrize("recovery", ["delete the key", "widen the column"])
+def test_a_log_written_before_the_check_reads_as_a_typed_error(tmp_path: Path, monkeypatch: Any, recovery: str) -> None:
     """A table an older lakeline left with an unmergeable log (D10): reads and
-    compaction name the column and the key, and deleting the key recovers the table."""
+    compaction name the column and the key; deleting the key or widening the column
+    (the error says both) makes the table read and compact again."""
     t = _table(tmp_path / "t", "mor", pa.int8())
     t.upsert(_rows(t, [1, 2], 1, [100, 1]))
     with monkeypatch.context() as m:
@@ -143,10 +145,17 @@ def test_a_log_written_before_the_check_reads_as_a_typed_error(tmp_path: Path, m
     ):
         with pytest.raises(AggregateOverflowError, match=r"merge.c.aggregate=sum.*\{'id': 1\} is 200.*int8"):
             read()
-    t.delete(pa.table({"id": [1]}))
-    assert _read(t) == {2: 1}
+    if recovery == "delete the key":
+        t.delete(pa.table({"id": [1]}))
+        expected = {2: 1}
+    else:
+        with t.update_schema() as u:
+            u.update_column("c", pa.int16())
+        t = Table.open(t.path)
+        expected = {1: 200, 2: 1}
+    assert _read(t) == expected
     t.services.compact()
-    assert _read(t) == {2: 1}
+    assert _read(t) == expected
 
 
 def test_a_concurrent_version_of_the_key_replays_the_write_and_refuses_it(tmp_path: Path) -> None:
