@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from ..timeline.conflicts import Conflict
 from ..timeline.diagnostics import faults, metrics
 from ..timeline.errors import (
+    CommitOutcomeUnknownError,
     InvalidTransitionError,
     ServiceAbortedError,
     ServiceBusyError,
@@ -201,12 +202,39 @@ def execute(table: Table, service: Service, instant_id: int, progress: Progress 
             # A failed execution gives up cleanly; a crash (the process gone) leaves the
             # instant inflight for another process to run again.
             if service.abortable(inst):
-                _abort(table, service, inst, attempt, f"failed: {e!r}")
+                ended = _abort_after(table, service, inst, attempt, e)
+                if ended.instant is not None and ended.instant.state is State.COMPLETED:
+                    # The completion whose answer was lost had landed: the abort's
+                    # conditional append found the instant completed, so it succeeded.
+                    return ServiceResult.of(service.name, ended.instant)
             raise
         return ServiceResult.of(service.name, done)
     finally:
         running.reset(token)
         heartbeat.stop(clear=True)
+
+
+def _abort_after(table: Table, service: Service, inst: Instant, attempt: Attempt, error: Exception) -> ServiceResult:
+    """:func:`_abort` after ``error`` failed the execution; what the caller reports is
+    ``error``, not the abort's failure (a store that went away usually fails both).
+
+    Raises:
+        CommitOutcomeUnknownError: ``error`` was the completion's unknown outcome and the
+            abort failed too: the message says both (nothing was deleted; an instant that
+            did not complete is finished or rolled back by a later run).
+        Exception: the abort's error otherwise, with ``error`` as its cause noted.
+    """
+    try:
+        return _abort(table, service, inst, attempt, f"failed: {error!r}")
+    except Exception as abort_error:
+        if isinstance(error, CommitOutcomeUnknownError):
+            raise CommitOutcomeUnknownError(
+                f"{service.name} instant {inst.id}: whether it completed is unknown ({error}), and rolling it "
+                f"back failed too ({abort_error}); nothing was deleted (if it did not complete, a later run "
+                "finishes it or rolls it back)"
+            ) from error
+        error.add_note(f"rolling {service.name} instant {inst.id} back failed too: {abort_error!r}")
+        raise error from abort_error
 
 
 def _abort(
