@@ -28,6 +28,7 @@ from .savepoint_cmds import savepoint
 from .schema_cmds import schema
 from .service_cmds import service
 from .storage_cmds import storage
+from .table_cmds import table
 from .tables_cmds import tables
 from .timeline.commands import timeline
 
@@ -80,6 +81,7 @@ cli.add_command(runner)
 cli.add_command(tables)
 cli.add_command(storage)
 cli.add_command(schema)
+cli.add_command(table)
 
 
 def main() -> None:

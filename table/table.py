@@ -26,6 +26,7 @@ from ..timeline.table_config import TableConfig, TableType
 from ..timeline.timeline import Timeline
 from ..timeline.txn import Txn, committed_version
 from ..timeline.view.fs_view import FileSystemView
+from .check import CheckReport, check_table
 from .context import TableContext
 from .engine import Engine, LocalEngine
 from .hooks import Hooks, after_commit_hooks, effective_hooks, property_hooks
@@ -379,6 +380,13 @@ class Table(TableReads):
         """The newest version ``app_id`` committed with ``txn=`` (read now), or None."""
         done = committed_version(self.timeline, app_id)
         return None if done is None else done[0]
+
+    def check(self, indexes: bool = True, progress: Callable[[int, int], None] | None = None) -> CheckReport:
+        """Check that every file the current and the retained snapshots read exists with
+        its recorded size, row count and a readable footer, and (``indexes``) that the
+        indexes match (``t.indexes.validate()``); ``report.problems`` lists every one
+        found, by path (:mod:`.check`). Reads footers only; changes nothing."""
+        return check_table(self, indexes, progress)
 
     @property
     def indexes(self) -> TableIndexes:
