@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 from rich.markup import escape
 
 from ..table import Table
+from ..timeline.errors import InvalidPropertyError
 from ..timeline.table_config import TABLE_TYPES, TableType
 from .options import json_option, timeline_option
 from .render import console, print_json
@@ -26,13 +27,24 @@ def split_columns(values: tuple[str, ...]) -> list[str]:
 
 def parse_properties(values: tuple[str, ...]) -> dict[str, str]:
     """``--property k=v`` pairs; values stay strings (the table's typed properties
-    convert and validate them, so the CLI and Python refuse the same things)."""
+    convert and validate them, so the CLI and Python refuse the same things).
+
+    Raises:
+        InvalidPropertyError: a key given twice (which one was meant is a guess; the
+            last silently won, so ``-p merge.n.aggregate=sum -p merge.n.aggregate=max``
+            made a ``max`` table).
+    """
     props: dict[str, str] = {}
     for item in values:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--property")
-        props[key.strip()] = value.strip()
+        key = key.strip()
+        if key in props:
+            raise InvalidPropertyError(
+                f"property {key} is given twice (--property {key}={props[key]} and {key}={value.strip()}); give it once"
+            )
+        props[key] = value.strip()
     return props
 
 

@@ -107,6 +107,19 @@ def inspect(path: str, instant_id: int, as_json: bool, timeline_url: str | None)
     print_instant(console(), instant, events)
 
 
+def _not_a_folder(folder: str) -> str:
+    """Why ``folder`` (not a folder) cannot hold a file: it, or the nearest part of its
+    path that exists, is a file; or nothing of it exists."""
+    existing = folder
+    while not os.path.lexists(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing)
+    if existing == folder:
+        return f"{folder} is a file, not a folder"
+    if os.path.lexists(existing) and not os.path.isdir(existing):
+        return f"the folder {folder} cannot exist: {existing} is a file, not a folder"
+    return f"the folder {folder} does not exist"
+
+
 @timeline.command("report")
 @click.argument("path")
 @click.option(
@@ -125,7 +138,7 @@ def report(path: str, html_file: str, timeline_url: str | None) -> None:
 
     folder = os.path.dirname(os.path.abspath(html_file))
     if not os.path.isdir(folder):  # before reading the table: a typo costs nothing
-        raise OutputPathError(f"cannot write {html_file}: the folder {folder} does not exist")
+        raise OutputPathError(f"cannot write {html_file}: {_not_a_folder(folder)}")
     with opened_table(path, timeline_url) as table:
         data = report_data(table)
     page = render_html(data)
