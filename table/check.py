@@ -53,6 +53,10 @@ if TYPE_CHECKING:
 #: store's round trips, few enough to leave a shared machine its cores.
 CHECK_THREADS = 8
 
+#: What reading a file's size or footer may raise about the file or its store (an object
+#: store's typed errors are LakelineErrors): a problem of that file, not the check's end.
+_READ_ERRORS = (pa.ArrowException, OSError, LakelineError)
+
 #: ``progress(done, total)``: files checked so far, of how many.
 Progress = Callable[[int, int], None]
 
@@ -61,6 +65,7 @@ class ProblemKind(enum.StrEnum):
     """What is wrong with a file (or the indexes); the value is what reports print."""
 
     MISSING = "missing"
+    UNREACHABLE = "unreachable"  # the store would not say whether it is there
     SIZE_MISMATCH = "size_mismatch"
     UNREADABLE_FOOTER = "unreadable_footer"
     ROW_COUNT_MISMATCH = "row_count_mismatch"
@@ -225,8 +230,8 @@ def inspect_file(storage: Storage, f: ExpectedFile) -> list[Problem]:
     path = storage.path(f.path)
     try:
         info = storage.fs.get_file_info(path)
-    except OSError as e:
-        return [problem(ProblemKind.UNREADABLE_FOOTER, f"cannot stat: {_text(e)}")]
+    except _READ_ERRORS as e:
+        return [problem(ProblemKind.UNREACHABLE, _text(e))]
     if info.type == pafs.FileType.NotFound:
         return [problem(ProblemKind.MISSING, f"recorded {f.bytes} bytes, {f.rows} rows")]
     out = []
@@ -235,7 +240,7 @@ def inspect_file(storage: Storage, f: ExpectedFile) -> list[Problem]:
     try:
         meta = pq.read_metadata(path, filesystem=storage.fs)
         names = meta.schema.to_arrow_schema().names
-    except (pa.ArrowException, OSError) as e:
+    except _READ_ERRORS as e:
         out.append(problem(ProblemKind.UNREADABLE_FOOTER, _text(e)))
         return out
     if meta.num_rows != f.rows:
@@ -261,8 +266,8 @@ def _validate_indexes(table: Table) -> tuple[Mapping[str, Any] | None, list[Prob
     raises (a damaged index or data file) is one problem naming what it says."""
     try:
         report = table.indexes.validate()
-    except (LakelineError, OSError, pa.ArrowException) as e:
-        path = str(getattr(e, "filename", None) or "")
+    except _READ_ERRORS as e:
+        path = str(getattr(e, "path", None) or getattr(e, "filename", None) or "")
         return None, [Problem(ProblemKind.INDEX_UNVERIFIABLE, path, f"{_text(e)} [{type(e).__name__}]", "index")]
     problems = []
     for m in report.get("mismatches", []):
