@@ -42,8 +42,8 @@ def check(path: str, skip_indexes: bool, as_json: bool, timeline_url: str | None
         print_json(report.to_dict())
     else:
         con = console()
-        for p in report.problems:
-            con.print(f"[red]{escape(p.line())}[/red]")
+        for p in report.problems:  # one line each, however long (greps and scripts read them)
+            con.print(f"[red]{escape(p.line())}[/red]", soft_wrap=True)
         what = f"{report.files_checked} files ({report.bytes_checked} bytes)"
         kept = "every snapshot" if report.retained_from < 0 else f"the snapshots from event {report.retained_from} on"
         indexes = "" if skip_indexes else " and the indexes"

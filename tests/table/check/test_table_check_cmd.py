@@ -6,6 +6,7 @@ the report as JSON on stdout (the progress bar goes to stderr).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,34 @@ def test_damaged_files_exit_one_with_a_line_each(runner: CliRunner, tmp_path: Pa
     assert report["ok"] is False
     assert {(p["path"], p["kind"]) for p in report["problems"]} >= set(damaged.items())
     assert {p["path"] for p in report["problems"]} == set(damaged)
+
+
+SIX = [
+    ("base", delete, "missing"),
+    ("base", truncate, "size_mismatch"),
+    ("base", flip_footer, "unreadable_footer"),
+    ("log", delete, "missing"),
+    ("log", truncate, "size_mismatch"),
+    ("retained", delete, "missing"),
+]
+
+
+@pytest.mark.parametrize("which,damage,kind", SIX, ids=[f"{w}-{d.__name__}" for w, d, _ in SIX])
+def test_each_damage_exits_one_naming_the_file(
+    runner: CliRunner, tmp_path: Path, which: str, damage: Callable[[Table, str], None], kind: str
+) -> None:
+    t = make(str(tmp_path / "mor"), "mor")
+    rel = retained_only(t) if which == "retained" else current_file(t, FileKind(which))
+    damage(t, rel)
+    result = runner.invoke(cli, ["table", "check", t.path])
+    assert result.exit_code == 1, result.output
+    problem_lines = result.stdout.splitlines()[:-1]
+    assert problem_lines and all(rel in line for line in problem_lines), result.stdout
+    assert any(line.startswith(f"{kind}: {rel}") for line in problem_lines)
+    result = runner.invoke(cli, ["table", "check", t.path, "--json"])
+    assert result.exit_code == 1, result.output
+    files = {p["path"] for p in json.loads(result.stdout)["problems"] if p["kind"] != "index_unverifiable"}
+    assert files == {rel}
 
 
 def test_indexes_are_validated_unless_skipped(runner: CliRunner, tmp_path: Path) -> None:
