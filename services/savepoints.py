@@ -41,6 +41,7 @@ have deleted them, and then the creation fails with :class:`SnapshotExpiredError
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -193,11 +194,17 @@ def release_savepoint(table: Table, savepoint_id: int | str) -> Instant:
     return _append_done(table, SavepointReleasePlan(match[0].id))
 
 
-def _check_consumer(consumer: object) -> str:
+def _check_consumer(consumer: object, new: bool = False) -> str:
+    """``consumer`` if it is a consumer's name; ``new``: one a bookmark may be set for
+    (a name with control characters, accepted before, can still be released)."""
     if not isinstance(consumer, str) or not consumer.strip() or len(consumer) > 200:
         raise InvalidBookmarkError(
             f"a bookmark's consumer is a non-empty name of at most 200 characters, not {consumer!r}"
         )
+    # A NUL, a newline or another control character (or a lone surrogate) in a name
+    # breaks the listings and logs that show it (one consumer per line, `savepoint list`).
+    if new and any(unicodedata.category(c) in ("Cc", "Cs") for c in consumer):
+        raise InvalidBookmarkError(f"a bookmark's consumer may not hold control characters: {consumer!r}")
     return consumer
 
 
@@ -217,12 +224,12 @@ def move_bookmark(table: Table, consumer: str, instant_id: int | str | None = No
     ``end`` once it has processed them.
 
     Raises:
-        InvalidBookmarkError: ``consumer`` is not a non-empty name.
+        InvalidBookmarkError: ``consumer`` is not a non-empty name, or holds a control character.
         InstantNotFoundError: no such completed instant.
         SavepointConflictError: an inflight clean is deleting files of those snapshots.
         SnapshotExpiredError: a snapshot from there on was already cleaned.
     """
-    _check_consumer(consumer)
+    _check_consumer(consumer, new=True)
     tl, wanted = _target(table, instant_id, "bookmark")
     earlier = [sp for sp in active_savepoints(tl) if sp.consumer == consumer]
     if len(earlier) == 1 and earlier[0].instant == wanted:

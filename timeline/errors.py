@@ -104,7 +104,8 @@ class InvalidTxnError(LakelineError, ValueError):
 
 
 class InvalidBookmarkError(LakelineError, ValueError):
-    """A change-feed bookmark's consumer is not a non-empty name of at most 200 characters."""
+    """A change-feed bookmark's consumer is not a non-empty name of at most 200 characters
+    without control characters."""
 
 
 class ImmutableColumnError(InvalidUpdateError, UnsupportedOperationError):
@@ -236,6 +237,11 @@ class SnapshotExpiredError(LakelineError, LookupError):
 class UnmergedLogsError(UnsupportedOperationError):
     """A read that only sees base files (``Table.to_pyarrow_dataset``) met a file slice
     with log files not yet merged into its base: compact first, or read with ``scan``."""
+
+
+class InvalidConnectionError(LakelineError, TypeError):
+    """The ``connection`` given to a read (``Table.to_duckdb``) is not a connection of
+    that engine; refused before anything is read."""
 
 
 class CorruptFileError(LakelineError, ValueError):

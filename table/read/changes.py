@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 
 from ...timeline.commit_metadata import CommitMetadata, Operation
 from ...timeline.errors import SchemaMismatchError
-from ...timeline.instant import Instant
+from ...timeline.instant import Instant, instant_id_of
 from ...timeline.retention import check_retained
 from ...timeline.timeline import Timeline
 from ...timeline.view.file_group import FileSlice
@@ -135,6 +135,9 @@ def changes(
     """
     cfg = ctx.config
     tl = ctx.snapshot
+    # '3' as as_of='3' takes it (issue 25, audit A6c); True, 1.5 or other text is no id.
+    start = instant_id_of(start)
+    end = None if end is None else instant_id_of(end)
     old_tl = tl.as_of_instant(start)
     check_retained(tl, old_tl.last_seq, start)  # the old rows are read from that snapshot
     new_tl = tl.as_of_instant(end) if end is not None else tl

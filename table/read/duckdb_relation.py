@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from ...timeline.errors import InvalidConnectionError
 from ...timeline.field_ids import field_id, reads_as, reads_by_name, source_of, walk
 from ...timeline.storage.data_reads import reading
 from ..context import TableContext
@@ -106,11 +107,16 @@ def duckdb_relation(
     default connection: ``duckdb.sql`` sees it), read by field id (module docstring).
 
     Raises:
+        InvalidConnectionError: ``connection`` is not a DuckDB connection.
         UnmergedLogsError: a live slice has log files (nothing is read).
         SnapshotExpiredError: a time-travel snapshot's files were cleaned.
     """
     import duckdb
 
+    if connection is not None and not isinstance(connection, duckdb.DuckDBPyConnection):
+        raise InvalidConnectionError(
+            f"connection must be a DuckDB connection (duckdb.connect()), not {type(connection).__name__}"
+        )
     con = connection if connection is not None else duckdb.default_connection()
     schema, storage, fmt = ctx.config.schema, ctx.storage, ds.ParquetFileFormat()
     plain: list[ds.ParquetFileFragment] = []
