@@ -12,6 +12,8 @@ breaker that finds it renamed a lease other than the expired one it read puts it
 :class:`ObjectLock` keeps it in an object on an object store, which cannot rename: it
 is created with a create-only put and every later change (renew, take over an expired
 lease, release) is a put that names the ETag it read, so of two racing changes one wins.
+A renewal refused as changed reads the lease back first: the refusal may be the client
+retrying a put whose answer was lost, and a healthy holder is not told it lost the lock.
 """
 
 from __future__ import annotations
@@ -212,10 +214,16 @@ class ObjectLock(Lock):
         held = self._read()
         if held is None or held[0].get("owner") != self.owner:
             raise LockLostError(f"{self!r} is no longer held by this owner")
+        lease = self._lease()
         try:
-            self.objects.replace(self.path, self._lease(), held[1])
+            self.objects.replace(self.path, lease, held[1])
         except ObjectChangedError:
-            raise LockLostError(f"{self!r} was taken over while being renewed") from None
+            # The put may have landed and its answer been lost: the client's retry then
+            # names the ETag our own put replaced and is refused. Read the lease back
+            # before declaring it lost: our bytes there mean the renewal held.
+            now = self.objects.get_tagged(self.path)
+            if now is None or now[0] != lease:
+                raise LockLostError(f"{self!r} was taken over while being renewed") from None
 
     def release(self) -> None:
         held = self._read()
