@@ -99,7 +99,9 @@ def _decimal_sums(arr: pa.Array, starts: np.ndarray, n: int) -> tuple[pa.Array, 
         over = pc.or_kleene(pc.greater(sums, bound), pc.less(sums, pc.negate(bound)))
         return sums, pc.fill_null(over, False).to_numpy(zero_copy_only=False)
     ends = np.append(starts[1:], n)
-    exact = [exact_sum(arr, int(s), int(e)) for s, e in zip(starts, ends, strict=True)]
-    over = np.array([abs(v) > limit for v in exact], dtype=bool)
-    fitting = [None if o else decimal.Decimal(v) for v, o in zip(exact, over, strict=True)]
+    exact = [decimal.Decimal(exact_sum(arr, int(s), int(e))) for s, e in zip(starts, ends, strict=True)]
+    with decimal.localcontext() as ctx:
+        ctx.prec = 200  # abs() rounds to the context's precision (28 digits by default)
+        over = np.array([abs(v) > limit for v in exact], dtype=bool)
+    fitting = [None if o else v for v, o in zip(exact, over, strict=True)]
     return pa.array(fitting, typ), over

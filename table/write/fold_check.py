@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import decimal
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -130,6 +131,11 @@ def _fits_by_statistics(task: FoldCheck) -> bool:
     stays within). Typical counters (int64, small values) pass; a file without
     statistics for a column, or another type or field there (a schema change), proves
     nothing, and the rows are read instead."""
+    with decimal.localcontext(decimal.Context(prec=200)):  # decimal sums unrounded
+        return _statistics_bound(task)
+
+
+def _statistics_bound(task: FoldCheck) -> bool:
     summed = [f for f in task.schema if f.name not in task.key and f.name != task.ordering]
     low = {f.name: 0 for f in summed}
     high = dict(low)
@@ -145,6 +151,8 @@ def _fits_by_statistics(task: FoldCheck) -> bool:
             theirs = file_schema.field(f.name)
             if theirs.type != f.type or field_id(theirs) != field_id(f):
                 return False
+            least: Any = 0  # the file's smallest and largest value (0: only nulls)
+            most: Any = 0
             for g in range(md.num_row_groups):
                 rg = md.row_group(g)
                 st = rg.column(i).statistics
@@ -152,8 +160,9 @@ def _fits_by_statistics(task: FoldCheck) -> bool:
                     continue  # only nulls: adds nothing
                 if st is None or not st.has_min_max:
                     return False
-                low[f.name] += min(0, st.min)
-                high[f.name] += max(0, st.max)
+                least, most = min(least, st.min), max(most, st.max)
+            low[f.name] += least
+            high[f.name] += most
     for f in summed:
         lo, hi = pc.min_max(task.incoming.column(f.name)).values()
         low[f.name] += min(0, lo.as_py() or 0)
@@ -168,7 +177,7 @@ def _range(t: pa.DataType) -> tuple[int | decimal.Decimal, int | decimal.Decimal
     """The smallest and largest value of an integer or decimal type."""
     if pa.types.is_decimal(t):
         top = decimal.Decimal(10**t.precision - 1).scaleb(-t.scale, decimal.Context(prec=200))
-        return -top, top
+        return top.copy_negate(), top  # exact: unary minus would round to the context's 28 digits
     info = np.iinfo(np.dtype(t.to_pandas_dtype()))
     return int(info.min), int(info.max)
 

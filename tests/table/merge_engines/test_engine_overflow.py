@@ -217,15 +217,15 @@ def test_decimal_run_sums_are_exact_and_flag_exactly_the_overflows(typ: pa.DataT
     top = 10**typ.precision - 1
     ints = [int(v) for v in rng.integers(-(2**62), 2**62, size=600)]
     ints = [v * (top // 2**62) if typ.precision > 18 else v % (top + 1) for v in ints] + [top, top, -top, -top]
-    with decimal.localcontext() as ctx:
-        ctx.prec = 100  # exact: the default 28 digits would round a 38-digit value
-        values = [D(v).scaleb(-typ.scale) for v in ints]
+    exact = decimal.Context(prec=100)  # the default 28 digits would round a 38-digit value
+    values = [D(v).scaleb(-typ.scale, exact) for v in ints]
+    col = pa.array(values, typ)
+    starts = np.unique(np.concatenate([[0], rng.integers(1, len(values), size=200)]))
+    sums, over = run_sums(col, starts)  # in the default context: run_sums must not round
+    ends = np.append(starts[1:], len(values))
+    expected_over = []
+    with decimal.localcontext(exact):
         limit = D(top).scaleb(-typ.scale)
-        col = pa.array(values, typ)
-        starts = np.unique(np.concatenate([[0], rng.integers(1, len(values), size=200)]))
-        sums, over = run_sums(col, starts)
-        ends = np.append(starts[1:], len(values))
-        expected_over = []
         for i, (s, e) in enumerate(zip(starts, ends, strict=True)):
             total = sum(values[s:e], D(0))
             if abs(total) > limit:
@@ -235,6 +235,10 @@ def test_decimal_run_sums_are_exact_and_flag_exactly_the_overflows(typ: pa.DataT
                 assert sums[i].as_py() == total
     assert over.tolist() == expected_over
     assert expected_over
+    # Each extreme alone fits, to the last digit.
+    extremes = [D(top).scaleb(-typ.scale, exact), D(-top).scaleb(-typ.scale, exact)]
+    sums, over = run_sums(pa.array(extremes, typ), np.array([0, 1]))
+    assert over.size == 0 and sums.to_pylist() == extremes
 
 
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
