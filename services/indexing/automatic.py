@@ -21,7 +21,7 @@ import pyarrow as pa
 from ...indexes.record_index.auto import dropped_before, keys_look_random
 from ...indexes.states import IndexKind, IndexState, index_states
 from ...timeline.commit_metadata import Operation
-from ...timeline.errors import IndexExistsError, LakelineError, ServiceBusyError
+from ...timeline.errors import IndexExistsError, ServiceBusyError
 from ..phases import claimable
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ RECORD_INDEX = IndexKind.RECORD_INDEX.value
 def build_if_keys_random(indexes: TableIndexes, operation: Operation, rows: Callable[[TableContext], pa.Table]) -> None:
     """Before a write of ``rows`` into ``indexes.table``: build the record index when the
     table's keys show random, or finish such a build whose builder died. Never raises
-    (but ``KeyboardInterrupt`` and friends)."""
+    an ``Exception`` (``KeyboardInterrupt`` and ``SystemExit`` still stop the process)."""
     table = indexes.table
     cfg = table.config
     min_rows = cfg.props.index_record_index_auto_rows
@@ -62,5 +62,6 @@ def build_if_keys_random(indexes: TableIndexes, operation: Operation, rows: Call
             indexes.create_definition(RECORD_INDEX, RECORD_INDEX, None, {}, wait=True, automatic=True)
     except (IndexExistsError, ServiceBusyError):
         pass  # another writer got there first: its build is as good
-    except LakelineError as e:
-        log.warning("the record index the table would build by itself was not built: %r", e)
+    except Exception as e:  # noqa: BLE001 - upkeep never fails the write, whatever it raises (a bug too)
+        # Logged with its traceback: a bug here must be visible, only not to the write.
+        log.warning("the record index the table would build by itself was not built: %r", e, exc_info=True)
