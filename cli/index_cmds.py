@@ -196,14 +196,22 @@ def validate(path: str, name: str | None, as_json: bool, timeline_url: str | Non
     report every mismatch; exits with 1 when there is one, with 2 when a data file is
     damaged or missing (the index cannot be checked: a refused command, not a mismatch)."""
     with opened_table(path, timeline_url) as table:
+        validated = [name] if name else [d.name for d in table.indexes.list() if d.is_written]
         report = table.indexes.validate(name)
     mismatches = report["mismatches"]
     if as_json:
-        print_json(report)
+        print_json(report | {"indexes_validated": validated})
     else:
         con = console()
         what = f"index {name}" if name else "every index"
-        if not mismatches:
+        if not mismatches and not validated:
+            # "ok" would read as "the table is sound", and nothing of it was checked.
+            con.print(
+                "[yellow]nothing validated[/yellow]: the table has no index. `index validate` compares "
+                "indexes with the data files; it does not check the data files themselves (`lakeline table "
+                "check PATH` does)"
+            )
+        elif not mismatches:
             con.print(f"[green]ok[/green]: {escape(what)} matches the data ({report['files_checked']} files checked)")
         else:
             con.print(rows_table(mismatches, escape(f"mismatches of {what}")))

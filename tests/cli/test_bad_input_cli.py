@@ -4,6 +4,7 @@ exit 1 (which ``storage probe`` uses for "the store is unsafe")."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,17 @@ def test_a_report_under_a_regular_file_says_it_is_a_file(runner: CliRunner, busy
     deeper = runner.invoke(cli, ["timeline", "report", busy_table.path, "--html", str(regular / "a" / "x.html")])
     one_error_line(deeper, f"{regular} is a file, not a folder", "[OutputPathError]")
     assert regular.read_text() == "x"
+
+
+def test_index_validate_without_an_index_does_not_say_ok(runner: CliRunner, busy_table: Table) -> None:
+    """Issue 45 item 6: "ok" while a data file was truncated; nothing had been checked."""
+    data = sorted(f.path for f in busy_table.view(busy_table.timeline).files())[0]
+    full = busy_table.storage.read_bytes(busy_table.storage.path(data))
+    Path(busy_table.storage.path(data)).write_bytes(full[: len(full) // 2])
+    res = runner.invoke(cli, ["index", "validate", busy_table.path])
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.stdout.split())
+    assert "nothing validated: the table has no index" in text and "lakeline table check" in text, text
+    assert not text.startswith("ok")
+    report = json.loads(runner.invoke(cli, ["index", "validate", busy_table.path, "--json"]).stdout)
+    assert report["indexes_validated"] == [] and report["mismatches"] == []
