@@ -27,7 +27,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..timeline.errors import MetadataTableError
+from ..timeline.errors import CorruptFileError, MetadataTableError
 from ..timeline.storage.filesystem import Storage
 from ..timeline.timeline import Timeline
 from ..timeline.view.file_group import DataFile, FileKind, FileSlice
@@ -179,8 +179,8 @@ def load_view(storage: Storage, snapshot: Timeline, cached: Sequence[FileSystemV
             break
         try:
             state = state_from_rows(MetadataTable(storage).read_file(path))
-        except (FileNotFoundError, OSError, pa.ArrowException, MetadataTableError):
-            continue
+        except (FileNotFoundError, OSError, pa.ArrowException, MetadataTableError, CorruptFileError):
+            continue  # damaged (its seal, :mod:`.integrity`) or gone: an older one, or a replay
         view = FileSystemView.from_state(state, seq, snapshot)
         view.known_checkpoint = newest
         return view
@@ -223,18 +223,36 @@ def validate_checkpoint(storage: Storage, timeline: Timeline) -> dict[str, Any]:
     timeline up to the checkpoint's event.
 
     Returns ``{"checkpoint_seq": seq or None, "mismatches": [...]}``; a mismatch names a
-    file group whose slices differ.
+    file group whose slices differ, or a checkpoint that is damaged (its ``path``; readers
+    pass over it, so it costs time, not rows).
     """
     target = timeline.last_seq
+    damaged = []
     for seq, path in reversed(_checkpoints(storage)):
         if seq > target:
             continue
-        saved = state_from_rows(MetadataTable(storage).read_file(path))
+        try:
+            saved = state_from_rows(MetadataTable(storage).read_file(path))
+        except FileNotFoundError:
+            continue  # replaced by a newer one meanwhile
+        except (CorruptFileError, MetadataTableError) as e:
+            # Readers pass over it (a replay costs time, not rows): reported, not raised.
+            damaged.append({"index": FILES, "path": storage.relative(path), "problem": "damaged", "error": str(e)})
+            continue
+        for older_seq, older in _checkpoints(storage):
+            if older_seq < seq:  # the older ones a reader falls back to
+                try:
+                    MetadataTable(storage).read_file(older)
+                except (CorruptFileError, MetadataTableError) as e:
+                    rel = storage.relative(older)
+                    damaged.append({"index": FILES, "path": rel, "problem": "damaged", "error": str(e)})
+                except FileNotFoundError:
+                    continue
         replayed = FileSystemView(timeline.as_of_seq(seq)).state()
         bad = [
             {"index": FILES, "partition": p, "file_group": fg, "problem": "differs"}
             for (p, fg) in sorted(set(saved) | set(replayed))
             if saved.get((p, fg)) != replayed.get((p, fg))
         ]
-        return {"checkpoint_seq": seq, "mismatches": bad}
-    return {"checkpoint_seq": None, "mismatches": []}
+        return {"checkpoint_seq": seq, "mismatches": damaged + bad}
+    return {"checkpoint_seq": None, "mismatches": damaged}

@@ -39,14 +39,17 @@ from ..timeline.instant import State
 from ..timeline.markers import write_marker
 from ..timeline.storage.filesystem import META_DIR, Storage
 from ..timeline.timeline import Timeline
+from .integrity import PARQUET_READ, PARQUET_WRITE, decoding, seal_bytes, seal_of_name, sealed_token, verify
 
 #: The column every stored entry carries: the data instant that caused it.
 INSTANT = "_instant"
 
 METADATA_DIR = "metadata"
 
-_DELTA = re.compile(r"^delta_(?P<instant>\d+)_(?P<token>[0-9a-f]{8})\.parquet$")
-_BASE = re.compile(r"^base_(?P<seq>-?\d+)_(?P<token>[0-9a-f]{8})\.parquet$")
+#: A token is 8 random hex digits, then in a sealed file's name its size and checksum
+#: (:func:`lakeline.indexes.integrity.sealed_token`); 8 digits alone: before seals.
+_DELTA = re.compile(r"^delta_(?P<instant>\d+)_(?P<token>[0-9a-f]{8}(?:[0-9a-f]{20})?)\.parquet$")
+_BASE = re.compile(r"^base_(?P<seq>-?\d+)_(?P<token>[0-9a-f]{8}(?:[0-9a-f]{20})?)\.parquet$")
 _READ_ATTEMPTS = 5
 
 
@@ -125,27 +128,28 @@ class MetadataTable:
         """
         if INSTANT in rows.column_names:
             rows = rows.drop_columns([INSTANT])  # a delta's instant is its name
-        rel = posixpath.join(self.rel_dir(index), f"delta_{instant}_{uuid.uuid4().hex[:8]}.parquet")
+        # Encoded first: its name carries its size and checksum (:mod:`.integrity`).
+        data = _encode(rows, row_group_rows, options or {})
+        token = sealed_token(uuid.uuid4().hex[:8], seal_bytes(".parquet", data))
+        rel = posixpath.join(self.rel_dir(index), f"delta_{instant}_{token}.parquet")
         if marker:
             write_marker(self.storage, instant, rel)
-        self._write(rel, rows, row_group_rows, options or {})
-        return rel
-
-    def _write(self, rel: str, rows: pa.Table, row_group_rows: int | None, options: Mapping[str, Any]) -> None:
         path = self.storage.path(rel)
         self.storage.mkdirs(posixpath.dirname(path))
         with self.storage.fs.open_output_stream(path) as sink:
-            pq.write_table(rows, sink, row_group_size=row_group_rows, **options)
+            sink.write(data)
+        return rel
 
     def write_base(self, index: str, seq: int, rows: pa.Table) -> str:
         """Write a base whole (readers pick the newest base, so it must never be visible
         half-written: :meth:`Storage.written_whole`); returns its relative path."""
-        token = uuid.uuid4().hex[:8]
+        data = _encode(rows, None, {})
+        token = sealed_token(uuid.uuid4().hex[:8], seal_bytes(".parquet", data))
         final = posixpath.join(self.rel_dir(index), f"base_{seq}_{token}.parquet")
         self.storage.mkdirs(self.storage.path(self.rel_dir(index)))
         with self.storage.written_whole(self.storage.path(final)) as target:
             with self.storage.fs.open_output_stream(target) as sink:
-                pq.write_table(rows, sink)
+                sink.write(data)
         return final
 
     # -- reading -----------------------------------------------------------------------
@@ -190,8 +194,16 @@ class MetadataTable:
         return _visible_latest(rows, snapshot)
 
     def read_file(self, path: str) -> pa.Table:
-        with self.storage.fs.open_input_file(path) as f:
-            return pq.read_table(f)
+        """One file of a partition (absolute path), checked against the seal its name
+        carries and its page checksums (:mod:`.integrity`).
+
+        Raises:
+            CorruptFileError: the file is damaged, naming it.
+            FileNotFoundError: it is gone (a compaction removed it meanwhile).
+        """
+        verify(self.storage, path, seal_of_name(path))
+        with decoding(self.storage, path), self.storage.fs.open_input_file(path) as f:
+            return pq.read_table(f, **PARQUET_READ)
 
     # -- maintenance -------------------------------------------------------------------
 
@@ -263,6 +275,13 @@ class MetadataTable:
     def drop(self, index: str) -> None:
         """Remove the index partition's files (idempotent)."""
         self.storage.delete_dir(self.storage.path(self.rel_dir(index)))
+
+
+def _encode(rows: pa.Table, row_group_rows: int | None, options: Mapping[str, Any]) -> pa.Buffer:
+    """``rows`` as a Parquet file with page checksums."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(rows, sink, row_group_size=row_group_rows, **{**options, **PARQUET_WRITE})
+    return sink.getvalue()
 
 
 def _visible_latest(rows: pa.Table, snapshot: Timeline) -> pa.Table:

@@ -129,12 +129,13 @@ def fold(
     folder = folder_of(partition, timeline.last_seq, token)
     rows = (old.rows if old is not None else 0) + row_count(storage, deltas)
     own = {b: storage.path(p) for b, (p, _) in old.files.items()} if old is not None else {}
+    seals = {storage.path(p): seal for p, seal in old.seals.items()} if old is not None else {}
     live_paths = pa.array(sorted(live), pa.string())
     # Partial rewrites' chains are resolved here: the generation names each key by
     # the live file holding it, so it needs no chain.
     try:
         partial = partial_rewrites(storage, deltas)
-        counts = write_buckets(storage, deltas, rows, target, schema, folder, map_fn, live_paths, own, partial)
+        counts = write_buckets(storage, deltas, rows, target, schema, folder, map_fn, live_paths, own, partial, seals)
     except FileNotFoundError:
         newer = newest_generation(storage, partition)
         if newer is not None and newer.seq > after:

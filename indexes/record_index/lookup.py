@@ -29,11 +29,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ...timeline.errors import InvalidIndexError, MetadataTableError
+from ...timeline.errors import CorruptFileError, InvalidIndexError, LakelineError, MetadataTableError
 from ...timeline.storage.filesystem import Storage
 from ...timeline.timeline import Timeline
 from ...timeline.view.file_group import FileSlice
 from ..entries import IndexTarget, resolve
+from ..file_checks import check_deltas_present
+from ..integrity import PARQUET_READ, Seal, decoding, missing, seal_of_name, verify
 from ..states import IndexKind, readable_indexes
 from . import hash_bits
 from .delta_hashes import DELTA_HASHES
@@ -74,7 +76,12 @@ class RecordIndexReader:
         cls, storage: Storage, snapshot: Timeline, schema: pa.Schema, record_key: Sequence[str]
     ) -> RecordIndexReader | None:
         """The ready record index of ``snapshot``, or None when there is none or its
-        generation is newer than the snapshot (then read the data: never wrong)."""
+        generation is newer than the snapshot (then read the data: never wrong).
+
+        Raises:
+            CorruptFileError: its manifest or a delta's footer is damaged, or a data
+                instant's delta is missing (naming them).
+        """
         if not record_key:
             return None
         for idx in readable_indexes(snapshot, IndexKind.RECORD_INDEX):
@@ -86,6 +93,7 @@ class RecordIndexReader:
             if gen is None or gen.seq > snapshot.last_seq or gen.buckets != target.buckets:
                 return None
             deltas = visible_deltas(storage, target.partition, snapshot, gen.seq)
+            check_deltas_present(storage, target.partition, snapshot, gen.seq, deltas)
             try:
                 partial = partial_rewrites(storage, deltas)
             except FileNotFoundError:
@@ -104,13 +112,14 @@ class RecordIndexReader:
 
         Raises:
             MetadataTableError: the index's files kept vanishing (folds replacing them).
+            CorruptFileError: a file of the index is damaged or missing, naming it.
         """
         bucket, key_hash = buckets_of(keys, self.key, self.schema, self.target.buckets)
         probe = pa.table(key_table(keys, self.key, self.schema))
         by_hash = _HashOrder(key_hash)
         # A job is a file and the rows of ``keys`` it may hold, by their hashes: only the
         # entries whose hash a probe has are read, and only those pairs compare keys.
-        jobs: list[tuple[str, np.ndarray, np.ndarray | _HashOrder, ProbeSet | None]] = []
+        jobs: list[tuple[str, np.ndarray, np.ndarray | _HashOrder, ProbeSet | None, Seal | None]] = []
         # A file whose hashes this process keeps answers from memory, and is read only
         # when it holds a probe (:mod:`.delta_hashes`); the others are read and asked.
         kept = self._kept_generation(key_hash)
@@ -127,7 +136,8 @@ class RecordIndexReader:
                 file = self.generation.files.get(int(sorted_b[s]))
                 if file is not None:
                     rows = order[s:e]
-                    jobs.append((self.storage.path(file[0]), key_hash[rows], rows, None))
+                    seal = self.generation.seals.get(file[0])
+                    jobs.append((self.storage.path(file[0]), key_hash[rows], rows, None, seal))
         if self.deltas:  # a delta holds every bucket
             deltas = set(self.deltas)
             held = {path: h for path, h in held.items() if len(h) and path in deltas}
@@ -137,16 +147,26 @@ class RecordIndexReader:
                 # only when a delta holds one of them); an insert of new keys whose every
                 # delta is remembered sorts nothing (28 ms for 500k keys).
                 sorted_hashes = np.sort(key_hash)
-                jobs.extend((path, sorted_hashes, by_hash, ProbeSet.of(h)) for path, h in held.items())
+                jobs.extend((path, sorted_hashes, by_hash, ProbeSet.of(h), None) for path, h in held.items())
                 probes = ProbeSet.of(sorted_hashes) if unknown and len(key_hash) > _FILTER_KEYS else None
-                jobs.extend((path, sorted_hashes, by_hash, probes) for path in unknown)
+                jobs.extend((path, sorted_hashes, by_hash, probes, None) for path in unknown)
         try:
             # Files are read in parallel (Parquet decoding releases the GIL).
             with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1, 8))) as pool:
                 found = list(pool.map(lambda job: self._join(probe, *job), jobs))
         except FileNotFoundError as e:
-            raise MetadataTableError(f"record index {self.target.name!r} changed while read: {e}") from e
+            raise self._vanished(e) from e
         return pa.concat_tables(found) if found else no_entries()
+
+    def _vanished(self, error: FileNotFoundError) -> LakelineError:
+        """The error for a file of the index found missing: a fold replaced the
+        generation meanwhile (read the data instead), or, while the generation that names
+        it is still the newest, it was deleted (damage, naming the file)."""
+        newer = newest_generation(self.storage, self.target.partition)
+        if newer is not None and (newer.seq, newer.token) == (self.generation.seq, self.generation.token):
+            gone = error.filename or str(error)
+            return missing(self.storage, str(gone), f"record index {self.target.name!r} of the snapshot")
+        return MetadataTableError(f"record index {self.target.name!r} changed while read: {error}")
 
     def _kept_generation(self, key_hash: np.ndarray) -> list[str]:
         """The generation, by its folder, its hashes kept by this process from now on
@@ -159,42 +179,69 @@ class RecordIndexReader:
         folder = self.storage.path(folder_of(self.target.partition, gen.seq, gen.token))
         try:
             DELTA_HASHES.keep(folder, lambda: np.concatenate([self._hashes_of(f) for f, _ in gen.files.values()]))
-        except FileNotFoundError:
+        except FileNotFoundError as e:
+            error = self._vanished(e)
+            if isinstance(error, CorruptFileError):
+                raise error from e
             return []  # folded away meanwhile: the reads that follow say so
         return [folder]
 
     def _hashes_of(self, file: str) -> np.ndarray:
         """The hashes of a generation's bucket file (a copy: a mapped file may go)."""
         path = self.storage.path(file)
-        mapped = path.endswith(MAPPED_SUFFIX)
-        stored = mapped_entries(self.storage, path) if mapped else read_entries(self.storage, path, columns=[HASH])
+        seal = self.generation.seals.get(file)
+        if path.endswith(MAPPED_SUFFIX):
+            stored = mapped_entries(self.storage, path, seal)
+        else:
+            stored = read_entries(self.storage, path, columns=[HASH], seal=seal)
         return stored.column(HASH).to_numpy().copy()
 
     def _join(
-        self, probe: pa.Table, path: str, hashes: np.ndarray, rows: np.ndarray | _HashOrder, probes: ProbeSet | None
+        self,
+        probe: pa.Table,
+        path: str,
+        hashes: np.ndarray,
+        rows: np.ndarray | _HashOrder,
+        probes: ProbeSet | None,
+        seal: Seal | None,
     ) -> pa.Table:
         """The entries of one file naming a key of ``probe`` (entry key columns) at
         ``rows`` (whose hashes are ``hashes``), exactly: the stored hashes narrow (a
         mapped bucket file's binary-searched, a delta's 8 bytes an entry decoded and
-        asked of ``probes``), then only the pairs of equal hashes compare keys."""
+        asked of ``probes``), then only the pairs of equal hashes compare keys. The file
+        is checked against ``seal`` (a bucket file's) or its name's (a delta's) first,
+        and whatever its bytes make Arrow or numpy raise names it
+        (:mod:`..integrity`)."""
+        with decoding(self.storage, path):
+            return self._join_checked(probe, path, hashes, rows, probes, seal)
+
+    def _join_checked(
+        self,
+        probe: pa.Table,
+        path: str,
+        hashes: np.ndarray,
+        rows: np.ndarray | _HashOrder,
+        probes: ProbeSet | None,
+        seal: Seal | None,
+    ) -> pa.Table:
         needed = [HASH, *key_columns(self.key), PATH, POS, DELETED]
         mapped = path.endswith(MAPPED_SUFFIX)
         if mapped:
-            stored = mapped_entries(self.storage, path).select(needed)
+            stored = mapped_entries(self.storage, path, seal).select(needed)
         elif len(rows) <= _FILTER_KEYS:
             # A point lookup: row groups whose bucket or hash range misses every probe are
             # skipped (a delta is sorted by bucket; within one its hashes are not sorted,
             # so the bucket is what prunes: one row group of a 500k-entry delta, not 16).
             buckets = np.unique(hashes.view(np.uint64) % np.uint64(self.target.buckets)).astype(np.int32)
-            stored = _entries_with(self.storage, path, buckets, hashes, needed)
+            stored = _entries_with(self.storage, path, buckets, hashes, needed, seal)
         else:
             # A delta shares the lookup's set; a bucket file's probes are its own.
             probes = probes if probes is not None else ProbeSet.of(hashes)
-            stored_hashes = read_entries(self.storage, path, columns=[HASH]).column(HASH).to_numpy()
+            stored_hashes = read_entries(self.storage, path, columns=[HASH], seal=seal).column(HASH).to_numpy()
             found, at = probes.find(stored_hashes)
             if not len(found):
                 return no_entries()  # every key proven absent from this file, no key read
-            stored = read_entries(self.storage, path, columns=needed).take(pa.array(found))
+            stored = read_entries(self.storage, path, columns=needed, seal=seal).take(pa.array(found))
             rows = rows() if isinstance(rows, _HashOrder) else rows
             if probes.sorted_hashes is hashes:  # where each entry's probe is, the search found
                 return exact_pairs(stored, probe, *pairs_at(hashes, stored_hashes[found], at, rows))
@@ -202,13 +249,16 @@ class RecordIndexReader:
         return exact_pairs(stored, probe, *equal_hashes(stored, hashes, rows, sorted_by_hash=mapped))
 
 
-def _entries_with(storage: Storage, path: str, buckets: np.ndarray, hashes: np.ndarray, columns: list[str]) -> pa.Table:
+def _entries_with(
+    storage: Storage, path: str, buckets: np.ndarray, hashes: np.ndarray, columns: list[str], seal: Seal | None = None
+) -> pa.Table:
     """The entries of the Parquet file ``path`` whose hash is one of ``hashes`` (of keys
     in ``buckets``): only the row groups whose bucket and hash statistics admit one are
     read, straight from the footer. A point lookup asks every unfolded delta this, and
     a dataset scan with a filter cost about 6 ms of setup a file against 1 ms this way
     (a fresh process's lookup of one uuid key among nine deltas: 60 -> 15 ms)."""
-    parquet = pq.ParquetFile(path, filesystem=storage.fs)
+    verify(storage, path, seal or seal_of_name(path))
+    parquet = pq.ParquetFile(path, filesystem=storage.fs, **PARQUET_READ)
     meta, names = parquet.metadata, parquet.schema_arrow.names
     at_bucket, at_hash = names.index(BUCKET), names.index(HASH)
     groups = [

@@ -39,6 +39,7 @@ from ...timeline.errors import IndexBuildError
 from ...timeline.storage.data_reads import reading
 from ...timeline.storage.filesystem import Storage
 from ..entries import IndexTarget, MapFn
+from ..integrity import Seal
 from .delta_hashes import DELTA_HASHES
 from .rows import BUCKET, HASH, OP, bucket_hash_order, entry_schema, record_entries
 from .store import (
@@ -127,6 +128,9 @@ class RangeTask:
     #: ``(rewrite, base it rewrote)`` of partial rewrites (with ``live``: their chains
     #: are resolved, :func:`.store.live_entries`).
     partial: tuple[tuple[str, str], ...] = ()
+    #: ``(bucket file, its seal)`` of the sources that are a generation's bucket files
+    #: (a delta's seal is in its name, :mod:`..integrity`).
+    seals: tuple[tuple[str, Seal], ...] = ()
 
 
 def range_rows(task: RangeTask, sort: bool = True) -> pa.Table:
@@ -156,12 +160,13 @@ def _range_part(task: RangeTask, path: str) -> pa.Table:
     """The entries of the task's range in one source: a mapped bucket file of the range
     (sorted by bucket, so its first and last entries bound it) as it is, without a copy;
     any other file read through the range's filter."""
+    seal = dict(task.seals).get(path)
     if path.endswith(MAPPED_SUFFIX) and task.storage.is_local:
-        rows = mapped_entries(task.storage, path)
+        rows = mapped_entries(task.storage, path, seal)
         buckets = rows.column(BUCKET)
         if rows.num_rows == 0 or (task.lo <= buckets[0].as_py() and buckets[-1].as_py() < task.hi):
             return rows
-    return read_entries(task.storage, path, bucket_range(task.lo, task.hi))
+    return read_entries(task.storage, path, bucket_range(task.lo, task.hi), seal=seal)
 
 
 def by_bucket(rows: pa.Table) -> list[tuple[int, pa.Table]]:
@@ -174,20 +179,24 @@ def by_bucket(rows: pa.Table) -> list[tuple[int, pa.Table]]:
     return [(int(b[s]), rows.slice(int(s), int(e - s))) for s, e in zip(starts, ends)]
 
 
-def range_task(task: RangeTask) -> dict[int, int]:
-    """Write the range's bucket files; returns the entries of each bucket written."""
+#: What a step wrote: bucket -> (its entries, the seal of its file).
+Written = dict[int, tuple[int, Seal]]
+
+
+def range_task(task: RangeTask) -> Written:
+    """Write the range's bucket files; returns the entries and seal of each."""
     return range_task_rows(task.storage, task.folder, range_rows(task))
 
 
-def range_task_rows(storage: Storage, folder: str, sorted_rows: pa.Table) -> dict[int, int]:
+def range_task_rows(storage: Storage, folder: str, sorted_rows: pa.Table) -> Written:
     """Write the bucket files of entries sorted by bucket, then hash, into ``folder``;
-    returns the entries of each bucket written."""
-    counts = {}
+    returns the entries and seal of each bucket written."""
+    written: Written = {}
     for bucket, rows in by_bucket(sorted_rows):
-        write_entries(storage, bucket_path(folder, bucket, storage.is_local), rows.combine_chunks())
-        counts[bucket] = rows.num_rows
+        seal = write_entries(storage, bucket_path(folder, bucket, storage.is_local), rows.combine_chunks())
+        written[bucket] = (rows.num_rows, seal)
     pa.default_memory_pool().release_unused()
-    return counts
+    return written
 
 
 @dataclass(frozen=True)
@@ -239,13 +248,15 @@ def write_buckets(
     live: pa.Array | None = None,
     bucket_files: Mapping[int, str] | None = None,
     partial: Mapping[str, str] | None = None,
-) -> dict[int, int]:
+    seals: Mapping[str, Seal] | None = None,
+) -> Written:
     """Step 2: every bucket file of a generation in ``folder`` from ``sources`` (and the
-    ``bucket_files`` of an older generation, each read only by the task of its bucket)
-    holding about ``rows`` entries, keeping with ``live`` the keys live files hold
-    (``partial``: the partial rewrites among the sources); returns the entries per
-    bucket written."""
+    ``bucket_files`` of an older generation, each read only by the task of its bucket,
+    checked against its seal in ``seals``) holding about ``rows`` entries, keeping with
+    ``live`` the keys live files hold (``partial``: the partial rewrites among the
+    sources); returns the entries and seal per bucket written."""
     own = bucket_files or {}
+    sealed = seals or {}
     tasks = [
         RangeTask(
             storage,
@@ -257,13 +268,14 @@ def write_buckets(
             schema,
             live,
             tuple(sorted((partial or {}).items())),
+            tuple((p, sealed[p]) for b, p in sorted(own.items()) if lo <= b < hi and p in sealed),
         )
         for lo, hi in ranges(target.buckets, rows, RANGE_ROWS)
     ]
-    counts: dict[int, int] = {}
+    written: Written = {}
     for part in map_fn(range_task, tasks):
-        counts.update(part)
-    return counts
+        written.update(part)
+    return written
 
 
 def entries_task(task: SpillTask) -> pa.Table | str:
@@ -287,7 +299,7 @@ def write_in_memory(
     schema: pa.Schema,
     folder: str,
     map_fn: MapFn,
-) -> tuple[dict[int, int], Spilled]:
+) -> tuple[Written, Spilled]:
     """Both steps at once for a small table (up to :data:`IN_MEMORY_BYTES` of data
     files): every file's entries in memory, sorted by bucket and hash, one file per
     bucket. A table that just outgrew ``index.record-index.auto-rows`` (500k keys)
@@ -298,7 +310,7 @@ def write_in_memory(
     rows = pa.concat_tables(parts) if parts else entry_schema(schema, target.columns).empty_table()
     buckets, hashes = rows.column(BUCKET).to_numpy(), rows.column(HASH).to_numpy()
 
-    def write_half(rows_of_half: np.ndarray) -> dict[int, int]:
+    def write_half(rows_of_half: np.ndarray) -> Written:
         order = rows_of_half[bucket_hash_order(buckets[rows_of_half], hashes[rows_of_half])]
         return range_task_rows(storage, folder, rows.take(pa.array(order)))
 

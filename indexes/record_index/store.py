@@ -31,8 +31,9 @@ import json
 import posixpath
 import re
 import uuid
+import zlib
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -41,10 +42,11 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from ...timeline.errors import MetadataTableError
+from ...timeline.errors import CorruptFileError
 from ...timeline.instant import State
 from ...timeline.storage.filesystem import META_DIR, Storage
 from ...timeline.timeline import Timeline
+from ..integrity import PARQUET_READ, PARQUET_WRITE, Seal, decoding, seal_bytes, seal_of_name, verify
 from ..metadata_table import METADATA_DIR, MetadataTable
 from .rows import BUCKET, DELETED, HASH, PARTIAL_META, PATH, POS, chain_of
 
@@ -81,6 +83,9 @@ class Generation:
     buckets: int
     #: bucket -> (path relative to the table, rows); buckets without entries are absent.
     files: Mapping[int, tuple[str, int]]
+    #: path relative to the table -> its seal (:mod:`..integrity`); a manifest of before
+    #: seals records none, and its files are read as they are.
+    seals: Mapping[str, Seal] = field(default_factory=dict)
 
     @property
     def rows(self) -> int:
@@ -124,32 +129,62 @@ def newest_generation(storage: Storage, partition: str) -> Generation | None:
     """The newest complete generation, None when there is none (not built yet).
 
     Raises:
-        MetadataTableError: its manifest is damaged.
+        CorruptFileError: its manifest is damaged (or its checksum is not its content's).
     """
     for seq, token, path in reversed(_manifests(storage, partition)):
         try:
-            doc = json.loads(storage.read_bytes(path))
+            raw = storage.read_bytes(path)
         except FileNotFoundError:
             continue  # replaced by a newer one meanwhile
-        except ValueError as e:
-            raise MetadataTableError(f"record index manifest {path} is damaged: {e}") from e
-        files = {int(b): (str(p), int(n)) for b, (p, n) in doc["files"].items()}
-        return Generation(seq, token, int(doc["buckets"]), files)
+        return _generation(storage, path, seq, token, raw)
     return None
 
 
+def _generation(storage: Storage, path: str, seq: int, token: str, raw: bytes) -> Generation:
+    """The generation a manifest's bytes describe, checked against its own checksum."""
+    try:
+        doc = json.loads(raw)
+        body = {k: v for k, v in doc.items() if k != "checksum"}
+        if "checksum" in doc and doc["checksum"] != _checksum(body):
+            raise ValueError("its checksum is not its content's")
+        files: dict[int, tuple[str, int]] = {}
+        seals: dict[str, Seal] = {}
+        folder = folder_of(posixpath.basename(posixpath.dirname(path)), seq, token)
+        for b, entry in doc["files"].items():
+            files[int(b)] = (str(entry[0]), int(entry[1]))
+            if len(entry) > 2:
+                seals[str(entry[0])] = Seal.from_json(entry[2])
+                if posixpath.dirname(str(entry[0])) != folder:  # another generation's manifest
+                    raise ValueError(f"it names {entry[0]}, not a file of {folder}")
+        return Generation(seq, token, int(doc["buckets"]), files, seals)
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
+        raise CorruptFileError(f"record index manifest {storage.relative(path)} is damaged: {e}") from e
+
+
+def _checksum(body: Mapping[str, Any]) -> int:
+    """A manifest's checksum: the CRC-32 of its content without it, keys sorted."""
+    return zlib.crc32(json.dumps(body, sort_keys=True).encode())
+
+
 def publish(
-    storage: Storage, partition: str, seq: int, token: str, buckets: int, counts: Mapping[int, int]
+    storage: Storage, partition: str, seq: int, token: str, buckets: int, written: Mapping[int, tuple[int, Seal]]
 ) -> Generation:
-    """Write a generation's manifest (its bucket files are written): from now on it is
-    the newest generation of every reader that lists after this."""
+    """Write a generation's manifest (its bucket files are written: ``written`` holds
+    each one's entries and seal): from now on it is the newest generation of every
+    reader that lists after this."""
     folder = folder_of(partition, seq, token)
-    files = {b: (bucket_path(folder, b, storage.is_local), n) for b, n in sorted(counts.items()) if n}
-    doc = {"seq": seq, "buckets": buckets, "files": {str(b): [p, n] for b, (p, n) in files.items()}}
+    files = {b: (bucket_path(folder, b, storage.is_local), n) for b, (n, _) in sorted(written.items()) if n}
+    seals = {p: written[b][1] for b, (p, _) in files.items()}
+    body = {
+        "seq": seq,
+        "buckets": buckets,
+        "files": {str(b): [p, n, seals[p].to_json()] for b, (p, n) in files.items()},
+    }
+    doc = {**body, "checksum": _checksum(body)}
     final = storage.path(partition_dir(partition), f"gen_{seq}_{token}.json")
     with storage.written_whole(final) as target:
         storage.write_bytes(target, json.dumps(doc).encode())
-    return Generation(seq, token, buckets, files)
+    return Generation(seq, token, buckets, files, seals)
 
 
 def remove_older(storage: Storage, partition: str, keep: Generation) -> None:
@@ -211,18 +246,35 @@ def settled_deltas(storage: Storage, partition: str, timeline: Timeline) -> list
     return out
 
 
+#: How entry files are read as a dataset fragment: Parquet page checksums checked.
+_PARQUET_FORMAT = ds.ParquetFileFormat(default_fragment_scan_options=ds.ParquetFragmentScanOptions(**PARQUET_READ))
+
+
 def read_entries(
-    storage: Storage, path: str, filter: pc.Expression | None = None, columns: list[str] | None = None
+    storage: Storage,
+    path: str,
+    filter: pc.Expression | None = None,
+    columns: list[str] | None = None,
+    seal: Seal | None = None,
 ) -> pa.Table:
     """Entries of one file of the partition (a bucket file, a delta, a spill), only the
     rows ``filter`` keeps (and ``columns``); Parquet row groups whose statistics rule it
-    out are skipped."""
-    fmt = ds.IpcFileFormat() if path.endswith(MAPPED_SUFFIX) else ds.ParquetFileFormat()
-    fragment = fmt.make_fragment(path, storage.fs)
-    # One batch ahead, on the calling thread: callers read many files in parallel
-    # already, and Arrow's default readahead (16 batches of 128k rows, each decoded on
-    # its own threads) held over 100 MB per read of a spill file.
-    return fragment.to_table(filter=filter, columns=columns, batch_readahead=1, fragment_readahead=1, use_threads=False)
+    out are skipped. The file is checked first against ``seal`` (a bucket file's, from
+    its manifest) or the one its name carries (a delta's, :mod:`..integrity`).
+
+    Raises:
+        CorruptFileError: the file is damaged, naming it.
+    """
+    verify(storage, path, seal or seal_of_name(path))
+    fmt = ds.IpcFileFormat() if path.endswith(MAPPED_SUFFIX) else _PARQUET_FORMAT
+    with decoding(storage, path):
+        fragment = fmt.make_fragment(path, storage.fs)
+        # One batch ahead, on the calling thread: callers read many files in parallel
+        # already, and Arrow's default readahead (16 batches of 128k rows, each decoded
+        # on its own threads) held over 100 MB per read of a spill file.
+        return fragment.to_table(
+            filter=filter, columns=columns, batch_readahead=1, fragment_readahead=1, use_threads=False
+        )
 
 
 def bucket_range(lo: int, hi: int) -> pc.Expression:
@@ -230,27 +282,39 @@ def bucket_range(lo: int, hi: int) -> pc.Expression:
     return (pc.field(BUCKET) >= lo) & (pc.field(BUCKET) < hi)
 
 
-def write_entries(storage: Storage, rel: str, rows: pa.Table, row_group_rows: int = BUCKET_ROW_GROUP_ROWS) -> None:
+def write_entries(storage: Storage, rel: str, rows: pa.Table, row_group_rows: int = BUCKET_ROW_GROUP_ROWS) -> Seal:
     """Write entries to ``rel``: Arrow IPC in one uncompressed batch when it names a
-    mapped file (:func:`mapped_entries` reads it without a copy), else Parquet."""
+    mapped file (:func:`mapped_entries` reads it without a copy), else Parquet with
+    page checksums; returns its seal (encoded first, so the seal is of what is written)."""
     path = storage.path(rel)
     storage.mkdirs(posixpath.dirname(path))
+    encoded = pa.BufferOutputStream()
+    if rel.endswith(MAPPED_SUFFIX):
+        rows = rows.combine_chunks()
+        with pa.ipc.new_file(encoded, rows.schema) as writer:
+            writer.write_table(rows, max_chunksize=max(1, rows.num_rows))
+    else:
+        pq.write_table(rows, encoded, row_group_size=row_group_rows, **{**entry_parquet(storage), **PARQUET_WRITE})
+    data = encoded.getvalue()
     with storage.fs.open_output_stream(path) as sink:
-        if rel.endswith(MAPPED_SUFFIX):
-            rows = rows.combine_chunks()
-            with pa.ipc.new_file(sink, rows.schema) as writer:
-                writer.write_table(rows, max_chunksize=max(1, rows.num_rows))
-        else:
-            pq.write_table(rows, sink, row_group_size=row_group_rows, **entry_parquet(storage))
+        sink.write(data)
+    return seal_bytes(rel, data)
 
 
-def mapped_entries(storage: Storage, path: str) -> pa.Table:
+def mapped_entries(storage: Storage, path: str, seal: Seal | None = None) -> pa.Table:
     """Every entry of a mapped bucket file, without a copy where the disk is local (the
-    table's buffers are the file's pages, read as a lookup touches them)."""
-    if storage.is_local:
-        return pa.ipc.open_file(pa.memory_map(path)).read_all()
-    with storage.fs.open_input_file(path) as f:
-        return pa.ipc.open_file(f).read_all()
+    table's buffers are the file's pages, read as a lookup touches them), checked
+    against ``seal`` first (its manifest's).
+
+    Raises:
+        CorruptFileError: the file is damaged, naming it.
+    """
+    verify(storage, path, seal)
+    with decoding(storage, path):
+        if storage.is_local:
+            return pa.ipc.open_file(pa.memory_map(path)).read_all()
+        with storage.fs.open_input_file(path) as f:
+            return pa.ipc.open_file(f).read_all()
 
 
 def live_only(rows: pa.Table, live: pa.Array) -> pa.Table:
@@ -276,10 +340,14 @@ def partial_rewrites(storage: Storage, deltas: Iterable[str]) -> dict[str, str]:
     (absolute paths) hold, from their footers (:data:`.rows.PARTIAL_META`)."""
     out: dict[str, str] = {}
     for p in deltas:
-        with storage.fs.open_input_file(p) as f:
+        verify(storage, p, seal_of_name(p))
+        with decoding(storage, p), storage.fs.open_input_file(p) as f:
             meta = pq.ParquetFile(f).schema_arrow.metadata or {}
         if (value := meta.get(PARTIAL_META.encode())) is not None:
-            out.update(json.loads(value))
+            try:
+                out.update(json.loads(value))
+            except ValueError as e:
+                raise CorruptFileError(f"index file {storage.relative(p)} is damaged: {e}") from e
     return out
 
 
@@ -381,6 +449,7 @@ def row_count(storage: Storage, paths: Iterable[str]) -> int:
     """Rows of Parquet files, from their footers."""
     n = 0
     for p in paths:
-        with storage.fs.open_input_file(p) as f:
+        verify(storage, p, seal_of_name(p))
+        with decoding(storage, p), storage.fs.open_input_file(p) as f:
             n += pq.ParquetFile(f).metadata.num_rows
     return n

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from ...indexes.build import build, validate
 from ...indexes.column_stats import STATS_SCHEMA, NdvEstimate, ndv
 from ...indexes.entries import check_definition, resolve
+from ...indexes.file_checks import metadata_problems, record_index_problems
 from ...indexes.files_index import FILES, validate_checkpoint, write_checkpoint
 from ...indexes.metadata_table import MetadataTable, visible_paths
 from ...indexes.on_commit import fold_record_index
@@ -357,7 +358,17 @@ class TableIndexes:
         else:
             defs = [d for d in list_indexes(snapshot) if d.is_written]
         view = self.table.view(snapshot)
+        storage = self.table.storage
         for d in defs:
+            # Damaged or missing index files first, each by name (entries are compared
+            # only for an index whose files are sound: a damaged one stops at its first).
+            if d.kind == IndexKind.RECORD_INDEX:
+                damaged = record_index_problems(storage, d.name, d.partition, self.table.log.refresh())
+            else:
+                damaged = metadata_problems(storage, d.name, d.partition)
+            if damaged:
+                mismatches.extend(damaged)
+                continue
             if d.kind == IndexKind.RECORD_INDEX:
                 n, bad = self._validate_records(d)
                 checked += n

@@ -12,12 +12,14 @@ from __future__ import annotations
 import json
 import random
 import time
+import zlib
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from lakeline.indexes.integrity import seal_bytes
 from lakeline.indexes.metadata_table import MetadataTable
 from lakeline.indexes.record_index.lookup import RecordIndexReader
 from lakeline.indexes.record_index.lookup import tag as index_tag
@@ -348,7 +350,16 @@ def test_validate_reports_what_is_wrong(tmp_path: Path) -> None:
         pa.concat_arrays([pa.array(["tampered"]), stored.slice(2).column("key_0").combine_chunks()]),
     )
     write_entries(t.storage, rel, broken)
-    problems = sorted(m["problem"] for m in t.indexes.validate("record_index")["mismatches"])
+    # The rewritten file no longer matches the seal its manifest recorded: named as damaged.
+    problems = [(m["problem"], m["path"]) for m in t.indexes.validate("record_index")["mismatches"]]
+    assert problems == [("damaged", rel)], problems
+    # Sealed as the manifest records it (as a build would have written it): the entries
+    # themselves are compared, and both changes reported, naming file and key.
+    (manifest,) = Path(t.storage.path(partition_dir(d.partition))).glob(f"gen_{gen.seq}_{gen.token}.json")
+    body = {k: v for k, v in json.loads(manifest.read_text()).items() if k != "checksum"}
+    body["files"][str(bucket)][2] = seal_bytes(rel, Path(path).read_bytes()).to_json()
+    manifest.write_text(json.dumps({**body, "checksum": zlib.crc32(json.dumps(body, sort_keys=True).encode())}))
+    problems = sorted(m["problem"] for m in Table.open(t.path).indexes.validate("record_index")["mismatches"])
     assert problems == ["differs", "missing"], problems
     t.indexes.rebuild("record_index")
     assert t.indexes.validate("record_index")["mismatches"] == []
