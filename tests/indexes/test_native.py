@@ -11,7 +11,11 @@ fail: the Makefile's editable install compiles it (:mod:`tests.natives`).
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from types import ModuleType
 
@@ -238,6 +242,21 @@ def test_probe_search_equals_the_numpy_reference(n: int, monkeypatch: pytest.Mon
     reference = hash_bits.find_sorted(bits, width, probes, asked)
     assert [a.tolist() for a in native] == [a.tolist() for a in reference]
     assert len(native[0]) == int(np.isin(asked, probes).sum())
+
+
+def test_lakeline_native_0_turns_every_c_loop_off() -> None:
+    """What ``make test``'s second run of the model tests relies on: with
+    ``LAKELINE_NATIVE=0`` at import, no module of the package holds an extension."""
+    script = "; ".join(
+        [
+            "import importlib, json",
+            f"print(json.dumps({{m: importlib.import_module(m).NATIVE is None for m in {sorted(natives.USERS)!r}}}))",
+        ]
+    )
+    for value, off in (("0", True), ("1", False)):
+        env = {**os.environ, "LAKELINE_NATIVE": value}
+        out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+        assert json.loads(out.stdout) == dict.fromkeys(natives.USERS, off)
 
 
 # -- every column type, with and without the C loops --------------------------------------------
