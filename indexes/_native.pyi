@@ -2,7 +2,9 @@
 
 Inputs are read-only buffers (numpy arrays, Arrow buffers); ``out``, ``registers`` and
 ``bits`` are writable buffers the function fills in place. ``wide`` says whether the
-offsets are 64-bit (Arrow large_string) rather than 32-bit.
+offsets are 64-bit (Arrow large_string) rather than 32-bit. A size, count, offset or
+header the buffers do not back raises
+:class:`~lakeline.timeline.errors.CorruptFileError`.
 """
 
 from typing_extensions import Buffer  # collections.abc.Buffer from Python 3.12 on
@@ -15,3 +17,6 @@ def bloom_set(hashes: Buffer, num_bits: int, num_hashes: int, bits: Buffer, /) -
 def bloom_test(hashes: Buffer, num_bits: int, num_hashes: int, bits: Buffer, out: Buffer, /) -> None: ...
 def ds_coupons_words(words: Buffer, out: Buffer, /) -> None: ...
 def ds_coupons_text(data: Buffer, offsets: Buffer, wide: bool, n: int, out: Buffer, /) -> None: ...
+def probe_sorted(
+    bits: Buffer, width: int, sorted: Buffer, hashes: Buffer, out_entry: Buffer, out_at: Buffer, /
+) -> int: ...

@@ -7,7 +7,9 @@ when the extension was not built (no C compiler at install time). Both give
 byte-identical entries, so tables move freely between installs with and without it.
 
 ``LAKELINE_NATIVE=0`` in the environment turns the extension off (to compare or to
-rule it out).
+rule it out); ``make test`` runs the model tests a second time that way. A malformed
+input to a loop (a count, offset or header its buffers do not back: a damaged file) is
+a ``CorruptFileError``, never a read outside a buffer.
 
 The loops release the GIL, so a long one is split in two halves, one on a helper
 thread (:func:`in_halves`): a 5M-row insert's key hashes and key bounds run before its

@@ -3,8 +3,10 @@
 
 ``values`` and ``validity`` are an Arrow array's buffers (``validity`` None: no nulls),
 ``offset`` and ``length`` its rows in them, ``width`` the bytes per value (0: one bit,
-booleans); ``positions`` an int64 buffer of ascending row numbers (from ``offset``).
-Both return a count of nulls: written (``drop_rows``) or dropped (``fill_holes``).
+booleans; any width, a fixed_size_binary's included); ``positions`` an int64 buffer of
+ascending row numbers (from ``offset``). Both return a count of nulls: written
+(``drop_rows``) or dropped (``fill_holes``). Rows or positions the buffers do not hold
+raise :class:`~lakeline.timeline.errors.CorruptFileError`.
 """
 
 from typing_extensions import Buffer  # collections.abc.Buffer from Python 3.12 on

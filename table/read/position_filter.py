@@ -15,7 +15,10 @@ buffers a read decoded for itself:
   moved down with one ``memmove`` and a shifted copy of its validity bits.
 
 Chunks no position falls in are passed on untouched. Without the extension (no C
-compiler at install time) Arrow's ``filter`` and ``take`` give the same rows.
+compiler at install time) Arrow's ``filter`` and ``take`` give the same rows, for every
+type: the loops take any fixed width (a 64-byte ``fixed_size_binary`` digest as well as an int8),
+and rows or positions its buffers do not hold are a ``CorruptFileError``, never a read
+outside them (``tests/table/read/test_position_filter.py`` holds the two paths equal).
 ``LAKELINE_NATIVE=0`` in the environment turns it off, as for the index loops
 (:mod:`lakeline.indexes.native`).
 """
