@@ -16,9 +16,10 @@ buffers a read decoded for itself:
 
 Chunks no position falls in are passed on untouched. Without the extension (no C
 compiler at install time) Arrow's ``filter`` and ``take`` give the same rows, for every
-type: the loops take any fixed width (a 64-byte ``fixed_size_binary`` digest as well as an int8),
-and rows or positions its buffers do not hold are a ``CorruptFileError``, never a read
-outside them (``tests/table/read/test_position_filter.py`` holds the two paths equal).
+type: the loops take any fixed width (a 64-byte ``fixed_size_binary`` digest as well as
+an int8), and rows or positions its buffers do not hold are a ``CorruptFileError``,
+never a read outside them (``tests/table/read/test_position_filter.py`` holds the two
+paths equal).
 ``LAKELINE_NATIVE=0`` in the environment turns it off, as for the index loops
 (:mod:`lakeline.indexes.native`).
 """
