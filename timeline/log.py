@@ -39,6 +39,7 @@ from .errors import (
     LakelineError,
     SlotTakenError,
     TimelineGapError,
+    UnsafeStorageError,
 )
 from .instant import Action, Event, State, check_transition
 from .storage.event_log.protocol import TimelineStore
@@ -220,6 +221,8 @@ class EventLog:
                 faults.point("log.after_put")
             except SlotTakenError:
                 continue
+            except (UnsafeStorageError, TimelineGapError):
+                raise  # the store lost or would lose an event: never retried on it (object_store.py)
             except Exception as e:  # noqa: BLE001 - the slot may have been won: read back
                 found = self._find_token(token, seq)
                 if found is _TAKEN:

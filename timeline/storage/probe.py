@@ -19,11 +19,21 @@ refused while one naming the current ETag lands.
 A safe verdict is remembered per (endpoint, bucket): in the process, and for
 :data:`VERDICT_TTL_S` in a file of the user's cache folder (``$LAKELINE_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/lakeline``, else ``~/.cache/lakeline``). The races are slow on purpose
-(a store that holds contended creates holds them for a second or more, SeaweedFS does),
-and the server behind an endpoint does not change from one table to the next; a day
-bounds how long a store that did change goes unnoticed, and ``lakeline storage probe``
-always checks again. An unsafe verdict is never remembered: a fixed store is trusted as
-soon as it passes. The file names no credential (endpoint and bucket only).
+(a store that holds contended creates holds them for a second or more, SeaweedFS does);
+``lakeline storage probe`` always checks again. An unsafe verdict is never remembered:
+a fixed store is trusted as soon as it passes. The file names no credential (endpoint
+and bucket only).
+
+A remembered verdict is not what a write trusts, though: a proxy or load balancer put
+in front of an existing table's endpoint, or a server swapped behind it, may stop
+honouring the headers at any time, and then event puts overwrite each other's slots
+(issue 45, D7). So every process checks the store's conditional puts again where it
+first writes to a table (:func:`check_conditional_puts`, once per process and endpoint):
+a create-only put of an existing key and a put naming a wrong ETag must both be
+refused. Four small requests, no race (the races test a store's implementation, the
+remembered part; the headers reaching it is what changes with the network). A failed
+check raises :class:`UnsafeStorageError` before the write puts anything, and drops the
+remembered safe verdict, so the next ``Table.create`` probes in full.
 """
 
 from __future__ import annotations
@@ -51,7 +61,22 @@ VERDICT_TTL_S = 24 * 3600.0
 VERDICT_FILE = "store-verdicts.json"
 _VERDICTS: dict[tuple[str, str, str], ProbeReport] = {}
 _LOCK = threading.Lock()
+#: The (pid, kind, endpoint, bucket) whose conditional puts this process checked: the
+#: pid makes a forked child check again (its parent's answer is not its network's).
+_CHECKED: set[tuple[int, str, str, str]] = set()
+_CHECK_LOCK = threading.Lock()
+#: Requests :func:`check_conditional_puts` makes when it checks.
+CHECK_REQUESTS = 4
 log = logging.getLogger(__name__)
+
+
+def _fresh_lock_in_child() -> None:
+    # A thread of the parent may hold the lock at the fork; the child has no such thread.
+    global _CHECK_LOCK
+    _CHECK_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_lock_in_child)
 
 
 @dataclass(frozen=True)
@@ -167,6 +192,76 @@ def probe(objects: ObjectStore, base: str) -> ProbeReport:
     return ProbeReport(location, objects.endpoint, tuple(checks), round(time.monotonic() - t0, 3), requests)
 
 
+def conditional_checks(objects: ObjectStore, base: str) -> tuple[ProbeCheck, ...]:
+    """The cheap part of the probe: does a conditional put still reach the store and
+    hold? :data:`CHECK_REQUESTS` requests under ``<base>/.lakeline-probe/``."""
+    key = f"{base.rstrip('/')}/.lakeline-probe/{uuid.uuid4().hex}/once"
+    objects.create(key, b"first")
+    try:
+        try:
+            objects.create(key, b"second")
+            refused = False
+        except FileExistsError:
+            refused = True
+        try:
+            objects.replace(key, b"third", '"lakeline-no-such-etag"')
+            wrong_refused = False
+        except ObjectChangedError:
+            wrong_refused = True
+    finally:
+        try:
+            objects.delete(key)
+        except Exception:  # noqa: BLE001,S110 - best effort: the check's verdict stands
+            pass
+    return (
+        ProbeCheck("create-only put of an existing key is refused", refused, "409/412 expected"),
+        ProbeCheck("a put naming a wrong ETag is refused", wrong_refused, "412 expected"),
+    )
+
+
+def check_conditional_puts(objects: ObjectStore, base: str) -> int:
+    """Check, once per process and endpoint, that the store still honours conditional
+    puts (see the module docstring); the requests it made (0 when already checked).
+
+    Raises:
+        UnsafeStorageError: a conditional put was not refused; nothing else was written.
+        StorageAccessError: the store cannot be used at all.
+    """
+    key = (os.getpid(), *_key(objects))
+    if key in _CHECKED:
+        return 0
+    with _CHECK_LOCK:
+        if key in _CHECKED:
+            return 0
+        t0 = time.monotonic()
+        checks = conditional_checks(objects, base)
+        report = ProbeReport(
+            f"{objects.location.scheme}://{base}", objects.endpoint, checks, round(time.monotonic() - t0, 3)
+        )
+        if report.safe:
+            _CHECKED.add(key)
+            return CHECK_REQUESTS
+    remember(objects, report)  # an unsafe answer drops the remembered safe verdict
+    with _LOCK:
+        _VERDICTS.pop(_key(objects), None)
+    raise UnsafeStorageError(
+        f"the object store at {report.endpoint} (bucket {objects.location.bucket}) does not honour conditional "
+        f"puts any more: {_failed(report)}. Nothing was written: with it, racing commits would overwrite each "
+        "other's events. Check for a proxy or load balancer that drops If-None-Match/If-Match, or keep the "
+        "timeline in PostgreSQL (timeline='postgresql://...')"
+    )
+
+
+def forget_check(objects: ObjectStore) -> None:
+    """Check the store again before the next write of this process (after a write saw
+    its event overwritten: the store stopped honouring conditional puts since)."""
+    _CHECKED.discard((os.getpid(), *_key(objects)))
+
+
+def _failed(report: ProbeReport) -> str:
+    return "; ".join(f"{c.name}: no ({c.detail})" for c in report.checks if not c.ok)
+
+
 def require_safe(objects: ObjectStore, base: str) -> ProbeReport:
     """The probe's verdict on ``objects``: remembered (see the module docstring), or run.
 
@@ -182,13 +277,14 @@ def require_safe(objects: ObjectStore, base: str) -> ProbeReport:
         if report is None:
             report = probe(objects, base)
             remember(objects, report)
+            if report.safe:  # the full probe covers the first write's check
+                _CHECKED.add((os.getpid(), *key))
         _VERDICTS[key] = report
     if not report.safe:
-        failed = "; ".join(f"{c.name}: no ({c.detail})" for c in report.checks if not c.ok)
         raise UnsafeStorageError(
             f"the object store at {report.endpoint} (bucket {objects.location.bucket}) cannot hold an event log: "
-            f"{failed}. Keep this table's timeline in PostgreSQL (timeline='postgresql://...'), or use a store "
-            "whose conditional puts are atomic; `lakeline storage probe URI` shows the checks"
+            f"{_failed(report)}. Keep this table's timeline in PostgreSQL (timeline='postgresql://...'), "
+            "or use a store whose conditional puts are atomic; `lakeline storage probe URI` shows the checks"
         )
     return report
 
@@ -260,11 +356,15 @@ def remember(objects: ObjectStore, report: ProbeReport) -> None:
 
 
 __all__ = [
+    "CHECK_REQUESTS",
     "ROUNDS",
     "VERDICT_TTL_S",
     "WRITERS",
     "ProbeCheck",
     "ProbeReport",
+    "check_conditional_puts",
+    "conditional_checks",
+    "forget_check",
     "probe",
     "remember",
     "require_safe",

@@ -20,6 +20,19 @@ A put whose response was lost is retried by the client and then finds its own ev
 the slot: the store reads the slot back and compares the event's token, so a landed
 event is never reported as lost (and the log's read-back by token covers the rest).
 
+A store that stops honouring the conditional headers (a proxy in front of it, issue 45
+D7) must not lose commits silently. The process checks the store's conditional puts
+where it first writes to a table (:func:`~..probe.check_conditional_puts`), and every
+event put is guarded on top (:mod:`.chain`): the slot and its predecessor are read
+first (a taken slot is never put to; a predecessor other than the one this writer built
+on is a :class:`TimelineGapError` before anything is put), the event names its
+predecessor's token, and the slot is read back after the put, at once with the
+archival mark: another token there means another writer's put overwrote ours, and the
+write fails with :class:`UnsafeStorageError` instead of reporting a commit the log does
+not hold. A reader checks each event against its predecessor. On a conformant store
+this costs three GETs per event (two of them beside a request made anyway) and one
+round trip.
+
 Archival's mark ``archived_through`` only moves forward (a put that names the ETag it
 read); a put at a slot at or below it is undone and refused, as on the file system.
 Heartbeats are small objects overwritten in place; the table lock is a lease object
@@ -35,9 +48,18 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from ...diagnostics import faults
-from ...errors import CorruptEventError, EventsArchivedError, ObjectChangedError, SlotTakenError, TimelineGapError
+from ...errors import (
+    CorruptEventError,
+    EventsArchivedError,
+    ObjectChangedError,
+    SlotTakenError,
+    TimelineGapError,
+    UnsafeStorageError,
+)
 from ...instant import Event
 from ...lock import Lock, ObjectLock
+from ..probe import check_conditional_puts, forget_check
+from .chain import EventChain, decode, encode
 from .filesystem import ARCHIVED_THROUGH, SEQ_DIGITS, event_file_name, mark_value
 from .protocol import TimelineStore
 
@@ -80,6 +102,8 @@ class ObjectStoreLog(TimelineStore):
         self.beats_dir = f"{meta_dir}/heartbeats"
         self.locks_dir = f"{meta_dir}/locks"
         self._mark = f"{self.events_dir}/{ARCHIVED_THROUGH}"
+        self._base = storage.base
+        self._chain = EventChain(self.events_dir)
 
     def __repr__(self) -> str:
         return f"ObjectStoreLog({self.events_dir!r})"
@@ -93,34 +117,68 @@ class ObjectStoreLog(TimelineStore):
     # -- events ----------------------------------------------------------------------
 
     def put_if_absent(self, event: Event) -> None:
-        data = event.to_json().encode()
-        path = self._event_path(event.seq)
+        seq, path = event.seq, self._event_path(event.seq)
+        check_conditional_puts(self.objects, self._base)  # once per process and endpoint
         faults.point("log.store.before_write")
-        try:
-            self.objects.create(path, data)
-        except FileExistsError:
-            # Ours, if the client retried a put whose response was lost.
-            held = self._read_slot(event.seq)
-            if held is None or held.token != event.token:
-                raise SlotTakenError(f"slot {event.seq} is taken") from None
-        if event.seq <= self.archived_through():
+        prev = self._chain.token(seq - 1)
+        # The slot and the predecessor at once: a put never goes to a slot this writer
+        # has not just seen free, nor after an event other than the one it built on.
+        before_f = _POOL.submit(self._read_linked, seq - 1) if prev else None
+        held = self._read_slot(seq)
+        before = before_f.result() if before_f is not None else None
+        if before is not None and before[0].token != prev:
+            self._overwritten(f"event {seq - 1}, which this write follows, was overwritten", TimelineGapError)
+        if held is None:
+            try:
+                self.objects.create(path, encode(event, prev))
+            except FileExistsError:
+                held = self._read_slot(seq)  # ours, if the client retried a put whose response was lost
+                if held is None or held.token != event.token:
+                    raise SlotTakenError(f"slot {seq} is taken") from None
+        elif held.token != event.token:
+            raise SlotTakenError(f"slot {seq} is taken")
+        faults.point("log.store.after_write")
+        # Read the slot back beside the mark (asked for anyway): ours must be there.
+        mine_f = _POOL.submit(self._read_slot, seq)
+        floor = self.archived_through()
+        mine = mine_f.result()
+        if seq <= floor:
             # The key was free because archival removed that event (the mark moves
             # before any removal): undo, as readers ignore slots at or below the mark.
             self.objects.delete(path)
-            raise SlotTakenError(f"slot {event.seq} was archived")
-        if event.seq > 0 and event.seq % CHECKPOINT_EVERY == 0:
-            self._checkpoint(event.seq)
+            self._chain.forget(seq)
+            raise SlotTakenError(f"slot {seq} was archived")
+        if mine is None or mine.token != event.token:
+            self._overwritten(f"event {seq} was overwritten right after it was put; this write did not commit")
+        self._chain.seen(event)
+        if seq > 0 and seq % CHECKPOINT_EVERY == 0:
+            self._checkpoint(seq)
 
-    def _read_slot(self, seq: int) -> Event | None:
+    def _overwritten(self, what: str, error: type[Exception] = UnsafeStorageError) -> None:
+        """Raise ``error`` for an event another writer's put overwrote, and check the
+        store's conditional puts again before this process writes to it again."""
+        forget_check(self.objects)
+        raise error(
+            f"{what} ({self.events_dir}): the object store at {self.objects.endpoint} did not honour a "
+            "create-only put. Check for a proxy or load balancer that drops If-None-Match/If-Match, or keep "
+            "the timeline in PostgreSQL (timeline='postgresql://...')"
+        )
+
+    def _read_linked(self, seq: int) -> tuple[Event, str] | None:
+        """The event at ``seq`` and the predecessor token it names, None when free."""
         path = self._event_path(seq)
         try:
             raw = self.objects.get(path)
         except FileNotFoundError:
             return None
-        event = Event.from_json(raw, path)
+        event, prev = decode(raw, path)
         if event.seq != seq:
             raise CorruptEventError(f"event {path} says seq {event.seq}")
-        return event
+        return event, prev
+
+    def _read_slot(self, seq: int) -> Event | None:
+        found = self._read_linked(seq)
+        return found[0] if found is not None else None
 
     def read_from(self, seq: int) -> list[Event]:
         if seq > 0:
@@ -132,6 +190,8 @@ class ObjectStoreLog(TimelineStore):
         checkpoint = self._newest_checkpoint()
         floor = floor_f.result()
         events = [e for e in checkpoint if e.seq > floor]
+        for e in events:
+            self._chain.seen(e)
         start = events[-1].seq + 1 if events else floor + 1
         # A whole read expects up to a checkpoint's worth of events: wide windows at once.
         tail = self._probe_from(start, PROBE_WINDOW)
@@ -146,13 +206,13 @@ class ObjectStoreLog(TimelineStore):
         :data:`PROBE_WINDOW` (a long tail is read in parallel)."""
         events: list[Event] = []
         while True:
-            window = list(_POOL.map(self._read_slot, range(seq, seq + size)))
+            window = list(_POOL.map(self._read_linked, range(seq, seq + size)))
             size = min(2 * size, PROBE_WINDOW)
             for i, found in enumerate(window):
                 if found is None and any(later is not None for later in window[i + 1 :]):
                     # A later slot is taken: this one was written after we asked (the
                     # GETs ran at once), or the log has a hole. Asking again tells which.
-                    found = self._read_slot(seq)
+                    found = self._read_linked(seq)
                     if found is None and seq > self.archived_through():
                         raise TimelineGapError(f"event log {self.events_dir} has no event {seq}")
                 if found is None:
@@ -160,7 +220,8 @@ class ObjectStoreLog(TimelineStore):
                     if seq <= self.archived_through():
                         raise EventsArchivedError(f"event {seq} of {self.events_dir} was archived")
                     return events
-                events.append(found)
+                self._chain.seen(*found)  # in order: each against the one before
+                events.append(found[0])
                 seq += 1
 
     def _newest_checkpoint(self) -> list[Event]:
@@ -211,6 +272,7 @@ class ObjectStoreLog(TimelineStore):
         return mark_value(text, self._mark)
 
     def delete_through(self, seq: int) -> None:
+        check_conditional_puts(self.objects, self._base)  # the mark moves by compare-and-swap
         while True:  # move the mark forward by compare-and-swap; it never moves back
             held = self.objects.get_tagged(self._mark)
             floor = mark_value(held[0], self._mark) if held else -1
