@@ -15,6 +15,12 @@ Parquet files of two kinds:
   time-travel reader whose snapshot is older than ``seq`` still sees only what its
   snapshot had.
 
+A file's name is its reference, so it carries its seal: the token is 8 random hex
+digits, then the file's size and a CRC-32 of its footer, and its pages carry Parquet's
+page CRCs (:mod:`.integrity`); a file damaged, truncated or replaced by another is
+:class:`~lakeline.timeline.errors.CorruptFileError` naming it. A token of 8 digits alone
+names a file written before seals, read as it is.
+
 Readers take the newest base plus the deltas of instants that completed after the
 base's ``seq`` and are completed in their snapshot; an entry is identified by its
 ``path`` (and ``column`` where present) and the latest instant wins. Files are never
