@@ -39,6 +39,7 @@ from ...timeline.storage.data_reads import DAMAGED, unreadable
 from ...timeline.table_config import TableConfig, TableType
 from ..context import TableContext
 from ..merge_engine import AGGREGATION, FIRST_ROW, MergeEngine
+from ..read.pushdown import filtered_scanner, pushdown
 from ..read.scan import Scan, SliceRead, read_slice
 from .assign import Assignments, apply_assignments, check_assignments
 from .plan import PARTITION, LogAppend, Rewrite, WritePlan
@@ -64,7 +65,8 @@ def slice_matches(task: SliceMatch) -> pa.Table:
         try:
             dset = ds.dataset([r.storage.path(s.base.path)], schema=r.schema, format="parquet", filesystem=r.storage.fs)
             try:
-                return dset.to_table(filter=task.where)
+                # No test of a float column reaches Parquet's statistics (NaN is in none).
+                return filtered_scanner(dset, pushdown(task.where, r.schema), None).to_table()
             except DAMAGED as e:
                 if (damaged := unreadable(r.storage, s.base.path)) is not None:
                     raise damaged from None  # the base is damaged: CorruptFileError naming it

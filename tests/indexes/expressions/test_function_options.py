@@ -167,12 +167,6 @@ def test_is_null_with_nan_is_null_never_prunes_a_file_holding_nan(tmp_path: Path
     assert len(t.scan(filter=pc.is_null(pc.field("x"))).files()) < len(t.scan().files())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pyarrow's dataset simplifies a filter with the Parquet min/max, which leave NaN out: "
-    "is_nan(x), x != 1 and is_null(x, nan_is_null=True) drop the NaN rows of a file read with the "
-    "filter pushed down (table/read/scan.py, plain slices); reported, not fixed here",
-)
 @pytest.mark.parametrize("flt", [NAN_IS_NULL, pc.is_nan(pc.field("x")), pc.field("x") != 1.0], ids=str)
 def test_filters_matching_nan_return_the_nan_rows(tmp_path: Path, flt: pc.Expression) -> None:
     t = _nan_table(tmp_path)
