@@ -95,7 +95,7 @@ java:
 # runs them: the two paths must be one behaviour (issue 45). About 45 s on 2 idle cores.
 NATIVE_OFF_TESTS := tests/table/test_model.py tests/table/merge_engines/test_engine_model.py \
 	tests/table/schema/test_schema_model.py tests/table/read/test_mor_reads.py \
-	tests/table/read/test_change_feed.py \
+	tests/table/read/change_feed/test_change_feed.py \
 	tests/indexes/record_index/test_record_index.py::test_exact_through_every_write_and_service \
 	tests/indexes/test_table_indexes.py::test_pruned_scans_equal_unpruned_and_validate_is_clean \
 	tests/indexes/test_native.py::test_lakeline_native_0_turns_every_c_loop_off
