@@ -3,7 +3,8 @@
 A scan resolves its snapshot (now, an instant id, or a wall-clock time), asks the
 file-system view for the latest slice of every live file group, prunes slices whose
 partition cannot match the filter, and reads: slices without logs go through one
-``pyarrow.dataset`` scan (filter and projection pushed into Parquet); slices with logs
+``pyarrow.dataset`` scan (filter and projection pushed into Parquet, but for a test of
+a float column: :mod:`.pushdown`); slices with logs
 are merged per group through the engine (base + logs folded by key), then filtered.
 
 Pruning reads the filter once as lakeline's expression tree
