@@ -10,7 +10,10 @@ a struct), with the column-stats and bloom-filter indexes on, must equal
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
@@ -194,3 +197,63 @@ def test_dataset_consumers_keep_the_nan_rows(tmp_path: Path, consumer: str) -> N
     else:
         got = _keys(t.to_pyarrow_dataset().to_table(filter=FILTERS["ne"]))
     assert got == _expected(t, FILTERS["ne"])
+
+
+MIXED = pa.schema(
+    [
+        pa.field("k", pa.int64(), nullable=False),
+        pa.field("x", pa.float32()),
+        pa.field("s", pa.string()),
+        pa.field("d", pa.date32()),
+        pa.field("ts", pa.timestamp("us", tz="Europe/Paris")),
+        pa.field("m", pa.decimal128(9, 2)),
+    ]
+)
+
+
+def _mixed_literal(rng: random.Random, col: str) -> object:
+    return {
+        "k": lambda: rng.randint(-2, 60),
+        "x": lambda: rng.choice([NAN, 1.0, 0.5, -1.0, 2.0]),
+        "s": lambda: rng.choice(["a", "b", "c", ""]),
+        "d": lambda: date(2026, 1, 1) + timedelta(days=rng.randint(-1, 5)),
+        "ts": lambda: datetime(2026, 1, 1, tzinfo=UTC) + timedelta(hours=rng.randint(-1, 5)),
+        "m": lambda: Decimal(rng.randint(-200, 200)) / 100,
+    }[col]()
+
+
+def _mixed_filter(rng: random.Random, depth: int = 0) -> pc.Expression:
+    r = rng.random()
+    if depth < 2 and r < 0.35:
+        return _mixed_filter(rng, depth + 1) & _mixed_filter(rng, depth + 1)
+    if depth < 2 and r < 0.5:
+        return _mixed_filter(rng, depth + 1) | _mixed_filter(rng, depth + 1)
+    if depth < 2 and r < 0.6:
+        return ~_mixed_filter(rng, depth + 1)
+    col = rng.choice(MIXED.names)
+    field, value = pc.field(col), pa.scalar(_mixed_literal(rng, col), MIXED.field(col).type)
+    if col == "x" and rng.random() < 0.3:
+        return pc.is_nan(field) if rng.random() < 0.5 else pc.is_null(field, nan_is_null=True)
+    if rng.random() < 0.15:
+        return field.isin(pa.array([_mixed_literal(rng, col) for _ in range(3)], MIXED.field(col).type))
+    op = rng.choice(["==", "!=", "<", ">="])
+    return {"==": field == value, "!=": field != value, "<": field < value, ">=": field >= value}[op]
+
+
+def test_random_mixed_filters_read_what_arrow_filters(tmp_path: Path) -> None:
+    """Filters mixing float tests with tests of other types (dates, zoned timestamps,
+    decimals, strings): what the Parquet scan is given holds for every matching row, and
+    the read equals Arrow's filter over the whole table."""
+    rng = random.Random(45)
+    t = Table.create(tmp_path / "t", MIXED, record_key="k", properties={"write.small-file-limit-bytes": 0})
+    for start in range(0, 60, 15):
+        keys = list(range(start, start + 15))
+        t.insert(pa.table({c: [_mixed_literal(rng, c) if c != "k" else k for k in keys] for c in MIXED.names}, MIXED))
+    whole = t.to_arrow()
+    for _ in range(100):
+        flt = _mixed_filter(rng)
+        want = _keys(whole.filter(flt))
+        push = t.scan(filter=flt)._push
+        if push.pushed is not None:
+            assert set(want) <= set(_keys(whole.filter(push.pushed))), str(flt)
+        assert _keys(t.to_arrow(filter=flt)) == want, str(flt)
