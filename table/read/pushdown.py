@@ -110,7 +110,8 @@ def pushdown(filter: pc.Expression | None, schema: pa.Schema, tree: Expr | None 
     if not names_any(filter, tree, schema, floats):
         return Pushdown(filter)
     safe: list[pc.Expression] = []
-    for part in tree.children if isinstance(tree, And) else (tree,):
+    parts = () if tree is None else tree.children if isinstance(tree, And) else (tree,)
+    for part in parts:
         if has_unknown(part) or not columns(part).isdisjoint(floats):
             continue
         try:
