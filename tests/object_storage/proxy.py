@@ -15,7 +15,9 @@ mock, so the faults are injected on the wire between obstore and SeaweedFS:
   (or None): any of the above, or the answer delayed (past the client's timeout, so it
   retries a request that landed), the request done twice (a retransmission; the second
   answer is sent), or a ``409``/``412`` in place of the ``2xx`` of a conditional put
-  that landed. :class:`SeededFaults` picks them at random from a seed.
+  that landed. :class:`SeededFaults` picks them at random from a seed (the same seed
+  gives the same sequence of picks; which request gets which depends on timing when
+  several clients share the proxy).
 
 Every fault but throttling and stripping acts after the server did the request: the
 proxy never holds a request back to land later, so once the client has its answer (or

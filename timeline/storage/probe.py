@@ -196,14 +196,14 @@ def conditional_checks(objects: ObjectStore, base: str) -> tuple[ProbeCheck, ...
     """The cheap part of the probe: does a conditional put still reach the store and
     hold? :data:`CHECK_REQUESTS` requests under ``<base>/.lakeline-probe/``."""
     key = f"{base.rstrip('/')}/.lakeline-probe/{uuid.uuid4().hex}/once"
-    try:
-        objects.create(key, b"first")
-    except FileExistsError:
-        # A fresh key: the put landed and its answer was lost (the client's retry was
-        # refused) or replaced by a refusal. Ours if it holds our bytes.
-        if objects.get(key) != b"first":
-            raise UnsafeStorageError(f"the object store at {objects.endpoint} refused a create of a new key") from None
-    try:
+    try:  # removed after, even when the first put fails (it may have landed)
+        try:
+            objects.create(key, b"first")
+        except FileExistsError:
+            # A fresh key: the put landed and its answer was lost (the client's retry
+            # was refused) or replaced by a refusal. Ours if it holds our bytes.
+            if objects.get(key) != b"first":
+                raise UnsafeStorageError(f"the object store at {objects.endpoint} refused a new key") from None
         try:
             objects.create(key, b"second")
             refused = False
