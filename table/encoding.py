@@ -1,5 +1,6 @@
 """How lakeline encodes a data file as Parquet: which columns take a dictionary, which
-delta encoding, which the table's codec; and what a row costs on disk (file sizing).
+delta encoding, which the table's codec, which keep statistics; and what a row costs on
+disk (file sizing).
 
 Every choice is made per file from the rows themselves (a sample), so a table whose
 data changes shape (a key that turns from sequential to uuid, a measure that turns
@@ -9,7 +10,7 @@ names (pyarrow, DuckDB, Polars, Spark) reads any mix of these per column.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -72,9 +73,70 @@ def parquet_options(
         "row_group_size": row_group_rows,
         "use_dictionary": dictionary_columns(rows),
         "column_encoding": delta_columns(rows.schema),
+        "write_statistics": statistics_columns(rows),
     }
     options["compression"] = column_compression(rows, compression, options, min_saving)
     return options
+
+
+def leaf_paths(typ: pa.DataType, path: str) -> Iterator[tuple[str, pa.DataType]]:
+    """Each Parquet leaf column of a column ``path`` of type ``typ``: its path as the
+    footer and ``pq.write_table``'s per-column options name it (``s.f`` in a struct,
+    ``l.list.element`` in a list, ``m.key_value.key``/``.value`` in a map) and its type
+    (a dictionary's values)."""
+    for leaf, values in _leaves(path, typ, None):
+        yield leaf, values if isinstance(values, pa.DataType) else values.type
+
+
+def _leaves(path: str, typ: pa.DataType, values: pa.Array | None) -> Iterator[tuple[str, pa.DataType | pa.Array]]:
+    """The leaves under ``path``: with ``values``, each with its values (those under a
+    null parent may be included: a test over them errs towards the safe side)."""
+    if isinstance(typ, pa.ExtensionType):
+        yield from _leaves(path, typ.storage_type, None if values is None else values.storage)
+    elif pa.types.is_struct(typ):
+        for i in range(typ.num_fields):
+            yield from _leaves(f"{path}.{typ.field(i).name}", typ.field(i).type, _child(values, i))
+    elif pa.types.is_map(typ):
+        yield from _leaves(f"{path}.key_value.key", typ.key_type, None if values is None else values.keys)
+        yield from _leaves(f"{path}.key_value.value", typ.item_type, None if values is None else values.items)
+    elif pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_fixed_size_list(typ):
+        yield from _leaves(f"{path}.list.element", typ.value_type, None if values is None else values.flatten())
+    elif pa.types.is_dictionary(typ):
+        yield from _leaves(path, typ.value_type, None if values is None else values.dictionary)
+    else:
+        yield path, typ if values is None else values
+
+
+def _child(values: pa.Array | None, i: int) -> pa.Array | None:
+    return None if values is None else values.field(i)
+
+
+def statistics_columns(rows: pa.Table) -> bool | list[str]:
+    """``pq.write_table``'s ``write_statistics`` for a data file of ``rows``: every column
+    (True), except, when a floating-point leaf (float16/32/64, in a struct, list or map
+    too) holds a NaN, that leaf: then the paths of the others.
+
+    Why: Parquet's float min/max leave NaN out, so a row group holding ``1.0`` and a NaN
+    says min = max = 1.0, and a reader that prunes on statistics (pyarrow's dataset scan,
+    DuckDB through :meth:`Table.to_duckdb` or :meth:`Table.to_pyarrow_dataset`, which
+    push their own filters to it) skips that group for ``x != 1.0`` or ``isnan(x)`` and
+    loses the NaN rows. Without statistics no reader can skip a group on that column.
+    lakeline's own pruning never reads float statistics (:mod:`.read.row_groups`; the
+    column stats index bounds floats from the rows). The test is one ``is_nan`` pass
+    over each float leaf (about 0.6 ms for a million float64 values); columns without
+    floats are not read.
+    """
+    nan: dict[str, bool] = {}  # each leaf path: whether it holds a NaN
+    for name, column in zip(rows.column_names, rows.columns):
+        leaves = list(leaf_paths(column.type, name))
+        nan.update((path, False) for path, _ in leaves)
+        if not any(pa.types.is_floating(typ) for _, typ in leaves):
+            continue
+        for chunk in column.chunks:
+            for path, values in _leaves(name, column.type, chunk):
+                if isinstance(values, pa.Array) and pa.types.is_floating(values.type) and not nan[path]:
+                    nan[path] = bool(pc.any(pc.is_nan(values)).as_py())
+    return True if not any(nan.values()) else [path for path, held in nan.items() if not held]
 
 
 def column_compression(
