@@ -9,6 +9,7 @@ indexes knows which engine runs it.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -60,9 +61,17 @@ class LocalEngine:
         items = list(items)
         if self.nice == 0 and (len(items) <= 1 or self.parallelism == 1):
             return [fn(i) for i in items]
-        pool_cls = ProcessPoolExecutor if self.processes else ThreadPoolExecutor
         workers = max(1, min(self.parallelism, len(items)))
-        with pool_cls(max_workers=workers, initializer=lower_priority, initargs=(self.nice,)) as pool:
+        pool: ProcessPoolExecutor | ThreadPoolExecutor
+        if self.processes:
+            # Workers start from a fresh server process, never forked from this one: the
+            # object store's client (obstore's runtime) does not survive a fork, and a
+            # forked worker's first request to S3 would hang for good.
+            ctx = multiprocessing.get_context("forkserver")
+            pool = ProcessPoolExecutor(workers, ctx, initializer=lower_priority, initargs=(self.nice,))
+        else:
+            pool = ThreadPoolExecutor(workers, initializer=lower_priority, initargs=(self.nice,))
+        with pool:
             return list(pool.map(fn, items))
 
     def __repr__(self) -> str:

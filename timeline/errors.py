@@ -193,6 +193,11 @@ class StorageConfigError(LakelineError, ValueError):
     lakeline reaches (``s3``, ``gs``, ``az``/``abfs``, local paths)."""
 
 
+class ForkedStoreError(LakelineError, RuntimeError):
+    """An object store was used in a process forked from one that had used it: its
+    client cannot run there (see :mod:`lakeline.timeline.storage.fork_guard`)."""
+
+
 class TimelineConfigError(TimelineError, ValueError):
     """The timeline argument does not fit the table (e.g. missing PostgreSQL URL)."""
 

@@ -50,6 +50,7 @@ from ..errors import (
     StoragePermissionError,
     StorageUnreachableError,
 )
+from . import fork_guard
 
 #: URI scheme -> the store kind obstore builds for it.
 SCHEMES = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs": "azure", "abfss": "azure"}
@@ -335,6 +336,7 @@ class ObjectStore:
         """The obstore client, built on first use and shared by every thread: it is
         thread-safe and keeps a pool of connections, so parallel requests (a probe's
         window of slots) reuse warm connections instead of each thread opening its own."""
+        fork_guard.reach(repr(self))
         client = self._client_obj
         if client is None:
             with self._lock:
