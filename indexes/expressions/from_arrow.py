@@ -2,7 +2,8 @@
 
 Arrow has no public API to take an expression apart, and its printed form is no
 contract. Its documented way out is Substrait: ``pyarrow.substrait.serialize_expressions``
-writes an ``ExtendedExpression`` protobuf, which :mod:`.substrait` reads. Field numbers
+writes an ``ExtendedExpression`` protobuf, which :mod:`.substrait` reads (the schema
+given to it without field metadata: :func:`without_metadata`). Field numbers
 below are those of Substrait 0.44 (the version pyarrow declares), files
 ``extended_expression.proto``, ``extensions/extensions.proto``, ``algebra.proto`` and
 ``type.proto``.
@@ -40,6 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...timeline.errors import InvalidFilterError
+from ...timeline.field_ids import strip_ids
 from .substrait import MalformedSubstraitError, Message
 from .tree import FALSE, TRUE, Compare, Expr, Op, Ref, Unknown, Value, and_, is_in, is_null, not_, not_null, or_
 
@@ -57,13 +59,23 @@ def from_arrow(expr: pc.Expression, schema: pa.Schema) -> Expr:
     except ImportError:  # a pyarrow built without Substrait: no pruning, still correct
         return Unknown(f"pyarrow without Substrait: {expr}")
     try:
-        buf = substrait.serialize_expressions([expr], ["filter"], schema)
+        buf = substrait.serialize_expressions([expr], ["filter"], without_metadata(schema))
     except (pa.ArrowException, TypeError, ValueError, KeyError) as e:
         return Unknown(f"not serializable to Substrait ({type(e).__name__}: {e}): {expr}")
     try:
         return decode(bytes(buf), schema)
     except InvalidFilterError as e:  # MalformedSubstraitError, or an operand not caught where read
         return Unknown(f"unreadable Substrait ({e}): {expr}")
+
+
+def without_metadata(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with no field metadata at any depth, as the Substrait serializer takes
+    it: pyarrow refuses a field inside a struct that carries metadata ("substrait::Type::
+    Struct does not support field metadata"), and every nested field of a lakeline table
+    carries its field id, so a table with a struct column had no filter read (no pruning
+    at all). Substrait needs none of it: a column is referenced by its position, which
+    :func:`decode` reads back against the schema itself (names and types unchanged)."""
+    return pa.schema([f.remove_metadata().with_type(strip_ids(f.type)) for f in schema])
 
 
 def decode(buf: bytes, schema: pa.Schema) -> Expr:

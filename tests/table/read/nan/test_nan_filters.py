@@ -49,9 +49,8 @@ LAYOUTS = {"cow": ("cow", False), "mor": ("mor", False), "mor_logs": ("mor", Tru
 
 
 def _schema(typ: pa.DataType, nested: bool) -> pa.Schema:
-    """The rows' schema; ``nested`` adds a struct holding the float too (a table with a
-    struct is kept apart: its filters are read by no pruning stage, so the others are
-    tested where the column-stats and bloom stages do prune)."""
+    """The rows' schema; ``nested`` adds a struct holding the float too (on a table of
+    its own, so the tables without one are tested as they were)."""
     fields = [pa.field("k", pa.int64(), nullable=False), pa.field("p", pa.string()), pa.field("x", typ)]
     return pa.schema(fields + ([pa.field("s", pa.struct([pa.field("f", typ)]))] if nested else []))
 
