@@ -67,7 +67,9 @@ def slice_batches(task: SliceRows) -> Iterator[pa.RecordBatch]:
             rows = read_slice(SliceRead(task.storage, s, task.schema, task.key, task.ordering, engine=task.engine))
         elif s.base is not None:
             rows = with_columns_of(
-                read_snapshot_file(FileRead(task.storage, s.base.path, task.columns, schema=task.schema)),
+                read_snapshot_file(
+                    FileRead(task.storage, s.base.path, task.columns, schema=task.schema, size=s.base.bytes)
+                ),
                 pa.schema([task.schema.field(c) for c in task.columns]),
             )
         else:

@@ -56,6 +56,7 @@ from ..table.table import Table
 from ..table.write.changes import can_combine, write_changes
 from ..timeline.commit_metadata import Operation
 from ..timeline.errors import InvalidOptionError, LakelineError, SchemaMismatchError, UnsupportedOperationError
+from ..timeline.storage.data_reads import PARQUET_READ, PARQUET_WRITE
 from ..timeline.storage.event_log.pointer import read_pointer
 from ..timeline.storage.filesystem import Storage
 from ..timeline.storage.staging_folders import OwnerBeat, folder_of
@@ -155,7 +156,9 @@ class LakelineWriter(DataSourceArrowWriter):
         try:
             owner.start()
             staged = [m.path for m in messages if isinstance(m, Staged) and m.path is not None]
-            tables = [pq.read_table(self.storage.path(rel), filesystem=self.storage.fs) for rel in staged]
+            tables = [
+                pq.read_table(self.storage.path(rel), filesystem=self.storage.fs, **PARQUET_READ) for rel in staged
+            ]
             t = kept_table(self.path, self.options)
             if tables:
                 try:
@@ -221,7 +224,7 @@ def _stage(storage: Storage, staging: str, iterator: Iterator[pa.RecordBatch]) -
     target = storage.path(rel)
     storage.mkdirs(posixpath.dirname(target))
     with storage.fs.open_output_stream(target) as sink:
-        pq.write_table(rows, sink, compression="zstd")
+        pq.write_table(rows, sink, compression="zstd", **PARQUET_WRITE)
     return Staged(rel, rows.num_rows)
 
 

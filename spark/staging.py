@@ -45,6 +45,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
 from ..indexes.bloom import key_hashes
+from ..timeline.storage.data_reads import PARQUET_READ
 from ..timeline.storage.filesystem import Storage
 from ..timeline.storage.staging_folders import folder_of
 from .errors import reraise_typed
@@ -97,7 +98,7 @@ class Staging:
         writes timestamps as INT96 by default (UTC instants), which pyarrow reads as
         nanoseconds, out of range before 1677; read as microseconds, Spark's own unit."""
         with self.storage.fs.open_input_file(self.storage.path(rel)) as f:
-            rows = pq.read_table(f, columns=schema.names, coerce_int96_timestamp_unit="us")
+            rows = pq.read_table(f, columns=schema.names, coerce_int96_timestamp_unit="us", **PARQUET_READ)
         return rows.select(schema.names).cast(schema)
 
     def _options(self) -> pa.ipc.IpcWriteOptions:

@@ -17,6 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ..timeline.storage.data_reads import PARQUET_WRITE
+
 #: A column keeps the table's codec only if it saves at least this share of the
 #: column's bytes on a sample (:func:`column_compression`): the default of
 #: ``write.parquet-compression-min-saving``.
@@ -68,8 +70,11 @@ def parquet_options(
 ) -> dict[str, Any]:
     """``pq.write_table``'s options for a data file of ``rows``: the table's codec where
     it saves ``min_saving`` (:func:`column_compression`) and row-group size,
-    dictionaries where values repeat, delta encoding for integers."""
+    dictionaries where values repeat, delta encoding for integers, and a CRC in every
+    page (:data:`~lakeline.timeline.storage.data_reads.PARQUET_WRITE`: a damaged page is
+    an error on read, never wrong values)."""
     options: dict[str, Any] = {
+        **PARQUET_WRITE,
         "row_group_size": row_group_rows,
         "use_dictionary": dictionary_columns(rows),
         "column_encoding": delta_columns(rows.schema),

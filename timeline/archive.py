@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 
 from .errors import CorruptArchiveError, TimelineGapError
 from .instant import EVENT_FORMAT_VERSION, Action, Event, State
+from .storage.data_integrity import PARQUET_READ, PARQUET_WRITE
 from .storage.filesystem import Storage
 
 #: Folder of the archive, under the table's base path.
@@ -162,7 +163,7 @@ class EventArchive:
         final = self.storage.path(ARCHIVE_DIR, name)
         self.storage.mkdirs(self.storage.path(ARCHIVE_DIR))
         with self.storage.written_whole(final) as target:  # readers never see half a file
-            pq.write_table(table, target, filesystem=self.storage.fs, compression="zstd")
+            pq.write_table(table, target, filesystem=self.storage.fs, compression="zstd", **PARQUET_WRITE)
         return ArchiveFile(events[0].seq, events[-1].seq, posixpath.join(ARCHIVE_DIR, name))
 
     def read(self, after: int = -1) -> list[Event]:
@@ -188,7 +189,8 @@ class EventArchive:
     def _read_file(self, f: ArchiveFile) -> list[Event]:
         where = f"archive file {self.storage.path(f.path)}"
         try:
-            table = pq.read_table(self.storage.path(f.path), filesystem=self.storage.fs)
+            # Page CRCs verified: a flipped byte is CorruptArchiveError, never another event.
+            table = pq.read_table(self.storage.path(f.path), filesystem=self.storage.fs, **PARQUET_READ)
         except (OSError, pa.ArrowException) as e:
             raise CorruptArchiveError(f"{where} cannot be read: {e}") from None
         version = (table.schema.metadata or {}).get(_FORMAT_KEY)

@@ -27,10 +27,10 @@ from datetime import datetime
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-import pyarrow.parquet as pq
 
 from ...timeline.errors import UnmergedLogsError, UnsupportedOperationError
 from ...timeline.field_ids import reads_by_name
+from ...timeline.storage.data_reads import PARQUET_FORMAT, check_sizes, open_parquet
 from ...timeline.view.file_group import FileSlice
 from ..context import TableContext
 from .partition_pruning import partition_guarantee
@@ -78,13 +78,18 @@ def live_bases(ctx: TableContext, as_of: int | datetime | None = None) -> list[F
             f"{with_logs[0].file_group}): a dataset only sees base files; compact first "
             "(t.services.compact()) or read with t.scan() / t.to_polars(), which merge the logs"
         )
-    return [s for s in slices if s.base is not None]
+    bases = [s for s in slices if s.base is not None]
+    # A file swapped or cut short is refused by its recorded size: stat'ed now on a local
+    # disk, compared when Arrow, DuckDB or Polars opens it on an object store.
+    check_sizes(ctx.storage, [(s.base.path, s.base.bytes) for s in bases if s.base is not None])
+    return bases
 
 
 def fragment(ctx: TableContext, s: FileSlice) -> ds.ParquetFileFragment:
-    """The slice's base file as a Parquet fragment with its guarantee."""
+    """The slice's base file as a Parquet fragment with its guarantee (its pages' CRCs
+    verified as it is read)."""
     assert s.base is not None
-    return ds.ParquetFileFormat().make_fragment(
+    return PARQUET_FORMAT.make_fragment(
         ctx.storage.path(s.base.path), ctx.storage.fs, partition_expression=fragment_guarantee(ctx, s)
     )
 
@@ -102,7 +107,7 @@ def snapshot_dataset(ctx: TableContext, as_of: int | datetime | None = None) -> 
     if ctx.config.moved_names:
         for s in slices:
             if s.base is not None and not reads_by_name(
-                pq.read_schema(storage.path(s.base.path), filesystem=storage.fs), schema
+                open_parquet(storage, s.base.path, s.base.bytes).schema_arrow, schema
             ):
                 raise UnsupportedOperationError(
                     f"{s.base.path} was written before a rename, drop or widening of its columns, and a pyarrow "
@@ -111,4 +116,4 @@ def snapshot_dataset(ctx: TableContext, as_of: int | datetime | None = None) -> 
                     "columns=...).to_reader() (any Arrow consumer), or rewrite the old files first "
                     "(t.services.cluster(...) rewrites every file group)"
                 )
-    return ds.FileSystemDataset([fragment(ctx, s) for s in slices], schema, ds.ParquetFileFormat(), storage.fs)
+    return ds.FileSystemDataset([fragment(ctx, s) for s in slices], schema, PARQUET_FORMAT, storage.fs)

@@ -26,11 +26,10 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.dataset as ds
-import pyarrow.parquet as pq
 
 from ...timeline.errors import InvalidConnectionError
 from ...timeline.field_ids import field_id, reads_as, reads_by_name, source_of, walk
-from ...timeline.storage.data_reads import reading
+from ...timeline.storage.data_reads import PARQUET_FORMAT, open_parquet, reading
 from ..context import TableContext
 from .dataset import fragment, live_bases
 
@@ -118,7 +117,7 @@ def duckdb_relation(
             f"connection must be a DuckDB connection (duckdb.connect()), not {type(connection).__name__}"
         )
     con = connection if connection is not None else duckdb.default_connection()
-    schema, storage, fmt = ctx.config.schema, ctx.storage, ds.ParquetFileFormat()
+    schema, storage, fmt = ctx.config.schema, ctx.storage, PARQUET_FORMAT
     plain: list[ds.ParquetFileFragment] = []
     groups: dict[object, tuple[pa.Schema, list[ds.ParquetFileFragment]]] = {}
     for s in live_bases(ctx, as_of):
@@ -127,7 +126,7 @@ def duckdb_relation(
             plain.append(fragment(ctx, s))
             continue
         with reading(s.base.path):
-            file_schema = pq.read_schema(storage.path(s.base.path), filesystem=storage.fs)
+            file_schema = open_parquet(storage, s.base.path, s.base.bytes).schema_arrow
         if reads_by_name(file_schema, schema):
             plain.append(fragment(ctx, s))
         else:

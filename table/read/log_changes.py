@@ -62,18 +62,21 @@ class SharedReads:
     def __setstate__(self, state: dict[str, object]) -> None:
         self.__init__()  # type: ignore[misc]
 
-    def read(self, task: LogChange, path: str, names: tuple[str, ...], group: int | None) -> pa.Table:
-        """The ``names`` columns of the file ``path`` (of its row group ``group`` only,
-        when given), as ``task.schema`` names and types them."""
+    def read(self, task: LogChange, file: DataFile, names: tuple[str, ...], group: int | None) -> pa.Table:
+        """The ``names`` columns of ``file`` (of its row group ``group`` only, when given),
+        as ``task.schema`` names and types them."""
+        path = file.path
         where = (task.storage.path(path), -1 if group is None else group, names)
         with self._lock:
             got = self._reads.get(where)
         if got is not None:
             return got
         if group is None:
-            got = read_snapshot_file(FileRead(task.storage, path, names, threads=False, schema=task.schema))
+            got = read_snapshot_file(
+                FileRead(task.storage, path, names, threads=False, schema=task.schema, size=file.bytes)
+            )
         else:
-            got = read_groups(task.storage, path, names, task.schema, [group], threads=False)
+            got = read_groups(task.storage, path, names, task.schema, [group], threads=False, size=file.bytes)
         with self._lock:
             self._reads[where] = got
             while len(self._reads) > 1 and sum(t.nbytes for t in self._reads.values()) > SHARED_BYTES:
@@ -130,7 +133,7 @@ def log_change(task: LogChange) -> KeyVersions | None:
     log_schema = task.schema.append(pa.field(OP, pa.string())).append(pa.field(BASE_POS, pa.int64()))
     logs = []
     for f in task.new.logs:  # the slice's fold order
-        rows = task.shared.read(task, f.path, (*names, OP, SEQ, BASE_POS), None)
+        rows = task.shared.read(task, f, (*names, OP, SEQ, BASE_POS), None)
         if not points_into(rows, base.path):
             return None
         logs.append((f.path, with_columns_of(rows.sort_by(SEQ).drop_columns([SEQ]), log_schema)))
@@ -143,11 +146,11 @@ def log_change(task: LogChange) -> KeyVersions | None:
     earlier = [rows for path, rows in versions if path not in new_paths]
     before_rows = pa.concat_tables(earlier) if earlier else log_schema.empty_table()
     positions = np.unique(after_rows.column(BASE_POS).drop_null().to_numpy()).astype(np.int64)
-    lay = layout(task.storage, base.path, task.schema, None)
+    lay = layout(task.storage, base.path, task.schema, None, base.bytes)
     if len(positions) and (positions[0] < 0 or positions[-1] >= lay.rows):
         return None  # a log pointing past its base: the whole read reports it
     groups = np.unique(np.searchsorted(lay.starts, positions, side="right") - 1)
-    parts = [task.shared.read(task, base.path, names, int(g)) for g in groups]
+    parts = [task.shared.read(task, base, names, int(g)) for g in groups]
     read = pa.concat_tables(parts) if parts else pa.schema([task.schema.field(n) for n in names]).empty_table()
     hit = read.take(pa.array(_within(positions, lay.starts, groups)))
     fold = lambda changes: merge_at_positions(  # noqa: E731

@@ -39,7 +39,7 @@ from ...indexes.hashing import row_hashes
 from ...indexes.pruning import has_unknown
 from ...timeline.errors import CorruptLogError
 from ...timeline.field_ids import field_id
-from ...timeline.storage.data_reads import check_log
+from ...timeline.storage.data_reads import check_log, open_parquet
 from ...timeline.storage.filesystem import Storage
 from ..files import FileRead, file_columns, read_snapshot_file, snapshot_file_reading, with_columns_of
 from ..write.records import BASE_POS, OP, OP_DELETE, SEQ
@@ -142,16 +142,17 @@ def row_group_keep(md: pq.FileMetaData, file_schema: pa.Schema, schema: pa.Schem
     return keep
 
 
-def layout(storage: Storage, rel_path: str, schema: pa.Schema, tree: Expr | None) -> Layout:
+def layout(storage: Storage, rel_path: str, schema: pa.Schema, tree: Expr | None, size: int | None = None) -> Layout:
     """The row groups of a base file and which of them may hold a row matching
-    ``tree`` (all of them without one).
+    ``tree`` (all of them without one). ``size``: the one its commit recorded (None: not
+    known), compared on open.
 
     Raises:
         SnapshotExpiredError: the file is gone (as :func:`read_snapshot_file`).
-        CorruptFileError: its footer is damaged.
+        CorruptFileError: its footer is damaged, or it is not the size recorded.
     """
     with snapshot_file_reading(rel_path):
-        parquet = pq.ParquetFile(storage.path(rel_path), filesystem=storage.fs)
+        parquet = open_parquet(storage, rel_path, size)
         md, file_schema = parquet.metadata, parquet.schema_arrow
     sizes = [md.row_group(g).num_rows for g in range(md.num_row_groups)]
     starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64)
@@ -161,13 +162,20 @@ def layout(storage: Storage, rel_path: str, schema: pa.Schema, tree: Expr | None
 
 
 def read_groups(
-    storage: Storage, rel_path: str, names: Sequence[str], schema: pa.Schema, groups: Sequence[int], threads: bool
+    storage: Storage,
+    rel_path: str,
+    names: Sequence[str],
+    schema: pa.Schema,
+    groups: Sequence[int],
+    threads: bool,
+    size: int | None = None,
 ) -> pa.Table:
-    """The ``names`` columns of the given row groups, in order, as ``schema`` types them."""
+    """The ``names`` columns of the given row groups, in order, as ``schema`` types them
+    (``size``: the file's recorded size, as for :class:`FileRead`)."""
     out = pa.schema([schema.field(n) for n in names])
     if not groups:
         return out.empty_table()
-    rows = read_snapshot_file(FileRead(storage, rel_path, tuple(names), threads, tuple(groups), schema=out))
+    rows = read_snapshot_file(FileRead(storage, rel_path, tuple(names), threads, tuple(groups), schema=out, size=size))
     return with_columns_of(rows, out)
 
 
@@ -185,6 +193,7 @@ def read_matching(
     layout: Layout,
     threads: bool,
     filter: pc.Expression,
+    size: int | None = None,
 ) -> tuple[pa.Table, np.ndarray]:
     """The rows ``filter`` keeps of the ``names`` columns of the row groups ``layout``
     keeps, and their positions in the file (ascending); decoded a batch at a time and
@@ -210,7 +219,7 @@ def read_matching(
         filter = pc.scalar(True)
     groups = list(layout.kept)
     with snapshot_file_reading(rel_path):
-        parquet = pq.ParquetFile(storage.path(rel_path), filesystem=storage.fs)
+        parquet = open_parquet(storage, rel_path, size)
         check_log(rel_path, parquet.schema_arrow.names, (OP, SEQ))
         columns = file_columns(parquet.schema_arrow, tuple(names), out)
         batches = parquet.iter_batches(MATCHING_BATCH_ROWS, groups, columns, use_threads=threads) if groups else ()
@@ -285,6 +294,7 @@ def pruned_base(
     filter: pc.Expression | None,
     filter_columns: frozenset[str],
     threads: bool,
+    size: int | None = None,
 ) -> PrunedBase:
     """The base rows a merge by position needs under ``layout``'s pruning, and
     ``changes`` (with ``_op`` and ``_base_pos``, positions into the whole file) pointing
@@ -309,12 +319,12 @@ def pruned_base(
     needs_rows = upserts and ordering is not None
     outside = ~inside if needs_rows else np.zeros(len(positions), dtype=bool)
     extra = _extra_positions(changes, positions, outside, key, filter) if needs_rows else np.zeros(0, np.int64)
-    rows = read_groups(storage, rel_path, names, schema, kept, threads)
+    rows = read_groups(storage, rel_path, names, schema, kept, threads, size)
     extra_groups = np.unique(np.searchsorted(layout.starts, extra, side="right") - 1)
     if len(extra):
         kept_too = {*filter_columns, *key, ordering}  # the key: the fold groups by it
         needed = [n for n in names if n in kept_too or not schema.field(n).nullable]
-        decoded = read_groups(storage, rel_path, needed, schema, tuple(int(g) for g in extra_groups), threads)
+        decoded = read_groups(storage, rel_path, needed, schema, tuple(int(g) for g in extra_groups), threads, size)
         at = pa.array(_local(extra, layout, extra_groups))
         rows = pa.concat_tables([rows, with_columns_of(decoded.take(at), rows.schema)])
     local = np.full(len(positions), -1, dtype=np.int64)

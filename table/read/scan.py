@@ -28,7 +28,6 @@ from datetime import datetime
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-import pyarrow.parquet as pq
 
 from ...indexes.expressions import columns as tree_columns
 from ...indexes.pruning import filter_tree, has_unknown
@@ -37,7 +36,15 @@ from ...timeline.errors import InvalidFilterError, SnapshotExpiredError
 from ...timeline.field_ids import reads_by_name
 from ...timeline.instant import instant_id_of
 from ...timeline.retention import check_retained
-from ...timeline.storage.data_reads import DAMAGED, find_damaged, missing_error, reading
+from ...timeline.storage.data_reads import (
+    DAMAGED,
+    PARQUET_FORMAT,
+    check_sizes,
+    find_damaged,
+    missing_error,
+    open_parquet,
+    reading,
+)
 from ...timeline.timeline import Timeline
 from ...timeline.view.file_group import FileSlice
 from ..context import TableContext
@@ -210,7 +217,7 @@ class Scan:
         for s in plain:
             assert s.base is not None
             with reading(s.base.path):
-                file_schema = pq.read_schema(storage.path(s.base.path), filesystem=storage.fs)
+                file_schema = open_parquet(storage, s.base.path, s.base.bytes).schema_arrow
             (by_name if reads_by_name(file_schema, cfg.schema) else by_id).append(s)
         return by_name, by_id
 
@@ -219,17 +226,21 @@ class Scan:
         schema = self.ctx.config.schema
         for s in slices:
             assert s.base is not None
-            task = FileRead(self.ctx.storage, s.base.path, tuple(schema.names), schema=schema)
+            task = FileRead(self.ctx.storage, s.base.path, tuple(schema.names), schema=schema, size=s.base.bytes)
             rows = self._filtered(with_columns_of(read_snapshot_file(task), schema))
             yield rows if self.columns is None else rows.select(self.columns)
 
     def _plain(self, slices: list[FileSlice]) -> ds.Dataset:
-        """The base files of slices without logs, as one Parquet dataset."""
+        """The base files of slices without logs, as one Parquet dataset (every page's
+        CRC verified; each file's size compared with its commit's first,
+        :func:`~lakeline.timeline.storage.data_reads.check_sizes`)."""
         storage = self.ctx.storage
+        bases = [s.base for s in slices if s.base is not None]
+        check_sizes(storage, [(f.path, f.bytes) for f in bases])
         dataset = ds.dataset(
-            [storage.path(s.base.path) for s in slices if s.base is not None],
+            [storage.path(f.path) for f in bases],
             schema=self.ctx.config.schema,
-            format="parquet",
+            format=PARQUET_FORMAT,
             filesystem=storage.fs,
         )
         return narrowed_to_rows(dataset, {storage.path(p): rows for p, rows in self._base_rows.items()})
@@ -264,7 +275,8 @@ class Scan:
         except FileNotFoundError:
             raise
         except DAMAGED as e:
-            damaged = find_damaged(self.ctx.storage, [s.base.path for s in plain if s.base is not None], e)
+            bases = [s.base for s in plain if s.base is not None]
+            damaged = find_damaged(self.ctx.storage, [f.path for f in bases], e, {f.path: f.bytes for f in bases})
             if damaged is not None:
                 raise damaged from e
             if isinstance(e, OSError):

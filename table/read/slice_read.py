@@ -96,7 +96,11 @@ def read_merged(task: SliceRead) -> SliceRows:
     a filter on key columns alone the log rows of keys it rules out) or be returned
     with nulls in columns the filter does not name: the caller filters the rows."""
     s = task.slice
-    plan = layout(task.storage, s.base.path, task.schema, task.tree) if s.base is not None and task.tree else None
+    plan = (
+        layout(task.storage, s.base.path, task.schema, task.tree, s.base.bytes)
+        if s.base is not None and task.tree
+        else None
+    )
     if plan is not None and task.base_rows is not None:
         plan = replace(plan, keep=plan.keep & groups_holding(plan.starts, task.base_rows))
     logs = _logs_to_read(task)
@@ -135,7 +139,7 @@ def _plain(task: SliceRead, names: tuple[str, ...], plan: Layout | None, logs: p
     if plan is None or s.base is None:
         rows = _read_base(task, names)
         return _counted(rows, rows, plan)
-    base = read_groups(task.storage, s.base.path, names, task.schema, plan.kept, task.threads)
+    base = read_groups(task.storage, s.base.path, names, task.schema, plan.kept, task.threads, s.base.bytes)
     rows = base if logs is None else merge_onto(base, logs, task.key, task.ordering, task.engine).cast(task.schema)
     return SliceRows(rows, len(plan.keep), len(plan.kept), base.num_rows)
 
@@ -175,6 +179,7 @@ def _by_position(task: SliceRead, log_rows: pa.Table, plan: Layout | None, key: 
         task.filter,
         named,
         task.threads,
+        s.base.bytes,
     )
     rows = _merge_decoded(task, base.rows, base.changes, wanted)
     return SliceRows(rows, len(plan.keep), base.groups_read, base.rows_read)
@@ -188,8 +193,9 @@ def _by_position_matching(
     only the changes pointing at them are merged. A key's versions share its key, so
     no other row, and no change to one, can match, under any merge engine."""
     assert task.slice.base is not None and task.filter is not None
+    base = task.slice.base
     base_rows, positions = read_matching(
-        task.storage, task.slice.base.path, read, task.schema, plan, task.threads, task.filter
+        task.storage, base.path, read, task.schema, plan, task.threads, task.filter, base.bytes
     )
     rows = _merge_decoded(task, base_rows, _onto_rows(log_rows, positions, plan.rows), wanted)
     return SliceRows(rows, len(plan.keep), len(plan.kept), int(plan.sizes(plan.kept).sum()))
@@ -309,6 +315,7 @@ def _read_logs(task: SliceRead, files: tuple[DataFile, ...]) -> tuple[pa.Table, 
                 (OP, BASE_POS) if deletes_only else every_column,
                 threads=False,
                 schema=task.schema,
+                size=f.bytes,
             ),
             f.bytes,
         )
@@ -319,7 +326,9 @@ def _read_logs(task: SliceRead, files: tuple[DataFile, ...]) -> tuple[pa.Table, 
         return pa.concat_tables(logs), True
     if deletes_only:  # logs from before positions: the merge compares keys
         logs = [
-            LOGS.read(FileRead(task.storage, f.path, every_column, threads=False, schema=task.schema), f.bytes)
+            LOGS.read(
+                FileRead(task.storage, f.path, every_column, threads=False, schema=task.schema, size=f.bytes), f.bytes
+            )
             for f in files
         ]
     log_schema = task.schema.append(pa.field(OP, pa.string()))
@@ -356,5 +365,6 @@ def _read_base(task: SliceRead, names: tuple[str, ...]) -> pa.Table:
     if s.base is None:
         return schema.empty_table()
     return with_columns_of(
-        read_snapshot_file(FileRead(task.storage, s.base.path, names, task.threads, schema=schema)), schema
+        read_snapshot_file(FileRead(task.storage, s.base.path, names, task.threads, schema=schema, size=s.base.bytes)),
+        schema,
     )

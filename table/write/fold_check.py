@@ -30,10 +30,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from ...indexes.pruning import filter_tree
 from ...timeline.field_ids import field_id
+from ...timeline.storage.data_reads import open_parquet
 from ...timeline.storage.filesystem import Storage
 from ...timeline.table_config import TableConfig
 from ...timeline.view.file_group import FileSlice
@@ -141,7 +141,7 @@ def _statistics_bound(task: FoldCheck) -> bool:
     high = dict(low)
     for file in task.slice.files:
         with snapshot_file_reading(file.path):
-            parquet = pq.ParquetFile(task.storage.path(file.path), filesystem=task.storage.fs)
+            parquet = open_parquet(task.storage, file.path, file.bytes)
             md, file_schema = parquet.metadata, parquet.schema_arrow
         paths = [md.schema.column(i).path for i in range(md.num_columns)]
         for f in summed:

@@ -85,7 +85,7 @@ def rewrite_group(task: RewriteTask) -> Written | None:
     assert s.base is not None
     # A clean may have removed the base since the plan (it was replaced meanwhile): a
     # typed SnapshotExpiredError, and the writer replays on a fresh snapshot.
-    base = with_columns_of(read_snapshot_file(FileRead(st.storage, s.base.path)), st.schema)
+    base = with_columns_of(read_snapshot_file(FileRead(st.storage, s.base.path, size=s.base.bytes)), st.schema)
     if task.predicate is not None and task.assign is not None:
         from .assign import apply_where
 

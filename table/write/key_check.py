@@ -201,7 +201,7 @@ def _updated_meets(storage: Storage, f: WriteStat, claims: KeyClaims, key: tuple
     if mine is None or _outside_range(f, [mine], key):
         return False
     try:
-        keys = read_file(FileRead(storage, f.path, key))
+        keys = read_file(FileRead(storage, f.path, key, size=f.bytes))
     except FileNotFoundError:
         return True  # cleaned meanwhile: a later commit replaced it; replay
     return _meets(keys, mine, key)
@@ -219,7 +219,7 @@ def _their_rows(storage: Storage, schema: pa.Schema, f: WriteStat, key: tuple[st
     upsert records of a log. Only the key columns unless ``whole_rows`` (a predicate
     needs the others; columns added to the schema later read as nulls)."""
     columns = None if whole_rows else key + ((OP,) if f.kind == FileKind.LOG else ())
-    rows = read_file(FileRead(storage, f.path, columns))
+    rows = read_file(FileRead(storage, f.path, columns, size=f.bytes))
     if f.kind == FileKind.LOG:
         rows = rows.filter(pc.equal(rows.column(OP), OP_UPSERT)).drop_columns([OP])
     return with_columns_of(rows, schema) if whole_rows else rows

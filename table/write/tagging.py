@@ -61,12 +61,15 @@ def slice_live_keys(task: SliceKeys) -> pa.Table:
     s = task.slice
     base: pa.Table | None = None
     if s.base is not None:
-        base = read_snapshot_file(FileRead(task.storage, s.base.path, task.key))
+        base = read_snapshot_file(FileRead(task.storage, s.base.path, task.key, size=s.base.bytes))
         if task.positions:
             # Each base row's position: a live key whose version is the base's row is
             # tagged with it, for the log's position deletes (a log's rows carry nulls).
             base = base.append_column(BASE_POS, pa.array(np.arange(base.num_rows, dtype=np.int64)))
-    logs = [read_snapshot_file(FileRead(task.storage, log.path, task.key + (OP, BASE_POS))) for log in s.logs]
+    logs = [
+        read_snapshot_file(FileRead(task.storage, log.path, task.key + (OP, BASE_POS), size=log.bytes))
+        for log in s.logs
+    ]
     if base is not None and not logs:
         live = base
     elif s.base is not None and base is not None and all(points_into(lg, s.base.path) for lg in logs):

@@ -35,7 +35,7 @@ import pyarrow.dataset as ds
 
 from ...timeline.commit_metadata import Operation
 from ...timeline.errors import InvalidFilterError, SnapshotExpiredError, UnsupportedOperationError
-from ...timeline.storage.data_reads import DAMAGED, unreadable
+from ...timeline.storage.data_reads import DAMAGED, PARQUET_FORMAT, check_sizes, unreadable
 from ...timeline.table_config import TableConfig, TableType
 from ..context import TableContext
 from ..merge_engine import AGGREGATION, FIRST_ROW, MergeEngine
@@ -63,12 +63,15 @@ def slice_matches(task: SliceMatch) -> pa.Table:
     r, s = task.read, task.read.slice
     if not s.logs and s.base is not None:
         try:
-            dset = ds.dataset([r.storage.path(s.base.path)], schema=r.schema, format="parquet", filesystem=r.storage.fs)
+            check_sizes(r.storage, [(s.base.path, s.base.bytes)])  # swapped or cut short: refused
+            dset = ds.dataset(
+                [r.storage.path(s.base.path)], schema=r.schema, format=PARQUET_FORMAT, filesystem=r.storage.fs
+            )
             try:
                 # No test of a float column reaches Parquet's statistics (NaN is in none).
                 return filtered_scanner(dset, pushdown(task.where, r.schema), None).to_table()
             except DAMAGED as e:
-                if (damaged := unreadable(r.storage, s.base.path)) is not None:
+                if (damaged := unreadable(r.storage, s.base.path, s.base.bytes)) is not None:
                     raise damaged from None  # the base is damaged: CorruptFileError naming it
                 if isinstance(e, OSError):
                     raise

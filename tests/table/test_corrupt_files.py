@@ -190,9 +190,11 @@ def test_a_log_pointing_past_a_replaced_base_names_the_slice(tmp_path: Path) -> 
     t.upsert(rows([1, 3, 5, 7, 9, 2, 4]))
     t.upsert(rows([9], ts=2))  # a log whose position points at row 4 of its base
     base = Damage(t, file_of(t, "base")).replace_with(Damage(t, file_of(t, "base", OTHER)))  # 2 rows
-    with pytest.raises(CorruptLogError, match=base.rel) as e:
+    # The base's recorded size catches the swap before the log is folded onto it (the
+    # log's positions are still checked against the base's rows, CorruptLogError).
+    with pytest.raises(CorruptFileError, match=base.rel) as e:
         t.to_arrow()
-    assert file_of(t, "log") in str(e.value)
+    assert "its commit recorded" in str(e.value)
 
 
 @pytest.mark.parametrize("table_type", ["cow", "mor"])

@@ -9,14 +9,19 @@ scan's one-dataset read of plain bases, ``index validate``) goes through
 path relative to the table. A *missing* file is left alone (``FileNotFoundError``):
 whether that is a snapshot that left retention or a file deleted outside lakeline is
 for the caller to tell, from the timeline (:func:`missing_message`).
+
+How a data file is checked as it is read (page CRCs, the size its commit recorded) is
+said in :mod:`.data_integrity`; :func:`open_data_file` compares the size on open, and
+:func:`check_sizes` before a dataset scan opens files by path.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from ..errors import CorruptFileError, CorruptLogError, SnapshotExpiredError, TimelineError
@@ -24,6 +29,12 @@ from ..instant import Action
 from ..log import EventLog
 from ..timeline import Timeline
 from ..view.file_group import LOG_SUFFIX
+
+# The page-CRC options, re-exported: every writer and reader of data files imports them here.
+from .data_integrity import PARQUET_FORMAT as PARQUET_FORMAT
+from .data_integrity import PARQUET_READ as PARQUET_READ
+from .data_integrity import PARQUET_WRITE as PARQUET_WRITE
+from .data_integrity import check_size, expect
 from .filesystem import Storage
 
 #: What pyarrow and the OS raise for a file that exists but cannot be read as Parquet
@@ -50,6 +61,58 @@ def reading(rel_path: str, kind: type[CorruptFileError] = CorruptFileError) -> I
         raise
     except DAMAGED as e:
         raise damaged_error(rel_path, e, kind) from e
+
+
+def open_data_file(storage: Storage, rel_path: str, recorded_size: int | None = None) -> pa.NativeFile:
+    """The data file ``rel_path`` opened, its size compared with ``recorded_size`` (its
+    commit's; None or 0: not known) at no cost: the size the open learned (an ``fstat``,
+    or the HEAD an object store's reader sends). Call it inside :func:`reading`.
+
+    Raises:
+        CorruptFileError: the file is not the size its commit recorded (swapped, cut
+            short), naming it and both sizes.
+        FileNotFoundError: the file is missing.
+    """
+    source = storage.fs.open_input_file(storage.path(rel_path))
+    try:
+        check_size(rel_path, source.size(), recorded_size)
+    except BaseException:
+        source.close()
+        raise
+    return source
+
+
+def open_parquet(storage: Storage, rel_path: str, recorded_size: int | None = None) -> pq.ParquetFile:
+    """:func:`open_data_file` as a ``ParquetFile`` whose reads verify every page's CRC."""
+    source = open_data_file(storage, rel_path, recorded_size)
+    try:
+        return pq.ParquetFile(source, **PARQUET_READ)
+    except BaseException:
+        source.close()
+        raise
+
+
+def check_sizes(storage: Storage, files: Iterable[tuple[str, int | None]]) -> None:
+    """Before a dataset scan opens the data files ``files`` ((relative path, recorded size))
+    by path: on a local disk a stat each (one batched call, microseconds a file) compared
+    now; on an object store each recorded size registered for the open the scan makes
+    (:mod:`.recorded_sizes`), so no request is added. A file missing here is left for the
+    read to report.
+
+    Raises:
+        CorruptFileError: a local file is not the size its commit recorded.
+    """
+    known = [(rel, size) for rel, size in files if size]
+    if not known:
+        return
+    if storage.is_object_store:
+        for rel, size in known:
+            expect(storage.path(rel), rel, size)
+        return
+    infos = storage.fs.get_file_info([storage.path(rel) for rel, _ in known])
+    for (rel, size), info in zip(known, infos, strict=True):
+        if info.type == pafs.FileType.File and info.size is not None:
+            check_size(rel, info.size, size)
 
 
 def check_log(rel_path: str, names: Sequence[str], required: Sequence[str]) -> None:
@@ -88,29 +151,36 @@ def missing_message(rel_path: str, cleans: list[int]) -> str:
     )
 
 
-def unreadable(storage: Storage, rel_path: str) -> CorruptFileError | None:
-    """Whether the data file ``rel_path`` reads whole: None, or the typed error naming
-    it. For a caller that read it with more than a read (a hash, a merge) and met an
-    Arrow error: only when the file itself cannot be read is the file to blame."""
+def unreadable(storage: Storage, rel_path: str, recorded_size: int | None = None) -> CorruptFileError | None:
+    """Whether the data file ``rel_path`` reads whole (every page verified, the size
+    compared with ``recorded_size`` when known): None, or the typed error naming it. For
+    a caller that read it with more than a read (a hash, a merge) and met an Arrow
+    error: only when the file itself cannot be read is the file to blame."""
     try:
         with reading(rel_path):
-            pq.read_table(storage.path(rel_path), filesystem=storage.fs)
+            parquet = open_parquet(storage, rel_path, recorded_size)
+            for group in range(parquet.metadata.num_row_groups):  # one row group held at a time
+                parquet.read_row_group(group, use_threads=False)
     except CorruptFileError as e:
         return e
     return None
 
 
-def find_damaged(storage: Storage, rel_paths: Sequence[str], error: BaseException) -> CorruptFileError | None:
+def find_damaged(
+    storage: Storage, rel_paths: Sequence[str], error: BaseException, sizes: Mapping[str, int] | None = None
+) -> CorruptFileError | None:
     """The typed error for a read of several files at once (one Parquet dataset) that
     raised ``error``: the file is the one whose path the message holds, else the first
-    that does not read whole; None when every file reads (the error is not a file's:
-    a filter that cannot be evaluated, a storage hiccup), and the caller re-raises it."""
+    that does not read whole (every page's CRC verified, its size compared with
+    ``sizes`` where known: a CRC mismatch's message names no file); None when every
+    file reads (the error is not a file's: a filter that cannot be evaluated, a storage
+    hiccup), and the caller re-raises it."""
     text = str(error)
     for rel in rel_paths:
         if storage.path(rel) in text:
             return damaged_error(rel, error)
     for rel in rel_paths:
-        if (damaged := unreadable(storage, rel)) is not None:
+        if (damaged := unreadable(storage, rel, (sizes or {}).get(rel))) is not None:
             return damaged
     return None
 

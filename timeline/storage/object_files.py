@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 from obstore.exceptions import BaseError
 
+from .data_integrity import check_opened
 from .object_store import ObjectStore, translate
 
 T = TypeVar("T")
@@ -209,7 +210,15 @@ class ObjectFilesHandler(pafs.FileSystemHandler):
         return pa.BufferReader(self.objects.get(path))
 
     def open_input_file(self, path: str) -> pa.NativeFile:
-        return pa.PythonFile(_Reader(self.objects.open_reader(path), f"GET {path}"), mode="r")
+        reader = self.objects.open_reader(path)
+        try:
+            # A data file whose commit recorded another size was swapped or cut short: the
+            # size is the one of the HEAD the reader sent anyway (lakeline.timeline.storage.data_integrity).
+            check_opened(path, int(reader.size))
+        except BaseException:
+            reader.close()
+            raise
+        return pa.PythonFile(_Reader(reader, f"GET {path}"), mode="r")
 
     def open_output_stream(self, path: str, metadata: Any) -> pa.NativeFile:
         return pa.PythonFile(_Writer(self.objects.open_writer(path), f"PUT {path}"), mode="w")
