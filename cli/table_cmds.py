@@ -1,8 +1,9 @@
-"""``lakeline table check PATH [--json]``: is every file the table promises to read there?
+"""``lakeline table check PATH [--json] [--deep]``: is every file the table promises to read there?
 
 One call of ``t.check()`` (:mod:`lakeline.table.check`): the files of the current and the
 retained snapshots (those a time-travel read may still open) each stat'ed and their
-Parquet footers read, then ``t.indexes.validate()``. Exit codes as ``lakeline index
+Parquet footers read (with ``--deep``, every page read and verified against its CRC),
+then ``t.indexes.validate()``. Exit codes as ``lakeline index
 validate``: 0 when the table is healthy, 1 when a problem was found (one line per
 problem, each naming its file), 2 when the command was refused (no table there).
 """
@@ -30,14 +31,18 @@ def table() -> None:
 @click.option(
     "--skip-indexes", "skip_indexes", is_flag=True, help="Check the data files only, not t.indexes.validate()."
 )
+@click.option(
+    "--deep", is_flag=True, help="Also read every page of every file and verify its CRC (reads the table's bytes once)."
+)
 @json_option
 @timeline_option
-def check(path: str, skip_indexes: bool, as_json: bool, timeline_url: str | None) -> None:
+def check(path: str, skip_indexes: bool, deep: bool, as_json: bool, timeline_url: str | None) -> None:
     """Check that every file the current and the retained snapshots of the table at PATH
-    read exists with its recorded size and a readable footer, and that the indexes match
-    the data; exits with 1 and one line per problem when there is one."""
+    read exists with its recorded size and a readable footer (--deep: and that every page
+    verifies), and that the indexes match the data; exits with 1 and one line per problem
+    when there is one."""
     with opened_table(path, timeline_url) as t, progress_bar("checking files") as progress:
-        report = t.check(indexes=not skip_indexes, progress=progress)
+        report = t.check(indexes=not skip_indexes, progress=progress, deep=deep)
     if as_json:
         print_json(report.to_dict())
     else:

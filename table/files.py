@@ -23,7 +23,15 @@ from ..timeline.commit_metadata import WriteStat
 from ..timeline.errors import InvalidTransitionError, SnapshotExpiredError
 from ..timeline.field_ids import conform, field_id, has_ids, ids_by_position, name_without_ids, reads_as
 from ..timeline.markers import marker_path, write_marker
-from ..timeline.storage.data_reads import PARQUET_FORMAT, PARQUET_READ, check_log, check_size, open_data_file, reading
+from ..timeline.storage.data_reads import (
+    DAMAGED,
+    PARQUET_FORMAT,
+    PARQUET_READ,
+    check_log,
+    check_size,
+    open_data_file,
+    reading,
+)
 from ..timeline.storage.filesystem import Storage
 from ..timeline.table_config import RESERVED_COLUMNS
 from ..timeline.view.file_group import FileKind
@@ -211,10 +219,15 @@ def read_file(task: FileRead) -> pa.Table:
     """
     with reading(task.rel_path):
         source = open_data_file(task.storage, task.rel_path)
-        parquet = pq.ParquetFile(source, **PARQUET_READ)
+        try:
+            parquet = pq.ParquetFile(source, **PARQUET_READ)
+        except DAMAGED:
+            check_size(task.rel_path, source.size(), task.size)  # cut short: say so
+            raise
         file_schema = parquet.schema_arrow
         names = file_schema.names
-        check_log(task.rel_path, names, (OP, SEQ))  # a base copied over a log (CorruptLogError)
+        # A base copied over a log is a CorruptLogError (more telling than its size).
+        check_log(task.rel_path, names, (OP, SEQ))
         check_size(task.rel_path, source.size(), task.size)  # swapped or cut short
         columns = file_columns(file_schema, task.columns, task.schema)
         if task.row_groups is not None and len(task.row_groups) <= 1:

@@ -381,12 +381,15 @@ class Table(TableReads):
         done = committed_version(self.timeline, app_id)
         return None if done is None else done[0]
 
-    def check(self, indexes: bool = True, progress: Callable[[int, int], None] | None = None) -> CheckReport:
+    def check(
+        self, indexes: bool = True, progress: Callable[[int, int], None] | None = None, deep: bool = False
+    ) -> CheckReport:
         """Check that every file the current and the retained snapshots read exists with
         its recorded size, row count and a readable footer, and (``indexes``) that the
         indexes match (``t.indexes.validate()``); ``report.problems`` lists every one
-        found, by path (:mod:`.check`). Reads footers only; changes nothing."""
-        return check_table(self, indexes, progress)
+        found, by path (:mod:`.check`). Reads footers only (``deep``: every page too,
+        each verified against its CRC); changes nothing."""
+        return check_table(self, indexes, progress, deep)
 
     @property
     def indexes(self) -> TableIndexes:

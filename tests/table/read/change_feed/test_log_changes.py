@@ -106,9 +106,11 @@ def test_a_log_commit_reads_only_the_base_row_groups_its_positions_point_into(
     groups_read: list[tuple[int, ...]] = []
     real_read_groups, real_read_slice = log_changes.read_groups, changes_module.read_slice
 
-    def counting(storage: Any, path: str, names: Any, schema: pa.Schema, groups: Any, threads: bool) -> pa.Table:
+    def counting(
+        storage: Any, path: str, names: Any, schema: pa.Schema, groups: Any, threads: bool, size: int | None = None
+    ) -> pa.Table:
         groups_read.append(tuple(groups))
-        return real_read_groups(storage, path, names, schema, groups, threads)
+        return real_read_groups(storage, path, names, schema, groups, threads, size)
 
     def no_whole_read(task: Any) -> pa.Table:
         # Only the group ``back`` created has no earlier slice to extend: it is read.
