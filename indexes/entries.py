@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from ..timeline.errors import InvalidIndexError, InvalidIndexOptionsError
 from ..timeline.field_ids import field_id, has_ids, source_of
-from ..timeline.storage.data_reads import reading
+from ..timeline.storage.data_reads import PARQUET_READ, reading
 from ..timeline.storage.filesystem import Storage
 from ..timeline.timeline import Timeline
 from .bloom import BLOOM_SCHEMA, DEFAULT_FPP, FileBloom
@@ -219,7 +219,7 @@ def read_base(storage: Storage, rel_path: str, columns: Sequence[str], schema: p
     (:func:`in_rows`: a column renamed since is read under its old name)."""
     path = storage.path(rel_path)
     with reading(rel_path), storage.fs.open_input_file(path) as f:  # damaged: CorruptFileError naming it
-        pf = pq.ParquetFile(f)
+        pf = pq.ParquetFile(f, **PARQUET_READ)  # page CRCs: never hash a flipped key
         names = pf.schema_arrow.names
         found = in_rows(pf.schema_arrow, schema, columns) if schema is not None else list(columns)
         present = [c for c in dict.fromkeys(n for n in found if n is not None) if c in names]

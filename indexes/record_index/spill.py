@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ...timeline.errors import IndexBuildError
-from ...timeline.storage.data_reads import reading
+from ...timeline.storage.data_reads import PARQUET_READ, reading
 from ...timeline.storage.filesystem import Storage
 from ..entries import IndexTarget, MapFn
 from ..integrity import Seal
@@ -91,7 +91,7 @@ def spill_task(task: SpillTask) -> int | str:
     entries = entry_schema(task.schema, key)
     try:
         with reading(task.path), storage.fs.open_input_file(storage.path(task.path)) as f:
-            pf = pq.ParquetFile(f)
+            pf = pq.ParquetFile(f, **PARQUET_READ)  # page CRCs: never hash a flipped key
             cols = [c for c in (*key, OP) if c in pf.schema_arrow.names]
             out = storage.path(task.out)
             storage.mkdirs(posixpath.dirname(out))
@@ -283,7 +283,7 @@ def entries_task(task: SpillTask) -> pa.Table | str:
     small build); the data file's path when it no longer exists."""
     try:
         with reading(task.path), task.storage.fs.open_input_file(task.storage.path(task.path)) as f:
-            pf = pq.ParquetFile(f)
+            pf = pq.ParquetFile(f, **PARQUET_READ)  # page CRCs: never hash a flipped key
             rows = pf.read(columns=[c for c in (*task.target.columns, OP) if c in pf.schema_arrow.names])
         return record_entries(rows, task.path, task.target.columns, task.schema, task.target.buckets, sort=False)
     except FileNotFoundError:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -22,7 +23,10 @@ from lakeline.cli.main import cli
 from lakeline.table import Table
 from lakeline.timeline.errors import CorruptFileError
 from lakeline.timeline.storage.data_integrity import forget
+from lakeline.timeline.storage.object_store import ObjectStore
 from lakeline.timeline.view.file_group import FileKind
+
+from tests.seaweedfs import SeaweedServer
 
 SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("v", pa.int64()), ("day", pa.string())])
 #: Rows of each partition (different, so their files differ in size).
@@ -202,3 +206,54 @@ def test_a_table_written_before_page_crcs_reads_as_before(tmp_path: Path, monkey
     assert t.check(deep=True, indexes=False).ok
     t.services.compact()
     assert Table.open(t.path).to_arrow().sort_by("id").equals(expected)
+
+
+def test_on_s3_a_swapped_base_is_refused_by_its_size_without_a_request_more(
+    s3: SeaweedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On an object store the recorded size is compared with the size of the HEAD the
+    reader sends anyway: a copy-on-write read (one dataset scan of its bases) makes as many
+    requests with the check as without, and a base swapped with another is refused."""
+    t = Table.create(
+        s3.uri(), SCHEMA, record_key="id", partition_by=["day"], storage_options=s3.options(), table_type="cow"
+    )
+    t.insert(pa.concat_tables([rows(KEYS["a"], "a"), rows(KEYS["b"], "b")]))
+    calls: list[str] = []
+    real_call = ObjectStore._call
+
+    def counted(self: ObjectStore, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(what.split(" ", 1)[0])
+        return real_call(self, what, fn, *args, **kwargs)
+
+    monkeypatch.setattr(ObjectStore, "_call", counted)
+    expected = t.to_arrow().sort_by("id")
+    checked = len(calls)
+    assert calls.count("GET") >= 2  # each base opened (a HEAD and ranged GETs)
+    calls.clear()
+    forget()
+    monkeypatch.setattr("lakeline.table.read.scan.check_sizes", lambda storage, files: None)
+    monkeypatch.setattr("lakeline.timeline.storage.object_files.check_opened", lambda path, size: None)
+    assert t.to_arrow().sort_by("id").equals(expected)
+    assert len(calls) == checked  # the check adds no request
+    monkeypatch.undo()
+    rel, other = live_file(t, FileKind.BASE, "a"), live_file(t, FileKind.BASE, "b")
+    with t.storage.fs.open_output_stream(t.storage.path(rel)) as out:
+        out.write(t.storage.read_bytes(t.storage.path(other)))
+    t = Table.open(t.path, storage_options=s3.options())
+    for read in (t.to_arrow, lambda: t.to_arrow(filter=pc.field("day") == "a"), lambda: t.to_polars().collect()):
+        with pytest.raises(CorruptFileError, match="its commit recorded") as error:
+            read()
+        assert rel in str(error.value)
+    with pytest.raises(CorruptFileError, match=rel):
+        t.upsert(rows(KEYS["a"][:5], "a", ts=5))
+
+
+@pytest.mark.parametrize("index", ["record_index", "bloom_filters"])
+def test_an_index_is_never_built_from_a_flipped_page(tmp_path: Path, index: str) -> None:
+    """An index built over a damaged file would hash other keys than the table holds (an
+    upsert would then insert existing keys again): the build stops, naming the file."""
+    t = make(tmp_path / "cow", "cow")
+    rel = live_file(t, FileKind.BASE)
+    flip_pages(t, rel)
+    with pytest.raises(CorruptFileError, match=rel):
+        t.indexes.create(index)
