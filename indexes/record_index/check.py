@@ -6,7 +6,7 @@ generation and the deltas, entries of live files only), one range of buckets at 
 so validation holds no more in memory than a build. An entry is identified by its file
 and its key's hash (and which of the file's entries of that hash, by row): each row of
 a data file has one, and a key a partial rewrite's chain resolved to
-(:func:`.store.live_entries`) names its file but no row. A mismatch is an entry
+(:func:`.live_entries.live_entries`) names its file but no row. A mismatch is an entry
 ``missing`` from the index, one the index holds that the data does not (``extra``),
 one whose key, bucket, delete flag or row (where the index names one) ``differs``, or
 one held twice (``duplicate``).
@@ -25,9 +25,10 @@ import pyarrow.compute as pc
 from ...timeline.errors import SnapshotExpiredError
 from ...timeline.storage.filesystem import Storage
 from ..entries import IndexTarget, MapFn, serial_map
+from .live_entries import partial_rewrites
 from .rows import BUCKET, DELETED, HASH, PATH, POS, key_columns
 from .spill import RANGE_ROWS, RangeTask, range_rows, remove_spill, spill
-from .store import CHECK_PREFIX, Generation, new_token, partial_rewrites, ranges
+from .store import CHECK_PREFIX, Generation, new_token, ranges
 
 #: Mismatches reported per range of buckets (a broken index would otherwise list
 #: every entry of the table).

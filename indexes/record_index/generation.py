@@ -20,13 +20,13 @@ from ...timeline.storage.filesystem import Storage
 from ...timeline.timeline import Timeline
 from ..entries import IndexTarget, MapFn, serial_map
 from . import spill as spilling
+from .live_entries import partial_rewrites
 from .spill import remove_spill, spill, write_buckets, write_in_memory
 from .store import (
     Generation,
     folder_of,
     new_token,
     newest_generation,
-    partial_rewrites,
     publish,
     remove_older,
     remove_unnamed,

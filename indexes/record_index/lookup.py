@@ -40,17 +40,9 @@ from ..states import IndexKind, readable_indexes
 from . import hash_bits
 from .delta_hashes import DELTA_HASHES
 from .hash_join import ROW, equal_hashes, exact_pairs, no_entries, pairs_at
+from .live_entries import partial_rewrites
 from .rows import BUCKET, DELETED, HASH, PATH, POS, bucket_hash_order, buckets_of, chain_of, key_columns, key_table
-from .store import (
-    MAPPED_SUFFIX,
-    Generation,
-    folder_of,
-    mapped_entries,
-    newest_generation,
-    partial_rewrites,
-    read_entries,
-    visible_deltas,
-)
+from .store import MAPPED_SUFFIX, Generation, folder_of, mapped_entries, newest_generation, read_entries, visible_deltas
 
 #: Keys probed in one file up to which its entries are read through an ``isin`` filter
 #: on the hash straight away (row groups of a hash-sorted file pruned by their

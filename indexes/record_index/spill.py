@@ -41,6 +41,7 @@ from ...timeline.storage.filesystem import Storage
 from ..entries import IndexTarget, MapFn
 from ..integrity import Seal
 from .delta_hashes import DELTA_HASHES
+from .live_entries import live_entries, live_mask
 from .rows import BUCKET, HASH, OP, bucket_hash_order, entry_schema, record_entries
 from .store import (
     BUCKET_ROW_GROUP_ROWS,
@@ -49,8 +50,6 @@ from .store import (
     bucket_path,
     bucket_range,
     entry_parquet,
-    live_entries,
-    live_mask,
     mapped_entries,
     ranges,
     read_entries,
@@ -126,7 +125,7 @@ class RangeTask:
     schema: pa.Schema
     live: pa.Array | None = None
     #: ``(rewrite, base it rewrote)`` of partial rewrites (with ``live``: their chains
-    #: are resolved, :func:`.store.live_entries`).
+    #: are resolved, :func:`.live_entries.live_entries`).
     partial: tuple[tuple[str, str], ...] = ()
     #: ``(bucket file, its seal)`` of the sources that are a generation's bucket files
     #: (a delta's seal is in its name, :mod:`..integrity`).

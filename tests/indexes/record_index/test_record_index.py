@@ -21,16 +21,11 @@ import pyarrow.parquet as pq
 import pytest
 from lakeline.indexes.integrity import seal_bytes
 from lakeline.indexes.metadata_table import MetadataTable
+from lakeline.indexes.record_index.live_entries import live_entries
 from lakeline.indexes.record_index.lookup import RecordIndexReader
 from lakeline.indexes.record_index.lookup import tag as index_tag
 from lakeline.indexes.record_index.rows import OP, OP_DELETE, PARTIAL_META, entry_schema
-from lakeline.indexes.record_index.store import (
-    live_entries,
-    newest_generation,
-    partition_dir,
-    read_entries,
-    write_entries,
-)
+from lakeline.indexes.record_index.store import newest_generation, partition_dir, read_entries, write_entries
 from lakeline.table import Table
 from lakeline.table.engine import LocalEngine
 from lakeline.table.write import records
