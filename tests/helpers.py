@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+import pytest
 from lakeline.timeline.storage.event_log.protocol import TimelineStore
 
 if TYPE_CHECKING:
@@ -182,6 +184,20 @@ def run_script(
 ) -> tuple[int, str, str]:
     """Run a child to its end; returns ``(returncode, stdout, stderr)``."""
     return finish(start_script(script, args, faults), timeout)
+
+
+def forked_status(pid: int, what: str, timeout: float = 20.0) -> int:
+    """The exit status of the forked child ``pid``; a child still running after
+    ``timeout`` seconds is killed and the test fails with "the forked child hung on
+    ``what``" (a fork-safety test's failure is a hang, never an error)."""
+    deadline = time.monotonic() + timeout
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail(f"the forked child hung on {what}")
+    return done[1]
 
 
 def wait_for_files(paths: Sequence[Path], timeout: float = 60.0) -> None:

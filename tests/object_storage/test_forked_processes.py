@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import signal
-import time
 
 import pyarrow as pa
 import pytest
@@ -21,6 +19,7 @@ from lakeline.table.engine import LocalEngine
 from lakeline.timeline.errors import ForkedStoreError, LakelineError
 
 from tests.children.store_fork_child import count_rows
+from tests.helpers import forked_status
 from tests.seaweedfs import SeaweedServer
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int64())])
@@ -58,13 +57,7 @@ def test_a_process_forked_after_the_store_was_used_is_refused_it_typed(s3: Seawe
             os.write(w, pickle.dumps(outcome))
             os._exit(0)
     os.close(w)
-    deadline = time.monotonic() + 20
-    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if done[0] == 0:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        pytest.fail("the forked child hung on its first request to the store")
+    assert forked_status(pid, "its first request to the store", timeout=20) == 0
     kind, message = pickle.loads(os.read(r, 65536))
     assert kind in ("refused", "ForkedStoreError"), (kind, message)
     assert "spawn" in message and "forkserver" in message

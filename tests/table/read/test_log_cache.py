@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import os
 import random
-import signal
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +18,8 @@ from lakeline.table.files import FileRead
 from lakeline.table.read import log_cache
 from lakeline.table.read.log_cache import LOGS, LogCache
 from lakeline.timeline.errors import CorruptFileError, SnapshotExpiredError
+
+from tests.helpers import forked_status
 
 SCHEMA = pa.schema([("k", pa.int64()), ("day", pa.int64()), ("v", pa.string())])
 
@@ -155,12 +155,6 @@ def test_a_forked_child_starts_with_an_empty_cache_and_a_free_lock() -> None:
             finally:
                 os._exit(0)
     os.close(w)
-    deadline = time.monotonic() + 20
-    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if done[0] == 0:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        pytest.fail("the forked child hung on the cache's lock")
-    assert os.read(r, 2) == b"ok" and done[1] == 0
+    status = forked_status(pid, "the cache's lock", timeout=20)
+    assert os.read(r, 2) == b"ok" and status == 0
     assert LOGS.get(("v",)) == 1

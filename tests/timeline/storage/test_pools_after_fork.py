@@ -14,13 +14,13 @@ reason, for the work lakeline runs on them without the store.
 from __future__ import annotations
 
 import os
-import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import pytest
 from lakeline.timeline.storage import object_files
 from lakeline.timeline.storage.event_log import object_store as event_log
+
+from tests.helpers import forked_status
 
 
 def _pools() -> list[ThreadPoolExecutor]:
@@ -42,13 +42,7 @@ def test_a_forked_child_gets_pools_that_run_its_work() -> None:
             os.write(w, b"ok" if ok else b"no")
             os._exit(0)
     os.close(w)
-    deadline = time.monotonic() + 10
-    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if done[0] == 0:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        pytest.fail("the forked child waited forever on a pool copied from its parent")
+    status = forked_status(pid, "a pool copied from its parent", timeout=10)
     assert os.read(r, 2) == b"ok", "a pool copied into the forked child never ran its work"
-    assert done[1] == 0
+    assert status == 0
     assert event_log._POOL.submit(lambda: 7).result(timeout=5) == 7  # the parent's pool is untouched
