@@ -13,6 +13,7 @@ from __future__ import annotations
 import enum
 import json
 import operator
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -22,6 +23,14 @@ from .errors import CorruptEventError, InstantNotFoundError, InvalidTransitionEr
 
 #: Version of the event encoding; readers refuse versions they do not know.
 EVENT_FORMAT_VERSION = 1
+
+#: The last field of an event's JSON: the CRC-32 of the JSON before it (issue 45). A
+#: byte changed in an event after it was written (a digit of a file's size, a path in
+#: its metadata) still parses, and would be trusted; with the checksum it is
+#: :class:`CorruptEventError`. The CRC covers the bytes as written, so a reader checks
+#: it without encoding the event again. Readers before it ignore the field; events
+#: without it (older ones, PostgreSQL's rows, rebuilt from columns) are not checked.
+_CRC_FIELD = ',"crc":"'
 
 
 class Action(enum.StrEnum):
@@ -107,6 +116,23 @@ def datetime_to_micros(dt: datetime) -> int:
     return int(dt.timestamp() * 1_000_000)
 
 
+def _check_crc(text: str | bytes, crc: object, where: str) -> None:
+    """Refuse an event whose bytes before its ``crc`` field are not those it was written
+    with. The field is the top-level object's last but ones appended after it (the
+    object-store log's ``prev``), so its last occurrence is the one to split at: a
+    payload's own ``crc`` key, if any, stands before it."""
+    raw = text.encode() if isinstance(text, str) else text
+    at = raw.rfind(_CRC_FIELD.encode())
+    try:
+        written = int(crc, 16) if isinstance(crc, str) and len(crc) == 8 else -1
+    except ValueError:
+        written = -1
+    if at < 0 or zlib.crc32(raw[:at] + b"}") != written:
+        raise CorruptEventError(
+            f"event {where} is damaged: its bytes are not those it was written with (checksum mismatch)"
+        )
+
+
 @dataclass(frozen=True)
 class Event:
     """One entry of the event log.
@@ -136,6 +162,10 @@ class Event:
         return micros_to_datetime(self.ts_us)
 
     def to_json(self) -> str:
+        body = self._body_json()
+        return f'{body[:-1]}{_CRC_FIELD}{zlib.crc32(body.encode()):08x}"}}'
+
+    def _body_json(self) -> str:
         return json.dumps(
             {
                 "format": EVENT_FORMAT_VERSION,
@@ -170,6 +200,8 @@ class Event:
             raise CorruptEventError(f"event {where} is truncated or not JSON: {e}") from None
         if not isinstance(raw, dict):
             raise CorruptEventError(f"event {where} is not a JSON object")
+        if "crc" in raw:
+            _check_crc(text, raw["crc"], where)
         version = raw.get("format")
         if version != EVENT_FORMAT_VERSION:
             raise CorruptEventError(

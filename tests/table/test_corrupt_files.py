@@ -6,6 +6,7 @@ fail typed and roll back, and once the file is restored every row is there.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -13,7 +14,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from lakeline.table import Table
-from lakeline.timeline.errors import CorruptFileError, CorruptLogError, InvalidFilterError, SnapshotExpiredError
+from lakeline.timeline.errors import (
+    CorruptEventError,
+    CorruptFileError,
+    CorruptLogError,
+    InvalidFilterError,
+    SnapshotExpiredError,
+)
 
 from tests.cli._data import SCHEMA, rows
 
@@ -210,3 +217,20 @@ def test_a_filter_that_cannot_be_evaluated_is_not_blamed_on_a_file(tmp_path: Pat
         t.update(where=bad, set={"region": "x"})
     assert not isinstance(scan_error.value, CorruptFileError) and not isinstance(update_error.value, CorruptFileError)
     assert len(Table.open(t.path).timeline.instants()) == before
+
+
+def test_a_digit_changed_in_a_committed_event_is_refused_not_trusted(tmp_path: Path) -> None:
+    """Issue 45: an event whose payload still parses after a byte changed (here a data
+    file's recorded size) was trusted; its checksum now makes it ``CorruptEventError``
+    naming the event, on open, and the table reads again once the event is restored."""
+    t = make(tmp_path, "cow")
+    completed = max((tmp_path / "cow" / ".lakeline" / "timeline").glob("*.json"))
+    good = completed.read_bytes()
+    size = str(json.loads(good)["payload"]["files"][0]["bytes"]).encode()
+    changed = good.replace(b'"bytes":' + size, b'"bytes":' + str(int(size) + 1).encode(), 1)
+    assert changed != good and json.loads(changed)["payload"]  # still well-formed JSON
+    completed.write_bytes(changed)
+    with pytest.raises(CorruptEventError, match=completed.name):
+        Table.open(t.path).to_arrow()
+    completed.write_bytes(good)
+    assert Table.open(t.path).to_arrow().num_rows == t.to_arrow().num_rows > 0

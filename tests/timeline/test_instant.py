@@ -4,6 +4,7 @@ encoding and its refusals, and the one parse of an instant id."""
 from __future__ import annotations
 
 import json
+import zlib
 
 import pytest
 from lakeline.timeline.errors import CorruptEventError, InstantNotFoundError, InvalidTransitionError
@@ -74,3 +75,48 @@ def test_instant_id_of_takes_ints_and_int_text(value: object, expected: int) -> 
 def test_instant_id_of_refuses_what_is_no_id(value: object) -> None:
     with pytest.raises(InstantNotFoundError):
         instant_id_of(value)
+
+
+# -- the event's checksum (issue 45: the table's own metadata is checksummed) --------
+
+
+def _commit_event() -> Event:
+    files = [{"path": "g1_3_x.parquet", "bytes": 795651, "rows": 100000, "crc": "a nested key named like the field"}]
+    return Event(5, 17, 3, Action.COMMIT, State.COMPLETED, {"files": files, "crc": 7}, "tok")
+
+
+def test_an_event_carries_a_checksum_of_its_bytes_and_reads_back() -> None:
+    e = _commit_event()
+    text = e.to_json()
+    body = text[: text.rfind(',"crc":"')] + "}"  # the JSON before the field, as one object
+    assert json.loads(text)["crc"] == f"{zlib.crc32(body.encode()):08x}" and json.loads(body)["seq"] == 5
+    assert Event.from_json(text, "x") == e == Event.from_json(text.encode(), "x")
+    # The object-store log appends its predecessor's token after it: still checked, still read.
+    assert Event.from_json(text[:-1] + ',"prev":"abc"}', "x") == e
+
+
+@pytest.mark.parametrize(("old", "new"), [("795651", "795657"), ("100000", "100001"), ("g1_3_x", "g1_3_y")])
+def test_a_byte_changed_after_writing_is_refused_though_the_json_still_parses(old: str, new: str) -> None:
+    text = _commit_event().to_json()
+    damaged = text.replace(old, new)
+    json.loads(damaged)  # well-formed: without the checksum it would be trusted
+    with pytest.raises(CorruptEventError, match="checksum"):
+        Event.from_json(damaged, "00005.json")
+
+
+@pytest.mark.parametrize("crc", ['"zzzzzzzz"', '"1"', "12345678", "null"])
+def test_a_malformed_checksum_is_a_corrupt_event(crc: str) -> None:
+    text = _commit_event().to_json()
+    at = text.rfind(',"crc":"')
+    with pytest.raises(CorruptEventError):
+        Event.from_json(text[:at] + f',"crc":{crc}}}', "x")
+
+
+def test_events_written_before_the_checksum_read_as_before() -> None:
+    e = _commit_event()
+    old = json.dumps(
+        {"format": 1, "seq": 5, "ts_us": 17, "instant": 3, "action": "commit", "state": "completed"}
+        | {"token": "tok", "payload": dict(e.payload)},
+        sort_keys=True,
+    )
+    assert Event.from_json(old, "x") == e  # the payload's own "crc" key is not the field
