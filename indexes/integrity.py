@@ -91,6 +91,17 @@ def seal_bytes(path: str, data: pa.Buffer | bytes) -> Seal:
     return Seal(len(memoryview(data)), zlib.crc32(view))
 
 
+def seal_of_written(storage: Storage, path: str) -> Seal:
+    """The seal of a Parquet file just written at ``path`` on a local disk: its size and
+    the CRC of its footer, read back from the page cache (a few KB), so the file could
+    be written as it was encoded instead of whole in memory first."""
+    with storage.fs.open_input_file(path) as f:
+        size = f.size()
+        footer = int.from_bytes(f.read_at(8, size - 8)[:4], "little") if size >= 12 else size
+        start = max(0, size - 8 - footer)
+        return Seal(size, zlib.crc32(f.read_at(size - start, start)))
+
+
 def sealed_token(random8: str, seal: Seal) -> str:
     """A file name's token carrying ``seal`` (module docstring)."""
     return f"{random8}{seal.size:0{_SIZE_DIGITS}x}{seal.crc:08x}"

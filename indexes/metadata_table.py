@@ -45,7 +45,16 @@ from ..timeline.instant import State
 from ..timeline.markers import write_marker
 from ..timeline.storage.filesystem import META_DIR, Storage
 from ..timeline.timeline import Timeline
-from .integrity import PARQUET_READ, PARQUET_WRITE, decoding, seal_bytes, seal_of_name, sealed_token, verify
+from .integrity import (
+    PARQUET_READ,
+    PARQUET_WRITE,
+    decoding,
+    seal_bytes,
+    seal_of_name,
+    seal_of_written,
+    sealed_token,
+    verify,
+)
 
 #: The column every stored entry carries: the data instant that caused it.
 INSTANT = "_instant"
@@ -134,15 +143,29 @@ class MetadataTable:
         """
         if INSTANT in rows.column_names:
             rows = rows.drop_columns([INSTANT])  # a delta's instant is its name
-        # Encoded first: its name carries its size and checksum (:mod:`.integrity`).
+        folder, random8 = self.rel_dir(index), uuid.uuid4().hex[:8]
+        self.storage.mkdirs(self.storage.path(folder))
+        if self.storage.is_local:
+            # Written as it is encoded, aside, then renamed to the name its seal makes
+            # (:mod:`.integrity`): encoded whole in memory first, a 500k-entry delta cost
+            # an insert 60 ms more (the delta is written beside the data file, and the
+            # insert waited for it). Both names are marked before they can exist.
+            aside = posixpath.join(folder, f"delta_{instant}_{random8}.parquet.partial")
+            if marker:
+                write_marker(self.storage, instant, aside)
+            _write(rows, self.storage.path(aside), self.storage, row_group_rows, options or {})
+            token = sealed_token(random8, seal_of_written(self.storage, self.storage.path(aside)))
+            rel = posixpath.join(folder, f"delta_{instant}_{token}.parquet")
+            if marker:
+                write_marker(self.storage, instant, rel)
+            self.storage.fs.move(self.storage.path(aside), self.storage.path(rel))
+            return rel
+        # An object store renames nothing: encoded first, then put under its sealed name.
         data = _encode(rows, row_group_rows, options or {})
-        token = sealed_token(uuid.uuid4().hex[:8], seal_bytes(".parquet", data))
-        rel = posixpath.join(self.rel_dir(index), f"delta_{instant}_{token}.parquet")
+        rel = posixpath.join(folder, f"delta_{instant}_{sealed_token(random8, seal_bytes('.parquet', data))}.parquet")
         if marker:
             write_marker(self.storage, instant, rel)
-        path = self.storage.path(rel)
-        self.storage.mkdirs(posixpath.dirname(path))
-        with self.storage.fs.open_output_stream(path) as sink:
+        with self.storage.fs.open_output_stream(self.storage.path(rel)) as sink:
             sink.write(data)
         return rel
 
@@ -281,6 +304,11 @@ class MetadataTable:
     def drop(self, index: str) -> None:
         """Remove the index partition's files (idempotent)."""
         self.storage.delete_dir(self.storage.path(self.rel_dir(index)))
+
+
+def _write(rows: pa.Table, path: str, storage: Storage, row_group_rows: int | None, options: Mapping[str, Any]) -> None:
+    """``rows`` as a Parquet file with page checksums at ``path``, written as encoded."""
+    pq.write_table(rows, path, filesystem=storage.fs, row_group_size=row_group_rows, **{**options, **PARQUET_WRITE})
 
 
 def _encode(rows: pa.Table, row_group_rows: int | None, options: Mapping[str, Any]) -> pa.Buffer:
