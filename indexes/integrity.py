@@ -42,7 +42,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..timeline.errors import CorruptFileError
+from ..timeline.errors import CorruptFileError, LakelineError
 from ..timeline.storage.filesystem import Storage
 
 #: Parquet writer and reader options of every index file: page CRCs written, and checked
@@ -138,8 +138,8 @@ def decoding(storage: Storage, path: str) -> Iterator[None]:
     tells)."""
     try:
         yield
-    except (FileNotFoundError, CorruptFileError):
-        raise
+    except (FileNotFoundError, LakelineError):
+        raise  # missing, or already typed: an unreachable store is not a damaged file
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OSError, IndexError, KeyError) as e:
         reason = " ".join(str(e).split()) or "(no message)"
         raise damaged(storage, path, f"{type(e).__name__}: {reason}") from e

@@ -13,7 +13,7 @@ import uuid
 import pyarrow.fs as pafs
 import pytest
 from lakeline.table import Table
-from lakeline.timeline.errors import StorageAccessError, StorageConfigError, UnsafeLocationError
+from lakeline.timeline.errors import CorruptFileError, StorageAccessError, StorageConfigError, UnsafeLocationError
 from lakeline.timeline.storage.filesystem import Storage
 from lakeline.timeline.storage.probe import remember, require_safe
 
@@ -116,6 +116,24 @@ def test_a_data_file_upload_that_never_gets_an_answer_is_a_storage_error(s3: Sea
         t = Table.open(uri, storage_options=s3.options(AWS_ENDPOINT_URL=proxy.endpoint, TIMEOUT="2s"))
         with pytest.raises(StorageAccessError):
             t.upsert(rows(10, 13))
+    finally:
+        proxy.stop()
+    assert proxy.counts["lost"] > 0
+    assert Table.open(uri, storage_options=s3.options()).to_arrow().num_rows == 3
+
+
+def test_a_data_file_read_that_never_gets_an_answer_is_a_storage_error_not_damage(s3: SeaweedServer) -> None:
+    """A read of a data file whose GETs the network drops every time is the store's
+    failure (``StorageAccessError``), never reported as a damaged file: the file is
+    whole, and the same read through the store directly returns every row."""
+    uri = s3.uri()
+    create(uri, s3.options()).upsert(rows(0, 3))
+    proxy = FaultProxy(s3.endpoint, lose_response=lambda method, path: method == "GET" and ".parquet" in path)
+    try:
+        t = Table.open(uri, storage_options=s3.options(AWS_ENDPOINT_URL=proxy.endpoint, TIMEOUT="2s"))
+        with pytest.raises(StorageAccessError) as caught:
+            t.to_arrow()
+        assert not isinstance(caught.value, CorruptFileError), caught.value
     finally:
         proxy.stop()
     assert proxy.counts["lost"] > 0

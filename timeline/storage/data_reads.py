@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from ..errors import CorruptFileError, CorruptLogError, SnapshotExpiredError, TimelineError
+from ..errors import CorruptFileError, CorruptLogError, LakelineError, SnapshotExpiredError, TimelineError
 from ..instant import Action
 from ..log import EventLog
 from ..timeline import Timeline
@@ -57,8 +57,8 @@ def reading(rel_path: str, kind: type[CorruptFileError] = CorruptFileError) -> I
     ``FileNotFoundError``."""
     try:
         yield
-    except FileNotFoundError:
-        raise
+    except (FileNotFoundError, LakelineError):
+        raise  # missing, or already typed: an unreachable store is not a damaged file
     except DAMAGED as e:
         raise damaged_error(rel_path, e, kind) from e
 
@@ -175,6 +175,8 @@ def find_damaged(
     ``sizes`` where known: a CRC mismatch's message names no file); None when every
     file reads (the error is not a file's: a filter that cannot be evaluated, a storage
     hiccup), and the caller re-raises it."""
+    if isinstance(error, LakelineError):
+        return None  # already typed (a store that does not answer): no file's damage
     text = str(error)
     for rel in rel_paths:
         if storage.path(rel) in text:
