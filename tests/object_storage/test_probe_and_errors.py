@@ -32,19 +32,18 @@ from lakeline.timeline.storage.probe import ROUNDS, VERDICT_FILE, VERDICT_TTL_S,
 
 from tests.object_storage.proxy import FaultProxy
 from tests.object_storage.s3_tables import SCHEMA
-from tests.seaweedfs import SeaweedServer, start_seaweedfs
+from tests.seaweedfs import SeaweedServer
 
 
 @pytest.fixture(scope="module")
-def unsafe(s3: SeaweedServer) -> Iterator[dict[str, str]]:
-    """Storage options of an unsafe store: an open SeaweedFS behind the header-dropping proxy."""
-    server = start_seaweedfs(secured=False)
-    proxy = FaultProxy(server.endpoint, drop_conditions=True)
+def unsafe(open_s3: SeaweedServer) -> Iterator[dict[str, str]]:
+    """Storage options of an unsafe store: the session's open SeaweedFS (the headers are
+    signed on the other one) behind the header-dropping proxy."""
+    proxy = FaultProxy(open_s3.endpoint, drop_conditions=True)
     try:
-        yield server.options(AWS_ENDPOINT_URL=proxy.endpoint)
+        yield open_s3.options(AWS_ENDPOINT_URL=proxy.endpoint)
     finally:
         proxy.stop()
-        server.stop()
 
 
 def objects_under(uri: str, options: dict[str, str]) -> list[str]:
