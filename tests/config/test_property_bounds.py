@@ -158,6 +158,7 @@ def test_a_table_stored_above_a_new_maximum_still_opens_and_reads_it_as_the_maxi
     event = sorted((tmp_path / "t" / ".lakeline" / "timeline").glob("*.json"))
     schema_done = [p for p in event if '"schema"' in p.read_text() and '"completed"' in p.read_text()][-1]
     raw = json.loads(schema_done.read_text())
+    raw.pop("crc")  # as those versions wrote it: before events carried a checksum
     raw["payload"]["config"]["properties"] = {
         "clean.retain": 2**70,
         "heartbeat.interval-ms": 10**30,

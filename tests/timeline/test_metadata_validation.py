@@ -47,6 +47,9 @@ def _events(path: Path) -> list[str]:
 def _edit(path: Path, seq: int, change: Callable[[dict[str, Any]], None]) -> None:
     f = path / ".lakeline" / "timeline" / f"{seq:020d}.json"
     ev = json.loads(f.read_text())
+    # Without its checksum, as a writer before checksums (or a buggy one) left it: the
+    # payload itself must be refused, not only the edit noticed.
+    ev.pop("crc", None)
     change(ev["payload"])
     f.write_text(json.dumps(ev))
 
