@@ -110,11 +110,12 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("damage", list(DAMAGES))
-@pytest.mark.parametrize(("kind", "part"), CASES)
+# A deleted manifest is no damage: no manifest is no generation (the index is rebuilt,
+# its deltas alone are never read), so that one pair is not a case.
+@pytest.mark.parametrize(
+    ("kind", "part", "damage"), [(k, p, d) for k, p in CASES for d in DAMAGES if (p, d) != ("manifest", "delete")]
+)
 def test_a_damaged_index_file_never_changes_an_answer(tmp_path: Path, kind: str, part: str, damage: str) -> None:
-    if part == "manifest" and damage == "delete":
-        pytest.skip("no manifest is no generation: the index is rebuilt, its deltas alone are never read")
     t = _table(tmp_path, kind, "mor" if part == "delta" else "cow")
     files = _files_of(t, kind, part)
     assert files, (kind, part)
