@@ -205,40 +205,29 @@ class RecordIndexReader:
         and whatever its bytes make Arrow or numpy raise names it
         (:mod:`..integrity`)."""
         with decoding(self.storage, path):
-            return self._join_checked(probe, path, hashes, rows, probes, seal)
-
-    def _join_checked(
-        self,
-        probe: pa.Table,
-        path: str,
-        hashes: np.ndarray,
-        rows: np.ndarray | _HashOrder,
-        probes: ProbeSet | None,
-        seal: Seal | None,
-    ) -> pa.Table:
-        needed = [HASH, *key_columns(self.key), PATH, POS, DELETED]
-        mapped = path.endswith(MAPPED_SUFFIX)
-        if mapped:
-            stored = mapped_entries(self.storage, path, seal).select(needed)
-        elif len(rows) <= _FILTER_KEYS:
-            # A point lookup: row groups whose bucket or hash range misses every probe are
-            # skipped (a delta is sorted by bucket; within one its hashes are not sorted,
-            # so the bucket is what prunes: one row group of a 500k-entry delta, not 16).
-            buckets = np.unique(hashes.view(np.uint64) % np.uint64(self.target.buckets)).astype(np.int32)
-            stored = _entries_with(self.storage, path, buckets, hashes, needed, seal)
-        else:
-            # A delta shares the lookup's set; a bucket file's probes are its own.
-            probes = probes if probes is not None else ProbeSet.of(hashes)
-            stored_hashes = read_entries(self.storage, path, columns=[HASH], seal=seal).column(HASH).to_numpy()
-            found, at = probes.find(stored_hashes)
-            if not len(found):
-                return no_entries()  # every key proven absent from this file, no key read
-            stored = read_entries(self.storage, path, columns=needed, seal=seal).take(pa.array(found))
+            needed = [HASH, *key_columns(self.key), PATH, POS, DELETED]
+            mapped = path.endswith(MAPPED_SUFFIX)
+            if mapped:
+                stored = mapped_entries(self.storage, path, seal).select(needed)
+            elif len(rows) <= _FILTER_KEYS:
+                # A point lookup: row groups whose bucket or hash range misses every probe are
+                # skipped (a delta is sorted by bucket; within one its hashes are not sorted,
+                # so the bucket is what prunes: one row group of a 500k-entry delta, not 16).
+                buckets = np.unique(hashes.view(np.uint64) % np.uint64(self.target.buckets)).astype(np.int32)
+                stored = _entries_with(self.storage, path, buckets, hashes, needed, seal)
+            else:
+                # A delta shares the lookup's set; a bucket file's probes are its own.
+                probes = probes if probes is not None else ProbeSet.of(hashes)
+                stored_hashes = read_entries(self.storage, path, columns=[HASH], seal=seal).column(HASH).to_numpy()
+                found, at = probes.find(stored_hashes)
+                if not len(found):
+                    return no_entries()  # every key proven absent from this file, no key read
+                stored = read_entries(self.storage, path, columns=needed, seal=seal).take(pa.array(found))
+                rows = rows() if isinstance(rows, _HashOrder) else rows
+                if probes.sorted_hashes is hashes:  # where each entry's probe is, the search found
+                    return exact_pairs(stored, probe, *pairs_at(hashes, stored_hashes[found], at, rows))
             rows = rows() if isinstance(rows, _HashOrder) else rows
-            if probes.sorted_hashes is hashes:  # where each entry's probe is, the search found
-                return exact_pairs(stored, probe, *pairs_at(hashes, stored_hashes[found], at, rows))
-        rows = rows() if isinstance(rows, _HashOrder) else rows
-        return exact_pairs(stored, probe, *equal_hashes(stored, hashes, rows, sorted_by_hash=mapped))
+            return exact_pairs(stored, probe, *equal_hashes(stored, hashes, rows, sorted_by_hash=mapped))
 
 
 def _entries_with(
