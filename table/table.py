@@ -35,6 +35,8 @@ from .merge_engine import MergeEngine
 from .read.table_reads import TableReads
 from .schema.change import add_columns
 from .schema.update import SchemaUpdate, conformed_again
+from .write.merge_plan import merge_planner
+from .write.merger import MergeSpec, TableMerger, prepare_source
 from .write.operations import (
     partition_targets,
     plan_delete,
@@ -355,6 +357,26 @@ class Table(TableReads):
         """
         planner = update_planner(self.config, where, set)
         return self._write(Operation.UPDATE, self.config.where_action, planner, hooks, txn=txn)
+
+    def merge(self, source: Any, hooks: Hooks | None = None, txn: tuple[str, int] | None = None) -> TableMerger:
+        """MERGE ``source`` into the table: Delta's clauses joined on the record key
+        (:mod:`.write.merger`). Add ``when_*`` clauses, then ``execute()``: one commit.
+
+        Raises:
+            UnsupportedOperationError: the table has no record key.
+            SchemaMismatchError, NullKeyError, DuplicateKeyError: a bad source (a key
+                column missing, or null, or on two rows); nothing is written.
+        """
+        cfg = self.config
+        cfg.require_key(Operation.MERGE)
+        rows = prepare_source(to_arrow_table(source), cfg)
+        keys = rows.select(list(cfg.record_key))
+
+        def run(spec: MergeSpec) -> WriteResult:
+            planner = merge_planner(cfg, rows, spec)
+            return self._write(Operation.MERGE, cfg.write_action, planner, hooks, txn=txn, rows=lambda _: keys)
+
+        return TableMerger(cfg, rows.schema, run)
 
     def _write(
         self,

@@ -53,6 +53,7 @@ class Operation(enum.StrEnum):
     DELETE_WHERE = "delete_where"
     OVERWRITE = "overwrite"
     UPDATE = "update"
+    MERGE = "merge"  # Table.merge: Delta's clauses, joined on the record key
     COMPACT = "compact"  # the compaction service
     CLUSTER = "cluster"  # the clustering service
 

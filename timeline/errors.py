@@ -98,6 +98,12 @@ class InvalidUpdateError(LakelineError, ValueError):
     that is neither an Arrow expression nor a literal, or cannot be evaluated."""
 
 
+class InvalidMergeError(LakelineError, ValueError):
+    """A MERGE's clauses are malformed: none at all, a clause after an unconditional one
+    of its kind (it could never apply), or a condition that is not a boolean Arrow
+    expression over the columns its kind may read."""
+
+
 class InvalidTxnError(LakelineError, ValueError):
     """A write's ``txn`` is not an ``(app_id, version)`` pair: a non-empty text and a
     whole number from 0 on."""

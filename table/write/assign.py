@@ -69,13 +69,15 @@ def _same_family(src: pa.DataType, dst: pa.DataType) -> bool:
     )
 
 
-def _evaluate(rows: pa.Table, exprs: Mapping[str, pc.Expression]) -> pa.Table:
+def evaluate(rows: pa.Table, exprs: Mapping[str, pc.Expression]) -> pa.Table:
     """The expressions projected over ``rows`` (one output column per name)."""
     return ds.dataset(rows).to_table(columns=dict(exprs))
 
 
-def check_assignments(config: TableConfig, assignments: Any) -> Assignments:
-    """``set`` checked against the table, before anything is read or written.
+def check_assignments(config: TableConfig, assignments: Any, over: pa.Schema | None = None) -> Assignments:
+    """``set`` checked against the table, before anything is read or written; the
+    expressions are over the table's columns, or over ``over`` (a MERGE's ``source.``
+    and ``target.`` columns).
 
     Raises:
         InvalidUpdateError: not a non-empty mapping of column names to expressions or
@@ -102,7 +104,7 @@ def check_assignments(config: TableConfig, assignments: Any) -> Assignments:
         )
     exprs = {c: _as_expression(c, assignments[c]) for c in names}
     with evaluation_errors("update's set", InvalidUpdateError):
-        typed = _evaluate(schema.empty_table(), exprs)
+        typed = evaluate((schema if over is None else over).empty_table(), exprs)
     for c in names:
         src, dst = typed.schema.field(c).type, schema.field(c).type
         if not _same_family(src, dst):
@@ -110,9 +112,11 @@ def check_assignments(config: TableConfig, assignments: Any) -> Assignments:
     return tuple((f.name, exprs[f.name]) for f in schema if f.name in exprs)
 
 
-def apply_assignments(rows: pa.Table, assignments: Assignments, schema: pa.Schema) -> pa.Table:
+def apply_assignments(
+    rows: pa.Table, assignments: Assignments, schema: pa.Schema, over: pa.Table | None = None
+) -> pa.Table:
     """``rows`` (every column of ``schema``) with the assignments applied, each computed
-    from the rows' current values, cast to ``schema``.
+    from the rows' current values (or from ``over``'s, row for row), cast to ``schema``.
 
     Raises:
         SchemaMismatchError: a computed value does not fit its column (overflow,
@@ -121,7 +125,7 @@ def apply_assignments(rows: pa.Table, assignments: Assignments, schema: pa.Schem
     if rows.num_rows == 0 or not assignments:
         return rows
     try:
-        new = _evaluate(rows, dict(assignments))
+        new = evaluate(rows if over is None else over, dict(assignments))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
         raise SchemaMismatchError(f"update's set failed on the matched rows: {e}") from None
     out = rows
