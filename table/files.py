@@ -21,7 +21,7 @@ from ..indexes.hashing import ColumnHashes, min_max_values
 from ..indexes.on_commit import write_beside, written_delta
 from ..timeline.commit_metadata import WriteStat
 from ..timeline.errors import InvalidTransitionError, SnapshotExpiredError
-from ..timeline.field_ids import conform, field_id, has_ids, ids_by_position, name_without_ids, reads_as
+from ..timeline.field_ids import conform, field_id, has_ids, ids_by_position, name_without_ids, reads_as, typed_nulls
 from ..timeline.markers import marker_path, write_marker
 from ..timeline.storage.data_reads import (
     DAMAGED,
@@ -320,7 +320,7 @@ def with_columns_of(table: pa.Table, schema: pa.Schema) -> pa.Table:
             name = name_without_ids(f) if fid is not None else f.name
             at = src.get_field_index(name) if name else -1
         if at < 0:
-            cols.append(pa.nulls(table.num_rows, f.type))
+            cols.append(typed_nulls(table.num_rows, f.type))
             fields.append(f)
             continue
         col = table.column(at)

@@ -237,7 +237,7 @@ class PositionMerge:
         for k in key:
             if k not in hit.column_names:
                 hit = hit.append_column(k, keys.column(k))
-        hit = hit.append_column(OP, constant(OP_UPSERT, hit.num_rows))
+        hit = nullable(hit.append_column(OP, constant(OP_UPSERT, hit.num_rows)))
         changes = changes.select(hit.column_names).cast(hit.schema)
         versions = pa.concat_tables([with_order(hit, 0), with_order(changes, hit.num_rows)])
         return fold_few(versions, key, self.ordering, self.engine).select(list(self.columns))
@@ -274,13 +274,24 @@ def _merge_touched(
     """Base rows not ``touched`` pass as they are; the touched ones and the changes fold."""
     untouched = base.filter(pc.invert(touched))
     base = base.filter(touched)
-    base_v = base.append_column(OP, constant(OP_UPSERT, base.num_rows))
+    base_v = nullable(base.append_column(OP, constant(OP_UPSERT, base.num_rows)))
     changes = changes.select(base_v.column_names).cast(base_v.schema)
     versions = pa.concat_tables(
         [with_order(base_v, 0), with_order(changes, base.num_rows)], promote_options="permissive"
     )
     merged = fold(versions, key, ordering, engine).cast(untouched.schema)
     return pa.concat_tables([untouched, merged]) if untouched.num_rows else merged
+
+
+def nullable(rows: pa.Table) -> pa.Table:
+    """``rows`` with every column declared nullable (the buffers as they are): the
+    versions a merge folds include delete records, null where the table's columns may
+    not be (:func:`~lakeline.table.write.records.delete_records`); the live rows are
+    cast back to the table's schema after the fold."""
+    if all(f.nullable for f in rows.schema):
+        return rows
+    fields = [f.with_nullable(True) for f in rows.schema]
+    return pa.Table.from_arrays(rows.columns, schema=pa.schema(fields, metadata=rows.schema.metadata))
 
 
 def _row_hashes(rows: pa.Table, key: tuple[str, ...], schema: pa.Schema) -> np.ndarray:

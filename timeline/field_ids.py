@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 #: The Arrow field metadata key pyarrow maps to Parquet's ``field_id``.
 FIELD_ID_KEY = b"PARQUET:field_id"
@@ -207,6 +209,50 @@ def conform(arr: pa.Array | pa.ChunkedArray, src: pa.Field, dst: pa.Field) -> pa
     cols = []
     for d in want:
         at = source_of(kids, d)
-        cols.append(pa.nulls(len(arr), d.type) if at < 0 else conform(arr.field(at), kids[at], d))
+        cols.append(typed_nulls(len(arr), d.type) if at < 0 else conform(arr.field(at), kids[at], d))
     mask = arr.is_null() if arr.null_count else None
     return pa.StructArray.from_arrays(cols, fields=want, mask=mask)
+
+
+def typed_nulls(n: int, t: pa.DataType) -> pa.Array:
+    """``n`` nulls of type ``t`` that every cast to ``t`` accepts. Arrow refuses a null
+    in a field declared non-nullable even under a null parent (``pa.nulls`` puts one
+    there: a struct's children are null too), so where ``t`` declares such a field the
+    slots under the null hold the value Arrow's own conversion of ``None`` puts there
+    (0, "", an empty list); Parquet stores nothing under a null parent either way."""
+    if not _holds_non_nullable(t):
+        return pa.nulls(n, t)
+    return pa.array([None], t).take(pa.array(np.zeros(n, dtype=np.int64)))
+
+
+def _holds_non_nullable(t: pa.DataType) -> bool:
+    return any(not f.nullable for f in walk(_children(t)))
+
+
+def with_valid_nulls(rows: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``rows`` (with ``schema``'s columns, as a dataset read them) where each struct
+    column of ``schema`` holds a value in every non-nullable field under a null parent,
+    as :func:`typed_nulls` builds them: a dataset reading a file that lacks a column
+    (added since) fills it with Arrow's nulls, null at every depth, which a cast to the
+    table's types refuses."""
+    for f in schema:
+        if pa.types.is_struct(f.type) and _holds_non_nullable(f.type) and rows.column(f.name).null_count:
+            at = rows.schema.get_field_index(f.name)
+            col = rows.column(at)
+            fixed = pa.chunked_array([_filled(c, f.type, True) for c in col.chunks], type=col.type)
+            rows = rows.set_column(at, rows.schema.field(at), fixed)
+    return rows
+
+
+def _filled(arr: pa.Array, t: pa.DataType, nullable: bool) -> pa.Array:
+    fields = _children(t)
+    kids = []
+    for i, f in enumerate(fields):
+        kid = arr.field(i)
+        if pa.types.is_struct(f.type):
+            kid = _filled(kid, f.type, f.nullable)
+        elif not f.nullable and kid.null_count:  # only under null parents: a value, any
+            kid = pc.coalesce(kid, typed_nulls(1, pa.struct([f])).field(0)[0])
+        kids.append(kid)
+    mask = arr.is_null() if nullable and arr.null_count else None
+    return pa.StructArray.from_arrays(kids, fields=fields, mask=mask)

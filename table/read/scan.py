@@ -33,7 +33,7 @@ from ...indexes.expressions import columns as tree_columns
 from ...indexes.pruning import filter_tree, has_unknown
 from ...indexes.pruning import prune as prune_with_indexes
 from ...timeline.errors import InvalidFilterError, SnapshotExpiredError
-from ...timeline.field_ids import reads_by_name
+from ...timeline.field_ids import reads_by_name, with_valid_nulls
 from ...timeline.instant import instant_id_of
 from ...timeline.retention import check_retained
 from ...timeline.storage.data_reads import (
@@ -403,4 +403,4 @@ class Scan:
                 parts.append(self._filtered(part.rows).select(out_schema.names))
         if not parts:
             return out_schema.empty_table()
-        return pa.concat_tables([p.cast(out_schema) for p in parts])
+        return pa.concat_tables([with_valid_nulls(p, out_schema).cast(out_schema) for p in parts])

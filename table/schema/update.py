@@ -25,7 +25,7 @@ from ...config.properties import AGGREGATE_PREFIX, AGGREGATE_SUFFIX
 from ...indexes.entries import resolve
 from ...indexes.states import IndexKind, index_states
 from ...timeline.errors import CommitConflictError, InvalidIndexError, SchemaMismatchError, UnknownColumnError
-from ...timeline.field_ids import assign_ids, field_id, has_ids, without_ids_marked
+from ...timeline.field_ids import assign_ids, field_id, has_ids, typed_nulls, without_ids_marked
 from ...timeline.instant import Action
 from ...timeline.plans import SchemaChangePlan
 from ...timeline.table_config import TableConfig, check_column_names
@@ -354,5 +354,5 @@ def added_since(rows: pa.Table, planned_on: pa.Schema, now: pa.Schema) -> pa.Tab
     for f in now:
         i = field_id(f)
         if (i is None or i not in ids) and f.name not in names and f.name not in rows.column_names:
-            rows = rows.append_column(f, pa.nulls(rows.num_rows, f.type))
+            rows = rows.append_column(f, typed_nulls(rows.num_rows, f.type))
     return rows

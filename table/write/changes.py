@@ -25,7 +25,7 @@ from ...timeline.commit_metadata import Operation
 from ..context import TableContext
 from .operations import _keys_with_partition, _merge_logs, _merge_rewrites, _route_inserts, _route_updates, _tag
 from .plan import WritePlan
-from .records import OP_DELETE, OP_UPSERT, prepare_keys, split_by_partition
+from .records import OP_DELETE, OP_UPSERT, delete_records, prepare_keys, split_by_partition
 
 if TYPE_CHECKING:
     from ..table import Table
@@ -79,15 +79,12 @@ def plan_changes(ctx: TableContext, upserts: pa.Table, deletes: pa.Table) -> Wri
         deleted_keys.append(_keys_with_partition(de, cfg.record_key, partition))
         slices = view.latest_slices(partition)
         if slices:
-            fgs, pos = _tag(ctx, plan, slices, pa.concat_tables([up.select(key), de.select(key)]))
+            # permissive: the upserts' key columns may be declared non-nullable, the deletes' are not
+            both = pa.concat_tables([up.select(key), de.select(key)], promote_options="permissive")
+            fgs, pos = _tag(ctx, plan, slices, both)
             n = up.num_rows
             updated += _route_updates(cfg, plan, partition, slices, up, (fgs[:n], pos[:n]), OP_UPSERT)
-            recs = pa.table(
-                {
-                    c: de.column(c) if c in key else pa.nulls(de.num_rows, cfg.schema.field(c).type)
-                    for c in cfg.schema.names
-                }
-            )
+            recs = delete_records(de, cfg.schema, cfg.record_key)
             deleted += _route_updates(cfg, plan, partition, slices, recs, (fgs[n:], pos[n:]), OP_DELETE)
             fresh = up.filter(pc.is_null(fgs[:n]))
         else:

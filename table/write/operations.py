@@ -23,7 +23,7 @@ from ..context import TableContext
 from ..read.partition_pruning import prune_slices
 from .fold_check import check_folds
 from .plan import PARTITION, LogAppend, NewFiles, Rewrite, WritePlan
-from .records import BASE_POS, OP, OP_DELETE, OP_UPSERT, constant, split_by_partition
+from .records import BASE_POS, OP, OP_DELETE, OP_UPSERT, constant, delete_records, split_by_partition
 from .tagging import beyond_every_range, tag
 
 
@@ -276,7 +276,6 @@ def plan_delete(ctx: TableContext, keys: pa.Table, operation: Operation = Operat
     else:
         groups = {p: keys for p in view.partitions()}
     deleted = 0
-    schema_cols = cfg.schema.names
     key_cols = keys.select(list(cfg.record_key))
     if have_parts:
         named = [_keys_with_partition(part, cfg.record_key, p) for p, part in groups.items()]
@@ -288,13 +287,7 @@ def plan_delete(ctx: TableContext, keys: pa.Table, operation: Operation = Operat
         if not slices:
             continue
         tags = _tag(ctx, plan, slices, part.select(list(cfg.record_key)))
-        # Delete records carry the keys; other columns are null.
-        recs = pa.table(
-            {
-                c: (part.column(c) if c in cfg.record_key else pa.nulls(part.num_rows, cfg.schema.field(c).type))
-                for c in schema_cols
-            }
-        )
+        recs = delete_records(part, cfg.schema, cfg.record_key)
         deleted += _route_updates(cfg, plan, partition, slices, recs, tags, OP_DELETE)
     plan.stats = {"deleted": deleted}
     return plan

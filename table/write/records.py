@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from ...timeline.errors import InvalidFilterError, LakelineError, NullKeyError, SchemaMismatchError, UnknownColumnError
-from ...timeline.field_ids import field_id
+from ...timeline.field_ids import field_id, typed_nulls
 from ...timeline.table_config import TableConfig, check_column_names, refuse_duplicates
 from ...timeline.view.file_group import MAX_FOLDER_BYTES, partition_path
 from ..merge_engine import MergeEngine
@@ -254,6 +254,23 @@ def constant(value: str, n: int) -> pa.Array:
     else:
         offsets = np.zeros(n + 1, dtype=np.int32)
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data * n)])
+
+
+def delete_records(keys: pa.Table, schema: pa.Schema, record_key: tuple[str, ...]) -> pa.Table:
+    """The records that delete ``keys`` (checked: :func:`prepare_keys`) from a table of
+    ``schema``: every column of the schema, the key columns from ``keys``, the others
+    null. Those are declared nullable here, so a table that keeps non-nullable columns
+    never needs a null written into one: a log file or a rewrite's merge takes these
+    rows under their own schema, and they are gone once merged. Nested fields keep
+    their types, their non-nullable slots filled under each null
+    (:func:`~lakeline.timeline.field_ids.typed_nulls`), so every cast to the table's
+    types accepts them. One builder for every planner (delete, a change batch's
+    deletes, MERGE's)."""
+    fields = [f if f.name in record_key else f.with_nullable(True) for f in schema]
+    cols = [
+        keys.column(f.name).cast(f.type) if f.name in record_key else typed_nulls(keys.num_rows, f.type) for f in schema
+    ]
+    return pa.Table.from_arrays(cols, schema=pa.schema(fields))
 
 
 def check_keys(table: pa.Table, key: tuple[str, ...]) -> None:
