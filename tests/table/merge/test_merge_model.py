@@ -19,7 +19,9 @@ import pyarrow.compute as pc
 import pytest
 from lakeline.table import Table
 
-SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("n", pa.int64()), ("v", pa.string()), ("flag", pa.bool_())])
+SCHEMA = pa.schema(
+    [("id", pa.int64()), ("ts", pa.int64()), ("n", pa.int64()), ("v", pa.string()), ("flag", pa.bool_())]
+)
 Row = dict[str, Any]
 
 
