@@ -116,11 +116,18 @@ explore: venv
 
 # The walk-through on the embedded engine, then the same table from a local Spark
 # application (lakeline.spark.demo): a DataFrame upsert, a data-source delete, a
-# compaction on SparkEngine and a read.
+# compaction on SparkEngine and a read. Each run writes into a new temp folder (or
+# DEMO_DIR, a new or empty folder) and names it first and last, failed or not: a run
+# that only said where the table was left folders behind nobody knew to remove.
 demo: venv java
 	@d="$${DEMO_DIR:-$$(mktemp -d -t lakeline-demo-XXXXXX)}"; \
+	echo "--- make demo writes into $$d (choose the folder with DEMO_DIR=<a new or empty folder>)"; \
 	$(VENV)/bin/lakeline demo "$$d" && $(MAKE) --no-print-directory demo-runner DEMO_DIR="$$d" && \
-	$(PY) -m lakeline.spark.demo "$$d"
+	$(PY) -m lakeline.spark.demo "$$d"; rc=$$?; \
+	if [ $$rc = 0 ]; then echo "--- make demo wrote into $$d (the table demo_table/ and the runner's runner.toml)"; \
+	else echo "--- make demo failed (exit $$rc); its folder: $$d"; fi; \
+	echo "    remove it with: rm -rf $$d"; \
+	exit $$rc
 
 # A runner over the demo table for a few seconds (docs/runner.md): SIGTERM after 6 s, then
 # what it did and the table's status.

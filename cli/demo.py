@@ -103,6 +103,14 @@ def run_demo(directory: str | os.PathLike[str] | None = None, con: Console | Non
         f"\nlook around: [bold]lakeline timeline show {escape(table.path)}[/bold]"
         f"  |  [bold]lakeline timeline inspect {escape(table.path)} <id>[/bold]"
     )
+    if directory is None:
+        # A folder the demo made is the caller's to remove: say so, or every run leaves
+        # one in the temp folder unnoticed.
+        con.print(
+            f"the demo wrote into [bold]{escape(str(base))}[/bold], a new temp folder (DIR chooses one);"
+            f" remove it with: rm -rf {escape(str(base))}",
+            soft_wrap=True,
+        )
     return table
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pyarrow.compute as pc
+import pytest
 from click.testing import CliRunner
 from lakeline.cli.demo import DEMO_TABLE, run_demo
 from lakeline.cli.main import cli
@@ -43,7 +45,12 @@ def test_demo_command(runner: CliRunner, tmp_path: Path) -> None:
     assert "TableExistsError" in again.stderr
 
 
-def test_demo_default_dir_is_fresh(runner: CliRunner) -> None:
+def test_demo_default_dir_is_fresh(runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the made folder lands in the test's own
     res = runner.invoke(cli, ["demo"])
     assert res.exit_code == 0, res.output
-    assert "lakeline-demo-" in res.stdout
+    [made] = tmp_path.glob("lakeline-demo-*")
+    assert (made / DEMO_TABLE).is_dir()
+    # It says where it wrote, in full, and how to remove it (the folder is the caller's).
+    assert f"the demo wrote into {made}" in res.stdout
+    assert f"remove it with: rm -rf {made}" in res.stdout
