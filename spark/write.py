@@ -45,6 +45,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
 from ..indexes.entries import Precomputed, index_job
@@ -56,6 +57,8 @@ from ..table.table import Table
 from ..table.write.commit import CompletionRule, write_rule
 from ..table.write.group_tasks import WriteSettings
 from ..table.write.key_check import key_check
+from ..table.write.merger import BY_SOURCE, MergeSpec
+from ..table.write.update import EVERY_ROW
 from ..table.write.writer import Rewritten, WriteResult, commit_metadata, entries_of, run_attempts
 from ..timeline.commit_metadata import CommitMetadata, Operation
 from ..timeline.conflicts import KeyCheck
@@ -138,6 +141,21 @@ def write(
     if operation in (Operation.UPSERT, Operation.DELETE) and not cfg.has_key:
         raise UnsupportedOperationError(f"{operation} needs a record key; the table at {path} has none")
     cfg = check_columns(table, df.schema, operation, merge_schema, changes=False)
+    return write_frame(df, table, cfg, operation, hooks, version)
+
+
+def write_frame(
+    df: DataFrame,
+    table: Table,
+    cfg: TableConfig,
+    operation: Operation,
+    hooks: Hooks | None,
+    version: Txn | None,
+    merge: MergeSpec | None = None,
+) -> WriteResult:
+    """Stage, plan and write ``df`` into ``table`` (checked by the caller: ``write``,
+    or ``lakeline.spark.merge`` with the MERGE's clauses in ``merge``) as of ``cfg``."""
+    path = table.path
     joined = effective_hooks(hooks, cfg.props, cfg.schema)
     spark = df.sparkSession
     spark.sparkContext.setJobDescription(f"lakeline {operation} into {path}")
@@ -147,10 +165,13 @@ def write(
     planner: _Planner | None = None
     try:
         owner.start()
-        identity = [c for c in dict.fromkeys(cfg.partition_by + cfg.record_key) if c in df.columns]
+        # A MERGE's source rows meet by key alone: two rows of one key are refused
+        # (DuplicateKeyError) only when one planning task sees both.
+        ident = cfg.record_key if operation == Operation.MERGE else cfg.partition_by + cfg.record_key
+        identity = [c for c in dict.fromkeys(ident) if c in df.columns]
         inputs, staged_as = stage_input(df, staging, identity, _ROWS_PER_PLAN_TASK)
         faults.point("spark.after_stage")  # staged, no instant yet: a crash leaves only the folder
-        planner = _Planner(spark, staging, operation, inputs, cfg.schema, staged_as)
+        planner = _Planner(spark, staging, operation, inputs, cfg.schema, staged_as, merge)
         action = Action.REPLACE_COMMIT if operation == Operation.OVERWRITE else cfg.write_action
         result = run_attempts(
             table.context,
@@ -189,6 +210,8 @@ class SparkPlan:
     stats: dict[str, int] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     job: _FusedJob | None = None  # the fused path's planning tasks, waiting for ``go``
+    #: Rule 4's predicate of the key check (a MERGE's by-source clause reads every row).
+    predicate: pc.Expression | None = None
     waiting: int = 0  # of those, the tasks with files to write
 
     @property
@@ -221,13 +244,19 @@ class _Planner:
         inputs: list[tuple[str, int]],
         schema: pa.Schema,
         staged_as: pa.Schema | None,  # the staged Parquet files' schema (None: IPC files)
+        merge: MergeSpec | None = None,
     ) -> None:
-        self.spark, self.staging, self.operation = spark, staging, operation
+        self.spark, self.staging, self.operation, self.merge = spark, staging, operation, merge
         self.planned_on, self.staged_as = schema, staged_as  # planned_on: what the driver checked the input against
         total = sum(rows for _, rows in inputs)
         self.inputs = tuple(path for path, _ in inputs)
         # No input, no planning task: the plan of no rows below still runs.
         self.tasks = max(-(-total // _ROWS_PER_PLAN_TASK), 1) if self.inputs else 0
+        self.by_source = merge is not None and bool(merge.of(BY_SOURCE))
+        if self.by_source and self.tasks:
+            # A by-source clause acts on the target rows no source key matches: one
+            # task must see every source key (its memory bounds such a MERGE).
+            self.tasks = 1
         # Fused: one planning task, which writes its own plan's files. Not with more:
         # buckets are by key, not by file group, so two tasks could each rewrite the
         # same group from its old base, and their tasks would have to wait for each
@@ -262,6 +291,7 @@ class _Planner:
                 self.tasks,
                 self.planned_on,
                 self.staged_as,
+                self.merge,
             )
             for i in range(self.tasks)
         ]
@@ -270,10 +300,14 @@ class _Planner:
             parts = self.job.planned()
         else:
             parts = SparkEngine(self.spark).map(plan_part, tasks)
-        plan = SparkPlan(self.operation, self.staging, job=self.job)
+        plan = SparkPlan(self.operation, self.staging, job=self.job, predicate=EVERY_ROW if self.by_source else None)
         # The plan of no rows: an overwrite of an unpartitioned table replaces everything
-        # even when every task's input was empty.
-        for part in [PlanPart.of(local_plan(ctx, self.operation, _no_rows(ctx.config, self.operation))), *parts]:
+        # even when every task's input was empty; a MERGE's by-source clauses act on every
+        # row when there is no source row (and only then: a task applied them otherwise).
+        if self.operation != Operation.MERGE or not self.tasks:
+            no_rows = local_plan(ctx, self.operation, _no_rows(ctx.config, self.operation), self.merge)
+            parts = [PlanPart.of(no_rows), *parts]
+        for part in parts:
             plan.add(part)
         if self.operation == Operation.OVERWRITE and plan.replaced:
             plan.stats["file_groups_replaced"] = sum(len(g) for g in plan.replaced.values())
@@ -333,7 +367,7 @@ class _FusedJob:
 
 def _no_rows(cfg: TableConfig, operation: str) -> pa.Table:
     schema = cfg.schema
-    if operation == Operation.DELETE:
+    if operation in (Operation.DELETE, Operation.MERGE):
         schema = pa.schema([schema.field(k) for k in cfg.record_key])
     return schema.empty_table()
 
@@ -390,7 +424,10 @@ def _rule(ctx: TableContext, instant: int, plan: SparkPlan, metadata: CommitMeta
 
     def lazy(ours: CommitMetadata, theirs: CommitMetadata) -> bool:
         if not loaded:
-            loaded.append(key_check(ctx.storage, cfg.schema, claims_of(plan.staging, cfg.record_key, plan.claims)))
+            claims = claims_of(plan.staging, cfg.record_key, plan.claims)
+            if plan.predicate is not None:
+                claims = replace(claims, predicate=plan.predicate)
+            loaded.append(key_check(ctx.storage, cfg.schema, claims))
         check = loaded[0]
         return check is not None and check(ours, theirs)
 

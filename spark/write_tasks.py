@@ -38,6 +38,8 @@ from ..table.files import Written
 from ..table.schema.update import added_since
 from ..table.write.group_tasks import LogTask, RewriteTask, WriteSettings, write_task
 from ..table.write.key_check import KeyClaims
+from ..table.write.merge_plan import plan_merge
+from ..table.write.merger import MergeSpec, prepare_source
 from ..table.write.operations import plan_delete, plan_insert, plan_overwrite, plan_upsert
 from ..table.write.plan import WritePlan
 from ..table.write.records import prepare_keys, prepare_rows
@@ -101,9 +103,12 @@ class PlanTask:
     tasks: int
     planned_on: pa.Schema  # the schema the driver checked the input against
     staged_as: pa.Schema | None = None  # the staged Parquet files' schema; None: IPC files
+    merge: MergeSpec | None = None  # a MERGE's clauses (the rows are its source)
 
 
-def local_plan(ctx: TableContext, operation: str, rows: pa.Table) -> WritePlan:
+def local_plan(ctx: TableContext, operation: str, rows: pa.Table, merge: MergeSpec | None = None) -> WritePlan:
+    if operation == Operation.MERGE and merge is not None:
+        return plan_merge(ctx, rows, merge)
     if operation == Operation.INSERT:
         return plan_insert(ctx, rows)
     if operation == Operation.UPSERT:
@@ -122,6 +127,8 @@ def prepared(task: PlanTask, rows: pa.Table) -> pa.Table:
     cfg = task.ctx.config
     if task.operation == Operation.DELETE:
         return prepare_keys(rows, cfg)
+    if task.operation == Operation.MERGE:
+        return prepare_source(rows, cfg)  # a source keeps its own columns: MERGE's conditions read them
     return prepare_rows(added_since(rows, task.planned_on, cfg.schema), cfg, evolve=False)[0]
 
 
@@ -139,7 +146,7 @@ def plan_and_write(task: PlanTask) -> PlanPart:
     with _wide_arrow_pool(), ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         ctx, staging = task.ctx, task.staging
         rows = prepared(task, staged_rows(staging, task.inputs, task.task, task.tasks, pool, task.staged_as))
-        plan = local_plan(ctx, task.operation, rows)
+        plan = local_plan(ctx, task.operation, rows, task.merge)
         claims = _put_claims(staging, task.attempt, KeyClaims.of(plan, ctx.config.record_key))
     facts = replace(PlanPart.of(plan, (), claims), waits=not plan.empty)
     staging.publish(f"{task.attempt}/planned-{task.task}", facts)
@@ -198,7 +205,7 @@ def _plan_part(task: PlanTask, started: float) -> PlanPart:
     # written on a thread each, since IPC compression and file I/O release the GIL.
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         rows = prepared(task, staged_rows(staging, task.inputs, task.task, task.tasks, pool, task.staged_as))
-        plan = local_plan(ctx, task.operation, rows)
+        plan = local_plan(ctx, task.operation, rows, task.merge)
         claims = pool.submit(_put_claims, staging, task.attempt, KeyClaims.of(plan, ctx.config.record_key))
         pending: list[tuple[GroupPart, pa.Table]] = []  # each part and its rows, staged below
         for r in plan.rewrites:
