@@ -7,7 +7,9 @@ attempt), and ``commit`` makes one lakeline write of the staged files named by t
 successful attempts' messages, through the local write path: the same planning,
 conflict rules, key check, index entries and replays as ``Table.upsert`` and friends.
 Staged files of failed or speculative attempts are never named by a message, so they
-are never read; the staging folder goes away after the commit.
+are never read; the staging folder goes away after the commit. Which folder that is the
+messages say: a stream's ``commit`` runs on a writer Spark makes anew for it, not on the
+one its tasks staged with (:meth:`LakelineWriter._folders_of`).
 
 ``abort`` only removes the staging folder. Spark may call it after ``commit`` raised
 late (the lakeline commit had already landed): removing staged input can never undo a
@@ -40,6 +42,7 @@ table's files themselves; here the commit reads the staged rows in one process.
 from __future__ import annotations
 
 import posixpath
+import re
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -70,6 +73,8 @@ APPEND_OPERATIONS = (Operation.INSERT, Operation.UPSERT, Operation.DELETE)
 CHANGE_COLUMN, DELETE_CHANGE, BEFORE_IMAGE = "_op", "delete", "update_before"
 #: Suffix of the ``txn`` application of a change batch's deletes.
 DELETES_APP_SUFFIX = "#deletes"
+#: A write id (``uuid4().hex``), the name of a staging folder.
+_WRITE_ID = re.compile(r"[0-9a-f]{32}")
 #: The option that adds a DataFrame's new columns to the table (Delta's name).
 MERGE_SCHEMA = "mergeSchema"
 
@@ -152,7 +157,10 @@ class LakelineWriter(DataSourceArrowWriter):
         self._commit(messages, None)
 
     def _commit(self, messages: list[WriterCommitMessage | None], txn: tuple[str, int] | None) -> None:
-        owner = OwnerBeat(self.storage, posixpath.basename(self.staging), self.beat_ms)
+        folders = self._folders_of(messages)
+        # The commit owns the folder the tasks staged in while it runs: a cleaner must not
+        # judge it by age alone, and a commit killed midway leaves a beat that goes stale.
+        owner = OwnerBeat(self.storage, posixpath.basename(folders[0]), self.beat_ms)
         try:
             owner.start()
             staged = [m.path for m in messages if isinstance(m, Staged) and m.path is not None]
@@ -180,13 +188,32 @@ class LakelineWriter(DataSourceArrowWriter):
             getattr(t, self.operation)(rows, txn=txn)
         finally:
             owner.stop()  # before removing: a late beat must find nothing to rewrite
-            self._remove_staging()
+            self._remove_staging(folders)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        self._remove_staging()
+        self._remove_staging(self._folders_of(messages))
 
-    def _remove_staging(self) -> None:
-        self.storage.delete_dir(self.storage.path(self.staging))
+    def _folders_of(self, messages: Sequence[WriterCommitMessage | None]) -> list[str]:
+        """The staging folders the tasks of ``messages`` staged in (relative to the table);
+        this writer's own when no message names one.
+
+        Why not only :attr:`staging`: a batch write's ``commit`` runs on the writer the
+        tasks were planned with (pickled), but a stream's runs on a writer Spark makes
+        anew for each commit (``streamWriter`` in ``python_streaming_sink_runner``), whose
+        own folder no task ever wrote: removing only that one left every micro-batch's
+        staged input behind. The messages name where the tasks staged; only a name of a
+        staging folder (:func:`~lakeline.timeline.storage.staging_folders.folder_of` of a
+        write id) is ever taken from them."""
+        named = {
+            posixpath.dirname(m.path)
+            for m in messages
+            if isinstance(m, Staged) and m.path is not None and _is_staging_folder(posixpath.dirname(m.path))
+        }
+        return sorted(named) or [self.staging]
+
+    def _remove_staging(self, folders: Sequence[str]) -> None:
+        for folder in folders:
+            self.storage.delete_dir(self.storage.path(folder))
 
 
 class LakelineStreamWriter(LakelineWriter, DataSourceStreamArrowWriter):
@@ -211,7 +238,7 @@ class LakelineStreamWriter(LakelineWriter, DataSourceStreamArrowWriter):
         self._commit(messages, (self.app_id, batchId))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
-        self._remove_staging()
+        super().abort(messages)
 
 
 def _stage(storage: Storage, staging: str, iterator: Iterator[pa.RecordBatch]) -> Staged:
@@ -226,6 +253,13 @@ def _stage(storage: Storage, staging: str, iterator: Iterator[pa.RecordBatch]) -
     with storage.fs.open_output_stream(target) as sink:
         pq.write_table(rows, sink, compression="zstd", **PARQUET_WRITE)
     return Staged(rel, rows.num_rows)
+
+
+def _is_staging_folder(folder: str) -> bool:
+    """Whether ``folder`` (relative to the table) is a write's staging folder, the only
+    kind of folder a commit removes on a message's word."""
+    write_id = posixpath.basename(folder)
+    return _WRITE_ID.fullmatch(write_id) is not None and folder_of(write_id) == folder
 
 
 def split_changes(rows: pa.Table, keys: Sequence[str]) -> tuple[pa.Table, pa.Table]:
