@@ -40,8 +40,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...timeline.errors import DuplicateKeyError, InvalidMergeError, SchemaMismatchError
+from ...timeline.errors import DuplicateKeyError, InvalidMergeError, SchemaMismatchError, UnsupportedOperationError
 from ...timeline.table_config import TableConfig
+from ..merge_engine import AGGREGATION, FIRST_ROW, MergeEngine
 from .assign import Assignments, check_assignments, evaluate
 from .records import check_keys, conform_column, evaluation_errors
 
@@ -150,6 +151,14 @@ class TableMerger:
         ``source.`` / ``target.`` columns or literals (None: every column from the source)."""
         assignments = None
         if set is not None:
+            engine = MergeEngine.of(self._config).name
+            if engine in (AGGREGATION, FIRST_ROW):
+                raise UnsupportedOperationError(
+                    f"when_matched_update(set=...) on a table whose merge.engine is {engine!r}: the new row "
+                    "would be folded as another version of the key (aggregated, or dropped), so values "
+                    "computed from target.* would count twice; when_matched_update() without set= upserts "
+                    "the source row, folded as an upsert's"
+                )
             over = joined_schema(MATCHED, self._source, self._config.schema)
             assignments = check_assignments(self._config, set, over)
         return self._add(ClauseKind.MATCHED_UPDATE, condition, assignments)

@@ -119,3 +119,22 @@ def test_merge_needs_a_record_key(tmp_path: Any) -> None:
     t = Table.create(str(tmp_path / "t"), SCHEMA)
     with pytest.raises(UnsupportedOperationError):
         t.merge(SOURCE)
+
+
+def test_set_on_a_folding_engine_is_refused_and_a_whole_row_update_folds(tmp_path: Any) -> None:
+    """On ``aggregation`` a row computed from ``target.*`` would be added to the target
+    again: refused, as ``update`` is. Without ``set`` the source row is a version folded
+    by the engine, as an upsert's: the sum grows by the source's value."""
+    t = Table.create(
+        str(tmp_path / "t"),
+        pa.schema([("id", pa.int64()), ("n", pa.int64())]),
+        record_key="id",
+        properties={"merge.engine": "aggregation", "merge.n.aggregate": "sum"},
+    )
+    t.insert(pa.table({"id": [1, 2], "n": [10, 20]}))
+    source = pa.table({"id": [1, 3], "n": [5, 7]})
+    with pytest.raises(UnsupportedOperationError):
+        t.merge(source).when_matched_update(set={"n": src("target", "n") + 1})
+    r = t.merge(source).when_matched_update().when_not_matched_insert().execute()
+    assert (r.stats["rows_updated"], r.stats["rows_inserted"]) == (1, 1)
+    assert dict(zip(*Table.open(t.path).to_arrow().sort_by("id").to_pydict().values())) == {1: 15, 2: 20, 3: 7}
