@@ -31,7 +31,13 @@ from ..table.merge_engine import DEFAULT_ENGINE, MergeEngine
 from ..table.read.scan import SliceRead, read_slice
 from ..table.table import Table
 from ..table.write.records import check_columns
-from ..timeline.errors import InvalidFilterError, InvalidOptionError, SnapshotExpiredError, UnknownColumnError
+from ..timeline.errors import (
+    InstantNotFoundError,
+    InvalidFilterError,
+    InvalidOptionError,
+    SnapshotExpiredError,
+    UnknownColumnError,
+)
 from ..timeline.storage.filesystem import Storage
 from ..timeline.view.file_group import FileSlice
 from .filters import to_arrow_filter
@@ -127,6 +133,47 @@ def snapshot_option(options: Mapping[str, str]) -> int | datetime | None:
     return as_of_value(given.get("as_of"))
 
 
+#: How a user lists the instants a read may name.
+LIST_INSTANTS = "`lakeline timeline show PATH` or Table.open(path).timeline.completed()"
+
+
+def check_snapshot(table: Table, as_of: int | datetime | None) -> None:
+    """Refuse, before anything is planned, a snapshot a read cannot mean.
+
+    Raises:
+        InstantNotFoundError: ``as_of`` is an id that is no completed instant (naming
+            the completed ids nearest to it, as ids are not consecutive: 0, 3, 6...,
+            and how to list them), or a time before the table's first commit.
+        InvalidOptionError: the snapshot holds no data instant yet (instant 0 creates
+            the table with its schema and no rows: a Delta user's ``versionAsOf=0`` is
+            the first write, and lakeline's would silently read an empty table).
+    """
+    if as_of is None:
+        return
+    tl = table.timeline
+    completed = tl.completed()
+    if isinstance(as_of, int):
+        ids = sorted(i.id for i in completed)
+        if as_of not in ids:
+            below = [i for i in ids if i < as_of][-1:]
+            above = [i for i in ids if i > as_of][:1]
+            near = " and ".join(str(i) for i in below + above) or "none"
+            raise InstantNotFoundError(
+                f"instant {as_of} is not a completed instant of the table at {table.path} (instant ids are not "
+                f"consecutive); the nearest completed: {near}; list them with {LIST_INSTANTS}"
+            )
+        upto = tl.as_of_instant(as_of).completed()
+    else:
+        upto = tl.as_of_time(as_of).completed()
+    if not any(i.action.writes_data for i in upto):
+        first = next((i.id for i in completed if i.action.writes_data), None)
+        then = f"its first data instant is {first}" if first is not None else "no instant has written data yet"
+        raise InvalidOptionError(
+            f"the snapshot as of {as_of} holds only the table's schema (instant {upto[-1].id} created it, no row "
+            f"was written by then): {then}; list the instants with {LIST_INSTANTS}"
+        )
+
+
 def plan(
     table: Table, filter: pc.Expression | None, columns: list[str] | None, as_of: int | datetime | None
 ) -> tuple[list[SliceRows], pa.Schema]:
@@ -177,10 +224,13 @@ def read(
     Raises:
         TableNotFoundError, UnknownColumnError, InstantNotFoundError,
         SnapshotExpiredError: before any Spark job runs.
+        InvalidOptionError: ``as_of`` names a snapshot of the schema alone
+            (:func:`check_snapshot`).
     """
     table = Table.open(path, timeline, storage_options)
     snapshot_as_of = as_of_value(as_of) if isinstance(as_of, str) else as_of
     check_columns(table.config, columns)
+    check_snapshot(table, snapshot_as_of)
     # With a filter, its columns must be read too: project after Spark filtered.
     read_columns = columns if filter is None else None
     tasks, out = plan(table, to_arrow_filter(filter, table.config.schema), read_columns, snapshot_as_of)

@@ -10,15 +10,16 @@ store its storage options (deltalake's keys as they are, ``AWS_ENDPOINT_URL``...
 key after ``storage.``; :func:`open_table`). Any other option is refused with
 ``InvalidOptionError`` (:func:`check_options`), as is ``CREATE TABLE ... USING lakeline``
 (:func:`refuse_catalog_table`; a temporary view ``USING lakeline`` carries its path and
-works). Reads plan on
-the driver (the snapshot and its slices) and read one Spark partition per file slice
-through the tasks of :mod:`.read`; writes stage and commit through
-:mod:`.source_writer`. A table that does not exist is created by
-``lakeline.spark.create_table``, never by a write.
+works; its options, ``operation`` included, reach its ``INSERT``s, and reads ignore the
+write options). Reads plan on the driver and read the file slices through the tasks of
+:mod:`.read`; each query reads the newest snapshot at its start, also through a reused
+DataFrame or a view (:mod:`.source_reader`, which says why the tasks check it); writes
+stage and commit through :mod:`.source_writer`. A table that does not exist is created
+by ``lakeline.spark.create_table``, never by a write.
 
-Spark's filter pushdown for Python data sources is not used (pyspark 4.3 keeps pushed
-filters on a reused DataFrame: see :mod:`.filters`); ``lakeline.spark.read(filter=...)``
-prunes instead.
+Spark's filter pushdown for Python data sources is not used (pyspark 4.3 keeps what a
+pushdown planned on the relation, for later queries and the other scans of one query:
+see :mod:`.filters`); ``lakeline.spark.read(filter=...)`` prunes instead.
 
 Why storage options have a spelling of their own: Spark hands a data source its options as one flat map with
 lower-cased keys, next to Spark's and lakeline's own (``path``, ``as_of``,
@@ -42,9 +43,14 @@ repeat an instant. The timeline merges archived events back in, so a stream read
 archival; a start whose files the cleaner removed is ``SnapshotExpiredError``, as for
 any read of a snapshot out of retention.
 
-Their options: ``starting_instant`` (required, as the stream's columns depend on it: an
-instant id, ``earliest`` (the table's first completed instant: every change since its
-creation) or ``latest`` (changes from the query's start on)); ``max_instants_per_batch``
+Their options: ``starting_instant`` (an instant id, ``earliest`` (the table's first
+completed instant: every change since its creation) or ``latest`` (changes from the
+query's start on)). A stream without it has the table's columns, as a batch read (Spark
+asks for the columns at ``load()``, for streams and batch reads alike): its first
+micro-batch is the table as it is, the next ones the rows each instant inserted or
+updated; an instant that deleted rows stops it with ``UnsupportedOperationError``
+(deletes need ``_op``: give a start), as Delta's stream stops at a change it cannot
+carry. Option forms are checked at ``load()``. Further options: ``max_instants_per_batch``
 (a bound on data instants per micro-batch; Spark's own ``ReadMaxFiles`` limit counts
 instants here, and a trigger that reads everything available ignores it, as Spark
 requires); ``images``; ``consumer`` (a stream's name for its bookmark: set at its start
@@ -58,11 +64,11 @@ batch.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from datetime import datetime
 from functools import partial
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -77,6 +83,7 @@ from pyspark.sql.types import StructType
 from ..table.table import Table
 from ..timeline.errors import InvalidOptionError, TableNotFoundError, UnsupportedOperationError
 from .read import SNAPSHOT_OPTIONS, SliceRows, plan, slice_batches, snapshot_option
+from .source_reader import LakelineReader
 from .types import spark_readable, to_spark_schema
 
 #: Option prefixes of deltalake's storage keys, passed on as they are.
@@ -177,10 +184,16 @@ class LakelineDataSource(DataSource):
         return open_table(self.options.get("path"), self.options)
 
     def schema(self) -> StructType:
-        """Raises: UnsupportedOperationError: CREATE TABLE; InvalidOptionError: an
-        option no read takes (batch or stream: Spark asks both for their schema here)."""
+        """Spark asks for it at ``load()``, for a batch read, a stream and a temporary
+        view alike (which carries its write options to its ``INSERT``s: they are taken
+        here and ignored by reads), so every read option is checked here, before any query.
+
+        Raises: UnsupportedOperationError: CREATE TABLE; InvalidOptionError: an
+        option no read takes, or a stream option's value of the wrong kind."""
         refuse_catalog_table(self.options)
-        check_options(self.options, READ_OPTIONS + STREAM_READ_OPTIONS, "read")
+        check_options(self.options, READ_OPTIONS + STREAM_READ_OPTIONS + WRITE_OPTIONS, "read")
+        snapshot_option(self.options)
+        check_stream_options(self.options)
         table = self._table()
         if wants_changes(self.options):  # a change read: the table's columns and _op
             return to_spark_schema(spark_readable(change_columns(table, self.options)))
@@ -189,7 +202,7 @@ class LakelineDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         """Raises: InvalidOptionError: an option a batch read does not take, a snapshot
         asked for twice, or with a start of changes."""
-        check_options(self.options, READ_OPTIONS, "read")
+        check_options(self.options, READ_OPTIONS + WRITE_OPTIONS, "read")
         as_of = snapshot_option(self.options)
         if wants_changes(self.options):
             if as_of is not None:
@@ -197,18 +210,13 @@ class LakelineDataSource(DataSource):
                     f"{START} reads changes, {'/'.join(SNAPSHOT_OPTIONS)} a snapshot: give one of them"
                 )
             return ChangesReader(self._opener(), self.options)
-        return LakelineReader(self._table(), as_of)
+        return LakelineReader(self._opener(), as_of)
 
     # -- streams of changes (below) --------------------------------------------------------
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        """Raises: InvalidOptionError: an option a stream does not take, or no
-        ``starting_instant`` (the stream's columns and first offset depend on it)."""
-        check_options(self.options, STREAM_READ_OPTIONS, "stream read")
-        if not wants_changes(self.options):
-            raise InvalidOptionError(
-                "a lakeline stream reads changes: set option starting_instant (an instant id, earliest or latest)"
-            )
+        """Raises: InvalidOptionError: an option a stream does not take."""
+        check_options(self.options, STREAM_READ_OPTIONS + WRITE_OPTIONS, "stream read")
         return ChangesStreamReader(self._opener(), self.options)
 
     def _opener(self) -> partial[Table]:
@@ -233,28 +241,6 @@ class LakelineDataSource(DataSource):
         if overwrite:
             raise UnsupportedOperationError("a lakeline stream appends (outputMode append/update), never overwrites")
         return LakelineStreamWriter(self.options.get("path"), self.options, schema)
-
-
-class SlicePartition(InputPartition):
-    """One file slice of the snapshot read."""
-
-    def __init__(self, task: SliceRows) -> None:
-        super().__init__(task.slice.file_group if task.slice is not None else None)
-        self.task = task
-
-
-class LakelineReader(DataSourceReader):
-    """Reads a snapshot planned when the query is planned (on the driver)."""
-
-    def __init__(self, table: Table, as_of: int | datetime | None) -> None:
-        self.tasks, _ = plan(table, None, None, as_of)
-
-    def partitions(self) -> list[InputPartition]:
-        return [SlicePartition(t) for t in self.tasks]
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, SlicePartition)
-        yield from slice_batches(partition.task)
 
 
 # -- reads of changes, batch and stream -----------------------------------------------
@@ -283,22 +269,53 @@ def _images(options: Mapping[str, str]) -> bool:
     return str(options.get(IMAGES, "false")).lower() == "true"
 
 
+def check_stream_options(options: Mapping[str, str]) -> None:
+    """The forms of a change read's options, checked at ``load()`` (:meth:`LakelineDataSource.schema`),
+    before a stream starts: a stream's own reader is made at its start, where an error
+    reaches the user as a Java stack trace of a failed query.
+
+    Raises:
+        InvalidOptionError: ``starting_instant`` neither an id nor earliest/latest,
+            ``max_instants_per_batch`` not a whole number of at least 1, ``images``
+            not true/false.
+    """
+    text = str(options.get(START, "0")).strip().lower()
+    if text not in ("earliest", "latest") and not text.isdigit():
+        raise InvalidOptionError(f"{START} must be an instant id, earliest or latest, not {text!r:.40}")
+    raw = str(options.get(MAX_INSTANTS, "1")).strip()
+    if not raw.isdigit() or int(raw) < 1:
+        raise InvalidOptionError(f"{MAX_INSTANTS} must be a whole number of at least 1, not {raw!r:.40}")
+    if str(options.get(IMAGES, "false")).strip().lower() not in ("true", "false"):
+        raise InvalidOptionError(f"{IMAGES} is true or false")
+
+
 def start_instant(table: Table, options: Mapping[str, str]) -> int:
     """The completed instant a change read starts after.
 
     Raises:
         InvalidOptionError: ``starting_instant`` is neither an id nor earliest/latest.
     """
+    check_stream_options(options)
     text = str(options.get(START, "")).strip().lower()
     completed = table.timeline.completed()
     if text == "earliest":
         return completed[0].id
     if text == "latest":
         return completed[-1].id
-    try:
-        return int(text)
-    except ValueError:
-        raise InvalidOptionError(f"{START} must be an instant id, earliest or latest, not {text!r:.40}") from None
+    return int(text)
+
+
+#: The offset of a stream without a start before its first micro-batch: that batch
+#: reads the table as it is (:class:`SnapshotSlice`), the next ones its changes.
+BEFORE_SNAPSHOT = -1
+
+
+class SnapshotSlice(InputPartition):
+    """A file slice of the snapshot a stream without a start reads first."""
+
+    def __init__(self, task: SliceRows) -> None:
+        super().__init__(task.slice.file_group if task.slice is not None else None)
+        self.task = task
 
 
 class ChangesPartition(InputPartition):
@@ -310,8 +327,20 @@ class ChangesPartition(InputPartition):
 
 
 def _read(open_table: Any, options: Mapping[str, str], partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    if isinstance(partition, SnapshotSlice):  # a stream without a start: the table as it is
+        yield from slice_batches(partition.task)
+        return
     assert isinstance(partition, ChangesPartition)
     rows = open_table().changes(partition.start, partition.end, images=_images(options))
+    if not wants_changes(options):  # the table's columns: new row images, and no deletes
+        ops = rows.column("_op")
+        if pc.any(pc.equal(ops, "delete")).as_py():
+            raise UnsupportedOperationError(
+                f"instants {partition.start}..{partition.end} deleted rows, which a stream without {START} "
+                f"(the table's columns, no _op) cannot carry: start it with {START} (latest, or an instant id) "
+                "to read changes with their _op"
+            )
+        rows = rows.drop_columns([c for c in ("_op", "_instant") if c in rows.column_names])
     yield from rows.to_batches()
 
 
@@ -334,17 +363,16 @@ class ChangesStreamReader(DataSourceStreamReader):
     """Micro-batches of completed instants, planned on the driver, read on executors."""
 
     def __init__(self, open_table: Any, options: Mapping[str, str]) -> None:
+        check_stream_options(options)
         self.open_table, self.options = open_table, dict(options)
         raw = options.get(MAX_INSTANTS)
-        try:
-            self.max_instants = int(raw) if raw is not None else None
-        except ValueError:
-            raise InvalidOptionError(f"{MAX_INSTANTS} must be a whole number, not {raw!r:.40}") from None
-        if self.max_instants is not None and self.max_instants < 1:
-            raise InvalidOptionError(f"{MAX_INSTANTS} must be at least 1")
+        self.max_instants = int(raw) if raw is not None else None
 
     def initialOffset(self) -> dict[str, int]:
         table = self.open_table()
+        if not wants_changes(self.options):  # no start: the table as it is, then its changes
+            self._bookmark(table, table.timeline.completed()[-1].id)
+            return {"instant": BEFORE_SNAPSHOT}
         start = start_instant(table, self.options)
         self._bookmark(table, start)
         return {"instant": start}
@@ -352,7 +380,7 @@ class ChangesStreamReader(DataSourceStreamReader):
     def _bookmark(self, table: Table, instant: int) -> None:
         """Pin what the stream has yet to read (option ``consumer``): from ``instant`` on."""
         consumer = self.options.get(CONSUMER)
-        if consumer is not None:
+        if consumer is not None and instant != BEFORE_SNAPSHOT:
             table.services.bookmark(consumer, instant)
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -360,6 +388,8 @@ class ChangesStreamReader(DataSourceStreamReader):
 
     def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
         tl = self.open_table().timeline
+        if start["instant"] == BEFORE_SNAPSHOT:  # the first batch: the newest snapshot, whole
+            return {"instant": tl.completed()[-1].id}
         after = tl.as_of_instant(start["instant"]).last_seq
         pending = [i for i in tl.completed_after(after) if i.action.writes_data]
         if isinstance(limit, ReadMaxFiles):
@@ -369,6 +399,9 @@ class ChangesStreamReader(DataSourceStreamReader):
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
         if start["instant"] == end["instant"]:
             return []
+        if start["instant"] == BEFORE_SNAPSHOT:
+            tasks, _ = plan(self.open_table(), None, None, end["instant"])
+            return [SnapshotSlice(t) for t in tasks]
         return [ChangesPartition(start["instant"], end["instant"])]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
