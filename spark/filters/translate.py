@@ -32,10 +32,18 @@ hides a row (Spark filters again); ``IN`` is Arrow's ``is_in``, whose only diffe
 from SQL's (null rows under a negation) is wider too. A filter that widens to ``true``
 is None.
 
-Why not Spark's own filter pushdown (``DataSourceReader.pushFilters``): in pyspark 4.3 a
-reused DataFrame keeps the filters pushed by an earlier query (``df.filter(...).count()``
-then ``df.count()`` gives the filtered count), so lakeline does not enable it; see
-tests/spark/test_read.py::test_pyspark_filter_pushdown_bug_is_avoided.
+Why not Spark's own filter pushdown (``DataSourceReader.pushFilters``): pyspark 4.3's
+JVM side keeps the plan a pushdown returned (the reader's partitions and its ``read``)
+on the relation's provider (``PythonDataSourceV2.setReadInfo``), and every scan of that
+relation that pushes nothing reads with it: a later unfiltered query on the same
+DataFrame or view reads only the slices another query's filter kept, and of a union of
+two filters of one DataFrame one scan reads with the other's pruning. A pruning reader
+cannot tell the query it serves from another (Spark hands it no filter at read time),
+so no pruning through ``pushFilters`` is correct there; lakeline prunes in
+``lakeline.spark.read(filter=...)`` instead. tests/spark/source/test_views_and_options.py
+::test_pyspark_keeps_pushed_read_plans_on_the_relation proves it on the installed
+pyspark with a pruning probe source, and fails once pyspark plans each scan alone (as
+Spark's main branch does: read info scoped to the scan), when pushdown can be enabled.
 """
 
 from __future__ import annotations
