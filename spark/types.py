@@ -21,6 +21,18 @@ TimestampNTZ                    timestamp[us] without time zone: a wall-clock va
 Array, Struct, Map              list, struct, map (nested types map element-wise)
 ==============================  =======================================================
 
+Nullability (``create_table``): the record-key columns keep Spark's nullability (a
+write refuses a null key either way); every other column is created nullable, and every
+field nested in it too: struct fields, list items (``containsNull``) and map values
+(``valueContainsNull``); map keys are never null. Spark marks most computed columns
+non-nullable (``lit``, ``concat``, ``F.struct``, ``F.array``, ``create_map``,
+``collect_list``, ``timestamp_seconds``), which describes one DataFrame, not the rows
+later writes bring. ``create_table(..., keep_not_null=True)`` keeps Spark's nullability
+everywhere instead, nested fields included; a write then refuses a null where the table
+declares none, and deletes, updates, compaction and clustering work on such a table as
+on any other. The same mapping (Spark's nullability at every depth) types the rows a
+write sends.
+
 Arrow timestamps of other units (s, ms, ns) read as Spark microseconds (ns values are
 truncated to microseconds on the way). Not supported, refused with a
 ``SchemaMismatchError`` naming the column: unsigned integers and float16 (Spark has no
@@ -104,10 +116,13 @@ def _to_arrow_type(typ: DataType) -> pa.DataType:
         # Parquet has no duration or interval type; a variant or null column holds nothing
         # lakeline can index, compare or merge.
         raise TypeError(f"{typ.simpleString()} is not supported")
+    # Nested nullability as Spark declares it, at every depth (containsNull,
+    # valueContainsNull, a struct field's nullable); create_table applies its rule after.
     if isinstance(typ, ArrayType):
-        return pa.list_(_to_arrow_type(typ.elementType))
+        return pa.list_(pa.field("item", _to_arrow_type(typ.elementType), typ.containsNull))
     if isinstance(typ, MapType):
-        return pa.map_(_to_arrow_type(typ.keyType), _to_arrow_type(typ.valueType))
+        value = pa.field("value", _to_arrow_type(typ.valueType), typ.valueContainsNull)
+        return pa.map_(_to_arrow_type(typ.keyType), value)
     if isinstance(typ, StructType):
         return pa.struct([pa.field(f.name, _to_arrow_type(f.dataType), f.nullable) for f in typ.fields])
     return to_arrow_type(typ, timezone=_UTC)
@@ -128,15 +143,48 @@ def _large_to_plain(typ: pa.DataType) -> pa.DataType:
         return pa.string()
     if pa.types.is_large_binary(typ):
         return pa.binary()
-    if pa.types.is_large_list(typ):
-        return pa.list_(_large_to_plain(typ.value_type))
-    if pa.types.is_list(typ):
-        return pa.list_(pa.field(typ.value_field.name, _large_to_plain(typ.value_type), typ.value_field.nullable))
+    if pa.types.is_large_list(typ) or pa.types.is_list(typ):
+        return pa.list_(typ.value_field.with_type(_large_to_plain(typ.value_type)))
     if pa.types.is_struct(typ):
         return pa.struct([f.with_type(_large_to_plain(f.type)) for f in typ])
     if pa.types.is_map(typ):
-        return pa.map_(_large_to_plain(typ.key_type), _large_to_plain(typ.item_type))
+        return pa.map_(_large_to_plain(typ.key_type), typ.item_field.with_type(_large_to_plain(typ.item_type)))
     return typ
+
+
+def _nullable_type(typ: pa.DataType) -> pa.DataType:
+    """``typ`` with every nested field nullable: struct fields, list items, map values
+    (a map's keys never are, in Arrow as in Spark)."""
+    if pa.types.is_list(typ):
+        return pa.list_(typ.value_field.with_type(_nullable_type(typ.value_type)).with_nullable(True))
+    if pa.types.is_struct(typ):
+        return pa.struct([f.with_type(_nullable_type(f.type)).with_nullable(True) for f in typ])
+    if pa.types.is_map(typ):
+        value = typ.item_field.with_type(_nullable_type(typ.item_type)).with_nullable(True)
+        return pa.map_(typ.key_field.with_type(_nullable_type(typ.key_type)), value)
+    return typ
+
+
+def table_schema(struct: StructType, record_key: Any = None, keep_not_null: bool = False) -> pa.Schema:
+    """The Arrow schema :func:`create_table` gives a table from a Spark schema: the
+    record-key columns as Spark declares them; every other column nullable, and every
+    nested field in it too (struct fields, list items, map values), unless
+    ``keep_not_null``: then Spark's nullability is kept everywhere.
+
+    Raises:
+        SchemaMismatchError: a column's type cannot be stored (named).
+    """
+    keys = (
+        {record_key}
+        if isinstance(record_key, str)
+        else set(record_key)
+        if isinstance(record_key, list | tuple)
+        else set()
+    )
+    fields = [to_arrow_field(f) for f in struct.fields]
+    if keep_not_null:
+        return pa.schema(fields)
+    return pa.schema([f if f.name in keys else f.with_type(_nullable_type(f.type)).with_nullable(True) for f in fields])
 
 
 def _short(error: BaseException) -> str:
@@ -153,21 +201,31 @@ def create_table(
     properties: dict[str, Any] | None = None,
     timeline: str | None = None,
     storage_options: Mapping[str, str] | None = None,
+    keep_not_null: bool = False,
 ) -> Table:
     """``Table.create`` from a Spark schema (or a DataFrame's): the table's Arrow schema
     follows the mapping of this module. Nothing is written from a DataFrame; write its
     rows with :func:`lakeline.spark.write`.
 
+    Columns other than the record key are created nullable, nested fields included
+    (:func:`table_schema`): Spark declares most computed columns non-nullable
+    (``lit``, ``concat``, ``F.struct``, ...), which says nothing about the rows a later
+    write brings. ``keep_not_null=True`` keeps Spark's nullability everywhere; a write
+    of a null there is then refused (``SchemaMismatchError``).
+
     Raises:
         SchemaMismatchError: a column's type cannot be stored (named).
+        InvalidOptionError: ``keep_not_null`` is not a bool.
         whatever ``Table.create`` raises (TableExistsError, UnknownColumnError, ...).
     """
     struct = df_or_schema.schema if isinstance(df_or_schema, DataFrame) else df_or_schema
     if not isinstance(struct, StructType):
         raise SchemaMismatchError(f"create_table needs a DataFrame or a StructType, not {type(struct).__name__}")
+    if not isinstance(keep_not_null, bool):  # "false" would keep them
+        raise InvalidOptionError(f"keep_not_null is True or False, not {keep_not_null!r:.40}")
     return Table.create(
         path,
-        to_arrow_schema(struct),
+        table_schema(struct, record_key, keep_not_null),
         record_key=record_key,
         ordering_field=ordering_field,
         partition_by=partition_by,
