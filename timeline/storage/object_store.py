@@ -49,7 +49,16 @@ from ..errors import (
     StorageUnreachableError,
 )
 from . import fork_guard
-from .store_options import SCHEMES, Location, environment_options, store_arguments
+from .store_options import (
+    SCHEMES,
+    Location,
+    check_credentials,
+    environment_options,
+    instance_credentials,
+    is_instance_metadata_failure,
+    no_instance_credentials,
+    store_arguments,
+)
 
 #: Retries of one request (throttling, 5xx, a lost connection): obstore backs off
 #: exponentially; the timeout bounds how long an unreachable endpoint holds a caller.
@@ -108,11 +117,19 @@ class ObjectStore:
         env = {k: v for k, v in environment_options(location.kind).items() if k.lower() not in given}
         self._options = env | dict(options or {})
         self._config, self._client = store_arguments(location.kind, self._options)
+        check_credentials(self._uri, location.kind, self._config)
+        # No credentials given: obstore asks the EC2 instance metadata service, whose
+        # failure is then said as what it is (the options to set), not as a refusal.
+        self._instance_credentials = instance_credentials(location.kind, self._config)
         self._client_obj: Any = None
         self._lock = threading.Lock()
 
+    @property
+    def _uri(self) -> str:
+        return f"{self.location.scheme}://{self.location.bucket}"
+
     def __repr__(self) -> str:
-        return f"ObjectStore({self.location.scheme}://{self.location.bucket})"
+        return f"ObjectStore({self._uri})"
 
     def __copy__(self) -> ObjectStore:
         """The same bucket and options with a client of its own."""
@@ -171,6 +188,8 @@ class ObjectStore:
         except PreconditionError:
             raise ObjectChangedError(f"{what}: the object changed since it was read") from None
         except (BaseError, OSError) as e:
+            if self._instance_credentials and is_instance_metadata_failure(str(e)):
+                raise no_instance_credentials(self._uri, self._config, _message(e)) from None
             raise translate(e, what) from None
         except ValueError as e:  # obstore refuses a key it cannot parse (Location.parse refuses most first)
             raise StorageConfigError(f"{what}: {_message(e)}") from None

@@ -217,3 +217,96 @@ def store_arguments(kind: str, options: Mapping[str, Any] | None) -> tuple[dict[
         if name in _SECRETS or name == "access_key_id":
             register_secret(str(value))
     return config, client
+
+
+# -- credentials: where they come from, and what a newcomer must set ----------------------
+
+#: Environment variables through which obstore finds S3 credentials lakeline does not map
+#: (containers, profiles).
+_S3_CREDENTIAL_ENV = ("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_PROFILE")
+#: Where obstore finds the EC2 instance metadata service: set, that service is meant.
+METADATA_ENDPOINT = "AWS_METADATA_ENDPOINT"
+#: The AWS tools' switch that turns the EC2 instance metadata service off.
+METADATA_DISABLED = "AWS_EC2_METADATA_DISABLED"
+_SET_CREDENTIALS = "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (storage_options or the environment)"
+_SET_ENDPOINT = (
+    "AWS_ENDPOINT_URL (with AWS_ALLOW_HTTP=true for http://) for an S3-compatible store such as MinIO or SeaweedFS"
+)
+
+
+def _is_aws(endpoint: str) -> bool:
+    host = (urlsplit(endpoint).hostname or "").lower()
+    return host.endswith((".amazonaws.com", ".amazonaws.com.cn"))
+
+
+def instance_credentials(kind: str, config: Mapping[str, Any]) -> bool:
+    """Whether an S3 store of ``config`` (:func:`store_arguments`'s, the environment's
+    keys included) has no credentials of its own, so obstore will ask the EC2 instance
+    metadata service for them: right on an EC2 instance with a role, and the only
+    thing left to try where nothing is configured at all."""
+    if kind != "s3" or config.get("skip_signature") is True:
+        return False
+    if config.get("access_key_id") or config.get("secret_access_key"):
+        return False
+    if config.get("role_arn") or config.get("web_identity_token_file"):
+        return False
+    return not any(os.environ.get(k) for k in _S3_CREDENTIAL_ENV)
+
+
+def check_credentials(uri: str, kind: str, config: Mapping[str, Any]) -> None:
+    """Refuse, before any request, an S3 store whose credentials cannot work, naming the
+    option to set (never a value).
+
+    Without this, obstore asked the EC2 instance metadata service (``169.254.169.254``)
+    for the credentials no option gave, and its answer off EC2 (a 403, a timeout) read
+    as wrong credentials. Where that service is the only source left and it may be meant
+    (no endpoint: AWS itself, perhaps on EC2 with a role) the request still goes, and its
+    failure is :func:`no_instance_credentials`'s error.
+
+    Raises:
+        StorageConfigError: one of the access key pair without the other; no credentials
+            at all for an endpoint that is not AWS's, or with ``AWS_EC2_METADATA_DISABLED``.
+    """
+    if kind != "s3":
+        return
+    key, secret = bool(config.get("access_key_id")), bool(config.get("secret_access_key"))
+    if key != secret:
+        given, missing = (
+            ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY") if key else ("AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID")
+        )
+        raise StorageConfigError(
+            f"{redact(uri)}: storage option {missing} is missing; {given} is given (storage_options or the "
+            "environment), and S3 signs with both"
+        )
+    if not instance_credentials(kind, config):
+        return
+    endpoint = config.get("endpoint")
+    if endpoint and not _is_aws(str(endpoint)) and not os.environ.get(METADATA_ENDPOINT):
+        raise StorageConfigError(
+            f"{redact(uri)}: no credentials for the store at {redact(str(endpoint))}: {_SET_CREDENTIALS}, or "
+            "AWS_SKIP_SIGNATURE=true for a bucket open to anyone"
+        )
+    if _flag(METADATA_DISABLED, os.environ.get(METADATA_DISABLED) or "false"):
+        raise StorageConfigError(
+            f"{redact(uri)}: no credentials configured ({METADATA_DISABLED} turns off the EC2 instance "
+            f"metadata service): {_SET_CREDENTIALS}" + ("" if endpoint else f"; and {_SET_ENDPOINT}")
+        )
+
+
+def is_instance_metadata_failure(text: str) -> bool:
+    """Whether an obstore error's text is the EC2 instance metadata service failing to
+    give credentials (its token or credential request), not the store answering."""
+    return "/latest/api/token" in text or "/latest/meta-data/iam" in text
+
+
+def no_instance_credentials(uri: str, config: Mapping[str, Any], answer: str) -> StorageConfigError:
+    """The error of a store with no credentials configured whose last resort, the EC2
+    instance metadata service, gave none (``answer``: what it said, redacted)."""
+    endpoint = config.get("endpoint")
+    where = f"the store at {redact(str(endpoint))}" if endpoint else "AWS S3 (no AWS_ENDPOINT_URL is configured)"
+    return StorageConfigError(
+        f"{redact(uri)}: no credentials configured for {where}: {_SET_CREDENTIALS}"
+        + ("" if endpoint else f", and {_SET_ENDPOINT}")
+        + f". Without them lakeline asked the EC2 instance metadata service, which gave none ({answer}); "
+        f"{METADATA_DISABLED}=true skips it"
+    )

@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any
 
-from ...errors import TableExistsError, TableIdentityError, TableNotFoundError
+from ...errors import StorageConfigError, TableExistsError, TableIdentityError, TableNotFoundError
 from ..filesystem import META_DIR, Storage
 
 POINTER = "table.json"
@@ -39,6 +39,8 @@ def read_pointer(storage: Storage) -> dict[str, Any]:
         raise TableNotFoundError(f"no lakeline table at {storage.uri}") from None
     except (NotADirectoryError, IsADirectoryError):
         raise TableNotFoundError(f"no lakeline table at {storage.uri}: it is not a folder") from None
+    except StorageConfigError:
+        raise  # a ValueError too, but the store's options are wrong, not the table missing
     except ValueError as e:
         raise TableNotFoundError(f"{path} is not a lakeline pointer: {e}") from None
     _check(pointer, path)
