@@ -6,7 +6,10 @@ a file group to compact, a file to index, a slice to validate), and the results 
 back to the driver in input order. Each call is one Spark job whose description names
 the function, so the Spark UI and logs say what lakeline ran. An executor's lakeline
 error (``SnapshotExpiredError``, ``IndexBuildError``...) is raised on the driver as
-itself (:mod:`.errors`), so callers handle it as with the local engine.
+itself (:mod:`.errors`), so callers handle it as with the local engine; a refusal
+(bad input: no attempt would pass) is returned by its task rather than raised, so Spark
+never retries it, and a failure of pyarrow or the store that lakeline can tell arrives
+as lakeline's error too (:func:`.errors.run_task`).
 
 On a table on an object store each task opens the store itself from the
 ``ObjectStore`` its item carries; items are pickled without the store (whose pickle
@@ -23,7 +26,7 @@ from typing import Any, TypeVar
 from pyspark.sql import SparkSession
 
 from ..timeline.errors import UnsupportedOperationError
-from .errors import reraise_typed
+from .errors import Refused, raise_refused, reraise_typed, run_task
 from .shipping import Packer, unpack
 
 T = TypeVar("T")
@@ -56,12 +59,14 @@ class SparkEngine:
             packer = Packer()
             blobs = [packer.dumps(item) for item in items]
             run = partial(_run_packed, fn, tuple(packer.stores))
-            return sc.parallelize(blobs, slices).map(run).collect()
+            results = sc.parallelize(blobs, slices).map(run).collect()
         except Exception as e:  # noqa: BLE001 - an executor's typed error is re-raised as itself
             reraise_typed(e)
             raise
         finally:
             sc.setJobDescription(previous)  # type: ignore[arg-type]
+        raise_refused(results)  # a task's refusal, returned so that Spark did not retry it
+        return results
 
     def __reduce__(self) -> Any:
         # A task that captured the engine would try to ship the SparkSession to executors.
@@ -71,6 +76,7 @@ class SparkEngine:
         return f"SparkEngine({self.spark.sparkContext.master})"
 
 
-def _run_packed(fn: Callable[[Any], R], stores: tuple[Any, ...], blob: bytes) -> R:
-    """An executor's call of ``fn`` on one item, its object stores put back."""
-    return fn(unpack(blob, stores))
+def _run_packed(fn: Callable[[Any], R], stores: tuple[Any, ...], blob: bytes) -> R | Refused:
+    """An executor's call of ``fn`` on one item, its object stores put back; a failure
+    lakeline can tell is its error, a refusal returned (:func:`.errors.run_task`)."""
+    return run_task(fn, unpack(blob, stores))
