@@ -238,21 +238,35 @@ def with_valid_nulls(rows: pa.Table, schema: pa.Schema) -> pa.Table:
     for f in schema:
         if pa.types.is_struct(f.type) and _holds_non_nullable(f.type) and rows.column(f.name).null_count:
             at = rows.schema.get_field_index(f.name)
-            col = rows.column(at)
-            fixed = pa.chunked_array([_filled(c, f.type, True) for c in col.chunks], type=col.type)
-            rows = rows.set_column(at, rows.schema.field(at), fixed)
+            rows = rows.set_column(at, rows.schema.field(at), valid_nulls(rows.column(at), f.type))
     return rows
 
 
-def _filled(arr: pa.Array, t: pa.DataType, nullable: bool) -> pa.Array:
+def valid_nulls(col: pa.ChunkedArray, t: pa.DataType) -> pa.ChunkedArray:
+    """``col`` (of a struct type ``t``; anything else is returned as it is) with a value
+    in every field ``t`` declares non-nullable under a null parent, through structs at
+    any depth. Spark hands such nulls over: ``F.when(c, F.struct(lit(1)))`` declares its
+    field non-nullable and sends a null in it under each null struct."""
+    if not (pa.types.is_struct(t) and _holds_non_nullable(t)):
+        return col
+    return pa.chunked_array([_filled(c, t, None, True) for c in col.chunks], type=col.type)
+
+
+def _filled(arr: pa.Array, t: pa.DataType, above: pa.Array | None, nullable: bool) -> pa.Array:
+    """``arr`` (a struct array of type ``t``) with a value in each slot under a null
+    (``above``: where a parent is null, or None) that ``t`` declares non-nullable. Only
+    those slots: a null a non-nullable field holds under a valid parent is kept, for the
+    check that refuses it (:func:`lakeline.table.write.records.nulls_where_required`)."""
+    own = arr.is_null()
+    under = own if above is None else pc.or_(own, above)
+    mask = own if above is None or nullable else pc.and_(own, pc.invert(above))
     fields = _children(t)
     kids = []
     for i, f in enumerate(fields):
         kid = arr.field(i)
         if pa.types.is_struct(f.type):
-            kid = _filled(kid, f.type, f.nullable)
-        elif not f.nullable and kid.null_count:  # only under null parents: a value, any
-            kid = pc.coalesce(kid, typed_nulls(1, pa.struct([f])).field(0)[0])
+            kid = _filled(kid, f.type, under, f.nullable)
+        elif not f.nullable and kid.null_count:
+            kid = pc.if_else(under, typed_nulls(1, pa.struct([f])).field(0)[0], kid)
         kids.append(kid)
-    mask = arr.is_null() if nullable and arr.null_count else None
-    return pa.StructArray.from_arrays(kids, fields=fields, mask=mask)
+    return pa.StructArray.from_arrays(kids, fields=fields, mask=mask if mask.true_count else None)

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from ...timeline.errors import InvalidFilterError, LakelineError, NullKeyError, SchemaMismatchError, UnknownColumnError
-from ...timeline.field_ids import field_id, typed_nulls
+from ...timeline.field_ids import field_id, typed_nulls, valid_nulls
 from ...timeline.table_config import TableConfig, check_column_names, refuse_duplicates
 from ...timeline.view.file_group import MAX_FOLDER_BYTES, partition_path
 from ..merge_engine import MergeEngine
@@ -231,6 +231,7 @@ def conform_column(col: pa.ChunkedArray, f: pa.Field) -> pa.ChunkedArray:
     """
     if not castable(col.type, f.type):
         raise SchemaMismatchError(f"column {f.name!r} has type {col.type}, the table needs {f.type}")
+    col = valid_nulls(col, col.type)  # a null Spark put under a null struct, where none may be
     try:
         col = col.cast(f.type) if col.type != f.type else col
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:

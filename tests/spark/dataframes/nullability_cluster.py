@@ -3,7 +3,7 @@ cluster on SeaweedFS through the lead's cluster application): a table created fr
 DataFrame built as Spark users build them takes inserts, upserts and key deletes through
 ``lakeline.spark.write`` and the data source, and reads back what a model says.
 
-:func:`spark_built_frame` is such a DataFrame: Spark declares every column but ``note``
+:func:`spark_built_frame` is such a DataFrame: Spark declares every column but ``note`` and ``maybe``
 non-nullable, and the fields nested in them too (``lit``, ``concat``, ``F.struct``,
 ``F.array``, ``create_map``, ``collect_list``, ``timestamp_seconds``).
 """
@@ -22,7 +22,8 @@ def spark_built_frame(spark: Any, start: int, end: int, version: int = 0) -> Any
     ``n<id>v<version>``, ``ts`` ``timestamp_seconds(id + version)``, ``point``
     ``{x: id, label: p<version>}``, ``tags`` ``["t", "<id>"]``, ``props``
     ``{"k": id + version}``, ``events`` ``["e<id>"]`` (a ``collect_list``), ``note``
-    (nullable) ``"even"`` or null."""
+    (nullable) ``"even"`` or null, ``maybe`` (nullable, its field not) ``{x: id}`` for ids
+    divisible by 3, else null."""
     from pyspark.sql import functions as F
 
     ids = spark.range(start, end)
@@ -40,6 +41,8 @@ def spark_built_frame(spark: Any, start: int, end: int, version: int = 0) -> Any
         F.array(F.lit("t"), id_text).alias("tags"),
         F.create_map(F.lit("k"), F.col("id") + F.lit(version)).alias("props"),
         F.when(F.col("id") % 2 == 0, F.lit("even")).alias("note"),
+        # A nullable struct of non-nullable fields: Spark sends a null in them under each null.
+        F.when(F.col("id") % 3 == 0, F.struct(F.col("id").alias("x"))).alias("maybe"),
     )
     return rows.join(events, "id")
 
@@ -103,6 +106,7 @@ def cluster_part(spark: Any, uri: str, options: dict[str, str], table_type: str 
         "deleted_present": back.filter(F.col("id") < 15).count(),
         "version_1_rows": back.filter(F.col("name").endswith("v1")).count(),
         "last": {k: (str(v) if k == "ts" else v) for k, v in last.items()},
+        "maybe_rows": back.filter(F.col("maybe.x") == F.col("id")).count(),
         "kept_not_null": [f.name for f in kept.schema if not f.nullable],
         "kept_deleted": kept_deleted,
         "kept_rows": read(spark, keep, storage_options=opts).count(),
@@ -117,6 +121,7 @@ def check_cluster_part(out: dict) -> None:
     last = out["last"]
     assert last["name"] == "n49v1" and last["point"] == {"x": 49, "label": "p1"}, last
     assert last["tags"] == ["t", "49"] and last["props"] == {"k": 50} and last["events"] == ["e49"], last
+    assert last["maybe"] is None and out["maybe_rows"] == 12, out  # 15, 18, ..., 48
     assert out["schema"]["id"] == [False], out["schema"]
     assert all(all(v) for name, v in out["schema"].items() if name != "id"), out["schema"]
     assert set(out["kept_not_null"]) == {"id", "name", "ts", "point", "tags", "props", "events"}, out

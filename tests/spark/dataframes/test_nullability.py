@@ -27,7 +27,8 @@ from tests.spark.dataframes.nullability_cluster import check_cluster_part, clust
 def test_the_frames_are_as_spark_builds_them(spark: Any) -> None:
     """The premise: Spark declares these columns and their nested fields non-nullable."""
     schema = spark_built_frame(spark, 0, 3).schema
-    assert [f.name for f in schema.fields if f.nullable] == ["note"]
+    assert [f.name for f in schema.fields if f.nullable] == ["note", "maybe"]
+    assert schema["maybe"].dataType["x"].nullable is False
     assert schema["point"].dataType["label"].nullable is False
     assert schema["tags"].dataType.containsNull is False
     assert schema["props"].dataType.valueContainsNull is False
@@ -52,7 +53,8 @@ def test_keep_not_null_keeps_it_everywhere_and_still_deletes(spark: Any, tmp_pat
     with pytest.raises(InvalidOptionError):
         create_table(path, df, record_key="id", keep_not_null="false")  # type: ignore[arg-type]
     t = create_table(path, df, record_key="id", ordering_field="ts", table_type=table_type, keep_not_null=True)
-    assert [f.name for f in t.schema if f.nullable] == ["note"]
+    assert [f.name for f in t.schema if f.nullable] == ["note", "maybe"]
+    assert nullability(t.schema.field("maybe").type) == [False]
     assert not any(nullability(t.schema.field("point").type))
     assert nullability(t.schema.field("tags").type) == nullability(t.schema.field("events").type) == [False]
     assert nullability(t.schema.field("props").type) == [False]
@@ -64,6 +66,7 @@ def test_keep_not_null_keeps_it_everywhere_and_still_deletes(spark: Any, tmp_pat
     assert [r.id for r in back] == [1, 3, 4, 5, 6, 7]
     assert [r.name for r in back] == ["n1v0", "n3v0", "n4v1", "n5v1", "n6v1", "n7v1"]
     assert back[-1].point.label == "p1" and back[-1].tags == ["t", "7"] and back[-1].props == {"k": 8}
+    assert [r.maybe.x if r.maybe else None for r in back] == [None, 3, None, None, 6, None]
     source = spark.read.format("lakeline").load(path).orderBy("id").collect()
     assert [r.asDict(recursive=True) for r in source] == [r.asDict(recursive=True) for r in back]
     # A null where the table keeps not null is refused, typed, before anything is written.
