@@ -59,7 +59,7 @@ class SparkEngine:
             packer = Packer()
             blobs = [packer.dumps(item) for item in items]
             run = partial(_run_packed, fn, tuple(packer.stores))
-            results = sc.parallelize(blobs, slices).map(run).collect()
+            results: list[Any] = sc.parallelize(blobs, slices).map(run).collect()
         except Exception as e:  # noqa: BLE001 - an executor's typed error is re-raised as itself
             reraise_typed(e)
             raise
