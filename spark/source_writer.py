@@ -185,6 +185,8 @@ class LakelineWriter(DataSourceArrowWriter):
                     return
                 if deletes.num_rows:
                     t.delete(deletes, txn=None if txn is None else (txn[0] + DELETES_APP_SUFFIX, txn[1]))
+            if self.operation == Operation.DELETE:
+                rows = _without_filled_partitions(rows, t.config.partition_by)
             getattr(t, self.operation)(rows, txn=txn)
         finally:
             owner.stop()  # before removing: a late beat must find nothing to rewrite
@@ -285,6 +287,15 @@ def split_changes(rows: pa.Table, keys: Sequence[str]) -> tuple[pa.Table, pa.Tab
     mask[wanted.to_numpy()] = True
     upserts = rows.filter(pc.and_(pa.array(mask), pc.and_(keep, pc.invert(is_delete))))
     return last.select(list(keys)), upserts
+
+
+def _without_filled_partitions(keys: pa.Table, partition_by: Sequence[str]) -> pa.Table:
+    """A delete's keys without the partition columns that hold only nulls: Spark fills
+    a column an ``INSERT INTO view (id) ...`` leaves out with nulls, which would narrow
+    the search to the null partition and delete nothing, silently. Without them the
+    delete searches every partition (a null partition value is then found there too)."""
+    filled = [c for c in partition_by if c in keys.column_names and keys.column(c).null_count == keys.num_rows]
+    return keys.drop_columns(filled) if filled and keys.num_rows else keys
 
 
 def _empty(t: Table, operation: str) -> pa.Table:

@@ -157,3 +157,19 @@ def test_version_as_of_names_the_ids_there_are(spark: Any, tmp_path: Path) -> No
     with pytest.raises(InvalidOptionError, match="schema"):  # instant 0: the schema alone
         spark.read.format("lakeline").option("versionAsOf", ids[0]).load(path).collect()
     assert spark.read.format("lakeline").option("versionAsOf", ids[1]).load(path).count() == 3
+
+
+def test_a_delete_view_with_a_column_list_deletes_on_a_partitioned_table(spark: Any, tmp_path: Path) -> None:
+    """``INSERT INTO v (id) ...`` into a delete view: Spark fills the partition column
+    it leaves out with nulls, which searched the null partition only and deleted
+    nothing, silently; the keys are now searched in every partition."""
+    path = str(tmp_path / "parted")
+    schema = pa.schema([("id", pa.int64()), ("day", pa.string()), ("v", pa.string())])
+    t = Table.create(path, schema, record_key="id", partition_by=["day"])
+    t.insert(pa.table({"id": [1, 2, 3, 4], "day": ["a", "b", "a", "b"], "v": ["x"] * 4}))
+    spark.sql(f"CREATE TEMPORARY VIEW lakeline_del_cols USING lakeline OPTIONS (path '{path}', operation 'delete')")
+    try:
+        spark.sql("INSERT INTO lakeline_del_cols (id) VALUES (1), (4)")
+    finally:
+        spark.catalog.dropTempView("lakeline_del_cols")
+    assert sorted(Table.open(path).to_arrow().column("id").to_pylist()) == [2, 3]
