@@ -59,6 +59,7 @@ from ..table.table import Table
 from ..table.write.changes import can_combine, write_changes
 from ..timeline.commit_metadata import Operation
 from ..timeline.errors import InvalidOptionError, LakelineError, SchemaMismatchError, UnsupportedOperationError
+from ..timeline.field_ids import with_valid_nulls
 from ..timeline.storage.data_reads import PARQUET_READ, PARQUET_WRITE
 from ..timeline.storage.event_log.pointer import read_pointer
 from ..timeline.storage.filesystem import Storage
@@ -248,7 +249,9 @@ def _stage(storage: Storage, staging: str, iterator: Iterator[pa.RecordBatch]) -
     batches = [b for b in iterator if b.num_rows]
     if not batches:
         return Staged(None, 0)
-    rows = pa.Table.from_batches(batches)
+    # Spark puts nulls in a null struct's non-nullable fields, which Parquet refuses:
+    # they are no values, so they become ones a cast accepts (``write()`` conforms alike).
+    rows = with_valid_nulls(pa.Table.from_batches(batches), batches[0].schema)
     rel = posixpath.join(staging, f"{uuid.uuid4().hex}.parquet")
     target = storage.path(rel)
     storage.mkdirs(posixpath.dirname(target))
