@@ -4,10 +4,10 @@ on the table at ``path`` (which holds keys 0..99). For each: the exception's typ
 text's first line, and the task attempts Spark ran and failed (from its status tracker,
 by job group).
 
-:func:`refusals` runs in the application of ``cluster_job.py`` (one Spark application
-for both tests of ``tests/spark/test_cluster.py``: an application's start, its driver's
-and executors' JVMs and their Python workers, is most of each test's time); run as a
-script (``refusal_driver.py MASTER PATH``), its own application, printing one JSON line.
+:func:`refusals` runs as a part of the run's one cluster application
+(tests/spark/cluster.py, ``run_cluster_app``: an application's start, its driver's and
+executors' JVMs and their Python workers, is most of each test's time); run as a script
+(``refusal_driver.py MASTER PATH``), its own application, printing one JSON line.
 """
 
 from __future__ import annotations

@@ -3,10 +3,11 @@ process already holds a local SparkContext, and there is one per process): an in
 and an upsert through ``lakeline.spark.write``, a compaction on ``SparkEngine``, a read
 with a filter and a data-source read, all on the table at an ``s3://`` location.
 
-Then each part of ``parts`` (name -> [module, location]: issue 46's nullability, MERGE
-and streaming-sink parts, each a module's ``cluster_part(spark, uri, options)``) runs on
-the same application, its facts or its traceback under its name: an application's start
-is most of a test's time on a loaded 2-core machine.
+Then each part of ``parts`` (name -> {"call": "module:function", "args": [...]}, run as
+``function(spark, *args)``: issue 46's parts on S3, the local-disk job and refusals of
+tests/spark/test_cluster.py) runs in the same application, its facts or its traceback
+under its name: an application's start is most of a test's time on a loaded 2-core
+machine (tests/spark/cluster.py, ``run_cluster_app``).
 
 The location and the storage options come on stdin as JSON, never on the command line
 (where ``ps`` would show the secret), and the environment holds no ``AWS_*`` key: the
@@ -45,9 +46,10 @@ def main(master: str) -> None:
     source = spark.read.format("lakeline").options(**options).load(uri).filter("day = 'd1'")
     executors = set(spark.sparkContext.parallelize(range(8), 8).map(lambda _: os.getpid()).collect())
     parts: dict[str, Any] = {}
-    for name, (module, location) in job.get("parts", {}).items():
+    for name, spec in job.get("parts", {}).items():
+        module, function = spec["call"].split(":")
         try:
-            parts[name] = importlib.import_module(module).cluster_part(spark, location, options)
+            parts[name] = getattr(importlib.import_module(module), function)(spark, *spec["args"])
         except Exception:  # noqa: BLE001 - a part that fails fails its own test, with this
             parts[name] = {"failed": traceback.format_exc()}
     print(

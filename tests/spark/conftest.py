@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 
 from tests.ci import under_ci
-from tests.spark.cluster import Cluster
+from tests.seaweedfs import SeaweedServer
+from tests.spark.cluster import Cluster, run_cluster_app
 
 
 def spark_missing() -> str | None:
@@ -73,3 +74,9 @@ def cluster(spark_available: None, tmp_path_factory: pytest.TempPathFactory) -> 
         yield c
     finally:
         c.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster_app(cluster: Cluster, s3: SeaweedServer, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The one application every cluster test reads its part of (:func:`run_cluster_app`)."""
+    return run_cluster_app(cluster, s3, tmp_path_factory.mktemp("cluster-app"))
