@@ -27,6 +27,7 @@ from lakeline.timeline.errors import (
     StorageUnreachableError,
     UnsafeStorageError,
 )
+from lakeline.timeline.storage import probe as store_probe
 from lakeline.timeline.storage.filesystem import Storage
 from lakeline.timeline.storage.probe import ROUNDS, VERDICT_FILE, VERDICT_TTL_S, probe
 
@@ -132,6 +133,7 @@ def test_unknown_schemes_and_options_are_typed_errors_naming_the_key_not_the_val
 
 _REQUIRE_SAFE = """
 import json, sys
+from lakeline.timeline.storage import probe as store_probe
 from lakeline.timeline.storage.filesystem import Storage
 from lakeline.timeline.storage.probe import require_safe
 st = Storage.for_uri(sys.argv[1], json.loads(sys.argv[2]))
@@ -153,7 +155,9 @@ def _require_safe_in_a_new_process(uri: str, options: dict[str, str], cache: Pat
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
-def test_a_safe_verdict_is_remembered_for_a_day_across_processes(s3: SeaweedServer, tmp_path: Path) -> None:
+def test_a_safe_verdict_is_remembered_for_a_day_across_processes(
+    s3: SeaweedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cache = tmp_path / "cache"
     first = _require_safe_in_a_new_process(s3.uri(), s3.options(), cache)
     assert first["requests"] and len(first["checks"]) == 4  # probed
@@ -163,17 +167,23 @@ def test_a_safe_verdict_is_remembered_for_a_day_across_processes(s3: SeaweedServ
     assert (cache / VERDICT_FILE).stat().st_mode & 0o077 == 0
     second = _require_safe_in_a_new_process(s3.uri(), s3.options(), cache)
     assert second["requests"] == 0 and "less than a day old" in str(second["checks"])  # not probed again
-    # A verdict older than the TTL is not trusted: the next process probes again.
+    # What the next process would find (require_safe probes when it finds nothing): read
+    # here, as the process-level memory of verdicts is not involved, without a probe's
+    # 10-15 s per process on this server.
+    monkeypatch.setenv("LAKELINE_CACHE_DIR", str(cache))
+    st = Storage.for_uri(s3.uri(), s3.options())
+    assert store_probe._remembered(store_probe._key(st.objects), st.objects, st.base) is not None
+    # A verdict older than the TTL is not trusted.
     saved[f"s3 {s3.endpoint} {s3.bucket}"]["checked_at"] = time.time() - VERDICT_TTL_S - 1
     (cache / VERDICT_FILE).write_text(json.dumps(saved))
-    third = _require_safe_in_a_new_process(s3.uri(), s3.options(), cache)
-    assert third["requests"] and len(third["checks"]) == 4
-    # A hand-edited or torn file is no verdict: the next process probes, nothing fails.
+    assert store_probe._remembered(store_probe._key(st.objects), st.objects, st.base) is None
+    # A hand-edited or torn file is no verdict either, and nothing fails.
     (cache / VERDICT_FILE).write_text(
         json.dumps({f"s3 {s3.endpoint} {s3.bucket}": {"safe": True, "checked_at": "x"}, "junk": 5})
     )
-    fourth = _require_safe_in_a_new_process(s3.uri(), s3.options(), cache)
-    assert fourth["requests"] and len(fourth["checks"]) == 4
+    assert store_probe._remembered(store_probe._key(st.objects), st.objects, st.base) is None
+    (cache / VERDICT_FILE).write_text('{"torn": ')
+    assert store_probe._remembered(store_probe._key(st.objects), st.objects, st.base) is None
 
 
 def test_an_unsafe_verdict_is_never_remembered_and_replaces_a_safe_one(
