@@ -2,11 +2,11 @@
 
 A MERGE is the writes it decides, planned together so they commit once:
 
-1. **Read the targets.** The live rows of the slices that may hold a source key (the
-   scan's pruning by key ranges, blooms and the record index, from an ``isin`` filter
-   over the source keys), or of every slice when a by-source clause must see the rows
-   no source row matches. Slices are read as ``Table.update`` reads them
-   (:func:`~.update.slice_matches`, on the table's engine).
+1. **Read the targets.** The live rows of the slices that hold a source key, found as
+   an upsert finds them (the record index, or key ranges and blooms: an ``isin`` scan
+   filter of a large source cost 10x more), or of every slice when a by-source clause
+   must see the rows no source key matches; only the columns the clauses read
+   (:func:`_target_columns`), on the table's engine.
 2. **Join on the record key** and pick, for every row, the first clause of its group
    whose condition holds (:func:`first_clause`).
 3. **Write** each slice's updates and deletes into its file group, as an update does:
@@ -40,9 +40,10 @@ import pyarrow.compute as pc
 from ...timeline.commit_metadata import Operation
 from ...timeline.errors import ImmutableColumnError, InvalidMergeError
 from ...timeline.table_config import TableConfig, TableType
+from ...timeline.view.file_group import FileSlice
 from ..context import TableContext
 from ..merge_engine import DEDUPLICATE, MergeEngine
-from ..read.scan import Scan, SliceRead
+from ..read.slice_read import SliceRead, read_slice
 from .assign import apply_assignments, evaluate
 from .fold_check import check_folds
 from .merger import (
@@ -58,7 +59,7 @@ from .merger import (
     prefixed,
     prepare_source,
 )
-from .operations import _keys_with_partition, _merge_logs, _merge_rewrites, _route_inserts
+from .operations import _keys_with_partition, _merge_logs, _merge_rewrites, _route_inserts, _tag
 from .plan import PARTITION, LogAppend, Rewrite, WritePlan
 from .records import (
     OP,
@@ -71,7 +72,7 @@ from .records import (
     same_columns,
     split_by_partition,
 )
-from .update import EVERY_ROW, SliceMatch, slice_matches
+from .update import EVERY_ROW
 
 _T, _S = "__lakeline_target_row", "__lakeline_source_row"  # in memory only, reserved prefix
 
@@ -102,14 +103,31 @@ def _renamed(table: pa.Table, prefix: str) -> pa.Table:
     return table.rename_columns([prefix + c for c in table.column_names])
 
 
-def _key_filter(source: pa.Table, key: tuple[str, ...]) -> pc.Expression:
-    """A filter every target row of a source key passes (exact for a one-column key; a
-    superset, each column's values, for a composite one): it drives the scan's pruning."""
-    parts = [pc.field(k).isin(pc.unique(source.column(k))) for k in key]
-    out = parts[0]
-    for p in parts[1:]:
-        out = out & p
-    return out
+def _target_slices(ctx: TableContext, plan: WritePlan, source: pa.Table, every: bool) -> list[FileSlice]:
+    """The slices whose rows the MERGE must see: every slice when a by-source clause
+    acts on the rows no source key matches, else those holding a source key, found as
+    an upsert finds them (the record index, or key ranges and blooms)."""
+    slices = ctx.view.latest_slices()
+    if every or source.num_rows == 0 or not slices:
+        return slices if every else []
+    groups, _ = _tag(ctx, plan, slices, source.select(list(ctx.config.record_key)), positions=False)
+    held = set(pc.unique(groups.drop_null()).to_pylist())
+    return [s for s in slices if s.file_group in held]
+
+
+def _target_columns(cfg: TableConfig, spec: MergeSpec) -> list[str]:
+    """The table columns a target row is read with: all of them when an update sets
+    some (the others keep the target's values); else the key, partition and ordering
+    columns and those a condition names (``target.<column>`` in its text: a column
+    read too many is harmless)."""
+    if any(c.kind == ClauseKind.MATCHED_UPDATE and c.assignments is not None for c in spec.clauses):
+        return list(cfg.schema.names)
+    names = {*cfg.record_key, *cfg.partition_by, *((cfg.ordering_field,) if cfg.ordering_field else ())}
+    for clause in spec.clauses:
+        if clause.condition is not None:
+            text = str(clause.condition)
+            names |= {n for n in cfg.schema.names if f"{TARGET}{n}" in text}
+    return [n for n in cfg.schema.names if n in names]
 
 
 def _pairs(target: pa.Table, source_keys: pa.Table, key: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -179,21 +197,19 @@ def plan_merge(ctx: TableContext, source: pa.Table, spec: MergeSpec) -> WritePla
     key = list(cfg.record_key)
     matched, inserts, by_source = spec.of(MATCHED), spec.of(NOT_MATCHED), spec.of(BY_SOURCE)
     plan = WritePlan(Operation.MERGE)
-    where = None if by_source or source.num_rows == 0 else _key_filter(source, cfg.record_key)
-    slices = Scan(ctx, filter=where).slices if (where is not None or by_source) else []
+    slices = _target_slices(ctx, plan, source, bool(by_source))
+    # Only the target columns the clauses read: an update without set= replaces the rest.
+    read_schema = pa.schema([schema.field(c) for c in _target_columns(cfg, spec)])
     engine = MergeEngine.of(cfg)
-    reads = [
-        SliceMatch(SliceRead(ctx.storage, s, schema, cfg.record_key, cfg.ordering_field, engine=engine), where)
-        for s in slices
-    ]
+    reads = [SliceRead(ctx.storage, s, read_schema, cfg.record_key, cfg.ordering_field, engine=engine) for s in slices]
     source_keys = source.select(key).append_column(_S, pa.array(np.arange(source.num_rows, dtype=np.int64)))
     seen = np.zeros(source.num_rows, dtype=bool)
     stats = {"rows_updated": 0, "rows_inserted": 0, "rows_deleted": 0}
     claimed: list[pa.Table] = []
-    for s, rows in zip(slices, ctx.engine.map(slice_matches, reads)):
+    for s, rows in zip(slices, ctx.engine.map(read_slice, reads)):
         if rows.num_rows == 0:
             continue
-        rows = rows.cast(schema)
+        rows = rows.select(read_schema.names).cast(read_schema)
         t_rows, s_rows = _pairs(rows, source_keys, key)
         seen[s_rows] = True
         deletes: list[pa.Table] = []
