@@ -30,7 +30,7 @@ BENCHMARKS: dict[str, str] = {
     "record-index": "bench.lookup.record_index",
     "change-feed": "bench.lookup.change_feed",
     "cdc": "bench.cdc_bench",
-    "merge": "bench.merge_bench",
+    "merge": "bench.write.merge",
     "first-load": "bench.longevity.first_load",
 }
 

@@ -38,8 +38,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from . import data
-from .report import command_line, machine, today, update_section
+from .. import data
+from ..report import command_line, machine, today, update_section
 
 SHAPE = data.Shape("uuid", "random")
 SYSTEMS = ("lakeline-cow", "lakeline-mor", "deltalake")
