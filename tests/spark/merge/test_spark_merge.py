@@ -6,6 +6,7 @@ lakeline's typed errors with nothing written."""
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import pyarrow as pa
@@ -39,7 +40,13 @@ def _clauses(m: Any, by_source: bool) -> Any:
 
 
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
-def test_spark_merge_lands_what_the_local_merge_lands(spark: Any, tmp_path: Any, table_type: str) -> None:
+def test_spark_merge_lands_what_the_local_merge_lands(
+    spark: Any, tmp_path: Any, table_type: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Several planning tasks (60 source rows each), which may touch one file group
+    each; a by-source clause makes it one task, which must see every source key."""
+    spark_write = importlib.import_module("lakeline.spark.write")  # the module: the package's write is the function
+    monkeypatch.setattr(spark_write, "_ROWS_PER_PLAN_TASK", 60)
     # A source as Spark builds it: computed, non-nullable columns, in no key order.
     df = (
         spark.range(0, 500, 3)
