@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
@@ -70,19 +69,10 @@ from ..timeline.storage.staging_folders import OwnerBeat
 from ..timeline.table_config import TableConfig
 from ..timeline.txn import Txn, landed
 from .engine import SparkEngine
+from .fused_job import FusedJob
 from .staging import Staging, stage_input
 from .types import check_columns
-from .write_tasks import (
-    GroupPart,
-    PlanPart,
-    PlanTask,
-    claims_of,
-    group_writes,
-    local_plan,
-    plan_and_write,
-    plan_part,
-    write_group,
-)
+from .write_tasks import GroupPart, PlanPart, PlanTask, claims_of, group_writes, local_plan, plan_part, write_group
 
 OPERATIONS = (Operation.INSERT, Operation.UPSERT, Operation.DELETE, Operation.OVERWRITE)
 #: Rows a planning task takes at most: bounds a task's memory. Up to that one task plans
@@ -209,7 +199,7 @@ class SparkPlan:
     replaced_partitions: list[str] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
-    job: _FusedJob | None = None  # the fused path's planning tasks, waiting for ``go``
+    job: FusedJob | None = None  # the fused path's planning tasks, waiting for ``go``
     #: Rule 4's predicate of the key check (a MERGE's by-source clause reads every row).
     predicate: pc.Expression | None = None
     waiting: int = 0  # of those, the tasks with files to write
@@ -263,7 +253,7 @@ class _Planner:
         # other (through the driver's ``go``), holding a task slot each.
         self.fused = self.tasks == 1
         self.attempts = 0
-        self.job: _FusedJob | None = None
+        self.job: FusedJob | None = None
 
     def release(self) -> None:
         """End the last attempt's fused tasks if they still wait (no ``go`` came: the
@@ -296,7 +286,7 @@ class _Planner:
             for i in range(self.tasks)
         ]
         if self.fused:
-            self.job = _FusedJob(self.spark, self.staging, attempt, tasks)
+            self.job = FusedJob(self.spark, self.staging, attempt, tasks)
             parts = self.job.planned()
         else:
             parts = SparkEngine(self.spark).map(plan_part, tasks)
@@ -313,56 +303,6 @@ class _Planner:
             plan.stats["file_groups_replaced"] = sum(len(g) for g in plan.replaced.values())
         plan.timings["plan_tasks_s"] = time.perf_counter() - t0
         return plan
-
-
-class _FusedJob:
-    """The fused path's planning job (:func:`~.write_tasks.plan_and_write`), run on a
-    thread of the driver while the attempt goes on: :meth:`planned` returns once every
-    task published its plan, :meth:`go` lets them write and returns what they wrote."""
-
-    def __init__(self, spark: SparkSession, staging: Staging, attempt: str, tasks: list[PlanTask]) -> None:
-        self.staging, self.attempt, self.tasks = staging, attempt, len(tasks)
-        self.released = False
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lakeline-plan")
-        self.future: Future[list[PlanPart]] = self.pool.submit(SparkEngine(spark).map, plan_and_write, tasks)
-
-    def planned(self) -> list[PlanPart]:
-        """Every task's plan facts, once all are published. A planning error (bad input,
-        a duplicate key) fails the job: it is raised here, before the instant begins."""
-        parts: dict[int, PlanPart] = {}
-        delay = 0.002
-        while len(parts) < self.tasks:
-            for i in range(self.tasks):
-                if i not in parts:
-                    found, part = self.staging.peek(f"{self.attempt}/planned-{i}")
-                    if found:
-                        parts[i] = part
-            if len(parts) < self.tasks:
-                if self.future.done():
-                    self.future.result()  # raises the job's (typed) error
-                    raise AssertionError("a planning task ended without publishing its plan")
-                time.sleep(delay)
-                delay = min(delay * 2, 0.02)
-        return [parts[i] for i in range(self.tasks)]
-
-    def go(self, settings: WriteSettings) -> list[PlanPart]:
-        """Publish the write settings of the begun instant; every task's outcome."""
-        self.staging.publish(f"{self.attempt}/go", settings)
-        self.released = True
-        try:
-            return self.future.result()
-        finally:
-            self.pool.shutdown()
-
-    def release(self) -> None:
-        if not self.released:
-            self.released = True
-            self.staging.publish(f"{self.attempt}/go", None)
-            try:
-                self.future.result()
-            except Exception:  # noqa: BLE001 - the attempt already failed or was refused
-                pass
-        self.pool.shutdown()
 
 
 def _no_rows(cfg: TableConfig, operation: str) -> pa.Table:
