@@ -59,14 +59,12 @@ from .merger import (
     prefixed,
     prepare_source,
 )
-from .operations import _keys_with_partition, _merge_logs, _merge_rewrites, _route_inserts, _tag
+from .operations import _keys_with_partition, _merge_logs, _merge_rewrites, _route_inserts, _tag, _with_op
 from .plan import PARTITION, LogAppend, Rewrite, WritePlan
 from .records import (
-    OP,
     OP_DELETE,
     OP_UPSERT,
     conform_column,
-    constant,
     delete_records,
     evaluation_errors,
     same_columns,
@@ -163,10 +161,6 @@ def _loses_fold(cfg: TableConfig, new: pa.Table, old: pa.Table) -> np.ndarray:
         return np.zeros(new.num_rows, dtype=bool)
     ge = pc.greater_equal(new.column(cfg.ordering_field), old.column(cfg.ordering_field))
     return ~pc.fill_null(ge, False).to_numpy(zero_copy_only=False).astype(bool)
-
-
-def _with_op(rows: pa.Table, op: str) -> pa.Table:
-    return rows.append_column(OP, constant(op, rows.num_rows))
 
 
 def merge_planner(cfg: TableConfig, source: pa.Table, spec: MergeSpec) -> Callable[[TableContext], WritePlan]:

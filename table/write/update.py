@@ -42,8 +42,9 @@ from ..merge_engine import AGGREGATION, FIRST_ROW, MergeEngine
 from ..read.pushdown import filtered_scanner, pushdown
 from ..read.scan import Scan, SliceRead, read_slice
 from .assign import Assignments, apply_assignments, check_assignments
+from .operations import _with_op
 from .plan import PARTITION, LogAppend, Rewrite, WritePlan
-from .records import OP, OP_DELETE, OP_UPSERT, check_filter, constant, same_columns
+from .records import OP_DELETE, OP_UPSERT, check_filter, constant, same_columns
 
 #: What an update of every row (``where=None``) claims against concurrent rows (rule 4).
 EVERY_ROW = pc.scalar(True)
@@ -92,10 +93,6 @@ def slice_matches(task: SliceMatch) -> pa.Table:
 
 def _unevaluable(where: pc.Expression | None, error: Exception) -> InvalidFilterError:
     return InvalidFilterError(f"the filter {where} cannot be evaluated on the rows: {error}")
-
-
-def _with_op(rows: pa.Table, op: str) -> pa.Table:
-    return rows.append_column(OP, constant(op, rows.num_rows))
 
 
 def update_planner(
